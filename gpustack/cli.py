@@ -1,0 +1,49 @@
+"""The `gpustack` command. Each subcommand lives in `gpustack/commands/<name>.py`.
+
+Exit codes: 0 success, 1 findings (invalid, stale, different), 2 usage or config error.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from gpustack import __version__
+from gpustack.commands import init, profiles, render, schema
+
+app = typer.Typer(
+    name="gpustack",
+    help="Render, validate and diff the NVIDIA GPU stack for Kubernetes, per platform profile.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpustack {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    from gpustack.commands import common
+
+    common.DEBUG = debug
+
+
+app.command("render")(render.command)
+app.command("init")(init.command)
+app.add_typer(profiles.app, name="profiles")
+app.command("schema")(schema.command)
+
+
+def main() -> None:
+    app()

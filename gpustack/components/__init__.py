@@ -1,0 +1,28 @@
+"""One module per component; each turns a resolved Stack into Kubernetes objects.
+
+A component's `build(stack)` returns plain dicts and leaves labels common to all objects, apply
+order, hashes and file names to `gpustack.decorate`. Adding a component is adding a module here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpustack.components import device_plugin, namespace, runtime_class
+from gpustack.config import Stack
+
+Builder = Callable[[Stack], list[dict[str, Any]]]
+
+COMPONENTS: tuple[Builder, ...] = (
+    namespace.build,
+    runtime_class.build,
+    device_plugin.build,
+)
+
+
+def build_all(stack: Stack) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    for build in COMPONENTS:
+        objects.extend(build(stack))
+    return objects

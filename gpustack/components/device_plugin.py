@@ -1,0 +1,190 @@
+"""NVIDIA's device plugin: advertises `nvidia.com/gpu` to the kubelet on every GPU node.
+
+Facts from NVIDIA/k8s-device-plugin v0.20.0: deployments/static/nvidia-device-plugin.yml and the
+helm chart (deployments/helm/nvidia-device-plugin). The plugin's own settings go into a config file
+in its `version: v1` format, mounted from a ConfigMap; a content hash on the pod template (added
+in `decorate`) rolls the pods when it changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack import emit
+from gpustack.config import Stack
+from gpustack.workload import (
+    cluster_role_with_binding,
+    daemonset,
+    driver_mount,
+    gpu_pod_spec,
+    host_path_volume,
+    scc_rules,
+    service_account,
+)
+
+NAME = "nvidia-device-plugin"
+MPS_DAEMON = "nvidia-device-plugin-mps-control-daemon"
+CONFIG_MAP = "nvidia-device-plugin-config"
+CONFIG_DIR = "/etc/nvidia-device-plugin"
+# helm values.yaml `mps.root`; the plugin and the MPS control daemon share it through the host.
+MPS_ROOT = "/run/nvidia/mps"
+
+
+def image(stack: Stack) -> str:
+    return f"nvcr.io/nvidia/k8s-device-plugin:{stack.config.devicePlugin.version}"
+
+
+def plugin_config(stack: Stack) -> dict[str, Any]:
+    """The plugin's config file (api/config/v1), the single place its flags are set."""
+    plugin = stack.config.devicePlugin
+    config: dict[str, Any] = {
+        "version": "v1",
+        "flags": {
+            "migStrategy": plugin.migStrategy,
+            "failOnInitError": True,
+            "nvidiaDriverRoot": stack.facts.driver.root,
+            "plugin": {
+                "passDeviceSpecs": False,
+                "deviceListStrategy": "envvar",
+                "deviceIDStrategy": "uuid",
+            },
+        },
+    }
+    sharing = plugin.sharing
+    if sharing.strategy != "none":
+        section: dict[str, Any] = {"renameByDefault": sharing.renameByDefault}
+        if sharing.strategy == "time-slicing":
+            section["failRequestsGreaterThanOne"] = sharing.failRequestsGreaterThanOne
+        # Only full GPUs may be shared with MPS (k8s-device-plugin README, "With CUDA MPS").
+        section["resources"] = [{"name": "nvidia.com/gpu", "replicas": sharing.replicas}]
+        key = "timeSlicing" if sharing.strategy == "time-slicing" else "mps"
+        config["sharing"] = {key: section}
+    return config
+
+
+def build(stack: Stack) -> list[dict[str, Any]]:
+    plugin = stack.config.devicePlugin
+    if not plugin.enabled:
+        return []
+    mps = plugin.sharing.strategy == "mps"
+    objects: list[dict[str, Any]] = [
+        service_account(stack, NAME),
+        # helm templates/role.yaml: the plugin reads its Node for labels.
+        *cluster_role_with_binding(
+            stack,
+            NAME,
+            [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+             *scc_rules(stack)],
+        ),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CONFIG_MAP, "namespace": stack.namespace},
+            "data": {"config.yaml": emit.dump(plugin_config(stack))},
+        },
+        _plugin_daemonset(stack, mps),
+    ]
+    if mps:
+        objects.append(_mps_control_daemonset(stack))
+    return objects
+
+
+def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
+    plugin = stack.config.devicePlugin
+    kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
+    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
+    env: list[dict[str, Any]] = [
+        {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
+        # helm templates/daemonset-device-plugin.yml sets these for the plugin container.
+        {"name": "MPS_ROOT", "value": MPS_ROOT},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+        *driver_env,
+    ]
+    security: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    if plugin.migStrategy != "none":
+        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+        # Watching MIG devices needs SYS_ADMIN (helm _helpers.tpl, securityContext logic).
+        security["capabilities"]["add"] = ["SYS_ADMIN"]
+    volumes = [
+        host_path_volume("device-plugins", kubelet_plugins, "Directory"),
+        {"name": "config", "configMap": {"name": CONFIG_MAP}},
+        host_path_volume("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+        *driver_volumes,
+    ]
+    mounts = [
+        {"name": "device-plugins", "mountPath": kubelet_plugins},
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "cdi-root", "mountPath": "/var/run/cdi"},
+        *driver_mounts,
+    ]
+    if mps:
+        volumes += [
+            host_path_volume("mps-root", MPS_ROOT, "DirectoryOrCreate"),
+            host_path_volume("mps-shm", f"{MPS_ROOT}/shm", "DirectoryOrCreate"),
+        ]
+        mounts += [
+            {"name": "mps-root", "mountPath": MPS_ROOT},
+            {"name": "mps-shm", "mountPath": "/dev/shm"},
+        ]
+    pod_spec = gpu_pod_spec(stack)
+    pod_spec.update(
+        {
+            "serviceAccountName": NAME,
+            "containers": [
+                {
+                    "name": NAME,
+                    "image": image(stack),
+                    "command": ["nvidia-device-plugin"],
+                    "env": env,
+                    "securityContext": security,
+                    "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+        }
+    )
+    return daemonset(stack, NAME, pod_spec, component="device-plugin")
+
+
+def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
+    """The MPS control daemon the plugin talks to when sharing with MPS (helm
+    templates/daemonset-mps-control-daemon.yml): privileged and in the host PID namespace, since it
+    starts nvidia-cuda-mps-control for every process on the GPU."""
+    pod_spec = gpu_pod_spec(stack)
+    # GFD labels nodes whose GPUs support MPS (helm chart nodeSelector).
+    pod_spec["nodeSelector"] = {"nvidia.com/mps.capable": "true"}
+    pod_spec.update(
+        {
+            "serviceAccountName": NAME,
+            "hostPID": True,
+            "containers": [
+                {
+                    "name": "mps-control-daemon",
+                    "image": image(stack),
+                    "command": ["mps-control-daemon"],
+                    "env": [
+                        {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
+                        {"name": "MPS_ROOT", "value": MPS_ROOT},
+                        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                    ],
+                    # Privileged: it must start the MPS server for all GPUs on the node.
+                    "securityContext": {"privileged": True},
+                    "volumeMounts": [
+                        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                        {"name": "mps-root", "mountPath": MPS_ROOT},
+                        {"name": "mps-shm", "mountPath": "/dev/shm"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "config", "configMap": {"name": CONFIG_MAP}},
+                host_path_volume("mps-root", MPS_ROOT, "DirectoryOrCreate"),
+                host_path_volume("mps-shm", f"{MPS_ROOT}/shm", "DirectoryOrCreate"),
+            ],
+        }
+    )
+    return daemonset(stack, MPS_DAEMON, pod_spec, component="mps-control-daemon")

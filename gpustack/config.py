@@ -1,0 +1,393 @@
+"""From config files on disk to a resolved `Stack`: read, follow `extends:`, merge the profile's
+defaults beneath, validate, and map every validation error back to the file, line and column.
+
+This is the only module that reads config files; everything after it works on plain data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gpustack import profiles as profile_store
+from gpustack.errors import Location, UserError, did_you_mean, display_path
+from gpustack.model import GPUStack, ConflictError, Profile
+from gpustack.yamlio import SourceMap, load_file
+
+_MAX_EXTENDS_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One source of settings: a config file, a base it extends, or a profile's `defaults`."""
+
+    data: dict[str, Any]
+    source: SourceMap
+    prefix: tuple[str | int, ...] = ()
+    directory: Path | None = None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A validated config with its profile: everything the components need, and nothing on disk."""
+
+    config: GPUStack
+    profile: Profile
+    source: str
+    entitlement_pem: bytes | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace
+
+    @property
+    def facts(self):  # type: ignore[no-untyped-def]
+        return self.profile.facts
+
+    @property
+    def driver_mode(self) -> str:
+        mode = self.config.driver.mode
+        return self.profile.facts.driver.default if mode == "auto" else mode
+
+    @property
+    def monitor(self) -> str:
+        monitor = self.config.dcgmExporter.monitor
+        return self.profile.facts.monitoring if monitor == "auto" else monitor
+
+    @property
+    def runtime_class_enabled(self) -> bool:
+        enabled = self.config.runtimeClass.enabled
+        if enabled == "auto":
+            return self.profile.facts.runtime.runtimeClass in ("required", "optional")
+        return bool(enabled)
+
+    @property
+    def runtime_class_name(self) -> str | None:
+        """The runtimeClassName every GPU pod sets, or None when the default runtime serves."""
+        return self.config.runtimeClass.name if self.runtime_class_enabled else None
+
+
+def merge(base: Any, override: Any) -> Any:
+    """Deep-merge mappings; lists and scalars in `override` replace those in `base`."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = merge(base[key], value) if key in base else value
+        return merged
+    return override
+
+
+def load_stack(
+    path: Path | None,
+    profile_name: str | None = None,
+    profiles_dir: Path | None = None,
+) -> Stack:
+    """Load one cluster config (or the embedded example when `path` is None)."""
+    if path is None:
+        path = profile_store.data_dir("examples") / "kubeadm.yaml"
+    layers = _config_layers(path)
+    combined = merge_layers(layers)
+    platform = combined.get("platform")
+    name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
+    if not isinstance(name, str):
+        top = layers[-1]
+        raise UserError(
+            "required field missing",
+            _locate(layers, ("platform", "profile")) or top.source.nearest(()),
+            field="platform.profile",
+            hint=f"one of: {', '.join(profile_store.available(profiles_dir))}",
+        )
+    profile, profile_layer = profile_store.load(
+        name, profiles_dir, _locate(layers, ("platform", "profile"))
+    )
+    if profile_name:
+        combined = merge(combined, {"platform": {"profile": profile_name}})
+    all_layers = [profile_layer, *layers]
+    merged = merge(profile_layer.data, combined)
+    config = validate(GPUStack, merged, all_layers)
+    _check_against_profile(config, profile, all_layers)
+    pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
+    return Stack(config, profile, display_path(path), pem)
+
+
+def merge_layers(layers: list[Layer]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = merge(merged, layer.data)
+    merged.pop("extends", None)
+    return merged
+
+
+def _config_layers(path: Path) -> list[Layer]:
+    """The chain of files `path` extends, base first."""
+    chain: list[Layer] = []
+    seen: list[Path] = []
+    current: Path | None = path
+    referenced_at: Location | None = None
+    while current is not None:
+        resolved = current.resolve()
+        if resolved in seen:
+            cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
+            raise UserError(f"extends forms a cycle: {cycle}", referenced_at, field="extends")
+        if len(seen) >= _MAX_EXTENDS_DEPTH:
+            raise UserError("extends chain is too long", referenced_at, field="extends")
+        seen.append(resolved)
+        try:
+            document = load_file(current)
+        except UserError as error:
+            if referenced_at and error.message == "file not found":
+                raise UserError(
+                    f"base config {display_path(current)} not found", referenced_at, field="extends"
+                ) from None
+            raise
+        if not isinstance(document.data, dict):
+            raise UserError(
+                "expected a mapping with apiVersion, kind, metadata, ... (a GPUStack config)",
+                document.source.nearest(()),
+            )
+        layer = Layer(document.data, document.source, (), current.parent)
+        chain.append(layer)
+        extends = document.data.get("extends")
+        if extends is None:
+            current = None
+        elif not isinstance(extends, str) or not extends:
+            raise UserError(
+                "must be a path to a base config", document.source.value(("extends",)), "extends"
+            )
+        else:
+            referenced_at = document.source.value(("extends",))
+            current = current.parent / extends
+    chain.reverse()
+    return chain
+
+
+def _locate(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location | None:
+    """Where the winning value at `path` was written (the last layer that sets it)."""
+    for layer in reversed(layers):
+        full = (*layer.prefix, *path)
+        found = layer.source.key(full) if key else layer.source.value(full)
+        if found is None and key:
+            found = layer.source.value(full)
+        if found is not None:
+            return found
+    return None
+
+
+def _nearest(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location:
+    path = tuple(path)
+    while path:
+        found = _locate(layers, path, key)
+        if found:
+            return found
+        path = path[:-1]
+    top = layers[-1]
+    return top.source.nearest(())
+
+
+def validate(model: type[BaseModel], data: Any, layers: list[Layer]) -> Any:
+    """Validate `data` against `model`, turning the first error into a located UserError."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as errors:
+        raise located_error(model, data, errors.errors(), layers) from None
+
+
+def located_error(
+    model: type[BaseModel], data: Any, errors: list[Any], layers: list[Layer]
+) -> UserError:
+    error = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    conflict = (error.get("ctx") or {}).get("error")
+    if isinstance(conflict, ConflictError):
+        path = conflict.path
+        return UserError(conflict.message, _nearest(layers, path), field=".".join(path))
+    path = _data_path(data, error["loc"])
+    field = ".".join(str(part) for part in path) or None
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        choices = _field_names(model, path[:-1])
+        return UserError(
+            f"unknown field '{path[-1]}'{more}",
+            _nearest(layers, path, key=True),
+            field=field,
+            hint=did_you_mean(str(path[-1]), choices) or _allowed(choices),
+        )
+    if kind == "missing":
+        return UserError(f"required field missing{more}", _nearest(layers, path[:-1]), field=field)
+    location = _nearest(layers, path)
+    if kind in ("literal_error", "enum"):
+        expected = re.findall(r"'([^']*)'", error["ctx"]["expected"])
+        got = error.get("input")
+        hint = did_you_mean(str(got), expected) if isinstance(got, str) else None
+        return UserError(
+            f"{got!r} is not one of {', '.join(expected)}{more}", location, field, hint
+        )
+    if kind == "string_pattern_mismatch":
+        return UserError(
+            f"{error.get('input')!r} {_pattern_text(error['ctx']['pattern'])}{more}",
+            location,
+            field,
+        )
+    message = error["msg"]
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    got = error.get("input")
+    if kind.endswith("_type") and not isinstance(got, (dict, list)):
+        message = f"{message}, got {got!r}"
+    return UserError(message + more, location, field)
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
+    """pydantic's error location without its type tags (e.g. 'bool', 'literal[...]')."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and isinstance(part, str) and not _is_type_tag(part):
+            path.append(part)  # a missing or unknown key
+            node = None
+    return tuple(path)
+
+
+def _is_type_tag(part: str) -> bool:
+    return part in {"bool", "str", "int", "float", "dict", "list"} or part.startswith(
+        ("literal[", "constrained-str", "function-")
+    )
+
+
+def _field_names(model: type[BaseModel], path: tuple[str | int, ...]) -> list[str]:
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        info = current.model_fields.get(str(part))
+        if info is None:
+            return []
+        current = _model_in(info.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in getattr(annotation, "__args__", ()):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def _allowed(choices: list[str]) -> str | None:
+    return f"allowed: {', '.join(choices)}" if choices else None
+
+
+_PATTERNS = {
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "is not a valid DNS-1123 label (lowercase letters, digits "
+    "and '-', starting and ending with a letter or digit, at most 63 characters)",
+    r"^1\.[0-9]{2}$": "is not a Kubernetes minor version such as '1.31' (quote it in YAML)",
+    r"^4\.[0-9]{1,2}$": "is not an OpenShift minor version such as '4.16' (quote it in YAML)",
+    r"^v[0-9]+\.[0-9]+\.[0-9]+$": "is not a release tag such as 'v0.20.0'",
+}
+
+
+def _pattern_text(pattern: str) -> str:
+    if pattern in _PATTERNS:
+        return _PATTERNS[pattern]
+    if "(ms|s|m|h)" in pattern:
+        return "is not a duration such as '15s' or '1m'"
+    if pattern.startswith("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.["):
+        return "is not a valid label or taint key (e.g. 'nvidia.com/gpu')"
+    if pattern.startswith("^(([A-Za-z0-9]"):
+        return "is not a valid label value (at most 63 letters, digits, '-', '_' or '.')"
+    return f"does not match {pattern}"
+
+
+def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    facts = profile.facts
+    name = profile.metadata.name
+    if config.driver.mode != "auto" and config.driver.mode not in facts.driver.modes:
+        raise UserError(
+            f"driver mode {config.driver.mode!r} is not available on profile {name!r}",
+            _nearest(layers, ("driver", "mode")),
+            field="driver.mode",
+            hint=f"allowed: auto, {', '.join(facts.driver.modes)}",
+        )
+    if config.entitlement.enabled and not facts.machineConfigOperator:
+        raise UserError(
+            f"entitlement MachineConfigs exist only on OpenShift, not on profile {name!r}",
+            _nearest(layers, ("entitlement", "enabled")),
+            field="entitlement.enabled",
+            hint="remove the entitlement section or use profile 'openshift'",
+        )
+    if config.platform.openshiftVersion and not facts.machineConfigOperator:
+        raise UserError(
+            f"platform.openshiftVersion applies only to OpenShift, not to profile {name!r}",
+            _nearest(layers, ("platform", "openshiftVersion")),
+            field="platform.openshiftVersion",
+        )
+    if (
+        config.devicePlugin.enabled
+        and facts.devicePluginProvider == "gke"
+        and not _label_disables_gke_plugin(config)
+    ):
+        raise UserError(
+            "GKE runs its own device plugin on GPU nodes; two plugins advertising nvidia.com/gpu "
+            "on one node make allocation nondeterministic",
+            _nearest(layers, ("devicePlugin", "enabled")),
+            field="devicePlugin.enabled",
+            hint="add 'gke-no-default-nvidia-gpu-device-plugin: \"true\"' to nodes.selector "
+            "(and create the pool with that label) or set devicePlugin.enabled: false",
+        )
+
+
+def _label_disables_gke_plugin(config: GPUStack) -> bool:
+    # NVIDIA/cloud-native-docs gpu-operator/google-gke.rst: this node label disables GKE's plugin.
+    return config.nodes.selector.get("gke-no-default-nvidia-gpu-device-plugin") == "true"
+
+
+def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
+    path = ("entitlement", "pemFile")
+    owner = next(
+        (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
+    )
+    base = owner.directory if owner and owner.directory else Path.cwd()
+    pem_path = base / str(config.entitlement.pemFile)
+    location = _nearest(layers, path)
+    try:
+        if pem_path.stat().st_size > 1024 * 1024:
+            raise UserError("entitlement PEM is larger than 1 MiB", location, field="entitlement.pemFile")
+        content = pem_path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(
+            f"entitlement PEM {display_path(pem_path)} not found", location, "entitlement.pemFile"
+        ) from None
+    except (PermissionError, IsADirectoryError, OSError):
+        raise UserError(
+            f"cannot read entitlement PEM {display_path(pem_path)}",
+            location,
+            "entitlement.pemFile",
+        ) from None
+    if b"-----BEGIN" not in content:
+        raise UserError(
+            f"{display_path(pem_path)} is not a PEM file (no '-----BEGIN' line)",
+            location,
+            "entitlement.pemFile",
+        )
+    return content

@@ -1,0 +1,72 @@
+"""Errors a user can act on: each names where the problem is and, when it can, how to fix it."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a file: 1-based line and column, as editors and compilers print them."""
+
+    file: str
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.column}"
+        return self.file
+
+
+class UserError(Exception):
+    """A mistake in the user's input. The CLI prints it without a traceback and exits 2."""
+
+    def __init__(
+        self,
+        message: str,
+        location: Location | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.location = location
+        self.field = field
+        self.hint = hint
+
+    def __str__(self) -> str:
+        parts = []
+        if self.location:
+            parts.append(f"{self.location}: ")
+        if self.field:
+            parts.append(f"{self.field}: ")
+        parts.append(self.message)
+        if self.hint:
+            parts.append(f" ({self.hint})")
+        return "".join(parts)
+
+
+def display_path(path: Path | str) -> str:
+    """A path as the user would type it: relative to the working directory when it is below it."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def closest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:
+    """The valid name a typo most likely meant, or None when nothing is close."""
+    matches = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    if not matches:
+        lowered = {choice.lower(): choice for choice in choices}
+        return lowered.get(word.lower())
+    return matches[0]
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:
+    match = closest(word, choices)
+    return f"did you mean '{match}'?" if match else None

@@ -1,0 +1,309 @@
+"""The typed cluster config (`kind: GPUStack`) and the platform profile (`kind: Profile`).
+
+Field names are a contract (PRODUCT.md): scripts and editors rely on them. Fields a profile decides
+are optional here; the profile's `defaults` are merged beneath the user's config before validation,
+so a validated GPUStack always carries concrete values. The model knows nothing of files or YAML.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+API_VERSION = "gpustack.dev/v1alpha1"
+
+# RFC 1123 label: what a Namespace, a folder name and most object names must be.
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# RFC 1123 subdomain: object names such as RuntimeClass handlers.
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# Kubernetes qualified name with optional DNS prefix: label and taint keys.
+QUALIFIED_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+
+Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)]
+LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316)]
+LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63)]
+
+
+class Strict(BaseModel):
+    """Unknown fields are errors: a misspelled field must never be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+
+class Metadata(Strict):
+    name: Name = Field(description="Cluster name (DNS-1123 label); names the output folder.")
+
+
+class Platform(Strict):
+    profile: str = Field(
+        description="openshift | gke-cos | gke-ubuntu | rke2 | kubeadm, or a user profile."
+    )
+    kubernetesVersion: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] = Field(
+        description="Target Kubernetes minor version for schemas and API deprecations, e.g. '1.31'."
+    )
+    openshiftVersion: Annotated[str, Field(pattern=r"^4\.[0-9]{1,2}$")] | None = Field(
+        default=None, description="OpenShift minor version (openshift profile only), e.g. '4.16'."
+    )
+
+
+class Taint(Strict):
+    key: LabelKey
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class Nodes(Strict):
+    selector: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        description="Labels GPU nodes carry, ANDed into every GPU workload's placement.",
+    )
+    taints: list[Taint] = Field(
+        default_factory=list,
+        description="Taints GPU nodes carry; every GPU workload tolerates them and the node-side "
+        "artifacts apply them.",
+    )
+    controlPlane: bool = Field(
+        default=False,
+        description="GPU nodes are also control-plane nodes (single-node clusters): GPU workloads "
+        "tolerate the control-plane taint.",
+    )
+
+    @field_validator("taints")
+    @classmethod
+    def _unique_taints(cls, taints: list[Taint]) -> list[Taint]:
+        seen = set()
+        for taint in taints:
+            if (taint.key, taint.effect) in seen:
+                raise ValueError(f"taint {taint.key}:{taint.effect} is listed twice")
+            seen.add((taint.key, taint.effect))
+        return taints
+
+
+class Sharing(Strict):
+    strategy: Literal["none", "time-slicing", "mps"] = "none"
+    replicas: int = Field(default=4, ge=2, le=48, description="Pods that may share one GPU.")
+    renameByDefault: bool = Field(
+        default=False, description="Advertise shared GPUs as nvidia.com/gpu.shared."
+    )
+    failRequestsGreaterThanOne: bool = Field(
+        default=True, description="Refuse pods that request more than one shared GPU."
+    )
+
+
+class DevicePlugin(Strict):
+    enabled: bool = Field(description="Deploy NVIDIA's device plugin (GKE ships its own: false).")
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.20.0"
+    migStrategy: Literal["none", "single", "mixed"] = "none"
+    sharing: Sharing = Field(default_factory=Sharing)
+
+
+class GFD(Strict):
+    enabled: bool = True
+
+
+class NFD(Strict):
+    mode: Literal["deploy", "external", "disabled"] = Field(
+        description="deploy: emit NFD; external: NFD is installed elsewhere; disabled: no NFD."
+    )
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.19.0"
+
+
+class DCGMExporter(Strict):
+    enabled: bool = True
+    version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\.[0-9]+\.[0-9]+$")] = (
+        "4.5.3-4.8.2"
+    )
+    monitor: Literal["auto", "servicemonitor", "podmonitoring", "none"] = "auto"
+    interval: Annotated[str, Field(pattern=DURATION)] = "15s"
+    monitorLabels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        description="Extra labels on the ServiceMonitor/PodMonitoring, e.g. `release: "
+        "kube-prometheus-stack` so an existing Prometheus picks it up.",
+    )
+
+
+class RuntimeClass(Strict):
+    enabled: bool | Literal["auto"] = Field(
+        default="auto", description="auto: the profile decides whether GPU pods need it."
+    )
+    name: Annotated[str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253)] = "nvidia"
+    handler: Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)] = "nvidia"
+
+
+class Driver(Strict):
+    mode: Literal["auto", "preinstalled", "driver-toolkit", "gke-managed", "gke-installer"] = Field(
+        default="auto", description="auto: the profile's default driver mode."
+    )
+
+
+class Entitlement(Strict):
+    enabled: bool = False
+    pemFile: str | None = Field(
+        default=None, description="Entitlement PEM, relative to the config file."
+    )
+
+
+class GitOps(Strict):
+    tool: Literal["none", "argocd", "flux"] = "none"
+
+
+class GPUStack(Strict):
+    """One cluster's GPU stack."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        title="GPUStack",
+        json_schema_extra={"$id": "https://gpustack.dev/schemas/gpustack.schema.json"},
+    )
+
+    apiVersion: Literal["gpustack.dev/v1alpha1"]
+    kind: Literal["GPUStack"]
+    extends: str | None = Field(
+        default=None, description="A base config (path relative to this file) to inherit from."
+    )
+    metadata: Metadata
+    platform: Platform
+    namespace: Name
+    nodes: Nodes = Field(default_factory=Nodes)
+    devicePlugin: DevicePlugin
+    gfd: GFD = Field(default_factory=GFD)
+    nfd: NFD
+    dcgmExporter: DCGMExporter = Field(default_factory=DCGMExporter)
+    runtimeClass: RuntimeClass = Field(default_factory=RuntimeClass)
+    driver: Driver = Field(default_factory=Driver)
+    entitlement: Entitlement = Field(default_factory=Entitlement)
+    gitops: GitOps = Field(default_factory=GitOps)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GPUStack:
+        sharing = self.devicePlugin.sharing
+        if sharing.strategy == "mps" and self.devicePlugin.migStrategy != "none":
+            raise ConflictError(
+                ("devicePlugin", "sharing", "strategy"),
+                "MPS sharing cannot be combined with MIG (the plugin shares only full GPUs "
+                "with MPS); set devicePlugin.migStrategy: none or sharing.strategy: none",
+            )
+        if sharing.strategy == "time-slicing" and self.devicePlugin.migStrategy == "mixed":
+            raise ConflictError(
+                ("devicePlugin", "sharing", "strategy"),
+                "time-slicing with MIG strategy 'mixed' is not supported by this renderer "
+                "(each MIG profile is its own resource); use migStrategy: single or none",
+            )
+        if self.entitlement.enabled and not self.entitlement.pemFile:
+            raise ConflictError(
+                ("entitlement", "pemFile"),
+                "entitlement.enabled needs entitlement.pemFile (the entitlement certificate)",
+            )
+        return self
+
+
+class ConflictError(ValueError):
+    """Two settings contradict each other; `path` names the field to point the user at."""
+
+    def __init__(self, path: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiles: platform facts as data (profiles/*.yaml).
+
+
+class NodeSelectorRequirement(Strict):
+    key: LabelKey
+    operator: Literal["In", "Exists"]
+    values: list[str] = Field(default_factory=list)
+
+
+class ProfileMetadata(Strict):
+    name: Name
+    description: str
+
+
+class RuntimeFacts(Strict):
+    engine: Literal["containerd", "cri-o"]
+    runtimeClass: Literal["required", "optional", "cdi-only", "none"] = Field(
+        description="required: the default runtime is runc, GPU pods need runtimeClassName; "
+        "optional: only when nvidia is not the default runtime; cdi-only: only with CDI; "
+        "none: the platform mounts the driver itself."
+    )
+    containerdConfig: str | None = None
+    containerdSocket: str | None = None
+
+
+class HostMount(Strict):
+    path: str
+    mountPath: str
+
+
+class DriverFacts(Strict):
+    modes: list[Literal["preinstalled", "driver-toolkit", "gke-managed", "gke-installer"]]
+    default: Literal["preinstalled", "driver-toolkit", "gke-managed", "gke-installer"]
+    root: str = Field(description="Driver root on the host, as the device plugin's nvidiaDriverRoot.")
+    hostMount: HostMount | None = Field(
+        default=None,
+        description="Where the platform keeps the driver and where GPU containers must see it "
+        "(GKE: no nvidia runtime, the directory is mounted).",
+    )
+    installerOS: Literal["cos", "ubuntu"] | None = None
+
+    @model_validator(mode="after")
+    def _default_allowed(self) -> DriverFacts:
+        if self.default not in self.modes:
+            raise ValueError(f"driver.default {self.default!r} is not one of driver.modes")
+        return self
+
+
+class ProfileFacts(Strict):
+    runtime: RuntimeFacts
+    driver: DriverFacts
+    devicePluginProvider: Literal["nvidia", "gke"]
+    gpuNodeSelector: list[NodeSelectorRequirement] = Field(
+        description="How GPU nodes are recognised (NFD's PCI label, or a platform label)."
+    )
+    monitoring: Literal["servicemonitor", "podmonitoring", "none"]
+    namespaceLabels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    securityContextConstraints: bool = Field(
+        default=False, description="OpenShift: privileged pods need SCC `use` RBAC."
+    )
+    machineConfigOperator: bool = Field(
+        default=False, description="OpenShift: node files are shipped as MachineConfigs."
+    )
+    taintMechanism: Literal[
+        "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
+    ]
+    kubeletRoot: str = "/var/lib/kubelet"
+    nodeOSLabel: NodeSelectorRequirement | None = None
+
+
+class Profile(Strict):
+    apiVersion: Literal["gpustack.dev/v1alpha1"]
+    kind: Literal["Profile"]
+    extends: str | None = None
+    metadata: ProfileMetadata
+    facts: ProfileFacts
+    defaults: dict[str, object] = Field(
+        default_factory=dict,
+        description="A partial GPUStack config merged beneath every config using this profile.",
+    )
+
+    @field_validator("defaults")
+    @classmethod
+    def _defaults_shape(cls, value: dict[str, object]) -> dict[str, object]:
+        forbidden = {"apiVersion", "kind", "metadata", "extends"} & set(value)
+        if forbidden:
+            raise ValueError(f"defaults may not set {', '.join(sorted(forbidden))}")
+        return value
+
+
+def dns_label(value: str) -> bool:
+    return bool(re.match(DNS1123_LABEL, value)) and len(value) <= 63

@@ -1,0 +1,109 @@
+"""Platform profiles: YAML files in `profiles/` (and in a user's `--profiles-dir`).
+
+A profile may `extends:` another (by name); user profiles are looked up first, so a user can
+shadow a built-in one. Found in the package after installation, or beside it in a checkout.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from gpustack.errors import Location, UserError, did_you_mean, display_path
+from gpustack.model import Profile
+from gpustack.yamlio import load_file
+
+BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
+
+
+def data_dir(name: str) -> Path:
+    """A data folder shipped with gpustack: `profiles`, `schemas` or `examples`."""
+    packaged = Path(__file__).parent / "_data" / name
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / name
+
+
+def _search_path(profiles_dir: Path | None) -> list[Path]:
+    return ([profiles_dir] if profiles_dir else []) + [data_dir("profiles")]
+
+
+def available(profiles_dir: Path | None = None) -> list[str]:
+    names: set[str] = set()
+    for folder in _search_path(profiles_dir):
+        if folder.is_dir():
+            names.update(path.stem for path in folder.glob("*.yaml"))
+    return sorted(names)
+
+
+def _find(name: str, profiles_dir: Path | None) -> Path | None:
+    for folder in _search_path(profiles_dir):
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load(
+    name: str, profiles_dir: Path | None = None, referenced_at: Location | None = None
+):  # -> tuple[Profile, Layer]
+    """The profile `name` with its `extends:` chain merged, and its defaults as a config layer."""
+    if profiles_dir is not None and not profiles_dir.is_dir():
+        raise UserError(f"profiles directory {display_path(profiles_dir)} does not exist")
+    return _load(name, profiles_dir.resolve() if profiles_dir else None, referenced_at)
+
+
+@lru_cache(maxsize=64)
+def _load(name: str, profiles_dir: Path | None, referenced_at: Location | None):  # type: ignore[no-untyped-def]
+    from gpustack.config import Layer, merge_layers, validate
+
+    layers: list[Layer] = []
+    seen: list[str] = []
+    current: str | None = name
+    where = referenced_at
+    while current is not None:
+        if current in seen:
+            raise UserError(
+                f"profile extends forms a cycle: {' -> '.join([*seen, current])}", where, "extends"
+            )
+        seen.append(current)
+        path = _find(current, profiles_dir)
+        if path is None:
+            choices = available(profiles_dir)
+            raise UserError(
+                f"unknown profile {current!r}",
+                where,
+                field="platform.profile" if len(seen) == 1 else "extends",
+                hint=did_you_mean(current, choices) or f"available: {', '.join(choices)}",
+            )
+        document = load_file(path)
+        if not isinstance(document.data, dict):
+            raise UserError("expected a Profile mapping", document.source.nearest(()))
+        layers.append(Layer(document.data, document.source, (), path.parent))
+        parent = document.data.get("extends")
+        where = document.source.value(("extends",))
+        current = parent if isinstance(parent, str) else None
+    layers.reverse()
+    data = merge_layers(layers)
+    profile = validate(Profile, data, layers)
+    defaults_layers = [Layer(layer.data.get("defaults") or {}, layer.source, ("defaults",),
+                             layer.directory) for layer in layers]
+    return profile, _merged_layer(defaults_layers)
+
+
+def _merged_layer(layers):  # type: ignore[no-untyped-def]
+    """Fold several profiles' defaults into one layer whose positions point at the right file."""
+    from gpustack.config import Layer, merge
+    from gpustack.yamlio import SourceMap
+
+    data: dict = {}
+    combined = SourceMap(layers[-1].source.file)
+    for layer in layers:
+        data = merge(data, layer.data)
+        for path, location in layer.source.values.items():
+            if path[: len(layer.prefix)] == layer.prefix:
+                combined.values[path[len(layer.prefix):]] = location
+        for path, location in layer.source.keys.items():
+            if path[: len(layer.prefix)] == layer.prefix:
+                combined.keys[path[len(layer.prefix):]] = location
+    return Layer(data, combined, (), layers[-1].directory)

@@ -1,0 +1,189 @@
+"""What every GPU workload shares: how it finds GPU nodes, what it tolerates, how it is selected.
+
+Components call these instead of writing their own placement, so that the rule "every GPU
+workload selects GPU nodes the same way and tolerates every configured taint" holds by construction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack.config import Stack
+
+NAME_LABEL = "app.kubernetes.io/name"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+PART_OF = "gpustack"
+
+# The key the device plugin advertises; GPU workloads tolerate it whatever its value or effect.
+GPU_RESOURCE = "nvidia.com/gpu"
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    """The labels a workload's selector matches. `name` is unique per workload, so no two
+    DaemonSets share a selector (a GitOps hazard of the upstream chart, k8s-device-plugin #982)."""
+    return {NAME_LABEL: name, PART_OF_LABEL: PART_OF}
+
+
+def gpu_node_affinity(stack: Stack, extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Required node affinity: the profile's GPU node label AND nodes.selector AND `extra`."""
+    expressions: list[dict[str, Any]] = []
+    for requirement in stack.facts.gpuNodeSelector:
+        expression: dict[str, Any] = {"key": requirement.key, "operator": requirement.operator}
+        if requirement.operator == "In":
+            expression["values"] = list(requirement.values)
+        expressions.append(expression)
+    for key, value in stack.config.nodes.selector.items():
+        expressions.append({"key": key, "operator": "In", "values": [value]})
+    expressions.extend(extra or [])
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": expressions}]
+            }
+        }
+    }
+
+
+def gpu_tolerations(stack: Stack) -> list[dict[str, Any]]:
+    """Tolerate every configured taint, any `nvidia.com/gpu` taint, and the control-plane taint
+    when GPU nodes are control-plane nodes (single-node clusters, seed 001)."""
+    tolerations: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+
+    def add(toleration: dict[str, Any]) -> None:
+        identity = (toleration["key"], toleration["operator"], toleration.get("effect", ""))
+        if identity not in seen:
+            seen.add(identity)
+            tolerations.append(toleration)
+
+    for taint in stack.config.nodes.taints:
+        if taint.value is None:
+            add({"key": taint.key, "operator": "Exists", "effect": taint.effect})
+        else:
+            add({"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect})
+    add({"key": GPU_RESOURCE, "operator": "Exists"})
+    if stack.config.nodes.controlPlane:
+        add({"key": CONTROL_PLANE_TAINT, "operator": "Exists", "effect": "NoSchedule"})
+    return tolerations
+
+
+def gpu_pod_spec(stack: Stack, *, runtime_class: bool = True) -> dict[str, Any]:
+    """Scheduling fields every GPU DaemonSet's pod spec starts with.
+
+    `runtime_class` is False for pods that must not run under the nvidia runtime (none here yet);
+    the field is set only when the profile's default runtime cannot reach the driver.
+    """
+    spec: dict[str, Any] = {}
+    if runtime_class and stack.runtime_class_name:
+        spec["runtimeClassName"] = stack.runtime_class_name
+    spec["priorityClassName"] = "system-node-critical"
+    spec["affinity"] = gpu_node_affinity(stack)
+    spec["tolerations"] = gpu_tolerations(stack)
+    return spec
+
+
+def daemonset(
+    stack: Stack,
+    name: str,
+    pod_spec: dict[str, Any],
+    *,
+    component: str,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A DaemonSet in the stack's namespace with its own selector and a rolling update."""
+    selector = selector_labels(name)
+    template_labels = {**selector, COMPONENT_LABEL: component, **(labels or {})}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": stack.namespace, "labels": dict(template_labels)},
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {"metadata": {"labels": template_labels}, "spec": pod_spec},
+        },
+    }
+
+
+def service_account(stack: Stack, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": stack.namespace},
+        "automountServiceAccountToken": True,
+    }
+
+
+def scc_rules(stack: Stack, scc: str = "privileged") -> list[dict[str, Any]]:
+    """On OpenShift, the RBAC rule that lets a ServiceAccount's pods use an SCC."""
+    if not stack.facts.securityContextConstraints:
+        return []
+    return [
+        {
+            "apiGroups": ["security.openshift.io"],
+            "resources": ["securitycontextconstraints"],
+            "resourceNames": [scc],
+            "verbs": ["use"],
+        }
+    ]
+
+
+def cluster_role_with_binding(
+    stack: Stack, name: str, rules: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": stack.namespace}],
+        },
+    ]
+
+
+def role_with_binding(stack: Stack, name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": stack.namespace},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": stack.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": stack.namespace}],
+        },
+    ]
+
+
+def host_path_volume(name: str, path: str, kind: str | None = None) -> dict[str, Any]:
+    source: dict[str, Any] = {"path": path}
+    if kind:
+        source["type"] = kind
+    return {"name": name, "hostPath": source}
+
+
+def driver_mount(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Volumes, mounts and env that put the driver into a container on platforms with no nvidia
+    runtime (GKE mounts /home/kubernetes/bin/nvidia at /usr/local/nvidia). Empty elsewhere."""
+    mount = stack.facts.driver.hostMount
+    if mount is None:
+        return [], [], []
+    return (
+        [host_path_volume("nvidia-driver", mount.path, "Directory")],
+        [{"name": "nvidia-driver", "mountPath": mount.mountPath, "readOnly": True}],
+        # GKE docs: applications find libnvidia-ml and libcuda through this path.
+        [{"name": "LD_LIBRARY_PATH", "value": f"{mount.mountPath}/lib64"}],
+    )

@@ -1,0 +1,214 @@
+"""Reading YAML the user wrote: plain data plus where every value came from.
+
+Everything that can go wrong with a file (too big, not UTF-8, not YAML, duplicate keys, alias bombs)
+becomes a UserError naming the file, line and column. Values come back as plain dicts, lists and
+scalars; `SourceMap` remembers the position of each, keyed by its path (a tuple of keys and indexes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from gpustack.errors import Location, UserError, display_path
+
+# A cluster config or profile is a few kilobytes; anything this large is a mistake, not a config.
+MAX_FILE_BYTES = 1024 * 1024
+# Aliases may be reused, but a document that expands to more nodes than this is an alias bomb.
+MAX_EXPANDED_NODES = 100_000
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass
+class SourceMap:
+    """Where each value (and each mapping key) of a document was written."""
+
+    file: str
+    values: dict[Path_, Location] = field(default_factory=dict)
+    keys: dict[Path_, Location] = field(default_factory=dict)
+
+    def value(self, path: Path_) -> Location | None:
+        return self.values.get(tuple(path))
+
+    def key(self, path: Path_) -> Location | None:
+        return self.keys.get(tuple(path))
+
+    def nearest(self, path: Path_) -> Location:
+        """The position of `path`, or of its closest ancestor that has one."""
+        path = tuple(path)
+        while True:
+            if path in self.values:
+                return self.values[path]
+            if not path:
+                return Location(self.file, 1, 1)
+            path = path[:-1]
+
+
+@dataclass
+class Document:
+    data: Any
+    source: SourceMap
+
+
+def read_text(path: Path) -> str:
+    """Read a user file as UTF-8, refusing huge, binary or mis-encoded files with a clear message."""
+    shown = display_path(path)
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise UserError("is a directory, expected a YAML file", Location(shown))
+        if size > MAX_FILE_BYTES:
+            raise UserError(
+                f"file is {size} bytes, more than the {MAX_FILE_BYTES} a config may have",
+                Location(shown),
+            )
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError("file not found", Location(shown)) from None
+    except PermissionError:
+        raise UserError("permission denied", Location(shown)) from None
+    except OSError as error:
+        raise UserError(f"cannot read file: {error.strerror}", Location(shown)) from None
+    return decode(raw, shown)
+
+
+def decode(raw: bytes, shown: str) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = raw[: error.start]
+        line = before.count(b"\n") + 1
+        column = error.start - (before.rfind(b"\n") + 1) + 1
+        raise UserError(
+            f"not valid UTF-8 (byte 0x{raw[error.start]:02x})", Location(shown, line, column)
+        ) from None
+    if "\x00" in text:
+        raise UserError("binary file (contains NUL bytes), expected YAML", Location(shown))
+    return text.removeprefix("\ufeff")
+
+
+def load_file(path: Path) -> Document:
+    return load_text(read_text(path), display_path(path))
+
+
+def load_text(text: str, shown: str) -> Document:
+    """Parse one YAML document into plain data and its source map."""
+    documents = list(load_all_text(text, shown))
+    if len(documents) > 1:
+        raise UserError("expected one YAML document, found several", Location(shown))
+    if not documents:
+        return Document(None, SourceMap(shown))
+    return documents[0]
+
+
+def load_all_text(text: str, shown: str) -> Iterator[Document]:
+    yaml = YAML(typ="rt", pure=True)
+    yaml.allow_duplicate_keys = False
+    try:
+        for node in yaml.load_all(text):
+            source = SourceMap(shown)
+            _check_expansion(node, shown)
+            yield Document(_plain(node, (), source), source)
+    except DuplicateKeyError as error:
+        mark = error.problem_mark
+        key = (error.problem or "").split('"')[1] if '"' in (error.problem or "") else None
+        raise UserError(
+            f"duplicate key {key!r}" if key else "duplicate key",
+            _location(shown, mark),
+            hint="each key may appear once in a mapping",
+        ) from None
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = error.problem or error.context or "invalid YAML"
+        raise UserError(f"invalid YAML: {problem}", _location(shown, mark)) from None
+    except YAMLError as error:
+        raise UserError(f"invalid YAML: {error}", Location(shown)) from None
+    except RecursionError:
+        raise UserError("YAML nests too deeply", Location(shown)) from None
+
+
+def _location(shown: str, mark: Any) -> Location:
+    if mark is None:
+        return Location(shown)
+    return Location(shown, mark.line + 1, mark.column + 1)
+
+
+def _check_expansion(root: Any, shown: str) -> None:
+    """Refuse documents whose aliases expand past MAX_EXPANDED_NODES (a 'billion laughs')."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if not isinstance(node, (CommentedMap, CommentedSeq)):
+            return 1
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = MAX_EXPANDED_NODES + 1  # a cycle counts as too big
+        children = node.values() if isinstance(node, CommentedMap) else node
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_EXPANDED_NODES:
+                break
+        sizes[id(node)] = total
+        return total
+
+    if size(root) > MAX_EXPANDED_NODES:
+        raise UserError(
+            f"document expands to more than {MAX_EXPANDED_NODES} values through aliases",
+            Location(shown, 1, 1),
+            hint="remove the recursive anchors (&) and aliases (*)",
+        )
+
+
+def _plain(node: Any, path: Path_, source: SourceMap) -> Any:
+    """Copy ruamel's round-trip nodes into plain Python data, recording positions on the way."""
+    if isinstance(node, CommentedMap):
+        if path == ():
+            source.values[path] = Location(source.file, node.lc.line + 1, node.lc.col + 1)
+        result: dict[Any, Any] = {}
+        for key, value in node.items():
+            child = (*path, key if isinstance(key, (str, int)) else str(key))
+            try:
+                key_line, key_col, value_line, value_col = node.lc.data[key]
+                source.keys[child] = Location(source.file, key_line + 1, key_col + 1)
+                source.values[child] = Location(source.file, value_line + 1, value_col + 1)
+            except (KeyError, TypeError, ValueError):
+                source.values[child] = source.nearest(path)
+            result[child[-1]] = _plain(value, child, source)
+        return result
+    if isinstance(node, CommentedSeq):
+        if path == ():
+            source.values[path] = Location(source.file, node.lc.line + 1, node.lc.col + 1)
+        items = []
+        for index, value in enumerate(node):
+            child = (*path, index)
+            try:
+                line, col = node.lc.data[index]
+                source.values[child] = Location(source.file, line + 1, col + 1)
+            except (KeyError, TypeError, ValueError, IndexError):
+                source.values[child] = source.nearest(path)
+            items.append(_plain(value, child, source))
+        return items
+    return _scalar(node)
+
+
+def _scalar(value: Any) -> Any:
+    # ruamel's round-trip scalars subclass str/int/float/bool; return the plain builtin types.
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value) if not isinstance(value, (bytes,)) else value

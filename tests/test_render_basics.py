@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+
+def test_bare_render_uses_the_embedded_kubeadm_example(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("render")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "out" / "kubeadm-lab"
+    kustomization = YAML(typ="safe").load((folder / "kustomization.yaml").read_text())
+    assert kustomization["resources"][0] == "namespace-gpu-system.yaml"
+    for name in kustomization["resources"]:
+        assert (folder / name).is_file()
+    assert (folder / "node" / "README.md").is_file()
+
+
+def test_rendering_twice_gives_identical_bytes(cli, tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert cli("render", "-o", first).exit_code == 0
+    assert cli("render", "-o", second).exit_code == 0
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for name in files:
+        assert (first / name).read_bytes() == (second / name).read_bytes()
