@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, did_you_mean, display_path
-from gpustack.model import GPUStack, ConflictError, Profile
+from gpustack.model import DURATION, GPUStack, ConflictError, Profile
 from gpustack.yamlio import SourceMap, load_file
 
 _MAX_EXTENDS_DEPTH = 16
@@ -310,8 +310,11 @@ _PATTERNS = {
 def _pattern_text(pattern: str) -> str:
     if pattern in _PATTERNS:
         return _PATTERNS[pattern]
-    if "(ms|s|m|h)" in pattern:
-        return "is not a duration such as '15s' or '1m'"
+    if pattern == DURATION:
+        return (
+            "is not a Prometheus duration such as '15s' or '1m30s' "
+            "(whole numbers, largest unit first)"
+        )
     if pattern.startswith("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.["):
         return "is not a valid label or taint key (e.g. 'nvidia.com/gpu')"
     if pattern.startswith("^(([A-Za-z0-9]"):

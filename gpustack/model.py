@@ -24,11 +24,26 @@ QUALIFIED_KEY = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+# A Prometheus duration (units largest first, whole numbers): what ServiceMonitor and
+# PodMonitoring accept for `interval` (prometheus/common model.ParseDuration).
+DURATION = (
+    r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$"
+)
 
 Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)]
 LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316)]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63)]
+
+_DURATION_UNITS_MS = {"y": 365 * 86_400_000, "w": 7 * 86_400_000, "d": 86_400_000,
+                      "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
+
+
+def duration_ms(duration: str) -> int:
+    """Milliseconds in a Prometheus duration that matches DURATION."""
+    return sum(
+        int(amount) * _DURATION_UNITS_MS[unit]
+        for amount, unit in re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", duration)
+    )
 
 
 class Strict(BaseModel):
@@ -117,16 +132,30 @@ class NFD(Strict):
 
 class DCGMExporter(Strict):
     enabled: bool = True
+    # <DCGM version>-<exporter version>; gpu-operator deployments/gpu-operator/values.yaml
+    # (a22dbf6) `dcgmExporter.version`, newer than dcgm-exporter's own chart (4.5.3-4.8.2).
     version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\.[0-9]+\.[0-9]+$")] = (
-        "4.5.3-4.8.2"
+        "4.6.0-4.8.3"
     )
     monitor: Literal["auto", "servicemonitor", "podmonitoring", "none"] = "auto"
-    interval: Annotated[str, Field(pattern=DURATION)] = "15s"
+    # min_length 2: the pattern alone would accept an empty string.
+    interval: Annotated[str, Field(pattern=DURATION, min_length=2)] = Field(
+        default="15s",
+        description="Scrape interval and the exporter's collection interval, as a Prometheus "
+        "duration ('15s', '1m30s').",
+    )
     monitorLabels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
         description="Extra labels on the ServiceMonitor/PodMonitoring, e.g. `release: "
         "kube-prometheus-stack` so an existing Prometheus picks it up.",
     )
+
+    @field_validator("interval")
+    @classmethod
+    def _positive_interval(cls, interval: str) -> str:
+        if duration_ms(interval) == 0:
+            raise ValueError("the interval must be longer than zero")
+        return interval
 
 
 class RuntimeClass(Strict):

@@ -1,0 +1,335 @@
+"""NVIDIA's DCGM exporter: GPU telemetry (utilisation, memory, power, errors) for Prometheus.
+
+Facts from NVIDIA/dcgm-exporter (dcgm-exporter.yaml, deployment/ chart, etc/*.csv at d5e5f51), the
+GPU Operator's state-dcgm-exporter assets (a22dbf6) and Google's prometheus-engine nvidia-dcgm
+example. One exporter per GPU node reads every GPU through DCGM and labels each sample with the
+pod that holds the GPU (the kubelet's pod-resources API). How Prometheus finds it is the one
+platform difference: a ServiceMonitor for prometheus-operator, a PodMonitoring for Google Managed
+Prometheus, or nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack.config import Stack
+from gpustack.model import duration_ms
+from gpustack.workload import (
+    COMPONENT_LABEL,
+    daemonset,
+    driver_mount,
+    gpu_pod_spec,
+    host_path_volume,
+    role_with_binding,
+    scc_rules,
+    selector_labels,
+    service_account,
+)
+
+NAME = "nvidia-dcgm-exporter"
+COMPONENT = "dcgm-exporter"
+METRICS_CONFIG_MAP = "nvidia-dcgm-exporter-metrics"
+COUNTERS_KEY = "counters.csv"
+# A directory the image does not own, so the image's own counter files stay visible.
+COUNTERS_DIR = "/etc/gpustack/dcgm-exporter"
+# dcgm-exporter.yaml: container port `metrics`, DCGM_EXPORTER_LISTEN=":9400".
+PORT = 9400
+PORT_NAME = "metrics"
+# The exporter's default kubelet socket directory inside the container (dcgm-exporter.yaml mount).
+POD_RESOURCES = "/var/lib/kubelet/pod-resources"
+# What the Service and the monitors carry; the monitors select on the selector labels among them.
+LABELS = {**selector_labels(NAME), COMPONENT_LABEL: COMPONENT}
+
+# The counters the exporter collects: (DCGM field, Prometheus type, help). The set follows the
+# exporter's own default list (etc/default-counters.csv); help texts must not contain commas,
+# since each line is read as exactly three comma-separated fields.
+COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("Clocks", (
+        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "Streaming multiprocessor clock in MHz."),
+        ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock in MHz."),
+    )),
+    ("Temperature", (
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU die temperature in degrees Celsius."),
+        ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "GPU memory temperature in degrees Celsius."),
+    )),
+    ("Power", (
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power drawn right now in watts."),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+         "Energy used since the driver loaded in millijoules."),
+    )),
+    ("Utilisation (the sampling window depends on the GPU model)", (
+        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "Share of time a kernel was running in percent."),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge",
+         "Share of time device memory was read or written in percent."),
+        ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Video encoder busy time in percent."),
+        ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Video decoder busy time in percent."),
+    )),
+    ("Framebuffer memory", (
+        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory not in use in MiB."),
+        ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory in use in MiB."),
+        ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory the driver keeps in MiB."),
+    )),
+    ("Errors and health", (
+        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Code of the most recent XID error."),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe transfers that had to be retried."),
+        ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+         "Memory rows remapped after uncorrectable errors."),
+        ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+         "Memory rows remapped after correctable errors."),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "1 when a memory row could not be remapped."),
+    )),
+    ("Interconnect", (
+        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+         "NVLink bandwidth counter summed over all links."),
+    )),
+    ("Virtual GPUs", (
+        ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "Licence state of a vGPU."),
+    )),
+    ("Attached as a label to every sample", (
+        ("DCGM_FI_DRIVER_VERSION", "label", "NVIDIA driver version."),
+    )),
+    ("Profiling (Volta and newer datacenter GPUs; needs SYS_ADMIN)", (
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Fraction of time the graphics engine worked."),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+         "Fraction of cycles the tensor core pipe was busy."),
+        ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+         "Fraction of cycles the memory interface was sending or receiving."),
+        ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "PCIe bytes sent per second with headers."),
+        ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe bytes received per second with headers."),
+    )),
+)
+
+
+def image(stack: Stack) -> str:
+    # The distroless variant is what both the chart and the GPU Operator default to.
+    return f"nvcr.io/nvidia/k8s/dcgm-exporter:{stack.config.dcgmExporter.version}-distroless"
+
+
+def counters_csv() -> str:
+    """The collectors file in the exporter's format: `field, type, help` lines, `#` comments."""
+    lines = ["# Format: DCGM field, Prometheus type, help text."]
+    for heading, counters in COUNTERS:
+        lines += ["", f"# {heading}"]
+        lines += [f"{field}, {kind}, {help_text}" for field, kind, help_text in counters]
+    return "\n".join(lines) + "\n"
+
+
+def build(stack: Stack) -> list[dict[str, Any]]:
+    if not stack.config.dcgmExporter.enabled:
+        return []
+    account = service_account(stack, NAME)
+    # The exporter never calls the API server: pods are mapped to GPUs through the kubelet's
+    # pod-resources socket (gpu-operator #2726), so the account carries no token.
+    account["automountServiceAccountToken"] = False
+    objects: list[dict[str, Any]] = [
+        account,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": METRICS_CONFIG_MAP, "namespace": stack.namespace},
+            "data": {COUNTERS_KEY: counters_csv()},
+        },
+        _daemonset(stack),
+    ]
+    rules = scc_rules(stack)
+    if rules:
+        objects += role_with_binding(stack, NAME, rules)
+    monitor = stack.monitor
+    if monitor != "podmonitoring":
+        # Google Managed Prometheus scrapes pods directly and nothing else would use a Service
+        # there: a ClusterIP in front of a DaemonSet answers from a random node, so it is only
+        # useful as the endpoint list a Prometheus discovers (ServiceMonitor, or a plain
+        # Prometheus's own service discovery when monitor is none).
+        objects.append(_service(stack, annotate=monitor == "none"))
+    if monitor == "servicemonitor":
+        objects.append(_service_monitor(stack))
+        if stack.facts.securityContextConstraints:
+            objects += _cluster_monitoring_access(stack)
+    elif monitor == "podmonitoring":
+        objects.append(_pod_monitoring(stack))
+    return objects
+
+
+def _security_context(stack: Stack) -> dict[str, Any]:
+    if stack.facts.driver.hostMount is not None:
+        # No nvidia runtime injects /dev/nvidia* here (GKE), and the exporter requests no GPU for
+        # the platform's device plugin to hand it: only a privileged container sees the device
+        # nodes of every GPU (prometheus-engine nvidia-dcgm example runs it privileged).
+        return {"privileged": True}
+    security: dict[str, Any] = {
+        # The embedded DCGM host engine runs as root and needs SYS_ADMIN for the DCGM_FI_PROF_*
+        # profiling counters (dcgm-exporter.yaml; without it the exporter fails with "host
+        # engine is running as non-root", dcgm-exporter #402). Every other capability is
+        # dropped and privileges cannot grow.
+        "runAsNonRoot": False,
+        "runAsUser": 0,
+        "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]},
+        "allowPrivilegeEscalation": False,
+    }
+    if stack.facts.securityContextConstraints:
+        # SELinux on RHCOS denies container_t a connection to the kubelet's pod-resources socket
+        # (type kubelet_var_lib_t, gpu-operator #2092); the operator runs the exporter privileged
+        # for that. spc_t lifts the SELinux confinement alone; SCC privileged admits it.
+        security["seLinuxOptions"] = {"type": "spc_t"}
+    return security
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    settings = stack.config.dcgmExporter
+    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
+    env: list[dict[str, Any]] = [
+        {"name": "DCGM_EXPORTER_LISTEN", "value": f":{PORT}"},
+        # Label samples with the pod, namespace and container that hold each GPU.
+        {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+        {"name": "DCGM_EXPORTER_COLLECTORS", "value": f"{COUNTERS_DIR}/{COUNTERS_KEY}"},
+        # Collect as often as Prometheus scrapes (the exporter's default is every 30 s, in ms).
+        {"name": "DCGM_EXPORTER_INTERVAL", "value": str(duration_ms(settings.interval))},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    if stack.facts.devicePluginProvider == "gke" and not stack.config.devicePlugin.enabled:
+        # GKE's device plugin hands out GPUs by device name (nvidia0), not by UUID
+        # (prometheus-engine nvidia-dcgm example).
+        env.append({"name": "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", "value": "device-name"})
+    if stack.facts.driver.hostMount is None:
+        # The nvidia runtime or hook exposes every GPU to the exporter, which requests none.
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+    env += driver_env
+    probe = {"httpGet": {"path": "/health", "port": PORT_NAME}, "initialDelaySeconds": 45}
+    pod_spec = gpu_pod_spec(stack)
+    pod_spec.update(
+        {
+            "serviceAccountName": NAME,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": COMPONENT,
+                    "image": image(stack),
+                    "env": env,
+                    "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
+                    # dcgm-exporter chart: DCGM needs about 45 s to start watching fields.
+                    "livenessProbe": {**probe, "periodSeconds": 5},
+                    "readinessProbe": probe,
+                    "securityContext": _security_context(stack),
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        # Chart values.yaml: 256Mi OOM-killed exporters on ordinary nodes
+                        # (dcgm-exporter #609, raised to 512Mi). No CPU limit: throttling a
+                        # collector only makes scrapes late.
+                        "limits": {"memory": "512Mi"},
+                    },
+                    "volumeMounts": [
+                        {"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True},
+                        {"name": "counters", "mountPath": COUNTERS_DIR, "readOnly": True},
+                        *driver_mounts,
+                    ],
+                }
+            ],
+            "volumes": [
+                host_path_volume(
+                    "pod-resources", f"{stack.facts.kubeletRoot}/pod-resources", "Directory"
+                ),
+                {"name": "counters", "configMap": {"name": METRICS_CONFIG_MAP}},
+                *driver_volumes,
+            ],
+        }
+    )
+    return daemonset(stack, NAME, pod_spec, component=COMPONENT)
+
+
+def _service(stack: Stack, *, annotate: bool) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": NAME, "namespace": stack.namespace, "labels": dict(LABELS)}
+    if annotate:
+        # The convention a Prometheus without prometheus-operator discovers targets by (the GPU
+        # Operator's Service carries it); left off otherwise so no Prometheus scrapes twice.
+        metadata["annotations"] = {"prometheus.io/scrape": "true"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(NAME),
+            "ports": [
+                {"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}
+            ],
+        },
+    }
+
+
+def _monitor_metadata(stack: Stack) -> dict[str, Any]:
+    # monitorLabels: e.g. an existing kube-prometheus-stack selects only ServiceMonitors that
+    # carry its `release` label (seed 003).
+    labels = {**LABELS, **stack.config.dcgmExporter.monitorLabels}
+    return {"name": NAME, "namespace": stack.namespace, "labels": labels}
+
+
+def _service_monitor(stack: Stack) -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _monitor_metadata(stack),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(NAME)},
+            "namespaceSelector": {"matchNames": [stack.namespace]},
+            # No scrapeTimeout: Prometheus then uses the smaller of its global timeout and the
+            # interval, which stays valid for any interval.
+            "endpoints": [
+                {
+                    "port": PORT_NAME,
+                    "path": "/metrics",
+                    "interval": stack.config.dcgmExporter.interval,
+                }
+            ],
+        },
+    }
+
+
+def _pod_monitoring(stack: Stack) -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.googleapis.com/v1",
+        "kind": "PodMonitoring",
+        "metadata": _monitor_metadata(stack),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(NAME)},
+            "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],
+            # The exporter's own pod, namespace and container labels name the pod using each GPU;
+            # the scraped pod's metadata would only shadow them (prometheus-engine example).
+            "targetLabels": {"metadata": []},
+        },
+    }
+
+
+def _cluster_monitoring_access(stack: Stack) -> list[dict[str, Any]]:
+    """OpenShift's platform Prometheus (openshift-monitoring/prometheus-k8s) scrapes a namespace
+    labelled openshift.io/cluster-monitoring only if it may read its targets there (GPU Operator
+    state-operator-metrics prometheus-k8s Role and RoleBinding)."""
+    name = "prometheus-k8s"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": stack.namespace},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["services", "endpoints", "pods"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                # Newer prometheus-operator releases discover targets through EndpointSlices.
+                {
+                    "apiGroups": ["discovery.k8s.io"],
+                    "resources": ["endpointslices"],
+                    "verbs": ["get", "list", "watch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": stack.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": name, "namespace": "openshift-monitoring"}
+            ],
+        },
+    ]
