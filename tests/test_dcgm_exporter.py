@@ -99,9 +99,10 @@ def test_exporter_serves_metrics_on_9400_with_pod_mapping(tmp_path, profile):
     assert pod["automountServiceAccountToken"] is False
     # The kubelet's pod-resources socket, read-only, where the exporter looks for it.
     volumes = {v["name"]: v for v in pod["volumes"]}
-    (mount,) = [m for m in main["volumeMounts"] if m["mountPath"] == "/var/lib/kubelet/pod-resources"]
+    socket_dir = "/var/lib/kubelet/pod-resources"
+    (mount,) = [m for m in main["volumeMounts"] if m["mountPath"] == socket_dir]
     assert mount["readOnly"] is True
-    assert volumes[mount["name"]]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
+    assert volumes[mount["name"]]["hostPath"]["path"] == socket_dir
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -195,7 +196,8 @@ def test_monitor_labels_land_on_the_service_monitor_only(tmp_path):
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     # The label selects the ServiceMonitor for Prometheus; it must not narrow what it scrapes.
     assert "release" not in monitor["spec"]["selector"]["matchLabels"]
-    assert matches(monitor["spec"]["selector"]["matchLabels"], find(objects, "Service")["metadata"]["labels"])
+    service_labels = find(objects, "Service")["metadata"]["labels"]
+    assert matches(monitor["spec"]["selector"]["matchLabels"], service_labels)
     jsonschema.validate(monitor, crd_schema("monitoring.coreos.com", "ServiceMonitor"))
 
 
