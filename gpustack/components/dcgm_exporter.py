@@ -101,7 +101,7 @@ COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 
 
 def image(stack: Stack) -> str:
-    # The distroless variant is what both the chart and the GPU Operator default to.
+    # dcgm-exporter and gpu-operator values.yaml: the distroless variant is the default tag.
     return f"nvcr.io/nvidia/k8s/dcgm-exporter:{stack.config.dcgmExporter.version}-distroless"
 
 
@@ -167,9 +167,10 @@ def _security_context(stack: Stack) -> dict[str, Any]:
         "allowPrivilegeEscalation": False,
     }
     if stack.facts.securityContextConstraints:
-        # SELinux on RHCOS denies container_t a connection to the kubelet's pod-resources socket
-        # (type kubelet_var_lib_t, gpu-operator #2092); the operator runs the exporter privileged
-        # for that. spc_t lifts the SELinux confinement alone; SCC privileged admits it.
+        # SELinux on RHCOS denies container_t `connectto` on the kubelet's sockets (socket type
+        # kubelet_var_lib_t: gpu-operator #2092; denial: intel-technology-enabling-for-openshift
+        # #113), which is why the operator runs the exporter privileged. spc_t lifts only the
+        # SELinux confinement; SCC `privileged` admits it.
         security["seLinuxOptions"] = {"type": "spc_t"}
     return security
 
