@@ -69,7 +69,9 @@ def command(
     if output is OutputFormat.json:
         typer.echo(json.dumps(as_json(difference), indent=2, ensure_ascii=False))
     else:
-        typer.echo(render_text(difference, _use_color(color)), nl=False)
+        painted = _use_color(color)
+        # click strips escape codes when stdout is no terminal unless told the colour is wanted.
+        typer.echo(render_text(difference, painted), nl=False, color=painted)
     raise typer.Exit(0 if difference.is_empty else 1)
 
 
@@ -98,7 +100,7 @@ def _compare(
                 "--against folder does not exist" if not against.exists()
                 else "--against must be a folder",
                 Location(display_path(against)),
-                hint="give the folder that `gpustack render -o` wrote, the one holding <metadata.name>/",
+                hint="give the folder `gpustack render -o` wrote, the one holding <metadata.name>/",
             )
         stack = load_stack(configs[0] if configs else _default_config(), override, profiles_dir)
         return _against_committed(stack, against / stack.name)

@@ -82,7 +82,7 @@ def diff(
 
 
 def _flatten(value: Any, path: str = "") -> dict[str, Any]:
-    """Mappings flattened to dotted paths; lists and scalars are leaves, empty mappings set nothing."""
+    """Mappings flattened to dotted paths; lists and scalars are leaves; {} sets nothing."""
     from gpustack.diff import join_path
 
     if not isinstance(value, dict):
