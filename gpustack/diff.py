@@ -63,6 +63,7 @@ class Diff:
         return counts
 
     def __add__(self, other: Diff) -> Diff:
+        """Both diffs' changes under this one's labels (objects, then files)."""
         return Diff(self.old_label, self.new_label, self.changes + other.changes)
 
 
@@ -257,7 +258,7 @@ def diff_objects(
         before, after = old_by_key.get(key), new_by_key.get(key)
         if before == after:
             continue
-        name = file_name(after or before or {})
+        name = file_name(new_by_key.get(key) or old_by_key[key])
         old_text = emit.dump(before) if before is not None else ""
         new_text = emit.dump(after) if after is not None else ""
         unified = _unified(

@@ -42,7 +42,7 @@ USAGE = (
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
-        None, metavar="[CONFIG]...",
+        None, metavar="CONFIG",
         help="One config (default ./gpustack.yaml, else the embedded kubeadm example), or two.",
     ),
     profiles: list[str] = typer.Option(
@@ -56,7 +56,9 @@ def command(
     profiles_dir: Path | None = typer.Option(
         None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
     ),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", help="text or json."),
+    output: OutputFormat = typer.Option(
+        OutputFormat.text, "--output", help="text (summary, then unified diff) or json."
+    ),
     color: ColorMode = typer.Option(
         ColorMode.auto, "--color",
         help="Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",

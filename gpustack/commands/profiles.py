@@ -44,10 +44,10 @@ def show(name: str, profiles_dir: Path | None = ProfilesDir) -> None:
 @app.command("diff")
 @handles_user_errors
 def diff(
-    first: str = typer.Argument(..., metavar="A"),
-    second: str = typer.Argument(..., metavar="B"),
+    first: str = typer.Argument(..., metavar="A", help="Profile shown in the left column."),
+    second: str = typer.Argument(..., metavar="B", help="Profile shown in the right column."),
     profiles_dir: Path | None = ProfilesDir,
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", help="text or json."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", help="text (a table) or json."),
 ) -> None:
     """Show side by side the facts and defaults two profiles set differently (exit 1 if any)."""
     from gpustack import profiles
