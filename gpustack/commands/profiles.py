@@ -1,14 +1,17 @@
-"""`gpustack profiles list|show`."""
+"""`gpustack profiles list|show|diff`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from gpustack.commands.common import handles_user_errors
+from gpustack.commands.diff import OutputFormat
 
-app = typer.Typer(help="List and show platform profiles.", no_args_is_help=True)
+app = typer.Typer(help="List, show and compare platform profiles.", no_args_is_help=True)
 
 ProfilesDir = typer.Option(
     None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
@@ -36,3 +39,68 @@ def show(name: str, profiles_dir: Path | None = ProfilesDir) -> None:
 
     profile, _ = profiles.load(name, profiles_dir)
     typer.echo(emit.dump(profile.model_dump(mode="json", exclude_none=True)), nl=False)
+
+
+@app.command("diff")
+@handles_user_errors
+def diff(
+    first: str = typer.Argument(..., metavar="A", help="Profile shown in the left column."),
+    second: str = typer.Argument(..., metavar="B", help="Profile shown in the right column."),
+    profiles_dir: Path | None = ProfilesDir,
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", help="text (a table) or json."),
+) -> None:
+    """Show side by side the facts and defaults two profiles set differently (exit 1 if any)."""
+    from gpustack import profiles
+    from gpustack.errors import UserError, did_you_mean
+
+    available = profiles.available(profiles_dir)
+    settings = []
+    for name in (first, second):
+        if name not in available:
+            raise UserError(
+                f"unknown profile {name!r}",
+                hint=did_you_mean(name, available) or f"available: {', '.join(available)}",
+            )
+        profile, _ = profiles.load(name, profiles_dir)
+        dumped = profile.model_dump(mode="json", exclude_none=True)
+        settings.append(_flatten({"facts": dumped["facts"], "defaults": dumped["defaults"]}))
+    old, new = settings
+    paths = sorted(old.keys() | new.keys(), key=lambda path: (not path.startswith("facts"), path))
+    rows = [(path, old.get(path), new.get(path)) for path in paths
+            if old.get(path) != new.get(path)]
+    if output is OutputFormat.json:
+        differences = [{"path": path, "a": a, "b": b} for path, a, b in rows]
+        typer.echo(json.dumps({"a": first, "b": second, "differences": differences}, indent=2))
+    elif rows:
+        table = [("path", first, second), *((path, _cell(a), _cell(b)) for path, a, b in rows)]
+        widths = [max(len(row[column]) for row in table) for column in range(2)]
+        for path, a, b in table:
+            typer.echo(f"{path:<{widths[0]}}  {a:<{widths[1]}}  {b}")
+    else:
+        typer.echo(f"profiles {first} and {second} set the same facts and defaults")
+    raise typer.Exit(1 if rows else 0)
+
+
+def _flatten(value: Any, path: str = "") -> dict[str, Any]:
+    """Mappings flattened to dotted paths; lists and scalars are leaves; {} sets nothing."""
+    from gpustack.diff import join_path
+
+    if not isinstance(value, dict):
+        return {path: value}
+    flat: dict[str, Any] = {}
+    for key, child in value.items():
+        flat.update(_flatten(child, join_path(path, key)))
+    return flat
+
+
+def _cell(value: Any) -> str:
+    """A value on one line, in YAML flow style; `-` when the profile does not set it."""
+    from gpustack.emit import scalar
+
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key}: {_cell(child)}" for key, child in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_cell(child) for child in value) + "]"
+    return scalar(value)

@@ -1,0 +1,382 @@
+"""What differs between two sets of rendered output: a pure engine over plain data.
+
+Objects are matched by `decorate.identity` (group, kind, namespace, name), so a renamed file or a
+reordered stream is no difference; every other file (kustomization.yaml, `node/`) is compared as
+text. Each change names the field paths that differ (`spec.template.spec.containers[0].image`) and
+carries a unified diff of the object as gpustack writes it.
+
+Secrets never leave this module in clear: before anything is compared, PEM blocks, base64 or
+`data:` URL payloads that hold a PEM (the entitlement MachineConfigs), and every value of a
+Secret's `data`/`stringData` become `<redacted sha256:…>`. The digest is of the hidden value, so a
+changed secret still shows as changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from gpustack import emit
+from gpustack.decorate import file_name, identity, sort_key
+from gpustack.errors import UserError
+from gpustack.yamlio import load_text
+
+Identity = tuple[str, str, str, str]
+Status = Literal["added", "removed", "changed"]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One object or file that differs. `identity` is None for a file compared as text."""
+
+    status: Status
+    subject: str
+    file: str
+    identity: Identity | None
+    paths: tuple[str, ...]
+    unified: str
+
+
+@dataclass(frozen=True)
+class Diff:
+    """The changes from `old_label` to `new_label`, objects in apply order, then files by path."""
+
+    old_label: str
+    new_label: str
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.changes
+
+    def counts(self) -> dict[Status, int]:
+        counts: dict[Status, int] = {"changed": 0, "added": 0, "removed": 0}
+        for change in self.changes:
+            counts[change.status] += 1
+        return counts
+
+    def __add__(self, other: Diff) -> Diff:
+        """Both diffs' changes under this one's labels (objects, then files)."""
+        return Diff(self.old_label, self.new_label, self.changes + other.changes)
+
+
+# --- masking ---------------------------------------------------------------------------------
+
+_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)", re.S)
+# Long enough to hold "-----BEGIN X-----" once decoded; shorter runs cannot carry a PEM.
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
+_DATA_URL = re.compile(r"data:([^,\s\"']*),([^\s\"']+)")
+_PEM_MARK = b"-----BEGIN"
+
+
+def redacted(secret: str) -> str:
+    return f"<redacted sha256:{hashlib.sha256(secret.encode()).hexdigest()[:12]}…>"
+
+
+def mask_text(text: str) -> str:
+    """`text` with every PEM, and every base64 or `data:` URL payload holding one, redacted."""
+    text = _PEM_BLOCK.sub(lambda match: redacted(match.group()), text)
+    text = _BASE64_RUN.sub(
+        lambda match: redacted(match.group()) if _decodes_to_pem(match.group()) else match.group(),
+        text,
+    )
+    return _DATA_URL.sub(_mask_data_url, text)
+
+
+def _decodes_to_pem(run: str) -> bool:
+    try:
+        decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
+    except ValueError:
+        return False
+    return _PEM_MARK in decoded
+
+
+def _mask_data_url(match: re.Match[str]) -> str:
+    media_type, payload = match.groups()
+    # Percent-encoded payloads (`data:,-----BEGIN%20...`); base64 ones were handled above.
+    if "base64" not in media_type and _PEM_MARK.decode() in unquote(payload):
+        return f"data:{media_type},{redacted(payload)}"
+    return match.group()
+
+
+def mask(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `obj` with every secret-bearing value redacted."""
+    masked: dict[str, Any] = _mask_value(obj)
+    if obj.get("kind") == "Secret":
+        for field in ("data", "stringData"):
+            values = masked.get(field)
+            if isinstance(values, dict):
+                masked[field] = {key: redacted(str(value)) for key, value in values.items()}
+    return masked
+
+
+def _mask_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _mask_value(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_mask_value(child) for child in value]
+    if isinstance(value, str):
+        return mask_text(value)
+    return value
+
+
+# --- field paths -----------------------------------------------------------------------------
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def join_path(path: str, key: Any) -> str:
+    """`path.key`, or `path["key"]` when the key holds dots or slashes (label keys)."""
+    if isinstance(key, str) and _PLAIN_KEY.match(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(str(key))}]"
+
+
+def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    """The dotted paths at which `old` and `new` differ, in document order.
+
+    Lists of named items (containers, env, volumes) are matched by name, as Kubernetes merges
+    them, so inserting one item names that item and not every item after it. An embedded YAML
+    document (a ConfigMap's config file) is compared field by field.
+    """
+    if old == new:
+        return []
+    found = list(_differences(old, new, path))
+    return found or [path]
+
+
+def _differences(old: Any, new: Any, path: str) -> Iterator[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [*old, *(key for key in new if key not in old)]:
+            child = join_path(path, key)
+            if key not in old or key not in new:
+                yield child
+            elif old[key] != new[key]:
+                yield from changed_paths(old[key], new[key], child)
+    elif isinstance(old, list) and isinstance(new, list):
+        yield from _list_differences(old, new, path)
+    elif isinstance(old, str) and isinstance(new, str) and (embedded := _embedded(old, new)):
+        yield from changed_paths(*embedded, path)
+    else:
+        yield path
+
+
+def _names(items: list[Any]) -> list[Any] | None:
+    names = [item.get("name") if isinstance(item, dict) else None for item in items]
+    if None in names or len(set(names)) != len(names):
+        return None
+    return names
+
+
+def _list_differences(old: list[Any], new: list[Any], path: str) -> Iterator[str]:
+    old_names, new_names = _names(old), _names(new)
+    if old_names is None or new_names is None:
+        for index in range(max(len(old), len(new))):
+            child = f"{path}[{index}]"
+            if index >= len(old) or index >= len(new):
+                yield child
+            elif old[index] != new[index]:
+                yield from changed_paths(old[index], new[index], child)
+        return
+    by_name = dict(zip(old_names, old))
+    found = False
+    for index, (name, item) in enumerate(zip(new_names, new)):
+        if name not in by_name:
+            found = True
+            yield f"{path}[{index}]"
+        elif by_name[name] != item:
+            found = True
+            yield from changed_paths(by_name[name], item, f"{path}[{index}]")
+    for index, name in enumerate(old_names):
+        if name not in new_names:
+            found = True
+            yield f"{path}[{index}]"
+    if not found:
+        yield path  # same items, new order
+
+
+def _embedded(old: str, new: str) -> tuple[Any, Any] | None:
+    """Both strings parsed, when both are multi-line YAML (or JSON) mappings or lists."""
+    if "\n" not in old or "\n" not in new:
+        return None
+    try:
+        parsed = (load_text(old, "old").data, load_text(new, "new").data)
+    except UserError:
+        return None
+    if all(isinstance(value, (dict, list)) for value in parsed):
+        return parsed
+    return None
+
+
+# --- building the diff -----------------------------------------------------------------------
+
+
+def subject(key: Identity) -> str:
+    """`Kind.group namespace/name`, the way kubectl names a resource."""
+    group, kind, namespace, name = key
+    kind_group = f"{kind}.{group}" if group else kind
+    return f"{kind_group} {namespace}/{name}" if namespace else f"{kind_group} {name}"
+
+
+def _index(objects: list[dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
+    indexed: dict[Identity, dict[str, Any]] = {}
+    for obj in objects:
+        key = identity(obj)
+        if key in indexed:
+            raise ValueError(f"{subject(key)} appears twice")
+        indexed[key] = obj
+    return indexed
+
+
+def _unified(old_text: str, new_text: str, old_name: str, new_name: str) -> str:
+    lines = difflib.unified_diff(
+        old_text.splitlines(), new_text.splitlines(), old_name, new_name, lineterm=""
+    )
+    return "".join(f"{line}\n" for line in lines)
+
+
+def diff_objects(
+    old: list[dict[str, Any]],
+    new: list[dict[str, Any]],
+    old_label: str = "old",
+    new_label: str = "new",
+) -> Diff:
+    """Objects added, removed or changed from `old` to `new`, matched by identity."""
+    old_by_key = {key: mask(obj) for key, obj in _index(old).items()}
+    new_by_key = {key: mask(obj) for key, obj in _index(new).items()}
+    keys = sorted(old_by_key.keys() | new_by_key.keys(),
+                  key=lambda key: sort_key(new_by_key.get(key) or old_by_key[key]))
+    changes = []
+    for key in keys:
+        before, after = old_by_key.get(key), new_by_key.get(key)
+        if before == after:
+            continue
+        name = file_name(new_by_key.get(key) or old_by_key[key])
+        old_text = emit.dump(before) if before is not None else ""
+        new_text = emit.dump(after) if after is not None else ""
+        unified = _unified(
+            old_text, new_text,
+            f"{old_label}/{name}" if before is not None else "/dev/null",
+            f"{new_label}/{name}" if after is not None else "/dev/null",
+        )
+        if before is None:
+            status: Status = "added"
+            paths: list[str] = []
+        elif after is None:
+            status, paths = "removed", []
+        else:
+            status, paths = "changed", changed_paths(before, after)
+        changes.append(Change(status, subject(key), name, key, tuple(paths), unified))
+    return Diff(old_label, new_label, tuple(changes))
+
+
+def diff_files(
+    old: dict[str, bytes],
+    new: dict[str, bytes],
+    old_label: str = "old",
+    new_label: str = "new",
+) -> Diff:
+    """Files (keyed by relative path) added, removed or changed, compared as text."""
+    changes = []
+    for path in sorted(old.keys() | new.keys()):
+        before, after = old.get(path), new.get(path)
+        if before == after:
+            continue
+        status: Status = "added" if before is None else "removed" if after is None else "changed"
+        old_text, new_text = _text(before), _text(after)
+        if old_text is None or new_text is None:
+            unified = f"Binary files {old_label}/{path} and {new_label}/{path} differ\n"
+        else:
+            unified = _unified(
+                old_text, new_text,
+                f"{old_label}/{path}" if before is not None else "/dev/null",
+                f"{new_label}/{path}" if after is not None else "/dev/null",
+            )
+        changes.append(Change(status, path, path, None, (), unified))
+    return Diff(old_label, new_label, tuple(changes))
+
+
+def _text(content: bytes | None) -> str | None:
+    if content is None:
+        return ""
+    try:
+        return mask_text(content.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+
+
+# --- presenting it ---------------------------------------------------------------------------
+
+_SIGN: dict[Status, str] = {"changed": "~", "added": "+", "removed": "-"}
+_COLOR: dict[str, str] = {"changed": "33", "added": "32", "removed": "31", "hunk": "36",
+                          "header": "1"}
+
+
+def _paint(text: str, color: str, enabled: bool) -> str:
+    return f"\x1b[{_COLOR[color]}m{text}\x1b[0m" if enabled else text
+
+
+def summary_line(diff: Diff) -> str:
+    if diff.is_empty:
+        return f"no differences between {diff.old_label} and {diff.new_label}"
+    counts = diff.counts()
+    return f"{diff.old_label} -> {diff.new_label}: " + ", ".join(
+        f"{count} {status}" for status, count in counts.items()
+    )
+
+
+def render_text(diff: Diff, color: bool = False) -> str:
+    """The per-object summary (with changed field paths), then the unified diffs."""
+    lines = [summary_line(diff)]
+    for change in diff.changes:
+        what = change.subject if change.identity else f"file {change.subject}"
+        lines.append(_paint(f"{_SIGN[change.status]} {change.status:<8} {what}",
+                            change.status, color))
+        lines.extend(f"    {path}" for path in change.paths)
+    for change in diff.changes:
+        lines.append("")
+        for line in change.unified.splitlines():
+            lines.append(_paint_diff_line(line, color))
+    return "\n".join(lines) + "\n"
+
+
+def _paint_diff_line(line: str, color: bool) -> str:
+    if line.startswith(("---", "+++")):
+        return _paint(line, "header", color)
+    if line.startswith("@@"):
+        return _paint(line, "hunk", color)
+    if line.startswith("+"):
+        return _paint(line, "added", color)
+    if line.startswith("-"):
+        return _paint(line, "removed", color)
+    return line
+
+
+def as_json(diff: Diff) -> dict[str, Any]:
+    """The diff as JSON-ready data: labels, counts, and each change with its paths and diff."""
+    return {
+        "old": diff.old_label,
+        "new": diff.new_label,
+        "different": not diff.is_empty,
+        "counts": diff.counts(),
+        "changes": [
+            {
+                "change": change.status,
+                "group": change.identity[0] if change.identity else None,
+                "kind": change.identity[1] if change.identity else None,
+                "namespace": change.identity[2] if change.identity else None,
+                "name": change.identity[3] if change.identity else None,
+                "file": change.file,
+                "paths": list(change.paths),
+                "diff": change.unified,
+            }
+            for change in diff.changes
+        ],
+    }
