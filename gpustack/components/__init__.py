@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpustack.components import device_plugin, namespace, runtime_class
+from gpustack.components import device_plugin, gke, namespace, openshift, runtime_class
 from gpustack.config import Stack
 
 Builder = Callable[[Stack], list[dict[str, Any]]]
@@ -18,6 +18,8 @@ COMPONENTS: tuple[Builder, ...] = (
     namespace.build,
     runtime_class.build,
     device_plugin.build,
+    gke.build,
+    openshift.build,
 )
 
 
