@@ -66,7 +66,7 @@ def _installer(stack: Stack) -> dict[str, Any]:
     operating_system = stack.facts.driver.installerOS
     if operating_system is None:
         raise ValueError(f"profile {stack.profile.metadata.name!r} sets no driver.installerOS")
-    extra_affinity = [
+    extra_affinity: list[dict[str, Any]] = [
         # Pools created with gpu-driver-version=default|latest carry this label: GKE installs
         # the driver there itself.
         {"key": "cloud.google.com/gke-gpu-driver-version", "operator": "DoesNotExist"},
@@ -83,7 +83,8 @@ def _installer(stack: Stack) -> dict[str, Any]:
         extra_affinity.append(
             {"key": os_label.key, "operator": os_label.operator, "values": list(os_label.values)}
         )
-    pod_spec = gpu_pod_spec(stack)
+    # The installer runs before there is a driver for any nvidia runtime to inject.
+    pod_spec = gpu_pod_spec(stack, runtime_class=False)
     pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ][0]["matchExpressions"].extend(extra_affinity)
