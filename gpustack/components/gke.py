@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.config import Stack
-from gpustack.workload import daemonset, gpu_pod_spec, host_path_volume
+from gpustack.errors import UserError
+from gpustack.workload import daemonset, gpu_node_affinity, gpu_pod_spec, host_path_volume
 
 INSTALLER = "nvidia-driver-installer"
 # The installers run where upstream runs them: kube-system admits system-node-critical pods
@@ -65,7 +66,11 @@ def _critical_pods_quota(stack: Stack) -> dict[str, Any]:
 def _installer(stack: Stack) -> dict[str, Any]:
     operating_system = stack.facts.driver.installerOS
     if operating_system is None:
-        raise ValueError(f"profile {stack.profile.metadata.name!r} sets no driver.installerOS")
+        raise UserError(
+            f"profile {stack.profile.metadata.name!r} allows driver mode gke-installer but sets "
+            "no facts.driver.installerOS (cos or ubuntu)",
+            field="driver.mode",
+        )
     extra_affinity: list[dict[str, Any]] = [
         # Pools created with gpu-driver-version=default|latest carry this label: GKE installs
         # the driver there itself.
@@ -85,9 +90,7 @@ def _installer(stack: Stack) -> dict[str, Any]:
         )
     # The installer runs before there is a driver for any nvidia runtime to inject.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
-    pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ][0]["matchExpressions"].extend(extra_affinity)
+    pod_spec["affinity"] = gpu_node_affinity(stack, extra_affinity)
     # As upstream: a node without a driver is useless to every GPU workload, so no taint, even
     # one this config does not know, may keep the installer off a GPU node.
     pod_spec["tolerations"] = [{"operator": "Exists"}]
