@@ -464,3 +464,29 @@ def test_core_objects_pass_strict_validation(tmp_path, profile, body):
         except SchemaNotFoundError:
             assert obj["kind"] == "MachineConfig"
     assert checked >= 2
+
+
+def test_user_gke_profile_without_installer_os_is_a_clear_error(tmp_path, cli):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "gke-custom.yaml").write_text(textwrap.dedent("""\
+        apiVersion: gpustack.dev/v1alpha1
+        kind: Profile
+        extends: gke-cos
+        metadata: {name: gke-custom, description: GKE with an unknown node image}
+        facts:
+          driver: {installerOS: null}
+        """))
+    config = write_config(tmp_path, "gke-custom", "driver: {mode: gke-installer}\n")
+    result = cli("render", config, "--profiles-dir", profiles, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "installerOS" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_nvidia_device_plugin_on_gke_needs_the_opt_out_label(tmp_path):
+    config = write_config(tmp_path, "gke-cos", "devicePlugin: {enabled: true}\n")
+    with pytest.raises(UserError) as raised:
+        load_stack(config)
+    assert raised.value.field == "devicePlugin.enabled"
+    assert "gke-no-default-nvidia-gpu-device-plugin" in str(raised.value)
