@@ -55,7 +55,11 @@ class Stack:
     @property
     def driver_mode(self) -> str:
         mode = self.config.driver.mode
-        return self.profile.facts.driver.default if mode == "auto" else mode
+        if mode != "auto":
+            return mode
+        if _replaces_gke_device_plugin(self.config, self.profile):
+            return "gke-installer"
+        return self.profile.facts.driver.default
 
     @property
     def monitor(self) -> str:
@@ -358,6 +362,22 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             hint="add 'gke-no-default-nvidia-gpu-device-plugin: \"true\"' to nodes.selector "
             "(and create the pool with that label) or set devicePlugin.enabled: false",
         )
+    if _replaces_gke_device_plugin(config, profile) and config.driver.mode == "gke-managed":
+        raise UserError(
+            "GKE does not install the driver on nodes whose pool opts out of its device plugin, "
+            "so NVIDIA's device plugin needs Google's driver installer",
+            _nearest(layers, ("driver", "mode")),
+            field="driver.mode",
+            hint="set driver.mode: gke-installer (or auto) and create the pool with "
+            "gpu-driver-version=disabled",
+        )
+
+
+def _replaces_gke_device_plugin(config: GPUStack, profile: Profile) -> bool:
+    """NVIDIA's plugin runs instead of GKE's. The pool label that turns GKE's plugin off turns
+    its driver install off too (NVIDIA/aicr #2047), and NVIDIA's GKE guide creates such pools with
+    gpu-driver-version=disabled plus Google's installer DaemonSet (cloud-native-docs google-gke.rst)."""
+    return config.devicePlugin.enabled and profile.facts.devicePluginProvider == "gke"
 
 
 def _label_disables_gke_plugin(config: GPUStack) -> bool:

@@ -292,6 +292,11 @@ class DriverFacts(Strict):
         return self
 
 
+class CriticalPodsQuota(Strict):
+    priorityClasses: list[str] = Field(min_length=1)
+    pods: int = Field(ge=1, description="The quota's pod limit: one pod per GPU node per DaemonSet.")
+
+
 class ProfileFacts(Strict):
     runtime: RuntimeFacts
     driver: DriverFacts
@@ -312,6 +317,11 @@ class ProfileFacts(Strict):
     ]
     kubeletRoot: str = "/var/lib/kubelet"
     nodeOSLabel: NodeSelectorRequirement | None = None
+    criticalPodsQuota: CriticalPodsQuota | None = Field(
+        default=None,
+        description="GKE: pods with these PriorityClasses are admitted outside kube-system only "
+        "in a namespace with a ResourceQuota scoped to them.",
+    )
 
 
 class Profile(Strict):

@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpustack.components import dcgm_exporter, device_plugin, namespace, runtime_class
+from gpustack.components import (
+    dcgm_exporter,
+    device_plugin,
+    gke,
+    namespace,
+    openshift,
+    runtime_class,
+)
 from gpustack.config import Stack
 
 Builder = Callable[[Stack], list[dict[str, Any]]]
@@ -19,6 +26,8 @@ COMPONENTS: tuple[Builder, ...] = (
     runtime_class.build,
     device_plugin.build,
     dcgm_exporter.build,
+    gke.build,
+    openshift.build,
 )
 
 
