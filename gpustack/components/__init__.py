@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpustack.components import device_plugin, namespace, runtime_class
+from gpustack.components import device_plugin, gfd, namespace, nfd, runtime_class
 from gpustack.config import Stack
 
 Builder = Callable[[Stack], list[dict[str, Any]]]
@@ -17,7 +17,9 @@ Builder = Callable[[Stack], list[dict[str, Any]]]
 COMPONENTS: tuple[Builder, ...] = (
     namespace.build,
     runtime_class.build,
+    nfd.build,
     device_plugin.build,
+    gfd.build,
 )
 
 
