@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.components import device_plugin
+from gpustack.components.nfd import FEATURES_D
 from gpustack.config import Stack
 from gpustack.workload import (
     daemonset,
@@ -25,8 +26,6 @@ from gpustack.workload import (
 )
 
 NAME = "gpu-feature-discovery"
-# GFD's --output-file default lives here; nfd-worker's local source reads this folder.
-FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
 def publishes_node_features(stack: Stack) -> bool:
@@ -82,6 +81,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     volumes = [host_path_volume("host-sys", "/sys", "Directory"), *driver_volumes]
     mounts = [{"name": "host-sys", "mountPath": "/sys", "readOnly": True}, *driver_mounts]
     if not api:
+        # GFD's --output-file default is `features.d/gfd`.
         volumes.append(host_path_volume("features-d", FEATURES_D, "DirectoryOrCreate"))
         mounts.append({"name": "features-d", "mountPath": FEATURES_D})
     if plugin.enabled:
