@@ -316,6 +316,12 @@ class ProfileFacts(Strict):
         "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
     ]
     kubeletRoot: str = "/var/lib/kubelet"
+    nodeFeatureAPI: bool = Field(
+        default=True,
+        description="The platform's own NFD (nfd.mode external) reads NodeFeature objects "
+        "(nfd.k8s-sigs.io/v1alpha1), so GFD publishes its labels through the API; false: that NFD "
+        "reads only the features.d files on each node, where GFD then writes them.",
+    )
     nodeOSLabel: NodeSelectorRequirement | None = None
     criticalPodsQuota: CriticalPodsQuota | None = Field(
         default=None,

@@ -23,3 +23,28 @@ def cli():
         return runner.invoke(app, [str(arg) for arg in args], input=input)
 
     return run
+
+
+CRD_SCHEMAS = SHARED / "crd-schemas"
+
+
+def is_core(api_version: str) -> bool:
+    """Kinds the Kubernetes API server itself serves (schemas in kubernetes-validate)."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(".k8s.io")
+
+
+def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
+    """Strict validation against an independent oracle: kubernetes-validate's strict schemas for
+    core kinds, the upstream CRD schemas in shared/crd-schemas for custom resources."""
+    import json
+
+    import jsonschema
+    import kubernetes_validate
+
+    if is_core(obj["apiVersion"]):
+        kubernetes_validate.validate(obj, kubernetes_version, strict=True)
+        return
+    group, _, version = obj["apiVersion"].rpartition("/")
+    schema = CRD_SCHEMAS / group / f"{obj['kind'].lower()}_{version}.json"
+    jsonschema.validate(obj, json.loads(schema.read_text()))

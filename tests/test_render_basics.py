@@ -11,7 +11,10 @@ def test_bare_render_uses_the_embedded_kubeadm_example(cli, tmp_path, monkeypatc
     assert result.exit_code == 0, result.output
     folder = tmp_path / "out" / "kubeadm-lab"
     kustomization = YAML(typ="safe").load((folder / "kustomization.yaml").read_text())
-    assert kustomization["resources"][0] == "namespace-gpu-system.yaml"
+    # CRDs come first (nothing depends on the namespace to define them), then the namespace.
+    resources = kustomization["resources"]
+    first = next(name for name in resources if not name.startswith("customresourcedefinition-"))
+    assert first == "namespace-gpu-system.yaml"
     for name in kustomization["resources"]:
         assert (folder / name).is_file()
     assert (folder / "node" / "README.md").is_file()

@@ -12,8 +12,10 @@ from typing import Any
 from gpustack.components import (
     dcgm_exporter,
     device_plugin,
+    gfd,
     gke,
     namespace,
+    nfd,
     openshift,
     runtime_class,
 )
@@ -24,7 +26,9 @@ Builder = Callable[[Stack], list[dict[str, Any]]]
 COMPONENTS: tuple[Builder, ...] = (
     namespace.build,
     runtime_class.build,
+    nfd.build,
     device_plugin.build,
+    gfd.build,
     dcgm_exporter.build,
     gke.build,
     openshift.build,

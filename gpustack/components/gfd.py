@@ -1,0 +1,118 @@
+"""GPU Feature Discovery: labels GPU nodes with `nvidia.com/gpu.*` (product, memory, MIG, sharing).
+
+Facts from NVIDIA/k8s-device-plugin v0.20.0 (static gpu-feature-discovery-daemonset.yaml, helm
+templates/daemonset-gfd.yml, cmd/gpu-feature-discovery/main.go) and the GPU Operator's
+assets/gpu-feature-discovery. GFD only computes labels; NFD's master puts them on the Node. It hands
+them over in one of two ways, chosen here from where NFD comes from:
+- a `NodeFeature` object (nfd.k8s-sigs.io) in GFD's namespace: needs NODE_NAME, NAMESPACE and RBAC;
+- the file `features.d/gfd` on the host, which every nfd-worker reads: needs a hostPath.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack.components import device_plugin
+from gpustack.components.nfd import FEATURES_D
+from gpustack.config import Stack
+from gpustack.workload import (
+    daemonset,
+    driver_mount,
+    gpu_pod_spec,
+    host_path_volume,
+    role_with_binding,
+    scc_rules,
+    service_account,
+)
+
+NAME = "gpu-feature-discovery"
+
+
+def publishes_node_features(stack: Stack) -> bool:
+    """True when GFD writes NodeFeature objects, False when it writes the features.d file.
+
+    The NFD gpustack deploys (v0.19) reads NodeFeature objects; an external NFD does so where the
+    profile says it does. With no NFD at all the file is the choice that works with any NFD added
+    later, and needs no API access meanwhile.
+    """
+    mode = stack.config.nfd.mode
+    return mode == "deploy" or (mode == "external" and stack.facts.nodeFeatureAPI)
+
+
+def build(stack: Stack) -> list[dict[str, Any]]:
+    if not stack.config.gfd.enabled:
+        return []
+    rules: list[dict[str, Any]] = []
+    if publishes_node_features(stack):
+        # internal/lm/output.go: GFD gets, creates and updates `nvidia-features-for-<node>` in
+        # its own namespace, and reads nothing else from the API.
+        rules.append(
+            {
+                "apiGroups": ["nfd.k8s-sigs.io"],
+                "resources": ["nodefeatures"],
+                "verbs": ["get", "create", "update"],
+            }
+        )
+    rules += scc_rules(stack)
+    objects = [service_account(stack, NAME)]
+    if rules:
+        objects += role_with_binding(stack, NAME, rules)
+    objects.append(_daemonset(stack))
+    return objects
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    plugin = stack.config.devicePlugin
+    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
+    api = publishes_node_features(stack)
+    env: list[dict[str, Any]] = [
+        # The same strategy as the device plugin, so the labels describe the resources it offers.
+        {"name": "MIG_STRATEGY", "value": plugin.migStrategy},
+        {"name": "USE_NODE_FEATURE_API", "value": "true" if api else "false"},
+    ]
+    if api:
+        env += [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ]
+    if plugin.migStrategy != "none":
+        # MIG devices are visible to NVML only with the monitor capability (helm _helpers.tpl).
+        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+    volumes = [host_path_volume("host-sys", "/sys", "Directory"), *driver_volumes]
+    mounts = [{"name": "host-sys", "mountPath": "/sys", "readOnly": True}, *driver_mounts]
+    if not api:
+        # GFD's --output-file default is `features.d/gfd`.
+        volumes.append(host_path_volume("features-d", FEATURES_D, "DirectoryOrCreate"))
+        mounts.append({"name": "features-d", "mountPath": FEATURES_D})
+    if plugin.enabled:
+        # Reading the plugin's config file gives the sharing labels (nvidia.com/gpu.replicas,
+        # gpu.sharing-strategy), as the helm chart does by sharing one config between the two.
+        env.append(
+            {"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"}
+        )
+        volumes.append({"name": "config", "configMap": {"name": device_plugin.CONFIG_MAP}})
+        mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
+    env += driver_env
+    pod_spec = gpu_pod_spec(stack)
+    pod_spec.update(
+        {
+            "serviceAccountName": NAME,
+            "containers": [
+                {
+                    "name": NAME,
+                    "image": device_plugin.image(stack),
+                    "command": ["/usr/bin/gpu-feature-discovery"],
+                    "env": env,
+                    # Privileged, as upstream (static manifest, helm values `gfd.securityContext`,
+                    # GPU Operator): vGPU detection reads each GPU's PCI config space beyond the
+                    # first 64 bytes, which the kernel allows only with CAP_SYS_ADMIN; the
+                    # features.d folder on the host is root-owned; and where no nvidia runtime
+                    # injects /dev/nvidia* (GKE) only a privileged container reaches the devices.
+                    "securityContext": {"privileged": True},
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+        }
+    )
+    return daemonset(stack, NAME, pod_spec, component="gpu-feature-discovery")

@@ -1,0 +1,517 @@
+"""GPU Feature Discovery and Node Feature Discovery, as users of the rendered manifests see them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+from kubernetes_validate.utils import SchemaNotFoundError
+from ruamel.yaml import YAML
+
+from gpustack.config import Stack, load_stack
+from gpustack.render import render
+
+from conftest import SHARED, is_core, validate_upstream
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
+PROFILES = ["openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm"]
+# Profiles whose defaults deploy NVIDIA's device plugin and GFD (GKE brings its own stack).
+GFD_PROFILES = ["openshift", "rke2", "kubeadm"]
+
+
+def load(tmp_path: Path, profile: str, **sections: Any) -> Stack:
+    config = {
+        "apiVersion": "gpustack.dev/v1alpha1",
+        "kind": "GPUStack",
+        "metadata": {"name": "lab"},
+        "platform": {"profile": profile},
+        **sections,
+    }
+    path = tmp_path / f"{profile}.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return load_stack(path)
+
+
+def objects(tmp_path: Path, profile: str, **sections: Any) -> list[dict[str, Any]]:
+    return render(load(tmp_path, profile, **sections)).objects
+
+
+def find(items: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matches = [o for o in items if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"expected one {kind}/{name}, found {len(matches)}"
+    return matches[0]
+
+
+def kinds(items: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(o["kind"], o["metadata"]["name"]) for o in items}
+
+
+def container(workload: dict[str, Any]) -> dict[str, Any]:
+    return workload["spec"]["template"]["spec"]["containers"][0]
+
+
+def env(workload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        item["name"]: item.get("value", item.get("valueFrom"))
+        for item in container(workload).get("env", [])
+    }
+
+
+def host_paths(workload: dict[str, Any]) -> dict[str, str]:
+    """hostPath -> mount path in the first container."""
+    pod = workload["spec"]["template"]["spec"]
+    by_name = {v["name"]: v["hostPath"]["path"] for v in pod.get("volumes", []) if "hostPath" in v}
+    mounts = container(workload).get("volumeMounts", [])
+    return {by_name[m["name"]]: m for m in mounts if m["name"] in by_name}
+
+
+def schedulable(pod: dict[str, Any], labels: dict[str, str], taints: list[dict[str, str]]) -> bool:
+    """Would the scheduler place `pod` on a node with these labels and taints? (nodeSelector,
+    required node affinity with In/Exists, tolerations as in the Kubernetes docs)."""
+    if any(labels.get(key) != value for key, value in pod.get("nodeSelector", {}).items()):
+        return False
+    required = (
+        pod.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    if required:
+        def term_matches(term: dict[str, Any]) -> bool:
+            return all(
+                expr["key"] in labels
+                and (expr["operator"] == "Exists" or labels[expr["key"]] in expr["values"])
+                for expr in term["matchExpressions"]
+            )
+
+        if not any(term_matches(term) for term in required["nodeSelectorTerms"]):
+            return False
+
+    def tolerated(taint: dict[str, str]) -> bool:
+        for toleration in pod.get("tolerations", []):
+            if toleration.get("key") not in (None, taint["key"]):
+                continue
+            if toleration.get("effect") not in (None, taint["effect"]):
+                continue
+            if toleration["operator"] == "Exists" or toleration.get("value") == taint.get("value"):
+                return True
+        return False
+
+    return all(tolerated(taint) for taint in taints if taint["effect"] != "PreferNoSchedule")
+
+
+# ---------------------------------------------------------------------------------------------
+# GFD
+
+
+@pytest.mark.parametrize("profile", GFD_PROFILES)
+@pytest.mark.parametrize("strategy", ["none", "single", "mixed"])
+def test_gfd_mig_strategy_is_the_device_plugins(tmp_path, profile, strategy):
+    rendered = objects(tmp_path, profile, devicePlugin={"migStrategy": strategy})
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
+    assert container(gfd)["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    assert container(gfd)["command"] == ["/usr/bin/gpu-feature-discovery"]
+    variables = env(gfd)
+    assert variables["MIG_STRATEGY"] == strategy
+    plugin_config = YAML(typ="safe").load(
+        find(rendered, "ConfigMap", "nvidia-device-plugin-config")["data"]["config.yaml"]
+    )
+    assert plugin_config["flags"]["migStrategy"] == variables["MIG_STRATEGY"]
+    if strategy == "none":
+        assert "NVIDIA_MIG_MONITOR_DEVICES" not in variables
+    else:
+        assert variables["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+
+
+def test_gfd_image_follows_the_device_plugin_version(tmp_path):
+    rendered = objects(tmp_path, "kubeadm", devicePlugin={"version": "v0.19.3"})
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
+    plugin = find(rendered, "DaemonSet", "nvidia-device-plugin")
+    assert container(gfd)["image"] == container(plugin)["image"]
+    assert container(gfd)["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
+
+
+@pytest.mark.parametrize(("profile", "mode"), [("kubeadm", "deploy"), ("rke2", "deploy"),
+                                               ("kubeadm", "external"), ("openshift", "deploy")])
+def test_gfd_publishes_node_features_where_nfd_reads_them(tmp_path, profile, mode):
+    rendered = objects(tmp_path, profile, nfd={"mode": mode})
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
+    variables = env(gfd)
+    assert variables["USE_NODE_FEATURE_API"] == "true"
+    assert variables["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert variables["NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert FEATURES_D not in host_paths(gfd)
+    # GFD's service account may create and update NodeFeature objects in its namespace.
+    account = gfd["spec"]["template"]["spec"]["serviceAccountName"]
+    binding = find(rendered, "RoleBinding", "gpu-feature-discovery")
+    assert {"kind": "ServiceAccount", "name": account, "namespace": gfd["metadata"]["namespace"]} \
+        in binding["subjects"]
+    role = find(rendered, binding["roleRef"]["kind"], binding["roleRef"]["name"])
+    assert role["metadata"]["namespace"] == gfd["metadata"]["namespace"]
+    granted = {
+        verb
+        for rule in role["rules"]
+        if "nfd.k8s-sigs.io" in rule["apiGroups"] and "nodefeatures" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {"get", "create", "update"} <= granted
+    find(rendered, "ServiceAccount", account)
+
+
+@pytest.mark.parametrize(("profile", "sections"), [
+    ("openshift", {}),  # Red Hat's NFD operator: features.d (gpu-operator PR #2066)
+    ("kubeadm", {"nfd": {"mode": "disabled"}}),
+    ("gke-cos", {"gfd": {"enabled": True}}),
+])
+def test_gfd_writes_the_features_file_otherwise(tmp_path, profile, sections):
+    rendered = objects(tmp_path, profile, **sections)
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
+    variables = env(gfd)
+    assert variables["USE_NODE_FEATURE_API"] == "false"
+    assert "NODE_NAME" not in variables
+    mount = host_paths(gfd)[FEATURES_D]
+    assert mount["mountPath"] == FEATURES_D
+    assert not mount.get("readOnly", False)
+    # No API access to NodeFeature objects: GFD does not need it here.
+    roles = [o for o in rendered
+             if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-feature-discovery"]
+    assert not [r for role in roles for r in role["rules"] if "nodefeatures" in r["resources"]]
+
+
+def test_openshift_gfd_may_use_the_privileged_scc(tmp_path):
+    rendered = objects(tmp_path, "openshift")
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
+    assert container(gfd)["securityContext"]["privileged"] is True
+    role = find(rendered, "Role", "gpu-feature-discovery")
+    assert {
+        "apiGroups": ["security.openshift.io"],
+        "resources": ["securitycontextconstraints"],
+        "resourceNames": ["privileged"],
+        "verbs": ["use"],
+    } in role["rules"]
+    assert find(rendered, "RoleBinding", "gpu-feature-discovery")["subjects"][0]["name"] == (
+        gfd["spec"]["template"]["spec"]["serviceAccountName"]
+    )
+
+
+def test_gfd_on_gke_sees_the_driver_gke_mounts(tmp_path):
+    gfd = find(objects(tmp_path, "gke-cos", gfd={"enabled": True}), "DaemonSet",
+               "gpu-feature-discovery")
+    mount = host_paths(gfd)["/home/kubernetes/bin/nvidia"]
+    assert mount["mountPath"] == "/usr/local/nvidia"
+    assert env(gfd)["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_gfd_is_placed_like_every_other_gpu_workload(tmp_path, profile):
+    rendered = objects(tmp_path, profile, gfd={"enabled": True},
+                       nodes={"selector": {"pool": "gpu"},
+                              "taints": [{"key": "nodetype", "value": "gpu",
+                                          "effect": "NoSchedule"}]})
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")["spec"]["template"]["spec"]
+    others = [o for o in rendered if o["kind"] == "DaemonSet"
+              and o["metadata"]["name"] in ("nvidia-device-plugin", "dcgm-exporter")]
+    for other in others:
+        spec = other["spec"]["template"]["spec"]
+        for field in ("affinity", "tolerations", "runtimeClassName", "priorityClassName"):
+            assert gfd.get(field) == spec.get(field), field
+    gpu_node = {"pool": "gpu", GPU_LABEL: "true", "cloud.google.com/gke-accelerator": "nvidia-l4"}
+    taints = [{"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}]
+    assert schedulable(gfd, gpu_node, taints)
+    assert not schedulable(gfd, {"pool": "gpu"}, taints)  # not (yet) recognised as a GPU node
+
+
+def test_gfd_reads_the_sharing_config_so_replicas_are_labelled(tmp_path):
+    rendered = objects(tmp_path, "kubeadm",
+                       devicePlugin={"sharing": {"strategy": "time-slicing", "replicas": 4}})
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
+    volumes = gfd["spec"]["template"]["spec"]["volumes"]
+    config_volume = next(v for v in volumes if "configMap" in v)
+    config_map = find(rendered, "ConfigMap", config_volume["configMap"]["name"])
+    mount = next(m for m in container(gfd)["volumeMounts"] if m["name"] == config_volume["name"])
+    file_name = Path(env(gfd)["CONFIG_FILE"])
+    assert str(file_name.parent) == mount["mountPath"] and file_name.name in config_map["data"]
+    assert "timeSlicing" in YAML(typ="safe").load(config_map["data"][file_name.name])["sharing"]
+    # A change of the sharing config rolls GFD too.
+    other = objects(tmp_path, "kubeadm",
+                    devicePlugin={"sharing": {"strategy": "time-slicing", "replicas": 8}})
+    annotations = gfd["spec"]["template"]["metadata"]["annotations"]
+    assert annotations != find(other, "DaemonSet", "gpu-feature-discovery")["spec"]["template"][
+        "metadata"]["annotations"]
+
+
+def test_gfd_disabled_emits_nothing_of_gfd(tmp_path):
+    rendered = objects(tmp_path, "kubeadm", gfd={"enabled": False})
+    assert not [o for o in rendered if o["metadata"]["name"] == "gpu-feature-discovery"]
+
+
+# ---------------------------------------------------------------------------------------------
+# NFD
+
+
+def node_feature_rules(rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in rendered if o["kind"] == "NodeFeatureRule"]
+
+
+NFD_DEPLOYED = {
+    ("CustomResourceDefinition", "nodefeatures.nfd.k8s-sigs.io"),
+    ("CustomResourceDefinition", "nodefeaturerules.nfd.k8s-sigs.io"),
+    ("CustomResourceDefinition", "nodefeaturegroups.nfd.k8s-sigs.io"),
+    ("Deployment", "nfd-master"),
+    ("DaemonSet", "nfd-worker"),
+    ("Deployment", "nfd-gc"),
+    ("ServiceAccount", "nfd-master"),
+    ("ServiceAccount", "nfd-worker"),
+    ("ServiceAccount", "nfd-gc"),
+    ("ClusterRole", "nfd-master"),
+    ("ClusterRoleBinding", "nfd-master"),
+    ("ClusterRole", "nfd-gc"),
+    ("ClusterRoleBinding", "nfd-gc"),
+    ("Role", "nfd-worker"),
+    ("RoleBinding", "nfd-worker"),
+    ("ConfigMap", "nfd-master-conf"),
+    ("ConfigMap", "nfd-worker-conf"),
+}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("mode", ["deploy", "external", "disabled"])
+def test_nfd_modes(tmp_path, profile, mode):
+    rendered = objects(tmp_path, profile, nfd={"mode": mode})
+    present = kinds(rendered)
+    rules = node_feature_rules(rendered)
+    if mode == "deploy":
+        assert NFD_DEPLOYED <= present
+        namespace = "nvidia-gpu" if profile == "openshift" else "gpu-system"
+        for kind, name in NFD_DEPLOYED:
+            if kind not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+                assert find(rendered, kind, name)["metadata"]["namespace"] == namespace
+    else:
+        assert not NFD_DEPLOYED & present
+    if mode == "disabled":
+        assert rules == []
+    else:
+        assert len(rules) == 1
+
+
+def test_nfd_images_are_the_configured_version(tmp_path):
+    rendered = objects(tmp_path, "kubeadm", nfd={"mode": "deploy", "version": "v0.19.1"})
+    for kind, name in [("Deployment", "nfd-master"), ("DaemonSet", "nfd-worker"),
+                       ("Deployment", "nfd-gc")]:
+        assert container(find(rendered, kind, name))["image"] == (
+            "registry.k8s.io/nfd/node-feature-discovery:v0.19.1"
+        )
+
+
+@pytest.mark.parametrize("profile", ["kubeadm", "rke2", "openshift"])
+def test_node_feature_rule_sets_the_label_gpu_workloads_select(tmp_path, profile):
+    rendered = objects(tmp_path, profile)
+    (rule,) = node_feature_rules(rendered)
+    (only,) = rule["spec"]["rules"]
+    assert only["labels"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
+    (term,) = only["matchFeatures"]
+    assert term["feature"] == "pci.device"
+    assert term["matchExpressions"]["vendor"] == {"op": "In", "value": ["10de"]}
+    # Both GPU classes: 0300 (VGA) and 0302 (3D controller, data-center GPUs).
+    assert term["matchExpressions"]["class"]["op"] == "InRegexp"
+    pattern = term["matchExpressions"]["class"]["value"][0]
+    assert re.search(pattern, "0302") and re.search(pattern, "0300")
+    assert not re.search(pattern, "0200")
+    # The label the rule sets is the one the device plugin selects on.
+    plugin = find(rendered, "DaemonSet", "nvidia-device-plugin")["spec"]["template"]["spec"]
+    assert schedulable(plugin, {**only["labels"]}, [])
+    assert not schedulable(plugin, {"feature.node.kubernetes.io/pci-0302_10de.present": "true"}, [])
+
+
+@pytest.mark.parametrize("mode", ["deploy", "external"])
+def test_node_feature_rule_matches_the_upstream_schema(tmp_path, mode):
+    schema = json.loads((SHARED / "crd-schemas/nfd.k8s-sigs.io/nodefeaturerule_v1alpha1.json")
+                        .read_text())
+    (rule,) = node_feature_rules(objects(tmp_path, "kubeadm", nfd={"mode": mode}))
+    jsonschema.validate(rule, schema)
+    broken = json.loads(json.dumps(rule))
+    broken["spec"]["rules"][0]["matchFeatures"][0]["matchExpressions"]["vendor"]["op"] = "Equals"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_worker_runs_on_gpu_nodes_before_nfd_labels_them(tmp_path):
+    taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+              {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}]
+    rendered = objects(tmp_path, "kubeadm", nodes={"selector": {"pool": "gpu"}, "taints": taints})
+    worker = find(rendered, "DaemonSet", "nfd-worker")["spec"]["template"]["spec"]
+    fresh_gpu_node = {"pool": "gpu"}  # no NFD label yet
+    assert schedulable(worker, fresh_gpu_node, taints)
+    assert not schedulable(worker, {"pool": "cpu"}, [])  # nodes.selector restricts it
+    other_taint = {"key": "other", "effect": "NoExecute"}
+    assert not schedulable(worker, fresh_gpu_node, [*taints, other_taint])
+    assert "runtimeClassName" not in worker  # the RuntimeClass would add the GPU label selector
+    assert GPU_LABEL not in json.dumps(worker)
+    # Any nvidia.com/gpu taint, whatever its value or effect.
+    assert schedulable(worker, fresh_gpu_node,
+                       [{"key": "nvidia.com/gpu", "value": "x", "effect": "NoExecute"}])
+
+
+def test_worker_without_node_selector_runs_on_every_node(tmp_path):
+    worker = find(objects(tmp_path, "rke2"), "DaemonSet", "nfd-worker")["spec"]["template"]["spec"]
+    assert "nodeSelector" not in worker and "affinity" not in worker
+    assert schedulable(worker, {}, [{"key": "nvidia.com/gpu", "value": "present",
+                                     "effect": "NoSchedule"}])
+
+
+def test_master_and_gc_run_on_a_single_tainted_gpu_control_plane(tmp_path):
+    taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+              {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}]
+    rendered = objects(tmp_path, "kubeadm", nodes={"controlPlane": True, "taints": taints})
+    control_plane = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    node_taints = [*taints, control_plane]
+    for kind, name in [("Deployment", "nfd-master"), ("Deployment", "nfd-gc"),
+                       ("DaemonSet", "nfd-worker")]:
+        spec = find(rendered, kind, name)["spec"]["template"]["spec"]
+        assert schedulable(spec, {"node-role.kubernetes.io/control-plane": ""}, node_taints), name
+
+
+def test_master_accepts_gfd_labels(tmp_path):
+    rendered = objects(tmp_path, "kubeadm")
+    master = find(rendered, "Deployment", "nfd-master")
+    volume = next(v for v in master["spec"]["template"]["spec"]["volumes"] if "configMap" in v)
+    mount = next(m for m in container(master)["volumeMounts"] if m["name"] == volume["name"])
+    assert mount["mountPath"] == "/etc/kubernetes/node-feature-discovery"
+    config_map = find(rendered, "ConfigMap", volume["configMap"]["name"])
+    config = YAML(typ="safe").load(config_map["data"]["nfd-master.conf"])
+    assert "nvidia.com" in config["extraLabelNs"]
+    assert "gpustack.dev/config-hash" in master["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_nfd_runs_with_least_privilege(tmp_path):
+    rendered = objects(tmp_path, "kubeadm")
+    for kind, name in [("Deployment", "nfd-master"), ("DaemonSet", "nfd-worker"),
+                       ("Deployment", "nfd-gc")]:
+        workload = find(rendered, kind, name)
+        security = container(workload)["securityContext"]
+        assert security["runAsNonRoot"] is True
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert "privileged" not in security
+        account = workload["spec"]["template"]["spec"]["serviceAccountName"]
+        assert account == name
+    worker = find(rendered, "DaemonSet", "nfd-worker")
+    assert all(mount.get("readOnly") for mount in container(worker)["volumeMounts"])
+
+
+def test_openshift_deployed_worker_may_mount_host_paths(tmp_path):
+    role = find(objects(tmp_path, "openshift", nfd={"mode": "deploy"}), "Role", "nfd-worker")
+    assert {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+            "resourceNames": ["hostmount-anyuid"], "verbs": ["use"]} in role["rules"]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_no_two_daemonsets_share_a_selector(tmp_path, profile):
+    rendered = objects(tmp_path, profile, gfd={"enabled": True}, nfd={"mode": "deploy"},
+                       devicePlugin={"sharing": {"strategy": "mps"}}
+                       if profile in GFD_PROFILES else {"enabled": False})
+    daemonsets = [o for o in rendered if o["kind"] == "DaemonSet"]
+    assert len(daemonsets) >= 2
+    for daemonset in daemonsets:
+        selector = daemonset["spec"]["selector"]["matchLabels"]
+        selected = [
+            other["metadata"]["name"]
+            for other in daemonsets
+            if selector.items() <= other["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert selected == [daemonset["metadata"]["name"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas and kustomize
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("mode", ["deploy", "external"])
+def test_every_object_validates_strictly(tmp_path, profile, mode):
+    rendered = objects(tmp_path, profile, gfd={"enabled": True}, nfd={"mode": mode})
+    checked = set()
+    for obj in rendered:
+        try:
+            kubernetes_validate.validate(obj, "1.31", strict=True)
+            checked.add(obj["kind"])
+        except SchemaNotFoundError:
+            assert not is_core(obj["apiVersion"]), obj["kind"]
+            validate_upstream(obj)
+    assert {"DaemonSet", "Role", "RoleBinding", "ServiceAccount"} <= checked
+    if mode == "deploy":
+        assert {"CustomResourceDefinition", "Deployment", "ConfigMap", "ClusterRole"} <= checked
+
+
+def test_a_wrong_field_would_fail_strict_validation(tmp_path):
+    gfd = find(objects(tmp_path, "kubeadm"), "DaemonSet", "gpu-feature-discovery")
+    container(gfd)["securityContext"]["privilged"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(gfd, "1.31", strict=True)
+
+
+def _without_descriptions(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_descriptions(v) for k, v in value.items() if k != "description"}
+    if isinstance(value, list):
+        return [_without_descriptions(v) for v in value]
+    return value
+
+
+def test_crds_define_the_upstream_api(tmp_path):
+    upstream = {
+        doc["metadata"]["name"]: doc
+        for doc in YAML(typ="safe").load_all(
+            (SHARED / "refs/node-feature-discovery/nfd-api-crds.yaml").read_text()
+        )
+    }
+    ours = {o["metadata"]["name"]: o for o in objects(tmp_path, "kubeadm")
+            if o["kind"] == "CustomResourceDefinition"}
+    assert set(ours) == set(upstream)
+    for name, crd in ours.items():
+        expected = upstream[name]["spec"]
+        assert crd["spec"]["group"] == expected["group"]
+        assert crd["spec"]["scope"] == expected["scope"]
+        assert crd["spec"]["names"] == expected["names"]
+        assert _without_descriptions(crd["spec"]["versions"]) == _without_descriptions(
+            expected["versions"]
+        ), name
+
+
+def test_node_feature_rule_crd_admits_the_rule_and_rejects_a_bad_operator(tmp_path):
+    rendered = objects(tmp_path, "kubeadm")
+    crd = find(rendered, "CustomResourceDefinition", "nodefeaturerules.nfd.k8s-sigs.io")
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    (rule,) = node_feature_rules(rendered)
+    jsonschema.validate(rule, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**rule, "spec": {"rules": [{"name": "x", "matchFeatures": [
+            {"feature": "pci.device", "matchExpressions": {"vendor": {"op": "Equals"}}}]}]}},
+            schema)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_rendered_folder_builds_with_kustomize(cli, tmp_path, profile):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(json.dumps({
+        "apiVersion": "gpustack.dev/v1alpha1", "kind": "GPUStack", "metadata": {"name": "lab"},
+        "platform": {"profile": profile}, "gfd": {"enabled": True}, "nfd": {"mode": "deploy"},
+    }))
+    result = cli("render", config, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    built = subprocess.run([str(KUBECTL), "kustomize", str(tmp_path / "out" / "lab")],
+                           capture_output=True, text=True, check=True).stdout
+    documents = list(YAML(typ="safe").load_all(built))
+    built_kinds = {(d["kind"], d["metadata"]["name"]) for d in documents}
+    assert NFD_DEPLOYED <= built_kinds
+    assert ("NodeFeatureRule", "nvidia-gpu-pci-10de") in built_kinds
+    assert ("DaemonSet", "gpu-feature-discovery") in built_kinds
