@@ -87,7 +87,8 @@ def command(
 def config_paths(arguments: list[Path]) -> list[Path]:
     """The configs named, with each folder replaced by the GPUStack configs directly in it.
 
-    In a folder, a config that another config there `extends:` is a shared base, not a cluster.
+    In a folder, a config that another config there `extends:` is a shared base, not a cluster;
+    any other YAML file (a kustomization, say) is not a config.
     """
     from gpustack.yamlio import load_file
 
@@ -99,7 +100,8 @@ def config_paths(arguments: list[Path]) -> list[Path]:
         found = {}
         for candidate in sorted([*argument.glob("*.yaml"), *argument.glob("*.yml")]):
             data = load_file(candidate).data
-            if isinstance(data, dict) and data.get("kind") == CONFIG_KIND:
+            # A config that extends a base may leave `kind` to the base.
+            if isinstance(data, dict) and (data.get("kind") == CONFIG_KIND or "extends" in data):
                 found[candidate.resolve()] = (candidate, data.get("extends"))
         bases = {
             (candidate.parent / extends).resolve()
