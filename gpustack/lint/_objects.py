@@ -6,13 +6,16 @@ user's own files), so every accessor here tolerates missing or oddly typed field
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpustack import yamlio
 from gpustack.decorate import identity
+from gpustack.errors import UserError
 from gpustack.findings import Finding, Identity
 
 # Kinds whose `spec.template` is a pod template, and where that template sits.
@@ -52,20 +55,30 @@ def labels_match(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
     for key, value in mapping(selector.get("matchLabels")).items():
         if labels.get(key) != value:
             return False
-    for expression in sequence(selector.get("matchExpressions")):
-        expression = mapping(expression)
-        key, operator = expression.get("key"), expression.get("operator")
+    for expression in map(mapping, sequence(selector.get("matchExpressions"))):
+        requirement, operator = expression.get("key"), expression.get("operator")
         values = [str(v) for v in sequence(expression.get("values"))]
-        present = key in labels
-        if operator == "In" and not (present and str(labels[key]) in values):
+        present = requirement in labels
+        if operator == "In" and not (present and str(labels[requirement]) in values):
             return False
-        if operator == "NotIn" and present and str(labels[key]) in values:
+        if operator == "NotIn" and present and str(labels[requirement]) in values:
             return False
         if operator == "Exists" and not present:
             return False
         if operator == "DoesNotExist" and present:
             return False
     return True
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_yaml(text: str) -> tuple[Any, str | None]:
+    """A config file held in a ConfigMap, as data, or why it does not parse. Cached: the clusters
+    of a fleet mostly carry the same files, and the rules must not parse them once per cluster.
+    The data is shared between callers, who only read it."""
+    try:
+        return yamlio.load_text(text, "file").data, None
+    except UserError as error:
+        return None, str(error).removeprefix("file:")
 
 
 @dataclass
@@ -151,37 +164,43 @@ class Objects:
     def of_kind(self, *kinds: str) -> Iterator[dict[str, Any]]:
         return (obj for obj in self.objects if obj.get("kind") in kinds)
 
-    def pods(self) -> Iterator[Pod]:
+    def pods(self) -> list[Pod]:
+        return self._pods
+
+    @functools.cached_property
+    def _pods(self) -> list[Pod]:
+        return list(self._find_pods())
+
+    def _find_pods(self) -> Iterator[Pod]:
         for obj in self.objects:
             kind = obj.get("kind")
             spec = mapping(obj.get("spec"))
             if kind == "Pod":
                 yield Pod(obj, spec, mapping(mapping(obj.get("metadata")).get("labels")), "spec")
-            elif kind in POD_TEMPLATE_KINDS:
-                template = mapping(spec.get("template"))
-                yield Pod(
-                    obj,
-                    mapping(template.get("spec")),
-                    mapping(mapping(template.get("metadata")).get("labels")),
-                    "spec.template.spec",
-                )
+                continue
+            if kind in POD_TEMPLATE_KINDS:
+                template, path = mapping(spec.get("template")), "spec.template.spec"
             elif kind == "CronJob":
-                template = mapping(mapping(mapping(spec.get("jobTemplate")).get("spec")).get("template"))
-                yield Pod(
-                    obj,
-                    mapping(template.get("spec")),
-                    mapping(mapping(template.get("metadata")).get("labels")),
-                    "spec.jobTemplate.spec.template.spec",
-                )
+                job = mapping(mapping(spec.get("jobTemplate")).get("spec"))
+                template, path = mapping(job.get("template")), "spec.jobTemplate.spec.template.spec"
+            else:
+                continue
+            labels = mapping(mapping(template.get("metadata")).get("labels"))
+            yield Pod(obj, mapping(template.get("spec")), labels, path)
+
+    @functools.cached_property
+    def _config_maps(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(namespace_of(cm), name_of(cm)): cm for cm in self.of_kind("ConfigMap")}
 
     def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        for obj in self.of_kind("ConfigMap"):
-            if namespace_of(obj) == namespace and name_of(obj) == name:
-                return obj
-        return None
+        return self._config_maps.get((namespace, name))
+
+    @functools.cached_property
+    def _runtime_classes(self) -> dict[str, dict[str, Any]]:
+        return {name_of(rc): rc for rc in self.of_kind("RuntimeClass")}
 
     def runtime_class(self, name: str) -> dict[str, Any] | None:
-        return next((rc for rc in self.of_kind("RuntimeClass") if name_of(rc) == name), None)
+        return self._runtime_classes.get(name)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpustack.decorate import identity
 from gpustack.findings import Finding
 from gpustack.lint._objects import (
     Objects,
@@ -28,7 +29,8 @@ def check(objects: Objects) -> Iterator[Finding]:
     ]
     for index, (pod, selector) in enumerate(daemonsets):
         for other, other_selector in daemonsets[:index]:
-            if namespace_of(other.owner) != namespace_of(pod.owner):
+            # The same object listed twice (two files, two renders) is still one DaemonSet.
+            if namespace_of(other.owner) != namespace_of(pod.owner) or identity(other.owner) == identity(pod.owner):
                 continue
             if labels_match(selector, other.labels) or labels_match(other_selector, pod.labels):
                 yield finding(

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpustack import yamlio
-from gpustack.errors import UserError
 from gpustack.findings import Finding
 from gpustack.lint._objects import (
     Objects,
@@ -23,6 +21,7 @@ from gpustack.lint._objects import (
     describe,
     finding,
     mapping,
+    parse_yaml,
     sequence,
 )
 
@@ -42,14 +41,13 @@ def mounted_configs(objects: Objects, pod: Pod, container: dict[str, Any]) -> It
             yield config_map, str(key), str(text)  # type: ignore[misc]
 
 
-def parse(text: str, shown: str) -> tuple[dict[str, Any] | None, str | None]:
+def parse(text: str) -> tuple[dict[str, Any] | None, str | None]:
     """The config as data, or the reason it does not parse."""
-    try:
-        data = yamlio.load_text(text, shown).data
-    except UserError as error:
-        return None, str(error)
+    data, error = parse_yaml(text)
+    if error:
+        return None, f"at {error.strip()}"
     if not isinstance(data, dict):
-        return None, f"{shown}: expected a mapping with `version: v1`"
+        return None, "expected a mapping with `version: v1`"
     return data, None
 
 
@@ -93,7 +91,7 @@ def check(objects: Objects) -> Iterator[Finding]:
                 if where in reported:
                     continue
                 reported.add(where)
-                config, error = parse(text, f"ConfigMap {where[1]} key {key}")
+                config, error = parse(text)
                 issues = [error] if error else problems(config or {})
                 if issues:
                     yield finding(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpustack.decorate import identity
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Pod, Rule, containers_running, describe, finding
 
@@ -70,7 +71,8 @@ def check(objects: Objects) -> Iterator[Finding]:
     plugins = [pod for pod in objects.pods() if _is_plugin(pod)]
     for index, pod in enumerate(plugins):
         for earlier in plugins[:index]:
-            if _may_share_a_node(earlier, pod):
+            # The same object listed twice (two files, two renders) is still one plugin.
+            if identity(earlier.owner) != identity(pod.owner) and _may_share_a_node(earlier, pod):
                 yield finding(
                     RULE,
                     pod.owner,

@@ -35,7 +35,7 @@ def strategy(objects: Objects, pod: Pod, container: dict[str, Any]) -> str | Non
     if len(files) > 1:
         return None
     for key, text in files.items():
-        config, _ = parse(text, key)
+        config, _ = parse(text)
         return str(mapping(mapping(config).get("flags")).get("migStrategy", DEFAULT))
     return DEFAULT
 

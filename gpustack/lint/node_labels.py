@@ -12,8 +12,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from gpustack import yamlio
-from gpustack.errors import UserError
 from gpustack.findings import Finding
 from gpustack.lint._objects import (
     NFD_LABEL_PREFIX,
@@ -26,6 +24,7 @@ from gpustack.lint._objects import (
     finding,
     is_nfd_worker,
     mapping,
+    parse_yaml,
     sequence,
 )
 
@@ -63,10 +62,7 @@ def _worker_pci_fields(objects: Objects, pod: Pod) -> int:
         text = mapping(config_map.get("data")).get("nfd-worker.conf") if config_map else None
         if not isinstance(text, str):
             continue
-        try:
-            config = mapping(yamlio.load_text(text, "nfd-worker.conf").data)
-        except UserError:
-            continue  # config-map rules report what does not parse
+        config = mapping(parse_yaml(text)[0])
         fields = mapping(mapping(mapping(config.get("sources")).get("pci"))).get("deviceLabelFields")
         if isinstance(fields, list) and fields:
             return len(fields)
