@@ -34,7 +34,9 @@ def refs(*names: str) -> list[dict[str, Any]]:
     return objects
 
 
-def rules_hit(objects: list[dict[str, Any]], version: str | None = "1.31", **context: Any) -> dict[str, list[str]]:
+def rules_hit(
+    objects: list[dict[str, Any]], version: str | None = "1.31", **context: Any
+) -> dict[str, list[str]]:
     """{rule id: [names of the objects it reports]}."""
     hits: dict[str, list[str]] = {}
     for found in lint.run(objects, version, **context):
@@ -43,12 +45,24 @@ def rules_hit(objects: list[dict[str, Any]], version: str | None = "1.31", **con
     return hits
 
 
-def daemonset(name: str, image: str, *, labels: dict[str, str] | None = None, **pod: Any) -> dict[str, Any]:
+def daemonset(
+    name: str, image: str, *, labels: dict[str, str] | None = None, **pod: Any
+) -> dict[str, Any]:
     selector = {"app.kubernetes.io/name": name}
     spec = {
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": PCI_10DE, "operator": "In", "values": ["true"]}]}]
-        }}},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": PCI_10DE, "operator": "In", "values": ["true"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
         "tolerations": [GPU_TOLERATION],
         "containers": [{"name": name, "image": image}],
         **pod,
@@ -66,8 +80,12 @@ def daemonset(name: str, image: str, *, labels: dict[str, str] | None = None, **
 
 def correct_stack() -> list[dict[str, Any]]:
     """A hand-made GPU stack with no mistake: every rule has something to look at."""
-    plugin = daemonset("device-plugin", PLUGIN_IMAGE, runtimeClassName="nvidia",
-                       volumes=[{"name": "config", "configMap": {"name": "plugin-config"}}])
+    plugin = daemonset(
+        "device-plugin",
+        PLUGIN_IMAGE,
+        runtimeClassName="nvidia",
+        volumes=[{"name": "config", "configMap": {"name": "plugin-config"}}],
+    )
     plugin["spec"]["template"]["spec"]["containers"][0].update(
         env=[{"name": "CONFIG_FILE", "value": "/config/config.yaml"}],
         volumeMounts=[{"name": "config", "mountPath": "/config"}],
@@ -76,23 +94,37 @@ def correct_stack() -> list[dict[str, Any]]:
     gfd["spec"]["template"]["spec"]["containers"][0].update(
         command=["gpu-feature-discovery"], env=[{"name": "MIG_STRATEGY", "value": "single"}]
     )
-    exporter = daemonset("dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-ubuntu22.04")
-    exporter["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"name": "metrics", "containerPort": 9400}]
+    exporter = daemonset(
+        "dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-ubuntu22.04"
+    )
+    exporter["spec"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"name": "metrics", "containerPort": 9400}
+    ]
     exporter_labels = {"app.kubernetes.io/name": "dcgm-exporter"}
     return [
-        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"},
+        {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "nvidia"},
+            "handler": "nvidia",
+        },
         {
             "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
             "kind": "NodeFeatureRule",
             "metadata": {"name": "nvidia-gpu"},
-            "spec": {"rules": [{"name": "nvidia", "labels": {PCI_10DE: "true"}, "matchFeatures": []}]},
+            "spec": {
+                "rules": [{"name": "nvidia", "labels": {PCI_10DE: "true"}, "matchFeatures": []}]
+            },
         },
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "plugin-config", "namespace": "gpu"},
-            "data": {"config.yaml": "version: v1\nflags:\n  migStrategy: single\n"
-                     "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"},
+            "data": {
+                "config.yaml": "version: v1\nflags:\n  migStrategy: single\n"
+                "sharing:\n  timeSlicing:\n    resources:\n"
+                "    - name: nvidia.com/gpu\n      replicas: 4\n"
+            },
         },
         plugin,
         gfd,
@@ -107,13 +139,19 @@ def correct_stack() -> list[dict[str, Any]]:
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "ServiceMonitor",
             "metadata": {"name": "dcgm-exporter", "namespace": "gpu"},
-            "spec": {"selector": {"matchLabels": exporter_labels}, "endpoints": [{"port": "metrics"}]},
+            "spec": {
+                "selector": {"matchLabels": exporter_labels},
+                "endpoints": [{"port": "metrics"}],
+            },
         },
         {
             "apiVersion": "monitoring.googleapis.com/v1",
             "kind": "PodMonitoring",
             "metadata": {"name": "dcgm-exporter", "namespace": "gpu"},
-            "spec": {"selector": {"matchLabels": exporter_labels}, "endpoints": [{"port": "metrics"}]},
+            "spec": {
+                "selector": {"matchLabels": exporter_labels},
+                "endpoints": [{"port": "metrics"}],
+            },
         },
     ]
 
@@ -177,7 +215,9 @@ def test_gpustack_output_is_quiet_for_every_profile(config, tmp_path):
         # rendered, the rule rightly reports that nothing sets the labels GPU workloads select on.
         assert {f.rule for f in findings} == {"node-label-unsourced"}
         assert all(PCI_10DE in f.message or "nvidia.com/mps.capable" in f.message for f in findings)
-        pytest.xfail("the NodeFeatureRule and GFD that set the selected labels are not rendered yet")
+        pytest.xfail(
+            "the NodeFeatureRule and GFD that set the selected labels are not rendered yet"
+        )
     assert [f"{f.rule}: {f.message}" for f in findings] == []
 
 
@@ -188,15 +228,22 @@ def test_taints_upstream_dcgm_exporter_and_gfd_and_nfd_worker_do_not_tolerate_th
     # NVIDIA/dcgm-exporter dcgm-exporter.yaml has no tolerations at all (dcgm-exporter #731),
     # k8s-device-plugin's static GFD DaemonSet neither, and NFD's default overlay leaves the
     # nfd-worker off tainted GPU nodes, so those nodes never get their pci label.
-    assert rules_hit(refs("dcgm-exporter/dcgm-exporter.yaml"))["taint-not-tolerated"] == ["dcgm-exporter"]
+    assert rules_hit(refs("dcgm-exporter/dcgm-exporter.yaml"))["taint-not-tolerated"] == [
+        "dcgm-exporter"
+    ]
     assert rules_hit(refs("k8s-device-plugin/gpu-feature-discovery-daemonset.yaml"))[
-        "taint-not-tolerated"] == ["gpu-feature-discovery"]
+        "taint-not-tolerated"
+    ] == ["gpu-feature-discovery"]
     nfd = rules_hit(refs("node-feature-discovery/nfd-v0.19.0-overlays-default.rendered.yaml"))
-    assert nfd["taint-not-tolerated"] == ["nfd-worker"]  # not nfd-master / nfd-gc: they are not node agents
+    assert nfd["taint-not-tolerated"] == [
+        "nfd-worker"
+    ]  # not nfd-master / nfd-gc: they are not node agents
 
 
 def test_taints_upstream_device_plugin_tolerates_any_gpu_taint():
-    assert "taint-not-tolerated" not in rules_hit(refs("k8s-device-plugin/nvidia-device-plugin.yml"))
+    assert "taint-not-tolerated" not in rules_hit(
+        refs("k8s-device-plugin/nvidia-device-plugin.yml")
+    )
 
 
 def test_taints_configured_taint_must_be_tolerated_unless_the_runtime_class_does():
@@ -206,9 +253,14 @@ def test_taints_configured_taint_must_be_tolerated_unless_the_runtime_class_does
     assert sorted(hits["taint-not-tolerated"]) == ["dcgm-exporter", "device-plugin", "gfd"]
     # RuntimeClass.scheduling.tolerations are merged into the pods that use the class.
     find(objects, "RuntimeClass", "nvidia")["scheduling"] = {
-        "tolerations": [{"key": "nodetype", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+        "tolerations": [
+            {"key": "nodetype", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+        ]
     }
-    assert sorted(rules_hit(objects, taints=[taint])["taint-not-tolerated"]) == ["dcgm-exporter", "gfd"]
+    assert sorted(rules_hit(objects, taints=[taint])["taint-not-tolerated"]) == [
+        "dcgm-exporter",
+        "gfd",
+    ]
 
 
 def test_taints_an_equal_toleration_with_the_wrong_value_is_not_enough():
@@ -237,11 +289,14 @@ def test_labels_nfd_default_labels_are_pci_class_vendor_not_pci_vendor():
     plugin = daemonset("device-plugin", PLUGIN_IMAGE)
     assert rules_hit([*nfd, plugin])["node-label-unsourced"] == ["device-plugin"]
     # The composed NodeFeatureRule (refs/examples) is the fix.
-    assert "node-label-unsourced" not in rules_hit([*nfd, plugin, *refs("examples/nodefeaturerule-nvidia-gpu.yaml")])
+    assert "node-label-unsourced" not in rules_hit(
+        [*nfd, plugin, *refs("examples/nodefeaturerule-nvidia-gpu.yaml")]
+    )
     # NFD's own default label is set by the worker.
     default_label = copy.deepcopy(plugin)
     expression = pod_spec(default_label)["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]["matchExpressions"][0]
     expression["key"] = "feature.node.kubernetes.io/pci-0302_10de.present"
     assert "node-label-unsourced" not in rules_hit([*nfd, default_label])
 
@@ -250,17 +305,24 @@ def test_labels_upstream_gpu_operator_selects_labels_only_its_controller_sets():
     # gpu-operator's asset DaemonSets select nvidia.com/gpu.deploy.device-plugin=true, which the
     # operator's controller writes; applied as manifests, with GFD present, they never schedule.
     objects = refs("gpu-operator/state-device-plugin__0500_daemonset.yaml")
-    gfd = refs("k8s-device-plugin/gpu-feature-discovery-daemonset.yaml", "examples/nodefeaturerule-nvidia-gpu.yaml")
+    gfd = refs(
+        "k8s-device-plugin/gpu-feature-discovery-daemonset.yaml",
+        "examples/nodefeaturerule-nvidia-gpu.yaml",
+    )
     assert rules_hit([*objects, *gfd])["node-label-unsourced"] == ["nvidia-device-plugin-daemonset"]
 
 
 def test_labels_gfd_labels_need_gfd_and_user_labels_count_as_set():
     objects = correct_stack()
-    mps = daemonset("mps-control-daemon", PLUGIN_IMAGE, nodeSelector={"nvidia.com/mps.capable": "true"})
+    mps = daemonset(
+        "mps-control-daemon", PLUGIN_IMAGE, nodeSelector={"nvidia.com/mps.capable": "true"}
+    )
     assert "node-label-unsourced" not in rules_hit([*objects, mps])
     without_gfd = [o for o in objects if o["metadata"]["name"] != "gfd"]
     assert rules_hit([*without_gfd, mps])["node-label-unsourced"] == ["mps-control-daemon"]
-    assert "node-label-unsourced" not in rules_hit([*without_gfd, mps], node_labels=["nvidia.com/mps.capable"])
+    assert "node-label-unsourced" not in rules_hit(
+        [*without_gfd, mps], node_labels=["nvidia.com/mps.capable"]
+    )
 
 
 # --- runtime-class-missing -------------------------------------------------------------------
@@ -281,19 +343,25 @@ def test_runtime_class_must_be_among_the_manifests():
 def test_monitor_upstream_service_monitor_needs_the_exporter_service():
     # dcgm-exporter's service-monitor.yaml alone scrapes nothing; with dcgm-exporter.yaml's
     # Service (port "metrics") it matches.
-    assert rules_hit(refs("dcgm-exporter/service-monitor.yaml"))["monitor-target-missing"] == ["dcgm-exporter"]
+    assert rules_hit(refs("dcgm-exporter/service-monitor.yaml"))["monitor-target-missing"] == [
+        "dcgm-exporter"
+    ]
     both = refs("dcgm-exporter/service-monitor.yaml", "dcgm-exporter/dcgm-exporter.yaml")
     assert "monitor-target-missing" not in rules_hit(both)
-    gpu_operator = refs("gpu-operator/state-dcgm-exporter__0400_service.yaml",
-                        "gpu-operator/state-dcgm-exporter__0500_service_monitor.yaml")
+    gpu_operator = refs(
+        "gpu-operator/state-dcgm-exporter__0400_service.yaml",
+        "gpu-operator/state-dcgm-exporter__0500_service_monitor.yaml",
+    )
     assert "monitor-target-missing" not in rules_hit(gpu_operator)
 
 
 def test_monitor_port_name_must_exist_on_the_service():
     # gpu-operator names the Service port gpu-metrics; a ServiceMonitor for "metrics" (the name
     # dcgm-exporter's own manifests use) finds the Service but scrapes nothing.
-    gpu_operator = refs("gpu-operator/state-dcgm-exporter__0400_service.yaml",
-                        "gpu-operator/state-dcgm-exporter__0500_service_monitor.yaml")
+    gpu_operator = refs(
+        "gpu-operator/state-dcgm-exporter__0400_service.yaml",
+        "gpu-operator/state-dcgm-exporter__0500_service_monitor.yaml",
+    )
     gpu_operator[1]["spec"]["endpoints"][0]["port"] = "metrics"
     assert rules_hit(gpu_operator)["monitor-target-missing"] == ["nvidia-dcgm-exporter"]
 
@@ -322,8 +390,10 @@ def test_config_map_upstream_gpu_operator_plugin_needs_its_entrypoint_config_map
     # separate asset (0400_configmap.yaml): applied without it, the pods never start.
     daemonset_only = refs("gpu-operator/state-device-plugin__0500_daemonset.yaml")
     assert rules_hit(daemonset_only)["config-map-missing"] == ["nvidia-device-plugin-daemonset"]
-    with_config = refs("gpu-operator/state-device-plugin__0400_configmap.yaml",
-                       "gpu-operator/state-device-plugin__0500_daemonset.yaml")
+    with_config = refs(
+        "gpu-operator/state-device-plugin__0400_configmap.yaml",
+        "gpu-operator/state-device-plugin__0500_daemonset.yaml",
+    )
     assert "config-map-missing" not in rules_hit(with_config)
 
 
@@ -342,8 +412,10 @@ def test_config_map_in_another_namespace_or_a_missing_key_is_reported():
 
 BROKEN_CONFIGS = {
     "time-slicing and MPS together": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-    "    - {name: nvidia.com/gpu, replicas: 4}\n  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 4}\n",
-    "one replica": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 1}\n",
+    "    - {name: nvidia.com/gpu, replicas: 4}\n  mps:\n    resources:\n"
+    "    - {name: nvidia.com/gpu, replicas: 4}\n",
+    "one replica": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+    "    - {name: nvidia.com/gpu, replicas: 1}\n",
     "MPS with MIG": "version: v1\nflags: {migStrategy: single}\nsharing:\n  mps:\n    resources:\n"
     "    - {name: nvidia.com/gpu, replicas: 4}\n",
     "unknown MIG strategy": "version: v1\nflags: {migStrategy: all}\n",
@@ -362,7 +434,9 @@ def test_device_plugin_config_that_the_plugin_refuses(mistake):
 
 def test_device_plugin_config_composed_examples_are_valid():
     # refs/examples/device-plugin-config-sharing.yaml: a time-slicing and an MPS config, both valid.
-    documents = list(YAML(typ="safe").load_all((REFS / "examples/device-plugin-config-sharing.yaml").read_text()))
+    documents = list(
+        YAML(typ="safe").load_all((REFS / "examples/device-plugin-config-sharing.yaml").read_text())
+    )
     from gpustack import emit
 
     for document in documents:
@@ -377,17 +451,23 @@ def test_device_plugin_config_composed_examples_are_valid():
 def test_mig_upstream_mig_single_gfd_next_to_the_default_plugin():
     # gpu-feature-discovery-daemonset-with-mig-single.yaml labels for MIG "single" while the static
     # nvidia-device-plugin.yml runs with the default "none".
-    mismatch = refs("k8s-device-plugin/nvidia-device-plugin.yml",
-                    "k8s-device-plugin/gpu-feature-discovery-daemonset-with-mig-single.yaml")
+    mismatch = refs(
+        "k8s-device-plugin/nvidia-device-plugin.yml",
+        "k8s-device-plugin/gpu-feature-discovery-daemonset-with-mig-single.yaml",
+    )
     assert rules_hit(mismatch)["mig-strategy-mismatch"] == ["gpu-feature-discovery"]
-    matching = refs("k8s-device-plugin/nvidia-device-plugin.yml",
-                    "k8s-device-plugin/gpu-feature-discovery-daemonset.yaml")
+    matching = refs(
+        "k8s-device-plugin/nvidia-device-plugin.yml",
+        "k8s-device-plugin/gpu-feature-discovery-daemonset.yaml",
+    )
     assert "mig-strategy-mismatch" not in rules_hit(matching)
 
 
 def test_mig_strategy_from_the_plugin_config_file():
     objects = correct_stack()  # plugin: config file says single; GFD: MIG_STRATEGY=single
-    find(objects, "DaemonSet", "gfd")["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "mixed"
+    find(objects, "DaemonSet", "gfd")["spec"]["template"]["spec"]["containers"][0]["env"][0][
+        "value"
+    ] = "mixed"
     assert rules_hit(objects)["mig-strategy-mismatch"] == ["gfd"]
 
 
@@ -401,11 +481,17 @@ def test_duplicate_upstream_nvidia_plugin_next_to_gke_plugin():
 
 
 def test_duplicate_plugins_with_disjoint_placement_are_fine():
-    nvidia, gke = refs("gke/nvidia-device-plugin-static.yml", "gke/gke-nvidia-gpu-device-plugin.yaml")
+    nvidia, gke = refs(
+        "gke/nvidia-device-plugin-static.yml", "gke/gke-nvidia-gpu-device-plugin.yaml"
+    )
     label = "gke-no-default-nvidia-gpu-device-plugin"
     pod_spec(nvidia)["nodeSelector"] = {label: "true"}
-    terms = pod_spec(gke)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    terms["nodeSelectorTerms"][0]["matchExpressions"].append({"key": label, "operator": "NotIn", "values": ["true"]})
+    terms = pod_spec(gke)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    terms["nodeSelectorTerms"][0]["matchExpressions"].append(
+        {"key": label, "operator": "NotIn", "values": ["true"]}
+    )
     assert "duplicate-device-plugin" not in rules_hit([nvidia, gke])
 
 
@@ -413,8 +499,15 @@ def test_duplicate_plugins_with_disjoint_placement_are_fine():
 
 
 def test_api_versions_removed_apis_are_reported_with_the_replacement():
-    cron = {"apiVersion": "batch/v1beta1", "kind": "CronJob", "metadata": {"name": "gc"},
-            "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}}
+    cron = {
+        "apiVersion": "batch/v1beta1",
+        "kind": "CronJob",
+        "metadata": {"name": "gc"},
+        "spec": {
+            "schedule": "@daily",
+            "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}},
+        },
+    }
     psp = {"apiVersion": "policy/v1beta1", "kind": "PodSecurityPolicy", "metadata": {"name": "gpu"}}
     findings = [f for f in lint.run([cron, psp], "1.31") if f.rule == "api-version-not-served"]
     assert [f.object[3] for f in findings] == ["gc", "gpu"]
@@ -424,7 +517,11 @@ def test_api_versions_removed_apis_are_reported_with_the_replacement():
 
 def test_api_versions_depend_on_the_target_version():
     # flowcontrol.apiserver.k8s.io/v1beta3 was served up to 1.31 and removed in 1.32.
-    flow = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1beta3", "kind": "FlowSchema", "metadata": {"name": "gpu"}}
+    flow = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1beta3",
+        "kind": "FlowSchema",
+        "metadata": {"name": "gpu"},
+    }
     assert "api-version-not-served" not in rules_hit([flow], "1.31")
     assert rules_hit([flow], "1.32")["api-version-not-served"] == ["gpu"]
     assert "api-version-not-served" not in rules_hit([flow], None)
@@ -456,7 +553,9 @@ def test_images_upstream_operator_templates_have_untagged_images():
 
 def test_images_latest_is_reported_and_digests_are_pinned():
     objects = correct_stack()
-    pod_spec(find(objects, "DaemonSet", "gfd"))["containers"][0]["image"] = "nvcr.io/nvidia/k8s-device-plugin:latest"
+    pod_spec(find(objects, "DaemonSet", "gfd"))["containers"][0]["image"] = (
+        "nvcr.io/nvidia/k8s-device-plugin:latest"
+    )
     assert rules_hit(objects)["image-not-pinned"] == ["gfd"]
     # GKE's plugin is pinned by digest; a registry port is not a tag.
     assert "image-not-pinned" not in rules_hit(refs("gke/gke-nvidia-gpu-device-plugin.yaml"))
@@ -480,9 +579,13 @@ def test_daemonsets_sharing_a_selector_are_reported():
 def test_daemonset_selector_that_matches_another_template_is_reported():
     # The selector of one need only match the other's pod labels: then it adopts those pods.
     objects = correct_stack()
-    find(objects, "DaemonSet", "gfd")["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] = "gfd"
+    find(objects, "DaemonSet", "gfd")["spec"]["template"]["metadata"]["labels"][
+        "app.kubernetes.io/name"
+    ] = "gfd"
     broad = find(objects, "DaemonSet", "dcgm-exporter")
-    broad["spec"]["selector"] = {"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "Exists"}]}
+    broad["spec"]["selector"] = {
+        "matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "Exists"}]
+    }
     assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter", "dcgm-exporter"]
 
 
@@ -498,13 +601,23 @@ def test_daemonsets_in_different_namespaces_may_share_a_selector():
 
 def test_ignore_annotation_suppresses_only_the_named_rules_on_that_object():
     objects = refs("dcgm-exporter/dcgm-exporter.yaml", "gpu-operator/state-dcgm__0400_dcgm.yml")
-    assert set(rules_hit(objects)) == {"taint-not-tolerated", "image-not-pinned", "node-label-unsourced"}
-    objects[0]["metadata"]["annotations"] = {"gpustack.dev/ignore": "taint-not-tolerated, image-not-pinned"}
+    assert set(rules_hit(objects)) == {
+        "taint-not-tolerated",
+        "image-not-pinned",
+        "node-label-unsourced",
+    }
+    objects[0]["metadata"]["annotations"] = {
+        "gpustack.dev/ignore": "taint-not-tolerated, image-not-pinned"
+    }
     objects[-1]["metadata"]["annotations"] = {"gpustack.dev/ignore": "image-not-pinned"}
     assert rules_hit(objects) == {"node-label-unsourced": ["nvidia-dcgm"]}
 
 
 def test_rules_tolerate_objects_of_any_shape():
-    odd = [{"kind": "DaemonSet"}, {"kind": "DaemonSet", "spec": {"template": {"spec": {"containers": "x"}}}},
-           {"apiVersion": "v1", "kind": "ConfigMap", "metadata": None}, "not an object"]
+    odd = [
+        {"kind": "DaemonSet"},
+        {"kind": "DaemonSet", "spec": {"template": {"spec": {"containers": "x"}}}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": None},
+        "not an object",
+    ]
     assert lint.run(odd, "1.31") == []  # type: ignore[arg-type]

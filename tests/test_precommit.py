@@ -1,14 +1,16 @@
-"""The pre-commit hooks, end to end with the real pre-commit framework in a temporary git repository.
+"""The pre-commit hooks, end to end with the real pre-commit framework in a temporary git
+repository.
 
 Offline by design. A user's `.pre-commit-config.yaml` names this repository and a `rev`;
 pre-commit then clones it and pip-installs it into a fresh virtualenv, which downloads gpustack's
-dependencies (and its build backend) from PyPI. Tests may not use the network, so the test repository
-declares the same hooks as `repo: local` with `language: system`, running this checkout's gpustack
-with the test's own interpreter (`sys.executable -m gpustack`). What would differ from the published
-hooks is ruled out separately: `.pre-commit-hooks.yaml` is loaded with pre-commit's own manifest
-schema (`pre_commit.clientlib.load_manifest`), and the local hooks are built from its entries (same
-id, name, entry, pass_filenames and files; only `gpustack` becomes `python -m gpustack` and the
-language becomes `system`). Hooks run on a real `git commit`, installed by `pre-commit install`.
+dependencies (and its build backend) from PyPI. Tests may not use the network, so the test
+repository declares the same hooks as `repo: local` with `language: system`, running this
+checkout's gpustack with the test's own interpreter (`sys.executable -m gpustack`). What would
+differ from the published hooks is ruled out separately: `.pre-commit-hooks.yaml` is loaded with
+pre-commit's own manifest schema (`pre_commit.clientlib.load_manifest`), and the local hooks are
+built from its entries (same id, name, entry, pass_filenames and files; only `gpustack` becomes
+`python -m gpustack` and the language becomes `system`). Hooks run on a real `git commit`,
+installed by `pre-commit install`.
 """
 
 from __future__ import annotations
@@ -64,20 +66,29 @@ class Repository:
         config = {"repos": [{"repo": "local", "hooks": hooks}]}
         (path / ".pre-commit-config.yaml").write_text(dump(config))
         subprocess.run(
-            [sys.executable, "-m", "pre_commit", "install"], cwd=path, env=self.env, check=True,
+            [sys.executable, "-m", "pre_commit", "install"],
+            cwd=path,
+            env=self.env,
+            check=True,
             capture_output=True,
         )
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=self.path, env=self.env, capture_output=True, text=True,
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
         )
 
     def gpustack(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "gpustack", *args],
-            cwd=self.path, env=self.env, capture_output=True, text=True,
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
         )
 
     def commit(self, message: str) -> subprocess.CompletedProcess[str]:
@@ -107,7 +118,9 @@ def test_check_hook_passes_a_clean_commit_and_refuses_stale_output(tmp_path):
     assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
     clean = repo.commit("GPU stack for edge")
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "gpustack check" in clean.stdout + clean.stderr and "Passed" in clean.stdout + clean.stderr
+    assert (
+        "gpustack check" in clean.stdout + clean.stderr and "Passed" in clean.stdout + clean.stderr
+    )
 
     config = repo.path / "gpustack.yaml"
     config.write_text(config.read_text().replace("namespace: gpu-system", "namespace: gpu-edge"))
@@ -130,7 +143,9 @@ def test_validate_hook_refuses_an_invalid_manifest(tmp_path):
     if "validate" not in {command.name for command in app.registered_commands}:
         pytest.skip("`gpustack validate` is not part of this build; this hook cannot run yet")
     # As the README suggests: validate the rendered manifests only, not every YAML file.
-    repo = Repository(tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-validate", files="^out/")])
+    repo = Repository(
+        tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-validate", files="^out/")]
+    )
     assert repo.gpustack("init", "--profile", "gke-cos", "--name", "edge").returncode == 0
     assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
     clean = repo.commit("GPU stack for edge")

@@ -1,5 +1,8 @@
 """`gpustack schema` and schemas/gpustack.schema.json: current, usable by editors, and valid for
-the configs users write. Regenerate the file with `gpustack schema > schemas/gpustack.schema.json`."""
+the configs users write.
+
+Regenerate the file with `gpustack schema > schemas/gpustack.schema.json`.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ def test_schema_file_is_the_output_of_gpustack_schema(cli):
     result = cli("schema")
     assert result.exit_code == 0
     assert result.stdout.encode() == SCHEMA_FILE.read_bytes(), (
-        "schemas/gpustack.schema.json is stale: run `gpustack schema > schemas/gpustack.schema.json`"
+        "schemas/gpustack.schema.json is stale: "
+        "run `gpustack schema > schemas/gpustack.schema.json`"
     )
 
 
@@ -58,7 +62,10 @@ def test_schema_rejects_what_gpustack_rejects():
 
 
 def test_a_config_that_extends_a_base_needs_only_what_it_changes():
-    assert list(validator().iter_errors({"extends": "base.yaml", "metadata": {"name": "edge-1"}})) == []
+    assert (
+        list(validator().iter_errors({"extends": "base.yaml", "metadata": {"name": "edge-1"}}))
+        == []
+    )
 
 
 def test_init_writes_a_modeline_pointing_at_the_schema(cli, tmp_path):
@@ -72,4 +79,6 @@ def test_init_writes_a_modeline_pointing_at_the_schema(cli, tmp_path):
     assert schema["$id"].endswith("/schemas/gpustack.schema.json")
     # The example configs use the same modeline, relative to the repository's schemas/ folder.
     for example in EXAMPLES.glob("*.yaml"):
-        assert example.read_text().startswith("# yaml-language-server: $schema=../schemas/gpustack.schema.json")
+        assert example.read_text().startswith(
+            "# yaml-language-server: $schema=../schemas/gpustack.schema.json"
+        )

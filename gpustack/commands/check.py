@@ -19,6 +19,7 @@ from gpustack.commands.common import handles_user_errors
 
 if TYPE_CHECKING:
     from gpustack.config import Stack
+    from gpustack.findings import Finding
     from gpustack.render import Rendering
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
@@ -44,9 +45,13 @@ class Report:
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
-        None, metavar="[CONFIG|DIR]...", help="Cluster configs or folders of them (default ./gpustack.yaml)."
+        None,
+        metavar="[CONFIG|DIR]...",
+        help="Cluster configs or folders of them (default ./gpustack.yaml).",
     ),
-    out: Path = typer.Option(Path("out"), "-o", "--out", help="Folder holding <name>/ per cluster."),
+    out: Path = typer.Option(
+        Path("out"), "-o", "--out", help="Folder holding <name>/ per cluster."
+    ),
     profiles_dir: Path | None = typer.Option(
         None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
     ),
@@ -64,7 +69,9 @@ def command(
     names = [stack.name for stack in stacks]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
-        raise UserError(f"several configs are named {', '.join(twice)}; metadata.name must be unique")
+        raise UserError(
+            f"several configs are named {', '.join(twice)}; metadata.name must be unique"
+        )
     reports = [compare(stack, render.render(stack), out / stack.name) for stack in stacks]
     stale = [report for report in reports if report.stale]
     for report in reports:
@@ -78,7 +85,9 @@ def command(
             err=True,
         )
     if errors:
-        typer.echo(f"error: {errors} finding(s) in the rendered manifests; fix the config", err=True)
+        typer.echo(
+            f"error: {errors} finding(s) in the rendered manifests; fix the config", err=True
+        )
     if stale or errors:
         raise typer.Exit(1)
     typer.echo(f"{len(reports)} cluster(s) checked: output in {out} is current and valid", err=True)
@@ -113,9 +122,8 @@ def config_paths(arguments: list[Path]) -> list[Path]:
 
 
 def compare(stack: Stack, rendering: Rendering, target: Path) -> Report:
-    from gpustack import lint, output, render
+    from gpustack import output, render
     from gpustack.decorate import file_name, identity
-    from gpustack.validation import validate_objects
 
     report = Report(rendering.name)
     expected = render.files(rendering)
@@ -129,18 +137,28 @@ def compare(stack: Stack, rendering: Rendering, target: Path) -> Report:
         report.extra = sorted(
             path.relative_to(target).as_posix()
             for path in target.rglob("*")
-            if path.is_file() and output.is_ours(path)
+            if path.is_file()
+            and output.is_ours(path)
             and path.relative_to(target).as_posix() not in expected
         )
-    findings = validate_objects(rendering.objects, stack.config.platform.kubernetesVersion)
-    findings += lint.run_for_stack(stack, rendering.objects)
     files = {identity(obj): file_name(obj) for obj in rendering.objects}
-    for found in findings:
+    for found in findings(stack, rendering):
         where = target / files.get(found.object, "") if found.object else target
         field_path = f" ({found.field})" if found.field else ""
-        report.findings.append(f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}")
+        report.findings.append(
+            f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}"
+        )
         report.errors += found.severity == "error"
     return report
+
+
+def findings(stack: Stack, rendering: Rendering) -> list[Finding]:
+    """Schema findings and lint findings of one rendering (what every render must pass)."""
+    from gpustack import lint
+    from gpustack.validation import validate_objects
+
+    found = validate_objects(rendering.objects, stack.config.platform.kubernetesVersion)
+    return found + lint.run_for_stack(stack, rendering.objects)
 
 
 def _diff(path: Path, current: bytes, wanted: bytes) -> str:

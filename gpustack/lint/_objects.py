@@ -16,10 +16,17 @@ from typing import Any, Literal
 from gpustack import yamlio
 from gpustack.decorate import identity
 from gpustack.errors import UserError
-from gpustack.findings import Finding, Identity
+from gpustack.findings import Finding
 
 # Kinds whose `spec.template` is a pod template, and where that template sits.
-POD_TEMPLATE_KINDS = {"DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job", "ReplicationController"}
+POD_TEMPLATE_KINDS = {
+    "DaemonSet",
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+    "Job",
+    "ReplicationController",
+}
 GPU_RESOURCE = "nvidia.com/gpu"
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
 NVIDIA_LABEL_PREFIX = "nvidia.com/"
@@ -31,10 +38,6 @@ def mapping(value: Any) -> dict[str, Any]:
 
 def sequence(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
-
-
-def group(obj: dict[str, Any]) -> str:
-    return identity(obj)[0]
 
 
 def namespace_of(obj: dict[str, Any]) -> str:
@@ -56,7 +59,7 @@ def labels_match(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
         if labels.get(key) != value:
             return False
     for expression in map(mapping, sequence(selector.get("matchExpressions"))):
-        requirement, operator = expression.get("key"), expression.get("operator")
+        requirement, operator = str(expression.get("key")), expression.get("operator")
         values = [str(v) for v in sequence(expression.get("values"))]
         present = requirement in labels
         if operator == "In" and not (present and str(labels[requirement]) in values):
@@ -109,8 +112,12 @@ class Pod:
     def command_words(self, container: dict[str, Any]) -> list[str]:
         words: list[str] = []
         for key in ("command", "args"):
-            for part in sequence(container.get(key)):
-                words.extend(shlex.split(str(part), posix=True) if " " in str(part) else [str(part)])
+            for part in map(str, sequence(container.get(key))):
+                # Shell scripts in `args: [sh, -c, "..."]` hold the binary inside one string.
+                try:
+                    words.extend(shlex.split(part))
+                except ValueError:  # unbalanced quotes: still worth a look, word by word
+                    words.extend(part.split())
         return words
 
     def env(self, container: dict[str, Any]) -> dict[str, str]:
@@ -145,7 +152,10 @@ class Pod:
         for container in self.containers:
             resources = mapping(container.get("resources"))
             for section in ("limits", "requests"):
-                if any(str(name).startswith(NVIDIA_LABEL_PREFIX) for name in mapping(resources.get(section))):
+                if any(
+                    str(name).startswith(NVIDIA_LABEL_PREFIX)
+                    for name in mapping(resources.get(section))
+                ):
                     return True
         return False
 
@@ -273,5 +283,7 @@ def _plugin_binary(pod: Pod, container: dict[str, Any]) -> str | None:
 
 def containers_running(pod: Pod, binary: str) -> list[dict[str, Any]]:
     return [
-        c for c in sequence(pod.spec.get("containers")) if isinstance(c, dict) and _plugin_binary(pod, c) == binary
+        c
+        for c in sequence(pod.spec.get("containers"))
+        if isinstance(c, dict) and _plugin_binary(pod, c) == binary
     ]

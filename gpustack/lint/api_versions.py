@@ -36,7 +36,9 @@ def _schema_versions() -> dict[str, str]:
 @functools.cache
 def served(version: str) -> frozenset[GroupVersionKind]:
     folder = _schema_versions()[version]
-    path = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", folder, "_definitions.json")
+    path = resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", folder, "_definitions.json"
+    )
     definitions = json.loads(path.read_text(encoding="utf-8"))
     found = set()
     for schema in definitions.get("definitions", definitions.get("$defs", {})).values():
@@ -56,7 +58,9 @@ def _crd_versions(objects: Objects) -> dict[tuple[str, str], set[str]]:
         spec = mapping(crd.get("spec"))
         key = (str(spec.get("group")), str(mapping(spec.get("names")).get("kind")))
         versions.setdefault(key, set()).update(
-            str(v.get("name")) for v in map(mapping, sequence(spec.get("versions"))) if v.get("served") is not False
+            str(v.get("name"))
+            for v in map(mapping, sequence(spec.get("versions")))
+            if v.get("served") is not False
         )
     return versions
 

@@ -21,7 +21,9 @@ def references(pod: Pod) -> Iterator[tuple[str, list[str], str]]:
         ]
         for source, field in sources:
             if source.get("name") and source.get("optional") is not True:
-                keys = [str(item.get("key")) for item in map(mapping, sequence(source.get("items")))]
+                keys = [
+                    str(item.get("key")) for item in map(mapping, sequence(source.get("items")))
+                ]
                 yield str(source["name"]), keys, field
     for container in pod.containers:
         for env_from in map(mapping, sequence(container.get("envFrom"))):

@@ -30,7 +30,9 @@ def check(objects: Objects) -> Iterator[Finding]:
     for index, (pod, selector) in enumerate(daemonsets):
         for other, other_selector in daemonsets[:index]:
             # The same object listed twice (two files, two renders) is still one DaemonSet.
-            if namespace_of(other.owner) != namespace_of(pod.owner) or identity(other.owner) == identity(pod.owner):
+            if namespace_of(other.owner) != namespace_of(pod.owner) or identity(
+                other.owner
+            ) == identity(pod.owner):
                 continue
             if labels_match(selector, other.labels) or labels_match(other_selector, pod.labels):
                 yield finding(

@@ -2,7 +2,8 @@
 config file from a ConfigMap; a file that does not parse, or asks for something the plugin
 refuses, crash-loops every plugin pod (failOnInitError) and takes GPUs off the nodes.
 
-Facts from NVIDIA/k8s-device-plugin v0.20.0 api/config/v1 and README (notes/device-plugin-gfd-nfd.md):
+Facts from NVIDIA/k8s-device-plugin v0.20.0 api/config/v1 and README
+(notes/device-plugin-gfd-nfd.md):
 config `version: v1`; migStrategy none|single|mixed; time-slicing and MPS are exclusive; replicas
 must be at least 2; MPS shares only full GPUs (`nvidia.com/gpu`, no MIG).
 """
@@ -29,7 +30,9 @@ CONFIG_READERS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-
 MIG_STRATEGIES = ("none", "single", "mixed")
 
 
-def mounted_configs(objects: Objects, pod: Pod, container: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str, str]]:
+def mounted_configs(
+    objects: Objects, pod: Pod, container: dict[str, Any]
+) -> Iterator[tuple[dict[str, Any], str, str]]:
     """(ConfigMap, key, text) of every file in the ConfigMaps `container` mounts."""
     mounted = {str(m.get("name")) for m in map(mapping, sequence(container.get("volumeMounts")))}
     for volume in map(mapping, sequence(pod.spec.get("volumes"))):
@@ -65,12 +68,16 @@ def problems(config: dict[str, Any]) -> list[str]:
         found.append(f"sharing.mps with migStrategy {strategy!r}: MPS shares only full GPUs")
     for method in ("timeSlicing", "mps"):
         seen: set[str] = set()
-        for index, resource in enumerate(map(mapping, sequence(mapping(sharing.get(method)).get("resources")))):
+        for index, resource in enumerate(
+            map(mapping, sequence(mapping(sharing.get(method)).get("resources")))
+        ):
             where = f"sharing.{method}.resources[{index}]"
             name = str(resource.get("name"))
             replicas = resource.get("replicas")
             if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
-                found.append(f"{where}.replicas is {replicas!r}; sharing needs an integer of at least 2")
+                found.append(
+                    f"{where}.replicas is {replicas!r}; sharing needs an integer of at least 2"
+                )
             if name in seen:
                 found.append(f"{where}: {name} is listed twice")
             seen.add(name)
@@ -97,7 +104,8 @@ def check(objects: Objects) -> Iterator[Finding]:
                     yield finding(
                         RULE,
                         config_map,
-                        f"{describe(config_map)} key {key!r}, read by {describe(pod.owner)}, is not "
+                        f"{describe(config_map)} key {key!r}, read by {describe(pod.owner)}, "
+                        "is not "
                         f"a valid device-plugin config: {'; '.join(issues)}",
                         f"data.{key}",
                     )

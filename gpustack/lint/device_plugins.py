@@ -4,7 +4,6 @@ allocation nondeterministic (GKE's own plugin next to NVIDIA's: notes/gke-kubead
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from gpustack.decorate import identity
 from gpustack.findings import Finding
@@ -30,12 +29,16 @@ def _requirements(pod: Pod) -> list[dict[str, tuple[str, frozenset[str]]]]:
         for expression in term:
             key = str(expression.get("key"))
             values = frozenset(str(v) for v in expression.get("values") or [])
-            alternative[key] = _narrow(alternative.get(key), (str(expression.get("operator")), values))
+            alternative[key] = _narrow(
+                alternative.get(key), (str(expression.get("operator")), values)
+            )
         alternatives.append(alternative)
     return alternatives
 
 
-def _narrow(old: tuple[str, frozenset[str]] | None, new: tuple[str, frozenset[str]]) -> tuple[str, frozenset[str]]:
+def _narrow(
+    old: tuple[str, frozenset[str]] | None, new: tuple[str, frozenset[str]]
+) -> tuple[str, frozenset[str]]:
     return new if old is None or not _disjoint(old, new) else ("In", frozenset())
 
 

@@ -26,11 +26,14 @@ def check(objects: Objects) -> Iterator[Finding]:
                     continue
                 found = tag(image)
                 if found is None or found == "latest":
-                    what = "has no tag (so it means latest)" if found is None else "is tagged latest"
+                    what = (
+                        "has no tag (so it means latest)" if found is None else "is tagged latest"
+                    )
                     yield finding(
                         RULE,
                         pod.owner,
-                        f"{describe(pod.owner)} container {container.get('name')!r}: image {image!r} "
+                        f"{describe(pod.owner)} container {container.get('name')!r}: "
+                        f"image {image!r} "
                         f"{what}; pin a version tag or a digest (@sha256:...)",
                         f"{pod.path}.{key}.{index}.image",
                     )

@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Pod, Rule, containers_running, describe, finding, mapping
+from gpustack.lint._objects import (
+    Objects,
+    Pod,
+    Rule,
+    containers_running,
+    describe,
+    finding,
+    mapping,
+)
 from gpustack.lint.device_plugin_config import mounted_configs, parse
 
 DEFAULT = "none"  # k8s-device-plugin flag default
@@ -34,10 +42,10 @@ def strategy(objects: Objects, pod: Pod, container: dict[str, Any]) -> str | Non
         files = {wanted: files[wanted]}
     if len(files) > 1:
         return None
-    for key, text in files.items():
-        config, _ = parse(text)
-        return str(mapping(mapping(config).get("flags")).get("migStrategy", DEFAULT))
-    return DEFAULT
+    if not files:
+        return DEFAULT
+    config, _ = parse(next(iter(files.values())))
+    return str(mapping(mapping(config).get("flags")).get("migStrategy", DEFAULT))
 
 
 def check(objects: Objects) -> Iterator[Finding]:
@@ -54,7 +62,9 @@ def check(objects: Objects) -> Iterator[Finding]:
             found = strategy(objects, pod, container)
             if found is None or found in plugins:
                 continue
-            others = "; ".join(f"{owner} uses {value!r}" for value, owner in sorted(plugins.items()))
+            others = "; ".join(
+                f"{owner} uses {value!r}" for value, owner in sorted(plugins.items())
+            )
             yield finding(
                 RULE,
                 pod.owner,

@@ -47,7 +47,11 @@ def _service_monitor(objects: Objects, monitor: dict[str, Any]) -> Iterator[Find
             "spec.selector",
         )
         return
-    names = {str(p.get("name")) for s in services for p in map(mapping, sequence(mapping(s.get("spec")).get("ports")))}
+    names = {
+        str(p.get("name"))
+        for s in services
+        for p in map(mapping, sequence(mapping(s.get("spec")).get("ports")))
+    }
     for index, endpoint in enumerate(map(mapping, sequence(spec.get("endpoints")))):
         port = endpoint.get("port")
         if isinstance(port, str) and port not in names:
@@ -67,7 +71,8 @@ def _pod_monitoring(objects: Objects, monitor: dict[str, Any]) -> Iterator[Findi
     pods = [
         pod
         for pod in objects.pods()
-        if (cluster_wide or pod.namespace == namespace_of(monitor)) and labels_match(selector, pod.labels)
+        if (cluster_wide or pod.namespace == namespace_of(monitor))
+        and labels_match(selector, pod.labels)
     ]
     if not pods:
         yield finding(
@@ -114,7 +119,8 @@ RULE = Rule(
     "monitor-target-missing",
     "error",
     "A ServiceMonitor selects no Service (in its namespaces) or scrapes a port name the Service "
-    "does not have; a PodMonitoring/ClusterPodMonitoring selects no pods or a port they do not expose.",
+    "does not have; a PodMonitoring/ClusterPodMonitoring selects no pods or a port they do not "
+    "expose.",
     "Make `spec.selector` match the exporter's Service (or pod) labels and `endpoints[].port` "
     "name one of its ports.",
     check,

@@ -63,7 +63,9 @@ def _worker_pci_fields(objects: Objects, pod: Pod) -> int:
         if not isinstance(text, str):
             continue
         config = mapping(parse_yaml(text)[0])
-        fields = mapping(mapping(mapping(config.get("sources")).get("pci"))).get("deviceLabelFields")
+        fields = mapping(mapping(mapping(config.get("sources")).get("pci"))).get(
+            "deviceLabelFields"
+        )
         if isinstance(fields, list) and fields:
             return len(fields)
     return _DEFAULT_PCI_FIELDS
@@ -75,7 +77,9 @@ class _Sources:
         workers = [pod for pod in objects.pods() if is_nfd_worker(pod)]
         self.pci_fields = {_worker_pci_fields(objects, pod) for pod in workers}
         self.nfd_deployed = bool(workers)
-        self.gfd_deployed = any(containers_running(pod, "gpu-feature-discovery") for pod in objects.pods())
+        self.gfd_deployed = any(
+            containers_running(pod, "gpu-feature-discovery") for pod in objects.pods()
+        )
         self.user_labels = objects.node_labels
 
     def sets(self, key: str) -> bool:
@@ -96,7 +100,9 @@ class _Sources:
 def _term_satisfiable(term: list[dict[str, Any]], sources: _Sources) -> bool:
     # DoesNotExist and NotIn hold on nodes that lack the label: they need no source.
     return all(
-        sources.sets(str(e.get("key"))) for e in term if e.get("operator") in ("In", "Exists", "Gt", "Lt")
+        sources.sets(str(e.get("key")))
+        for e in term
+        if e.get("operator") in ("In", "Exists", "Gt", "Lt")
     )
 
 

@@ -10,7 +10,9 @@ from gpustack.lint._objects import Objects, Rule, describe, finding
 
 
 def check(objects: Objects) -> Iterator[Finding]:
-    defined = sorted(str((rc.get("metadata") or {}).get("name")) for rc in objects.of_kind("RuntimeClass"))
+    defined = sorted(
+        str((rc.get("metadata") or {}).get("name")) for rc in objects.of_kind("RuntimeClass")
+    )
     for pod in objects.pods():
         name = pod.spec.get("runtimeClassName")
         if not isinstance(name, str) or name in defined:

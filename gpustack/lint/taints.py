@@ -49,7 +49,9 @@ def _tolerations(pod: Pod, objects: Objects) -> list[dict[str, Any]]:
     runtime_class = pod.spec.get("runtimeClassName")
     known = objects.runtime_class(runtime_class) if isinstance(runtime_class, str) else None
     if known:
-        tolerations += [mapping(t) for t in sequence(mapping(known.get("scheduling")).get("tolerations"))]
+        tolerations += [
+            mapping(t) for t in sequence(mapping(known.get("scheduling")).get("tolerations"))
+        ]
     return tolerations
 
 
