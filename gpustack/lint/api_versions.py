@@ -113,7 +113,8 @@ RULE = Rule(
     "api-version-not-served",
     "error",
     "An object's apiVersion/kind is not served by the target Kubernetes version "
-    "(`platform.kubernetesVersion`, or `--kubernetes-version`), or by the CRD that defines it.",
+    "(the config's `platform.kubernetesVersion`, or the version given to `gpustack validate`), or "
+    "by the CustomResourceDefinition among the objects that defines it.",
     "Move to the served apiVersion named in the message.",
     check,
 )
