@@ -1,0 +1,289 @@
+"""What the rules share: a view of the object set and of the pods its workloads run.
+
+Rules read objects that anyone may have written (gpustack's output, upstream static manifests, a
+user's own files), so every accessor here tolerates missing or oddly typed fields.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gpustack import yamlio
+from gpustack.decorate import identity
+from gpustack.errors import UserError
+from gpustack.findings import Finding
+
+# Kinds whose `spec.template` is a pod template, and where that template sits.
+POD_TEMPLATE_KINDS = {
+    "DaemonSet",
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+    "Job",
+    "ReplicationController",
+}
+GPU_RESOURCE = "nvidia.com/gpu"
+NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
+NVIDIA_LABEL_PREFIX = "nvidia.com/"
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def sequence(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def namespace_of(obj: dict[str, Any]) -> str:
+    # An object without a namespace lands in the namespace kubectl applies it to: treat all such
+    # objects as sharing one ("default" in practice).
+    return str(mapping(obj.get("metadata")).get("namespace") or "")
+
+
+def name_of(obj: dict[str, Any]) -> str:
+    return str(mapping(obj.get("metadata")).get("name") or "")
+
+
+def labels_match(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
+    """Whether a LabelSelector (matchLabels + matchExpressions) selects `labels`.
+
+    An empty selector matches everything, as for Services and ServiceMonitors.
+    """
+    for key, value in mapping(selector.get("matchLabels")).items():
+        if labels.get(key) != value:
+            return False
+    for expression in map(mapping, sequence(selector.get("matchExpressions"))):
+        requirement, operator = str(expression.get("key")), expression.get("operator")
+        values = [str(v) for v in sequence(expression.get("values"))]
+        present = requirement in labels
+        if operator == "In" and not (present and str(labels[requirement]) in values):
+            return False
+        if operator == "NotIn" and present and str(labels[requirement]) in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_yaml(text: str) -> tuple[Any, str | None]:
+    """A config file held in a ConfigMap, as data, or why it does not parse. Cached: the clusters
+    of a fleet mostly carry the same files, and the rules must not parse them once per cluster.
+    The data is shared between callers, who only read it."""
+    try:
+        return yamlio.load_text(text, "file").data, None
+    except UserError as error:
+        return None, str(error).removeprefix("file:")
+
+
+@dataclass
+class Pod:
+    """A pod template inside a workload (or a bare Pod)."""
+
+    owner: dict[str, Any]
+    spec: dict[str, Any]
+    labels: dict[str, Any]
+    path: str  # dotted path of the pod spec inside the owner, for Finding.field
+
+    @property
+    def namespace(self) -> str:
+        return namespace_of(self.owner)
+
+    @property
+    def containers(self) -> list[dict[str, Any]]:
+        return [
+            mapping(container)
+            for key in ("initContainers", "containers")
+            for container in sequence(self.spec.get(key))
+        ]
+
+    @property
+    def images(self) -> list[str]:
+        return [str(c["image"]) for c in self.containers if isinstance(c.get("image"), str)]
+
+    def command_words(self, container: dict[str, Any]) -> list[str]:
+        words: list[str] = []
+        for key in ("command", "args"):
+            for part in map(str, sequence(container.get(key))):
+                # Shell scripts in `args: [sh, -c, "..."]` hold the binary inside one string.
+                try:
+                    words.extend(shlex.split(part))
+                except ValueError:  # unbalanced quotes: still worth a look, word by word
+                    words.extend(part.split())
+        return words
+
+    def env(self, container: dict[str, Any]) -> dict[str, str]:
+        return {
+            str(item["name"]): str(item["value"])
+            for item in map(mapping, sequence(container.get("env")))
+            if "name" in item and isinstance(item.get("value"), (str, int, bool))
+        }
+
+    def node_selector(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in mapping(self.spec.get("nodeSelector")).items()}
+
+    def node_selector_terms(self) -> list[list[dict[str, Any]]]:
+        """The required node affinity terms (ORed), each a list of match expressions (ANDed)."""
+        required = mapping(
+            mapping(mapping(self.spec.get("affinity")).get("nodeAffinity")).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+        )
+        return [
+            [mapping(e) for e in sequence(mapping(term).get("matchExpressions"))]
+            for term in sequence(required.get("nodeSelectorTerms"))
+        ]
+
+    def placement_keys(self) -> set[str]:
+        keys = set(self.node_selector())
+        for term in self.node_selector_terms():
+            keys.update(str(e.get("key")) for e in term)
+        return keys
+
+    def requests_gpu(self) -> bool:
+        for container in self.containers:
+            resources = mapping(container.get("resources"))
+            for section in ("limits", "requests"):
+                if any(
+                    str(name).startswith(NVIDIA_LABEL_PREFIX)
+                    for name in mapping(resources.get(section))
+                ):
+                    return True
+        return False
+
+
+@dataclass
+class Objects:
+    """The object set under lint, with the lookups the rules need."""
+
+    objects: list[dict[str, Any]]
+    kubernetes_version: str | None = None
+    # Taints the GPU nodes carry, when a config says so ({key, value?, effect}).
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    # Labels the config says GPU nodes carry (nodes.selector): the user is their source.
+    node_labels: set[str] = field(default_factory=set)
+
+    def of_kind(self, *kinds: str) -> Iterator[dict[str, Any]]:
+        return (obj for obj in self.objects if obj.get("kind") in kinds)
+
+    def pods(self) -> list[Pod]:
+        return self._pods
+
+    @functools.cached_property
+    def _pods(self) -> list[Pod]:
+        return list(self._find_pods())
+
+    def _find_pods(self) -> Iterator[Pod]:
+        for obj in self.objects:
+            kind = obj.get("kind")
+            spec = mapping(obj.get("spec"))
+            if kind == "Pod":
+                yield Pod(obj, spec, mapping(mapping(obj.get("metadata")).get("labels")), "spec")
+                continue
+            if kind in POD_TEMPLATE_KINDS:
+                template, path = mapping(spec.get("template")), "spec.template.spec"
+            elif kind == "CronJob":
+                job = mapping(mapping(spec.get("jobTemplate")).get("spec"))
+                template, path = mapping(job.get("template")), "spec.jobTemplate.spec.template.spec"
+            else:
+                continue
+            labels = mapping(mapping(template.get("metadata")).get("labels"))
+            yield Pod(obj, mapping(template.get("spec")), labels, path)
+
+    @functools.cached_property
+    def _config_maps(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(namespace_of(cm), name_of(cm)): cm for cm in self.of_kind("ConfigMap")}
+
+    def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._config_maps.get((namespace, name))
+
+    @functools.cached_property
+    def _runtime_classes(self) -> dict[str, dict[str, Any]]:
+        return {name_of(rc): rc for rc in self.of_kind("RuntimeClass")}
+
+    def runtime_class(self, name: str) -> dict[str, Any] | None:
+        return self._runtime_classes.get(name)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: Literal["error", "warning"]
+    description: str  # what it catches, one sentence
+    fix: str  # how to fix it, one sentence
+    check: Callable[[Objects], Iterator[Finding]]
+
+
+def finding(rule: Rule, obj: dict[str, Any], message: str, field: str | None = None) -> Finding:
+    return Finding(rule.id, rule.severity, message, object=identity(obj), field=field)
+
+
+def describe(obj: dict[str, Any]) -> str:
+    """`DaemonSet gpu-system/nvidia-device-plugin`, as a user would name it."""
+    namespace = namespace_of(obj)
+    return f"{obj.get('kind')} {namespace + '/' if namespace else ''}{name_of(obj)}"
+
+
+# --- What kind of pod this is -------------------------------------------------------------------
+# Images of the NVIDIA GPU stack all carry one of these words (nvcr.io/nvidia/..., GKE's
+# gcr.io/gke-release/nvidia-gpu-device-plugin, cos-nvidia-installer, k8s/dcgm-exporter).
+_GPU_IMAGE = re.compile(r"nvidia|dcgm|gpu-feature-discovery|k8s-device-plugin")
+_GPU_NODE_LABEL = re.compile(
+    # NFD's NVIDIA PCI labels (pci-10de and pci-<class>_10de), any NVIDIA label, GKE's accelerator
+    # label (container-engine-accelerators).
+    r"^(feature\.node\.kubernetes\.io/pci-([0-9a-f]{4}_)?10de|nvidia\.com/|cloud\.google\.com/gke-accelerator|cloud\.google\.com/gke-gpu)"
+)
+
+
+def is_nfd_worker(pod: Pod) -> bool:
+    return any(
+        "node-feature-discovery" in str(c.get("image", "")) and "nfd-worker" in pod.command_words(c)
+        for c in pod.containers
+    )
+
+
+def is_gpu_pod(pod: Pod, objects: Objects) -> bool:
+    """A pod that runs on GPU nodes: it requests GPUs, selects GPU nodes, runs under an nvidia
+    RuntimeClass or is an NVIDIA GPU-stack image."""
+    if pod.requests_gpu() or any(_GPU_IMAGE.search(image) for image in pod.images):
+        return True
+    if any(_GPU_NODE_LABEL.match(key) for key in pod.placement_keys()):
+        return True
+    runtime_class = pod.spec.get("runtimeClassName")
+    if isinstance(runtime_class, str):
+        known = objects.runtime_class(runtime_class)
+        handler = str(known.get("handler", "")) if known else runtime_class
+        return "nvidia" in handler
+    return False
+
+
+def _plugin_binary(pod: Pod, container: dict[str, Any]) -> str | None:
+    """Which NVIDIA k8s-device-plugin binary a container runs: the image holds several (the
+    plugin is the default entrypoint; GFD and the MPS daemon are chosen by command)."""
+    image = str(container.get("image", ""))
+    words = " ".join(pod.command_words(container))
+    if "gpu-feature-discovery" in image or "gpu-feature-discovery" in words:
+        return "gpu-feature-discovery"
+    if "k8s-device-plugin" not in image and "nvidia-device-plugin" not in words:
+        return None
+    if "mps-control-daemon" in words:
+        return "mps-control-daemon"
+    if "config-manager" in words:
+        return "config-manager"
+    return "nvidia-device-plugin"
+
+
+def containers_running(pod: Pod, binary: str) -> list[dict[str, Any]]:
+    return [
+        c
+        for c in sequence(pod.spec.get("containers"))
+        if isinstance(c, dict) and _plugin_binary(pod, c) == binary
+    ]

@@ -1,0 +1,158 @@
+"""The pre-commit hooks, end to end with the real pre-commit framework in a temporary git
+repository.
+
+Offline by design. A user's `.pre-commit-config.yaml` names this repository and a `rev`;
+pre-commit then clones it and pip-installs it into a fresh virtualenv, which downloads gpustack's
+dependencies (and its build backend) from PyPI. Tests may not use the network, so the test
+repository declares the same hooks as `repo: local` with `language: system`, running this
+checkout's gpustack with the test's own interpreter (`sys.executable -m gpustack`). What would
+differ from the published hooks is ruled out separately: `.pre-commit-hooks.yaml` is loaded with
+pre-commit's own manifest schema (`pre_commit.clientlib.load_manifest`), and the local hooks are
+built from its entries (same id, name, entry, pass_filenames and files; only `gpustack` becomes
+`python -m gpustack` and the language becomes `system`). Hooks run on a real `git commit`,
+installed by `pre-commit install`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pre_commit.clientlib import load_manifest
+
+from gpustack.emit import dump
+from tests.conftest import ROOT
+
+MANIFEST = ROOT / ".pre-commit-hooks.yaml"
+
+
+def published_hooks() -> dict[str, dict[str, Any]]:
+    return {hook["id"]: hook for hook in load_manifest(str(MANIFEST))}
+
+
+def local_hook(hook_id: str, **overrides: Any) -> dict[str, Any]:
+    """The published hook as a `repo: local` hook that runs this checkout with this interpreter."""
+    hook = published_hooks()[hook_id]
+    command = hook["entry"].split()
+    assert command[0] == "gpustack"
+    return {
+        "id": hook["id"],
+        "name": hook["name"],
+        "entry": shlex.join([sys.executable, "-m", "gpustack", *command[1:]]),
+        "language": "system",
+        "pass_filenames": hook["pass_filenames"],
+        "files": hook["files"],
+        **overrides,
+    }
+
+
+class Repository:
+    def __init__(self, path: Path, cache: Path, hooks: list[dict[str, Any]]) -> None:
+        self.path = path
+        path.mkdir()
+        self.env = {
+            **os.environ,
+            "PRE_COMMIT_HOME": str(cache),
+            "PYTHONPATH": str(ROOT),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": str(cache),
+        }
+        self.git("init", "-q")
+        config = {"repos": [{"repo": "local", "hooks": hooks}]}
+        (path / ".pre-commit-config.yaml").write_text(dump(config))
+        subprocess.run(
+            [sys.executable, "-m", "pre_commit", "install"],
+            cwd=path,
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+
+    def git(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+
+    def gpustack(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpustack", *args],
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+
+    def commit(self, message: str) -> subprocess.CompletedProcess[str]:
+        self.git("add", "-A")
+        return self.git("commit", "-q", "-m", message)
+
+
+def test_hook_manifest_is_valid_for_pre_commit_and_matches_the_commands():
+    hooks = published_hooks()
+    assert set(hooks) == {"gpustack-check", "gpustack-validate"}
+    assert hooks["gpustack-check"]["entry"] == "gpustack check"
+    assert hooks["gpustack-check"]["pass_filenames"] is False
+    assert hooks["gpustack-validate"]["entry"] == "gpustack validate"
+    assert hooks["gpustack-validate"]["pass_filenames"] is True
+    assert all(hook["language"] == "python" for hook in hooks.values())
+    # The command the entry names exists in this build and is the console script's.
+    from gpustack.cli import app
+
+    registered = {command.name for command in app.registered_commands}
+    assert "check" in registered
+
+
+def test_check_hook_passes_a_clean_commit_and_refuses_stale_output(tmp_path):
+    repo = Repository(tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-check")])
+    # A GKE cluster: the platform runs the device plugin, so gpustack's output is complete here.
+    assert repo.gpustack("init", "--profile", "gke-cos", "--name", "edge").returncode == 0
+    assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
+    clean = repo.commit("GPU stack for edge")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert (
+        "gpustack check" in clean.stdout + clean.stderr and "Passed" in clean.stdout + clean.stderr
+    )
+
+    config = repo.path / "gpustack.yaml"
+    config.write_text(config.read_text().replace("namespace: gpu-system", "namespace: gpu-edge"))
+    stale = repo.commit("move to another namespace, forgetting to render")
+    output = stale.stdout + stale.stderr
+    assert stale.returncode != 0
+    assert "out/edge/namespace-gpu-edge.yaml: missing" in output
+    assert "out/edge/namespace-gpu-system.yaml: extra" in output
+    assert "run `gpustack render -o out` and commit the result" in output
+    assert repo.git("log", "--oneline").stdout.count("\n") == 1  # the stale commit was refused
+
+    assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
+    fixed = repo.commit("move to another namespace")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+def test_validate_hook_refuses_an_invalid_manifest(tmp_path):
+    from gpustack.cli import app
+
+    if "validate" not in {command.name for command in app.registered_commands}:
+        pytest.skip("`gpustack validate` is not part of this build; this hook cannot run yet")
+    # As the README suggests: validate the rendered manifests only, not every YAML file.
+    repo = Repository(
+        tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-validate", files="^out/")]
+    )
+    assert repo.gpustack("init", "--profile", "gke-cos", "--name", "edge").returncode == 0
+    assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
+    clean = repo.commit("GPU stack for edge")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+    namespace = repo.path / "out" / "edge" / "namespace-gpu-system.yaml"
+    namespace.write_text(namespace.read_text().replace("metadata:", "metadata:\n  nmae: typo"))
+    invalid = repo.commit("hand-edit a manifest")
+    assert invalid.returncode != 0
+    assert "nmae" in invalid.stdout + invalid.stderr

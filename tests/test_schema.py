@@ -1,0 +1,84 @@
+"""`gpustack schema` and schemas/gpustack.schema.json: current, usable by editors, and valid for
+the configs users write.
+
+Regenerate the file with `gpustack schema > schemas/gpustack.schema.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+from ruamel.yaml import YAML
+
+from gpustack.commands.init import starter
+from tests.conftest import EXAMPLES, ROOT
+
+SCHEMA_FILE = ROOT / "schemas" / "gpustack.schema.json"
+PROFILES = ["kubeadm", "rke2", "openshift", "gke-cos", "gke-ubuntu"]
+
+
+def validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_FILE.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_schema_file_is_the_output_of_gpustack_schema(cli):
+    result = cli("schema")
+    assert result.exit_code == 0
+    assert result.stdout.encode() == SCHEMA_FILE.read_bytes(), (
+        "schemas/gpustack.schema.json is stale: "
+        "run `gpustack schema > schemas/gpustack.schema.json`"
+    )
+
+
+def test_schema_output_is_stable(cli):
+    assert cli("schema").stdout == cli("schema").stdout
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_schema_accepts_every_example_config(example):
+    config = YAML(typ="safe").load(example.read_text())
+    assert [error.message for error in validator().iter_errors(config)] == []
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_schema_accepts_every_starter_config(profile):
+    config = YAML(typ="safe").load(starter(profile, "demo"))
+    assert [error.message for error in validator().iter_errors(config)] == []
+
+
+def test_schema_rejects_what_gpustack_rejects():
+    config = YAML(typ="safe").load((EXAMPLES / "kubeadm.yaml").read_text())
+    config["devicePlugin"]["migStrategy"] = "singel"
+    config["nodes"]["taint"] = []
+    messages = sorted(error.message for error in validator().iter_errors(config))
+    assert any("'singel' is not one of" in message for message in messages)
+    assert any("'taint' was unexpected" in message for message in messages)
+    assert [e.message for e in validator().iter_errors({"metadata": {"name": "x"}})] != []
+
+
+def test_a_config_that_extends_a_base_needs_only_what_it_changes():
+    assert (
+        list(validator().iter_errors({"extends": "base.yaml", "metadata": {"name": "edge-1"}}))
+        == []
+    )
+
+
+def test_init_writes_a_modeline_pointing_at_the_schema(cli, tmp_path):
+    path = tmp_path / "gpustack.yaml"
+    assert cli("init", path).exit_code == 0
+    first = path.read_text().splitlines()[0]
+    match = re.fullmatch(r"# yaml-language-server: \$schema=(\S+)", first)
+    assert match, first
+    schema = json.loads(SCHEMA_FILE.read_text())
+    assert match.group(1) == schema["$id"]
+    assert schema["$id"].endswith("/schemas/gpustack.schema.json")
+    # The example configs use the same modeline, relative to the repository's schemas/ folder.
+    for example in EXAMPLES.glob("*.yaml"):
+        assert example.read_text().startswith(
+            "# yaml-language-server: $schema=../schemas/gpustack.schema.json"
+        )
