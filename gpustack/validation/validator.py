@@ -1,0 +1,196 @@
+"""Verdicts per resource, in kubeconform's four kinds: valid, invalid, error, skipped.
+
+`invalid` means the object was checked and is wrong (schema or lint errors); `error` means it could
+not be checked (unreadable, not YAML, not an object, no apiVersion or kind, no schema for its kind,
+a rejected kind). Schema problems are findings with rule "schema"; problems that stop a check are
+findings with rule "manifest".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gpustack.findings import Finding, Identity
+from gpustack.validation.manifests import Resource
+from gpustack.validation.schemas import SchemaError, SchemaStore
+
+Status = Literal["valid", "invalid", "error", "skipped"]
+SCHEMA = "schema"
+MANIFEST = "manifest"
+
+
+@dataclass
+class Result:
+    resource: Resource
+    status: Status
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        """kubeconform's `msg`: the error findings, joined by ' - '."""
+        return " - ".join(
+            describe(finding) for finding in self.findings if finding.severity == "error"
+        )
+
+    @property
+    def kind(self) -> str:
+        return _text(self.resource.data, "kind")
+
+    @property
+    def api_version(self) -> str:
+        return _text(self.resource.data, "apiVersion")
+
+    @property
+    def name(self) -> str:
+        metadata = (self.resource.data or {}).get("metadata")
+        if not isinstance(metadata, dict):
+            return ""
+        if isinstance(metadata.get("generateName"), str) and not metadata.get("name"):
+            return metadata["generateName"] + "{{ generateName }}"  # kubeconform's spelling
+        return metadata["name"] if isinstance(metadata.get("name"), str) else ""
+
+    @property
+    def namespace(self) -> str:
+        metadata = (self.resource.data or {}).get("metadata")
+        return metadata.get("namespace", "") if isinstance(metadata, dict) else ""
+
+
+def _text(data: dict[str, Any] | None, key: str) -> str:
+    value = (data or {}).get(key)
+    return value if isinstance(value, str) else ""
+
+
+def describe(finding: Finding) -> str:
+    """`[rule] field: message`; schema and manifest findings go without the rule."""
+    prefix = f"[{finding.rule}] " if finding.rule not in (SCHEMA, MANIFEST) else ""
+    where = f"{finding.field}: " if finding.field else ""
+    return f"{prefix}{where}{finding.message}"
+
+
+def identity_of(data: dict[str, Any]) -> Identity:
+    """decorate.identity, tolerant of the odd shapes hand-written manifests have."""
+    api_version = data.get("apiVersion") if isinstance(data.get("apiVersion"), str) else ""
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    return (
+        api_version.rpartition("/")[0],
+        data.get("kind") if isinstance(data.get("kind"), str) else "",
+        metadata.get("namespace") if isinstance(metadata.get("namespace"), str) else "",
+        metadata.get("name") if isinstance(metadata.get("name"), str) else "",
+    )
+
+
+def check_object(
+    data: dict[str, Any], schemas: SchemaStore, ignore_missing_schemas: bool = False
+) -> tuple[Status, list[Finding]]:
+    """The verdict on one object and its findings (without file or line: the caller knows those)."""
+    identity = identity_of(data)
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if not isinstance(kind, str) or not kind:
+        return "error", [Finding(MANIFEST, "error", "missing 'kind' key", object=identity)]
+    if not isinstance(api_version, str) or not api_version:
+        return "error", [Finding(MANIFEST, "error", "missing 'apiVersion' key", object=identity)]
+    try:
+        validator = schemas.validator(api_version, kind)
+    except SchemaError as error:
+        return "error", [Finding(MANIFEST, "error", str(error), object=identity)]
+    if validator is None:
+        if ignore_missing_schemas:
+            return "skipped", []
+        return "error", [Finding(
+            MANIFEST, "error", f"could not find schema for {kind} (apiVersion {api_version})",
+            object=identity,
+        )]
+    findings = [
+        Finding(SCHEMA, "error", error.message, object=identity,
+                field=".".join(str(part) for part in error.instance_path) or None)
+        for error in validator.iter_errors(data)
+    ]
+    metadata = data.get("metadata")
+    if not (isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))):
+        findings.append(Finding(SCHEMA, "error", "metadata.name is required", object=identity,
+                                field="metadata.name"))
+    return ("invalid" if findings else "valid"), findings
+
+
+def validate_resources(
+    resources: Iterable[Resource],
+    schemas: SchemaStore,
+    skip: frozenset[str] = frozenset(),
+    reject: frozenset[str] = frozenset(),
+    ignore_missing_schemas: bool = False,
+) -> list[Result]:
+    """A Result per resource. `skip` and `reject` hold kinds or apiVersion/kind pairs."""
+    results = []
+    for resource in resources:
+        if resource.data is None:
+            finding = Finding(MANIFEST, "error", resource.error or "unreadable",
+                              file=resource.file, line=resource.line or None)
+            results.append(Result(resource, "error", [finding]))
+            continue
+        data = resource.data
+        signature = {_text(data, "kind"), f"{_text(data, 'apiVersion')}/{_text(data, 'kind')}"}
+        if signature & skip:
+            results.append(Result(resource, "skipped"))
+            continue
+        if signature & reject:
+            finding = Finding(MANIFEST, "error", f"prohibited resource kind {_text(data, 'kind')}",
+                              object=identity_of(data))
+            results.append(Result(resource, "error", [_placed(finding, resource)]))
+            continue
+        status, findings = check_object(data, schemas, ignore_missing_schemas)
+        results.append(Result(resource, status, [_placed(f, resource) for f in findings]))
+    return results
+
+
+def _placed(finding: Finding, resource: Resource) -> Finding:
+    """The finding with its file and the line of its field."""
+    path = field_path(resource.data, finding.field) if finding.field else ()
+    return Finding(finding.rule, finding.severity, finding.message, resource.file,
+                   resource.line_of(path) or None, finding.object, finding.field)
+
+
+def field_path(data: Any, dotted: str) -> tuple[str | int, ...]:
+    """'spec.template.metadata.labels.app.kubernetes.io/name' -> the keys it names in `data`
+    (keys may hold dots, so the longest key that exists wins); stops where the data ends."""
+    parts = re.sub(r"\[(\d+)\]", r".\1", dotted).split(".")
+    path: list[str | int] = []
+    node, index = data, 0
+    while index < len(parts):
+        if isinstance(node, list) and parts[index].isdigit() and int(parts[index]) < len(node):
+            path.append(int(parts[index]))
+            node, index = node[int(parts[index])], index + 1
+            continue
+        if not isinstance(node, dict):
+            break
+        for end in range(len(parts), index, -1):
+            key = ".".join(parts[index:end])
+            if key in node:
+                path.append(key)
+                node, index = node[key], end
+                break
+        else:
+            break
+    return tuple(path)
+
+
+def attach_lint(results: list[Result], findings: list[Finding]) -> list[Finding]:
+    """Hang lint findings on the results of the objects they are about; return the unplaced ones.
+
+    A lint error makes a valid resource invalid; warnings leave the verdict alone."""
+    by_identity: dict[Identity, Result] = {}
+    for result in results:
+        if result.resource.data is not None and result.status != "skipped":
+            by_identity.setdefault(identity_of(result.resource.data), result)
+    unplaced = []
+    for finding in findings:
+        result = by_identity.get(finding.object) if finding.object else None
+        if result is None:
+            unplaced.append(finding)
+            continue
+        result.findings.append(_placed(finding, result.resource))
+        if finding.severity == "error" and result.status == "valid":
+            result.status = "invalid"
+    return unplaced
