@@ -15,7 +15,9 @@ from xml.etree import ElementTree
 
 from gpustack import __version__, emit
 from gpustack.findings import Finding
-from gpustack.validation.validator import MANIFEST, SCHEMA, Result, describe, field_path
+from gpustack.validation.validator import (
+    MANIFEST, SCHEMA, Result, describe, explain, field_path,
+)
 
 FORMATS = ("text", "json", "junit", "tap", "sarif")
 _KUBECONFORM_STATUS = {
@@ -242,7 +244,7 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
             "ruleId": finding.rule,
             "ruleIndex": rule_ids.index(finding.rule),
             "level": finding.severity,
-            "message": {"text": _subject(finding) + describe(finding)},
+            "message": {"text": explain(finding)},
         }
         if finding.file:
             entry["locations"] = [{"physicalLocation": {
@@ -264,10 +266,3 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
         }],
     }
     return json.dumps(document, indent=2) + "\n"
-
-
-def _subject(finding: Finding) -> str:
-    if not finding.object or not finding.object[1]:
-        return ""
-    _, kind, namespace, name = finding.object
-    return f"{kind} {namespace + '/' if namespace else ''}{name}: "

@@ -70,6 +70,14 @@ def describe(finding: Finding) -> str:
     return f"{prefix}{where}{finding.message}"
 
 
+def explain(finding: Finding) -> str:
+    """describe() with the object it is about: `DaemonSet ns/name: field: message`."""
+    if not finding.object or not finding.object[1]:
+        return describe(finding)
+    _, kind, namespace, name = finding.object
+    return f"{kind} {namespace + '/' if namespace else ''}{name}: {describe(finding)}"
+
+
 def identity_of(data: dict[str, Any]) -> Identity:
     """decorate.identity, tolerant of the odd shapes hand-written manifests have."""
     api_version = data.get("apiVersion") if isinstance(data.get("apiVersion"), str) else ""
