@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpustack.errors import UserError, display_path
+from gpustack.errors import Location, UserError, display_path
 from gpustack.yamlio import SourceMap, decode, load_all_text
 
 STDIN = "-"
@@ -63,9 +63,14 @@ def read(path: str, stdin: Any = None) -> list[Resource]:
         raw = _read_bytes(path, stdin)
         text = decode(raw, shown)
     except UserError as error:
-        location = error.location
-        return [Resource(shown, location.line if location else 0, error=error.message)]
+        line, column = (error.location.line, error.location.column) if error.location else (0, 0)
+        return [Resource(shown, line, error=_at(error.message, line, column))]
     return list(parse(text, shown))
+
+
+def _at(message: str, line: int, column: int) -> str:
+    """The message with its position: the text format has no other place for it."""
+    return f"{message} (line {line}, column {column})" if line else message
 
 
 def _read_bytes(path: str, stdin: Any) -> bytes:
@@ -90,11 +95,15 @@ def parse(text: str, shown: str) -> Iterator[Resource]:
         try:
             documents = list(load_all_text(chunk, shown))
         except UserError as error:
-            line = start_line + (error.location.line - 1 if error.location and error.location.line else 0)
-            yield Resource(shown, line, error=error.message)
+            where = error.location
+            line = start_line + (where.line - 1 if where and where.line else 0)
+            column = where.column if where and where.line else 0
+            yield Resource(shown, line, error=_at(error.message, line, column))
             continue
         for document in documents:
             _shift(document.source, start_line - 1)
+            if () not in document.source.values:  # scalars carry no position: use the first line
+                document.source.values[()] = Location(shown, start_line + _first_content(chunk), 1)
             yield from _objects(document.data, document.source, shown)
 
 
@@ -107,12 +116,20 @@ def _documents(text: str) -> Iterator[tuple[int, str]]:
             yield text.count("\n", 0, begin) + 1, chunk
 
 
+def _first_content(chunk: str) -> int:
+    """Lines before the first one that holds data (past `---`, comments and blank lines)."""
+    for number, line in enumerate(chunk.splitlines()):
+        if line.strip() and not line.startswith(("---", "#", "%")):
+            return number
+    return 0
+
+
 def _shift(source: SourceMap, lines: int) -> None:
     if not lines:
         return
     for table in (source.values, source.keys):
         for path, location in table.items():
-            table[path] = type(location)(location.file, location.line + lines, location.column)
+            table[path] = Location(location.file, location.line + lines, location.column)
 
 
 def _objects(data: Any, source: SourceMap, shown: str) -> Iterator[Resource]:
@@ -120,8 +137,9 @@ def _objects(data: Any, source: SourceMap, shown: str) -> Iterator[Resource]:
     if data is None:
         return  # an empty document (only comments, or a bare `---`)
     if not isinstance(data, dict):
-        what = "a list" if isinstance(data, list) else f"a {type(data).__name__} scalar"
-        yield Resource(shown, line, error=f"document is {what}, expected a Kubernetes object")
+        what = "a list" if isinstance(data, list) else "a scalar"
+        yield Resource(shown, line, error=_at(f"document is {what}, expected a Kubernetes object",
+                                              line, source.nearest(()).column))
         return
     if data.get("kind") == "List" and isinstance(data.get("items"), list):
         for index, item in enumerate(data["items"]):
@@ -130,6 +148,7 @@ def _objects(data: Any, source: SourceMap, shown: str) -> Iterator[Resource]:
             if isinstance(item, dict):
                 yield Resource(shown, item_line, item, source, path)
             else:
-                yield Resource(shown, item_line, error="List item is not a Kubernetes object")
+                yield Resource(shown, item_line, error=_at("List item is not a Kubernetes object",
+                                                           item_line, source.nearest(path).column))
         return
     yield Resource(shown, line, data, source)

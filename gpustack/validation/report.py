@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 from xml.etree import ElementTree
 
@@ -162,7 +163,7 @@ def junit(report: Report, summary: bool, verbose: bool) -> str:
             name = f"{result.namespace}/{result.name}" if result.namespace else result.name
             case = ElementTree.SubElement(suite, "testcase", {
                 "name": name or f"line {result.resource.line}",
-                "classname": f"{result.kind}@{result.api_version}",
+                "classname": f"{result.kind}@{result.api_version}" if result.kind else "",
                 "time": "0",
             })
             errors = [f for f in result.findings if f.severity == "error"]
@@ -248,7 +249,7 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
         }
         if finding.file:
             entry["locations"] = [{"physicalLocation": {
-                "artifactLocation": {"uri": finding.file.replace("\\", "/")},
+                "artifactLocation": {"uri": _uri(finding.file)},
                 "region": {"startLine": finding.line or 1},
             }}]
         results.append(entry)
@@ -266,3 +267,9 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
         }],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _uri(file: str) -> str:
+    """SARIF wants URIs: relative paths as they are, absolute ones as file: URIs."""
+    path = PurePath(file)
+    return path.as_uri() if path.is_absolute() else path.as_posix()

@@ -118,8 +118,8 @@ def check_object(
     ]
     metadata = data.get("metadata")
     if not (isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))):
-        findings.append(Finding(SCHEMA, "error", "metadata.name is required", object=identity,
-                                field="metadata.name"))
+        findings.append(Finding(SCHEMA, "error", "missing: every object needs a name",
+                                object=identity, field="metadata.name"))
     return ("invalid" if findings else "valid"), findings
 
 
