@@ -48,9 +48,8 @@ class Result:
         metadata = (self.resource.data or {}).get("metadata")
         if not isinstance(metadata, dict):
             return ""
-        if isinstance(metadata.get("generateName"), str) and not metadata.get("name"):
-            return metadata["generateName"] + "{{ generateName }}"  # kubeconform's spelling
-        return metadata["name"] if isinstance(metadata.get("name"), str) else ""
+        name, generate_name = _text(metadata, "name"), _text(metadata, "generateName")
+        return f"{generate_name}{{{{ generateName }}}}" if generate_name and not name else name
 
     @property
     def namespace(self) -> str:
@@ -80,13 +79,13 @@ def explain(finding: Finding) -> str:
 
 def identity_of(data: dict[str, Any]) -> Identity:
     """decorate.identity, tolerant of the odd shapes hand-written manifests have."""
-    api_version = data.get("apiVersion") if isinstance(data.get("apiVersion"), str) else ""
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
     return (
-        api_version.rpartition("/")[0],
-        data.get("kind") if isinstance(data.get("kind"), str) else "",
-        metadata.get("namespace") if isinstance(metadata.get("namespace"), str) else "",
-        metadata.get("name") if isinstance(metadata.get("name"), str) else "",
+        _text(data, "apiVersion").rpartition("/")[0],
+        _text(data, "kind"),
+        _text(metadata, "namespace"),
+        _text(metadata, "name"),
     )
 
 
@@ -94,33 +93,32 @@ def check_object(
     data: dict[str, Any], schemas: SchemaStore, ignore_missing_schemas: bool = False
 ) -> tuple[Status, list[Finding]]:
     """The verdict on one object and its findings (without file or line: the caller knows those)."""
-    identity = identity_of(data)
     kind, api_version = data.get("kind"), data.get("apiVersion")
     if not isinstance(kind, str) or not kind:
-        return "error", [Finding(MANIFEST, "error", "missing 'kind' key", object=identity)]
+        return "error", [_error(MANIFEST, "missing 'kind' key", data)]
     if not isinstance(api_version, str) or not api_version:
-        return "error", [Finding(MANIFEST, "error", "missing 'apiVersion' key", object=identity)]
+        return "error", [_error(MANIFEST, "missing 'apiVersion' key", data)]
     try:
         validator = schemas.validator(api_version, kind)
     except SchemaError as error:
-        return "error", [Finding(MANIFEST, "error", str(error), object=identity)]
+        return "error", [_error(MANIFEST, str(error), data)]
     if validator is None:
         if ignore_missing_schemas:
             return "skipped", []
-        return "error", [Finding(
-            MANIFEST, "error", f"could not find schema for {kind} (apiVersion {api_version})",
-            object=identity,
-        )]
+        message = f"could not find schema for {kind} (apiVersion {api_version})"
+        return "error", [_error(MANIFEST, message, data)]
     findings = [
-        Finding(SCHEMA, "error", error.message, object=identity,
-                field=".".join(str(part) for part in error.instance_path) or None)
+        _error(SCHEMA, error.message, data, ".".join(str(part) for part in error.instance_path))
         for error in validator.iter_errors(data)
     ]
     metadata = data.get("metadata")
     if not (isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))):
-        findings.append(Finding(SCHEMA, "error", "missing: every object needs a name",
-                                object=identity, field="metadata.name"))
+        findings.append(_error(SCHEMA, "missing: every object needs a name", data, "metadata.name"))
     return ("invalid" if findings else "valid"), findings
+
+
+def _error(rule: str, message: str, data: dict[str, Any], field: str | None = None) -> Finding:
+    return Finding(rule, "error", message, object=identity_of(data), field=field or None)
 
 
 def validate_resources(
@@ -192,13 +190,13 @@ def attach_lint(results: list[Result], findings: list[Finding]) -> list[Finding]
     for result in results:
         if result.resource.data is not None and result.status != "skipped":
             by_identity.setdefault(identity_of(result.resource.data), result)
-    unplaced = []
+    unplaced: list[Finding] = []
     for finding in findings:
-        result = by_identity.get(finding.object) if finding.object else None
-        if result is None:
+        owner = by_identity.get(finding.object) if finding.object else None
+        if owner is None:
             unplaced.append(finding)
             continue
-        result.findings.append(_placed(finding, result.resource))
-        if finding.severity == "error" and result.status == "valid":
-            result.status = "invalid"
+        owner.findings.append(_placed(finding, owner.resource))
+        if finding.severity == "error" and owner.status == "valid":
+            owner.status = "invalid"
     return unplaced
