@@ -1,4 +1,4 @@
-"""Bad input gets a per-resource error and the run goes on; bad options are usage errors (exit 2)."""
+"""Bad input gets a per-resource error and the run goes on; bad options exit 2."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_json_manifests_and_lists_are_split_into_items(cli, tmp_path):
     manifest = tmp_path / "list.json"
     manifest.write_text(json.dumps({
         "apiVersion": "v1", "kind": "List",
-        "items": [json.loads('{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}'),
+        "items": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}},
                   {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "b"},
                    "spec": {"ports": [{"port": 80}], "bogus": True}}],
     }, indent="\t"))
@@ -115,7 +115,8 @@ def test_duplicate_keys_are_an_error_naming_line_and_column(cli):
 
 def test_skip_reject_and_ignore_missing_schemas(cli):
     valid, unknown = CORPUS / "valid.yaml", CORPUS / "unknown-kind.yaml"
-    skipped = cli("validate", "--summary", "--verbose", "--skip", "Service,apps/v1/Deployment", valid)
+    skipped = cli("validate", "--summary", "--verbose", "--skip", "Service,apps/v1/Deployment",
+                  valid)
     assert skipped.exit_code == 0
     assert skipped.stdout.splitlines() == [
         "tests/data/validate/corpus/valid.yaml - web Deployment skipped",
@@ -133,8 +134,8 @@ def test_skip_reject_and_ignore_missing_schemas(cli):
 
 
 def test_ignore_filename_pattern_leaves_files_out(cli):
-    result = cli("validate", "--summary", "--ignore-filename-pattern", "wrong|unknown|missing|broken"
-                 "|invalid|duplicate|not-an|list", CORPUS)
+    result = cli("validate", "--summary", "--ignore-filename-pattern",
+                 "wrong|unknown|missing|broken|invalid|duplicate|not-an|list", CORPUS)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("Summary: 3 resources found in 3 files - Valid: 3")
 

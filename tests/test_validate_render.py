@@ -9,7 +9,8 @@ from gpustack.findings import Finding
 
 
 def snapshot(folder):
-    return {path.relative_to(folder): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    return {path.relative_to(folder): path.read_bytes()
+            for path in folder.rglob("*") if path.is_file()}
 
 
 @pytest.fixture

@@ -41,9 +41,10 @@ REF_VERDICTS = {
     "openshift/mco__IgnitionSupport__extract.yaml": ["valid"],
     # A Helm chart's Chart.yaml is not a Kubernetes object: no kind.
     "k8s-device-plugin/helm-Chart.yaml": ["error"],
-    # No schema anywhere for the GPU Operator's ClusterPolicy or OLM's Subscription.
+    # The default locations have no schema for the GPU Operator's ClusterPolicy or OLM's Subscription.
     "gpu-operator/config__samples__v1_clusterpolicy.yaml": ["error"],
-    "openshift/openshift-docs__psap-installing-nfd-operator__extract.yaml": ["valid", "error", "error"],
+    "openshift/openshift-docs__psap-installing-nfd-operator__extract.yaml":
+        ["valid", "error", "error"],
     # A kustomize JSON6902 patch is a list, not an object.
     "openshift/gitops-catalog__gpu-operator-certified__operator__overlays__stable__patch-channel.yaml":
         ["error"],

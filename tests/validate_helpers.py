@@ -7,13 +7,15 @@ from pathlib import Path
 
 from conftest import ROOT, SHARED
 
+from gpustack.validation.schemas import CRD_TEMPLATE
+
 DATA = ROOT / "tests" / "data" / "validate"
 CORPUS = DATA / "corpus"
 CRD_OBJECTS = DATA / "crd-objects"
 REFS = SHARED / "refs"
 UPSTREAM_CRDS = SHARED / "crd-schemas"
 # The upstream CRD schemas in kubeconform's layout, as a --schema-location template.
-UPSTREAM_TEMPLATE = f"{UPSTREAM_CRDS}/{{{{ .Group }}}}/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json"
+UPSTREAM_TEMPLATE = f"{UPSTREAM_CRDS}/{CRD_TEMPLATE}"
 
 
 def verdicts(cli, *args: str | Path) -> list[tuple[str, str, str]]:

@@ -47,7 +47,9 @@ def command(
         "text", "-o", "--output", help="text, json, junit, tap or sarif."
     ),
     summary: bool = typer.Option(False, "--summary", help="Print a summary line (text, json)."),
-    verbose: bool = typer.Option(False, "--verbose", help="Also report valid and skipped resources."),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Also report valid and skipped resources."
+    ),
     no_lint: bool = typer.Option(False, "--no-lint", help="Schema validation only, no lint rules."),
     engine: str = typer.Option(
         "builtin", "--engine", help="builtin, or kubeconform (a kubeconform binary on PATH)."
@@ -72,7 +74,9 @@ def command(
     try:
         ignored = [re.compile(pattern) for pattern in ignore_filename_patterns or []]
     except re.error as error:
-        raise UserError(f"bad regular expression: {error}", field="--ignore-filename-pattern") from None
+        raise UserError(
+            f"bad regular expression: {error}", field="--ignore-filename-pattern"
+        ) from None
     targets = list(paths or ["-"])
 
     if engine == "kubeconform":

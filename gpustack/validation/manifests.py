@@ -20,7 +20,7 @@ from gpustack.yamlio import SourceMap, decode, load_all_text
 
 STDIN = "-"
 EXTENSIONS = (".yaml", ".yml", ".json")
-# Rendered fleets and vendor bundles (CRDs) run to megabytes; a manifest file past this is a mistake.
+# Rendered fleets and vendor bundles (CRDs) run to megabytes; a manifest past this is a mistake.
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 _SEPARATOR = re.compile(r"^---(?=\s|$)", re.MULTILINE)
 
@@ -33,7 +33,7 @@ class Resource:
     line: int  # where the object starts, 1-based (0 when unknown)
     data: dict[str, Any] | None = None
     source: SourceMap | None = None
-    path: tuple[str | int, ...] = ()  # where the object sits in its document (("items", 3) in a List)
+    path: tuple[str | int, ...] = ()  # where it sits in its document: ("items", 3) in a List
     error: str | None = None
 
     def line_of(self, field: tuple[str | int, ...]) -> int:

@@ -236,7 +236,7 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
     findings = [f for result in report.results for f in result.findings] + report.unplaced
     rule_ids = sorted({finding.rule for finding in findings} | {SCHEMA, MANIFEST})
     rules = [
-        {"id": rule, "shortDescription": {"text": _RULE_TEXT.get(rule, f"gpustack lint rule {rule}")}}
+        {"id": rule, "shortDescription": {"text": _RULE_TEXT.get(rule, f"lint rule {rule}")}}
         for rule in rule_ids
     ]
     results = []

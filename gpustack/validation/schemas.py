@@ -106,11 +106,12 @@ def parse_location(spec: str) -> Location:
 
 
 def render_template(template: str, api_version: str, kind: str, version: str) -> str:
-    """Fill in a kubeconform schema-location template (its Go-template variables only)."""
+    """Fill in a kubeconform schema-location template (its Go-template variables only) for a
+    Kubernetes minor version such as '1.31'."""
     group, _, resource_version = api_version.rpartition("/")
     first_label = (group or resource_version).split(".")[0].lower()
     values = {
-        "NormalizedKubernetesVersion": f"v{version}" if version.count(".") == 2 else f"v{version}.0",
+        "NormalizedKubernetesVersion": f"v{version}.0",
         "StrictSuffix": "-strict",
         "ResourceKind": kind.lower(),
         "ResourceAPIVersion": resource_version,
@@ -207,7 +208,8 @@ def _core_validator(version: str, api_version: str, kind: str) -> Any:
     schema = json.loads(path.read_text(encoding="utf-8"))
     # Two groups can share a first label (apps and apps.example.com): the schema's own apiVersion
     # enum tells whether this file is really the kind asked for.
-    if api_version not in schema.get("properties", {}).get("apiVersion", {}).get("enum", [api_version]):
+    served = schema.get("properties", {}).get("apiVersion", {}).get("enum", [api_version])
+    if api_version not in served:
         return None
     return jsonschema_rs.validator_for(
         schema, registry=registry, base_uri="https://kubernetes.io/api/schema.json"
