@@ -238,4 +238,4 @@ def test_lint_findings_appear_in_every_format_and_no_lint_turns_them_off(cli, mo
 def test_project_crd_objects_validate(cli):
     result = cli("validate", "--summary", CRD_OBJECTS)
     assert result.exit_code == 0, result.output
-    assert "Valid: 11, Invalid: 0, Errors: 0" in result.stdout
+    assert "Valid: 12, Invalid: 0, Errors: 0" in result.stdout

@@ -23,7 +23,7 @@ def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str) -> 
     from gpustack.validation.schemas import store
     from gpustack.validation.validator import check_object
 
-    schemas = store(kubernetes_version)
+    schemas = store(kubernetes_version, field="platform.kubernetesVersion")
     findings: list[Finding] = []
     for obj in objects:
         findings.extend(check_object(obj, schemas)[1])

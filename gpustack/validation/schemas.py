@@ -56,14 +56,14 @@ def supported_versions() -> tuple[str, ...]:
     return tuple(f"{major}.{minor}" for major, minor in sorted(found))
 
 
-def minor_version(version: str) -> str:
+def minor_version(version: str, field: str = "--kubernetes-version") -> str:
     """'1.31', 'v1.31' or '1.31.4' -> '1.31'; anything outside the installed range is refused."""
     match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", version.strip())
     versions = supported_versions()
     if not match or f"{int(match[1])}.{int(match[2])}" not in versions:
         raise UserError(
             f"Kubernetes version {version!r} is not supported",
-            field="--kubernetes-version",
+            field=field,
             hint=f"schemas are installed for {versions[0]} to {versions[-1]}",
         )
     return f"{int(match[1])}.{int(match[2])}"
@@ -179,9 +179,14 @@ class SchemaStore:
         return None
 
 
-def store(kubernetes_version: str, locations: tuple[str, ...] = DEFAULT_LOCATIONS) -> SchemaStore:
-    """The (cached) schema store for a version and a list of --schema-location values."""
-    return _store(minor_version(kubernetes_version), tuple(locations))
+def store(
+    kubernetes_version: str,
+    locations: tuple[str, ...] = DEFAULT_LOCATIONS,
+    field: str = "--kubernetes-version",
+) -> SchemaStore:
+    """The (cached) schema store for a version and a list of --schema-location values;
+    `field` names where the version came from, for the error when it is not supported."""
+    return _store(minor_version(kubernetes_version, field), tuple(locations))
 
 
 @lru_cache(maxsize=32)

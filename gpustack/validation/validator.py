@@ -20,6 +20,9 @@ from gpustack.validation.schemas import SchemaError, SchemaStore
 Status = Literal["valid", "invalid", "error", "skipped"]
 SCHEMA = "schema"
 MANIFEST = "manifest"
+# kustomize's own files (kustomization.yaml) are read by kustomize, never stored by a cluster:
+# they have no name to require.
+_UNNAMED = ("kustomize.config.k8s.io/",)
 
 
 @dataclass
@@ -112,7 +115,8 @@ def check_object(
         for error in validator.iter_errors(data)
     ]
     metadata = data.get("metadata")
-    if not (isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))):
+    named = isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))
+    if not named and not api_version.startswith(_UNNAMED):
         findings.append(_error(SCHEMA, "missing: every object needs a name", data, "metadata.name"))
     return ("invalid" if findings else "valid"), findings
 
