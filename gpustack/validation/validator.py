@@ -57,7 +57,7 @@ class Result:
     @property
     def namespace(self) -> str:
         metadata = (self.resource.data or {}).get("metadata")
-        return metadata.get("namespace", "") if isinstance(metadata, dict) else ""
+        return _text(metadata, "namespace") if isinstance(metadata, dict) else ""
 
 
 def _text(data: dict[str, Any] | None, key: str) -> str:
