@@ -239,3 +239,21 @@ def test_project_crd_objects_validate(cli):
     result = cli("validate", "--summary", CRD_OBJECTS)
     assert result.exit_code == 0, result.output
     assert "Valid: 12, Invalid: 0, Errors: 0" in result.stdout
+
+
+def test_the_real_command_reads_a_pipe():
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpustack", "validate", "--summary"],
+        input=(GOOD + "---\n" + GOOD.replace("key: value", "key: 7")).encode(),
+        capture_output=True, cwd=ROOT, check=False,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.decode().splitlines() == [
+        'stdin - ConfigMap good is invalid: data.key: 7 is not of types "null", "string"',
+        "Summary: 2 resources found parsing stdin - Valid: 1, Invalid: 1, Errors: 0, Skipped: 0",
+    ]
