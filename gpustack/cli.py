@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from gpustack import __version__
-from gpustack.commands import check, diff, init, profiles, render, schema
+from gpustack.commands import check, diff, init, profiles, render, schema, validate
 
 app = typer.Typer(
     name="gpustack",
@@ -43,6 +43,7 @@ app.command("render")(render.command)
 app.command("init")(init.command)
 app.add_typer(profiles.app, name="profiles")
 app.command("schema")(schema.command)
+app.command("validate")(validate.command)
 app.command("check")(check.command)
 app.command("diff")(diff.command)
 

@@ -7,6 +7,9 @@ from pathlib import Path
 
 from tests.conftest import EXAMPLES, ROOT
 
+from gpustack import output, render
+from gpustack.config import load_stack
+
 
 def gke_config(folder: Path, name: str = "edge", extra: str = "") -> Path:
     """A gke-cos cluster config: GKE runs the device plugin, so the rendering is complete today."""
@@ -76,7 +79,12 @@ def test_invalid_rendering_fails_with_the_lint_finding(cli, tmp_path):
         (EXAMPLES / "kubeadm.yaml").read_text().replace("profile: kubeadm", "profile: lab")
     )
     out = tmp_path / "out"
-    assert cli("render", config, "-o", out, "--profiles-dir", profiles).exit_code == 0
+    # `gpustack render` refuses to write this; output committed before the rule existed (written
+    # here without validation) is what `check` must still catch.
+    refused = cli("render", config, "-o", out, "--profiles-dir", profiles)
+    assert refused.exit_code == 1 and not out.exists()
+    stack = load_stack(config, None, profiles)
+    output.write_tree(out / stack.name, render.files(render.render(stack)))
     result = cli("check", config, "-o", out, "--profiles-dir", profiles)
     assert result.exit_code == 1
     assert "[node-label-unsourced]" in result.stdout and "nvidia.com/gpu.present" in result.stdout

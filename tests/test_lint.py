@@ -209,15 +209,6 @@ def test_gpustack_output_is_quiet_for_every_profile(config, tmp_path):
         path.write_text(starter(config, f"lint-{config}"))
     stack, rendering = own_rendering(path)
     findings = lint.run_for_stack(stack, rendering.objects)
-    kinds = {obj["kind"] for obj in rendering.objects}
-    if findings and "NodeFeatureRule" not in kinds:
-        # The pci-10de NodeFeatureRule and GFD come with the discovery components; until they are
-        # rendered, the rule rightly reports that nothing sets the labels GPU workloads select on.
-        assert {f.rule for f in findings} == {"node-label-unsourced"}
-        assert all(PCI_10DE in f.message or "nvidia.com/mps.capable" in f.message for f in findings)
-        pytest.xfail(
-            "the NodeFeatureRule and GFD that set the selected labels are not rendered yet"
-        )
     assert [f"{f.rule}: {f.message}" for f in findings] == []
 
 

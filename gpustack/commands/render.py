@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpustack.commands.common import handles_user_errors, warning
+from gpustack.commands.common import error, handles_user_errors, warning
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
 
@@ -27,14 +27,25 @@ def command(
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import output, render
     from gpustack.config import load_stack
+    from gpustack.validation import check_rendering
+    from gpustack.validation.validator import explain
 
     paths: list[Path | None] = list(configs) if configs else [
         DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
     ]
-    renderings = [render.render(load_stack(path, profile, profiles_dir)) for path in paths]
+    stacks = [load_stack(path, profile, profiles_dir) for path in paths]
+    renderings = [render.render(stack) for stack in stacks]
     for rendering in renderings:
         for message in rendering.warnings:
             warning(f"{rendering.name}: {message}")
+    findings = [
+        (rendering.name, finding) for stack, rendering in zip(stacks, renderings)
+        for finding in check_rendering(rendering.objects, stack.config.platform.kubernetesVersion)
+    ]
+    for name, finding in findings:
+        (error if finding.severity == "error" else warning)(f"{name}: {explain(finding)}")
+    if any(finding.severity == "error" for _, finding in findings):
+        raise typer.Exit(1)  # an invalid rendering writes nothing
     if stdout:
         typer.echo(render.stream(renderings), nl=False)
         return

@@ -4,7 +4,9 @@ Contract used by render, check and validate:
     validate_objects(objects, kubernetes_version) -> list[Finding]
 Core kinds are checked against the strict schemas that the `kubernetes-validate` package ships for
 each Kubernetes minor version; CRD kinds against the project's own `schemas/` folder
-(kubeconform layout: `{group}/{kind}_{version}.json`).
+(kubeconform layout: `{group}/{kind}_{version}.json`). Each schema is compiled once per
+(Kubernetes version, apiVersion, kind), with the jsonschema-rs validator.
+`check_rendering` adds the lint rules: what every render must pass before it is written.
 """
 
 from __future__ import annotations
@@ -15,19 +17,21 @@ from gpustack.findings import Finding
 
 
 def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str) -> list[Finding]:
-    """Findings (rule "schema") for every object that does not match its schema."""
-    import kubernetes_validate
-    from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
+    """Findings for every object that does not match its schema, has no schema, or no name.
 
-    from gpustack.decorate import identity
+    An unsupported kubernetes_version raises UserError."""
+    from gpustack.validation.schemas import store
+    from gpustack.validation.validator import check_object
 
-    findings = []
+    schemas = store(kubernetes_version, field="platform.kubernetesVersion")
+    findings: list[Finding] = []
     for obj in objects:
-        try:
-            kubernetes_validate.validate(obj, kubernetes_version, strict=True)
-        except ValidationError as error:
-            path = ".".join(str(part) for part in error.absolute_path)
-            findings.append(Finding("schema", "error", error.message, object=identity(obj), field=path or None))
-        except SchemaNotFoundError:
-            pass  # CRD kinds: the project's schemas/ take over here
+        findings.extend(check_object(obj, schemas)[1])
     return findings
+
+
+def check_rendering(objects: list[dict[str, Any]], kubernetes_version: str) -> list[Finding]:
+    """Schema findings, then lint findings, for one cluster's rendered objects."""
+    from gpustack import lint
+
+    return validate_objects(objects, kubernetes_version) + lint.run(objects, kubernetes_version)

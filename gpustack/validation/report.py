@@ -1,0 +1,275 @@
+"""Validation results as text, json, junit, tap or sarif.
+
+text, json, junit and tap follow kubeconform's formats (so tools that read kubeconform's output
+read gpustack's); sarif 2.1.0 is for code-scanning dashboards. Lint findings appear in every
+format beside the schema verdicts. Output is deterministic: no timestamps, no durations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+from xml.etree import ElementTree
+
+from gpustack import __version__, emit
+from gpustack.findings import Finding
+from gpustack.validation.validator import (
+    MANIFEST, SCHEMA, Result, describe, explain, field_path,
+)
+
+FORMATS = ("text", "json", "junit", "tap", "sarif")
+_KUBECONFORM_STATUS = {
+    "valid": "statusValid", "invalid": "statusInvalid", "error": "statusError",
+    "skipped": "statusSkipped",
+}
+
+
+@dataclass
+class Report:
+    results: list[Result]
+    files: list[str]  # every file read, in order (empty ones too)
+    unplaced: list[Finding] = field(default_factory=list)  # lint findings about no one resource
+    stdin_only: bool = False
+
+    def count(self, status: str) -> int:
+        return sum(1 for result in self.results if result.status == status)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.count("invalid") or self.count("error")) or any(
+            finding.severity == "error" for finding in self.unplaced
+        )
+
+
+def render(report: Report, output: str, summary: bool = False, verbose: bool = False) -> str:
+    writers: dict[str, Callable[[Report, bool, bool], str]] = {
+        "text": text, "json": json_, "junit": junit, "tap": tap, "sarif": sarif,
+    }
+    return writers[output](report, summary, verbose)
+
+
+def _warnings(result: Result) -> list[Finding]:
+    return [finding for finding in result.findings if finding.severity == "warning"]
+
+
+def summary_line(report: Report) -> str:
+    """kubeconform's summary, word for word."""
+    resources = len(report.results)
+    files = len(dict.fromkeys(report.files))
+    found = (
+        "parsing stdin" if report.stdin_only
+        else f"in {files} file{'s' if files > 1 else ''}"
+    )
+    return (
+        f"Summary: {resources} resource{'s' if resources > 1 else ''} found {found} - "
+        f"Valid: {report.count('valid')}, Invalid: {report.count('invalid')}, "
+        f"Errors: {report.count('error')}, Skipped: {report.count('skipped')}"
+    )
+
+
+def text(report: Report, summary: bool, verbose: bool) -> str:
+    lines = []
+    for result in report.results:
+        file, kind, name = result.resource.file, result.kind, result.name
+        if result.status == "valid" and verbose:
+            lines.append(f"{file} - {kind} {name} is valid")
+        elif result.status == "invalid":
+            lines.append(f"{file} - {kind} {name} is invalid: {result.message}")
+        elif result.status == "error":
+            subject = f"{kind} {name} " if kind and name else ""
+            lines.append(f"{file} - {subject}failed validation: {result.message}")
+        elif result.status == "skipped" and verbose:
+            lines.append(f"{file} - {name} {kind} skipped")  # kubeconform's word order
+        for finding in _warnings(result):
+            lines.append(f"{file} - {kind} {name} has a warning: {describe(finding)}")
+    for finding in report.unplaced:
+        lines.append(f"{finding.severity}: {describe(finding)}")
+    if summary:
+        lines.append(summary_line(report))
+    return "".join(line + "\n" for line in lines)
+
+
+def _pointer(result: Result, finding: Finding) -> str:
+    """A JSON pointer to the field, as kubeconform's validationErrors give it."""
+    if not finding.field:
+        return ""
+    path = field_path(result.resource.data, finding.field)
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+
+
+def json_(report: Report, summary: bool, verbose: bool) -> str:
+    resources = []
+    for result in report.results:
+        if result.status in ("valid", "skipped") and not verbose and not result.findings:
+            continue
+        entry: dict[str, Any] = {
+            "filename": result.resource.file,
+            "kind": result.kind,
+            "name": result.name,
+            "version": result.api_version,
+            "status": _KUBECONFORM_STATUS[result.status],
+            "msg": result.message,
+        }
+        schema_errors = [f for f in result.findings if f.rule == SCHEMA]
+        if schema_errors:
+            entry["validationErrors"] = [
+                {"path": _pointer(result, finding), "msg": finding.message}
+                for finding in schema_errors
+            ]
+        if result.findings:
+            entry["findings"] = [finding.as_dict() for finding in result.findings]
+        resources.append(entry)
+    document: dict[str, Any] = {"resources": resources}
+    if report.unplaced:
+        document["findings"] = [finding.as_dict() for finding in report.unplaced]
+    if summary:
+        document["summary"] = {
+            "valid": report.count("valid"), "invalid": report.count("invalid"),
+            "errors": report.count("error"), "skipped": report.count("skipped"),
+        }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def junit(report: Report, summary: bool, verbose: bool) -> str:
+    """JUnit XML as Jenkins and GitLab read it: a testsuite per file, a testcase per resource."""
+    root = ElementTree.Element("testsuites", {
+        "name": "gpustack",
+        "tests": str(len(report.results)),
+        "failures": str(report.count("invalid")),
+        "errors": str(report.count("error")),
+        "disabled": str(report.count("skipped")),
+        "time": "0",
+    })
+    suites: dict[str, list[Result]] = {}
+    for result in report.results:
+        suites.setdefault(result.resource.file, []).append(result)
+    if report.unplaced:
+        suites.setdefault("lint", [])
+    for number, (file, results) in enumerate(suites.items(), start=1):
+        suite = ElementTree.SubElement(root, "testsuite", {
+            "name": file,
+            "id": str(number),
+            "tests": str(len(results)),
+            "failures": str(sum(r.status == "invalid" for r in results)),
+            "errors": str(sum(r.status == "error" for r in results)),
+            "disabled": "0",
+            "skipped": str(sum(r.status == "skipped" for r in results)),
+            "time": "0",
+        })
+        for result in results:
+            name = f"{result.namespace}/{result.name}" if result.namespace else result.name
+            case = ElementTree.SubElement(suite, "testcase", {
+                "name": name or f"line {result.resource.line}",
+                "classname": f"{result.kind}@{result.api_version}" if result.kind else "",
+                "time": "0",
+            })
+            errors = [f for f in result.findings if f.severity == "error"]
+            if result.status == "invalid":
+                failure = ElementTree.SubElement(
+                    case, "failure", {"message": result.message, "type": errors[0].rule}
+                )
+                failure.text = "\n".join(_located(f) for f in errors)
+            elif result.status == "error":
+                ElementTree.SubElement(case, "error", {"message": result.message, "type": MANIFEST})
+            elif result.status == "skipped":
+                ElementTree.SubElement(case, "skipped", {"message": "kind skipped"})
+            if _warnings(result):
+                out = ElementTree.SubElement(case, "system-out")
+                out.text = "\n".join("warning: " + _located(f) for f in _warnings(result))
+        if file == "lint" and report.unplaced:
+            out = ElementTree.SubElement(suite, "system-out")
+            out.text = "\n".join(f"{f.severity}: {describe(f)}" for f in report.unplaced)
+    ElementTree.indent(root, "  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(
+        root, encoding="unicode"
+    ) + "\n"
+
+
+def _located(finding: Finding) -> str:
+    where = f"{finding.file}:{finding.line}: " if finding.file and finding.line else ""
+    return where + describe(finding)
+
+
+def tap(report: Report, summary: bool, verbose: bool) -> str:
+    """TAP version 13; findings as a YAML diagnostic block under their test line."""
+    lines = ["TAP version 13"]
+    for number, result in enumerate(report.results, start=1):
+        file = result.resource.file
+        qualified = f"{result.api_version}/{result.kind}/{result.namespace}/{result.name}"
+        if result.status == "valid":
+            lines.append(f"ok {number} - {file} ({qualified})")
+        elif result.status == "invalid":
+            lines.append(f"not ok {number} - {file} ({qualified}): {result.message}")
+        elif result.status == "error":
+            lines.append(f"not ok {number} - {file}: {result.message}")
+        else:
+            lines.append(f"ok {number} - {file} ({qualified}) # skip")
+        if result.findings:
+            block = emit.dump({"findings": [_diagnostic(f) for f in result.findings]})
+            lines.append("  ---")
+            lines.extend("  " + line for line in block.splitlines())
+            lines.append("  ...")
+    for number, finding in enumerate(report.unplaced, start=len(report.results) + 1):
+        verdict = "not ok" if finding.severity == "error" else "ok"
+        lines.append(f"{verdict} {number} - lint: {describe(finding)}")
+    lines.append(f"1..{len(report.results) + len(report.unplaced)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _diagnostic(finding: Finding) -> dict[str, Any]:
+    return {key: value for key, value in finding.as_dict().items()
+            if value is not None and key != "object"}
+
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_RULE_TEXT = {
+    SCHEMA: "The object does not match the JSON Schema of its kind and apiVersion.",
+    MANIFEST: "The manifest could not be read or checked (syntax, missing kind, unknown kind).",
+}
+
+
+def sarif(report: Report, summary: bool, verbose: bool) -> str:
+    """SARIF 2.1.0: one run, a rule per finding rule id, a result per finding."""
+    findings = [f for result in report.results for f in result.findings] + report.unplaced
+    rule_ids = sorted({finding.rule for finding in findings} | {SCHEMA, MANIFEST})
+    rules = [
+        {"id": rule, "shortDescription": {"text": _RULE_TEXT.get(rule, f"lint rule {rule}")}}
+        for rule in rule_ids
+    ]
+    results = []
+    for finding in findings:
+        entry: dict[str, Any] = {
+            "ruleId": finding.rule,
+            "ruleIndex": rule_ids.index(finding.rule),
+            "level": finding.severity,
+            "message": {"text": explain(finding)},
+        }
+        if finding.file:
+            entry["locations"] = [{"physicalLocation": {
+                "artifactLocation": {"uri": _uri(finding.file)},
+                "region": {"startLine": finding.line or 1},
+            }}]
+        results.append(entry)
+    document = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "gpustack",
+                "version": __version__,
+                "informationUri": "https://gpustack.dev",
+                "rules": rules,
+            }},
+            "results": results,
+        }],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _uri(file: str) -> str:
+    """SARIF wants URIs: relative paths as they are, absolute ones as file: URIs."""
+    path = PurePath(file)
+    return path.as_uri() if path.is_absolute() else path.as_posix()

@@ -1,0 +1,246 @@
+"""Verdicts per resource, in kubeconform's four kinds: valid, invalid, error, skipped.
+
+`invalid` means the object was checked and is wrong (schema or lint errors); `error` means it could
+not be checked (unreadable, not YAML, not an object, no apiVersion or kind, no schema for its kind,
+a rejected kind). Schema problems are findings with rule "schema"; problems that stop a check are
+findings with rule "manifest".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gpustack.findings import Finding, Identity
+from gpustack.validation.manifests import Resource
+from gpustack.validation.schemas import SchemaError, SchemaStore
+
+Status = Literal["valid", "invalid", "error", "skipped"]
+SCHEMA = "schema"
+MANIFEST = "manifest"
+# kustomize's own files (kustomization.yaml) are read by kustomize, never stored by a cluster:
+# they have no name to require.
+_UNNAMED = ("kustomize.config.k8s.io/",)
+
+
+@dataclass
+class Result:
+    resource: Resource
+    status: Status
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        """kubeconform's `msg`: the error findings, joined by ' - '."""
+        return " - ".join(
+            describe(finding) for finding in self.findings if finding.severity == "error"
+        )
+
+    @property
+    def kind(self) -> str:
+        return _text(self.resource.data, "kind")
+
+    @property
+    def api_version(self) -> str:
+        return _text(self.resource.data, "apiVersion")
+
+    @property
+    def name(self) -> str:
+        metadata = (self.resource.data or {}).get("metadata")
+        if not isinstance(metadata, dict):
+            return ""
+        name, generate_name = _text(metadata, "name"), _text(metadata, "generateName")
+        return f"{generate_name}{{{{ generateName }}}}" if generate_name and not name else name
+
+    @property
+    def namespace(self) -> str:
+        metadata = (self.resource.data or {}).get("metadata")
+        return _text(metadata, "namespace") if isinstance(metadata, dict) else ""
+
+
+def _text(data: dict[str, Any] | None, key: str) -> str:
+    value = (data or {}).get(key)
+    return value if isinstance(value, str) else ""
+
+
+def describe(finding: Finding) -> str:
+    """`[rule] field: message`; schema and manifest findings go without the rule."""
+    prefix = f"[{finding.rule}] " if finding.rule not in (SCHEMA, MANIFEST) else ""
+    where = f"{finding.field}: " if finding.field else ""
+    return f"{prefix}{where}{finding.message}"
+
+
+def explain(finding: Finding) -> str:
+    """describe() with the object it is about: `DaemonSet ns/name: field: message`."""
+    if not finding.object or not finding.object[1]:
+        return describe(finding)
+    _, kind, namespace, name = finding.object
+    return f"{kind} {namespace + '/' if namespace else ''}{name}: {describe(finding)}"
+
+
+def identity_of(data: dict[str, Any]) -> Identity:
+    """decorate.identity, tolerant of the odd shapes hand-written manifests have."""
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return (
+        _text(data, "apiVersion").rpartition("/")[0],
+        _text(data, "kind"),
+        _text(metadata, "namespace"),
+        _text(metadata, "name"),
+    )
+
+
+def check_object(
+    data: dict[str, Any], schemas: SchemaStore, ignore_missing_schemas: bool = False
+) -> tuple[Status, list[Finding]]:
+    """The verdict on one object and its findings (without file or line: the caller knows those)."""
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if not isinstance(kind, str) or not kind:
+        return "error", [_error(MANIFEST, "missing 'kind' key", data)]
+    if not isinstance(api_version, str) or not api_version:
+        return "error", [_error(MANIFEST, "missing 'apiVersion' key", data)]
+    try:
+        validator = schemas.validator(api_version, kind)
+    except SchemaError as error:
+        return "error", [_error(MANIFEST, str(error), data)]
+    if validator is None:
+        if ignore_missing_schemas:
+            return "skipped", []
+        message = f"could not find schema for {kind} (apiVersion {api_version})"
+        return "error", [_error(MANIFEST, message, data)]
+    findings = [
+        _error(SCHEMA, error.message, data, ".".join(str(part) for part in error.instance_path))
+        for error in validator.iter_errors(data)
+    ]
+    metadata = data.get("metadata")
+    named = isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))
+    if not named and not api_version.startswith(_UNNAMED):
+        findings.append(_error(SCHEMA, "missing: every object needs a name", data, "metadata.name"))
+    return ("invalid" if findings else "valid"), findings
+
+
+def _error(rule: str, message: str, data: dict[str, Any], field: str | None = None) -> Finding:
+    return Finding(rule, "error", message, object=identity_of(data), field=field or None)
+
+
+def validate_resources(
+    resources: Iterable[Resource],
+    schemas: SchemaStore,
+    skip: frozenset[str] = frozenset(),
+    reject: frozenset[str] = frozenset(),
+    ignore_missing_schemas: bool = False,
+) -> list[Result]:
+    """A Result per resource. `skip` and `reject` hold kinds or apiVersion/kind pairs."""
+    results = []
+    for resource in resources:
+        if resource.data is None:
+            finding = Finding(MANIFEST, "error", resource.error or "unreadable",
+                              file=resource.file, line=resource.line or None)
+            results.append(Result(resource, "error", [finding]))
+            continue
+        data = resource.data
+        signature = {_text(data, "kind"), f"{_text(data, 'apiVersion')}/{_text(data, 'kind')}"}
+        if signature & skip:
+            results.append(Result(resource, "skipped"))
+            continue
+        if signature & reject:
+            finding = Finding(MANIFEST, "error", f"prohibited resource kind {_text(data, 'kind')}",
+                              object=identity_of(data))
+            results.append(Result(resource, "error", [_placed(finding, resource)]))
+            continue
+        status, findings = check_object(data, schemas, ignore_missing_schemas)
+        results.append(Result(resource, status, [_placed(f, resource) for f in findings]))
+    return results
+
+
+def _placed(finding: Finding, resource: Resource) -> Finding:
+    """The finding with its file and the line of its field."""
+    path = field_path(resource.data, finding.field) if finding.field else ()
+    return Finding(finding.rule, finding.severity, finding.message, resource.file,
+                   resource.line_of(path) or None, finding.object, finding.field)
+
+
+def field_path(data: Any, dotted: str) -> tuple[str | int, ...]:
+    """'spec.template.metadata.labels.app.kubernetes.io/name' -> the keys it names in `data`
+    (keys may hold dots, so the longest key that exists wins); stops where the data ends."""
+    parts = re.sub(r"\[(\d+)\]", r".\1", dotted).split(".")
+    path: list[str | int] = []
+    node, index = data, 0
+    while index < len(parts):
+        if isinstance(node, list) and parts[index].isdigit() and int(parts[index]) < len(node):
+            path.append(int(parts[index]))
+            node, index = node[int(parts[index])], index + 1
+            continue
+        if not isinstance(node, dict):
+            break
+        for end in range(len(parts), index, -1):
+            key = ".".join(parts[index:end])
+            if key in node:
+                path.append(key)
+                node, index = node[key], end
+                break
+        else:
+            break
+    return tuple(path)
+
+
+def attach_lint(results: list[Result], findings: list[Finding]) -> list[Finding]:
+    """Hang lint findings on the results of the objects they are about; return the unplaced ones.
+
+    A lint error makes a valid resource invalid; warnings leave the verdict alone."""
+    by_identity: dict[Identity, Result] = {}
+    for result in results:
+        if result.resource.data is not None and result.status != "skipped":
+            by_identity.setdefault(identity_of(result.resource.data), result)
+    unplaced: list[Finding] = []
+    for finding in findings:
+        owner = by_identity.get(finding.object) if finding.object else None
+        if owner is None:
+            unplaced.append(finding)
+            continue
+        owner.findings.append(_placed(finding, owner.resource))
+        if finding.severity == "error" and owner.status == "valid":
+            owner.status = "invalid"
+    return unplaced
+
+
+def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding]:
+    """Run the lint rules once per cluster and attach their findings; return the unplaced ones.
+
+    The rules look across objects, so each rendered cluster folder (a folder whose
+    kustomization.yaml gpustack wrote) is linted as a whole: its other manifests are read as
+    context even when only some files were named (pre-commit passes just the staged ones), and
+    two clusters of a fleet never see each other's objects. Everything else is one cluster.
+    """
+    from gpustack import lint
+    from gpustack.validation.manifests import cluster_folder, files, read
+
+    units: dict[str | None, list[Result]] = {}
+    for result in results:
+        if result.resource.data is not None and result.status != "skipped":
+            units.setdefault(cluster_folder(result.resource.file), []).append(result)
+    unplaced: list[Finding] = []
+    for folder, members in units.items():
+        objects = [result.resource.data for result in members]
+        named = {identity_of(obj) for obj in objects if obj is not None}
+        context: set[Identity] = set()
+        if folder is not None:
+            seen = {result.resource.file for result in members}
+            for path in files([folder]):
+                if display_path_of(path) in seen:
+                    continue
+                for resource in read(path):
+                    if resource.data is not None and identity_of(resource.data) not in named:
+                        objects.append(resource.data)
+                        context.add(identity_of(resource.data))
+        leftover = attach_lint(members, lint.run(objects, kubernetes_version))
+        unplaced += [finding for finding in leftover if finding.object not in context]
+    return unplaced
+
+
+def display_path_of(path: str) -> str:
+    from gpustack.errors import display_path
+
+    return display_path(path)
