@@ -14,9 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from gpustack import profiles as profile_store
-from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
+from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.model import GPUStack, ConflictError, Profile
 from gpustack.yamlio import SourceMap, load_file
+
+from gpustack.errors import closest, describe
 
 _MAX_EXTENDS_DEPTH = 16
 

@@ -24,8 +24,8 @@ from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from ruamel.yaml import YAML
 
 from conftest import ROOT, SHARED
-from example_renders import OUT, committed_files, example_configs, render_example
-from gpustack import render
+from example_renders import committed_files, example_configs, expected_out, render_example
+from gpustack import output, render
 from gpustack.config import Stack, load_stack
 from gpustack.decorate import identity
 from manifests import (
@@ -318,14 +318,19 @@ def by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str, str]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_kustomize_builds_the_committed_folder_into_exactly_the_rendered_objects(example: str) -> None:
-    stack, objects = rendered(example)
+def test_kustomize_builds_the_rendered_folder_into_exactly_the_rendered_objects(
+    example: str, tmp_path: Path
+) -> None:
+    """The folder as written (test_golden keeps out/ byte-identical to it) builds unchanged."""
+    stack, rendering = render_example(EXAMPLES[example])
+    folder = tmp_path / stack.name
+    output.write_tree(folder, render.files(rendering))
     result = subprocess.run(
-        [kubectl(), "kustomize", str(OUT / stack.name)], capture_output=True, text=True, check=False
+        [kubectl(), "kustomize", str(folder)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
     built = [document for document in YAML(typ="safe").load_all(result.stdout) if document]
-    assert by_identity(built) == by_identity(objects)
+    assert by_identity(built) == by_identity(rendering.objects)
 
 
 # (d) determinism ------------------------------------------------------------------------------
@@ -352,7 +357,7 @@ def test_separate_processes_with_different_hash_seeds_render_the_same_bytes(tmp_
         assert files.returncode == 0 and stream.returncode == 0, files.stderr + stream.stderr
         outputs.append((committed_files(out), stream.stdout))
     assert outputs[0] == outputs[1]
-    assert outputs[0][0] == committed_files(OUT)
+    assert outputs[0][0] == expected_out()
 
 
 # (e) atomic writes and pruning ----------------------------------------------------------------
@@ -504,7 +509,8 @@ def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
 
     rendered_files = run_installed(target, cwd, *gpustack, "render")
     assert rendered_files.returncode == 0, rendered_files.stderr
-    assert committed_files(cwd / "out" / "kubeadm-lab") == committed_files(OUT / "kubeadm-lab")
+    _, embedded = render_example(EXAMPLES["kubeadm"])
+    assert committed_files(cwd / "out" / "kubeadm-lab") == render.files(embedded)
 
     listed = run_installed(target, cwd, *gpustack, "profiles", "list")
     assert listed.returncode == 0, listed.stderr

@@ -107,6 +107,20 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
         assert enabled == "true" and mounts_plugin_dir
 
 
+def test_starter_metrics_comment_is_true(starter) -> None:
+    _, path, stack = starter
+    assert commented_fields(path.read_text())["dcgmExporter.enabled"] == (
+        "true", "GPU metrics on port 9400"
+    )
+    ports = {
+        port["containerPort"]
+        for workload in gpu_workloads(render.render(stack).objects, stack)
+        for container in pod_spec(workload)["containers"]
+        for port in container.get("ports", [])
+    }
+    assert 9400 in ports
+
+
 def test_init_never_overwrites_without_force(cli, tmp_path: Path) -> None:
     path = tmp_path / "gpustack.yaml"
     path.write_text("# my own config\n")
