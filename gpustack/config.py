@@ -255,11 +255,17 @@ def located_error(
         )
     if kind == "string_type" and isinstance(got, (int, float)):
         # YAML reads 1.30 as the number 1.3 and true as a boolean: the fix is quoting.
-        written = _written(layers, path) or describe(got)
-        if isinstance(got, bool):
-            what = "a boolean"
-        else:
-            what = "a number" if str(got) == written else f"the number {got!r}"
+        what = "a boolean" if isinstance(got, bool) else "a number"
+        written = _written(layers, path)
+        if written is None:
+            return UserError(
+                f"expected a string, got {what} ({describe(got)}){more}",
+                location,
+                field,
+                hint="quote the value",
+            )
+        if what == "a number" and str(got) != written:
+            what = f"the number {got!r}"
         return UserError(
             f"expected a string, but YAML reads {written} as {what}{more}",
             location,
