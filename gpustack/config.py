@@ -14,9 +14,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from gpustack import profiles as profile_store
-from gpustack.errors import Location, UserError, did_you_mean, display_path
+from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import DURATION, GPUStack, ConflictError, Profile
 from gpustack.yamlio import SourceMap, load_file
+
 
 _MAX_EXTENDS_DEPTH = 16
 
@@ -152,9 +153,16 @@ def _config_layers(path: Path) -> list[Layer]:
                     f"base config {display_path(current)} not found", referenced_at, field="extends"
                 ) from None
             raise
+        if document.data is None:
+            raise UserError(
+                "file is empty, expected a GPUStack config",
+                document.source.nearest(()),
+                hint="`gpustack init` writes a commented starter config",
+            )
         if not isinstance(document.data, dict):
             raise UserError(
-                "expected a mapping with apiVersion, kind, metadata, ... (a GPUStack config)",
+                "expected a GPUStack config (a mapping with apiVersion, kind, metadata, ...), "
+                f"found {describe(document.data)}",
                 document.source.nearest(()),
             )
         layer = Layer(document.data, document.source, (), current.parent)
@@ -207,46 +215,95 @@ def validate(model: type[BaseModel], data: Any, layers: list[Layer]) -> Any:
 def located_error(
     model: type[BaseModel], data: Any, errors: list[Any], layers: list[Layer]
 ) -> UserError:
+    # An unknown field first: a typo also makes the field it meant "missing", and the typo is
+    # the one mistake to point at.
+    errors = sorted(errors, key=lambda error: error["type"] != "extra_forbidden")
     error = errors[0]
+    path = _data_path(data, error["loc"])
+    field = ".".join(str(part) for part in path) or None
+    kind = error["type"]
+    meant = None
+    if kind == "extra_forbidden":
+        choices = _field_names(model, path[:-1])
+        meant = closest(str(path[-1]), choices)
+        errors = [
+            other for other in errors
+            if not (other["type"] == "missing" and _data_path(data, other["loc"]) == (*path[:-1], meant))
+        ]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     conflict = (error.get("ctx") or {}).get("error")
     if isinstance(conflict, ConflictError):
         path = conflict.path
         return UserError(conflict.message, _nearest(layers, path), field=".".join(path))
-    path = _data_path(data, error["loc"])
-    field = ".".join(str(part) for part in path) or None
-    kind = error["type"]
     if kind == "extra_forbidden":
-        choices = _field_names(model, path[:-1])
         return UserError(
             f"unknown field '{path[-1]}'{more}",
             _nearest(layers, path, key=True),
             field=field,
-            hint=did_you_mean(str(path[-1]), choices) or _allowed(choices),
+            hint=f"did you mean '{meant}'?" if meant else _allowed(choices),
         )
     if kind == "missing":
         return UserError(f"required field missing{more}", _nearest(layers, path[:-1]), field=field)
     location = _nearest(layers, path)
+    got = error.get("input")
     if kind in ("literal_error", "enum"):
         expected = re.findall(r"'([^']*)'", error["ctx"]["expected"])
-        got = error.get("input")
         hint = did_you_mean(str(got), expected) if isinstance(got, str) else None
         return UserError(
-            f"{got!r} is not one of {', '.join(expected)}{more}", location, field, hint
+            f"{describe(got)} is not one of {', '.join(expected)}{more}", location, field, hint
         )
     if kind == "string_pattern_mismatch":
         return UserError(
-            f"{error.get('input')!r} {_pattern_text(error['ctx']['pattern'])}{more}",
+            f"{got!r} {_pattern_text(error['ctx']['pattern'])}{more}", location, field
+        )
+    if kind == "string_type" and isinstance(got, (int, float)):
+        # YAML reads 1.30 as the number 1.3 and true as a boolean: the fix is quoting.
+        what = "a boolean" if isinstance(got, bool) else "a number"
+        written = _written(layers, path)
+        if written is None:
+            return UserError(
+                f"expected a string, got {what} ({describe(got)}){more}",
+                location,
+                field,
+                hint="quote the value",
+            )
+        if what == "a number" and str(got) != written:
+            what = f"the number {got!r}"
+        return UserError(
+            f"expected a string, but YAML reads {written} as {what}{more}",
             location,
             field,
+            hint=f'quote it: "{written}"',
         )
-    message = error["msg"]
-    if message.startswith("Value error, "):
-        message = message.removeprefix("Value error, ")
-    got = error.get("input")
-    if kind.endswith("_type") and not isinstance(got, (dict, list)):
-        message = f"{message}, got {got!r}"
+    if kind in _EXPECTED:
+        return UserError(f"expected {_EXPECTED[kind]}, got {describe(got)}{more}", location, field)
+    message = error["msg"].removeprefix("Value error, ")
     return UserError(message + more, location, field)
+
+
+# pydantic's type errors, in the words of the YAML the user wrote.
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+
+
+def _written(layers: list[Layer], path: tuple[str | int, ...]) -> str | None:
+    for layer in reversed(layers):
+        full = (*layer.prefix, *path)
+        if layer.source.value(full) is not None:
+            return layer.source.written(full)
+    return None
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:

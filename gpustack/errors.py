@@ -67,6 +67,19 @@ def closest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str |
     return matches[0]
 
 
+def describe(value: object) -> str:
+    """A YAML value as a user would name it in a sentence: "a list", "'four'", "true"."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:
     match = closest(word, choices)
     return f"did you mean '{match}'?" if match else None

@@ -7,6 +7,7 @@ scalars; `SourceMap` remembers the position of each, keyed by its path (a tuple 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,9 @@ MAX_EXPANDED_NODES = 100_000
 
 Path_ = tuple[str | int, ...]
 
+# A plain (unquoted) scalar as written: up to the next space, flow punctuation or comment.
+_PLAIN_TOKEN = re.compile(r"[^\s,\[\]{}#]+")
+
 
 @dataclass
 class SourceMap:
@@ -34,12 +38,22 @@ class SourceMap:
     file: str
     values: dict[Path_, Location] = field(default_factory=dict)
     keys: dict[Path_, Location] = field(default_factory=dict)
+    text: str = ""
 
     def value(self, path: Path_) -> Location | None:
         return self.values.get(tuple(path))
 
     def key(self, path: Path_) -> Location | None:
         return self.keys.get(tuple(path))
+
+    def written(self, path: Path_) -> str | None:
+        """A plain scalar exactly as the user typed it (`1.30`, where YAML reads the float 1.3)."""
+        location = self.value(path)
+        lines = self.text.splitlines()
+        if location is None or not 0 < location.line <= len(lines):
+            return None
+        match = _PLAIN_TOKEN.match(lines[location.line - 1], location.column - 1)
+        return match.group() if match else None
 
     def nearest(self, path: Path_) -> Location:
         """The position of `path`, or of its closest ancestor that has one."""
@@ -67,7 +81,8 @@ def read_text(path: Path) -> str:
             raise UserError("is a directory, expected a YAML file", Location(shown))
         if size > MAX_FILE_BYTES:
             raise UserError(
-                f"file is {size} bytes, more than the {MAX_FILE_BYTES} a config may have",
+                f"file is {size} bytes; a config or profile may have at most {MAX_FILE_BYTES} "
+                f"bytes (1 MiB)",
                 Location(shown),
             )
         raw = path.read_bytes()
@@ -88,7 +103,9 @@ def decode(raw: bytes, shown: str) -> str:
         line = before.count(b"\n") + 1
         column = error.start - (before.rfind(b"\n") + 1) + 1
         raise UserError(
-            f"not valid UTF-8 (byte 0x{raw[error.start]:02x})", Location(shown, line, column)
+            f"not valid UTF-8 (byte 0x{raw[error.start]:02x})",
+            Location(shown, line, column),
+            hint="save the file as UTF-8",
         ) from None
     if "\x00" in text:
         raise UserError("binary file (contains NUL bytes), expected YAML", Location(shown))
@@ -101,11 +118,16 @@ def load_file(path: Path) -> Document:
 
 def load_text(text: str, shown: str) -> Document:
     """Parse one YAML document into plain data and its source map."""
-    documents = list(load_all_text(text, shown))
+    # An empty document (a stray `---` at the end) holds nothing to choose between.
+    documents = [document for document in load_all_text(text, shown) if document.data is not None]
     if len(documents) > 1:
-        raise UserError("expected one YAML document, found several", Location(shown))
+        raise UserError(
+            "a second YAML document starts here; a config file holds one",
+            documents[1].source.nearest(()),
+            hint="put each cluster in its own file",
+        )
     if not documents:
-        return Document(None, SourceMap(shown))
+        return Document(None, SourceMap(shown, text=text))
     return documents[0]
 
 
@@ -114,7 +136,7 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
     yaml.allow_duplicate_keys = False
     try:
         for node in yaml.load_all(text):
-            source = SourceMap(shown)
+            source = SourceMap(shown, text=text)
             _check_expansion(node, shown)
             yield Document(_plain(node, (), source), source)
     except DuplicateKeyError as error:
@@ -128,7 +150,13 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         problem = error.problem or error.context or "invalid YAML"
-        raise UserError(f"invalid YAML: {problem}", _location(shown, mark)) from None
+        hint = None
+        if error.problem_mark and error.context and error.context_mark:
+            # The parser stops where it noticed the problem, often a line after the mistake
+            # (an unclosed bracket): say where the construct it was reading began.
+            start = error.context_mark
+            hint = f"{error.context} that starts at line {start.line + 1}, column {start.column + 1}"
+        raise UserError(f"invalid YAML: {problem}", _location(shown, mark), hint=hint) from None
     except YAMLError as error:
         raise UserError(f"invalid YAML: {error}", Location(shown)) from None
     except RecursionError:
@@ -145,6 +173,11 @@ def _check_expansion(root: Any, shown: str) -> None:
     """Refuse documents whose aliases expand past MAX_EXPANDED_NODES (a 'billion laughs')."""
     sizes: dict[int, int] = {}
 
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, CommentedMap):
+            return list(node.values())
+        return list(node) if isinstance(node, CommentedSeq) else []
+
     def size(node: Any) -> int:
         if not isinstance(node, (CommentedMap, CommentedSeq)):
             return 1
@@ -152,21 +185,33 @@ def _check_expansion(root: Any, shown: str) -> None:
         if known is not None:
             return known
         sizes[id(node)] = MAX_EXPANDED_NODES + 1  # a cycle counts as too big
-        children = node.values() if isinstance(node, CommentedMap) else node
         total = 1
-        for child in children:
+        for child in children(node):
             total += size(child)
             if total > MAX_EXPANDED_NODES:
                 break
         sizes[id(node)] = total
         return total
 
-    if size(root) > MAX_EXPANDED_NODES:
-        raise UserError(
-            f"document expands to more than {MAX_EXPANDED_NODES} values through aliases",
-            Location(shown, 1, 1),
-            hint="remove the recursive anchors (&) and aliases (*)",
+    if size(root) <= MAX_EXPANDED_NODES:
+        return
+    # Point at the innermost value that is too big by itself: the anchor that multiplies.
+    culprit, visited = root, {id(root)}
+    while True:
+        bigger = next(
+            (child for child in children(culprit)
+             if size(child) > MAX_EXPANDED_NODES and id(child) not in visited),
+            None,
         )
+        if bigger is None:
+            break
+        culprit = bigger
+        visited.add(id(bigger))
+    raise UserError(
+        f"aliases expand this value to more than {MAX_EXPANDED_NODES} values (an alias bomb)",
+        Location(shown, culprit.lc.line + 1, culprit.lc.col + 1),
+        hint="a config needs no aliases of aliases; write the values out",
+    )
 
 
 def _plain(node: Any, path: Path_, source: SourceMap) -> Any:

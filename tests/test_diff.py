@@ -95,7 +95,7 @@ def test_kubeadm_and_rke2_differ_in_their_node_files(cli):
     assert "- removed  file node/join-configuration.yaml" in lines
     assert "- removed  file node/99-nvidia.toml" in lines
     assert "+ added    file node/rke2-agent-config.yaml" in lines
-    assert "+  - nodetype=gpu:NoSchedule" in result.stdout.splitlines()
+    assert "+node-taint: []" in result.stdout.splitlines()
 
 
 def test_the_same_profile_twice_is_no_difference(cli):

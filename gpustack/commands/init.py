@@ -10,44 +10,22 @@ from gpustack.commands.common import handles_user_errors
 
 SCHEMA_URL = "https://gpustack.dev/schemas/gpustack.schema.json"
 
-TEMPLATE = """\
+HEADER = """\
 # yaml-language-server: $schema={schema}
-# gpustack cluster config: `gpustack render` turns it into manifests under out/{name}/.
+# gpustack cluster config. `gpustack render {path}` writes its manifests to out/{name}/.
 # Every field below is optional except apiVersion, kind, metadata.name and platform.profile;
 # left out, a field takes the profile's default (see `gpustack profiles show {profile}`).
-apiVersion: gpustack.dev/v1alpha1
-kind: GPUStack
-metadata:
-  name: {name}                  # DNS-1123 label; names the output folder
-platform:
-  profile: {profile}             # {profiles}
-  kubernetesVersion: "{kubernetes}"     # target for schema validation and API deprecations
-{openshift}namespace: {namespace}
-nodes:
-  selector: {{}}                 # labels GPU nodes carry, ANDed into every GPU workload's placement
-  taints:                       # taints GPU nodes carry; every GPU workload tolerates them
-{taints}devicePlugin:
-  enabled: {plugin}
-  migStrategy: none             # none | single | mixed
-  sharing:
-    strategy: none              # none | time-slicing | mps
-    replicas: 4                 # pods per GPU when sharing
-gfd:
-  enabled: {gfd}
-nfd:
-  mode: {nfd}                  # deploy | external (installed elsewhere) | disabled
-dcgmExporter:
-  enabled: true
-  monitor: auto                 # auto ({monitor} on this profile) | servicemonitor | podmonitoring | none
-  interval: 15s
-  monitorLabels: {{}}            # e.g. {{release: kube-prometheus-stack}} so Prometheus picks it up
-runtimeClass:
-  enabled: auto                 # auto: {runtime_class}
-  name: nvidia
-  handler: nvidia
-driver:
-  mode: auto                    # auto ({driver}) | {drivers}
 """
+# Comments start in this column, so that the values line up and read as a table.
+COMMENT_COLUMN = 32
+
+# What `runtimeClass.enabled: auto` does, per the profile's runtime fact.
+RUNTIME_CLASS_AUTO = {
+    "required": "on every GPU pod (containerd's default is runc)",
+    "optional": "on every GPU pod; false if nvidia is containerd's default",
+    "cdi-only": "off here (CRI-O needs it only with CDI)",
+    "none": "off here (the platform mounts the driver)",
+}
 
 
 @handles_user_errors
@@ -69,51 +47,84 @@ def command(
         raise UserError(
             f"{cluster!r} is not a valid DNS-1123 label; pass --name", field="metadata.name"
         )
-    text = starter(profile, cluster, profiles_dir)
+    text = starter(profile, cluster, profiles_dir, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     typer.echo(f"wrote {display_path(path)} (profile {profile}); next: gpustack render {path}", err=True)
 
 
-def starter(profile_name: str, cluster: str, profiles_dir: Path | None = None) -> str:
+def starter(
+    profile_name: str, cluster: str, profiles_dir: Path | None = None, path: str = "gpustack.yaml"
+) -> str:
+    """The starter config: the profile's defaults written out, each choice explained."""
     from gpustack import profiles
-    from gpustack.config import merge
+
     profile, layer = profiles.load(profile_name, profiles_dir)
     defaults = layer.data
     facts = profile.facts
-    taints = merge({}, defaults).get("nodes", {}).get("taints", [])
-    taint_lines = "".join(
-        f"  - {{key: {t['key']}, "
-        + (f"value: {t['value']}, " if t.get("value") is not None else "")
-        + f"effect: {t['effect']}}}\n"
-        for t in taints
-    ) or "  []\n"
     platform = defaults.get("platform", {})
-    openshift = (
-        f'  openshiftVersion: "{platform["openshiftVersion"]}"\n'
-        if platform.get("openshiftVersion") else ""
-    )
-    runtime = {
-        "required": "this profile needs the RuntimeClass on every GPU pod",
-        "optional": "created; GPU pods use it unless nvidia is containerd's default runtime",
-        "cdi-only": "not needed on this profile unless CDI is used",
-        "none": "not used on this profile (the platform mounts the driver)",
-    }[facts.runtime.runtimeClass]
-    text = TEMPLATE.format(
-        schema=SCHEMA_URL,
-        name=cluster,
-        profile=profile_name,
-        profiles=" | ".join(profiles.available(profiles_dir)),
-        kubernetes=platform.get("kubernetesVersion", "1.31"),
-        openshift=openshift,
-        namespace=defaults.get("namespace", "gpu-system"),
-        taints=taint_lines,
-        plugin=str(defaults.get("devicePlugin", {}).get("enabled", True)).lower(),
-        gfd=str(defaults.get("gfd", {}).get("enabled", True)).lower(),
-        nfd=defaults.get("nfd", {}).get("mode", "deploy"),
-        monitor=facts.monitoring,
-        runtime_class=runtime,
-        driver=facts.driver.default,
-        drivers=" | ".join(facts.driver.modes),
-    )
-    return text
+    gke_plugin = facts.devicePluginProvider == "gke"
+    taints = defaults.get("nodes", {}).get("taints", [])
+    lines: list[tuple[str, str]] = [
+        ("apiVersion: gpustack.dev/v1alpha1", ""),
+        ("kind: GPUStack", ""),
+        ("metadata:", ""),
+        (f"  name: {cluster}", "DNS-1123 label; names the output folder"),
+        ("platform:", ""),
+        (f"  profile: {profile_name}", " | ".join(profiles.available(profiles_dir))),
+        (f'  kubernetesVersion: "{platform.get("kubernetesVersion", "1.31")}"',
+         "target for schema validation and API deprecations"),
+    ]
+    if platform.get("openshiftVersion"):
+        lines.append((f'  openshiftVersion: "{platform["openshiftVersion"]}"', "OpenShift minor version"))
+    lines += [
+        (f"namespace: {defaults.get('namespace', 'gpu-system')}", "DNS-1123 label"),
+        ("nodes:", ""),
+        ("  selector: {}", "labels GPU nodes carry, ANDed into every GPU workload's placement"),
+        ("  taints:" if taints else "  taints: []",
+         "every GPU workload tolerates these; node/ applies them"),
+        *((f"  - {_flow(taint)}", "") for taint in taints),
+        ("devicePlugin:", ""),
+        (f"  enabled: {_bool(defaults.get('devicePlugin', {}).get('enabled', True))}",
+         "GKE runs its own device plugin on GPU nodes" if gke_plugin else "NVIDIA's device plugin"),
+        ("  migStrategy: none", "none | single | mixed"),
+        ("  sharing:", ""),
+        ("    strategy: none", "none | time-slicing | mps"),
+        ("    replicas: 4", "pods per GPU when sharing"),
+        ("gfd:", ""),
+        (f"  enabled: {_bool(defaults.get('gfd', {}).get('enabled', True))}",
+         "GPU Feature Discovery: nvidia.com/gpu.* node labels"),
+        ("nfd:", ""),
+        (f"  mode: {defaults.get('nfd', {}).get('mode', 'deploy')}",
+         "deploy | external (installed elsewhere) | disabled"),
+        ("dcgmExporter:", ""),
+        ("  enabled: true", "GPU metrics on port 9400"),
+        ("  monitor: auto", f"auto ({facts.monitoring} here) | servicemonitor | podmonitoring | none"),
+        ("  interval: 15s", "how often Prometheus scrapes the exporter"),
+        ("  monitorLabels: {}",
+         "labels Prometheus selects monitors by, e.g. {release: prometheus}"),
+        ("runtimeClass:", ""),
+        ("  enabled: auto", f"auto: {RUNTIME_CLASS_AUTO[facts.runtime.runtimeClass]}"),
+        ("  name: nvidia", ""),
+        ("  handler: nvidia", "the runtime name in the container runtime's config"),
+        ("driver:", ""),
+        ("  mode: auto", f"auto ({facts.driver.default}) | {' | '.join(facts.driver.modes)}"),
+    ]
+    header = HEADER.format(schema=SCHEMA_URL, path=path, name=cluster, profile=profile_name)
+    return header + "".join(_line(text, comment) for text, comment in lines)
+
+
+def _line(text: str, comment: str) -> str:
+    if not comment:
+        return text + "\n"
+    return f"{text.ljust(COMMENT_COLUMN - 1)} # {comment}\n"
+
+
+def _bool(value: object) -> str:
+    return "true" if value else "false"
+
+
+def _flow(taint: dict[str, object]) -> str:
+    """A taint as a one-line YAML mapping, in the order kubectl prints taints."""
+    fields = [f"{key}: {taint[key]}" for key in ("key", "value", "effect") if taint.get(key) is not None]
+    return "{" + ", ".join(fields) + "}"

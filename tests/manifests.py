@@ -1,0 +1,88 @@
+"""Reading rendered objects the way the cluster would: pod templates, placement, tolerations.
+
+Written over whatever objects a render produces, so that checks stay meaningful as components are
+added: "every GPU workload" is every workload that runs on GPU nodes, whichever component made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpustack.config import Stack
+
+WORKLOAD_KINDS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
+# Images of NVIDIA's GPU components: a workload running one needs a GPU node, however it is placed.
+NVIDIA_IMAGES = "nvcr.io/nvidia/"
+CONTROL_PLANE_TAINT = {
+    "key": "node-role.kubernetes.io/control-plane", "value": None, "effect": "NoSchedule"
+}
+
+
+def workloads(objects: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    return (obj for obj in objects if obj.get("kind") in WORKLOAD_KINDS)
+
+
+def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*spec.get("initContainers", []), *spec.get("containers", [])]
+
+
+def required_node_labels(spec: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Label key -> the requirements on it that every node the pod lands on must meet
+    (nodeSelector as `In [value]`; with several nodeSelectorTerms, those common to all)."""
+    requirements: dict[str, list[dict[str, Any]]] = {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        requirements.setdefault(key, []).append({"operator": "In", "values": [value]})
+    required = (
+        spec.get("affinity", {}).get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    terms = required.get("nodeSelectorTerms", [])
+    if terms:
+        keys = set.intersection(*({e["key"] for e in t.get("matchExpressions", [])} for t in terms))
+        for term in terms:
+            for expression in term.get("matchExpressions", []):
+                if expression["key"] in keys:
+                    requirements.setdefault(expression["key"], []).append(expression)
+    return requirements
+
+
+def runs_on_gpu_nodes_only(spec: dict[str, Any], stack: Stack) -> bool:
+    keys = {requirement.key for requirement in stack.facts.gpuNodeSelector}
+    return bool(keys & set(required_node_labels(spec)))
+
+
+def is_gpu_workload(workload: dict[str, Any], stack: Stack) -> bool:
+    spec = pod_spec(workload)
+    return runs_on_gpu_nodes_only(spec, stack) or any(
+        container["image"].startswith(NVIDIA_IMAGES) for container in containers(spec)
+    )
+
+
+def gpu_workloads(objects: list[dict[str, Any]], stack: Stack) -> list[dict[str, Any]]:
+    return [workload for workload in workloads(objects) if is_gpu_workload(workload, stack)]
+
+
+def configured_taints(stack: Stack) -> list[dict[str, Any]]:
+    taints = [taint.model_dump() for taint in stack.config.nodes.taints]
+    if stack.config.nodes.controlPlane:
+        taints.append(CONTROL_PLANE_TAINT)
+    return taints
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    """Kubernetes' rule (core/v1 Toleration.ToleratesTaint)."""
+    for toleration in tolerations:
+        key, operator = toleration.get("key", ""), toleration.get("operator", "Equal")
+        if toleration.get("effect") and toleration["effect"] != taint["effect"]:
+            continue
+        if key and key != taint["key"]:
+            continue
+        if operator == "Exists" or toleration.get("value", "") == (taint.get("value") or ""):
+            return True
+    return False

@@ -1,0 +1,112 @@
+"""The bad-input corpus: every mistake a user can make in a config gets one clear line on stderr.
+
+Each case is `tests/cases/bad/<case>.yaml` (the input) and `<case>.expected` (exactly what the user
+sees on stderr). The harness runs the real command from the repository root, so paths print as a
+user in a checkout would see them, and checks that nothing on disk changed: the output folder holds
+a previous render and a user's own files, and both must come through byte-identical.
+Inputs too large to commit are generated at run time (GENERATED).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from gpustack.yamlio import MAX_FILE_BYTES
+
+CASES = ROOT / "tests" / "cases" / "bad"
+PREVIOUS_RENDER = CASES / "support" / "previous-render.yaml"
+
+
+def _too_large(path: Path) -> None:
+    """A valid config padded with comments to one byte over the size limit."""
+    config = (ROOT / "examples" / "kubeadm.yaml").read_bytes()
+    padding = MAX_FILE_BYTES + 1 - len(config)
+    line = b"# padding\n"
+    path.write_bytes(config + line * (padding // len(line)) + b"#" * (padding % len(line)))
+    assert path.stat().st_size == MAX_FILE_BYTES + 1
+
+
+GENERATED: dict[str, Callable[[Path], None]] = {"too-large": _too_large}
+
+
+def case_names() -> list[str]:
+    return sorted(path.stem for path in CASES.glob("*.expected"))
+
+
+def run_gpustack(*args: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "gpustack", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every file (bytes) and folder (None) below `folder`."""
+    return {
+        str(path.relative_to(folder)): None if path.is_dir() else path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.fixture(scope="module")
+def previous_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An output folder as a user has it: an earlier render plus files of the user's own."""
+    out = tmp_path_factory.mktemp("previous") / "out"
+    result = run_gpustack("render", str(PREVIOUS_RENDER), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    (out / "lab" / "NOTES.md").write_text("My notes about this cluster.\n")
+    (out / "README.md").write_text("Rendered GPU stacks, one folder per cluster.\n")
+    return out
+
+
+@pytest.fixture(scope="module")
+def generated_inputs() -> Iterator[None]:
+    paths = [CASES / f"{name}.yaml" for name in GENERATED]
+    for path in paths:
+        GENERATED[path.stem](path)
+    yield
+    for path in paths:
+        path.unlink()
+
+
+def test_every_case_has_an_input_and_an_expected_message() -> None:
+    committed = {path.stem for path in CASES.glob("*.yaml")} - set(GENERATED)
+    assert set(case_names()) == committed | set(GENERATED)
+
+
+@pytest.mark.parametrize("case", case_names())
+def test_bad_input(
+    case: str, previous_output: Path, generated_inputs: None, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(previous_output, out)
+    before = snapshot(out)
+    expected = (CASES / f"{case}.expected").read_text(encoding="utf-8")
+
+    result = run_gpustack("render", f"tests/cases/bad/{case}.yaml", "-o", str(out))
+
+    assert "Traceback" not in result.stderr
+    assert result.stderr == expected
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert snapshot(out) == before, "a failed render changed the output folder"
+
+
+def test_expected_messages_are_one_line_naming_the_file() -> None:
+    for case in case_names():
+        message = (CASES / f"{case}.expected").read_text(encoding="utf-8")
+        assert message.endswith("\n") and message.count("\n") == 1, case
+        assert message.startswith("error: tests/cases/bad/"), case

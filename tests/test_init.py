@@ -1,0 +1,135 @@
+"""`gpustack init`: a starter config per profile that renders as written and tells the truth."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from gpustack import render
+from gpustack.config import Stack, load_stack
+from gpustack.profiles import BUILTIN, available
+from manifests import gpu_workloads, pod_spec, workloads
+
+KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+
+
+def commented_fields(text: str) -> dict[str, tuple[str, str]]:
+    """`section.field` -> (value, comment) for each line of a block-style config with a comment."""
+    fields: dict[str, tuple[str, str]] = {}
+    parents: list[str] = []
+    for line in text.splitlines():
+        match = re.match(r"^( *)([A-Za-z]+):([^#]*?)\s*(?:# (.*))?$", line)
+        if not match:
+            continue
+        indent, key, value, note = match.groups()
+        parents = parents[: len(indent) // 2] + [key]
+        if note:
+            fields[".".join(parents)] = (value.strip(), note)
+    return fields
+
+
+@pytest.fixture(params=BUILTIN)
+def starter(request: pytest.FixtureRequest, cli, tmp_path: Path) -> tuple[str, Path, Stack]:
+    profile = request.param
+    path = tmp_path / "clusters" / f"{profile}-lab.yaml"
+    result = cli("init", "--profile", profile, path)
+    assert result.exit_code == 0, result.output
+    return profile, path, load_stack(path)
+
+
+def test_starter_has_the_schema_modeline_and_renders(starter, cli, tmp_path: Path) -> None:
+    profile, path, stack = starter
+    text = path.read_text()
+    first = text.splitlines()[0]
+    schema = json.loads((ROOT / "schemas" / "gpustack.schema.json").read_text())
+    assert first == f"# yaml-language-server: $schema={schema['$id']}"
+    assert stack.profile.metadata.name == profile
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    # "names the output folder"
+    assert (tmp_path / "out" / f"{profile}-lab" / "kustomization.yaml").is_file()
+
+
+def test_starter_spells_out_exactly_the_profile_defaults(starter, tmp_path: Path) -> None:
+    """'Every field below is optional except ...; left out, a field takes the profile's
+    default': the same four fields alone must render the very same files."""
+    profile, path, stack = starter
+    assert "optional except apiVersion, kind, metadata.name and platform.profile" in path.read_text()
+    minimal = tmp_path / "minimal.yaml"
+    minimal.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        f"metadata: {{name: {stack.name}}}\nplatform: {{profile: {profile}}}\n"
+    )
+    assert render.files(render.render(load_stack(minimal))) == render.files(render.render(stack))
+
+
+def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
+    profile, path, stack = starter
+    text = path.read_text()
+    facts = stack.profile.facts
+    objects = render.render(stack).objects
+    pod_specs = [pod_spec(workload) for workload in workloads(objects)]
+    gpu_pod_specs = [pod_spec(workload) for workload in gpu_workloads(objects, stack)]
+
+    fields = commented_fields(text)
+    assert f"gpustack profiles show {profile}" in text
+    assert cli("profiles", "show", profile).exit_code == 0
+    assert fields["platform.profile"][1].split(" | ") == available()
+
+    assert fields["dcgmExporter.monitor"][1].startswith(f"auto ({stack.monitor} here)")
+    assert fields["driver.mode"][1].split(" | ") == [f"auto ({stack.driver_mode})", *facts.driver.modes]
+
+    runtime = fields["runtimeClass.enabled"][1]
+    runtime_classes = [obj for obj in objects if obj["kind"] == "RuntimeClass"]
+    if runtime.startswith("auto: on every GPU pod"):
+        assert stack.runtime_class_enabled and runtime_classes
+        assert gpu_pod_specs
+        assert all(spec.get("runtimeClassName") == "nvidia" for spec in gpu_pod_specs)
+    else:
+        assert runtime.startswith("auto: off here")
+        assert not runtime_classes
+        assert not any("runtimeClassName" in spec for spec in pod_specs)
+
+    enabled, note = fields["devicePlugin.enabled"]
+    mounts_plugin_dir = any(
+        volume.get("hostPath", {}).get("path") == KUBELET_DEVICE_PLUGINS
+        for spec in pod_specs for volume in spec.get("volumes", [])
+    )
+    if note.startswith("GKE runs its own device plugin"):
+        assert facts.devicePluginProvider == "gke"
+        assert enabled == "false" and not mounts_plugin_dir
+    else:
+        assert facts.devicePluginProvider == "nvidia"
+        assert enabled == "true" and mounts_plugin_dir
+
+
+def test_starter_metrics_comment_is_true(starter) -> None:
+    _, path, stack = starter
+    assert commented_fields(path.read_text())["dcgmExporter.enabled"] == (
+        "true", "GPU metrics on port 9400"
+    )
+    ports = {
+        port["containerPort"]
+        for workload in gpu_workloads(render.render(stack).objects, stack)
+        for container in pod_spec(workload)["containers"]
+        for port in container.get("ports", [])
+    }
+    assert 9400 in ports
+
+
+def test_init_never_overwrites_without_force(cli, tmp_path: Path) -> None:
+    path = tmp_path / "gpustack.yaml"
+    path.write_text("# my own config\n")
+
+    refused = cli("init", "--profile", "rke2", path)
+    assert refused.exit_code == 2
+    assert "already exists (use --force to overwrite)" in refused.output
+    assert path.read_text() == "# my own config\n"
+
+    forced = cli("init", "--profile", "rke2", "--force", path)
+    assert forced.exit_code == 0, forced.output
+    assert load_stack(path).profile.metadata.name == "rke2"
