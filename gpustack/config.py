@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.model import GPUStack, ConflictError, Profile
-from gpustack.yamlio import SourceMap, load_file
+from gpustack.yamlio import Document, SourceMap, load_file
 
 _MAX_EXTENDS_DEPTH = 16
 
@@ -126,6 +127,25 @@ def merge_layers(layers: list[Layer]) -> dict[str, Any]:
     return merged
 
 
+def read_document(path: Path) -> Document:
+    """A config file, parsed once per process however many configs of a fleet extend it.
+
+    Callers treat the result as read-only (merge() copies what it changes).
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return load_file(path)  # reports the problem exactly as an uncached read does
+    return _read_unchanged(path.resolve(), stat.st_mtime_ns, stat.st_size, Path.cwd())
+
+
+@lru_cache(maxsize=4096)
+def _read_unchanged(path: Path, mtime_ns: int, size: int, cwd: Path) -> Document:
+    # mtime and size in the key: an edited file is read again; cwd: positions name the file as
+    # the user would type it from there.
+    return load_file(path)
+
+
 def _config_layers(path: Path) -> list[Layer]:
     """The chain of files `path` extends, base first."""
     chain: list[Layer] = []
@@ -141,7 +161,7 @@ def _config_layers(path: Path) -> list[Layer]:
             raise UserError("extends chain is too long", referenced_at, field="extends")
         seen.append(resolved)
         try:
-            document = load_file(current)
+            document = read_document(current)
         except UserError as error:
             if referenced_at and error.message == "file not found":
                 raise UserError(

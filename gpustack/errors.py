@@ -37,6 +37,10 @@ class UserError(Exception):
         self.field = field
         self.hint = hint
 
+    def __reduce__(self) -> tuple[type[UserError], tuple[object, ...]]:
+        # Keeps location, field and hint when a fleet's worker process reports the error.
+        return (UserError, (self.message, self.location, self.field, self.hint))
+
     def __str__(self) -> str:
         parts = []
         if self.location:

@@ -1,4 +1,4 @@
-"""`gpustack render`: config(s) -> `out/<name>/` (or one YAML stream with --stdout)."""
+"""`gpustack render`: config(s) or fleet folder(s) -> `out/<name>/` (or one YAML stream with --stdout)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import typer
 
 from gpustack.commands.common import handles_user_errors, warning
 
-DEFAULT_CONFIG = Path("gpustack.yaml")
-
 
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
         None, metavar="[CONFIG|DIR]...",
-        help="Cluster configs (default ./gpustack.yaml, else the embedded kubeadm example).",
+        help="Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded "
+        "kubeadm example).",
     ),
     out: Path = typer.Option(Path("out"), "-o", "--out", help="Folder that gets <name>/ per cluster."),
     profile: str | None = typer.Option(None, "--profile", help="Override platform.profile."),
@@ -23,15 +22,16 @@ def command(
         None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
     ),
     stdout: bool = typer.Option(False, "--stdout", help="Print one YAML stream, write nothing."),
+    jobs: int | None = typer.Option(
+        None, "-j", "--jobs", min=1,
+        help="Worker processes for a fleet (default: one per CPU for large fleets).",
+    ),
 ) -> None:
     """Render the GPU stack manifests for each cluster config."""
-    from gpustack import output, render
-    from gpustack.config import load_stack
+    from gpustack import fleet, output, render
+    from gpustack.gitops import FLEET_DIR
 
-    paths: list[Path | None] = list(configs) if configs else [
-        DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
-    ]
-    renderings = [render.render(load_stack(path, profile, profiles_dir)) for path in paths]
+    renderings = fleet.render_all(fleet.discover(configs or []), profile, profiles_dir, jobs)
     for rendering in renderings:
         for message in rendering.warnings:
             warning(f"{rendering.name}: {message}")
@@ -39,6 +39,9 @@ def command(
         typer.echo(render.stream(renderings), nl=False)
         return
     planned = [(out / rendering.name, render.files(rendering)) for rendering in renderings]
+    application_set = fleet.application_set(renderings)
+    if application_set is not None:
+        planned.append((out / FLEET_DIR, render.fleet_files(application_set)))
     for target, files in planned:
         output.plan(target, files)  # refuse before anything is written
     for target, files in planned:

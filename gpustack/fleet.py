@@ -1,0 +1,169 @@
+"""Fleets: many cluster configs, usually one folder sharing defaults through `extends:`.
+
+    discover(paths) -> the configs to render (files as given; in folders, every GPUStack config
+                       that no other config there extends)
+    load_all(paths, profile, profiles_dir) -> one Stack per config, names checked unique
+    render_all(configs, profile, profiles_dir, jobs) -> one Rendering per config, in order
+
+A base is a config another config in the folder extends: it holds shared defaults and is not a
+cluster itself. Everything is loaded and checked before a caller writes anything. Large fleets
+render in worker processes; results come back in input order, so the output is the same bytes as
+a serial run, and so is the first error reported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from gpustack.config import Stack, load_stack, read_document
+from gpustack.errors import Location, UserError, display_path
+from gpustack.render import Rendering, render
+
+DEFAULT_CONFIG = Path("gpustack.yaml")
+CONFIG_SUFFIXES = (".yaml", ".yml")
+# Below this many configs, starting worker processes costs more than it saves.
+PARALLEL_FROM = 48
+
+
+def discover(paths: Sequence[Path]) -> list[Path | None]:
+    """The cluster configs that `paths` name, each once, in a stable order.
+
+    No paths: `./gpustack.yaml` if present, else None (the embedded example). A folder is searched
+    recursively (skipping folders whose name starts with '.' or '_') for YAML files with
+    `kind: GPUStack`; bases are left out, and every config's `extends:` chain is checked here, so a
+    missing or cyclic base is reported before anything is rendered.
+    """
+    if not paths:
+        return [DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None]
+    found: dict[Path, Path] = {}
+    for path in paths:
+        chosen = _folder_configs(path) if path.is_dir() else [path]
+        for config in chosen:
+            found.setdefault(config.resolve(), config)
+    return list(found.values())
+
+
+def _folder_configs(folder: Path) -> list[Path]:
+    from gpustack.config import _config_layers
+
+    configs = [path for path in _yaml_files(folder) if _is_config(path)]
+    if not configs:
+        raise UserError(
+            "no GPUStack configs in this folder",
+            Location(display_path(folder)),
+            hint="a config is a YAML file with 'kind: GPUStack'; `gpustack init` writes one",
+        )
+    bases: set[Path] = set()
+    for config in configs:
+        chain = _config_layers(config)  # raises on a missing or cyclic base
+        bases.update(Path(layer.source.file).resolve() for layer in chain[:-1])
+    return [config for config in configs if config.resolve() not in bases]
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    result = []
+    for directory, subdirectories, names in os.walk(folder):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith((".", "_")))
+        result.extend(Path(directory, name) for name in names if name.endswith(CONFIG_SUFFIXES))
+    return sorted(result)
+
+
+def _is_config(path: Path) -> bool:
+    try:
+        data = read_document(path).data
+    except UserError:
+        # Other YAML in the folder (manifests, multi-document streams) is not ours to judge, but
+        # a config that does not parse must be reported, not skipped.
+        if b"GPUStack" in path.read_bytes()[:65536]:
+            raise
+        return False
+    return isinstance(data, dict) and data.get("kind") == "GPUStack"
+
+
+def load_all(
+    paths: Sequence[Path], profile: str | None = None, profiles_dir: Path | None = None
+) -> list[Stack]:
+    """Every config `paths` name (see discover), loaded and validated; cluster names unique."""
+    stacks = [load_stack(path, profile, profiles_dir) for path in discover(paths)]
+    check_unique_names([(stack.name, stack.source) for stack in stacks])
+    return stacks
+
+
+def render_all(
+    configs: Sequence[Path | None],
+    profile: str | None = None,
+    profiles_dir: Path | None = None,
+    jobs: int | None = None,
+) -> list[Rendering]:
+    """Load and render every config; `jobs` worker processes (default: one per CPU for large
+    fleets, none for small ones)."""
+    workers = _workers(len(configs), jobs)
+    if workers <= 1:
+        renderings = [render(load_stack(path, profile, profiles_dir)) for path in configs]
+    else:
+        size = max(1, -(-len(configs) // (workers * 4)))  # a few chunks per worker balance load
+        chunks = [list(configs[start : start + size]) for start in range(0, len(configs), size)]
+        with ProcessPoolExecutor(workers) as pool:
+            results = pool.map(_render_chunk, [(chunk, profile, profiles_dir) for chunk in chunks])
+            renderings = [rendering for chunk in results for rendering in chunk]
+    check_unique_names([(rendering.name, rendering.source) for rendering in renderings])
+    application_set(renderings)
+    return renderings
+
+
+def _workers(count: int, jobs: int | None) -> int:
+    if jobs is not None:
+        return max(1, min(jobs, count))
+    if count < PARALLEL_FROM:
+        return 1
+    return min(len(os.sched_getaffinity(0)), count // (PARALLEL_FROM // 2))
+
+
+def _render_chunk(arguments: tuple[list[Path | None], str | None, Path | None]) -> list[Rendering]:
+    configs, profile, profiles_dir = arguments
+    return [render(load_stack(path, profile, profiles_dir)) for path in configs]
+
+
+def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:
+    """Refuse two configs (name, config file) that would render into the same folder."""
+    first: dict[str, str] = {}
+    for name, source in clusters:
+        if name in first:
+            raise UserError(
+                f"cluster name {name!r} is used by both {first[name]} and {source}",
+                _location(source, ("metadata", "name")),
+                field="metadata.name",
+                hint="each cluster needs its own metadata.name (it names the output folder)",
+            )
+        first[name] = source
+
+
+def application_set(renderings: Sequence[Rendering]) -> dict[str, Any] | None:
+    """The fleet's one ApplicationSet, or None; refuses a fleet whose configs disagree on it (the
+    Git directory generator makes an Application of every rendered folder, so it is all or none).
+    """
+    wanted = [rendering for rendering in renderings if rendering.application_set is not None]
+    if not wanted:
+        return None
+    reference = wanted[0]
+    for rendering in renderings:
+        if rendering.application_set != reference.application_set:
+            raise UserError(
+                f"{reference.source} and {rendering.source} need the same gitops.argocd "
+                "settings: their clusters share one ApplicationSet",
+                _location(rendering.source, ("gitops", "argocd")),
+                field="gitops.argocd",
+                hint="move the gitops section into the base config both extend",
+            )
+    return reference.application_set
+
+
+def _location(source: str, path: tuple[str, ...]) -> Location | None:
+    try:
+        return read_document(Path(source)).source.nearest(path)
+    except UserError:
+        return Location(source)
