@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from gpustack import __version__
-from gpustack.commands import init, profiles, render, schema
+from gpustack.commands import gitops, init, profiles, render, schema
 
 app = typer.Typer(
     name="gpustack",
@@ -43,6 +43,7 @@ app.command("render")(render.command)
 app.command("init")(init.command)
 app.add_typer(profiles.app, name="profiles")
 app.command("schema")(schema.command)
+app.add_typer(gitops.app, name="gitops")
 
 
 def main() -> None:

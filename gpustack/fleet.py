@@ -137,7 +137,7 @@ def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:
                 f"cluster name {name!r} is used by both {first[name]} and {source}",
                 _location(source, ("metadata", "name")),
                 field="metadata.name",
-                hint="each cluster needs its own metadata.name (it names the output folder)",
+                hint="each cluster needs its own metadata.name, which names its output folder",
             )
         first[name] = source
 
