@@ -324,6 +324,7 @@ _PATTERNS = {
     r"^1\.[0-9]{2}$": "is not a Kubernetes minor version such as '1.31' (quote it in YAML)",
     r"^4\.[0-9]{1,2}$": "is not an OpenShift minor version such as '4.16' (quote it in YAML)",
     r"^v[0-9]+\.[0-9]+\.[0-9]+$": "is not a release tag such as 'v0.20.0'",
+    r"\{name\}": "must contain {name} (the cluster's metadata.name), e.g. 'out/{name}'",
 }
 
 

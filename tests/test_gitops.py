@@ -287,3 +287,59 @@ def test_every_example_builds_with_kustomize_for_every_tool(cli, tmp_path, examp
             assert schema_errors(obj) == []
     else:
         assert not (folder / "gitops").exists()
+
+
+def _objects_of_every_phase() -> list[dict]:
+    def obj(api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+        return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+
+    return [
+        obj("monitoring.coreos.com/v1", "ServiceMonitor", "dcgm-exporter", "gpu"),
+        obj("apps/v1", "DaemonSet", "plugin", "gpu")
+        | {"spec": {"template": {"spec": {"containers": []}}}},
+        obj("v1", "ServiceAccount", "plugin", "gpu"),
+        obj("node.k8s.io/v1", "RuntimeClass", "nvidia") | {"handler": "nvidia"},
+        obj("v1", "Namespace", "gpu"),
+        obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "nodefeaturerules.nfd.k8s-sigs.io"),
+    ]
+
+
+def test_sync_waves_put_crds_and_namespaces_first_and_monitors_last():
+    from gpustack.decorate import decorate
+
+    objects = decorate(_objects_of_every_phase(), sync_waves=True)
+    annotations = {o["kind"]: o["metadata"]["annotations"] for o in objects}
+    waves = {kind: int(a["argocd.argoproj.io/sync-wave"]) for kind, a in annotations.items()}
+    assert waves == {
+        "CustomResourceDefinition": -2,
+        "Namespace": -1,
+        "RuntimeClass": -1,
+        "ServiceAccount": 0,
+        "DaemonSet": 0,
+        "ServiceMonitor": 1,
+    }
+    assert [waves[o["kind"]] for o in objects] == sorted(waves.values())  # apply order agrees
+    assert annotations["CustomResourceDefinition"]["argocd.argoproj.io/sync-options"] == "ServerSideApply=true"
+    assert (
+        annotations["ServiceMonitor"]["argocd.argoproj.io/sync-options"]
+        == "SkipDryRunOnMissingResource=true"
+    )
+    assert "argocd.argoproj.io/sync-options" not in annotations["DaemonSet"]
+    assert all("annotations" not in o["metadata"] for o in decorate(_objects_of_every_phase()))
+
+
+def test_flux_layers_build_with_kustomize_including_crds_and_monitors(tmp_path):
+    from gpustack.decorate import decorate
+    from gpustack.render import Rendering, files
+
+    rendering = Rendering("lab", decorate(_objects_of_every_phase()), layered=True)
+    for relative, content in files(rendering).items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(content)
+    kinds = {layer: [o["kind"] for o in kustomize(tmp_path / layer)]
+             for layer in ("foundation", "workloads", "monitors")}
+    assert sorted(kinds["foundation"]) == ["CustomResourceDefinition", "Namespace", "RuntimeClass"]
+    assert sorted(kinds["workloads"]) == ["DaemonSet", "ServiceAccount"]
+    assert kinds["monitors"] == ["ServiceMonitor"]
+    assert by_identity(kustomize(tmp_path)) == by_identity(rendering.objects)
