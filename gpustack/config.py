@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.model import GPUStack, ConflictError, Profile
-from gpustack.yamlio import Document, SourceMap, load_file
+from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
 _MAX_EXTENDS_DEPTH = 16
 
@@ -106,8 +106,10 @@ def load_stack(
             field="platform.profile",
             hint=f"one of: {', '.join(profile_store.available(profiles_dir))}",
         )
+    # Where the profile was named is looked up only when it is unknown (positions cost a parse).
+    known = profile_store.exists(name, profiles_dir)
     profile, profile_layer = profile_store.load(
-        name, profiles_dir, _locate(layers, ("platform", "profile"))
+        name, profiles_dir, None if known else _locate(layers, ("platform", "profile"))
     )
     if profile_name:
         combined = merge(combined, {"platform": {"profile": profile_name}})
@@ -143,7 +145,7 @@ def read_document(path: Path) -> Document:
 def _read_unchanged(path: Path, mtime_ns: int, size: int, cwd: Path) -> Document:
     # mtime and size in the key: an edited file is read again; cwd: positions name the file as
     # the user would type it from there.
-    return load_file(path)
+    return load_file_fast(path)
 
 
 def _config_layers(path: Path) -> list[Layer]:
@@ -151,21 +153,27 @@ def _config_layers(path: Path) -> list[Layer]:
     chain: list[Layer] = []
     seen: list[Path] = []
     current: Path | None = path
-    referenced_at: Location | None = None
+    referencing: Document | None = None  # the file whose `extends:` named `current`
     while current is not None:
         resolved = current.resolve()
         if resolved in seen:
             cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
-            raise UserError(f"extends forms a cycle: {cycle}", referenced_at, field="extends")
+            raise UserError(
+                f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
+            )
         if len(seen) >= _MAX_EXTENDS_DEPTH:
-            raise UserError("extends chain is too long", referenced_at, field="extends")
+            raise UserError(
+                "extends chain is too long", _extends_at(referencing), field="extends"
+            )
         seen.append(resolved)
         try:
             document = read_document(current)
         except UserError as error:
-            if referenced_at and error.message == "file not found":
+            if referencing and error.message == "file not found":
                 raise UserError(
-                    f"base config {display_path(current)} not found", referenced_at, field="extends"
+                    f"base config {display_path(current)} not found",
+                    _extends_at(referencing),
+                    field="extends",
                 ) from None
             raise
         if not isinstance(document.data, dict):
@@ -183,10 +191,15 @@ def _config_layers(path: Path) -> list[Layer]:
                 "must be a path to a base config", document.source.value(("extends",)), "extends"
             )
         else:
-            referenced_at = document.source.value(("extends",))
+            referencing = document
             current = current.parent / extends
     chain.reverse()
     return chain
+
+
+def _extends_at(document: Document | None) -> Location | None:
+    # Positions are looked up only for an error: the fast reader finds them on demand.
+    return document.source.value(("extends",)) if document else None
 
 
 def _locate(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location | None:

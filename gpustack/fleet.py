@@ -4,6 +4,7 @@
                        that no other config there extends)
     load_all(paths, profile, profiles_dir) -> one Stack per config, names checked unique
     render_all(configs, profile, profiles_dir, jobs) -> one Rendering per config, in order
+    validate_all(renderings, jobs) -> schema findings per rendering, each distinct object checked once
 
 A base is a config another config in the folder extends: it holds shared defaults and is not a
 cluster itself. Everything is loaded and checked before a caller writes anything. Large fleets
@@ -13,6 +14,7 @@ a serial run, and so is the first error reported.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -21,6 +23,7 @@ from typing import Any
 
 from gpustack.config import Stack, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
+from gpustack.findings import Finding
 from gpustack.render import Rendering, render
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
@@ -126,6 +129,40 @@ def _workers(count: int, jobs: int | None) -> int:
 def _render_chunk(arguments: tuple[list[Path | None], str | None, Path | None]) -> list[Rendering]:
     configs, profile, profiles_dir = arguments
     return [render(load_stack(path, profile, profiles_dir)) for path in configs]
+
+
+def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
+    """Schema findings for each rendering's objects.
+
+    Clusters of a fleet share most objects byte for byte (same profile, same settings), so each
+    distinct object is validated once per Kubernetes version and its findings shared.
+    """
+    keys: list[list[tuple[str, str]]] = []
+    unique: dict[tuple[str, str], dict[str, Any]] = {}
+    for rendering in renderings:
+        rendering_keys = []
+        for obj in rendering.objects:
+            key = (rendering.kubernetes_version, json.dumps(obj, sort_keys=True))
+            unique.setdefault(key, obj)
+            rendering_keys.append(key)
+        keys.append(rendering_keys)
+    items = [(version, obj) for (version, _), obj in unique.items()]
+    workers = _workers(len(items), jobs)
+    if workers <= 1:
+        results = _validate_chunk(items)
+    else:
+        size = -(-len(items) // (workers * 4))
+        chunks = [items[start : start + size] for start in range(0, len(items), size)]
+        with ProcessPoolExecutor(workers) as pool:
+            results = [found for chunk in pool.map(_validate_chunk, chunks) for found in chunk]
+    findings = dict(zip(unique, results))
+    return [[finding for key in rendering_keys for finding in findings[key]] for rendering_keys in keys]
+
+
+def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:
+    from gpustack.validation import validate_objects
+
+    return [validate_objects([obj], version) for version, obj in items]
 
 
 def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:

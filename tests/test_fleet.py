@@ -171,3 +171,51 @@ def test_load_all_gives_other_commands_the_same_fleet(tmp_path, monkeypatch):
     assert [stack.name for stack in stacks] == ["a", "b"]
     assert [stack.profile.metadata.name for stack in stacks] == ["rke2", "rke2"]
     assert fleet.discover([Path("clusters")]) == [Path("clusters/a.yaml"), Path("clusters/b.yaml")]
+
+
+SCALARS = [
+    "15s", "1.31", "'1.31'", "yes", "on", "off", "012", "0x1F", "0o17", "1_000", "2024-01-01",
+    "1e3", ".inf", "~", "", "null", "True", "-3", "+3", "1:30", "3.", "=", "'='", "v0.20.0",
+    "out/{name}", "[1, x, 'y']", "{b: c}", "|\n  x\n  y", '"quoted: yes"', "0", "-0.5",
+]
+
+
+@pytest.mark.parametrize("scalar", SCALARS)
+def test_fast_reader_reads_what_the_full_parser_reads(tmp_path, scalar):
+    from gpustack.yamlio import load_file, load_file_fast
+
+    path = tmp_path / "config.yaml"
+    path.write_text(f"kind: GPUStack\nmetadata:\n  name: a\nvalue: {scalar}\nlist:\n- {scalar}\n")
+    fast, full = load_file_fast(path), load_file(path)
+    assert repr(fast.data) == repr(full.data)  # same values and the same types
+    assert fast.source.values == full.source.values
+    assert fast.source.keys == full.source.keys
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("a: 1\na: 2\n", "2:1: duplicate key 'a'"),
+        ("a: &x [1]\nb: *x\nb: 2\n", "duplicate key 'b'"),
+        ("a: 1\n---\nb: 2\n", "expected one YAML document"),
+        ("a: [1\n", "invalid YAML"),
+    ],
+)
+def test_fast_reader_leaves_every_problem_to_the_full_parser(tmp_path, text, message):
+    from gpustack.errors import UserError
+    from gpustack.yamlio import load_file_fast
+
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        load_file_fast(path)
+
+
+def test_fast_reader_agrees_on_every_shipped_config_and_profile():
+    from conftest import ROOT
+    from gpustack.yamlio import load_file, load_file_fast
+
+    files = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "profiles").glob("*.yaml"))
+    assert files
+    for path in files:
+        assert repr(load_file_fast(path).data) == repr(load_file(path).data), path
