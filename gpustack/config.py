@@ -6,6 +6,7 @@ This is the only module that reads config files; everything after it works on pl
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -138,14 +139,14 @@ def read_document(path: Path) -> Document:
         stat = path.stat()
     except OSError:
         return load_file(path)  # reports the problem exactly as an uncached read does
-    return _read_unchanged(path.resolve(), stat.st_mtime_ns, stat.st_size, Path.cwd())
+    return _read_unchanged(os.path.abspath(path), stat.st_mtime_ns, stat.st_size, os.getcwd())
 
 
-@lru_cache(maxsize=4096)
-def _read_unchanged(path: Path, mtime_ns: int, size: int, cwd: Path) -> Document:
+@lru_cache(maxsize=None)  # a bounded cache would evict a large fleet's files before rendering
+def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> Document:
     # mtime and size in the key: an edited file is read again; cwd: positions name the file as
     # the user would type it from there.
-    return load_file_fast(path)
+    return load_file_fast(Path(path))
 
 
 def _config_layers(path: Path) -> list[Layer]:

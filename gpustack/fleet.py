@@ -7,9 +7,14 @@
     validate_all(renderings, jobs) -> schema findings per rendering, each distinct object checked once
 
 A base is a config another config in the folder extends: it holds shared defaults and is not a
-cluster itself. Everything is loaded and checked before a caller writes anything. Large fleets
-render in worker processes; results come back in input order, so the output is the same bytes as
-a serial run, and so is the first error reported.
+cluster itself. Everything is loaded and checked before a caller writes anything.
+
+Work is shared rather than repeated: a base and a profile are read once for the whole fleet, an
+object many clusters have in common is emitted once (render.py) and validated once (validate_all).
+Worker processes pay off where much work comes back as little data: validating distinct objects
+does by default; rendering does only when asked (`jobs`), since sending a cluster's objects back
+from a worker costs about as much as rendering them. Results come back in input order, so the
+output is the same bytes as a serial run, and so is the first error reported.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from gpustack.render import Rendering, render
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
 CONFIG_SUFFIXES = (".yaml", ".yml")
-# Below this many configs, starting worker processes costs more than it saves.
+# Below this many distinct objects to validate, starting workers costs more than it saves.
 PARALLEL_FROM = 48
 
 
@@ -102,9 +107,8 @@ def render_all(
     profiles_dir: Path | None = None,
     jobs: int | None = None,
 ) -> list[Rendering]:
-    """Load and render every config; `jobs` worker processes (default: one per CPU for large
-    fleets, none for small ones)."""
-    workers = _workers(len(configs), jobs)
+    """Load and render every config, in `jobs` worker processes (default: in this process)."""
+    workers = max(1, min(jobs or 1, len(configs)))
     if workers <= 1:
         renderings = [render(load_stack(path, profile, profiles_dir)) for path in configs]
     else:
@@ -119,6 +123,7 @@ def render_all(
 
 
 def _workers(count: int, jobs: int | None) -> int:
+    """`jobs`, or by default one worker per CPU once there is enough work to share."""
     if jobs is not None:
         return max(1, min(jobs, count))
     if count < PARALLEL_FROM:

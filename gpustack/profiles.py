@@ -16,6 +16,7 @@ from gpustack.yamlio import load_file
 BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
 
 
+@lru_cache(maxsize=8)
 def data_dir(name: str) -> Path:
     """A data folder shipped with gpustack: `profiles`, `schemas` or `examples`."""
     packaged = Path(__file__).parent / "_data" / name

@@ -5,7 +5,9 @@ Pure: nothing here reads or writes the disk. `gpustack.output` writes what `file
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from gpustack import emit, gitops
@@ -93,12 +95,19 @@ def _folder(objects: list[dict[str, Any]], layered: bool = False) -> dict[str, b
             name = f"{layer(obj)}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
-        result[name] = (HEADER + emit.dump(obj)).encode()
+        result[name] = _emitted(json.dumps(obj))
         resources.append(name)
     result[KUSTOMIZATION] = _kustomization(resources)
     for folder, names in layers.items():
         result[f"{folder}/{KUSTOMIZATION}"] = _kustomization(names)
     return result
+
+
+@lru_cache(maxsize=8192)
+def _emitted(content: str) -> bytes:
+    # Clusters of a fleet share most objects byte for byte: each distinct one is emitted once.
+    # The key is the object as JSON in its own key order, which the YAML keeps.
+    return (HEADER + emit.dump(json.loads(content))).encode()
 
 
 def _kustomization(resources: list[str]) -> bytes:
@@ -107,7 +116,7 @@ def _kustomization(resources: list[str]) -> bytes:
         "kind": "Kustomization",
         "resources": resources,
     }
-    return (HEADER + emit.dump(kustomization)).encode()
+    return _emitted(json.dumps(kustomization))
 
 
 def stream(renderings: list[Rendering]) -> str:

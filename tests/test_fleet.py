@@ -139,7 +139,7 @@ def test_parallel_rendering_is_byte_identical_to_serial(cli, tmp_path):
     fleet = _big_fleet(tmp_path / "clusters", 60)
     serial = cli("render", fleet, "-o", tmp_path / "serial", "--jobs", "1")
     parallel = cli("render", fleet, "-o", tmp_path / "parallel", "--jobs", "2")
-    default = cli("render", fleet, "-o", tmp_path / "default")  # 60 configs: parallel by default
+    default = cli("render", fleet, "-o", tmp_path / "default")
     assert serial.exit_code == parallel.exit_code == default.exit_code == 0, parallel.output
     expected = tree(tmp_path / "serial")
     assert len([p for p in (tmp_path / "serial").iterdir()]) == 60

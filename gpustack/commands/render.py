@@ -24,7 +24,7 @@ def command(
     stdout: bool = typer.Option(False, "--stdout", help="Print one YAML stream, write nothing."),
     jobs: int | None = typer.Option(
         None, "-j", "--jobs", min=1,
-        help="Worker processes for a fleet (default: one per CPU for large fleets).",
+        help="Worker processes that render a large fleet (default: none, render here).",
     ),
 ) -> None:
     """Render the GPU stack manifests for each cluster config."""
