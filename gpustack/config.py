@@ -149,6 +149,11 @@ def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> Document:
     return load_file_fast(Path(path))
 
 
+def bases(path: Path) -> set[Path]:
+    """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
+    return {Path(layer.source.file).resolve() for layer in _config_layers(path)[:-1]}
+
+
 def _config_layers(path: Path) -> list[Layer]:
     """The chain of files `path` extends, base first."""
     chain: list[Layer] = []

@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpustack.config import Stack, load_stack, read_document
+from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
 from gpustack.render import Rendering, render
@@ -56,8 +56,6 @@ def discover(paths: Sequence[Path]) -> list[Path | None]:
 
 
 def _folder_configs(folder: Path) -> list[Path]:
-    from gpustack.config import _config_layers
-
     configs = [path for path in _yaml_files(folder) if _is_config(path)]
     if not configs:
         raise UserError(
@@ -65,15 +63,12 @@ def _folder_configs(folder: Path) -> list[Path]:
             Location(display_path(folder)),
             hint="a config is a YAML file with 'kind: GPUStack'; `gpustack init` writes one",
         )
-    bases: set[Path] = set()
-    for config in configs:
-        chain = _config_layers(config)  # raises on a missing or cyclic base
-        bases.update(Path(layer.source.file).resolve() for layer in chain[:-1])
-    return [config for config in configs if config.resolve() not in bases]
+    extended = {base for config in configs for base in bases(config)}
+    return [config for config in configs if config.resolve() not in extended]
 
 
 def _yaml_files(folder: Path) -> list[Path]:
-    result = []
+    result: list[Path] = []
     for directory, subdirectories, names in os.walk(folder):
         subdirectories[:] = sorted(d for d in subdirectories if not d.startswith((".", "_")))
         result.extend(Path(directory, name) for name in names if name.endswith(CONFIG_SUFFIXES))
@@ -86,8 +81,9 @@ def _is_config(path: Path) -> bool:
     except UserError:
         # Other YAML in the folder (manifests, multi-document streams) is not ours to judge, but
         # a config that does not parse must be reported, not skipped.
-        if b"GPUStack" in path.read_bytes()[:65536]:
-            raise
+        with path.open("rb") as handle:
+            if b"GPUStack" in handle.read(65536):
+                raise
         return False
     return isinstance(data, dict) and data.get("kind") == "GPUStack"
 

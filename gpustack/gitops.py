@@ -37,15 +37,16 @@ def cluster_objects(stack: Stack, layers: list[str]) -> list[dict[str, Any]]:
 
 
 def application(stack: Stack) -> dict[str, Any]:
-    argocd = _argocd(stack)
+    argocd = stack.config.gitops.argocd
+    assert argocd is not None  # the model refuses tool argocd without these settings
     destination = _destination(argocd, stack.name)
     destination.setdefault("namespace", stack.namespace)
+    path = argocd.path.replace("{name}", stack.name)
     return {
         "apiVersion": ARGOCD_API,
         "kind": "Application",
         "metadata": {"name": application_name(stack.name), "namespace": argocd.namespace},
-        "spec": _application_spec(argocd, stack.name, argocd.path.replace("{name}", stack.name),
-                                  destination),
+        "spec": _application_spec(argocd, path, destination),
     }
 
 
@@ -62,7 +63,7 @@ def application_set(stack: Stack) -> dict[str, Any] | None:
     cluster = "{{path.basename}}"
     folders = argocd.path.replace("{name}", "*")
     fleet_dir = argocd.path.replace("{name}", FLEET_DIR)
-    template_spec = _application_spec(argocd, cluster, "{{path}}", _destination(argocd, cluster))
+    template_spec = _application_spec(argocd, "{{path}}", _destination(argocd, cluster))
     return {
         "apiVersion": ARGOCD_API,
         "kind": "ApplicationSet",
@@ -85,12 +86,6 @@ def application_set(stack: Stack) -> dict[str, Any] | None:
     }
 
 
-def _argocd(stack: Stack) -> ArgoCD:
-    argocd = stack.config.gitops.argocd
-    assert argocd is not None  # the model refuses tool argocd without these settings
-    return argocd
-
-
 def _destination(argocd: ArgoCD, cluster: str) -> dict[str, str]:
     destination = argocd.destination
     result = (
@@ -103,9 +98,7 @@ def _destination(argocd: ArgoCD, cluster: str) -> dict[str, str]:
     return result
 
 
-def _application_spec(
-    argocd: ArgoCD, cluster: str, path: str, destination: dict[str, str]
-) -> dict[str, Any]:
+def _application_spec(argocd: ArgoCD, path: str, destination: dict[str, str]) -> dict[str, Any]:
     source: dict[str, Any] = {
         "repoURL": argocd.repoURL,
         "targetRevision": argocd.targetRevision,

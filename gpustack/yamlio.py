@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml as libyaml
+import yaml as libyaml  # type: ignore[import-untyped]
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
@@ -69,12 +69,13 @@ class LazySourceMap(SourceMap):
             self._full = load_text(self._text, self.file).source
         return self._full
 
-    @property  # type: ignore[override]
-    def values(self) -> dict[Path_, Location]:
+    # Read-only properties where SourceMap has fields: positions come from the full parse.
+    @property
+    def values(self) -> dict[Path_, Location]:  # type: ignore[override]
         return self._positions().values
 
-    @property  # type: ignore[override]
-    def keys(self) -> dict[Path_, Location]:
+    @property
+    def keys(self) -> dict[Path_, Location]:  # type: ignore[override]
         return self._positions().keys
 
 
@@ -152,7 +153,7 @@ class _FastLoader(getattr(libyaml, "CSafeLoader", libyaml.SafeLoader)):  # type:
     yaml_implicit_resolvers: dict[Any, Any] = {}
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        mapping = super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         if len(mapping) != len(node.value):
             raise _Unsure  # a duplicate or merge key: the full parser explains it
         return mapping
