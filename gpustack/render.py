@@ -70,10 +70,10 @@ def files(rendering: Rendering) -> dict[str, bytes]:
     """Every file of `out/<name>/`, keyed by its path relative to that folder."""
     result = _folder(rendering.objects, rendering.layered)
     if rendering.gitops_objects:
-        for name, content in _folder(rendering.gitops_objects).items():
-            result[f"{gitops.CLUSTER_DIR}/{name}"] = content
-    for name, content in sorted(rendering.node_files.items()):
-        result[f"{NODE_DIR}/{name}"] = content.encode()
+        for name, emitted in _folder(rendering.gitops_objects).items():
+            result[f"{gitops.CLUSTER_DIR}/{name}"] = emitted
+    for name, text in sorted(rendering.node_files.items()):
+        result[f"{NODE_DIR}/{name}"] = text.encode()
     return dict(sorted(result.items()))
 
 

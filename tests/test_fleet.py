@@ -219,3 +219,19 @@ def test_fast_reader_agrees_on_every_shipped_config_and_profile():
     assert files
     for path in files:
         assert repr(load_file_fast(path).data) == repr(load_file(path).data), path
+
+
+def test_fleet_benchmark_runs():
+    """The benchmark the README documents still works (its timings are not asserted)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fleet.py"), "--clusters", "6", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "clusters: 6," in result.stdout and "findings: 0" in result.stdout
