@@ -61,6 +61,9 @@ def test_readme_walkthrough_runs_as_written(cli, tmp_path, monkeypatch):
     ).stdout.split()
     assert "out/gpu-west/gitops/kustomization-gpustack-gpu-west-workloads.yaml" in committed
     assert "out/gpu-east/foundation/namespace-nvidia-gpu.yaml" in committed
+    # Switching to Flux removed what gpustack had written for Argo CD, and git recorded it.
+    assert "out/gpu-east/gitops/application-gpustack-gpu-east.yaml" not in committed
+    assert "out/gpu-east/namespace-nvidia-gpu.yaml" not in committed
     assert not Path("out/base").exists(), "the base config must not be rendered as a cluster"
     plugin = load(Path("plugin.yaml"))
     assert plugin["kind"] == "ConfigManagementPlugin"
