@@ -4,7 +4,7 @@
                        that no other config there extends)
     load_all(paths, profile, profiles_dir) -> one Stack per config, names checked unique
     render_all(configs, profile, profiles_dir, jobs) -> one Rendering per config, in order
-    validate_all(renderings, jobs) -> schema findings per rendering, each distinct object checked once
+    validate_all(renderings, jobs) -> schema findings per rendering (each distinct object once)
 
 A base is a config another config in the folder extends: it holds shared defaults and is not a
 cluster itself. Everything is loaded and checked before a caller writes anything.
@@ -157,7 +157,7 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
         with ProcessPoolExecutor(workers) as pool:
             results = [found for chunk in pool.map(_validate_chunk, chunks) for found in chunk]
     findings = dict(zip(unique, results))
-    return [[finding for key in rendering_keys for finding in findings[key]] for rendering_keys in keys]
+    return [[finding for key in each for finding in findings[key]] for each in keys]
 
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:

@@ -159,7 +159,8 @@ IN_CLUSTER = "https://kubernetes.default.svc"
 class ArgoCDDestination(Strict):
     server: str | None = Field(
         default=None,
-        description=f"API server URL of the target cluster (default {IN_CLUSTER}); not with `name`.",
+        description=f"API server URL of the target cluster (default {IN_CLUSTER}); "
+        "not with `name`.",
     )
     name: str | None = Field(
         default=None,

@@ -21,7 +21,8 @@ README = ROOT / "README.md"
 
 
 def kustomize(folder: Path) -> list[dict[str, Any]]:
-    """The objects real kustomize builds from `folder` (what Argo CD, Flux and `kubectl apply -k` get)."""
+    """The objects real kustomize builds from `folder`: what Argo CD, Flux and `kubectl apply -k`
+    get."""
     built = subprocess.run(
         [str(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, check=True
     )
@@ -58,7 +59,10 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
     group, version = obj["apiVersion"].split("/")
     schema = _schema(group, obj["kind"], version)
     validator = jsonschema.validators.validator_for(schema)(schema)
-    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)]
+    return [
+        f"{'.'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in validator.iter_errors(obj)
+    ]
 
 
 def walkthrough() -> list[tuple[str, str]]:

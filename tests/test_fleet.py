@@ -44,7 +44,8 @@ def test_folder_renders_every_cluster_but_not_its_base(cli, tmp_path):
 
 
 def test_a_config_given_by_name_is_rendered_even_if_others_extend_it(cli, tmp_path):
-    fleet = write(tmp_path, {"a.yaml": BASE + "metadata:\n  name: a\n", "b.yaml": cluster("b", "a.yaml")})
+    files = {"a.yaml": BASE + "metadata: {name: a}\n", "b.yaml": cluster("b", "a.yaml")}
+    fleet = write(tmp_path, files)
     assert cli("render", fleet / "a.yaml", fleet / "b.yaml", "-o", tmp_path / "out").exit_code == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a", "b"]
 
@@ -62,14 +63,14 @@ BAD_FLEETS = {
     ),
     "duplicate names": (
         {"base.yaml": BASE, "one.yaml": cluster("gpu"), "two.yaml": cluster("gpu")},
-        ["clusters/two.yaml:5:9", "metadata.name", "'gpu'", "clusters/one.yaml", "clusters/two.yaml"],
+        ["clusters/two.yaml:5:9", "metadata.name", "'gpu'", "both clusters/one.yaml and"],
     ),
     "argocd without repoURL": (
         {"base.yaml": BASE, "a.yaml": cluster("a", extra="gitops:\n  tool: argocd\n")},
         ["clusters/a.yaml:7:3", "gitops.argocd.repoURL", "needs gitops.argocd.repoURL"],
     ),
     "flux without sourceRef": (
-        {"base.yaml": BASE, "a.yaml": cluster("a", extra="gitops:\n  tool: flux\n  flux: {prune: true}\n")},
+        {"base.yaml": BASE, "a.yaml": cluster("a", extra="gitops:\n  tool: flux\n  flux: {}\n")},
         ["clusters/a.yaml", "gitops.flux.sourceRef", "needs gitops.flux.sourceRef"],
     ),
     "destination server and name": (
@@ -92,7 +93,9 @@ BAD_FLEETS = {
 
 
 @pytest.mark.parametrize("files,expected", BAD_FLEETS.values(), ids=BAD_FLEETS.keys())
-def test_bad_fleet_exits_2_names_the_problem_and_writes_nothing(cli, tmp_path, monkeypatch, files, expected):
+def test_bad_fleet_exits_2_names_the_problem_and_writes_nothing(
+    cli, tmp_path, monkeypatch, files, expected
+):
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "clusters", files)
     # A good cluster rendered before must stay exactly as it was.
@@ -109,7 +112,8 @@ def test_bad_fleet_exits_2_names_the_problem_and_writes_nothing(cli, tmp_path, m
 
 def test_duplicate_names_across_folders_are_refused_naming_both_files(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, {"east/a.yaml": BASE + "metadata: {name: gpu}\n", "west/b.yaml": BASE + "metadata: {name: gpu}\n"})
+    named_gpu = BASE + "metadata: {name: gpu}\n"
+    write(tmp_path, {"east/a.yaml": named_gpu, "west/b.yaml": named_gpu})
     result = cli("render", "east", "west", "-o", "out")
     assert result.exit_code == 2
     assert "east/a.yaml" in result.stderr and "west/b.yaml" in result.stderr
@@ -123,7 +127,8 @@ def _big_fleet(root: Path, count: int) -> Path:
         "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/fleet.git}\n",
         "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
     ]
-    files = {"base.yaml": HEADER + "nodes:\n  taints:\n  - {key: nvidia.com/gpu, value: present, effect: NoSchedule}\n"}
+    taint = "{key: nvidia.com/gpu, value: present, effect: NoSchedule}"
+    files = {"base.yaml": HEADER + f"nodes:\n  taints:\n  - {taint}\n"}
     for index in range(count):
         profile = profiles[index % 3]
         version = '"1.29"' if profile == "openshift" else '"1.31"'
@@ -166,7 +171,8 @@ def test_load_all_gives_other_commands_the_same_fleet(tmp_path, monkeypatch):
     from gpustack import fleet
 
     monkeypatch.chdir(tmp_path)
-    write(tmp_path / "clusters", {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")})
+    files = {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")}
+    write(tmp_path / "clusters", files)
     stacks = fleet.load_all([Path("clusters")])
     assert [stack.name for stack in stacks] == ["a", "b"]
     assert [stack.profile.metadata.name for stack in stacks] == ["rke2", "rke2"]

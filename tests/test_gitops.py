@@ -128,9 +128,10 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet):
         gitops = cluster / "gitops"
         assert by_identity(kustomize(gitops)) == by_identity(listed_objects(gitops))
         if tool == "flux":
-            layers = [load(cluster / "gitops" / f) for f in load(gitops / "kustomization.yaml")["resources"]]
             layer_objects = []
-            for kustomization in (k for k in layers if k["kind"] == "Kustomization"):
+            for kustomization in listed_objects(gitops):
+                if kustomization["kind"] != "Kustomization":
+                    continue
                 folder = out.parent / kustomization["spec"]["path"]
                 layer_objects += kustomize(folder)
             # The layers together are exactly the whole folder, each object in one layer.
@@ -164,7 +165,7 @@ def test_sync_waves_follow_apply_order(argocd_out):
     out = argocd_out
     for cluster in out.iterdir():
         objects = listed_objects(cluster)
-        waves = [int(obj["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for obj in objects]
+        waves = [int(o["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for o in objects]
         assert waves == sorted(waves), f"{cluster.name}: sync waves contradict kustomization order"
         by_kind = {obj["kind"]: wave for obj, wave in zip(objects, waves)}
         assert by_kind["Namespace"] < by_kind["DaemonSet"]
@@ -186,7 +187,10 @@ def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
     for kustomization in kustomizations:
         assert kustomization["spec"]["prune"] is True and kustomization["spec"]["wait"] is True
         assert kustomization["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "gpu-fleet"}
-    kinds = {layer: {o["kind"] for o in kustomize(cluster / layer)} for layer in ("foundation", "workloads")}
+    kinds = {
+        layer: {obj["kind"] for obj in kustomize(cluster / layer)}
+        for layer in ("foundation", "workloads")
+    }
     assert {"Namespace", "RuntimeClass"} <= kinds["foundation"]
     assert "DaemonSet" in kinds["workloads"] and "Namespace" not in kinds["workloads"]
     # The top-level kustomization still lists every object, layer by layer in apply order.
@@ -196,11 +200,15 @@ def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
     assert top[0] == "foundation"
 
 
+def _ask_for_application_set(base: Path) -> None:
+    text = base.read_text()
+    base.write_text(text.replace("    destination:", "    applicationSet: true\n    destination:"))
+
+
 def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     readme_files(tmp_path, "argocd")
-    base = tmp_path / "clusters" / "base.yaml"
-    base.write_text(base.read_text().replace("    destination:", "    applicationSet: true\n    destination:"))
+    _ask_for_application_set(tmp_path / "clusters" / "base.yaml")
     assert cli("render", "clusters", "-o", "out").exit_code == 0
     application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
     assert schema_errors(application_set) == []
@@ -210,9 +218,16 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     folders = [
         str(p.relative_to(tmp_path)) for p in (tmp_path / "out").iterdir() if p.is_dir()
     ]
-    included = {f for f in folders if any(fnmatch.fnmatch(f, d["path"]) and not d.get("exclude") for d in directories)}
-    excluded = {f for f in folders if any(fnmatch.fnmatch(f, d["path"]) and d.get("exclude") for d in directories)}
-    assert included - excluded == {"out/gpu-east", "out/gpu-west"}
+    def matched(exclude: bool) -> set[str]:
+        return {
+            folder
+            for folder in folders
+            for directory in directories
+            if fnmatch.fnmatch(folder, directory["path"])
+            and directory.get("exclude", False) == exclude
+        }
+
+    assert matched(exclude=False) - matched(exclude=True) == {"out/gpu-east", "out/gpu-west"}
     template = application_set["spec"]["template"]
     assert template["spec"]["source"]["path"] == "{{path}}"
     assert template["spec"]["destination"] == {"name": "{{path.basename}}"}
@@ -222,8 +237,7 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
 def test_application_set_needs_one_setting_for_the_whole_fleet(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     readme_files(tmp_path, "argocd")
-    base = tmp_path / "clusters" / "base.yaml"
-    base.write_text(base.read_text().replace("    destination:", "    applicationSet: true\n    destination:"))
+    _ask_for_application_set(tmp_path / "clusters" / "base.yaml")
     east = tmp_path / "clusters" / "gpu-east" / "gpustack.yaml"
     east.write_text(east.read_text() + "gitops:\n  argocd:\n    targetRevision: release\n")
     result = cli("render", "clusters", "-o", "out")
@@ -272,11 +286,13 @@ def load_text(text: str):
 def test_every_example_builds_with_kustomize_for_every_tool(cli, tmp_path, example, tool):
     settings = {
         "none": "gitops: {tool: none}\n",
-        "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/fleet.git}\n",
+        "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
         "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
     }[tool]
     config = tmp_path / "cluster.yaml"
-    config.write_text(f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}")
+    config.write_text(
+        f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
+    )
     result = cli("render", config, "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     (folder,) = (tmp_path / "out").iterdir()
@@ -304,7 +320,7 @@ def _objects_of_every_phase() -> list[dict]:
         obj("v1", "ServiceAccount", "plugin", "gpu"),
         obj("node.k8s.io/v1", "RuntimeClass", "nvidia") | {"handler": "nvidia"},
         obj("v1", "Namespace", "gpu"),
-        obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "nodefeaturerules.nfd.k8s-sigs.io"),
+        obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "nodefeaturerules.nfd.k8s.io"),
     ]
 
 
@@ -323,7 +339,8 @@ def test_sync_waves_put_crds_and_namespaces_first_and_monitors_last():
         "ServiceMonitor": 1,
     }
     assert [waves[o["kind"]] for o in objects] == sorted(waves.values())  # apply order agrees
-    assert annotations["CustomResourceDefinition"]["argocd.argoproj.io/sync-options"] == "ServerSideApply=true"
+    crd = annotations["CustomResourceDefinition"]
+    assert crd["argocd.argoproj.io/sync-options"] == "ServerSideApply=true"
     assert (
         annotations["ServiceMonitor"]["argocd.argoproj.io/sync-options"]
         == "SkipDryRunOnMissingResource=true"

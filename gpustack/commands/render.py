@@ -1,4 +1,4 @@
-"""`gpustack render`: config(s) or fleet folder(s) -> `out/<name>/` (or one YAML stream with --stdout)."""
+"""`gpustack render`: configs or fleet folders -> `out/<name>/` (or one YAML stream, --stdout)."""
 
 from __future__ import annotations
 
