@@ -89,8 +89,8 @@ def _run(cli, command: str) -> None:
 
 
 def _render_readme_fleet(cli, root: Path, tool: str) -> Path:
-    """The README's two-cluster fleet, rendered for Argo CD or Flux; returns the output folder."""
-    os.chdir(root)
+    """The README's two-cluster fleet, rendered for Argo CD or Flux (from `root`, the working
+    directory); returns the output folder."""
     readme_files(root, tool)
     result = cli("render", "clusters", "-o", "out")
     assert result.exit_code == 0, result.output
@@ -125,6 +125,14 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet):
     for cluster in out.iterdir():
         rendered = listed_objects(cluster)
         assert by_identity(kustomize(cluster)) == by_identity(rendered)
+        # Every object file is listed: only node/ and gitops/ stay outside the kustomization.
+        on_disk = {
+            str(path.relative_to(cluster))
+            for path in cluster.rglob("*.yaml")
+            if path.name != "kustomization.yaml"
+            and path.relative_to(cluster).parts[0] not in ("node", "gitops")
+        }
+        assert on_disk == set(load(cluster / "kustomization.yaml")["resources"])
         gitops = cluster / "gitops"
         assert by_identity(kustomize(gitops)) == by_identity(listed_objects(gitops))
         if tool == "flux":
