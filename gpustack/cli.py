@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from gpustack import __version__
-from gpustack.commands import check, diff, init, profiles, render, schema, validate
+from gpustack.commands import check, diff, gitops, init, profiles, render, schema, validate
 
 app = typer.Typer(
     name="gpustack",
@@ -46,6 +46,7 @@ app.command("schema")(schema.command)
 app.command("validate")(validate.command)
 app.command("check")(check.command)
 app.command("diff")(diff.command)
+app.add_typer(gitops.app, name="gitops")
 
 
 def main() -> None:

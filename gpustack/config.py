@@ -6,8 +6,10 @@ This is the only module that reads config files; everything after it works on pl
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import DURATION, GPUStack, ConflictError, Profile
-from gpustack.yamlio import SourceMap, load_file
+from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
 
 _MAX_EXTENDS_DEPTH = 16
@@ -110,8 +112,10 @@ def load_stack(
             field="platform.profile",
             hint=f"one of: {', '.join(profile_store.available(profiles_dir))}",
         )
+    # Where the profile was named is looked up only when it is unknown (positions cost a parse).
+    known = profile_store.exists(name, profiles_dir)
     profile, profile_layer = profile_store.load(
-        name, profiles_dir, _locate(layers, ("platform", "profile"))
+        name, profiles_dir, None if known else _locate(layers, ("platform", "profile"))
     )
     if profile_name:
         combined = merge(combined, {"platform": {"profile": profile_name}})
@@ -131,26 +135,56 @@ def merge_layers(layers: list[Layer]) -> dict[str, Any]:
     return merged
 
 
+def read_document(path: Path) -> Document:
+    """A config file, parsed once per process however many configs of a fleet extend it.
+
+    Callers treat the result as read-only (merge() copies what it changes).
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return load_file(path)  # reports the problem exactly as an uncached read does
+    return _read_unchanged(os.path.abspath(path), stat.st_mtime_ns, stat.st_size, os.getcwd())
+
+
+@lru_cache(maxsize=None)  # a bounded cache would evict a large fleet's files before rendering
+def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> Document:
+    # mtime and size in the key: an edited file is read again; cwd: positions name the file as
+    # the user would type it from there.
+    return load_file_fast(Path(path))
+
+
+def bases(path: Path) -> set[Path]:
+    """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
+    return {Path(layer.source.file).resolve() for layer in _config_layers(path)[:-1]}
+
+
 def _config_layers(path: Path) -> list[Layer]:
     """The chain of files `path` extends, base first."""
     chain: list[Layer] = []
     seen: list[Path] = []
     current: Path | None = path
-    referenced_at: Location | None = None
+    referencing: Document | None = None  # the file whose `extends:` named `current`
     while current is not None:
         resolved = current.resolve()
         if resolved in seen:
             cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
-            raise UserError(f"extends forms a cycle: {cycle}", referenced_at, field="extends")
+            raise UserError(
+                f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
+            )
         if len(seen) >= _MAX_EXTENDS_DEPTH:
-            raise UserError("extends chain is too long", referenced_at, field="extends")
+            raise UserError(
+                "extends chain is too long", _extends_at(referencing), field="extends"
+            )
         seen.append(resolved)
         try:
-            document = load_file(current)
+            document = read_document(current)
         except UserError as error:
-            if referenced_at and error.message == "file not found":
+            if referencing and error.message == "file not found":
                 raise UserError(
-                    f"base config {display_path(current)} not found", referenced_at, field="extends"
+                    f"base config {display_path(current)} not found",
+                    _extends_at(referencing),
+                    field="extends",
                 ) from None
             raise
         if document.data is None:
@@ -175,10 +209,15 @@ def _config_layers(path: Path) -> list[Layer]:
                 "must be a path to a base config", document.source.value(("extends",)), "extends"
             )
         else:
-            referenced_at = document.source.value(("extends",))
+            referencing = document
             current = current.parent / extends
     chain.reverse()
     return chain
+
+
+def _extends_at(document: Document | None) -> Location | None:
+    # Positions are looked up only for an error: the fast reader finds them on demand.
+    return document.source.value(("extends",)) if document else None
 
 
 def _locate(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location | None:
@@ -365,6 +404,7 @@ _PATTERNS = {
     r"^1\.[0-9]{2}$": "is not a Kubernetes minor version such as '1.31' (quote it in YAML)",
     r"^4\.[0-9]{1,2}$": "is not an OpenShift minor version such as '4.16' (quote it in YAML)",
     r"^v[0-9]+\.[0-9]+\.[0-9]+$": "is not a release tag such as 'v0.20.0'",
+    r"\{name\}": "must contain {name} (the cluster's metadata.name), e.g. 'out/{name}'",
 }
 
 

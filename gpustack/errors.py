@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,10 @@ class UserError(Exception):
         self.field = field
         self.hint = hint
 
+    def __reduce__(self) -> tuple[type[UserError], tuple[object, ...]]:
+        # Keeps location, field and hint when a fleet's worker process reports the error.
+        return (UserError, (self.message, self.location, self.field, self.hint))
+
     def __str__(self) -> str:
         parts = []
         if self.location:
@@ -51,11 +57,16 @@ class UserError(Exception):
 
 def display_path(path: Path | str) -> str:
     """A path as the user would type it: relative to the working directory when it is below it."""
-    path = Path(path)
+    return _display_path(str(path), os.getcwd())
+
+
+@functools.lru_cache(maxsize=None)
+def _display_path(path: str, cwd: str) -> str:
+    # Cached: a fleet names the same few thousand files many times over.
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(Path(path).resolve().relative_to(Path(cwd).resolve()))
     except ValueError:
-        return str(path)
+        return path
 
 
 def closest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:

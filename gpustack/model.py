@@ -179,8 +179,126 @@ class Entitlement(Strict):
     )
 
 
+# Where the rendered folder sits in the Git repository; `{name}` is the cluster's metadata.name.
+PathTemplate = Annotated[str, Field(pattern=r"\{name\}", max_length=1024)]
+# Argo CD's in-cluster destination (argo-cd docs, declarative setup: "in-cluster").
+IN_CLUSTER = "https://kubernetes.default.svc"
+
+
+class ArgoCDDestination(Strict):
+    server: str | None = Field(
+        default=None,
+        description=f"API server URL of the target cluster (default {IN_CLUSTER}); "
+        "not with `name`.",
+    )
+    name: str | None = Field(
+        default=None,
+        description="Cluster name registered in Argo CD; may use `{name}` (the cluster's "
+        "metadata.name); not with `server`.",
+    )
+    namespace: Name | None = Field(
+        default=None, description="Default namespace of the Application (default: `namespace`)."
+    )
+
+
+class ArgoCDPlugin(Strict):
+    name: Name = Field(
+        default="gpustack",
+        description="ConfigManagementPlugin that runs `gpustack render --stdout` in Argo CD "
+        "(see `gpustack gitops plugin`).",
+    )
+
+
+class ArgoCD(Strict):
+    repoURL: str | None = Field(
+        default=None, description="Git repository Argo CD reads (required with tool argocd)."
+    )
+    targetRevision: str = Field(default="HEAD", description="Branch, tag or commit to follow.")
+    path: PathTemplate = Field(
+        default="out/{name}",
+        description="Folder of the rendered output in the repository (with `plugin`: of the "
+        "config); `{name}` is the cluster's metadata.name.",
+    )
+    project: str = Field(default="default", description="Argo CD AppProject.")
+    namespace: Name = Field(
+        default="argocd", description="Namespace Argo CD watches for Applications."
+    )
+    destination: ArgoCDDestination = Field(default_factory=ArgoCDDestination)
+    applicationSet: bool = Field(
+        default=False,
+        description="One ApplicationSet for the fleet (a Git directory generator over the "
+        "rendered folders) instead of an Application per cluster.",
+    )
+    plugin: ArgoCDPlugin | None = Field(
+        default=None,
+        description="Let Argo CD run gpustack itself (ConfigManagementPlugin) instead of "
+        "reading committed output.",
+    )
+    automated: bool = Field(default=True, description="Sync automatically on every commit.")
+    prune: bool = Field(default=True, description="Delete objects removed from the output.")
+    selfHeal: bool = Field(default=True, description="Revert changes made in the cluster.")
+
+    @model_validator(mode="after")
+    def _one_destination(self) -> ArgoCD:
+        if self.destination.server and self.destination.name:
+            raise ConflictError(
+                ("gitops", "argocd", "destination"),
+                "set gitops.argocd.destination.server or destination.name, not both",
+            )
+        return self
+
+
+class FluxSourceRef(Strict):
+    kind: Literal["GitRepository", "OCIRepository", "Bucket"] = "GitRepository"
+    name: Name = Field(description="The Flux source holding this repository (e.g. flux-system).")
+    namespace: Name | None = Field(default=None, description="Default: gitops.flux.namespace.")
+
+
+class FluxGitReference(Strict):
+    branch: str | None = None
+    tag: str | None = None
+    commit: str | None = None
+
+
+class FluxGitRepository(Strict):
+    url: str = Field(description="Repository URL Flux clones.")
+    ref: FluxGitReference = Field(default_factory=lambda: FluxGitReference(branch="main"))
+    interval: Annotated[str, Field(pattern=DURATION)] = "5m"
+
+
+class Flux(Strict):
+    sourceRef: FluxSourceRef | None = Field(
+        default=None, description="Source the Kustomizations read (required with tool flux)."
+    )
+    gitRepository: FluxGitRepository | None = Field(
+        default=None,
+        description="Also emit the GitRepository named by sourceRef (omit when Flux bootstrap "
+        "already created it).",
+    )
+    namespace: Name = Field(default="flux-system", description="Namespace of the Kustomizations.")
+    path: PathTemplate = Field(
+        default="./out/{name}", description="Folder of the rendered output in the source."
+    )
+    interval: Annotated[str, Field(pattern=DURATION)] = "10m"
+    prune: bool = True
+    wait: bool = Field(default=True, description="Wait for every object to become ready.")
+    timeout: Annotated[str, Field(pattern=DURATION)] = "5m"
+
+    @model_validator(mode="after")
+    def _repository_matches_source(self) -> Flux:
+        if self.gitRepository and self.sourceRef and self.sourceRef.kind != "GitRepository":
+            raise ConflictError(
+                ("gitops", "flux", "gitRepository"),
+                f"gitops.flux.gitRepository needs sourceRef.kind GitRepository, "
+                f"not {self.sourceRef.kind}",
+            )
+        return self
+
+
 class GitOps(Strict):
     tool: Literal["none", "argocd", "flux"] = "none"
+    argocd: ArgoCD | None = Field(default=None, description="Settings for tool argocd.")
+    flux: Flux | None = Field(default=None, description="Settings for tool flux.")
 
 
 class GPUStack(Strict):
@@ -226,12 +344,37 @@ class GPUStack(Strict):
                 "time-slicing with MIG strategy 'mixed' is not supported by this renderer "
                 "(each MIG profile is its own resource); use migStrategy: single or none",
             )
+        self._gitops_complete()
         if self.entitlement.enabled and not self.entitlement.pemFile:
             raise ConflictError(
                 ("entitlement", "pemFile"),
                 "entitlement.enabled needs entitlement.pemFile (the entitlement certificate)",
             )
         return self
+
+    def _gitops_complete(self) -> None:
+        gitops = self.gitops
+        if gitops.tool == "argocd" and not (gitops.argocd and gitops.argocd.repoURL):
+            raise ConflictError(
+                ("gitops", "argocd", "repoURL"),
+                "gitops.tool argocd needs gitops.argocd.repoURL (the Git repository Argo CD "
+                "reads the rendered output from)",
+            )
+        if gitops.tool == "flux" and not (gitops.flux and gitops.flux.sourceRef):
+            raise ConflictError(
+                ("gitops", "flux", "sourceRef"),
+                "gitops.tool flux needs gitops.flux.sourceRef (the GitRepository Flux reads "
+                "this repository from, e.g. {kind: GitRepository, name: flux-system})",
+            )
+        # Argo CD and Flux label every object they apply with the Application or Kustomization
+        # name, and label values are at most 63 characters.
+        longest = {"argocd": "gpustack-", "flux": "gpustack--foundation"}.get(gitops.tool, "")
+        if len(self.metadata.name) + len(longest) > 63:
+            raise ConflictError(
+                ("metadata", "name"),
+                f"with gitops.tool {gitops.tool} the cluster name may have at most "
+                f"{63 - len(longest)} characters (it becomes part of object names)",
+            )
 
 
 class ConflictError(ValueError):

@@ -16,6 +16,7 @@ from gpustack.yamlio import load_file
 BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
 
 
+@lru_cache(maxsize=8)
 def data_dir(name: str) -> Path:
     """A data folder shipped with gpustack: `profiles`, `schemas` or `examples`."""
     packaged = Path(__file__).parent / "_data" / name
@@ -36,6 +37,10 @@ def available(profiles_dir: Path | None = None) -> list[str]:
     return sorted(names)
 
 
+def exists(name: str, profiles_dir: Path | None = None) -> bool:
+    return _find(name, profiles_dir) is not None
+
+
 def _find(name: str, profiles_dir: Path | None) -> Path | None:
     for folder in _search_path(profiles_dir):
         candidate = folder / f"{name}.yaml"
@@ -50,7 +55,11 @@ def load(
     """The profile `name` with its `extends:` chain merged, and its defaults as a config layer."""
     if profiles_dir is not None and not profiles_dir.is_dir():
         raise UserError(f"profiles directory {display_path(profiles_dir)} does not exist")
-    return _load(name, profiles_dir.resolve() if profiles_dir else None, referenced_at)
+    profiles_dir = profiles_dir.resolve() if profiles_dir else None
+    if _find(name, profiles_dir) is None:
+        _load(name, profiles_dir, referenced_at)  # raises: unknown profile, named where referenced
+    # Cached without `referenced_at`: every config of a fleet that uses a profile shares one load.
+    return _load(name, profiles_dir, None)
 
 
 @lru_cache(maxsize=64)

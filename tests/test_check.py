@@ -130,7 +130,7 @@ def test_config_errors_exit_2_with_file_and_line(cli, tmp_path):
     assert cli("check", tmp_path / "missing.yaml").exit_code == 2
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert "no GPUStack config found" in cli("check", empty).stderr
+    assert "no GPUStack configs in this folder" in cli("check", empty).stderr
 
 
 def test_two_configs_with_one_name_are_refused(cli, tmp_path):
@@ -138,4 +138,4 @@ def test_two_configs_with_one_name_are_refused(cli, tmp_path):
     second = gke_config(tmp_path / "b")
     result = cli("check", first, second, "-o", tmp_path / "out")
     assert result.exit_code == 2
-    assert "several configs are named edge" in result.stderr
+    assert "cluster name 'edge' is used by both" in result.stderr

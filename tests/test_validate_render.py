@@ -54,7 +54,7 @@ def test_stdout_prints_nothing_when_invalid(cli, broken_component):
 
 def test_lint_errors_block_and_warnings_do_not(cli, tmp_path, monkeypatch):
     findings: list[Finding] = []
-    monkeypatch.setattr(lint, "run", lambda objects, kubernetes_version=None: findings)
+    monkeypatch.setattr(lint, "run", lambda objects, kubernetes_version=None, **context: findings)
     # The lint rules are written elsewhere; this stand-in returns what a rule would.
     findings.append(Finding("images-pinned", "warning", "pin the image by digest",
                             object=("apps", "DaemonSet", "gpu-system", "nvidia-device-plugin")))

@@ -44,8 +44,8 @@ def problems(obj: dict, schemas) -> tuple[str, list[str]]:
 
 VARIANTS = {
     "defaults": "",
-    "argocd": "gitops:\n  tool: argocd\n",
-    "flux": "gitops:\n  tool: flux\n",
+    "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/fleet.git}\n",
+    "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: fleet}}\n",
 }
 CASES = [(profile, variant, VARIANTS[variant]) for profile in BUILTIN for variant in VARIANTS] + [
     ("openshift", "entitlement", "entitlement:\n  enabled: true\n  pemFile: entitlement.pem\n"),

@@ -11,19 +11,14 @@ import difflib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gpustack.commands.common import handles_user_errors
 
 if TYPE_CHECKING:
-    from gpustack.config import Stack
     from gpustack.findings import Finding
-    from gpustack.render import Rendering
-
-DEFAULT_CONFIG = Path("gpustack.yaml")
-CONFIG_KIND = "GPUStack"
 
 
 @dataclass
@@ -47,7 +42,7 @@ def command(
     configs: list[Path] = typer.Argument(
         None,
         metavar="[CONFIG|DIR]...",
-        help="Cluster configs or folders of them (default ./gpustack.yaml).",
+        help="Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
     ),
     out: Path = typer.Option(
         Path("out"), "-o", "--out", help="Folder holding <name>/ per cluster."
@@ -57,22 +52,16 @@ def command(
     ),
 ) -> None:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
-    from gpustack import render
-    from gpustack.config import load_stack
-    from gpustack.errors import UserError
+    from gpustack import fleet
 
-    arguments = list(configs) if configs else [DEFAULT_CONFIG]
-    paths = config_paths(arguments)
-    if not paths:
-        raise UserError(f"no {CONFIG_KIND} config found in {', '.join(map(str, arguments))}")
-    stacks = [load_stack(path, None, profiles_dir) for path in paths]
-    names = [stack.name for stack in stacks]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise UserError(
-            f"several configs are named {', '.join(twice)}; metadata.name must be unique"
-        )
-    reports = [compare(stack, render.render(stack), out / stack.name) for stack in stacks]
+    renderings = fleet.render_all(fleet.discover(configs or []), None, profiles_dir)
+    findings = dict(zip((r.name for r in renderings), fleet.check_all(renderings)))
+    objects = {r.name: r.objects for r in renderings}
+    reports = []
+    for target, files in fleet.output_folders(renderings, out):
+        report = compare(target, files)
+        _findings(report, target, objects.get(target.name, []), findings.get(target.name, []))
+        reports.append(report)
     stale = [report for report in reports if report.stale]
     for report in reports:
         _print(report, out)
@@ -90,43 +79,14 @@ def command(
         )
     if stale or errors:
         raise typer.Exit(1)
-    typer.echo(f"{len(reports)} cluster(s) checked: output in {out} is current and valid", err=True)
+    typer.echo(f"{len(renderings)} cluster(s) checked: output in {out} is current and valid", err=True)
 
 
-def config_paths(arguments: list[Path]) -> list[Path]:
-    """The configs named, with each folder replaced by the GPUStack configs directly in it.
+def compare(target: Path, expected: dict[str, bytes]) -> Report:
+    """What differs between the folder `target` and the files a render would write there."""
+    from gpustack import output
 
-    In a folder, a config that another config there `extends:` is a shared base, not a cluster;
-    any other YAML file (a kustomization, say) is not a config.
-    """
-    from gpustack.yamlio import load_file
-
-    paths: list[Path] = []
-    for argument in arguments:
-        if not argument.is_dir():
-            paths.append(argument)
-            continue
-        found = {}
-        for candidate in sorted([*argument.glob("*.yaml"), *argument.glob("*.yml")]):
-            data = load_file(candidate).data
-            # A config that extends a base may leave `kind` to the base.
-            if isinstance(data, dict) and (data.get("kind") == CONFIG_KIND or "extends" in data):
-                found[candidate.resolve()] = (candidate, data.get("extends"))
-        bases = {
-            (candidate.parent / extends).resolve()
-            for candidate, extends in found.values()
-            if isinstance(extends, str)
-        }
-        paths.extend(candidate for key, (candidate, _) in found.items() if key not in bases)
-    return paths
-
-
-def compare(stack: Stack, rendering: Rendering, target: Path) -> Report:
-    from gpustack import output, render
-    from gpustack.decorate import file_name, identity
-
-    report = Report(rendering.name)
-    expected = render.files(rendering)
+    report = Report(target.name)
     for relative, content in expected.items():
         path = target / relative
         if not path.is_file():
@@ -141,24 +101,22 @@ def compare(stack: Stack, rendering: Rendering, target: Path) -> Report:
             and output.is_ours(path)
             and path.relative_to(target).as_posix() not in expected
         )
-    files = {identity(obj): file_name(obj) for obj in rendering.objects}
-    for found in findings(stack, rendering):
+    return report
+
+
+def _findings(
+    report: Report, target: Path, objects: list[dict[str, Any]], findings: list[Finding]
+) -> None:
+    from gpustack.decorate import file_name, identity
+
+    files = {identity(obj): file_name(obj) for obj in objects}
+    for found in findings:
         where = target / files.get(found.object, "") if found.object else target
         field_path = f" ({found.field})" if found.field else ""
         report.findings.append(
             f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}"
         )
         report.errors += found.severity == "error"
-    return report
-
-
-def findings(stack: Stack, rendering: Rendering) -> list[Finding]:
-    """Schema findings and lint findings of one rendering (what every render must pass)."""
-    from gpustack import lint
-    from gpustack.validation import validate_objects
-
-    found = validate_objects(rendering.objects, stack.config.platform.kubernetesVersion)
-    return found + lint.run_for_stack(stack, rendering.objects)
 
 
 def _diff(path: Path, current: bytes, wanted: bytes) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpustack.commands.common import handles_user_errors, warning
-from gpustack.commands.render import DEFAULT_CONFIG
+from gpustack.fleet import DEFAULT_CONFIG
 
 if TYPE_CHECKING:
     from gpustack.config import Stack

@@ -9,7 +9,6 @@ import typer
 
 from gpustack.commands.common import handles_user_errors
 
-DEFAULT_CONFIG = Path("gpustack.yaml")
 ENGINES = ("builtin", "kubeconform")
 
 
@@ -106,6 +105,8 @@ def command(
 def _default_version() -> str:
     """platform.kubernetesVersion of ./gpustack.yaml when there is one, else the newest known."""
     from gpustack.validation.schemas import supported_versions
+
+    from gpustack.fleet import DEFAULT_CONFIG
 
     if DEFAULT_CONFIG.is_file():
         from gpustack.config import load_stack

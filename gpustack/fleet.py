@@ -1,0 +1,242 @@
+"""Fleets: many cluster configs, usually one folder sharing defaults through `extends:`.
+
+    discover(paths) -> the configs to render (files as given; in folders, every GPUStack config
+                       that no other config there extends)
+    load_all(paths, profile, profiles_dir) -> one Stack per config, names checked unique
+    render_all(configs, profile, profiles_dir, jobs) -> one Rendering per config, in order
+    validate_all(renderings, jobs) -> schema findings per rendering (each distinct object once)
+    check_all(renderings, jobs) -> schema and lint findings per rendering
+
+A base is a config another config in the folder extends: it holds shared defaults and is not a
+cluster itself. Everything is loaded and checked before a caller writes anything.
+
+Work is shared rather than repeated: a base and a profile are read once for the whole fleet, an
+object many clusters have in common is emitted once (render.py) and validated once (validate_all).
+Worker processes pay off where much work comes back as little data: validating distinct objects
+does by default; rendering does only when asked (`jobs`), since sending a cluster's objects back
+from a worker costs about as much as rendering them. Results come back in input order, so the
+output is the same bytes as a serial run, and so is the first error reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from gpustack.config import Stack, bases, load_stack, read_document
+from gpustack.errors import Location, UserError, display_path
+from gpustack.findings import Finding
+from gpustack.render import Rendering, render
+
+DEFAULT_CONFIG = Path("gpustack.yaml")
+CONFIG_SUFFIXES = (".yaml", ".yml")
+# Below this many distinct objects to validate, starting workers costs more than it saves.
+PARALLEL_FROM = 48
+
+
+def discover(paths: Sequence[Path]) -> list[Path | None]:
+    """The cluster configs that `paths` name, each once, in a stable order.
+
+    No paths: `./gpustack.yaml` if present, else None (the embedded example). A folder is searched
+    recursively (skipping folders whose name starts with '.' or '_') for YAML files with
+    `kind: GPUStack`; bases are left out, and every config's `extends:` chain is checked here, so a
+    missing or cyclic base is reported before anything is rendered.
+    """
+    if not paths:
+        return [DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None]
+    found: dict[Path, Path] = {}
+    for path in paths:
+        chosen = _folder_configs(path) if path.is_dir() else [path]
+        for config in chosen:
+            found.setdefault(config.resolve(), config)
+    return list(found.values())
+
+
+def _folder_configs(folder: Path) -> list[Path]:
+    configs = [path for path in _yaml_files(folder) if _is_config(path)]
+    if not configs:
+        raise UserError(
+            "no GPUStack configs in this folder",
+            Location(display_path(folder)),
+            hint="a config is a YAML file with 'kind: GPUStack'; `gpustack init` writes one",
+        )
+    extended = {base for config in configs for base in bases(config)}
+    return [config for config in configs if config.resolve() not in extended]
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    result: list[Path] = []
+    for directory, subdirectories, names in os.walk(folder):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith((".", "_")))
+        result.extend(Path(directory, name) for name in names if name.endswith(CONFIG_SUFFIXES))
+    return sorted(result)
+
+
+def _is_config(path: Path) -> bool:
+    try:
+        data = read_document(path).data
+    except UserError:
+        # Other YAML in the folder (manifests, multi-document streams) is not ours to judge, but
+        # a config that does not parse must be reported, not skipped.
+        with path.open("rb") as handle:
+            if b"GPUStack" in handle.read(65536):
+                raise
+        return False
+    # A per-cluster file may leave `kind` (and everything else) to the base it extends.
+    return isinstance(data, dict) and (
+        data.get("kind") == "GPUStack" or ("kind" not in data and "extends" in data)
+    )
+
+
+def load_all(
+    paths: Sequence[Path], profile: str | None = None, profiles_dir: Path | None = None
+) -> list[Stack]:
+    """Every config `paths` name (see discover), loaded and validated; cluster names unique."""
+    stacks = [load_stack(path, profile, profiles_dir) for path in discover(paths)]
+    check_unique_names([(stack.name, stack.source) for stack in stacks])
+    return stacks
+
+
+def render_all(
+    configs: Sequence[Path | None],
+    profile: str | None = None,
+    profiles_dir: Path | None = None,
+    jobs: int | None = None,
+) -> list[Rendering]:
+    """Load and render every config, in `jobs` worker processes (default: in this process)."""
+    workers = max(1, min(jobs or 1, len(configs)))
+    if workers <= 1:
+        renderings = [render(load_stack(path, profile, profiles_dir)) for path in configs]
+    else:
+        size = max(1, -(-len(configs) // (workers * 4)))  # a few chunks per worker balance load
+        chunks = [list(configs[start : start + size]) for start in range(0, len(configs), size)]
+        with ProcessPoolExecutor(workers) as pool:
+            results = pool.map(_render_chunk, [(chunk, profile, profiles_dir) for chunk in chunks])
+            renderings = [rendering for chunk in results for rendering in chunk]
+    check_unique_names([(rendering.name, rendering.source) for rendering in renderings])
+    application_set(renderings)
+    return renderings
+
+
+def _workers(count: int, jobs: int | None) -> int:
+    """`jobs`, or by default one worker per CPU once there is enough work to share."""
+    if jobs is not None:
+        return max(1, min(jobs, count))
+    if count < PARALLEL_FROM:
+        return 1
+    return min(len(os.sched_getaffinity(0)), count // (PARALLEL_FROM // 2))
+
+
+def _render_chunk(arguments: tuple[list[Path | None], str | None, Path | None]) -> list[Rendering]:
+    configs, profile, profiles_dir = arguments
+    return [render(load_stack(path, profile, profiles_dir)) for path in configs]
+
+
+def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
+    """Schema findings for each rendering's objects.
+
+    Clusters of a fleet share most objects byte for byte (same profile, same settings), so each
+    distinct object is validated once per Kubernetes version and its findings shared.
+    """
+    keys: list[list[tuple[str, str]]] = []
+    unique: dict[tuple[str, str], dict[str, Any]] = {}
+    for rendering in renderings:
+        rendering_keys = []
+        for obj in rendering.objects:
+            key = (rendering.kubernetes_version, json.dumps(obj, sort_keys=True))
+            unique.setdefault(key, obj)
+            rendering_keys.append(key)
+        keys.append(rendering_keys)
+    items = [(version, obj) for (version, _), obj in unique.items()]
+    workers = _workers(len(items), jobs)
+    if workers <= 1:
+        results = _validate_chunk(items)
+    else:
+        size = -(-len(items) // (workers * 4))
+        chunks = [items[start : start + size] for start in range(0, len(items), size)]
+        with ProcessPoolExecutor(workers) as pool:
+            results = [found for chunk in pool.map(_validate_chunk, chunks) for found in chunk]
+    findings = dict(zip(unique, results))
+    return [[finding for key in each for finding in findings[key]] for each in keys]
+
+
+def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
+    """Schema findings (validate_all) then lint findings for each rendering: what `render`
+    refuses to write and `check` reports. Lint looks across one cluster's objects at a time."""
+    from gpustack import lint
+
+    return [
+        schema + lint.run(
+            rendering.objects,
+            rendering.kubernetes_version,
+            taints=rendering.taints,
+            node_labels=rendering.node_labels,
+        )
+        for rendering, schema in zip(renderings, validate_all(renderings, jobs))
+    ]
+
+
+def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:
+    from gpustack.validation import validate_objects
+
+    return [validate_objects([obj], version) for version, obj in items]
+
+
+def output_folders(
+    renderings: Sequence[Rendering], out: Path
+) -> list[tuple[Path, dict[str, bytes]]]:
+    """Each folder a render writes under `out` with its files: `<name>/` per cluster, and
+    `_gitops/` with the fleet's ApplicationSet when the clusters ask for one."""
+    from gpustack import render as rendering_files
+    from gpustack.gitops import FLEET_DIR
+
+    folders = [(out / r.name, rendering_files.files(r)) for r in renderings]
+    application = application_set(renderings)
+    if application is not None:
+        folders.append((out / FLEET_DIR, rendering_files.fleet_files(application)))
+    return folders
+
+
+def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:
+    """Refuse two configs (name, config file) that would render into the same folder."""
+    first: dict[str, str] = {}
+    for name, source in clusters:
+        if name in first:
+            raise UserError(
+                f"cluster name {name!r} is used by both {first[name]} and {source}",
+                _location(source, ("metadata", "name")),
+                field="metadata.name",
+                hint="each cluster needs its own metadata.name, which names its output folder",
+            )
+        first[name] = source
+
+
+def application_set(renderings: Sequence[Rendering]) -> dict[str, Any] | None:
+    """The fleet's one ApplicationSet, or None; refuses a fleet whose configs disagree on it (the
+    Git directory generator makes an Application of every rendered folder, so it is all or none).
+    """
+    wanted = [rendering for rendering in renderings if rendering.application_set is not None]
+    if not wanted:
+        return None
+    reference = wanted[0]
+    for rendering in renderings:
+        if rendering.application_set != reference.application_set:
+            raise UserError(
+                f"{reference.source} and {rendering.source} need the same gitops.argocd "
+                "settings: their clusters share one ApplicationSet",
+                _location(rendering.source, ("gitops", "argocd")),
+                field="gitops.argocd",
+                hint="move the gitops section into the base config both extend",
+            )
+    return reference.application_set
+
+
+def _location(source: str, path: tuple[str, ...]) -> Location | None:
+    try:
+        return read_document(Path(source)).source.nearest(path)
+    except UserError:
+        return Location(source)

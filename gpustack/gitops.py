@@ -1,0 +1,188 @@
+"""The objects that tell Argo CD or Flux to apply a rendered folder.
+
+They never go into the folder they point at (an Application inside its own source would manage
+itself on the wrong cluster): a cluster's Application or Flux Kustomizations are written to
+`out/<name>/gitops/`, which `out/<name>/kustomization.yaml` does not list, and a fleet's
+ApplicationSet to `out/_gitops/` (an underscore cannot start a cluster name, so no cluster's folder
+can clash with it). Pure: Stack in, plain dicts out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack.config import Stack
+from gpustack.model import IN_CLUSTER, ArgoCD
+
+# Folder (beside the clusters' folders) for objects that belong to the whole fleet.
+FLEET_DIR = "_gitops"
+# Folder inside `out/<name>/` for the cluster's own GitOps objects.
+CLUSTER_DIR = "gitops"
+APPLICATION_SET_NAME = "gpustack"
+ARGOCD_API = "argoproj.io/v1alpha1"
+
+
+def application_name(cluster: str) -> str:
+    return f"gpustack-{cluster}"
+
+
+def cluster_objects(stack: Stack, layers: list[str]) -> list[dict[str, Any]]:
+    """The cluster's Application, or its Flux Kustomizations (one per non-empty layer)."""
+    gitops = stack.config.gitops
+    if gitops.tool == "argocd" and gitops.argocd and not gitops.argocd.applicationSet:
+        return [application(stack)]
+    if gitops.tool == "flux":
+        return flux_objects(stack, layers)
+    return []
+
+
+def application(stack: Stack) -> dict[str, Any]:
+    argocd = stack.config.gitops.argocd
+    assert argocd is not None  # the model refuses tool argocd without these settings
+    destination = _destination(argocd, stack.name)
+    destination.setdefault("namespace", stack.namespace)
+    path = argocd.path.replace("{name}", stack.name)
+    return {
+        "apiVersion": ARGOCD_API,
+        "kind": "Application",
+        "metadata": {"name": application_name(stack.name), "namespace": argocd.namespace},
+        "spec": _application_spec(argocd, path, destination),
+    }
+
+
+def application_set(stack: Stack) -> dict[str, Any] | None:
+    """The fleet's ApplicationSet: one Application per rendered folder, found by a Git directory
+    generator, so adding a cluster is committing its folder. None unless the config asks for it.
+
+    Every cluster of a fleet yields the same object; the caller refuses fleets where they differ.
+    """
+    argocd = stack.config.gitops.argocd
+    if stack.config.gitops.tool != "argocd" or argocd is None or not argocd.applicationSet:
+        return None
+    # ApplicationSet's Git directory generator: {{path}} is the folder, {{path.basename}} its name.
+    cluster = "{{path.basename}}"
+    folders = argocd.path.replace("{name}", "*")
+    fleet_dir = argocd.path.replace("{name}", FLEET_DIR)
+    template_spec = _application_spec(argocd, "{{path}}", _destination(argocd, cluster))
+    return {
+        "apiVersion": ARGOCD_API,
+        "kind": "ApplicationSet",
+        "metadata": {"name": APPLICATION_SET_NAME, "namespace": argocd.namespace},
+        "spec": {
+            "generators": [
+                {
+                    "git": {
+                        "repoURL": argocd.repoURL,
+                        "revision": argocd.targetRevision,
+                        "directories": [{"path": folders}, {"path": fleet_dir, "exclude": True}],
+                    }
+                }
+            ],
+            "template": {
+                "metadata": {"name": application_name(cluster)},
+                "spec": template_spec,
+            },
+        },
+    }
+
+
+def _destination(argocd: ArgoCD, cluster: str) -> dict[str, str]:
+    destination = argocd.destination
+    result = (
+        {"name": destination.name.replace("{name}", cluster)}
+        if destination.name
+        else {"server": destination.server or IN_CLUSTER}
+    )
+    if destination.namespace:
+        result["namespace"] = destination.namespace
+    return result
+
+
+def _application_spec(argocd: ArgoCD, path: str, destination: dict[str, str]) -> dict[str, Any]:
+    source: dict[str, Any] = {
+        "repoURL": argocd.repoURL,
+        "targetRevision": argocd.targetRevision,
+        "path": path,
+    }
+    if argocd.plugin:
+        source["plugin"] = {"name": argocd.plugin.name}
+    spec: dict[str, Any] = {
+        "project": argocd.project,
+        "source": source,
+        "destination": destination,
+    }
+    if argocd.automated:
+        spec["syncPolicy"] = {"automated": {"prune": argocd.prune, "selfHeal": argocd.selfHeal}}
+    return spec
+
+
+def flux_objects(stack: Stack, layers: list[str]) -> list[dict[str, Any]]:
+    """A Kustomization per layer, each depending on the previous one, and the GitRepository when
+    the config describes it."""
+    flux = stack.config.gitops.flux
+    assert flux is not None and flux.sourceRef is not None  # the model refuses incomplete settings
+    source_ref: dict[str, str] = {"kind": flux.sourceRef.kind, "name": flux.sourceRef.name}
+    if flux.sourceRef.namespace:
+        source_ref["namespace"] = flux.sourceRef.namespace
+    path = flux.path.replace("{name}", stack.name)
+    objects: list[dict[str, Any]] = []
+    previous: str | None = None
+    for layer in layers:
+        name = f"{application_name(stack.name)}-{layer}"
+        spec: dict[str, Any] = {"interval": flux.interval}
+        if previous:
+            # dependsOn waits until the previous layer is Ready (with wait: all its objects).
+            spec["dependsOn"] = [{"name": previous}]
+        spec.update(
+            {
+                "sourceRef": source_ref,
+                "path": f"{path}/{layer}",
+                "prune": flux.prune,
+                "wait": flux.wait,
+                "timeout": flux.timeout,
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+                "kind": "Kustomization",
+                "metadata": {"name": name, "namespace": flux.namespace},
+                "spec": spec,
+            }
+        )
+        previous = name
+    if flux.gitRepository:
+        repository = flux.gitRepository
+        objects.append(
+            {
+                "apiVersion": "source.toolkit.fluxcd.io/v1",
+                "kind": "GitRepository",
+                "metadata": {
+                    "name": flux.sourceRef.name,
+                    "namespace": flux.sourceRef.namespace or flux.namespace,
+                },
+                "spec": {
+                    "interval": repository.interval,
+                    "url": repository.url,
+                    "ref": repository.ref.model_dump(exclude_none=True),
+                },
+            }
+        )
+    return objects
+
+
+def plugin() -> dict[str, Any]:
+    """Argo CD's ConfigManagementPlugin that runs gpustack in the repo-server's sidecar.
+
+    Argo CD runs `generate` in the Application's source folder and applies its standard output;
+    discovery picks folders holding a `gpustack.yaml` (argo-cd config-management-plugins docs).
+    """
+    return {
+        "apiVersion": ARGOCD_API,
+        "kind": "ConfigManagementPlugin",
+        "metadata": {"name": "gpustack"},
+        "spec": {
+            "generate": {"command": ["gpustack", "render", "--stdout"]},
+            "discover": {"fileName": "gpustack.yaml"},
+        },
+    }

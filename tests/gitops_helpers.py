@@ -1,0 +1,103 @@
+"""What the fleet and GitOps tests share: real kustomize, the upstream CRD schemas, the README's
+walk-through files, and reading rendered folders."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from ruamel.yaml import YAML
+
+from conftest import ROOT, SHARED
+
+KUBECTL = Path("/work/venv/bin/kubectl")
+CRD_SCHEMAS = SHARED / "crd-schemas"
+README = ROOT / "README.md"
+
+
+def kustomize(folder: Path) -> list[dict[str, Any]]:
+    """The objects real kustomize builds from `folder`: what Argo CD, Flux and `kubectl apply -k`
+    get."""
+    built = subprocess.run(
+        [str(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, check=True
+    )
+    return [doc for doc in YAML(typ="safe").load_all(built.stdout) if doc]
+
+
+def load(path: Path) -> Any:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def listed_objects(folder: Path) -> list[dict[str, Any]]:
+    """The objects of the files `folder/kustomization.yaml` lists, in its order."""
+    return [load(folder / name) for name in load(folder / "kustomization.yaml")["resources"]]
+
+
+def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    metadata = obj["metadata"]
+    return (obj["apiVersion"], obj["kind"], metadata.get("namespace", ""), metadata["name"])
+
+
+def by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], Any]:
+    result = {identity(obj): obj for obj in objects}
+    assert len(result) == len(objects), "two objects share an identity"
+    return result
+
+
+@cache
+def _schema(group: str, kind: str, version: str) -> dict[str, Any]:
+    return json.loads((CRD_SCHEMAS / group / f"{kind.lower()}_{version}.json").read_text())
+
+
+def schema_errors(obj: dict[str, Any]) -> list[str]:
+    """Errors of `obj` against the upstream CRD schema of its kind (kubeconform layout)."""
+    group, version = obj["apiVersion"].split("/")
+    schema = _schema(group, obj["kind"], version)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    return [
+        f"{'.'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in validator.iter_errors(obj)
+    ]
+
+
+def walkthrough() -> list[tuple[str, str]]:
+    """The README's "Fleets and GitOps" section as (kind, body) code blocks, in order: kind is
+    "file" (a YAML block whose first line `# path` names the file) or "sh" (commands)."""
+    text = README.read_text()
+    section = text.split("\n## Fleets and GitOps\n", 1)[1].split("\n## ", 1)[0]
+    blocks = []
+    for language, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
+        if language == "yaml":
+            first, _, rest = body.partition("\n")
+            assert first.startswith("# "), f"YAML block without a '# path' line: {first}"
+            blocks.append(("file", first[2:].strip() + "\n" + rest))
+        elif language == "sh":
+            blocks.append(("sh", body))
+    return blocks
+
+
+def readme_files(root: Path, variant: str) -> None:
+    """Write the walk-through's fleet into `root`: the configs with the first ("argocd") or the
+    last ("flux") version of each file."""
+    files: dict[str, list[str]] = {}
+    for kind, body in walkthrough():
+        if kind == "file":
+            path, _, content = body.partition("\n")
+            files.setdefault(path, []).append(content)
+    for path, versions in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(versions[0] if variant == "argocd" else versions[-1])
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }

@@ -1,0 +1,243 @@
+"""Fleets: folders of configs sharing a base, bad fleets refused before anything is written, and
+parallel rendering byte-identical to serial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitops_helpers import tree
+
+HEADER = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+BASE = HEADER + "platform:\n  profile: rke2\n  kubernetesVersion: \"1.31\"\n"
+
+
+def cluster(name: str, extends: str = "base.yaml", extra: str = "") -> str:
+    return f"{HEADER}extends: {extends}\nmetadata:\n  name: {name}\n{extra}"
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return root
+
+
+def test_folder_renders_every_cluster_but_not_its_base(cli, tmp_path):
+    fleet = write(tmp_path / "clusters", {
+        "base.yaml": BASE,
+        "a.yaml": cluster("a"),
+        "nested/b.yml": cluster("b", "../base.yaml", "platform:\n  profile: kubeadm\n"),
+        "kustomization.yaml": "resources: []\n",         # other YAML in the folder is not a config
+        "manifests.yaml": "kind: ConfigMap\n---\nkind: Secret\n",
+        ".hidden/c.yaml": cluster("c", "../base.yaml"),  # hidden and _ folders are skipped
+        "_drafts/d.yaml": cluster("d", "../base.yaml"),
+    })
+    result = cli("render", fleet, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a", "b"]
+    # a takes the base's profile (rke2); b overrides it (kubeadm).
+    assert (tmp_path / "out" / "a" / "node" / "rke2-agent-config.yaml").is_file()
+    assert not (tmp_path / "out" / "b" / "node" / "rke2-agent-config.yaml").exists()
+
+
+def test_a_config_given_by_name_is_rendered_even_if_others_extend_it(cli, tmp_path):
+    files = {"a.yaml": BASE + "metadata: {name: a}\n", "b.yaml": cluster("b", "a.yaml")}
+    fleet = write(tmp_path, files)
+    assert cli("render", fleet / "a.yaml", fleet / "b.yaml", "-o", tmp_path / "out").exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a", "b"]
+
+
+BAD_FLEETS = {
+    "empty folder": ({"README.md": "no configs here\n"}, ["no GPUStack configs", "clusters"]),
+    "only other YAML": ({"kustomization.yaml": "resources: []\n"}, ["no GPUStack configs"]),
+    "missing base": (
+        {"a.yaml": cluster("a", "missing.yaml")},
+        ["clusters/a.yaml:3:10", "extends", "missing.yaml not found"],
+    ),
+    "cyclic extends": (
+        {"a.yaml": cluster("a", "b.yaml"), "b.yaml": cluster("b", "a.yaml")},
+        ["extends forms a cycle", "clusters/a.yaml", "clusters/b.yaml"],
+    ),
+    "duplicate names": (
+        {"base.yaml": BASE, "one.yaml": cluster("gpu"), "two.yaml": cluster("gpu")},
+        ["clusters/two.yaml:5:9", "metadata.name", "'gpu'", "both clusters/one.yaml and"],
+    ),
+    "argocd without repoURL": (
+        {"base.yaml": BASE, "a.yaml": cluster("a", extra="gitops:\n  tool: argocd\n")},
+        ["clusters/a.yaml:7:3", "gitops.argocd.repoURL", "needs gitops.argocd.repoURL"],
+    ),
+    "flux without sourceRef": (
+        {"base.yaml": BASE, "a.yaml": cluster("a", extra="gitops:\n  tool: flux\n  flux: {}\n")},
+        ["clusters/a.yaml", "gitops.flux.sourceRef", "needs gitops.flux.sourceRef"],
+    ),
+    "destination server and name": (
+        {"base.yaml": BASE, "a.yaml": cluster("a", extra=(
+            "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/x.git\n"
+            "    destination: {server: https://k8s.example.com, name: a}\n"))},
+        ["clusters/a.yaml:10:18", "gitops.argocd.destination", "not both"],
+    ),
+    "path without {name}": (
+        {"base.yaml": BASE, "a.yaml": cluster("a", extra=(
+            "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/x.git\n"
+            "    path: out/fixed\n"))},
+        ["clusters/a.yaml:10:11", "gitops.argocd.path", "must contain {name}"],
+    ),
+    "broken config": (
+        {"base.yaml": BASE, "a.yaml": HEADER + "metadata: {name: a\n"},
+        ["clusters/a.yaml:", "invalid YAML"],
+    ),
+}
+
+
+@pytest.mark.parametrize("files,expected", BAD_FLEETS.values(), ids=BAD_FLEETS.keys())
+def test_bad_fleet_exits_2_names_the_problem_and_writes_nothing(
+    cli, tmp_path, monkeypatch, files, expected
+):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "clusters", files)
+    # A good cluster rendered before must stay exactly as it was.
+    write(tmp_path, {"good.yaml": BASE + "metadata:\n  name: good\n"})
+    assert cli("render", "good.yaml", "-o", "out").exit_code == 0
+    before = tree(tmp_path / "out")
+    result = cli("render", "good.yaml", "clusters", "-o", "out")
+    assert result.exit_code == 2, result.output
+    for text in expected:
+        assert text in result.stderr
+    assert "Traceback" not in result.output
+    assert tree(tmp_path / "out") == before
+
+
+def test_duplicate_names_across_folders_are_refused_naming_both_files(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    named_gpu = BASE + "metadata: {name: gpu}\n"
+    write(tmp_path, {"east/a.yaml": named_gpu, "west/b.yaml": named_gpu})
+    result = cli("render", "east", "west", "-o", "out")
+    assert result.exit_code == 2
+    assert "east/a.yaml" in result.stderr and "west/b.yaml" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _big_fleet(root: Path, count: int) -> Path:
+    profiles = ["rke2", "kubeadm", "openshift"]
+    tools = [
+        "",
+        "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/fleet.git}\n",
+        "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
+    ]
+    taint = "{key: nvidia.com/gpu, value: present, effect: NoSchedule}"
+    files = {"base.yaml": HEADER + f"nodes:\n  taints:\n  - {taint}\n"}
+    for index in range(count):
+        profile = profiles[index % 3]
+        version = '"1.29"' if profile == "openshift" else '"1.31"'
+        files[f"cluster-{index:03}.yaml"] = cluster(
+            f"gpu-{index:03}",
+            extra=f"platform:\n  profile: {profile}\n  kubernetesVersion: {version}\n"
+            + tools[(index // 3) % 3],
+        )
+    return write(root, files)
+
+
+def test_parallel_rendering_is_byte_identical_to_serial(cli, tmp_path):
+    fleet = _big_fleet(tmp_path / "clusters", 60)
+    serial = cli("render", fleet, "-o", tmp_path / "serial", "--jobs", "1")
+    parallel = cli("render", fleet, "-o", tmp_path / "parallel", "--jobs", "2")
+    default = cli("render", fleet, "-o", tmp_path / "default")
+    assert serial.exit_code == parallel.exit_code == default.exit_code == 0, parallel.output
+    expected = tree(tmp_path / "serial")
+    assert len([p for p in (tmp_path / "serial").iterdir()]) == 60
+    assert tree(tmp_path / "parallel") == expected
+    assert tree(tmp_path / "default") == expected
+    stdout_serial = cli("render", fleet, "--stdout", "--jobs", "1").stdout
+    assert cli("render", fleet, "--stdout", "--jobs", "2").stdout == stdout_serial
+
+
+def test_parallel_rendering_reports_the_same_first_error_as_serial(cli, tmp_path):
+    fleet = _big_fleet(tmp_path / "clusters", 60)
+    for index in (17, 42):
+        broken = fleet / f"cluster-{index:03}.yaml"
+        broken.write_text(broken.read_text() + "devicePlugin:\n  migStrategy: dual\n")
+    serial = cli("render", fleet, "-o", tmp_path / "out", "--jobs", "1")
+    parallel = cli("render", fleet, "-o", tmp_path / "out", "--jobs", "2")
+    assert serial.exit_code == parallel.exit_code == 2
+    assert "cluster-017.yaml" in serial.stderr and "devicePlugin.migStrategy" in serial.stderr
+    assert parallel.stderr == serial.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_load_all_gives_other_commands_the_same_fleet(tmp_path, monkeypatch):
+    from gpustack import fleet
+
+    monkeypatch.chdir(tmp_path)
+    files = {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")}
+    write(tmp_path / "clusters", files)
+    stacks = fleet.load_all([Path("clusters")])
+    assert [stack.name for stack in stacks] == ["a", "b"]
+    assert [stack.profile.metadata.name for stack in stacks] == ["rke2", "rke2"]
+    assert fleet.discover([Path("clusters")]) == [Path("clusters/a.yaml"), Path("clusters/b.yaml")]
+
+
+SCALARS = [
+    "15s", "1.31", "'1.31'", "yes", "on", "off", "012", "0x1F", "0o17", "1_000", "2024-01-01",
+    "1e3", ".inf", "~", "", "null", "True", "-3", "+3", "1:30", "3.", "=", "'='", "v0.20.0",
+    "out/{name}", "[1, x, 'y']", "{b: c}", "|\n  x\n  y", '"quoted: yes"', "0", "-0.5",
+]
+
+
+@pytest.mark.parametrize("scalar", SCALARS)
+def test_fast_reader_reads_what_the_full_parser_reads(tmp_path, scalar):
+    from gpustack.yamlio import load_file, load_file_fast
+
+    path = tmp_path / "config.yaml"
+    path.write_text(f"kind: GPUStack\nmetadata:\n  name: a\nvalue: {scalar}\nlist:\n- {scalar}\n")
+    fast, full = load_file_fast(path), load_file(path)
+    assert repr(fast.data) == repr(full.data)  # same values and the same types
+    assert fast.source.values == full.source.values
+    assert fast.source.keys == full.source.keys
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("a: 1\na: 2\n", "2:1: duplicate key 'a'"),
+        ("a: &x [1]\nb: *x\nb: 2\n", "duplicate key 'b'"),
+        ("a: 1\n---\nb: 2\n", "a second YAML document starts here"),
+        ("a: [1\n", "invalid YAML"),
+    ],
+)
+def test_fast_reader_leaves_every_problem_to_the_full_parser(tmp_path, text, message):
+    from gpustack.errors import UserError
+    from gpustack.yamlio import load_file_fast
+
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        load_file_fast(path)
+
+
+def test_fast_reader_agrees_on_every_shipped_config_and_profile():
+    from conftest import ROOT
+    from gpustack.yamlio import load_file, load_file_fast
+
+    files = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "profiles").glob("*.yaml"))
+    assert files
+    for path in files:
+        assert repr(load_file_fast(path).data) == repr(load_file(path).data), path
+
+
+def test_fleet_benchmark_runs():
+    """The benchmark the README documents still works (its timings are not asserted)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fleet.py"), "--clusters", "6", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "clusters: 6," in result.stdout and "findings: 0" in result.stdout

@@ -1,0 +1,373 @@
+"""Argo CD and Flux: the README walk-through run as written, GitOps objects checked against the
+upstream CRD schemas, and every rendered folder built with real kustomize."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, ROOT
+from gitops_helpers import (
+    by_identity,
+    kustomize,
+    listed_objects,
+    load,
+    readme_files,
+    schema_errors,
+    walkthrough,
+)
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Fleet Owner",
+    "GIT_AUTHOR_EMAIL": "owner@example.com",
+    "GIT_COMMITTER_NAME": "Fleet Owner",
+    "GIT_COMMITTER_EMAIL": "owner@example.com",
+}
+
+
+def test_readme_walkthrough_runs_as_written(cli, tmp_path, monkeypatch):
+    """Every file and command of the README's "Fleets and GitOps" section, in order."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no user git config leaks in
+    for key, value in GIT_IDENTITY.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    for kind, body in walkthrough():
+        if kind == "file":
+            path, _, content = body.partition("\n")
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(content)
+            continue
+        block_cwd = Path.cwd()
+        for line in filter(None, (line.strip() for line in body.splitlines())):
+            for command in line.split(" && "):
+                ran.append(command)
+                _run(cli, command)
+        os.chdir(block_cwd)
+    assert any(c.startswith("gpustack render clusters/") for c in ran)
+    assert any(c.startswith("gpustack gitops plugin") for c in ran)
+    # The walk-through ends committed for Flux, after a commit for Argo CD.
+    log = subprocess.run(["git", "log", "--format=%s"], capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == 2
+    committed = subprocess.run(
+        ["git", "ls-files", "out"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "out/gpu-west/gitops/kustomization-gpustack-gpu-west-workloads.yaml" in committed
+    assert "out/gpu-east/foundation/namespace-nvidia-gpu.yaml" in committed
+    # Switching to Flux removed what gpustack had written for Argo CD, and git recorded it.
+    assert "out/gpu-east/gitops/application-gpustack-gpu-east.yaml" not in committed
+    assert "out/gpu-east/namespace-nvidia-gpu.yaml" not in committed
+    assert not Path("out/base").exists(), "the base config must not be rendered as a cluster"
+    plugin = load(Path("plugin.yaml"))
+    assert plugin["kind"] == "ConfigManagementPlugin"
+
+
+def _run(cli, command: str) -> None:
+    words = shlex.split(command)
+    if words[0] == "cd":
+        os.chdir(words[1])
+    elif words[0] == "gpustack":
+        redirect = words.index(">") if ">" in words else None
+        arguments = words[1:redirect] if redirect else words[1:]
+        result = cli(*arguments)
+        assert result.exit_code == 0, f"{command}: {result.output}"
+        if redirect:
+            Path(words[redirect + 1]).write_text(result.stdout)
+    elif words[:2] == ["kubectl", "kustomize"]:
+        assert kustomize(Path(words[2])), f"{command} built nothing"
+    elif words[0] == "git":
+        subprocess.run(words, check=True, capture_output=True)
+    else:
+        pytest.fail(f"the walk-through has a command this test cannot run: {command}")
+
+
+def _render_readme_fleet(cli, root: Path, tool: str) -> Path:
+    """The README's two-cluster fleet, rendered for Argo CD or Flux (from `root`, the working
+    directory); returns the output folder."""
+    readme_files(root, tool)
+    result = cli("render", "clusters", "-o", "out")
+    assert result.exit_code == 0, result.output
+    return root / "out"
+
+
+@pytest.fixture(params=["argocd", "flux"])
+def fleet(request, cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return request.param, _render_readme_fleet(cli, tmp_path, request.param)
+
+
+@pytest.fixture
+def argocd_out(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return _render_readme_fleet(cli, tmp_path, "argocd")
+
+
+@pytest.fixture
+def flux_out(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return _render_readme_fleet(cli, tmp_path, "flux")
+
+
+def test_fleet_renders_one_folder_per_cluster(fleet):
+    _, out = fleet
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-east", "gpu-west"]
+
+
+def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet):
+    tool, out = fleet
+    for cluster in out.iterdir():
+        rendered = listed_objects(cluster)
+        assert by_identity(kustomize(cluster)) == by_identity(rendered)
+        # Every object file is listed: only node/ and gitops/ stay outside the kustomization.
+        on_disk = {
+            str(path.relative_to(cluster))
+            for path in cluster.rglob("*.yaml")
+            if path.name != "kustomization.yaml"
+            and path.relative_to(cluster).parts[0] not in ("node", "gitops")
+        }
+        assert on_disk == set(load(cluster / "kustomization.yaml")["resources"])
+        gitops = cluster / "gitops"
+        assert by_identity(kustomize(gitops)) == by_identity(listed_objects(gitops))
+        if tool == "flux":
+            layer_objects = []
+            for kustomization in listed_objects(gitops):
+                if kustomization["kind"] != "Kustomization":
+                    continue
+                folder = out.parent / kustomization["spec"]["path"]
+                layer_objects += kustomize(folder)
+            # The layers together are exactly the whole folder, each object in one layer.
+            assert by_identity(layer_objects) == by_identity(rendered)
+
+
+def test_gitops_objects_match_the_upstream_schemas(fleet):
+    tool, out = fleet
+    kinds = set()
+    for cluster in out.iterdir():
+        for obj in listed_objects(cluster / "gitops"):
+            kinds.add(obj["kind"])
+            assert schema_errors(obj) == [], obj["metadata"]["name"]
+    expected = {"argocd": {"Application"}, "flux": {"Kustomization", "GitRepository"}}[tool]
+    assert kinds == expected
+
+
+def test_argocd_application_points_at_the_rendered_folder(argocd_out):
+    out = argocd_out
+    application = load(out / "gpu-west" / "gitops" / "application-gpustack-gpu-west.yaml")
+    assert application["spec"]["source"] == {
+        "repoURL": "https://git.example.com/platform/gpu-fleet.git",
+        "targetRevision": "HEAD",
+        "path": "out/gpu-west",
+    }
+    assert application["spec"]["destination"] == {"name": "gpu-west", "namespace": "gpu-system"}
+    assert (out.parent / application["spec"]["source"]["path"] / "kustomization.yaml").is_file()
+
+
+def test_sync_waves_follow_apply_order(argocd_out):
+    out = argocd_out
+    for cluster in out.iterdir():
+        objects = listed_objects(cluster)
+        waves = [int(o["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for o in objects]
+        assert waves == sorted(waves), f"{cluster.name}: sync waves contradict kustomization order"
+        by_kind = {obj["kind"]: wave for obj, wave in zip(objects, waves)}
+        assert by_kind["Namespace"] < by_kind["DaemonSet"]
+        if "RuntimeClass" in by_kind:
+            assert by_kind["RuntimeClass"] < by_kind["DaemonSet"]
+
+
+def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
+    out = flux_out
+    cluster = out / "gpu-west"
+    kustomizations = [
+        obj for obj in listed_objects(cluster / "gitops") if obj["kind"] == "Kustomization"
+    ]
+    by_name = {k["metadata"]["name"]: k for k in kustomizations}
+    foundation = by_name["gpustack-gpu-west-foundation"]
+    workloads = by_name["gpustack-gpu-west-workloads"]
+    assert "dependsOn" not in foundation["spec"]
+    assert workloads["spec"]["dependsOn"] == [{"name": "gpustack-gpu-west-foundation"}]
+    for kustomization in kustomizations:
+        assert kustomization["spec"]["prune"] is True and kustomization["spec"]["wait"] is True
+        assert kustomization["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "gpu-fleet"}
+    kinds = {
+        layer: {obj["kind"] for obj in kustomize(cluster / layer)}
+        for layer in ("foundation", "workloads")
+    }
+    assert {"Namespace", "RuntimeClass"} <= kinds["foundation"]
+    assert "DaemonSet" in kinds["workloads"] and "Namespace" not in kinds["workloads"]
+    # The top-level kustomization still lists every object, layer by layer in apply order.
+    top = [path.split("/")[0] for path in load(cluster / "kustomization.yaml")["resources"]]
+    order = ["foundation", "workloads", "monitors"]
+    assert [order.index(layer) for layer in top] == sorted(order.index(layer) for layer in top)
+    assert top[0] == "foundation"
+
+
+def _ask_for_application_set(base: Path) -> None:
+    text = base.read_text()
+    base.write_text(text.replace("    destination:", "    applicationSet: true\n    destination:"))
+
+
+def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, "argocd")
+    _ask_for_application_set(tmp_path / "clusters" / "base.yaml")
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
+    assert schema_errors(application_set) == []
+    assert not (tmp_path / "out" / "gpu-east" / "gitops").exists()
+    # What Argo CD's Git directory generator would find in the committed repository.
+    directories = application_set["spec"]["generators"][0]["git"]["directories"]
+    folders = [
+        str(p.relative_to(tmp_path)) for p in (tmp_path / "out").iterdir() if p.is_dir()
+    ]
+    def matched(exclude: bool) -> set[str]:
+        return {
+            folder
+            for folder in folders
+            for directory in directories
+            if fnmatch.fnmatch(folder, directory["path"])
+            and directory.get("exclude", False) == exclude
+        }
+
+    assert matched(exclude=False) - matched(exclude=True) == {"out/gpu-east", "out/gpu-west"}
+    template = application_set["spec"]["template"]
+    assert template["spec"]["source"]["path"] == "{{path}}"
+    assert template["spec"]["destination"] == {"name": "{{path.basename}}"}
+    assert by_identity(kustomize(tmp_path / "out" / "_gitops")) == by_identity([application_set])
+
+
+def test_application_set_needs_one_setting_for_the_whole_fleet(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, "argocd")
+    _ask_for_application_set(tmp_path / "clusters" / "base.yaml")
+    east = tmp_path / "clusters" / "gpu-east" / "gpustack.yaml"
+    east.write_text(east.read_text() + "gitops:\n  argocd:\n    targetRevision: release\n")
+    result = cli("render", "clusters", "-o", "out")
+    assert result.exit_code == 2
+    assert "clusters/gpu-east/gpustack.yaml" in result.stderr
+    assert "clusters/gpu-west/gpustack.yaml" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_plugin_runs_render_stdout_where_argo_cd_finds_gpustack_yaml(cli, tmp_path, monkeypatch):
+    """The plugin Argo CD runs in a config folder prints what kustomize builds from out/<name>."""
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, "argocd")
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    plugin = load_text(cli("gitops", "plugin").stdout)
+    assert plugin["apiVersion"] == "argoproj.io/v1alpha1"
+    assert plugin["kind"] == "ConfigManagementPlugin"
+    folder = tmp_path / "clusters" / "gpu-east"
+    assert (folder / plugin["spec"]["discover"]["fileName"]).is_file()
+    command = plugin["spec"]["generate"]["command"]
+    assert command[0] == "gpustack"
+    # The real console entry point, in the folder, as Argo CD's sidecar runs it.
+    generated = subprocess.run(
+        [sys.executable, "-m", "gpustack", *command[1:]],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    from ruamel.yaml import YAML
+
+    streamed = [doc for doc in YAML(typ="safe").load_all(generated.stdout) if doc]
+    assert by_identity(streamed) == by_identity(kustomize(tmp_path / "out" / "gpu-east"))
+    assert not (folder / "out").exists(), "--stdout must write nothing"
+
+
+def load_text(text: str):
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe").load(text)
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("tool", ["none", "argocd", "flux"])
+def test_every_example_builds_with_kustomize_for_every_tool(cli, tmp_path, example, tool):
+    settings = {
+        "none": "gitops: {tool: none}\n",
+        "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
+        "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
+    }[tool]
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
+    )
+    result = cli("render", config, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    (folder,) = (tmp_path / "out").iterdir()
+    rendered = listed_objects(folder)
+    assert by_identity(kustomize(folder)) == by_identity(rendered)
+    for obj in rendered:
+        annotations = obj["metadata"].get("annotations", {})
+        assert ("argocd.argoproj.io/sync-wave" in annotations) == (tool == "argocd")
+    if tool != "none":
+        for obj in kustomize(folder / "gitops"):
+            assert schema_errors(obj) == []
+    else:
+        assert not (folder / "gitops").exists()
+
+
+def _objects_of_every_phase() -> list[dict]:
+    def obj(api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+        return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+
+    return [
+        obj("monitoring.coreos.com/v1", "ServiceMonitor", "dcgm-exporter", "gpu"),
+        obj("apps/v1", "DaemonSet", "plugin", "gpu")
+        | {"spec": {"template": {"spec": {"containers": []}}}},
+        obj("v1", "ServiceAccount", "plugin", "gpu"),
+        obj("node.k8s.io/v1", "RuntimeClass", "nvidia") | {"handler": "nvidia"},
+        obj("v1", "Namespace", "gpu"),
+        obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "nodefeaturerules.nfd.k8s.io"),
+    ]
+
+
+def test_sync_waves_put_crds_and_namespaces_first_and_monitors_last():
+    from gpustack.decorate import decorate
+
+    objects = decorate(_objects_of_every_phase(), sync_waves=True)
+    annotations = {o["kind"]: o["metadata"]["annotations"] for o in objects}
+    waves = {kind: int(a["argocd.argoproj.io/sync-wave"]) for kind, a in annotations.items()}
+    assert waves == {
+        "CustomResourceDefinition": -2,
+        "Namespace": -1,
+        "RuntimeClass": -1,
+        "ServiceAccount": 0,
+        "DaemonSet": 0,
+        "ServiceMonitor": 1,
+    }
+    assert [waves[o["kind"]] for o in objects] == sorted(waves.values())  # apply order agrees
+    crd = annotations["CustomResourceDefinition"]
+    assert crd["argocd.argoproj.io/sync-options"] == "ServerSideApply=true"
+    assert (
+        annotations["ServiceMonitor"]["argocd.argoproj.io/sync-options"]
+        == "SkipDryRunOnMissingResource=true"
+    )
+    assert "argocd.argoproj.io/sync-options" not in annotations["DaemonSet"]
+    assert all("annotations" not in o["metadata"] for o in decorate(_objects_of_every_phase()))
+
+
+def test_flux_layers_build_with_kustomize_including_crds_and_monitors(tmp_path):
+    from gpustack.decorate import decorate
+    from gpustack.render import Rendering, files
+
+    rendering = Rendering("lab", decorate(_objects_of_every_phase()), layered=True)
+    for relative, content in files(rendering).items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(content)
+    kinds = {layer: [o["kind"] for o in kustomize(tmp_path / layer)]
+             for layer in ("foundation", "workloads", "monitors")}
+    assert sorted(kinds["foundation"]) == ["CustomResourceDefinition", "Namespace", "RuntimeClass"]
+    assert sorted(kinds["workloads"]) == ["DaemonSet", "ServiceAccount"]
+    assert kinds["monitors"] == ["ServiceMonitor"]
+    assert by_identity(kustomize(tmp_path)) == by_identity(rendering.objects)
