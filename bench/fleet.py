@@ -1,5 +1,5 @@
 """Fleet benchmark: generate N cluster configs in a temporary folder, then time discovery,
-rendering (into files, as `gpustack render` writes them) and schema validation.
+rendering (into files, as `gpustack render` writes them) and validation (schema and lint).
 
     python bench/fleet.py --clusters 1000 [--jobs N] [--repeat 3]
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpustack import fleet, render  # noqa: E402
+from gpustack import fleet, render, tune_gc  # noqa: E402
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -55,6 +55,7 @@ def generate(folder: Path, clusters: int) -> None:
 
 def run(jobs: int | None) -> tuple[dict[str, float], int, int, int]:
     """One repetition: seconds per stage, clusters, resources and findings."""
+    tune_gc()  # as the gpustack command does
     timings: dict[str, float] = {}
     start = time.perf_counter()
     configs = fleet.discover([Path(".")])
@@ -65,7 +66,7 @@ def run(jobs: int | None) -> tuple[dict[str, float], int, int, int]:
         render.files(rendering)
     timings["render"] = time.perf_counter() - start
     start = time.perf_counter()
-    findings = fleet.validate_all(renderings, jobs=jobs)
+    findings = fleet.check_all(renderings, jobs=jobs)
     timings["validate"] = time.perf_counter() - start
     resources = sum(len(rendering.objects) for rendering in renderings)
     return timings, len(renderings), resources, sum(len(found) for found in findings)

