@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-from gpustack import components
-from gpustack.config import Stack
 from gpustack.diff import as_json, changed_paths, diff_objects, render_text
 
 from conftest import EXAMPLES, ROOT
@@ -285,32 +283,6 @@ def dummy_pem(path: Path) -> bytes:
     return pem.encode()
 
 
-def entitlement_machine_config(stack: Stack) -> list[dict[str, Any]]:
-    """A MachineConfig in the shape OpenShift's MCO takes (Ignition 3.2.0, base64 `data:` URL):
-    a stand-in for the OpenShift component, so that these tests need no other module."""
-    if stack.entitlement_pem is None:
-        return []
-    payload = base64.b64encode(stack.entitlement_pem).decode()
-    return [{
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": "99-test-entitlement-pem",
-                     "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-        "spec": {"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [{
-            "path": "/etc/pki/entitlement/entitlement.pem",
-            "mode": 420,
-            "overwrite": True,
-            "contents": {"source": f"data:text/plain;charset=utf-8;base64,{payload}"},
-        }]}}},
-    }]
-
-
-@pytest.fixture
-def with_machine_config(monkeypatch):
-    monkeypatch.setattr(components, "COMPONENTS",
-                        (*components.COMPONENTS, entitlement_machine_config))
-
-
 def entitled(folder: Path, file: str, pem_file: str) -> Path:
     return write_config(folder, file, f"entitlement: {{enabled: true, pemFile: {pem_file}}}\n",
                         profile="openshift")
@@ -325,28 +297,28 @@ def leaks(output: str, pem: bytes) -> list[str]:
     return [fragment for fragment in fragments if fragment in output]
 
 
-def test_a_changed_entitlement_shows_as_changed_and_never_in_clear(
-    cli, tmp_path, with_machine_config
-):
+def test_a_changed_entitlement_shows_as_changed_and_never_in_clear(cli, tmp_path):
     old_pem, new_pem = dummy_pem(tmp_path / "old.pem"), dummy_pem(tmp_path / "new.pem")
     old, new = entitled(tmp_path, "old.yaml", "old.pem"), entitled(tmp_path, "new.yaml", "new.pem")
     text = cli("diff", old, new)
     assert text.exit_code == 1, text.output
     lines = summary(text.stdout)
-    changed = lines.index(
-        "~ changed  MachineConfig.machineconfiguration.openshift.io 99-test-entitlement-pem")
-    assert lines[changed + 1] == "    spec.config.storage.files[0].contents.source"
+    for name in ("50-entitlement-pem", "50-entitlement-key-pem"):
+        changed = lines.index(f"~ changed  MachineConfig.machineconfiguration.openshift.io {name}")
+        assert lines[changed + 1] == "    spec.config.storage.files[0].contents.source"
+    assert not [line for line in lines if "50-rhsm-conf" in line]  # the same in both
     assert "<redacted sha256:" in text.stdout
     as_json_result = cli("diff", old, new, "--output", "json")
     assert as_json_result.exit_code == 1
-    assert changes_of(as_json_result)["MachineConfig/99-test-entitlement-pem"]["paths"] == [
-        "spec.config.storage.files[0].contents.source"
-    ]
+    for name in ("50-entitlement-pem", "50-entitlement-key-pem"):
+        assert changes_of(as_json_result)[f"MachineConfig/{name}"]["paths"] == [
+            "spec.config.storage.files[0].contents.source"
+        ]
     for output in (text.output, as_json_result.output):
         assert leaks(output, old_pem) == [] and leaks(output, new_pem) == []
 
 
-def test_committed_entitlement_drift_is_masked_too(cli, tmp_path, with_machine_config):
+def test_committed_entitlement_drift_is_masked_too(cli, tmp_path):
     old_pem, new_pem = dummy_pem(tmp_path / "old.pem"), dummy_pem(tmp_path / "new.pem")
     old, new = entitled(tmp_path, "old.yaml", "old.pem"), entitled(tmp_path, "new.yaml", "new.pem")
     assert cli("render", old, "-o", tmp_path / "out").exit_code == 0
@@ -355,7 +327,7 @@ def test_committed_entitlement_drift_is_masked_too(cli, tmp_path, with_machine_c
     for output in ("text", "json"):
         result = cli("diff", new, "--against", tmp_path / "out", "--output", output)
         assert result.exit_code == 1
-        assert "99-test-entitlement-pem" in result.stdout
+        assert "50-entitlement-pem" in result.stdout
         assert leaks(result.output, old_pem) == [] and leaks(result.output, new_pem) == []
 
 
