@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.model import Profile
-from gpustack.yamlio import load_file
+from gpustack.yamlio import SourceMap, load_file
+
+if TYPE_CHECKING:
+    from gpustack.config import Layer
 
 BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
 
@@ -51,7 +55,7 @@ def _find(name: str, profiles_dir: Path | None) -> Path | None:
 
 def load(
     name: str, profiles_dir: Path | None = None, referenced_at: Location | None = None
-):  # -> tuple[Profile, Layer]
+) -> tuple[Profile, Layer]:
     """The profile `name` with its `extends:` chain merged, and its defaults as a config layer."""
     if profiles_dir is not None and not profiles_dir.is_dir():
         raise UserError(f"profiles directory {display_path(profiles_dir)} does not exist")
@@ -63,7 +67,9 @@ def load(
 
 
 @lru_cache(maxsize=64)
-def _load(name: str, profiles_dir: Path | None, referenced_at: Location | None):  # type: ignore[no-untyped-def]
+def _load(
+    name: str, profiles_dir: Path | None, referenced_at: Location | None
+) -> tuple[Profile, Layer]:
     from gpustack.config import Layer, merge_layers, validate
 
     layers: list[Layer] = []
@@ -100,12 +106,11 @@ def _load(name: str, profiles_dir: Path | None, referenced_at: Location | None):
     return profile, _merged_layer(defaults_layers)
 
 
-def _merged_layer(layers):  # type: ignore[no-untyped-def]
+def _merged_layer(layers: list[Layer]) -> Layer:
     """Fold several profiles' defaults into one layer whose positions point at the right file."""
     from gpustack.config import Layer, merge
-    from gpustack.yamlio import SourceMap
 
-    data: dict = {}
+    data: dict[str, Any] = {}
     combined = SourceMap(layers[-1].source.file)
     for layer in layers:
         data = merge(data, layer.data)

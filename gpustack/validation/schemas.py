@@ -40,7 +40,7 @@ _VARIABLE = re.compile(r"^\.([A-Za-z]+)$")
 
 
 def _package_root() -> Path:
-    import kubernetes_validate
+    import kubernetes_validate  # type: ignore[import-untyped]
 
     return Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
 

@@ -215,6 +215,7 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
     two clusters of a fleet never see each other's objects. Everything else is one cluster.
     """
     from gpustack import lint
+    from gpustack.errors import display_path
     from gpustack.validation.manifests import cluster_folder, files, read
 
     units: dict[str | None, list[Result]] = {}
@@ -223,13 +224,13 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
             units.setdefault(cluster_folder(result.resource.file), []).append(result)
     unplaced: list[Finding] = []
     for folder, members in units.items():
-        objects = [result.resource.data for result in members]
-        named = {identity_of(obj) for obj in objects if obj is not None}
+        objects = [result.resource.data for result in members if result.resource.data is not None]
+        named = {identity_of(obj) for obj in objects}
         context: set[Identity] = set()
         if folder is not None:
             seen = {result.resource.file for result in members}
             for path in files([folder]):
-                if display_path_of(path) in seen:
+                if display_path(path) in seen:
                     continue
                 for resource in read(path):
                     if resource.data is not None and identity_of(resource.data) not in named:
@@ -238,9 +239,3 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
         leftover = attach_lint(members, lint.run(objects, kubernetes_version))
         unplaced += [finding for finding in leftover if finding.object not in context]
     return unplaced
-
-
-def display_path_of(path: str) -> str:
-    from gpustack.errors import display_path
-
-    return display_path(path)
