@@ -18,6 +18,7 @@ from gpustack.workload import (
     driver_mount,
     gpu_pod_spec,
     host_path_volume,
+    kubelet_socket_selinux,
     scc_rules,
     service_account,
 )
@@ -28,6 +29,10 @@ CONFIG_MAP = "nvidia-device-plugin-config"
 CONFIG_DIR = "/etc/nvidia-device-plugin"
 # helm values.yaml `mps.root`; the plugin and the MPS control daemon share it through the host.
 MPS_ROOT = "/run/nvidia/mps"
+# Where both binaries expect that folder inside their containers: the daemon creates its pipes,
+# logs and `.ready` there and the plugin health-checks it there (cmd/mps-control-daemon/mps/root.go
+# `ContainerRoot`); MPS_ROOT only tells the plugin the host path to mount into GPU pods.
+MPS_MOUNT = "/mps"
 
 
 def image(stack: Stack) -> str:
@@ -101,7 +106,12 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
         *driver_env,
     ]
-    security: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    security: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        # The plugin serves its socket in device-plugins/ and registers at kubelet.sock there.
+        **kubelet_socket_selinux(stack),
+    }
     if plugin.migStrategy != "none":
         env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
         # Watching MIG devices needs SYS_ADMIN (helm _helpers.tpl, securityContext logic).
@@ -124,7 +134,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
             host_path_volume("mps-shm", f"{MPS_ROOT}/shm", "DirectoryOrCreate"),
         ]
         mounts += [
-            {"name": "mps-root", "mountPath": MPS_ROOT},
+            {"name": "mps-root", "mountPath": MPS_MOUNT},
             {"name": "mps-shm", "mountPath": "/dev/shm"},
         ]
     pod_spec = gpu_pod_spec(stack)
@@ -159,6 +169,21 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
         {
             "serviceAccountName": NAME,
             "hostPID": True,
+            "initContainers": [
+                {
+                    # Mounts a tmpfs at <mps root>/shm on the host, the /dev/shm that the daemon
+                    # and its clients share (cmd/mps-control-daemon/mount/mount-shm.go). Privileged:
+                    # mounting, and propagating the mount back to the host (Bidirectional), needs it.
+                    "name": "mps-control-daemon-mounts",
+                    "image": image(stack),
+                    "command": ["mps-control-daemon", "mount-shm"],
+                    "securityContext": {"privileged": True},
+                    "volumeMounts": [
+                        {"name": "mps-root", "mountPath": MPS_MOUNT,
+                         "mountPropagation": "Bidirectional"},
+                    ],
+                }
+            ],
             "containers": [
                 {
                     "name": "mps-control-daemon",
@@ -166,7 +191,6 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon"],
                     "env": [
                         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
-                        {"name": "MPS_ROOT", "value": MPS_ROOT},
                         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
@@ -175,7 +199,7 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "securityContext": {"privileged": True},
                     "volumeMounts": [
                         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                        {"name": "mps-root", "mountPath": MPS_ROOT},
+                        {"name": "mps-root", "mountPath": MPS_MOUNT},
                         {"name": "mps-shm", "mountPath": "/dev/shm"},
                     ],
                 }
