@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import validate_upstream
+from ruamel.yaml import YAML
 
 from gpustack.config import load_stack
 from gpustack.render import render
@@ -87,3 +88,34 @@ def test_plugin_may_reach_the_kubelet_socket_under_selinux(tmp_path, profile):
     assert security["capabilities"] == {"drop": ["ALL"]}
     expected = {"type": "spc_t"} if profile == "openshift" else None
     assert security.get("seLinuxOptions") == expected
+
+
+def plugin_config(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The plugin's config file as the plugin reads it."""
+    (config_map,) = [
+        o for o in items
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "nvidia-device-plugin-config"
+    ]
+    return YAML(typ="safe").load(config_map["data"]["config.yaml"])
+
+
+@pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])
+def test_plugin_replacing_gkes_reaches_the_gpus_without_an_nvidia_runtime(tmp_path, profile):
+    """GKE has no nvidia runtime: nothing puts /dev/nvidia* into the plugin's container or into
+    GPU pods from NVIDIA_VISIBLE_DEVICES. The plugin must see the devices itself (privileged, as
+    GKE's own plugin) and hand their device nodes to the kubelet (passDeviceSpecs)."""
+    rendered = objects(
+        tmp_path,
+        profile,
+        nodes={"selector": {"gke-no-default-nvidia-gpu-device-plugin": "true"}},
+        devicePlugin={"enabled": True},
+    )
+    plugin = find(rendered, PLUGIN)["spec"]["template"]["spec"]["containers"][0]
+    assert plugin["securityContext"] == {"privileged": True}
+    assert plugin_config(rendered)["flags"]["plugin"]["passDeviceSpecs"] is True
+
+
+@pytest.mark.parametrize("profile", ["kubeadm", "rke2", "openshift"])
+def test_plugin_leaves_devices_to_the_nvidia_runtime_elsewhere(tmp_path, profile):
+    rendered = objects(tmp_path, profile)
+    assert plugin_config(rendered)["flags"]["plugin"]["passDeviceSpecs"] is False

@@ -49,7 +49,9 @@ def plugin_config(stack: Stack) -> dict[str, Any]:
             "failOnInitError": True,
             "nvidiaDriverRoot": stack.facts.driver.root,
             "plugin": {
-                "passDeviceSpecs": False,
+                # Where no nvidia runtime reads NVIDIA_VISIBLE_DEVICES (GKE), GPU pods get their
+                # device nodes only if the plugin hands them to the kubelet, as GKE's plugin does.
+                "passDeviceSpecs": stack.facts.driver.hostMount is not None,
                 "deviceListStrategy": "envvar",
                 "deviceIDStrategy": "uuid",
             },
@@ -116,6 +118,12 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
         # Watching MIG devices needs SYS_ADMIN (helm _helpers.tpl, securityContext logic).
         security["capabilities"]["add"] = ["SYS_ADMIN"]
+    if stack.facts.driver.hostMount is not None:
+        # No nvidia runtime injects /dev/nvidia* here (GKE), so NVML cannot open the GPUs from an
+        # unprivileged container and the plugin exits at start (failOnInitError); GKE's own
+        # plugin runs privileged for the same reason (container-engine-accelerators
+        # device-plugin.yaml).
+        security = {"privileged": True}
     volumes = [
         host_path_volume("device-plugins", kubelet_plugins, "Directory"),
         {"name": "config", "configMap": {"name": CONFIG_MAP}},
