@@ -101,6 +101,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
     kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
     driver_volumes, driver_mounts, driver_env = driver_mount(stack)
     env: list[dict[str, Any]] = [
+        # The plugin's `--config-file` flag (cmd/nvidia-device-plugin/main.go, env CONFIG_FILE).
         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
         # helm templates/daemonset-device-plugin.yml sets these for the plugin container.
         {"name": "MPS_ROOT", "value": MPS_ROOT},
@@ -180,8 +181,9 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
             "initContainers": [
                 {
                     # Mounts a tmpfs at <mps root>/shm on the host, the /dev/shm that the daemon
-                    # and its clients share (cmd/mps-control-daemon/mount/mount-shm.go). Privileged:
-                    # mounting, and propagating the mount back to the host (Bidirectional), needs it.
+                    # and its clients share (cmd/mps-control-daemon/mount/mount-shm.go).
+                    # Privileged: mounting, and propagating the mount back to the host
+                    # (Bidirectional), needs it.
                     "name": "mps-control-daemon-mounts",
                     "image": image(stack),
                     "command": ["mps-control-daemon", "mount-shm"],
