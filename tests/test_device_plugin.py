@@ -119,3 +119,33 @@ def test_plugin_replacing_gkes_reaches_the_gpus_without_an_nvidia_runtime(tmp_pa
 def test_plugin_leaves_devices_to_the_nvidia_runtime_elsewhere(tmp_path, profile):
     rendered = objects(tmp_path, profile)
     assert plugin_config(rendered)["flags"]["plugin"]["passDeviceSpecs"] is False
+
+
+@pytest.mark.parametrize("profile", ["kubeadm", "rke2", "openshift"])
+def test_plugin_account_grants_nothing_beyond_the_scc(tmp_path, profile):
+    """The plugin and the MPS daemon never call the API server (the upstream static manifest
+    gives them no RBAC): no token, no ClusterRole, and on OpenShift only `use` of SCC privileged."""
+    rendered = objects(tmp_path, profile, devicePlugin={"sharing": {"strategy": "mps"}})
+    (account,) = [
+        o for o in rendered if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == PLUGIN
+    ]
+    assert account["automountServiceAccountToken"] is False
+    bound = [
+        o for o in rendered
+        if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and any(s["name"] == PLUGIN for s in o["subjects"])
+    ]
+    roles = {(o["kind"], o["metadata"]["name"]): o for o in rendered}
+    rules = [
+        rule
+        for binding in bound
+        for rule in roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]["rules"]
+    ]
+    expected = [{
+        "apiGroups": ["security.openshift.io"],
+        "resources": ["securitycontextconstraints"],
+        "resourceNames": ["privileged"],
+        "verbs": ["use"],
+    }] if profile == "openshift" else []
+    assert rules == expected
+    assert all(binding["kind"] == "RoleBinding" for binding in bound)

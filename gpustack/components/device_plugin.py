@@ -13,12 +13,12 @@ from typing import Any
 from gpustack import emit
 from gpustack.config import Stack
 from gpustack.workload import (
-    cluster_role_with_binding,
     daemonset,
     driver_mount,
     gpu_pod_spec,
     host_path_volume,
     kubelet_socket_selinux,
+    role_with_binding,
     scc_rules,
     service_account,
 )
@@ -74,15 +74,15 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     if not plugin.enabled:
         return []
     mps = plugin.sharing.strategy == "mps"
+    account = service_account(stack, NAME)
+    # The plugin and the MPS daemon talk only to the kubelet, never to the API server: the
+    # static manifest runs them with no RBAC at all, and the helm chart's ClusterRole (nodes
+    # get/list/watch, templates/role.yml) exists only for its config-manager sidecar, which reads
+    # the node's config label, and for GFD. So the account carries no token and, on OpenShift,
+    # only the right to use SCC privileged.
+    account["automountServiceAccountToken"] = False
     objects: list[dict[str, Any]] = [
-        service_account(stack, NAME),
-        # helm templates/role.yaml: the plugin reads its Node for labels.
-        *cluster_role_with_binding(
-            stack,
-            NAME,
-            [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-             *scc_rules(stack)],
-        ),
+        account,
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -91,6 +91,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         },
         _plugin_daemonset(stack, mps),
     ]
+    rules = scc_rules(stack)
+    if rules:
+        objects += role_with_binding(stack, NAME, rules)
     if mps:
         objects.append(_mps_control_daemonset(stack))
     return objects
