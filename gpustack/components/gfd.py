@@ -54,7 +54,12 @@ def build(stack: Stack) -> list[dict[str, Any]]:
             }
         )
     rules += scc_rules(stack)
-    objects = [service_account(stack, NAME)]
+    account = service_account(stack, NAME)
+    if not publishes_node_features(stack):
+        # Writing the features.d file, GFD never calls the API server (it builds its clients
+        # only with the NodeFeature API, cmd/gpu-feature-discovery/main.go): no token.
+        account["automountServiceAccountToken"] = False
+    objects = [account]
     if rules:
         objects += role_with_binding(stack, NAME, rules)
     objects.append(_daemonset(stack))
