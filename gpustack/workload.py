@@ -130,6 +130,20 @@ def scc_rules(stack: Stack, scc: str = "privileged") -> list[dict[str, Any]]:
     ]
 
 
+def kubelet_socket_selinux(stack: Stack) -> dict[str, Any]:
+    """securityContext fields for a container that talks to the kubelet over its unix sockets
+    (device-plugins/kubelet.sock, pod-resources) without being privileged.
+
+    SELinux on RHCOS denies container_t `write` and `connectto` on those sockets (unprivileged
+    device plugins: kubernetes/kubernetes #73240; pod-resources: gpu-operator #2092; the denial:
+    intel-technology-enabling-for-openshift #113), which is why the GPU Operator runs such pods
+    privileged. spc_t lifts only the SELinux confinement; SCC `privileged` admits it.
+    """
+    if not stack.facts.securityContextConstraints:
+        return {}
+    return {"seLinuxOptions": {"type": "spc_t"}}
+
+
 def cluster_role_with_binding(
     stack: Stack, name: str, rules: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:

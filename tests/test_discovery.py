@@ -163,7 +163,8 @@ def test_gfd_publishes_node_features_where_nfd_reads_them(tmp_path, profile, mod
         for verb in rule["verbs"]
     }
     assert {"get", "create", "update"} <= granted
-    find(rendered, "ServiceAccount", account)
+    # ...with a token to reach the API server.
+    assert find(rendered, "ServiceAccount", account)["automountServiceAccountToken"] is True
 
 
 @pytest.mark.parametrize(("profile", "sections"), [
@@ -184,6 +185,9 @@ def test_gfd_writes_the_features_file_otherwise(tmp_path, profile, sections):
     roles = [o for o in rendered
              if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-feature-discovery"]
     assert not [r for role in roles for r in role["rules"] if "nodefeatures" in r["resources"]]
+    # Nor any API access at all, so its privileged pod carries no token.
+    account = gfd["spec"]["template"]["spec"]["serviceAccountName"]
+    assert find(rendered, "ServiceAccount", account)["automountServiceAccountToken"] is False
 
 
 def test_openshift_gfd_may_use_the_privileged_scc(tmp_path):

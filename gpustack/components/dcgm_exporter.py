@@ -20,6 +20,7 @@ from gpustack.workload import (
     driver_mount,
     gpu_pod_spec,
     host_path_volume,
+    kubelet_socket_selinux,
     role_with_binding,
     scc_rules,
     selector_labels,
@@ -165,13 +166,9 @@ def _security_context(stack: Stack) -> dict[str, Any]:
         "runAsUser": 0,
         "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]},
         "allowPrivilegeEscalation": False,
+        # The pod-resources socket (OpenShift).
+        **kubelet_socket_selinux(stack),
     }
-    if stack.facts.securityContextConstraints:
-        # SELinux on RHCOS denies container_t `connectto` on the kubelet's sockets (socket type
-        # kubelet_var_lib_t: gpu-operator #2092; denial: intel-technology-enabling-for-openshift
-        # #113), which is why the operator runs the exporter privileged. spc_t lifts only the
-        # SELinux confinement; SCC `privileged` admits it.
-        security["seLinuxOptions"] = {"type": "spc_t"}
     return security
 
 

@@ -13,11 +13,12 @@ from typing import Any
 from gpustack import emit
 from gpustack.config import Stack
 from gpustack.workload import (
-    cluster_role_with_binding,
     daemonset,
     driver_mount,
     gpu_pod_spec,
     host_path_volume,
+    kubelet_socket_selinux,
+    role_with_binding,
     scc_rules,
     service_account,
 )
@@ -28,6 +29,10 @@ CONFIG_MAP = "nvidia-device-plugin-config"
 CONFIG_DIR = "/etc/nvidia-device-plugin"
 # helm values.yaml `mps.root`; the plugin and the MPS control daemon share it through the host.
 MPS_ROOT = "/run/nvidia/mps"
+# Where both binaries expect that folder inside their containers: the daemon creates its pipes,
+# logs and `.ready` there and the plugin health-checks it there (cmd/mps-control-daemon/mps/root.go
+# `ContainerRoot`); MPS_ROOT only tells the plugin the host path to mount into GPU pods.
+MPS_MOUNT = "/mps"
 
 
 def image(stack: Stack) -> str:
@@ -44,7 +49,9 @@ def plugin_config(stack: Stack) -> dict[str, Any]:
             "failOnInitError": True,
             "nvidiaDriverRoot": stack.facts.driver.root,
             "plugin": {
-                "passDeviceSpecs": False,
+                # Where no nvidia runtime reads NVIDIA_VISIBLE_DEVICES (GKE), GPU pods get their
+                # device nodes only if the plugin hands them to the kubelet, as GKE's plugin does.
+                "passDeviceSpecs": stack.facts.driver.hostMount is not None,
                 "deviceListStrategy": "envvar",
                 "deviceIDStrategy": "uuid",
             },
@@ -67,15 +74,15 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     if not plugin.enabled:
         return []
     mps = plugin.sharing.strategy == "mps"
+    account = service_account(stack, NAME)
+    # The plugin and the MPS daemon talk only to the kubelet, never to the API server: the
+    # static manifest runs them with no RBAC at all, and the helm chart's ClusterRole (nodes
+    # get/list/watch, templates/role.yml) exists only for its config-manager sidecar, which reads
+    # the node's config label, and for GFD. So the account carries no token and, on OpenShift,
+    # only the right to use SCC privileged.
+    account["automountServiceAccountToken"] = False
     objects: list[dict[str, Any]] = [
-        service_account(stack, NAME),
-        # helm templates/role.yaml: the plugin reads its Node for labels.
-        *cluster_role_with_binding(
-            stack,
-            NAME,
-            [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-             *scc_rules(stack)],
-        ),
+        account,
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -84,6 +91,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         },
         _plugin_daemonset(stack, mps),
     ]
+    rules = scc_rules(stack)
+    if rules:
+        objects += role_with_binding(stack, NAME, rules)
     if mps:
         objects.append(_mps_control_daemonset(stack))
     return objects
@@ -94,6 +104,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
     kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
     driver_volumes, driver_mounts, driver_env = driver_mount(stack)
     env: list[dict[str, Any]] = [
+        # The plugin's `--config-file` flag (cmd/nvidia-device-plugin/main.go, env CONFIG_FILE).
         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
         # helm templates/daemonset-device-plugin.yml sets these for the plugin container.
         {"name": "MPS_ROOT", "value": MPS_ROOT},
@@ -101,11 +112,22 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
         *driver_env,
     ]
-    security: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    security: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        # The plugin serves its socket in device-plugins/ and registers at kubelet.sock there.
+        **kubelet_socket_selinux(stack),
+    }
     if plugin.migStrategy != "none":
         env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
         # Watching MIG devices needs SYS_ADMIN (helm _helpers.tpl, securityContext logic).
         security["capabilities"]["add"] = ["SYS_ADMIN"]
+    if stack.facts.driver.hostMount is not None:
+        # No nvidia runtime injects /dev/nvidia* here (GKE), so NVML cannot open the GPUs from an
+        # unprivileged container and the plugin exits at start (failOnInitError); GKE's own
+        # plugin runs privileged for the same reason (container-engine-accelerators
+        # device-plugin.yaml).
+        security = {"privileged": True}
     volumes = [
         host_path_volume("device-plugins", kubelet_plugins, "Directory"),
         {"name": "config", "configMap": {"name": CONFIG_MAP}},
@@ -124,7 +146,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
             host_path_volume("mps-shm", f"{MPS_ROOT}/shm", "DirectoryOrCreate"),
         ]
         mounts += [
-            {"name": "mps-root", "mountPath": MPS_ROOT},
+            {"name": "mps-root", "mountPath": MPS_MOUNT},
             {"name": "mps-shm", "mountPath": "/dev/shm"},
         ]
     pod_spec = gpu_pod_spec(stack)
@@ -159,6 +181,22 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
         {
             "serviceAccountName": NAME,
             "hostPID": True,
+            "initContainers": [
+                {
+                    # Mounts a tmpfs at <mps root>/shm on the host, the /dev/shm that the daemon
+                    # and its clients share (cmd/mps-control-daemon/mount/mount-shm.go).
+                    # Privileged: mounting, and propagating the mount back to the host
+                    # (Bidirectional), needs it.
+                    "name": "mps-control-daemon-mounts",
+                    "image": image(stack),
+                    "command": ["mps-control-daemon", "mount-shm"],
+                    "securityContext": {"privileged": True},
+                    "volumeMounts": [
+                        {"name": "mps-root", "mountPath": MPS_MOUNT,
+                         "mountPropagation": "Bidirectional"},
+                    ],
+                }
+            ],
             "containers": [
                 {
                     "name": "mps-control-daemon",
@@ -166,7 +204,6 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon"],
                     "env": [
                         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
-                        {"name": "MPS_ROOT", "value": MPS_ROOT},
                         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
@@ -175,7 +212,7 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "securityContext": {"privileged": True},
                     "volumeMounts": [
                         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                        {"name": "mps-root", "mountPath": MPS_ROOT},
+                        {"name": "mps-root", "mountPath": MPS_MOUNT},
                         {"name": "mps-shm", "mountPath": "/dev/shm"},
                     ],
                 }

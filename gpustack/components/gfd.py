@@ -54,7 +54,12 @@ def build(stack: Stack) -> list[dict[str, Any]]:
             }
         )
     rules += scc_rules(stack)
-    objects = [service_account(stack, NAME)]
+    account = service_account(stack, NAME)
+    if not publishes_node_features(stack):
+        # Writing the features.d file, GFD never calls the API server (it builds its clients
+        # only with the NodeFeature API, cmd/gpu-feature-discovery/main.go): no token.
+        account["automountServiceAccountToken"] = False
+    objects = [account]
     if rules:
         objects += role_with_binding(stack, NAME, rules)
     objects.append(_daemonset(stack))
@@ -65,6 +70,10 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     plugin = stack.config.devicePlugin
     driver_volumes, driver_mounts, driver_env = driver_mount(stack)
     api = publishes_node_features(stack)
+    # Env names as GFD reads them: MIG_STRATEGY, USE_NODE_FEATURE_API and CONFIG_FILE are the
+    # aliases of its GFD_* flags (cmd/gpu-feature-discovery/main.go), NODE_NAME and NAMESPACE
+    # name the NodeFeature's node and namespace (internal/flags/node.go; NAMESPACE defaults to
+    # "default", and without NODE_NAME the API output fails "required flag node-name not set").
     env: list[dict[str, Any]] = [
         # The same strategy as the device plugin, so the labels describe the resources it offers.
         {"name": "MIG_STRATEGY", "value": plugin.migStrategy},
