@@ -408,6 +408,11 @@ class RuntimeFacts(Strict):
         "optional: only when nvidia is not the default runtime; cdi-only: only with CDI; "
         "none: the platform mounts the driver itself."
     )
+    providedRuntimeClasses: list[str] = Field(
+        default_factory=list,
+        description="RuntimeClasses the platform creates itself: GPU pods may name them, and "
+        "gpustack does not emit one of the same name (it would fight the platform's copy).",
+    )
     containerdConfig: str | None = None
     containerdSocket: str | None = None
 

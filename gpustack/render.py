@@ -41,6 +41,7 @@ class Rendering:
     # What the config says about the GPU nodes, for the lint rules (lint.run).
     taints: list[dict[str, str]] = field(default_factory=list)
     node_labels: dict[str, str] = field(default_factory=dict)
+    provided_runtime_classes: list[str] = field(default_factory=list)
 
 
 def render(stack: Stack) -> Rendering:
@@ -68,6 +69,7 @@ def render(stack: Stack) -> Rendering:
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
         node_labels=dict(stack.config.nodes.selector),
+        provided_runtime_classes=list(stack.facts.runtime.providedRuntimeClasses),
     )
 
 

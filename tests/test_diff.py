@@ -52,30 +52,30 @@ def changes_of(result: Any) -> dict[str, dict[str, Any]]:
 
 def test_two_profiles_show_the_runtime_class_and_its_use(cli, tmp_path):
     config = write_config(tmp_path, "lab.yaml")
-    result = cli("diff", "--profile", "openshift", "--profile", "rke2", config)
+    result = cli("diff", "--profile", "openshift", "--profile", "kubeadm", config)
     assert result.exit_code == 1, result.output
     lines = summary(result.stdout)
-    assert lines[0].startswith("openshift -> rke2: ")
-    # CRI-O needs no RuntimeClass; RKE2's containerd defaults to runc, so it needs one (seed 003).
+    assert lines[0].startswith("openshift -> kubeadm: ")
+    # CRI-O needs no RuntimeClass; kubeadm's containerd keeps runc its default, so it needs one.
     assert "+ added    RuntimeClass.node.k8s.io nvidia" in lines
     daemonset = lines.index("~ changed  DaemonSet.apps gpu-system/nvidia-device-plugin")
     assert "    spec.template.spec.runtimeClassName" in lines[daemonset + 1:]
     assert "~ changed  Namespace gpu-system" in lines
     assert "- removed  file node/machineset-patch.yaml" in lines
-    assert "+ added    file node/rke2-agent-config.yaml" in lines
+    assert "+ added    file node/join-configuration.yaml" in lines
     # The unified diff follows, named after the profiles.
     assert "--- openshift/daemonset-nvidia-device-plugin.yaml" in result.stdout
-    assert "+++ rke2/daemonset-nvidia-device-plugin.yaml" in result.stdout
+    assert "+++ kubeadm/daemonset-nvidia-device-plugin.yaml" in result.stdout
     assert "\n+      runtimeClassName: nvidia\n" in result.stdout
     assert "\n-    openshift.io/cluster-monitoring: \"true\"\n" in result.stdout
 
 
 def test_two_profiles_as_json(cli, tmp_path):
     config = write_config(tmp_path, "lab.yaml")
-    result = cli("diff", "--profile", "openshift", "--profile", "rke2", config, "--output", "json")
+    result = cli("diff", "--profile", "openshift", "--profile", "kubeadm", config, "--output", "json")
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
-    assert (document["old"], document["new"], document["different"]) == ("openshift", "rke2", True)
+    assert (document["old"], document["new"], document["different"]) == ("openshift", "kubeadm", True)
     changes = changes_of(result)
     assert changes["RuntimeClass/nvidia"]["change"] == "added"
     assert changes["RuntimeClass/nvidia"]["group"] == "node.k8s.io"

@@ -199,7 +199,7 @@ def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
         layer: {obj["kind"] for obj in kustomize(cluster / layer)}
         for layer in ("foundation", "workloads")
     }
-    assert {"Namespace", "RuntimeClass"} <= kinds["foundation"]
+    assert {"Namespace", "CustomResourceDefinition"} <= kinds["foundation"]
     assert "DaemonSet" in kinds["workloads"] and "Namespace" not in kinds["workloads"]
     # The top-level kustomization still lists every object, layer by layer in apply order.
     top = [path.split("/")[0] for path in load(cluster / "kustomization.yaml")["resources"]]

@@ -85,8 +85,10 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
 
     runtime = fields["runtimeClass.enabled"][1]
     runtime_classes = [obj for obj in objects if obj["kind"] == "RuntimeClass"]
+    provided = "nvidia" in facts.runtime.providedRuntimeClasses
+    assert ("runtimeClass.name" in fields) == provided
     if runtime.startswith("auto: on every GPU pod"):
-        assert stack.runtime_class_enabled and runtime_classes
+        assert stack.runtime_class_enabled and (bool(runtime_classes) != provided)
         assert gpu_pod_specs
         assert all(spec.get("runtimeClassName") == "nvidia" for spec in gpu_pod_specs)
     else:

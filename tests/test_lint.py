@@ -328,6 +328,14 @@ def test_runtime_class_must_be_among_the_manifests():
     assert "runtime-class-missing" not in rules_hit(objects)
 
 
+def test_runtime_class_the_platform_ships_counts_as_present():
+    # RKE2 creates RuntimeClass nvidia itself (rke2-runtimeclasses): naming it is no mistake there.
+    objects = [obj for obj in correct_stack() if obj["kind"] != "RuntimeClass"]
+    pod_spec(find(objects, "DaemonSet", "device-plugin"))["runtimeClassName"] = "nvidia"
+    assert rules_hit(objects)["runtime-class-missing"] == ["device-plugin"]
+    assert "runtime-class-missing" not in rules_hit(objects, runtime_classes=["nvidia"])
+
+
 # --- monitor-target-missing ------------------------------------------------------------------
 
 

@@ -105,7 +105,7 @@ def starter(
          "labels Prometheus selects monitors by, e.g. {release: prometheus}"),
         ("runtimeClass:", ""),
         ("  enabled: auto", f"auto: {RUNTIME_CLASS_AUTO[facts.runtime.runtimeClass]}"),
-        ("  name: nvidia", ""),
+        ("  name: nvidia", _provided_note(facts.runtime.providedRuntimeClasses)),
         ("  handler: nvidia", "the runtime name in the container runtime's config"),
         ("driver:", ""),
         ("  mode: auto", f"auto ({facts.driver.default}) | {' | '.join(facts.driver.modes)}"),
@@ -128,3 +128,9 @@ def _flow(taint: dict[str, object]) -> str:
     """A taint as a one-line YAML mapping, in the order kubectl prints taints."""
     fields = [f"{key}: {taint[key]}" for key in ("key", "value", "effect") if taint.get(key) is not None]
     return "{" + ", ".join(fields) + "}"
+
+
+def _provided_note(provided: list[str]) -> str:
+    if "nvidia" in provided:
+        return "the platform creates this class; gpustack renders only other names"
+    return ""

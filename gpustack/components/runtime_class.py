@@ -9,8 +9,9 @@ from gpustack.workload import gpu_tolerations
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
-    if not stack.runtime_class_enabled:
-        return []
+    name = stack.config.runtimeClass.name
+    if not stack.runtime_class_enabled or name in stack.facts.runtime.providedRuntimeClasses:
+        return []  # GPU pods still name it (workload.gpu_pod_spec); the platform owns the object
     node_selector = {
         requirement.key: requirement.values[0]
         for requirement in stack.facts.gpuNodeSelector
@@ -27,7 +28,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         {
             "apiVersion": "node.k8s.io/v1",
             "kind": "RuntimeClass",
-            "metadata": {"name": stack.config.runtimeClass.name},
+            "metadata": {"name": name},
             # Handler name as registered by `nvidia-ctk runtime configure` (k8s-device-plugin README).
             "handler": stack.config.runtimeClass.handler,
             "scheduling": scheduling,
