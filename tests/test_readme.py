@@ -127,7 +127,7 @@ def mentions() -> list[tuple[str, tuple[str, ...], list[str]]]:
             while rest and rest[0] in options(COMMANDS[()]):
                 rest = rest[1:]
             command: tuple[str, ...] = ()
-            while rest and re.fullmatch(r"[a-z][a-z-]*", rest[0]) and is_group(COMMANDS[command]):
+            while rest and re.fullmatch(r"[a-z][a-z-]*", rest[0]) and is_group(COMMANDS.get(command)):
                 command, rest = (*command, rest[0]), rest[1:]
             if not command:
                 continue  # the project's name in prose, not a command
@@ -406,3 +406,14 @@ def test_the_error_example_is_what_gpustack_prints():
     source = line.split()[1].split(":")[0]
     expected = (ROOT / source).with_suffix(".expected").read_text().strip()
     assert line == expected
+
+
+def test_the_diff_sample_is_what_gpustack_diff_prints(cli, monkeypatch):
+    """The sample's first line is the command (run from the repository root), the rest the
+    summary it prints."""
+    (block,) = [block for block in FENCED.findall(section("Diff")) if block.startswith("$ ")]
+    command, *summary = block.splitlines()
+    monkeypatch.chdir(ROOT)
+    result = cli(*command.split()[2:], "--color", "never")
+    assert result.exit_code == 1, result.output  # the two profiles differ
+    assert result.stdout.split("\n\n")[0].splitlines() == summary
