@@ -358,7 +358,7 @@ def test_profiles_section_names_every_built_in_profile():
 
 
 def test_the_user_profile_example_works(cli, tmp_path, monkeypatch):
-    """The k3s profile of README's "User profiles", with its commands, as written."""
+    """The profile of README's "User profiles", with its commands, as written."""
     text = subsection(section("Profiles"), "User profiles")
     blocks = FENCED.findall(text)
     profile, commands = blocks[0], blocks[1]
@@ -372,7 +372,13 @@ def test_the_user_profile_example_works(cli, tmp_path, monkeypatch):
         result = cli(*words[1:])
         # `profiles diff` exits 1 because the two differ.
         assert result.exit_code == (1 if words[1:3] == ["profiles", "diff"] else 0), result.output
-    assert (tmp_path / "out" / "gpu-k3s" / "kustomization.yaml").is_file()
+    (config,) = [word for word in commands.split() if word.endswith(".yaml")][-1:]
+    profile_data = YAML(typ="safe").load(content)
+    rendered = tmp_path / "out" / Path(config).stem
+    namespace = profile_data["defaults"]["namespace"]
+    assert (rendered / f"namespace-{namespace}.yaml").is_file()
+    plugin = (rendered / "daemonset-nvidia-device-plugin.yaml").read_text()
+    assert f"path: {profile_data['facts']['kubeletRoot']}/device-plugins" in plugin
 
 
 # --- lint rules and examples -----------------------------------------------------------------
