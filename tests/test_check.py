@@ -139,3 +139,30 @@ def test_two_configs_with_one_name_are_refused(cli, tmp_path):
     result = cli("check", first, second, "-o", tmp_path / "out")
     assert result.exit_code == 2
     assert "cluster name 'edge' is used by both" in result.stderr
+
+
+def test_a_stale_entitlement_is_reported_without_showing_the_certificate(cli, tmp_path):
+    import base64
+
+    def pem(body: bytes) -> bytes:
+        encoded = base64.encodebytes(body).decode()
+        return f"-----BEGIN CERTIFICATE-----\n{encoded}-----END CERTIFICATE-----\n".encode()
+
+    config = tmp_path / "ocp.yaml"
+    config.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: ocp}\n"
+        "platform: {profile: openshift}\nentitlement: {enabled: true, pemFile: cert.pem}\n"
+    )
+    old, new = pem(b"first dummy certificate " * 20), pem(b"second dummy certificate " * 20)
+    (tmp_path / "cert.pem").write_bytes(old)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    (tmp_path / "cert.pem").write_bytes(new)
+    result = cli("check", config, "-o", out)
+    assert result.exit_code == 1
+    assert "machineconfig-50-entitlement-pem.yaml: changed" in result.stdout
+    assert "<redacted sha256:" in result.stdout
+    for secret in (old, new):
+        encoded = base64.b64encode(secret).decode()
+        fragments = [encoded[i:i + 24] for i in range(0, len(encoded) - 24, 24)]
+        assert not [f for f in fragments if f in result.output]

@@ -120,9 +120,12 @@ def _findings(
 
 
 def _diff(path: Path, current: bytes, wanted: bytes) -> str:
+    """A unified diff with the entitlement certificate (and any PEM) redacted on both sides."""
+    from gpustack.diff import mask_text
+
     lines = difflib.unified_diff(
-        current.decode("utf-8", errors="replace").splitlines(keepends=True),
-        wanted.decode("utf-8", errors="replace").splitlines(keepends=True),
+        mask_text(current.decode("utf-8", errors="replace")).splitlines(keepends=True),
+        mask_text(wanted.decode("utf-8", errors="replace")).splitlines(keepends=True),
         fromfile=f"{path} (committed)",
         tofile=f"{path} (rendered)",
     )
