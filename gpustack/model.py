@@ -308,7 +308,6 @@ class GPUStack(Strict):
         extra="forbid",
         frozen=True,
         title="GPUStack",
-        json_schema_extra={"$id": "https://gpustack.dev/schemas/gpustack.schema.json"},
     )
 
     apiVersion: Literal["gpustack.dev/v1alpha1"]

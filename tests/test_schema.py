@@ -74,11 +74,28 @@ def test_init_writes_a_modeline_pointing_at_the_schema(cli, tmp_path):
     first = path.read_text().splitlines()[0]
     match = re.fullmatch(r"# yaml-language-server: \$schema=(\S+)", first)
     assert match, first
-    schema = json.loads(SCHEMA_FILE.read_text())
-    assert match.group(1) == schema["$id"]
-    assert schema["$id"].endswith("/schemas/gpustack.schema.json")
+    assert (path.parent / match.group(1)).read_text() == SCHEMA_FILE.read_text()
+    assert json.loads(SCHEMA_FILE.read_text())["$id"].endswith("/schemas/gpustack.schema.json")
     # The example configs use the same modeline, relative to the repository's schemas/ folder.
     for example in EXAMPLES.glob("*.yaml"):
         assert example.read_text().startswith(
             "# yaml-language-server: $schema=../schemas/gpustack.schema.json"
         )
+
+
+def test_init_refreshes_its_own_schema_and_leaves_a_foreign_file_alone(cli, tmp_path):
+    schema = tmp_path / "gpustack.schema.json"
+    schema.write_text('{"$id": "https://gpustack.dev/schemas/gpustack.schema.json"}')
+    assert cli("init", tmp_path / "a.yaml").exit_code == 0
+    assert schema.read_text() == SCHEMA_FILE.read_text()  # an older copy of ours is refreshed
+    schema.write_text('{"title": "something else"}')
+    result = cli("init", tmp_path / "b.yaml")
+    assert result.exit_code == 2
+    assert "is not gpustack's config schema" in result.stderr
+    assert not (tmp_path / "b.yaml").exists() and schema.read_text() == '{"title": "something else"}'
+    # Pointing the modeline elsewhere writes no schema file.
+    other = tmp_path / "elsewhere"
+    url = "https://example.com/gpustack.schema.json"
+    assert cli("init", other / "c.yaml", "--schema", url).exit_code == 0
+    assert (other / "c.yaml").read_text().startswith(f"# yaml-language-server: $schema={url}\n")
+    assert not (other / "gpustack.schema.json").exists()

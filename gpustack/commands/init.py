@@ -8,7 +8,8 @@ import typer
 
 from gpustack.commands.common import handles_user_errors
 
-SCHEMA_URL = "https://gpustack.dev/schemas/gpustack.schema.json"
+# Written beside the config, so editors complete and check it offline (yaml-language-server).
+SCHEMA_FILE = "gpustack.schema.json"
 
 HEADER = """\
 # yaml-language-server: $schema={schema}
@@ -35,8 +36,14 @@ def command(
     name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     profiles_dir: Path | None = typer.Option(None, "--profiles-dir", help="User profiles."),
+    schema: str | None = typer.Option(
+        None, "--schema", metavar="PATH|URL",
+        help=f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "
+        "written or refreshed there).",
+    ),
 ) -> None:
     """Write a commented starter config (never overwriting without --force)."""
+    from gpustack.commands.schema import render_schema
     from gpustack.errors import Location, UserError, display_path
     from gpustack.model import dns_label
 
@@ -47,14 +54,38 @@ def command(
         raise UserError(
             f"{cluster!r} is not a valid DNS-1123 label; pass --name", field="metadata.name"
         )
-    text = starter(profile, cluster, profiles_dir, str(path))
+    text = starter(profile, cluster, profiles_dir, str(path), schema or SCHEMA_FILE)
+    schema_path = path.parent / SCHEMA_FILE
+    if schema is None and schema_path.exists() and not _is_gpustack_schema(schema_path):
+        raise UserError(
+            "exists and is not gpustack's config schema; pass --schema to point elsewhere",
+            Location(display_path(schema_path)),
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    if schema is None:
+        schema_path.write_text(render_schema(), encoding="utf-8")
     typer.echo(f"wrote {display_path(path)} (profile {profile}); next: gpustack render {path}", err=True)
 
 
+def _is_gpustack_schema(path: Path) -> bool:
+    """Whether `path` holds a gpustack config schema (of any version), so it may be refreshed."""
+    import json
+
+    from gpustack.commands.schema import SCHEMA_ID
+
+    try:
+        return bool(json.loads(path.read_text(encoding="utf-8")).get("$id") == SCHEMA_ID)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def starter(
-    profile_name: str, cluster: str, profiles_dir: Path | None = None, path: str = "gpustack.yaml"
+    profile_name: str,
+    cluster: str,
+    profiles_dir: Path | None = None,
+    path: str = "gpustack.yaml",
+    schema: str = SCHEMA_FILE,
 ) -> str:
     """The starter config: the profile's defaults written out, each choice explained."""
     from gpustack import profiles
@@ -110,7 +141,7 @@ def starter(
         ("driver:", ""),
         ("  mode: auto", f"auto ({facts.driver.default}) | {' | '.join(facts.driver.modes)}"),
     ]
-    header = HEADER.format(schema=SCHEMA_URL, path=path, name=cluster, profile=profile_name)
+    header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
     return header + "".join(_line(text, comment) for text, comment in lines)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_ID = "https://gpustack.dev/schemas/gpustack.schema.json"
 # List items (taints) replace rather than merge, and profiles may not set metadata: these keep
 # their required fields in a file.
 KEEP_REQUIRED = {"Taint", "Metadata"}
@@ -35,6 +36,7 @@ def config_schema() -> dict[str, Any]:
         "properties": {"platform": {"required": ["profile"]}},
     }
     schema["$schema"] = JSON_SCHEMA_DIALECT
+    schema["$id"] = SCHEMA_ID
     return schema
 
 
