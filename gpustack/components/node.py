@@ -102,7 +102,8 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
          "when the node registers, so later edits need `kubectl taint`"),
         ("99-nvidia.toml",
          "copy to `/etc/containerd/conf.d/99-nvidia.toml` on each GPU node (what `nvidia-ctk "
-         "runtime configure --runtime=containerd` writes), make sure `/etc/containerd/config.toml` "
+         f"runtime configure --runtime=containerd` writes), make sure "
+         f"`{stack.facts.runtime.containerdConfig}` "
          "has `imports = [\"/etc/containerd/conf.d/*.toml\"]`, then `systemctl restart "
          "containerd`. It is containerd config version 2, which containerd 1.7 reads and "
          "containerd 2.x migrates on load (a version 3 file would break containerd 1.7)"),
@@ -150,7 +151,9 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
         [("rke2-agent-config.yaml",
           "merge into `/etc/rancher/rke2/config.yaml` on each GPU agent before it first joins "
           "(node-taint and node-label apply when the node registers); RKE2 detects the nvidia "
-          "runtime once the NVIDIA Container Toolkit is installed")],
+          "runtime once the NVIDIA Container Toolkit is installed and writes it into containerd's "
+          "config itself, so leave that file alone (to customise it, RKE2 reads the template "
+          f"`{stack.facts.runtime.containerdConfig}`)")],
         [],
     )
 
