@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpustack import fleet, render, tune_gc  # noqa: E402
+from gpustack import fleet, render, tune_gc
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
-from gpustack.model import DURATION, GPUStack, ConflictError, Profile
+from gpustack.model import DURATION, ConflictError, GPUStack, Profile
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
-
 
 _MAX_EXTENDS_DEPTH = 16
 
@@ -147,7 +146,7 @@ def read_document(path: Path) -> Document:
     return _read_unchanged(os.path.abspath(path), stat.st_mtime_ns, stat.st_size, os.getcwd())
 
 
-@lru_cache(maxsize=None)  # a bounded cache would evict a large fleet's files before rendering
+@cache  # a bounded cache would evict a large fleet's files before rendering
 def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> Document:
     # mtime and size in the key: an edited file is read again; cwd: positions name the file as
     # the user would type it from there.
@@ -350,10 +349,7 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
     path: list[str | int] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            path.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int) and part < len(node)):
             path.append(part)
             node = node[part]
         elif isinstance(node, dict) and isinstance(part, str) and not _is_type_tag(part):

@@ -61,7 +61,7 @@ def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
-    group, kind, namespace, name = identity(obj)
+    _group, kind, namespace, name = identity(obj)
     return (RANK.get(kind, _UNRANKED), kind, namespace, name)
 
 

@@ -60,7 +60,7 @@ def display_path(path: Path | str) -> str:
     return _display_path(str(path), os.getcwd())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _display_path(path: str, cwd: str) -> str:
     # Cached: a fleet names the same few thousand files many times over.
     try:

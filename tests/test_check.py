@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import EXAMPLES, ROOT
-
 from gpustack import output, render
 from gpustack.config import load_stack
+from tests.conftest import EXAMPLES, ROOT
 
 
 def gke_config(folder: Path, name: str = "edge", extra: str = "") -> Path:

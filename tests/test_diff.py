@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import EXAMPLES, ROOT
 
 from gpustack.diff import as_json, changed_paths, diff_objects, render_text
-
-from conftest import EXAMPLES, ROOT
 
 ANSI = "\x1b["
 

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,9 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
-from ruamel.yaml import YAML
-
 from conftest import ROOT, SHARED
 from example_renders import committed_files, example_configs, expected_out, render_example
-from gpustack import output, render
-from gpustack.config import Stack, load_stack
-from gpustack.decorate import identity
+from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
     configured_taints,
     containers,
@@ -37,6 +31,11 @@ from manifests import (
     tolerates,
     workloads,
 )
+from ruamel.yaml import YAML
+
+from gpustack import output, render
+from gpustack.config import Stack, load_stack
+from gpustack.decorate import identity
 
 CRD_SCHEMAS = SHARED / "crd-schemas"
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
@@ -64,7 +63,7 @@ def examples_with(profiles: set[str]) -> list[str]:
 
 
 def label(obj: dict[str, Any]) -> str:
-    group, kind, namespace, name = identity(obj)
+    _group, kind, namespace, name = identity(obj)
     return f"{kind} {namespace + '/' if namespace else ''}{name}"
 
 
@@ -269,7 +268,7 @@ def scc_uses(objects: list[dict[str, Any]], namespace: str, account: str) -> set
 
 @pytest.mark.parametrize("example", examples_with({"openshift"}))
 def test_openshift_privileged_pods_may_use_an_scc_that_admits_them(example: str) -> None:
-    stack, objects = rendered(example)
+    _stack, objects = rendered(example)
     rendered_sccs = {
         obj["metadata"]["name"]: obj for obj in objects_of("SecurityContextConstraints", objects)
     }

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from gitops_helpers import tree
 
 HEADER = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
@@ -219,6 +218,7 @@ def test_fast_reader_leaves_every_problem_to_the_full_parser(tmp_path, text, mes
 
 def test_fast_reader_agrees_on_every_shipped_config_and_profile():
     from conftest import ROOT
+
     from gpustack.yamlio import load_file, load_file_fast
 
     files = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "profiles").glob("*.yaml"))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conftest import ROOT
 from example_renders import OUT, committed_files, example_configs, expected_out, regenerate_command
+
 from gpustack.config import load_stack
 from gpustack.profiles import BUILTIN
 
@@ -35,7 +36,7 @@ def test_committed_out_matches_a_fresh_render_of_the_examples() -> None:
     assert not report, (
         "out/ is not what the examples render to:\n  "
         + "\n  ".join(report)
-        + f"\nRegenerate it from the repository root (and delete the extra files):\n  "
+        + "\nRegenerate it from the repository root (and delete the extra files):\n  "
         + regenerate_command()
     )
 

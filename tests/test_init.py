@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+from manifests import gpu_workloads, pod_spec, workloads
+
 from gpustack import render
 from gpustack.config import Stack, load_stack
 from gpustack.profiles import BUILTIN, available
-from manifests import gpu_workloads, pod_spec, workloads
 
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 

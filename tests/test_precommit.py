@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from pre_commit.clientlib import load_manifest
 
 from gpustack.emit import dump

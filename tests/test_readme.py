@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from conftest import EXAMPLES, ROOT
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from ruamel.yaml import YAML
 
-from conftest import EXAMPLES, ROOT
 from gpustack import lint, profiles
 from gpustack.cli import app
 from gpustack.model import GPUStack

@@ -11,7 +11,6 @@ import re
 from xml.etree import ElementTree
 
 import pytest
-
 from validate_helpers import CORPUS
 
 FILES = [CORPUS / "valid.yaml", CORPUS / "wrong-type.yaml", CORPUS / "unknown-kind.yaml",

@@ -7,7 +7,6 @@ import re
 from xml.etree import ElementTree
 
 import pytest
-
 from validate_helpers import CORPUS, CRD_OBJECTS
 
 GOOD = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  key: value\n"

@@ -12,8 +12,9 @@ import json
 import os
 import sys
 
-from gpustack.validation.schemas import project_template
 from validate_helpers import CORPUS
+
+from gpustack.validation.schemas import project_template
 
 RECORDER = """#!{python}
 import json, sys

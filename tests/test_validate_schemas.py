@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
+from validate_helpers import CRD_OBJECTS, UPSTREAM_CRDS, UPSTREAM_TEMPLATE
 
 from gpustack.profiles import BUILTIN, data_dir
 from gpustack.validation.schemas import store
 from gpustack.validation.validator import check_object
-from validate_helpers import CRD_OBJECTS, UPSTREAM_CRDS, UPSTREAM_TEMPLATE
 
 PROJECT_SCHEMAS = data_dir("schemas")
 CRD_SCHEMA_FILES = sorted(PROJECT_SCHEMAS.glob("*/*.json"))

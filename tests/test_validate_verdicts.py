@@ -9,7 +9,6 @@ are checked against verdicts established once by hand.
 from __future__ import annotations
 
 import pytest
-
 from validate_helpers import CORPUS, REFS, UPSTREAM_TEMPLATE, expected_verdicts, verdicts
 
 CASES = sorted(CORPUS.glob("*.yaml"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import typer
 
@@ -104,9 +103,8 @@ def command(
 
 def _default_version() -> str:
     """platform.kubernetesVersion of ./gpustack.yaml when there is one, else the newest known."""
-    from gpustack.validation.schemas import supported_versions
-
     from gpustack.fleet import DEFAULT_CONFIG
+    from gpustack.validation.schemas import supported_versions
 
     if DEFAULT_CONFIG.is_file():
         from gpustack.config import load_stack

@@ -45,7 +45,7 @@ def _narrow(
 def _disjoint(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> bool:
     """Whether no node label value satisfies both requirements on one key."""
     (op_a, values_a), (op_b, values_b) = a, b
-    if op_a == "In" and not values_a or op_b == "In" and not values_b:
+    if (op_a == "In" and not values_a) or (op_b == "In" and not values_b):
         return True
     pairs = {(op_a, op_b), (op_b, op_a)}
     if ("DoesNotExist", "In") in pairs or ("DoesNotExist", "Exists") in pairs:

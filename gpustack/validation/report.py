@@ -17,7 +17,12 @@ from xml.etree import ElementTree
 from gpustack import __version__, emit
 from gpustack.findings import Finding
 from gpustack.validation.validator import (
-    MANIFEST, SCHEMA, Result, describe, explain, field_path,
+    MANIFEST,
+    SCHEMA,
+    Result,
+    describe,
+    explain,
+    field_path,
 )
 
 FORMATS = ("text", "json", "junit", "tap", "sarif")
