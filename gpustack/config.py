@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
-from gpustack.model import DURATION, ConflictError, GPUStack, Profile
+from gpustack.model import DURATION, ConflictError, GPUStack, Profile, ProfileFacts
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
 _MAX_EXTENDS_DEPTH = 16
@@ -51,7 +51,7 @@ class Stack:
         return self.config.namespace
 
     @property
-    def facts(self):  # type: ignore[no-untyped-def]
+    def facts(self) -> ProfileFacts:
         return self.profile.facts
 
     @property

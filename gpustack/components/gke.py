@@ -13,6 +13,7 @@ from typing import Any
 
 from gpustack.config import Stack
 from gpustack.errors import UserError
+from gpustack.model import CriticalPodsQuota
 from gpustack.workload import daemonset, gpu_node_affinity, gpu_pod_spec, host_path_volume
 
 INSTALLER = "nvidia-driver-installer"
@@ -34,16 +35,15 @@ INSTALLER_CPU = "150m"
 def build(stack: Stack) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     if stack.facts.criticalPodsQuota is not None:
-        objects.append(_critical_pods_quota(stack))
+        objects.append(_critical_pods_quota(stack, stack.facts.criticalPodsQuota))
     if stack.driver_mode == "gke-installer":
         objects.append(_installer(stack))
     return objects
 
 
-def _critical_pods_quota(stack: Stack) -> dict[str, Any]:
+def _critical_pods_quota(stack: Stack, quota: CriticalPodsQuota) -> dict[str, Any]:
     """GKE refuses system-node-critical pods outside kube-system ("insufficient quota to match
     these scopes") unless a ResourceQuota in their namespace is scoped to that PriorityClass."""
-    quota = stack.facts.criticalPodsQuota
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
