@@ -107,12 +107,22 @@ def daemonset(
     }
 
 
-def service_account(stack: Stack, name: str) -> dict[str, Any]:
+def service_account(stack: Stack, name: str, *, calls_api: bool = True) -> dict[str, Any]:
+    """A workload's ServiceAccount; one whose pods never call the API server gets no token."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": name, "namespace": stack.namespace},
-        "automountServiceAccountToken": True,
+        "automountServiceAccountToken": calls_api,
+    }
+
+
+def config_map(stack: Stack, name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": stack.namespace},
+        "data": data,
     }
 
 

@@ -16,6 +16,7 @@ from gpustack.config import Stack
 from gpustack.model import duration_ms
 from gpustack.workload import (
     COMPONENT_LABEL,
+    config_map,
     daemonset,
     driver_mount,
     gpu_pod_spec,
@@ -118,18 +119,11 @@ def counters_csv() -> str:
 def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.config.dcgmExporter.enabled:
         return []
-    account = service_account(stack, NAME)
-    # The exporter never calls the API server: pods are mapped to GPUs through the kubelet's
-    # pod-resources socket (gpu-operator #2726), so the account carries no token.
-    account["automountServiceAccountToken"] = False
     objects: list[dict[str, Any]] = [
-        account,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": METRICS_CONFIG_MAP, "namespace": stack.namespace},
-            "data": {COUNTERS_KEY: counters_csv()},
-        },
+        # The exporter never calls the API server: pods are mapped to GPUs through the kubelet's
+        # pod-resources socket (gpu-operator #2726), so the account carries no token.
+        service_account(stack, NAME, calls_api=False),
+        config_map(stack, METRICS_CONFIG_MAP, {COUNTERS_KEY: counters_csv()}),
         _daemonset(stack),
     ]
     rules = scc_rules(stack)

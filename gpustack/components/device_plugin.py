@@ -13,6 +13,7 @@ from typing import Any
 from gpustack import emit
 from gpustack.config import Stack
 from gpustack.workload import (
+    config_map,
     daemonset,
     driver_mount,
     gpu_pod_spec,
@@ -74,21 +75,14 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     if not plugin.enabled:
         return []
     mps = plugin.sharing.strategy == "mps"
-    account = service_account(stack, NAME)
-    # The plugin and the MPS daemon talk only to the kubelet, never to the API server: the
-    # static manifest runs them with no RBAC at all, and the helm chart's ClusterRole (nodes
-    # get/list/watch, templates/role.yml) exists only for its config-manager sidecar, which reads
-    # the node's config label, and for GFD. So the account carries no token and, on OpenShift,
-    # only the right to use SCC privileged.
-    account["automountServiceAccountToken"] = False
     objects: list[dict[str, Any]] = [
-        account,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": CONFIG_MAP, "namespace": stack.namespace},
-            "data": {"config.yaml": emit.dump(plugin_config(stack))},
-        },
+        # The plugin and the MPS daemon talk only to the kubelet, never to the API server: the
+        # static manifest runs them with no RBAC at all, and the helm chart's ClusterRole (nodes
+        # get/list/watch, templates/role.yml) exists only for its config-manager sidecar, which
+        # reads the node's config label, and for GFD. So the account carries no token and, on
+        # OpenShift, only the right to use SCC privileged.
+        service_account(stack, NAME, calls_api=False),
+        config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(plugin_config(stack))}),
         _plugin_daemonset(stack, mps),
     ]
     rules = scc_rules(stack)

@@ -54,12 +54,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
             }
         )
     rules += scc_rules(stack)
-    account = service_account(stack, NAME)
-    if not publishes_node_features(stack):
-        # Writing the features.d file, GFD never calls the API server (it builds its clients
-        # only with the NodeFeature API, cmd/gpu-feature-discovery/main.go): no token.
-        account["automountServiceAccountToken"] = False
-    objects = [account]
+    # Writing the features.d file, GFD never calls the API server (it builds its clients only
+    # with the NodeFeature API, cmd/gpu-feature-discovery/main.go): then it gets no token.
+    objects = [service_account(stack, NAME, calls_api=publishes_node_features(stack))]
     if rules:
         objects += role_with_binding(stack, NAME, rules)
     objects.append(_daemonset(stack))

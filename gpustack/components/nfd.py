@@ -21,6 +21,7 @@ from gpustack.workload import (
     COMPONENT_LABEL,
     CONTROL_PLANE_TAINT,
     cluster_role_with_binding,
+    config_map,
     daemonset,
     gpu_tolerations,
     host_path_volume,
@@ -320,12 +321,7 @@ def _field_env(name: str, field_path: str) -> dict[str, Any]:
 
 
 def _config_map(stack: Stack, name: str, config: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"{name}-conf", "namespace": stack.namespace},
-        "data": {f"{name}.conf": emit.dump(config)},
-    }
+    return config_map(stack, f"{name}-conf", {f"{name}.conf": emit.dump(config)})
 
 
 def _config_volume(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
