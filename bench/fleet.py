@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -53,8 +54,8 @@ def generate(folder: Path, clusters: int) -> None:
         )
 
 
-def run(jobs: int | None) -> tuple[dict[str, float], int, int, int]:
-    """One repetition: seconds per stage, clusters, resources and findings."""
+def run(jobs: int | None) -> tuple[dict[str, float], int, int, int, float]:
+    """One repetition: seconds per stage, clusters, resources, findings and peak memory (MiB)."""
     tune_gc()  # as the gpustack command does
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -69,7 +70,9 @@ def run(jobs: int | None) -> tuple[dict[str, float], int, int, int]:
     findings = fleet.check_all(renderings, jobs=jobs)
     timings["validate"] = time.perf_counter() - start
     resources = sum(len(rendering.objects) for rendering in renderings)
-    return timings, len(renderings), resources, sum(len(found) for found in findings)
+    # Peak resident memory of this process (Linux reports kilobytes); workers are not counted.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return timings, len(renderings), resources, sum(len(found) for found in findings), peak
 
 
 def main() -> None:
@@ -87,13 +90,16 @@ def main() -> None:
             # A fresh process per repetition, so no cache is warm from the one before.
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
                 runs.append(pool.submit(run, arguments.jobs).result())
-    timings, clusters, resources, findings = min(runs, key=lambda result: sum(result[0].values()))
+    timings, clusters, resources, findings, peak = min(
+        runs, key=lambda result: sum(result[0].values())
+    )
     total = sum(timings.values())
     print(f"clusters: {clusters}, resources: {resources}, CPUs: {len(os.sched_getaffinity(0))}")
     for stage, seconds in timings.items():
         print(f"{stage:>9}: {seconds:7.3f} s")
     print(f"    total: {total:7.3f} s  ({resources / total:,.0f} resources/second)")
     print(f" findings: {findings}")
+    print(f"   memory: {peak:7.0f} MiB peak (the rendering process)")
 
 
 if __name__ == "__main__":
