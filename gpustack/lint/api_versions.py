@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
-from importlib import resources
 
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Rule, describe, finding, mapping, sequence
+from gpustack.validation.schemas import kubernetes_schemas_root
 
 GroupVersionKind = tuple[str, str, str]
 
@@ -23,8 +23,8 @@ GroupVersionKind = tuple[str, str, str]
 @functools.cache
 def _schema_versions() -> dict[str, str]:
     """Kubernetes minor version ('1.31') -> schema folder, for every version the package ships."""
-    root = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
     folders = {}
+    root = kubernetes_schemas_root()
     for folder in root.iterdir():
         name = folder.name
         if name.startswith("v") and name.endswith("-local-strict"):
@@ -36,9 +36,7 @@ def _schema_versions() -> dict[str, str]:
 @functools.cache
 def served(version: str) -> frozenset[GroupVersionKind]:
     folder = _schema_versions()[version]
-    path = resources.files("kubernetes_validate").joinpath(
-        "kubernetes-json-schema", folder, "_definitions.json"
-    )
+    path = kubernetes_schemas_root() / folder / "_definitions.json"
     definitions = json.loads(path.read_text(encoding="utf-8"))
     found = set()
     for schema in definitions.get("definitions", definitions.get("$defs", {})).values():

@@ -10,6 +10,7 @@ Locations are tried in order; the first that has a schema for a kind wins.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from dataclasses import dataclass, field
@@ -39,17 +40,19 @@ _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 _VARIABLE = re.compile(r"^\.([A-Za-z]+)$")
 
 
-def _package_root() -> Path:
-    import kubernetes_validate  # type: ignore[import-untyped]
-
-    return Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+def kubernetes_schemas_root() -> Path:
+    # Located without importing kubernetes_validate, which would load jsonschema for nothing.
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the kubernetes-validate package is not installed")
+    return Path(spec.origin).parent / "kubernetes-json-schema"
 
 
 @lru_cache(maxsize=1)
 def supported_versions() -> tuple[str, ...]:
     """The Kubernetes minor versions whose schemas are installed, oldest first."""
     found = []
-    for folder in _package_root().glob("v*-local-strict"):
+    for folder in kubernetes_schemas_root().glob("v*-local-strict"):
         match = re.match(r"^v(\d+)\.(\d+)\.\d+-local-strict$", folder.name)
         if match:
             found.append((int(match[1]), int(match[2])))
@@ -196,7 +199,7 @@ def _store(version: str, locations: tuple[str, ...]) -> SchemaStore:
 
 @lru_cache(maxsize=8)
 def _core_registry(version: str) -> tuple[Path, Any]:
-    folder = _package_root() / f"v{version}.0-local-strict"
+    folder = kubernetes_schemas_root() / f"v{version}.0-local-strict"
     definitions = json.loads((folder / "_definitions.json").read_text(encoding="utf-8"))
     return folder, jsonschema_rs.Registry([(definitions["$id"], definitions)])
 
