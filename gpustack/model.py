@@ -463,6 +463,11 @@ class ProfileFacts(Strict):
         "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
     ]
     kubeletRoot: str = "/var/lib/kubelet"
+    managedDCGMExporterFrom: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] | None = Field(
+        default=None,
+        description="Kubernetes version from which the platform runs its own DCGM exporter on new "
+        "clusters (render warns when gpustack's would run beside it).",
+    )
     nodeFeatureAPI: bool = Field(
         default=True,
         description="The platform's own NFD (nfd.mode external) reads NodeFeature objects "

@@ -52,6 +52,14 @@ def render(stack: Stack) -> Rendering:
     layers = list(dict.fromkeys(layer(obj) for obj in objects))
     application_set = gitops.application_set(stack)
     warnings = []
+    managed_from = stack.facts.managedDCGMExporterFrom
+    version = stack.config.platform.kubernetesVersion
+    if managed_from and stack.config.dcgmExporter.enabled and _minor(version) >= _minor(managed_from):
+        warnings.append(
+            f"Kubernetes {version} on {stack.profile.metadata.name}: new clusters run the "
+            "platform's managed DCGM exporter too; set dcgmExporter.enabled: false or turn the "
+            "managed one off, so that one exporter runs per GPU node"
+        )
     if stack.entitlement_pem is not None:
         warnings.append(
             "entitlement is enabled: the rendered MachineConfigs carry the entitlement "
@@ -71,6 +79,10 @@ def render(stack: Stack) -> Rendering:
         node_labels=dict(stack.config.nodes.selector),
         provided_runtime_classes=list(stack.facts.runtime.providedRuntimeClasses),
     )
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def files(rendering: Rendering) -> dict[str, bytes]:

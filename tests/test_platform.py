@@ -493,3 +493,20 @@ def test_nvidia_device_plugin_on_gke_needs_the_opt_out_label(tmp_path):
         load_stack(config)
     assert raised.value.field == "devicePlugin.enabled"
     assert "gke-no-default-nvidia-gpu-device-plugin" in str(raised.value)
+
+
+@pytest.mark.parametrize(("version", "enabled", "warned"), [
+    ("1.31", True, False), ("1.32", True, True), ("1.33", False, False),
+])
+def test_render_warns_when_gkes_managed_dcgm_exporter_would_run_beside_ours(
+    cli, tmp_path, version, enabled, warned
+):
+    config = tmp_path / "gke.yaml"
+    config.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: gke}\n"
+        f"platform: {{profile: gke-ubuntu, kubernetesVersion: \"{version}\"}}\n"
+        f"dcgmExporter: {{enabled: {str(enabled).lower()}}}\n"
+    )
+    result = cli("render", config, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert ("managed DCGM exporter too" in result.stderr) == warned
