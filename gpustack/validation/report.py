@@ -238,11 +238,23 @@ _RULE_TEXT = {
 
 def sarif(report: Report, summary: bool, verbose: bool) -> str:
     """SARIF 2.1.0: one run, a rule per finding rule id, a result per finding."""
+    from gpustack.lint import RULES
+
     findings = [f for result in report.results for f in result.findings] + report.unplaced
-    rule_ids = sorted({finding.rule for finding in findings} | {SCHEMA, MANIFEST})
+    # Every rule gpustack can report, so code-scanning tools show the catalogue and its fixes.
+    described: dict[str, dict[str, Any]] = {
+        rule: {"id": rule, "shortDescription": {"text": text}} for rule, text in _RULE_TEXT.items()
+    }
+    for lint_rule in RULES:
+        described[lint_rule.id] = {
+            "id": lint_rule.id,
+            "shortDescription": {"text": lint_rule.description},
+            "help": {"text": lint_rule.fix},
+            "defaultConfiguration": {"level": lint_rule.severity},
+        }
+    rule_ids = sorted(described.keys() | {finding.rule for finding in findings})
     rules = [
-        {"id": rule, "shortDescription": {"text": _RULE_TEXT.get(rule, f"lint rule {rule}")}}
-        for rule in rule_ids
+        described.get(rule, {"id": rule, "shortDescription": {"text": rule}}) for rule in rule_ids
     ]
     results = []
     for finding in findings:
@@ -265,7 +277,6 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
             "tool": {"driver": {
                 "name": "gpustack",
                 "version": __version__,
-                "informationUri": "https://gpustack.dev",
                 "rules": rules,
             }},
             "results": results,

@@ -1,0 +1,196 @@
+"""Every lint rule, run by `gpustack validate` on a rendered folder, in every output format.
+
+Each case takes gpustack's own render of the kubeadm example (which is clean), makes one mistake a
+user could make by hand in the committed files, and expects exactly that rule to report it, in
+text, json, junit, tap and sarif alike. The untouched folder is valid in every format.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+from conftest import ROOT
+from ruamel.yaml import YAML
+
+from gpustack import emit, lint
+from gpustack.render import HEADER
+
+FORMATS = ("text", "json", "junit", "tap", "sarif")
+RENDERED = ROOT / "out" / "kubeadm-lab"
+
+Objects = dict[str, Any]
+
+
+def load(folder: Path, name: str) -> Objects:
+    return YAML(typ="safe").load((folder / name).read_text())
+
+
+def save(folder: Path, name: str, obj: Objects) -> None:
+    (folder / name).write_text(HEADER + emit.dump(obj))
+
+
+def edit(name: str, change: Callable[[Objects], None]) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        obj = load(folder, name)
+        change(obj)
+        save(folder, name, obj)
+
+    return apply
+
+
+def remove(name: str) -> Callable[[Path], None]:
+    return lambda folder: (folder / name).unlink()
+
+
+def pod(obj: Objects) -> Objects:
+    spec: Objects = obj["spec"]["template"]["spec"]
+    return spec
+
+
+def env(obj: Objects, name: str, value: str) -> None:
+    for variable in pod(obj)["containers"][0]["env"]:
+        if variable["name"] == name:
+            variable["value"] = value
+
+
+def share_one_gpu_with_one_pod(obj: Objects) -> None:
+    obj["data"]["config.yaml"] = obj["data"]["config.yaml"].replace("replicas: 4", "replicas: 1")
+
+
+def second_device_plugin(folder: Path) -> None:
+    plugin = load(folder, "daemonset-nvidia-device-plugin.yaml")
+    plugin["metadata"]["name"] = "vendor-device-plugin"
+    labels = {"app.kubernetes.io/name": "vendor-device-plugin"}
+    plugin["spec"]["selector"]["matchLabels"] = labels
+    plugin["spec"]["template"]["metadata"]["labels"] = labels
+    save(folder, "daemonset-vendor-device-plugin.yaml", plugin)
+
+
+def same_selector_as_the_plugin(obj: Objects) -> None:
+    plugin_labels = {
+        "app.kubernetes.io/name": "nvidia-device-plugin",
+        "app.kubernetes.io/part-of": "gpustack",
+    }
+    obj["spec"]["selector"]["matchLabels"] = dict(plugin_labels)
+    obj["spec"]["template"]["metadata"]["labels"].update(plugin_labels)
+
+
+MISTAKES: dict[str, Callable[[Path], None]] = {
+    # The NFD worker must reach tainted GPU nodes to label them (GPU pods that use the
+    # RuntimeClass get its tolerations from the class, so they would still be tolerated).
+    "taint-not-tolerated": edit(
+        "daemonset-nfd-worker.yaml", lambda obj: pod(obj).pop("tolerations")
+    ),
+    "node-label-unsourced": remove("nodefeaturerule-nvidia-gpu-pci-10de.yaml"),
+    "runtime-class-missing": remove("runtimeclass-nvidia.yaml"),
+    "monitor-target-missing": edit(
+        "servicemonitor-nvidia-dcgm-exporter.yaml",
+        lambda obj: obj["spec"]["endpoints"][0].update(port="web"),
+    ),
+    "config-map-missing": remove("configmap-nvidia-dcgm-exporter-metrics.yaml"),
+    "device-plugin-config-invalid": edit(
+        "configmap-nvidia-device-plugin-config.yaml", share_one_gpu_with_one_pod
+    ),
+    "mig-strategy-mismatch": edit(
+        "daemonset-gpu-feature-discovery.yaml", lambda obj: env(obj, "MIG_STRATEGY", "single")
+    ),
+    "duplicate-device-plugin": second_device_plugin,
+    "api-version-not-served": edit(
+        "runtimeclass-nvidia.yaml", lambda obj: obj.update(apiVersion="node.k8s.io/v1beta1")
+    ),
+    "image-not-pinned": edit(
+        "daemonset-nvidia-dcgm-exporter.yaml",
+        lambda obj: pod(obj)["containers"][0].update(
+            image="nvcr.io/nvidia/k8s/dcgm-exporter:latest"
+        ),
+    ),
+    "daemonset-selector-overlap": edit(
+        "daemonset-gpu-feature-discovery.yaml", same_selector_as_the_plugin
+    ),
+}
+
+
+def test_every_rule_has_a_case():
+    assert sorted(MISTAKES) == sorted(rule.id for rule in lint.RULES)
+
+
+RULE_ID = re.compile(r"\[([a-z]+(?:-[a-z]+)+)\]")
+
+
+def rules_reported(output: str, text: str) -> set[str]:
+    """The lint rule ids a report names, read the way a consumer of that format reads it."""
+    lint_ids = {rule.id for rule in lint.RULES}
+    if output == "json":
+        found = {
+            finding["rule"]
+            for entry in json.loads(text)["resources"]
+            for finding in entry.get("findings", [])
+        }
+    elif output == "sarif":
+        found = {result["ruleId"] for result in json.loads(text)["runs"][0]["results"]}
+    elif output == "junit":
+        # A lint finding is a <failure>, or part of the <error> of a resource that also failed
+        # to be checked (its message then joins both).
+        found = {
+            rule
+            for kind in ("failure", "error")
+            for element in ElementTree.fromstring(text).iter(kind)
+            for rule in RULE_ID.findall(element.get("message", ""))
+        }
+    elif output == "tap":
+        found = {
+            rule
+            for line in text.splitlines()
+            if line.startswith("not ok")
+            for rule in RULE_ID.findall(line)
+        }
+    else:
+        found = {rule for line in text.splitlines() for rule in RULE_ID.findall(line)}
+    return found & lint_ids
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    copy = tmp_path / "kubeadm-lab"
+    shutil.copytree(RENDERED, copy)
+    return copy
+
+
+def validate(cli: Any, folder: Path, output: str) -> Any:
+    return cli("validate", "-o", output, "--kubernetes-version", "1.31", folder)
+
+
+@pytest.mark.parametrize("output", FORMATS)
+def test_gpustacks_own_output_is_quiet_in_every_format(cli, folder, output):
+    result = validate(cli, folder, output)
+    assert result.exit_code == 0, result.output
+    assert rules_reported(output, result.stdout) == set()
+
+
+@pytest.mark.parametrize("output", FORMATS)
+@pytest.mark.parametrize("rule", sorted(MISTAKES))
+def test_each_rule_reports_its_mistake_in_every_format(cli, folder, rule, output):
+    MISTAKES[rule](folder)
+    result = validate(cli, folder, output)
+    assert result.exit_code == 1, result.output
+    assert rule in rules_reported(output, result.stdout)
+
+
+@pytest.mark.parametrize("rule", sorted(MISTAKES))
+def test_the_ignore_annotation_silences_a_rule(cli, folder, rule):
+    """Annotating every object with gpustack.dev/ignore: <rule> leaves that rule quiet."""
+    MISTAKES[rule](folder)
+    for path in folder.glob("*.yaml"):
+        if path.name == "kustomization.yaml":
+            continue
+        obj = load(folder, path.name)
+        obj["metadata"].setdefault("annotations", {})[lint.IGNORE_ANNOTATION] = rule
+        save(folder, path.name, obj)
+    assert rule not in rules_reported("json", validate(cli, folder, "json").stdout)
