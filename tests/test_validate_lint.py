@@ -20,7 +20,7 @@ from conftest import ROOT
 from ruamel.yaml import YAML
 
 from gpustack import emit, lint
-from gpustack.render import HEADER
+from gpustack.decorate import HEADER
 
 FORMATS = ("text", "json", "junit", "tap", "sarif")
 RENDERED = ROOT / "out" / "kubeadm-lab"
