@@ -191,14 +191,15 @@ def output_folders(
     renderings: Sequence[Rendering], out: Path
 ) -> list[tuple[Path, dict[str, bytes]]]:
     """Each folder a render writes under `out` with its files: `<name>/` per cluster, and
-    `_gitops/` with the fleet's ApplicationSet when the clusters ask for one."""
+    `_gitops/` with the fleet's ApplicationSet, empty when the clusters no longer ask for one (so
+    a render prunes, and check reports, an ApplicationSet left from before)."""
     from gpustack import render as rendering_files
     from gpustack.gitops import FLEET_DIR
 
     folders = [(out / r.name, rendering_files.files(r)) for r in renderings]
     application = application_set(renderings)
-    if application is not None:
-        folders.append((out / FLEET_DIR, rendering_files.fleet_files(application)))
+    fleet = rendering_files.fleet_files(application) if application is not None else {}
+    folders.append((out / FLEET_DIR, fleet))
     return folders
 
 

@@ -241,6 +241,27 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     assert by_identity(kustomize(tmp_path / "out" / "_gitops")) == by_identity([application_set])
 
 
+def test_turning_the_application_set_off_prunes_it_and_check_notices(
+    cli, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, "argocd")
+    base = tmp_path / "clusters" / "base.yaml"
+    plain = base.read_text()
+    _ask_for_application_set(base)
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    fleet_folder = tmp_path / "out" / "_gitops"
+    assert (fleet_folder / "applicationset-gpustack.yaml").is_file()
+    base.write_text(plain)  # back to an Application per cluster
+    stale = cli("check", "clusters", "-o", "out")
+    assert stale.exit_code == 1
+    assert "out/_gitops/applicationset-gpustack.yaml: extra" in stale.stdout
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    assert not (fleet_folder / "applicationset-gpustack.yaml").exists()
+    assert (tmp_path / "out" / "gpu-east" / "gitops").is_dir()
+    assert cli("check", "clusters", "-o", "out").exit_code == 0
+
+
 def test_application_set_needs_one_setting_for_the_whole_fleet(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     readme_files(tmp_path, "argocd")

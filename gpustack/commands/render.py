@@ -52,4 +52,7 @@ def command(
         output.plan(target, files)  # refuse before anything is written
     for target, files in planned:
         written, removed = output.write_tree(target, files)
-        typer.echo(f"{target}: {len(files)} files ({written} written, {removed} removed)", err=True)
+        if files or removed:
+            typer.echo(
+                f"{target}: {len(files)} files ({written} written, {removed} removed)", err=True
+            )
