@@ -175,7 +175,6 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
             rendering.kubernetes_version,
             taints=rendering.taints,
             node_labels=rendering.node_labels,
-            runtime_classes=rendering.provided_runtime_classes,
         )
         for rendering, schema in zip(renderings, validate_all(renderings, jobs))
     ]

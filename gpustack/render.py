@@ -40,14 +40,17 @@ class Rendering:
     # What the config says about the GPU nodes, for the lint rules (lint.run).
     taints: list[dict[str, str]] = field(default_factory=list)
     node_labels: dict[str, str] = field(default_factory=dict)
-    provided_runtime_classes: list[str] = field(default_factory=list)
 
 
 def render(stack: Stack) -> Rendering:
     from gpustack.components import node
 
     tool = stack.config.gitops.tool
-    objects = decorate(build_all(stack), sync_waves=tool == "argocd")
+    objects = decorate(
+        build_all(stack),
+        sync_waves=tool == "argocd",
+        platform_runtime_classes=stack.facts.runtime.providedRuntimeClasses,
+    )
     layers = list(dict.fromkeys(layer(obj) for obj in objects))
     application_set = gitops.application_set(stack)
     warnings = []
@@ -76,7 +79,6 @@ def render(stack: Stack) -> Rendering:
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
         node_labels=dict(stack.config.nodes.selector),
-        provided_runtime_classes=list(stack.facts.runtime.providedRuntimeClasses),
     )
 
 

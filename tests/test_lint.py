@@ -328,12 +328,21 @@ def test_runtime_class_must_be_among_the_manifests():
     assert "runtime-class-missing" not in rules_hit(objects)
 
 
-def test_runtime_class_the_platform_ships_counts_as_present():
-    # RKE2 creates RuntimeClass nvidia itself (rke2-runtimeclasses): naming it is no mistake there.
-    objects = [obj for obj in correct_stack() if obj["kind"] != "RuntimeClass"]
-    pod_spec(find(objects, "DaemonSet", "device-plugin"))["runtimeClassName"] = "nvidia"
-    assert rules_hit(objects)["runtime-class-missing"] == ["device-plugin"]
-    assert "runtime-class-missing" not in rules_hit(objects, runtime_classes=["nvidia"])
+def test_gpustack_marks_workloads_that_use_a_runtime_class_the_platform_ships(tmp_path):
+    # RKE2 creates RuntimeClass nvidia itself (rke2-runtimeclasses), so gpustack renders none and
+    # says so on each workload that names it: the rendered folder stays valid on its own.
+    config = tmp_path / "rke2.yaml"
+    config.write_text(starter("rke2", "lint-rke2"))
+    _, rendering = own_rendering(config)
+    users = [obj for obj in rendering.objects if obj["kind"] == "DaemonSet"
+             and pod_spec(obj).get("runtimeClassName") == "nvidia"]
+    assert users and not [obj for obj in rendering.objects if obj["kind"] == "RuntimeClass"]
+    for obj in users:
+        assert obj["metadata"]["annotations"][lint.IGNORE_ANNOTATION] == "runtime-class-missing"
+    assert "runtime-class-missing" not in rules_hit(rendering.objects)
+    for obj in users:
+        del obj["metadata"]["annotations"][lint.IGNORE_ANNOTATION]
+    assert rules_hit(rendering.objects)["runtime-class-missing"]
 
 
 # --- monitor-target-missing ------------------------------------------------------------------

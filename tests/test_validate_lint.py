@@ -194,3 +194,11 @@ def test_the_ignore_annotation_silences_a_rule(cli, folder, rule):
         obj["metadata"].setdefault("annotations", {})[lint.IGNORE_ANNOTATION] = rule
         save(folder, path.name, obj)
     assert rule not in rules_reported("json", validate(cli, folder, "json").stdout)
+
+
+def test_every_committed_render_validates_on_its_own(cli):
+    """`gpustack validate out/` (what the pre-commit hook runs on committed output) passes for
+    every profile: the folders carry what lint needs, e.g. RKE2's platform RuntimeClass."""
+    result = cli("validate", "--summary", ROOT / "out")
+    assert result.exit_code == 0, result.output
+    assert ", Invalid: 0, Errors: 0" in result.stdout

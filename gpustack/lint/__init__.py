@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpustack.decorate import identity
+from gpustack.decorate import IGNORE_ANNOTATION, identity
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Rule, mapping
 
 if TYPE_CHECKING:
     from gpustack.config import Stack
 
-IGNORE_ANNOTATION = "gpustack.dev/ignore"
 __all__ = ["IGNORE_ANNOTATION", "RULES", "Rule", "run", "run_for_stack"]
 
 
@@ -67,21 +66,18 @@ def run(
     *,
     taints: Iterable[Mapping[str, Any]] | None = None,
     node_labels: Iterable[str] = (),
-    runtime_classes: Iterable[str] = (),
 ) -> list[Finding]:
     """Findings of every rule, minus those the objects suppress with `gpustack.dev/ignore`.
 
     `taints`: the taints GPU nodes carry (a config's nodes.taints), checked in addition to the
     `nvidia.com/gpu` taint every GPU workload must tolerate. `node_labels`: label keys the user
     puts on GPU nodes (a config's nodes.selector), which count as set by some source.
-    `runtime_classes`: RuntimeClasses the platform ships, which pods may name without defining.
     """
     view = Objects(
         [obj for obj in objects if isinstance(obj, dict)],
         kubernetes_version,
         [dict(taint) for taint in taints or ()],
         set(node_labels),
-        set(runtime_classes),
     )
     ignored = {identity(obj): _ignored_rules(obj) for obj in view.objects}
     findings = [
@@ -101,7 +97,6 @@ def run_for_stack(stack: Stack, objects: list[dict[str, Any]]) -> list[Finding]:
         config.platform.kubernetesVersion,
         taints=[taint.model_dump(exclude_none=True) for taint in config.nodes.taints],
         node_labels=config.nodes.selector,
-        runtime_classes=stack.facts.runtime.providedRuntimeClasses,
     )
 
 

@@ -166,8 +166,6 @@ class Objects:
     taints: list[dict[str, Any]] = field(default_factory=list)
     # Labels the config says GPU nodes carry (nodes.selector): the user is their source.
     node_labels: set[str] = field(default_factory=set)
-    # RuntimeClasses the platform itself ships (a profile's runtime.providedRuntimeClasses).
-    runtime_classes: set[str] = field(default_factory=set)
 
     def of_kind(self, *kinds: str) -> Iterator[dict[str, Any]]:
         return (obj for obj in self.objects if obj.get("kind") in kinds)

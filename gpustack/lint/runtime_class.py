@@ -11,8 +11,7 @@ from gpustack.lint._objects import Objects, Rule, describe, finding
 
 def check(objects: Objects) -> Iterator[Finding]:
     defined = sorted(
-        {str((rc.get("metadata") or {}).get("name")) for rc in objects.of_kind("RuntimeClass")}
-        | objects.runtime_classes
+        str((rc.get("metadata") or {}).get("name")) for rc in objects.of_kind("RuntimeClass")
     )
     for pod in objects.pods():
         name = pod.spec.get("runtimeClassName")
@@ -23,7 +22,7 @@ def check(objects: Objects) -> Iterator[Finding]:
             RULE,
             pod.owner,
             f"{describe(pod.owner)} uses runtimeClassName {name!r} but no RuntimeClass {name!r} is "
-            f"part of these manifests or provided by the platform{known}; add it (gpustack renders it with "
+            f"part of these manifests{known}; add it (gpustack renders it with "
             "runtimeClass.enabled) or, if the cluster already provides it, annotate the workload "
             "gpustack.dev/ignore: runtime-class-missing",
             f"{pod.path}.runtimeClassName",
