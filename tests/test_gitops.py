@@ -145,6 +145,15 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet):
             assert by_identity(layer_objects) == by_identity(rendered)
 
 
+def test_the_rendered_fleet_validates_on_its_own(cli, fleet):
+    # Flux splits a cluster into layer folders: lint still sees the cluster as a whole (the
+    # DaemonSets in workloads/ find the RuntimeClass in foundation/).
+    _, out = fleet
+    result = cli("validate", "--summary", out)
+    assert result.exit_code == 0, result.output
+    assert ", Invalid: 0, Errors: 0" in result.stdout
+
+
 def test_gitops_objects_match_the_upstream_schemas(fleet):
     tool, out = fleet
     kinds = set()

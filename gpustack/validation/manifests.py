@@ -61,14 +61,19 @@ def files(paths: list[str]) -> Iterator[str]:
 
 
 def cluster_folder(file: str) -> str | None:
-    """The rendered cluster folder `file` belongs to (its kustomization.yaml is gpustack's)."""
+    """The rendered cluster folder `file` belongs to: the outermost folder around it whose
+    kustomization.yaml gpustack wrote (Flux layers and gitops/ are sub-folders of a cluster's)."""
     if file == "stdin":
         return None
     from gpustack.output import is_ours
     from gpustack.render import KUSTOMIZATION
 
-    folder = os.path.dirname(os.path.abspath(file))
-    return folder if is_ours(Path(folder) / KUSTOMIZATION) else None
+    found = None
+    folder = Path(os.path.abspath(file)).parent
+    while is_ours(folder / KUSTOMIZATION):
+        found = str(folder)
+        folder = folder.parent
+    return found
 
 
 def _host_side(folder: str) -> bool:
