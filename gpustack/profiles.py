@@ -88,7 +88,8 @@ def _load(
             raise UserError(
                 f"unknown profile {current!r}",
                 where,
-                field="platform.profile" if len(seen) == 1 else "extends",
+                # Named on the command line (profiles show, --profile), there is no field.
+                field=None if where is None else "platform.profile" if len(seen) == 1 else "extends",
                 hint=did_you_mean(current, choices) or f"available: {', '.join(choices)}",
             )
         document = load_file(path)
