@@ -12,6 +12,7 @@ string; everything else is double-quoted with JSON escapes, which YAML reads bac
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -29,6 +30,14 @@ _RESOLVES = re.compile(
       | \d\d\d\d-\d\d?-\d\d?(?:[Tt ].*)?
     )$""",
     re.VERBOSE,
+)
+
+
+# Characters outside YAML's printable set, and NEL / LINE SEPARATOR / PARAGRAPH SEPARATOR, which
+# YAML 1.1 parsers read as line breaks: escaped in quoted strings (JSON escapes only the C0
+# controls), never written into a literal block.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
 )
 
 
@@ -54,11 +63,11 @@ def scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return json.dumps(value)
+        return _float(value)
     if isinstance(value, str):
-        if value and _PLAIN.match(value) and not _RESOLVES.match(value):
+        if value and _PLAIN.fullmatch(value) and not _RESOLVES.fullmatch(value):
             return value
-        return json.dumps(value, ensure_ascii=False)
+        return _UNSAFE.sub(_escape, json.dumps(value, ensure_ascii=False))
     raise TypeError(f"cannot write {type(value).__name__} to YAML")
 
 
@@ -142,10 +151,32 @@ def _inline(value: Any, indent: int) -> str:
     return scalar(value)
 
 
+def _float(value: float) -> str:
+    """A float both YAML 1.1 (a '.' and a signed exponent required) and 1.2 read back exactly."""
+    if math.isnan(value):
+        return ".nan"
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value)
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent[0] not in "+-":
+        exponent = "+" + exponent
+    return f"{mantissa}e{exponent}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def _literal_ok(value: str) -> bool:
     # Literal blocks cannot carry trailing spaces on a line, tabs, or a leading space/newline
-    # without indentation indicators; such rare strings are double-quoted instead.
-    if value.startswith((" ", "\n")) or "\t" in value or "\r" in value:
+    # without indentation indicators, nor characters that must be escaped; such rare strings are
+    # double-quoted instead.
+    if value.startswith((" ", "\n")) or "\t" in value or "\r" in value or _UNSAFE.search(value):
         return False
     return not any(line != line.rstrip(" ") for line in value.split("\n"))
 
