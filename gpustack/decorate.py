@@ -60,11 +60,19 @@ LAYERS = {-2: "foundation", -1: "foundation", 0: "workloads", 1: "monitors"}
 
 
 def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(group, kind, namespace, name): what makes an object itself in a cluster."""
-    api_version = obj.get("apiVersion", "")
-    group = api_version.rpartition("/")[0]
-    metadata = obj.get("metadata") or {}
-    return (group, obj.get("kind", ""), metadata.get("namespace", ""), metadata.get("name", ""))
+    """(group, kind, namespace, name): what makes an object itself in a cluster. Manifests from
+    elsewhere may be malformed (validate reports that); a field that is not a string counts as
+    empty here."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+    api_version, kind, namespace, name = (
+        value if isinstance(value, str) else ""
+        for value in (
+            obj.get("apiVersion"), obj.get("kind"), metadata.get("namespace"), metadata.get("name")
+        )
+    )
+    return (api_version.rpartition("/")[0], kind, namespace, name)
 
 
 def sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:

@@ -43,6 +43,8 @@ _UNSAFE = re.compile(
 
 def dump(data: Any) -> str:
     """One YAML document, ending in a newline."""
+    if not (isinstance(data, (dict, list)) and data):
+        return (_inline(data, 0) if isinstance(data, (dict, list)) else scalar(data)) + "\n"
     lines: list[str] = []
     _node(data, 0, lines, None)
     return "\n".join(lines) + "\n"

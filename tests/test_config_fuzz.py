@@ -81,3 +81,75 @@ def test_any_value_in_any_field_loads_or_is_explained(tmp_path, field, value):
     path = tmp_path / "gpustack.yaml"
     path.write_text(emit.dump(config))
     loads_or_explains(path)
+
+
+manifest_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(
+            st.sampled_from(["apiVersion", "kind", "metadata", "name", "spec", "items", "x"]),
+            children,
+            max_size=4,
+        ),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(documents=st.lists(manifest_values, min_size=1, max_size=3), noise=st.binary(max_size=8))
+def test_validate_reports_any_input_without_a_traceback(documents, noise):
+    """`gpustack validate` on whatever arrives (pre-commit passes any staged YAML): every
+    resource gets a verdict, and the run ends with 0 or 1, never an exception."""
+    from typer.testing import CliRunner
+
+    from gpustack.cli import app
+
+    stream = emit.dump_all(documents).encode() + noise
+    result = CliRunner().invoke(app, ["validate", "-o", "json", "-"], input=stream)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 1), result.output
+
+
+RENDERED = sorted((EXAMPLES.parent / "out").glob("*/*.yaml"))
+FOLDERS = {
+    folder: [load_file(path).data for path in sorted(folder.glob("*.yaml"))]
+    for folder in {path.parent for path in RENDERED}
+}
+
+
+def paths_in(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, child in node.items():
+            found += paths_in(child, (*prefix, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            found += paths_in(child, (*prefix, index))
+    return found
+
+
+# Each example validates a whole rendered folder (about 0.13 s): fewer examples than the others.
+@settings(max_examples=40, deadline=None)
+@given(file=st.sampled_from(RENDERED), pick=st.integers(min_value=0), value=values)
+def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, value):
+    """A committed manifest edited into any shape gets verdicts, not an exception."""
+    from typer.testing import CliRunner
+
+    from gpustack.cli import app
+
+    obj = load_file(file).data
+    paths = paths_in(obj)[1:]
+    if not paths:
+        return
+    *parents, last = paths[pick % len(paths)]
+    node = obj
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    neighbours = FOLDERS[file.parent]
+    stream = emit.dump_all([obj, *neighbours]).encode()
+    result = CliRunner().invoke(app, ["validate", "-o", "sarif", "-"], input=stream)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 1), result.output

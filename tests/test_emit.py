@@ -47,6 +47,11 @@ def test_every_trap_reads_back_as_the_same_string(value):
     assert_round_trip({"key": value, value or "k": [value], "list": [{"name": value}]})
 
 
+@pytest.mark.parametrize("value", [None, True, 3, 1.5, "text", "two\nlines", {}, []])
+def test_a_document_may_be_a_scalar_or_empty(value):
+    assert_round_trip(value)
+
+
 def test_multi_document_stream_reads_back():
     documents = [{"a": 1}, {"b": ["x", {"c": None}]}, {"d": True}]
     text = emit.dump_all(documents)

@@ -74,7 +74,7 @@ def run(
     puts on GPU nodes (a config's nodes.selector), which count as set by some source.
     """
     view = Objects(
-        [obj for obj in objects if isinstance(obj, dict)],
+        [obj for obj in objects if _well_formed(obj)],
         kubernetes_version,
         [dict(taint) for taint in taints or ()],
         set(node_labels),
@@ -97,6 +97,16 @@ def run_for_stack(stack: Stack, objects: list[dict[str, Any]]) -> list[Finding]:
         config.platform.kubernetesVersion,
         taints=[taint.model_dump(exclude_none=True) for taint in config.nodes.taints],
         node_labels=config.nodes.selector,
+    )
+
+
+def _well_formed(obj: Any) -> bool:
+    """Objects the rules can reason about; anything less is schema validation's to report."""
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("apiVersion"), str)
+        and isinstance(obj.get("kind"), str)
+        and isinstance(obj.get("metadata", {}), dict)
     )
 
 
