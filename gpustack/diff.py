@@ -170,7 +170,8 @@ def _differences(old: Any, new: Any, path: str) -> Iterator[str]:
 
 def _names(items: list[Any]) -> list[Any] | None:
     names = [item.get("name") if isinstance(item, dict) else None for item in items]
-    if None in names or len(set(names)) != len(names):
+    # Only string names identify items (a hand-edited file may hold anything there).
+    if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         return None
     return names
 

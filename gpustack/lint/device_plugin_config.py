@@ -37,7 +37,7 @@ def mounted_configs(
     mounted = {str(m.get("name")) for m in map(mapping, sequence(container.get("volumeMounts")))}
     for volume in map(mapping, sequence(pod.spec.get("volumes"))):
         name = mapping(volume.get("configMap")).get("name")
-        if volume.get("name") not in mounted or not name:
+        if str(volume.get("name")) not in mounted or not name:
             continue
         config_map = objects.config_map(pod.namespace, str(name))
         for key, text in mapping(config_map.get("data") if config_map else None).items():
