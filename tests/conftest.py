@@ -48,3 +48,21 @@ def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
     group, _, version = obj["apiVersion"].rpartition("/")
     schema = CRD_SCHEMAS / group / f"{obj['kind'].lower()}_{version}.json"
     jsonschema.validate(obj, json.loads(schema.read_text()))
+
+
+def stack_for(tmp_path: Path, profile: str, **sections: object):  # -> gpustack.config.Stack
+    """A Stack for a minimal config on `profile` with the given top-level sections."""
+    import json
+
+    from gpustack.config import load_stack
+
+    config = {
+        "apiVersion": "gpustack.dev/v1alpha1",
+        "kind": "GPUStack",
+        "metadata": {"name": "lab"},
+        "platform": {"profile": profile},
+        **sections,
+    }
+    path = tmp_path / f"{profile}.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return load_stack(path)

@@ -7,15 +7,13 @@ health-checks the daemon there, while MPS_ROOT is the host path it mounts into G
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import validate_upstream
+from conftest import stack_for, validate_upstream
 from ruamel.yaml import YAML
 
-from gpustack.config import load_stack
 from gpustack.render import render
 
 PLUGIN = "nvidia-device-plugin"
@@ -24,16 +22,7 @@ HOST_MPS_ROOT = "/run/nvidia/mps"
 
 
 def objects(tmp_path: Path, profile: str, **sections: Any) -> list[dict[str, Any]]:
-    config = {
-        "apiVersion": "gpustack.dev/v1alpha1",
-        "kind": "GPUStack",
-        "metadata": {"name": "lab"},
-        "platform": {"profile": profile},
-        **sections,
-    }
-    path = tmp_path / f"{profile}.yaml"
-    path.write_text(json.dumps(config))  # JSON is YAML
-    return render(load_stack(path)).objects
+    return render(stack_for(tmp_path, profile, **sections)).objects
 
 
 def find(items: list[dict[str, Any]], name: str) -> dict[str, Any]:

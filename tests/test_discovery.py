@@ -12,11 +12,11 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-from conftest import SHARED, is_core, validate_upstream
+from conftest import SHARED, is_core, stack_for, validate_upstream
 from kubernetes_validate.utils import SchemaNotFoundError
 from ruamel.yaml import YAML
 
-from gpustack.config import Stack, load_stack
+from gpustack.config import Stack
 from gpustack.render import render
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -28,16 +28,7 @@ GFD_PROFILES = ["openshift", "rke2", "kubeadm"]
 
 
 def load(tmp_path: Path, profile: str, **sections: Any) -> Stack:
-    config = {
-        "apiVersion": "gpustack.dev/v1alpha1",
-        "kind": "GPUStack",
-        "metadata": {"name": "lab"},
-        "platform": {"profile": profile},
-        **sections,
-    }
-    path = tmp_path / f"{profile}.yaml"
-    path.write_text(json.dumps(config))  # JSON is YAML
-    return load_stack(path)
+    return stack_for(tmp_path, profile, **sections)
 
 
 def objects(tmp_path: Path, profile: str, **sections: Any) -> list[dict[str, Any]]:
