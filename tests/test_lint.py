@@ -544,7 +544,10 @@ def test_api_versions_of_custom_resources_follow_their_crd():
 
 
 def test_api_versions_upstream_files_use_served_apis():
-    every = sorted(p.relative_to(REFS).as_posix() for p in REFS.rglob("*.y*ml"))
+    # The operator's Go templates (`{{ .Driver.Name }}`) are not YAML until the operator fills them.
+    every = sorted(
+        p.relative_to(REFS).as_posix() for p in REFS.rglob("*.y*ml") if "{{" not in p.read_text()
+    )
     objects = refs(*every)
     assert "api-version-not-served" not in rules_hit(objects, "1.31")
 
