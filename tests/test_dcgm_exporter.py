@@ -130,6 +130,7 @@ def test_collectors_file_is_mounted_from_a_config_map_that_exists(tmp_path, prof
     assert "gpustack.dev/config-hash" in daemonset["spec"]["template"]["metadata"]["annotations"]
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("profile", PROFILES)
 def test_core_objects_pass_strict_kubernetes_schemas(tmp_path, profile):
     objects = objects_of(load(tmp_path, profile, {"monitor": "none"}))
@@ -164,6 +165,7 @@ def test_rke2_exporter_runs_under_the_nvidia_runtime_class(tmp_path):
     assert not [obj for obj in objects if obj["kind"] == "RuntimeClass"]
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("profile", ("kubeadm", "rke2", "openshift"))
 def test_service_monitor_finds_the_service_and_the_service_finds_only_exporters(tmp_path, profile):
     objects = objects_of(load(tmp_path, profile, {"interval": "30s"}))
@@ -190,6 +192,7 @@ def test_service_monitor_finds_the_service_and_the_service_finds_only_exporters(
     jsonschema.validate(monitor, crd_schema("monitoring.coreos.com", "ServiceMonitor"))
 
 
+@pytest.mark.shared
 def test_monitor_labels_land_on_the_service_monitor_only(tmp_path):
     release = {"release": "kube-prometheus-stack"}
     objects = objects_of(load(tmp_path, "kubeadm", {"monitorLabels": release}))
@@ -202,6 +205,7 @@ def test_monitor_labels_land_on_the_service_monitor_only(tmp_path):
     jsonschema.validate(monitor, crd_schema("monitoring.coreos.com", "ServiceMonitor"))
 
 
+@pytest.mark.shared
 def test_gke_gets_pod_monitoring_and_the_driver_mount(tmp_path):
     stack = load(tmp_path, "gke-cos", {"interval": "1m30s", "monitorLabels": {"team": "ml"}})
     objects = objects_of(stack)

@@ -325,6 +325,7 @@ def test_node_feature_rule_sets_the_label_gpu_workloads_select(tmp_path, profile
     assert not schedulable(plugin, {"feature.node.kubernetes.io/pci-0302_10de.present": "true"}, [])
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("mode", ["deploy", "external"])
 def test_node_feature_rule_matches_the_upstream_schema(tmp_path, mode):
     schema = json.loads((SHARED / "crd-schemas/nfd.k8s-sigs.io/nodefeaturerule_v1alpha1.json")
@@ -429,6 +430,7 @@ def test_no_two_daemonsets_share_a_selector(tmp_path, profile):
 # Schemas and kustomize
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("mode", ["deploy", "external"])
 def test_every_object_validates_strictly(tmp_path, profile, mode):
@@ -461,6 +463,7 @@ def _without_descriptions(value: Any) -> Any:
     return value
 
 
+@pytest.mark.shared
 def test_crds_define_the_upstream_api(tmp_path):
     upstream = {
         doc["metadata"]["name"]: doc

@@ -75,6 +75,7 @@ def is_core_group(group: str) -> bool:
     return "." not in group or group.endswith(".k8s.io")
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_object_passes_strict_schema_validation(example: str) -> None:
     stack, objects = rendered(example)

@@ -154,6 +154,7 @@ def test_the_rendered_fleet_validates_on_its_own(cli, fleet):
     assert ", Invalid: 0, Errors: 0" in result.stdout
 
 
+@pytest.mark.shared
 def test_gitops_objects_match_the_upstream_schemas(fleet):
     tool, out = fleet
     kinds = set()
@@ -221,6 +222,7 @@ def _ask_for_application_set(base: Path) -> None:
     base.write_text(text.replace("    destination:", "    applicationSet: true\n    destination:"))
 
 
+@pytest.mark.shared
 def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     readme_files(tmp_path, "argocd")
@@ -318,6 +320,7 @@ def load_text(text: str):
     return YAML(typ="safe").load(text)
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
 @pytest.mark.parametrize("tool", ["none", "argocd", "flux"])
 def test_every_example_builds_with_kustomize_for_every_tool(cli, tmp_path, example, tool):

@@ -215,6 +215,7 @@ def test_gpustack_output_is_quiet_for_every_profile(config, tmp_path):
 # --- taint-not-tolerated ---------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_taints_upstream_dcgm_exporter_and_gfd_and_nfd_worker_do_not_tolerate_the_gpu_taint():
     # NVIDIA/dcgm-exporter dcgm-exporter.yaml has no tolerations at all (dcgm-exporter #731),
     # k8s-device-plugin's static GFD DaemonSet neither, and NFD's default overlay leaves the
@@ -231,6 +232,7 @@ def test_taints_upstream_dcgm_exporter_and_gfd_and_nfd_worker_do_not_tolerate_th
     ]  # not nfd-master / nfd-gc: they are not node agents
 
 
+@pytest.mark.shared
 def test_taints_upstream_device_plugin_tolerates_any_gpu_taint():
     assert "taint-not-tolerated" not in rules_hit(
         refs("k8s-device-plugin/nvidia-device-plugin.yml")
@@ -266,6 +268,7 @@ def test_taints_an_equal_toleration_with_the_wrong_value_is_not_enough():
 # --- node-label-unsourced --------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_labels_upstream_gfd_selects_labels_nothing_sets():
     # The static GFD DaemonSet ORs pci-10de.present, cpu-model.vendor_id and gpu.present: alone,
     # with no NFD and no rule, none of them is ever set.
@@ -273,6 +276,7 @@ def test_labels_upstream_gfd_selects_labels_nothing_sets():
     assert hits["node-label-unsourced"] == ["gpu-feature-discovery"]
 
 
+@pytest.mark.shared
 def test_labels_nfd_default_labels_are_pci_class_vendor_not_pci_vendor():
     # k8s-device-plugin #1213: NFD's default worker config labels pci-0302_10de.present, so a
     # workload that needs pci-10de.present shows 0 desired pods until a rule sets it.
@@ -292,6 +296,7 @@ def test_labels_nfd_default_labels_are_pci_class_vendor_not_pci_vendor():
     assert "node-label-unsourced" not in rules_hit([*nfd, default_label])
 
 
+@pytest.mark.shared
 def test_labels_upstream_gpu_operator_selects_labels_only_its_controller_sets():
     # gpu-operator's asset DaemonSets select nvidia.com/gpu.deploy.device-plugin=true, which the
     # operator's controller writes; applied as manifests, with GFD present, they never schedule.
@@ -319,6 +324,7 @@ def test_labels_gfd_labels_need_gfd_and_user_labels_count_as_set():
 # --- runtime-class-missing -------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_runtime_class_must_be_among_the_manifests():
     objects = correct_stack()
     pod_spec(find(objects, "DaemonSet", "device-plugin"))["runtimeClassName"] = "nvidia-cdi"
@@ -348,6 +354,7 @@ def test_gpustack_marks_workloads_that_use_a_runtime_class_the_platform_ships(tm
 # --- monitor-target-missing ------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_monitor_upstream_service_monitor_needs_the_exporter_service():
     # dcgm-exporter's service-monitor.yaml alone scrapes nothing; with dcgm-exporter.yaml's
     # Service (port "metrics") it matches.
@@ -363,6 +370,7 @@ def test_monitor_upstream_service_monitor_needs_the_exporter_service():
     assert "monitor-target-missing" not in rules_hit(gpu_operator)
 
 
+@pytest.mark.shared
 def test_monitor_port_name_must_exist_on_the_service():
     # gpu-operator names the Service port gpu-metrics; a ServiceMonitor for "metrics" (the name
     # dcgm-exporter's own manifests use) finds the Service but scrapes nothing.
@@ -383,6 +391,7 @@ def test_monitor_service_monitor_in_another_namespace_needs_a_namespace_selector
     assert "monitor-target-missing" not in rules_hit(objects)
 
 
+@pytest.mark.shared
 def test_monitor_pod_monitoring_port_must_be_a_container_port():
     gmp = refs("gke/gmp-nvidia-dcgm-exporter.yaml", "gke/gmp-nvidia-dcgm-clusterpodmonitoring.yaml")
     assert "monitor-target-missing" not in rules_hit(gmp)
@@ -393,6 +402,7 @@ def test_monitor_pod_monitoring_port_must_be_a_container_port():
 # --- config-map-missing ----------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_config_map_upstream_gpu_operator_plugin_needs_its_entrypoint_config_map():
     # state-device-plugin/0500_daemonset.yaml mounts nvidia-device-plugin-entrypoint, which is a
     # separate asset (0400_configmap.yaml): applied without it, the pods never start.
@@ -440,6 +450,7 @@ def test_device_plugin_config_that_the_plugin_refuses(mistake):
     assert rules_hit(objects)["device-plugin-config-invalid"] == ["plugin-config"]
 
 
+@pytest.mark.shared
 def test_device_plugin_config_composed_examples_are_valid():
     # refs/examples/device-plugin-config-sharing.yaml: a time-slicing and an MPS config, both valid.
     documents = list(
@@ -456,6 +467,7 @@ def test_device_plugin_config_composed_examples_are_valid():
 # --- mig-strategy-mismatch -------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_mig_upstream_mig_single_gfd_next_to_the_default_plugin():
     # gpu-feature-discovery-daemonset-with-mig-single.yaml labels for MIG "single" while the static
     # nvidia-device-plugin.yml runs with the default "none".
@@ -482,12 +494,14 @@ def test_mig_strategy_from_the_plugin_config_file():
 # --- duplicate-device-plugin -----------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_duplicate_upstream_nvidia_plugin_next_to_gke_plugin():
     # NVIDIA's static plugin has no node selector; GKE's own plugin runs on every GPU node.
     both = refs("gke/nvidia-device-plugin-static.yml", "gke/gke-nvidia-gpu-device-plugin.yaml")
     assert rules_hit(both)["duplicate-device-plugin"] == ["nvidia-gpu-device-plugin"]
 
 
+@pytest.mark.shared
 def test_duplicate_plugins_with_disjoint_placement_are_fine():
     nvidia, gke = refs(
         "gke/nvidia-device-plugin-static.yml", "gke/gke-nvidia-gpu-device-plugin.yaml"
@@ -535,6 +549,7 @@ def test_api_versions_depend_on_the_target_version():
     assert "api-version-not-served" not in rules_hit([flow], None)
 
 
+@pytest.mark.shared
 def test_api_versions_of_custom_resources_follow_their_crd():
     crds = refs("node-feature-discovery/nfd-api-crds.yaml")
     rule = refs("examples/nodefeaturerule-nvidia-gpu.yaml")
@@ -555,6 +570,7 @@ def test_api_versions_upstream_files_use_served_apis():
 # --- image-not-pinned ------------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_images_upstream_operator_templates_have_untagged_images():
     # gpu-operator's assets carry the placeholder image "FILLED BY THE OPERATOR": applied as they
     # are, a reference with no tag means :latest.
@@ -562,6 +578,7 @@ def test_images_upstream_operator_templates_have_untagged_images():
     assert hits["image-not-pinned"] == ["nvidia-dcgm", "nvidia-dcgm"]  # its two containers
 
 
+@pytest.mark.shared
 def test_images_latest_is_reported_and_digests_are_pinned():
     objects = correct_stack()
     pod_spec(find(objects, "DaemonSet", "gfd"))["containers"][0]["image"] = (
@@ -600,6 +617,7 @@ def test_daemonset_selector_that_matches_another_template_is_reported():
     assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter", "dcgm-exporter"]
 
 
+@pytest.mark.shared
 def test_daemonsets_in_different_namespaces_may_share_a_selector():
     upstream = refs("k8s-device-plugin/nvidia-device-plugin.yml")
     copy_elsewhere = copy.deepcopy(upstream[0])
@@ -610,6 +628,7 @@ def test_daemonsets_in_different_namespaces_may_share_a_selector():
 # --- suppression -----------------------------------------------------------------------------
 
 
+@pytest.mark.shared
 def test_ignore_annotation_suppresses_only_the_named_rules_on_that_object():
     objects = refs("dcgm-exporter/dcgm-exporter.yaml", "gpu-operator/state-dcgm__0400_dcgm.yml")
     assert set(rules_hit(objects)) == {

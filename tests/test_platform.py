@@ -107,6 +107,7 @@ def affinity_terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return term["matchExpressions"]
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize(
     ("profile", "upstream", "os_name"),
     [
@@ -269,6 +270,7 @@ def test_entitlement_machine_configs_carry_the_pem(tmp_path):
             assert content == PEM
 
 
+@pytest.mark.shared
 def test_entitlement_machine_configs_match_the_crd_schema(tmp_path):
     schema = json.loads((CRD_SCHEMAS / "machineconfiguration.openshift.io" / "machineconfig_v1.json").read_text())
     rendering = render(load_stack(entitled_config(tmp_path)))
@@ -409,6 +411,7 @@ def test_rke2_agent_config_labels_the_selected_nodes(tmp_path):
     assert config["node-label"] == ["gpu.example.com/pool=a100"]
 
 
+@pytest.mark.shared
 def test_openshift_machineset_patch_matches_the_machineset_schema(tmp_path):
     schema = json.loads((CRD_SCHEMAS / "machine.openshift.io" / "machineset_v1beta1.json").read_text())
     rendering = rendered(
@@ -428,6 +431,7 @@ def test_openshift_readme_warns_that_entitlement_reboots_workers(tmp_path):
     assert "reboot" not in rendered(tmp_path, "openshift").node_files["README.md"]
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])
 def test_gke_node_pool_manifest_matches_the_config_connector_schema(tmp_path, profile):
     schema = json.loads(

@@ -69,6 +69,7 @@ def rendered(profile: str, extra: str, folder: Path) -> list[dict]:
     return render(load_stack(config, None, None)).objects
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("profile, variant, extra", CASES, ids=[f"{p}-{v}" for p, v, _ in CASES])
 def test_every_rendered_object_validates_against_project_and_upstream_schemas(
     profile, variant, extra, tmp_path
@@ -185,6 +186,7 @@ def mutated(sample: str, path: tuple, value) -> dict:
     return obj
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("sample, path, value", MUTATIONS,
                          ids=[f"{s}:{'.'.join(map(str, p))}" for s, p, _ in MUTATIONS])
 def test_project_schema_rejects_what_upstream_rejects(sample, path, value):
@@ -195,6 +197,7 @@ def test_project_schema_rejects_what_upstream_rejects(sample, path, value):
     assert status == "invalid", "the project's schema accepts what upstream rejects"
 
 
+@pytest.mark.shared
 def test_every_project_schema_but_kustomizes_is_for_an_upstream_crd():
     without = [path.relative_to(PROJECT_SCHEMAS) for path in CRD_SCHEMA_FILES
                if not (UPSTREAM_CRDS / path.relative_to(PROJECT_SCHEMAS)).is_file()]

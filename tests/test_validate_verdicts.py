@@ -55,11 +55,13 @@ REF_VERDICTS = {
 }
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("name", sorted(REF_VERDICTS))
 def test_upstream_manifest_verdicts(cli, name):
     assert [status for _, _, status in verdicts(cli, REFS / name)] == REF_VERDICTS[name]
 
 
+@pytest.mark.shared
 def test_project_schemas_agree_with_upstream_schemas_on_the_upstream_custom_resources(cli):
     """Where both the project's schemas and the upstream CRD schemas have a kind, a resource gets
     the same verdict from each, except for the one placeholder namespace the upstream schemas
