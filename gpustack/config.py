@@ -17,10 +17,19 @@ from pydantic import BaseModel, ValidationError
 
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
-from gpustack.model import DURATION, ConflictError, GPUStack, Profile, ProfileFacts
+from gpustack.model import (
+    DURATION,
+    ConflictError,
+    GPUStack,
+    NodeSelectorRequirement,
+    Profile,
+    ProfileFacts,
+)
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
 _MAX_EXTENDS_DEPTH = 16
+# Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
+NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,12 @@ class Stack:
     @property
     def facts(self) -> ProfileFacts:
         return self.profile.facts
+
+    @property
+    def gpu_node_selector(self) -> list[NodeSelectorRequirement]:
+        """The profile's GPU node requirements that something sets: NFD's labels only while
+        NFD runs (nfd.mode disabled leaves GPU nodes to nodes.selector and platform labels)."""
+        return _gpu_node_selector(self.config, self.profile)
 
     @property
     def driver_mode(self) -> str:
@@ -455,6 +470,16 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             hint="add 'gke-no-default-nvidia-gpu-device-plugin: \"true\"' to nodes.selector "
             "(and create the pool with that label) or set devicePlugin.enabled: false",
         )
+    if not _gpu_node_selector(config, profile) and not config.nodes.selector:
+        nfd_labels = ", ".join(item.key for item in facts.gpuNodeSelector)
+        raise UserError(
+            f"with nfd.mode disabled nothing sets {nfd_labels}, the label profile {name!r} "
+            "finds GPU nodes by, so GPU workloads would have no way to find GPU nodes",
+            _nearest(layers, ("nfd", "mode")),
+            field="nfd.mode",
+            hint="put a label your GPU nodes carry in nodes.selector (the node/ files apply "
+            "it where gpustack writes them), or set nfd.mode: deploy or external",
+        )
     if _replaces_gke_device_plugin(config, profile) and config.driver.mode == "gke-managed":
         raise UserError(
             "GKE does not install the driver on nodes whose pool opts out of its device plugin, "
@@ -464,6 +489,13 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             hint="set driver.mode: gke-installer (or auto) and create the pool with "
             "gpu-driver-version=disabled",
         )
+
+
+def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorRequirement]:
+    requirements = profile.facts.gpuNodeSelector
+    if config.nfd.mode != "disabled":
+        return list(requirements)
+    return [item for item in requirements if not item.key.startswith(NFD_LABEL_PREFIX)]
 
 
 def _replaces_gke_device_plugin(config: GPUStack, profile: Profile) -> bool:
