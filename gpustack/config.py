@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from gpustack import mig
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import (
@@ -50,6 +51,8 @@ class Stack:
     profile: Profile
     source: str
     entitlement_pem: bytes | None = None
+    # The MIG configs of migManager.config.file, checked (gpustack.mig).
+    user_mig_configs: mig.Configs | None = None
 
     @property
     def name(self) -> str:
@@ -68,6 +71,15 @@ class Stack:
         """The profile's GPU node requirements that something sets: NFD's labels only while
         NFD runs (nfd.mode disabled leaves GPU nodes to nodes.selector and platform labels)."""
         return _gpu_node_selector(self.config, self.profile)
+
+    @property
+    def mig_manager_enabled(self) -> bool:
+        return _mig_manager_enabled(self.config, self.profile)
+
+    @property
+    def mig_configs(self) -> mig.Configs:
+        """Every MIG config the MIG manager knows: the built-in ones, then the user's."""
+        return {**mig.builtin_configs(), **(self.user_mig_configs or {})}
 
     @property
     def driver_mode(self) -> str:
@@ -138,7 +150,9 @@ def load_stack(
     config = validate(GPUStack, merged, all_layers)
     _check_against_profile(config, profile, all_layers)
     pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
-    return Stack(config, profile, display_path(path), pem)
+    user_mig_configs = _read_mig_configs(config, all_layers) if config.migManager.config.file else None
+    _check_mig_manager(config, profile, all_layers, user_mig_configs)
+    return Stack(config, profile, display_path(path), pem, user_mig_configs)
 
 
 def merge_layers(layers: list[Layer]) -> dict[str, Any]:
@@ -496,6 +510,68 @@ def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorR
     if config.nfd.mode != "disabled":
         return list(requirements)
     return [item for item in requirements if not item.key.startswith(NFD_LABEL_PREFIX)]
+
+
+def _mig_manager_enabled(config: GPUStack, profile: Profile) -> bool:
+    enabled = config.migManager.enabled
+    if enabled == "auto":
+        return (
+            config.devicePlugin.migStrategy != "none"
+            and profile.facts.migPartitioning == "mig-manager"
+        )
+    return enabled
+
+
+def _check_mig_manager(
+    config: GPUStack, profile: Profile, layers: list[Layer], user_configs: mig.Configs | None
+) -> None:
+    settings = config.migManager
+    if settings.enabled is True and profile.facts.migPartitioning != "mig-manager":
+        raise UserError(
+            f"on profile {profile.metadata.name!r} the node pool creates the MIG partitions "
+            "itself; NVIDIA's MIG manager would fight it",
+            _nearest(layers, ("migManager", "enabled")),
+            field="migManager.enabled",
+            hint="remove migManager.enabled and set the pool's partition size "
+            "(nodes.gke.accelerator.gpuPartitionSize)",
+        )
+    if not _mig_manager_enabled(config, profile):
+        # A setting of a component that is not deployed would be dropped silently.
+        for field in ("defaultConfig", "withReboot", "version", "config"):
+            written = _locate(layers[1:], ("migManager", field), key=True)
+            if written is not None:
+                raise UserError(
+                    "has no effect: the MIG manager is not deployed (it runs with a MIG strategy, "
+                    "devicePlugin.migStrategy single or mixed, or migManager.enabled: true)",
+                    written,
+                    field=f"migManager.{field}",
+                )
+        return
+    known = {**mig.builtin_configs(), **(user_configs or {})}
+    if settings.defaultConfig not in known:
+        raise UserError(
+            f"no MIG config named {settings.defaultConfig!r} (neither built in nor in "
+            "migManager.config.file)",
+            _nearest(layers, ("migManager", "defaultConfig")),
+            field="migManager.defaultConfig",
+            hint=did_you_mean(settings.defaultConfig, sorted(known)),
+        )
+
+
+def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
+    path = ("migManager", "config", "file")
+    owner = next(
+        (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
+    )
+    base = owner.directory if owner and owner.directory else Path.cwd()
+    file = base / str(config.migManager.config.file)
+    if not file.is_file():
+        raise UserError(
+            f"MIG config file {display_path(file)} not found",
+            _nearest(layers, path),
+            field="migManager.config.file",
+        )
+    return mig.parse_user_configs(load_file(file))
 
 
 def _replaces_gke_device_plugin(config: GPUStack, profile: Profile) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
+from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
+from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
 
@@ -25,8 +27,23 @@ Notes = list[str]  # what the README adds that is not a file
 def build(stack: Stack) -> Files:
     writer = _WRITERS[stack.facts.taintMechanism]
     files, where, notes = writer(stack)
+    if stack.mig_manager_enabled:
+        notes.append(_mig_note(stack))
     files["README.md"] = _readme(stack, where, notes)
     return files
+
+
+def _mig_note(stack: Stack) -> str:
+    default = stack.config.migManager.defaultConfig
+    return (
+        f"MIG: GPU nodes register with the label `{MIG_CONFIG_LABEL}={default}`. The "
+        "nvidia-mig-manager DaemonSet applies the MIG config a node's label names (from its "
+        "ConfigMap `nvidia-mig-manager-config`) and reports progress in "
+        f"`{MIG_STATE_LABEL}` (`pending`, then `success` or `failed`). To repartition a node, "
+        f"change the label: `kubectl label node NODE {MIG_CONFIG_LABEL}=all-1g.10gb --overwrite`; "
+        "the device plugin, GFD and the DCGM exporter leave the node while it changes and "
+        "come back when it is done."
+    )
 
 
 def _taint_strings(stack: Stack) -> list[str]:
@@ -47,8 +64,17 @@ def _taint_objects(stack: Stack) -> list[dict[str, Any]]:
     ]
 
 
+def _node_labels(stack: Stack) -> dict[str, str]:
+    """The labels GPU nodes register with: nodes.selector, and with the MIG manager the MIG
+    config it applies (nvidia.com/mig.config, which the GPU Operator would set itself)."""
+    labels = dict(stack.config.nodes.selector)
+    if stack.mig_manager_enabled:
+        labels[MIG_CONFIG_LABEL] = stack.config.migManager.defaultConfig
+    return labels
+
+
 def _label_strings(stack: Stack) -> list[str]:
-    return [f"{key}={value}" for key, value in stack.config.nodes.selector.items()]
+    return [f"{key}={value}" for key, value in _node_labels(stack).items()]
 
 
 def _yaml(*documents: dict[str, Any]) -> str:
@@ -252,8 +278,8 @@ def _gke(stack: Stack) -> tuple[Files, Where, Notes]:
 
 def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
     template_spec: dict[str, Any] = {}
-    if stack.config.nodes.selector:
-        template_spec["metadata"] = {"labels": dict(stack.config.nodes.selector)}
+    if _node_labels(stack):
+        template_spec["metadata"] = {"labels": _node_labels(stack)}
     template_spec["taints"] = _taint_objects(stack)
     patch = {"spec": {"template": {"spec": template_spec}}}
     where = [("machineset-patch.yaml",
