@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from gpustack import mig
+from gpustack import gke_accelerators, mig
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import (
@@ -149,6 +149,7 @@ def load_stack(
     merged = merge(profile_layer.data, combined)
     config = validate(GPUStack, merged, all_layers)
     _check_against_profile(config, profile, all_layers)
+    _check_gke_node_pool(config, profile, all_layers)
     pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
     user_mig_configs = _read_mig_configs(config, all_layers) if config.migManager.config.file else None
     _check_mig_manager(config, profile, all_layers, user_mig_configs)
@@ -510,6 +511,106 @@ def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorR
     if config.nfd.mode != "disabled":
         return list(requirements)
     return [item for item in requirements if not item.key.startswith(NFD_LABEL_PREFIX)]
+
+
+def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """The pool's machine type must take its GPUs, and what the config says about sharing and
+    MIG must become pool settings, or be refused: GKE's device plugin reads nothing else."""
+    pool = config.nodes.gke
+    name = profile.metadata.name
+    if profile.facts.taintMechanism != "gke-node-pool":
+        if pool is not None:
+            raise UserError(
+                f"GKE node pool settings do not apply to profile {name!r}",
+                _nearest(layers, ("nodes", "gke"), key=True),
+                field="nodes.gke",
+            )
+        return
+    if pool is None:
+        raise UserError(
+            f"profile {name!r} needs the GPU node pool's machine type and accelerator",
+            _nearest(layers, ("nodes",)),
+            field="nodes.gke",
+            hint="e.g. nodes: {gke: {machineType: g2-standard-8, accelerator: {type: nvidia-l4, "
+            "count: 1}}}",
+        )
+    accelerator = pool.accelerator
+    here = ("nodes", "gke", "accelerator")
+    if accelerator.type not in gke_accelerators.accelerator_types():
+        raise UserError(
+            f"unknown GKE accelerator type {accelerator.type!r}",
+            _nearest(layers, (*here, "type")),
+            field="nodes.gke.accelerator.type",
+            hint=did_you_mean(accelerator.type, gke_accelerators.accelerator_types())
+            or f"one of: {', '.join(gke_accelerators.accelerator_types())}",
+        )
+    problem = gke_accelerators.machine_type_problem(accelerator.type, pool.machineType)
+    if problem:
+        raise UserError(
+            problem, _nearest(layers, ("nodes", "gke", "machineType")), "nodes.gke.machineType"
+        )
+    problem = gke_accelerators.count_problem(accelerator.type, pool.machineType, accelerator.count)
+    if problem:
+        raise UserError(problem, _nearest(layers, (*here, "count")), "nodes.gke.accelerator.count")
+    size = accelerator.gpuPartitionSize
+    sizes = gke_accelerators.partition_sizes(accelerator.type)
+    if size is not None and size not in sizes:
+        raise UserError(
+            f"GKE does not partition {accelerator.type} into {size}"
+            if sizes else f"GKE does not partition {accelerator.type} GPUs (no MIG)",
+            _nearest(layers, (*here, "gpuPartitionSize")),
+            field="nodes.gke.accelerator.gpuPartitionSize",
+            hint=f"one of: {', '.join(sizes)}" if sizes else None,
+        )
+    _check_gke_translation(config, layers)
+
+
+def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
+    plugin = config.devicePlugin
+    size = config.nodes.gke.accelerator.gpuPartitionSize if config.nodes.gke else None
+    strategy = ("devicePlugin", "migStrategy")
+    if plugin.migStrategy != "none" and size is None:
+        raise UserError(
+            f"MIG strategy {plugin.migStrategy!r} on GKE needs MIG partitions, which GKE creates "
+            "from the node pool's partition size (there is no MIG manager on GKE)",
+            _nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint="set nodes.gke.accelerator.gpuPartitionSize, e.g. 1g.10gb",
+        )
+    if plugin.enabled:
+        return  # NVIDIA's plugin reads its own sharing and MIG settings (its ConfigMap).
+    if plugin.migStrategy == "mixed":
+        raise UserError(
+            "GKE's device plugin advertises every MIG partition as nvidia.com/gpu, which is "
+            "strategy 'single'; 'mixed' cannot be set on a GKE node pool",
+            _nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint="use migStrategy: single",
+        )
+    if size is not None and plugin.migStrategy == "none":
+        raise UserError(
+            "the node pool partitions its GPUs (nodes.gke.accelerator.gpuPartitionSize) and "
+            "GKE's device plugin advertises each partition as one nvidia.com/gpu: that is MIG "
+            "strategy 'single'",
+            _nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint="set devicePlugin.migStrategy: single",
+        )
+    sharing = plugin.sharing
+    if sharing.strategy != "none" and sharing.renameByDefault:
+        raise UserError(
+            "GKE's device plugin always advertises shared GPUs as nvidia.com/gpu",
+            _nearest(layers, ("devicePlugin", "sharing", "renameByDefault")),
+            field="devicePlugin.sharing.renameByDefault",
+            hint="remove renameByDefault, or run NVIDIA's device plugin on the pool",
+        )
+    if sharing.strategy == "time-slicing" and not sharing.failRequestsGreaterThanOne:
+        raise UserError(
+            "GKE refuses containers that request more than one time-shared GPU",
+            _nearest(layers, ("devicePlugin", "sharing", "failRequestsGreaterThanOne")),
+            field="devicePlugin.sharing.failRequestsGreaterThanOne",
+            hint="remove failRequestsGreaterThanOne, or run NVIDIA's device plugin on the pool",
+        )
 
 
 def _mig_manager_enabled(config: GPUStack, profile: Profile) -> bool:

@@ -74,6 +74,25 @@ class Taint(Strict):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
+class GKEAccelerator(Strict):
+    type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")] = Field(
+        description="GKE accelerator type, e.g. nvidia-l4, nvidia-tesla-a100, nvidia-h100-80gb."
+    )
+    count: int = Field(ge=1, le=16, description="GPUs per node.")
+    gpuPartitionSize: Annotated[str, Field(pattern=r"^[0-9]+g\.[0-9]+gb$")] | None = Field(
+        default=None,
+        description="MIG partition size GKE cuts every GPU into (gpu-partition-size), e.g. 1g.5gb.",
+    )
+
+
+class GKENodePool(Strict):
+    machineType: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")] = Field(
+        description="Compute Engine machine type of the GPU pool, e.g. g2-standard-8; it must "
+        "be one the accelerator attaches to."
+    )
+    accelerator: GKEAccelerator
+
+
 class Nodes(Strict):
     selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -88,6 +107,11 @@ class Nodes(Strict):
         default=False,
         description="GPU nodes are also control-plane nodes (single-node clusters): GPU workloads "
         "tolerate the control-plane taint.",
+    )
+    gke: GKENodePool | None = Field(
+        default=None,
+        description="GKE profiles: the GPU node pool's machine type and accelerator, written "
+        "into the node/ pool artifacts.",
     )
 
     @field_validator("taints")

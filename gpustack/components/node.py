@@ -17,7 +17,7 @@ from gpustack.decorate import GENERATED, HEADER
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 # Placeholders the user replaces in the GKE node pool files (the README says so).
-CLUSTER, LOCATION, ACCELERATOR = "CLUSTER", "LOCATION", "ACCELERATOR"
+CLUSTER, LOCATION = "CLUSTER", "LOCATION"
 
 Files = dict[str, str]
 Where = list[tuple[str, str]]  # (file name, where it goes and what it does)
@@ -196,15 +196,45 @@ def _gke_image_type(stack: Stack) -> str:
     return "COS_CONTAINERD" if stack.facts.driver.installerOS == "cos" else "UBUNTU_CONTAINERD"
 
 
+# GKE's GPU sharing strategies, as gcloud (--accelerator gpu-sharing-strategy) and the GKE API
+# (GPUSharingConfig.GPUSharingStrategy) spell them, for devicePlugin.sharing.strategy.
+_GKE_SHARING = {"time-slicing": ("time-sharing", "TIME_SHARING"), "mps": ("mps", "MPS")}
+
+
+def _gke_sharing(stack: Stack) -> tuple[tuple[str, str], int] | None:
+    """The pool's GPU sharing: GKE's own device plugin shares GPUs only as the pool says (with
+    NVIDIA's plugin its ConfigMap does, and the pool shares nothing)."""
+    plugin = stack.config.devicePlugin
+    if plugin.enabled or plugin.sharing.strategy == "none":
+        return None
+    return _GKE_SHARING[plugin.sharing.strategy], plugin.sharing.replicas
+
+
+def _gke_pool(stack: Stack) -> Any:
+    pool = stack.config.nodes.gke
+    if pool is None:  # config loading requires it on GKE profiles
+        raise ValueError("nodes.gke is not set")
+    return pool
+
+
 def _gke_script(stack: Stack) -> str:
     # gpu-driver-version=disabled leaves the driver to the installer DaemonSet (gke component).
     driver = "disabled" if stack.driver_mode == "gke-installer" else "default"
+    pool = _gke_pool(stack)
+    accelerator = [f"type={pool.accelerator.type}", f"count={pool.accelerator.count}",
+                   f"gpu-driver-version={driver}"]
+    if pool.accelerator.gpuPartitionSize:
+        accelerator.append(f"gpu-partition-size={pool.accelerator.gpuPartitionSize}")
+    sharing = _gke_sharing(stack)
+    if sharing:
+        (strategy, _), clients = sharing
+        accelerator += [f"gpu-sharing-strategy={strategy}", f"max-shared-clients-per-gpu={clients}"]
     flags = [
         '--cluster="${CLUSTER:?set CLUSTER}"',
         '--location="${LOCATION:?set LOCATION (zone or region)}"',
+        f"--machine-type={pool.machineType}",
         f"--image-type={_gke_image_type(stack)}",
-        '--accelerator="type=${ACCELERATOR:?set ACCELERATOR, e.g. nvidia-l4},count=${COUNT:-1},'
-        f'gpu-driver-version={driver}"',
+        f"--accelerator={','.join(accelerator)}",
     ]
     taints = [f"{t.key}={t.value or ''}:{t.effect}" for t in stack.config.nodes.taints]
     if taints:
@@ -214,8 +244,8 @@ def _gke_script(stack: Stack) -> str:
         flags.append(f"--node-labels='{','.join(labels)}'")
     lines = [
         HEADER.rstrip("\n"),
-        f"# The GPU node pool of {stack.name} ({stack.profile.metadata.name}). Run with CLUSTER, "
-        "LOCATION and ACCELERATOR set.",
+        f"# The GPU node pool of {stack.name} ({stack.profile.metadata.name}). Run with CLUSTER "
+        "and LOCATION set.",
         'gcloud container node-pools create "${POOL:-gpu}" \\',
         *[f"  {flag} \\" for flag in flags[:-1]],
         f"  {flags[-1]}",
@@ -226,12 +256,24 @@ def _gke_script(stack: Stack) -> str:
 def _gke_node_pool(stack: Stack) -> dict[str, Any]:
     """The same pool as a Config Connector ContainerNodePool (container.cnrm.cloud.google.com)."""
     driver = "INSTALLATION_DISABLED" if stack.driver_mode == "gke-installer" else "DEFAULT"
+    pool = _gke_pool(stack)
+    accelerator: dict[str, Any] = {
+        "type": pool.accelerator.type,
+        "count": pool.accelerator.count,
+        "gpuDriverInstallationConfig": {"gpuDriverVersion": driver},
+    }
+    if pool.accelerator.gpuPartitionSize:
+        accelerator["gpuPartitionSize"] = pool.accelerator.gpuPartitionSize
+    sharing = _gke_sharing(stack)
+    if sharing:
+        (_, strategy), clients = sharing
+        accelerator["gpuSharingConfig"] = {
+            "gpuSharingStrategy": strategy, "maxSharedClientsPerGpu": clients
+        }
     node_config: dict[str, Any] = {
+        "machineType": pool.machineType,
         "imageType": _gke_image_type(stack),
-        "guestAccelerator": [
-            {"type": ACCELERATOR, "count": 1,
-             "gpuDriverInstallationConfig": {"gpuDriverVersion": driver}}
-        ],
+        "guestAccelerator": [accelerator],
     }
     if stack.config.nodes.selector:
         node_config["labels"] = dict(stack.config.nodes.selector)
@@ -260,13 +302,15 @@ def _gke(stack: Stack) -> tuple[Files, Where, Notes]:
         {"gke-node-pool.sh": _gke_script(stack),
          "containernodepool.yaml": _yaml(_gke_node_pool(stack))},
         [("gke-node-pool.sh",
-          f"`sh gke-node-pool.sh` with CLUSTER, LOCATION and ACCELERATOR (and optionally POOL, "
-          f"COUNT) set creates the GPU node pool with the taints and labels the manifests "
-          f"expect and {driver_text}. GKE taints GPU pools itself only when the cluster "
-          "already has a non-GPU pool, so the taint is set explicitly"),
+          f"`sh gke-node-pool.sh` with CLUSTER and LOCATION (and optionally POOL) set creates "
+          f"the GPU node pool ({_gke_pool(stack).machineType} with "
+          f"{_gke_pool(stack).accelerator.count} {_gke_pool(stack).accelerator.type}) with the "
+          f"taints and labels the manifests expect and {driver_text}. GKE taints GPU pools "
+          "itself only when the cluster already has a non-GPU pool, so the taint is set "
+          "explicitly"),
          ("containernodepool.yaml",
           "the same pool as a Config Connector `ContainerNodePool`, for clusters managed "
-          "declaratively: replace CLUSTER, LOCATION and ACCELERATOR and apply it where Config "
+          "declaratively: replace CLUSTER and LOCATION and apply it where Config "
           "Connector runs (not to the GPU cluster)")],
         [],
     )
