@@ -666,7 +666,11 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
     )
     base = owner.directory if owner and owner.directory else Path.cwd()
     file = base / str(config.migManager.config.file)
-    if not file.is_file():
+    try:
+        found = file.is_file()
+    except (OSError, ValueError):  # a name the file system cannot hold, e.g. with a NUL
+        found = False
+    if not found:
         raise UserError(
             f"MIG config file {display_path(file)} not found",
             _nearest(layers, path),
