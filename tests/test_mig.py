@@ -255,3 +255,26 @@ def test_gke_partitions_gpus_itself(tmp_path, cli):
     result = cli("render", path, "-o", tmp_path / "out")
     assert result.exit_code == 2
     assert "gke.yaml:5:" in result.output and "migManager.enabled" in result.output
+
+
+def test_openshift_mig_manager_may_use_the_privileged_scc(tmp_path):
+    items = objects(tmp_path, "openshift", devicePlugin={"migStrategy": "single"})
+    manager = find(items, "DaemonSet", "nvidia-mig-manager")
+    binding = find(items, "RoleBinding", "nvidia-mig-manager")
+    assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
+    role = find(items, "Role", binding["roleRef"]["name"])
+    assert {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+            "resourceNames": ["privileged"], "verbs": ["use"]} in role["rules"]
+
+
+def test_mig_manager_may_label_its_node_and_find_the_pods_it_waits_for(tmp_path):
+    items = objects(tmp_path, "kubeadm", devicePlugin={"migStrategy": "single"})
+    manager = find(items, "DaemonSet", "nvidia-mig-manager")
+    binding = find(items, "ClusterRoleBinding", "nvidia-mig-manager")
+    assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
+    role = find(items, "ClusterRole", binding["roleRef"]["name"])
+    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"]
+               for verb in rule["verbs"]}
+    assert {("nodes", "get"), ("nodes", "list"), ("nodes", "watch"), ("nodes", "patch"),
+            ("pods", "list")} <= granted
+    assert not any(verb in ("delete", "create", "*") for _, verb in granted)
