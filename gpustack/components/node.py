@@ -14,6 +14,7 @@ from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
+from gpustack.model import GKENodePool
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 # Placeholders the user replaces in the GKE node pool files (the README says so).
@@ -210,7 +211,7 @@ def _gke_sharing(stack: Stack) -> tuple[tuple[str, str], int] | None:
     return _GKE_SHARING[plugin.sharing.strategy], plugin.sharing.replicas
 
 
-def _gke_pool(stack: Stack) -> Any:
+def _gke_pool(stack: Stack) -> GKENodePool:
     pool = stack.config.nodes.gke
     if pool is None:  # config loading requires it on GKE profiles
         raise ValueError("nodes.gke is not set")
