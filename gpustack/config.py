@@ -637,13 +637,22 @@ def _check_mig_manager(
             "(nodes.gke.accelerator.gpuPartitionSize)",
         )
     if not _mig_manager_enabled(config, profile):
-        # A setting of a component that is not deployed would be dropped silently.
+        # A setting of a component that is not deployed would be dropped silently. (Looked up
+        # in the data first: positions cost a parse, and only an error needs one.)
         for field in ("defaultConfig", "withReboot", "version", "config"):
-            written = _locate(layers[1:], ("migManager", field), key=True)
-            if written is not None:
+            if any(
+                isinstance(layer.data.get("migManager"), dict) and field in layer.data["migManager"]
+                for layer in layers[1:]
+            ):
+                written = _nearest(layers[1:], ("migManager", field), key=True)
+                why = (
+                    "it runs with a MIG strategy, devicePlugin.migStrategy single or mixed, or "
+                    "migManager.enabled: true"
+                    if profile.facts.migPartitioning == "mig-manager"
+                    else f"on profile {profile.metadata.name!r} the node pool partitions GPUs"
+                )
                 raise UserError(
-                    "has no effect: the MIG manager is not deployed (it runs with a MIG strategy, "
-                    "devicePlugin.migStrategy single or mixed, or migManager.enabled: true)",
+                    f"has no effect: the MIG manager is not deployed ({why})",
                     written,
                     field=f"migManager.{field}",
                 )
@@ -662,7 +671,13 @@ def _check_mig_manager(
 def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
     path = ("migManager", "config", "file")
     owner = next(
-        (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
+        (
+            layer for layer in reversed(layers)
+            if isinstance(layer.data.get("migManager"), dict)
+            and isinstance(layer.data["migManager"].get("config"), dict)
+            and "file" in layer.data["migManager"]["config"]
+        ),
+        None,
     )
     base = owner.directory if owner and owner.directory else Path.cwd()
     file = base / str(config.migManager.config.file)
