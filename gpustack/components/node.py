@@ -313,8 +313,31 @@ def _gke(stack: Stack) -> tuple[Files, Where, Notes]:
           "the same pool as a Config Connector `ContainerNodePool`, for clusters managed "
           "declaratively: replace CLUSTER and LOCATION and apply it where Config "
           "Connector runs (not to the GPU cluster)")],
-        [],
+        _gke_notes(stack),
     )
+
+
+def _gke_notes(stack: Stack) -> Notes:
+    """What the pool does with its GPUs that the workloads rely on."""
+    pool = _gke_pool(stack)
+    parts = []
+    if pool.accelerator.gpuPartitionSize:
+        parts.append(
+            f"cuts every GPU into {pool.accelerator.gpuPartitionSize} MIG partitions (each one "
+            "`nvidia.com/gpu`, MIG strategy single)"
+        )
+    sharing = _gke_sharing(stack)
+    if sharing:
+        (strategy, _), clients = sharing
+        shared = "partition" if pool.accelerator.gpuPartitionSize else "GPU"
+        parts.append(f"lets up to {clients} containers share each {shared} ({strategy})")
+    if not parts:
+        return []
+    return [
+        "GKE's device plugin reads these from the pool, not from a config file: the pool "
+        + " and ".join(parts) + ". GKE fixes these when it creates the pool; changing them means "
+        "a new pool."
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
