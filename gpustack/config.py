@@ -15,12 +15,22 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from gpustack import gke_accelerators, mig
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
-from gpustack.model import DURATION, ConflictError, GPUStack, Profile, ProfileFacts
+from gpustack.model import (
+    DURATION,
+    ConflictError,
+    GPUStack,
+    NodeSelectorRequirement,
+    Profile,
+    ProfileFacts,
+)
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
 _MAX_EXTENDS_DEPTH = 16
+# Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
+NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,8 @@ class Stack:
     profile: Profile
     source: str
     entitlement_pem: bytes | None = None
+    # The MIG configs of migManager.config.file, checked (gpustack.mig).
+    user_mig_configs: mig.Configs | None = None
 
     @property
     def name(self) -> str:
@@ -53,6 +65,21 @@ class Stack:
     @property
     def facts(self) -> ProfileFacts:
         return self.profile.facts
+
+    @property
+    def gpu_node_selector(self) -> list[NodeSelectorRequirement]:
+        """The profile's GPU node requirements that something sets: NFD's labels only while
+        NFD runs (nfd.mode disabled leaves GPU nodes to nodes.selector and platform labels)."""
+        return _gpu_node_selector(self.config, self.profile)
+
+    @property
+    def mig_manager_enabled(self) -> bool:
+        return _mig_manager_enabled(self.config, self.profile)
+
+    @property
+    def mig_configs(self) -> mig.Configs:
+        """Every MIG config the MIG manager knows: the built-in ones, then the user's."""
+        return {**mig.builtin_configs(), **(self.user_mig_configs or {})}
 
     @property
     def driver_mode(self) -> str:
@@ -122,8 +149,11 @@ def load_stack(
     merged = merge(profile_layer.data, combined)
     config = validate(GPUStack, merged, all_layers)
     _check_against_profile(config, profile, all_layers)
+    _check_gke_node_pool(config, profile, all_layers)
     pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
-    return Stack(config, profile, display_path(path), pem)
+    user_mig_configs = _read_mig_configs(config, all_layers) if config.migManager.config.file else None
+    _check_mig_manager(config, profile, all_layers, user_mig_configs)
+    return Stack(config, profile, display_path(path), pem, user_mig_configs)
 
 
 def merge_layers(layers: list[Layer]) -> dict[str, Any]:
@@ -455,6 +485,16 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             hint="add 'gke-no-default-nvidia-gpu-device-plugin: \"true\"' to nodes.selector "
             "(and create the pool with that label) or set devicePlugin.enabled: false",
         )
+    if not _gpu_node_selector(config, profile) and not config.nodes.selector:
+        nfd_labels = ", ".join(item.key for item in facts.gpuNodeSelector)
+        raise UserError(
+            f"with nfd.mode disabled nothing sets {nfd_labels}, the label profile {name!r} "
+            "finds GPU nodes by, so GPU workloads would have no way to find GPU nodes",
+            _nearest(layers, ("nfd", "mode")),
+            field="nfd.mode",
+            hint="put a label your GPU nodes carry in nodes.selector (the node/ files apply "
+            "it where gpustack writes them), or set nfd.mode: deploy or external",
+        )
     if _replaces_gke_device_plugin(config, profile) and config.driver.mode == "gke-managed":
         raise UserError(
             "GKE does not install the driver on nodes whose pool opts out of its device plugin, "
@@ -464,6 +504,194 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             hint="set driver.mode: gke-installer (or auto) and create the pool with "
             "gpu-driver-version=disabled",
         )
+
+
+def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorRequirement]:
+    requirements = profile.facts.gpuNodeSelector
+    if config.nfd.mode != "disabled":
+        return list(requirements)
+    return [item for item in requirements if not item.key.startswith(NFD_LABEL_PREFIX)]
+
+
+def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """The pool's machine type must take its GPUs, and what the config says about sharing and
+    MIG must become pool settings, or be refused: GKE's device plugin reads nothing else."""
+    pool = config.nodes.gke
+    name = profile.metadata.name
+    if profile.facts.taintMechanism != "gke-node-pool":
+        if pool is not None:
+            raise UserError(
+                f"GKE node pool settings do not apply to profile {name!r}",
+                _nearest(layers, ("nodes", "gke"), key=True),
+                field="nodes.gke",
+            )
+        return
+    if pool is None:
+        raise UserError(
+            f"profile {name!r} needs the GPU node pool's machine type and accelerator",
+            _nearest(layers, ("nodes",)),
+            field="nodes.gke",
+            hint="e.g. nodes: {gke: {machineType: g2-standard-8, accelerator: {type: nvidia-l4, "
+            "count: 1}}}",
+        )
+    accelerator = pool.accelerator
+    here = ("nodes", "gke", "accelerator")
+    if accelerator.type not in gke_accelerators.accelerator_types():
+        raise UserError(
+            f"unknown GKE accelerator type {accelerator.type!r}",
+            _nearest(layers, (*here, "type")),
+            field="nodes.gke.accelerator.type",
+            hint=did_you_mean(accelerator.type, gke_accelerators.accelerator_types())
+            or f"one of: {', '.join(gke_accelerators.accelerator_types())}",
+        )
+    problem = gke_accelerators.machine_type_problem(accelerator.type, pool.machineType)
+    if problem:
+        raise UserError(
+            problem, _nearest(layers, ("nodes", "gke", "machineType")), "nodes.gke.machineType"
+        )
+    problem = gke_accelerators.count_problem(accelerator.type, pool.machineType, accelerator.count)
+    if problem:
+        raise UserError(problem, _nearest(layers, (*here, "count")), "nodes.gke.accelerator.count")
+    size = accelerator.gpuPartitionSize
+    sizes = gke_accelerators.partition_sizes(accelerator.type)
+    if size is not None and size not in sizes:
+        raise UserError(
+            f"GKE does not partition {accelerator.type} into {size}"
+            if sizes else f"GKE does not partition {accelerator.type} GPUs (no MIG)",
+            _nearest(layers, (*here, "gpuPartitionSize")),
+            field="nodes.gke.accelerator.gpuPartitionSize",
+            hint=f"one of: {', '.join(sizes)}" if sizes else None,
+        )
+    _check_gke_translation(config, layers)
+
+
+def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
+    plugin = config.devicePlugin
+    size = config.nodes.gke.accelerator.gpuPartitionSize if config.nodes.gke else None
+    strategy = ("devicePlugin", "migStrategy")
+    if plugin.migStrategy != "none" and size is None:
+        raise UserError(
+            f"MIG strategy {plugin.migStrategy!r} on GKE needs MIG partitions, which GKE creates "
+            "from the node pool's partition size (there is no MIG manager on GKE)",
+            _nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint="set nodes.gke.accelerator.gpuPartitionSize, e.g. 1g.10gb",
+        )
+    if plugin.enabled:
+        return  # NVIDIA's plugin reads its own sharing and MIG settings (its ConfigMap).
+    if plugin.migStrategy == "mixed":
+        raise UserError(
+            "GKE's device plugin advertises every MIG partition as nvidia.com/gpu, which is "
+            "strategy 'single'; 'mixed' cannot be set on a GKE node pool",
+            _nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint="use migStrategy: single",
+        )
+    if size is not None and plugin.migStrategy == "none":
+        raise UserError(
+            "the node pool partitions its GPUs (nodes.gke.accelerator.gpuPartitionSize) and "
+            "GKE's device plugin advertises each partition as one nvidia.com/gpu: that is MIG "
+            "strategy 'single'",
+            _nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint="set devicePlugin.migStrategy: single",
+        )
+    sharing = plugin.sharing
+    if sharing.strategy != "none" and sharing.renameByDefault:
+        raise UserError(
+            "GKE's device plugin always advertises shared GPUs as nvidia.com/gpu",
+            _nearest(layers, ("devicePlugin", "sharing", "renameByDefault")),
+            field="devicePlugin.sharing.renameByDefault",
+            hint="remove renameByDefault, or run NVIDIA's device plugin on the pool",
+        )
+    if sharing.strategy == "time-slicing" and not sharing.failRequestsGreaterThanOne:
+        raise UserError(
+            "GKE refuses containers that request more than one time-shared GPU",
+            _nearest(layers, ("devicePlugin", "sharing", "failRequestsGreaterThanOne")),
+            field="devicePlugin.sharing.failRequestsGreaterThanOne",
+            hint="remove failRequestsGreaterThanOne, or run NVIDIA's device plugin on the pool",
+        )
+
+
+def _mig_manager_enabled(config: GPUStack, profile: Profile) -> bool:
+    enabled = config.migManager.enabled
+    if enabled == "auto":
+        return (
+            config.devicePlugin.migStrategy != "none"
+            and profile.facts.migPartitioning == "mig-manager"
+        )
+    return enabled
+
+
+def _check_mig_manager(
+    config: GPUStack, profile: Profile, layers: list[Layer], user_configs: mig.Configs | None
+) -> None:
+    settings = config.migManager
+    if settings.enabled is True and profile.facts.migPartitioning != "mig-manager":
+        raise UserError(
+            f"on profile {profile.metadata.name!r} the node pool creates the MIG partitions "
+            "itself; NVIDIA's MIG manager would fight it",
+            _nearest(layers, ("migManager", "enabled")),
+            field="migManager.enabled",
+            hint="remove migManager.enabled and set the pool's partition size "
+            "(nodes.gke.accelerator.gpuPartitionSize)",
+        )
+    if not _mig_manager_enabled(config, profile):
+        # A setting of a component that is not deployed would be dropped silently. (Looked up
+        # in the data first: positions cost a parse, and only an error needs one.)
+        for field in ("defaultConfig", "withReboot", "version", "config"):
+            if any(
+                isinstance(layer.data.get("migManager"), dict) and field in layer.data["migManager"]
+                for layer in layers[1:]
+            ):
+                written = _nearest(layers[1:], ("migManager", field), key=True)
+                why = (
+                    "it runs with a MIG strategy, devicePlugin.migStrategy single or mixed, or "
+                    "migManager.enabled: true"
+                    if profile.facts.migPartitioning == "mig-manager"
+                    else f"on profile {profile.metadata.name!r} the node pool partitions GPUs"
+                )
+                raise UserError(
+                    f"has no effect: the MIG manager is not deployed ({why})",
+                    written,
+                    field=f"migManager.{field}",
+                )
+        return
+    known = {**mig.builtin_configs(), **(user_configs or {})}
+    if settings.defaultConfig not in known:
+        raise UserError(
+            f"no MIG config named {settings.defaultConfig!r} (neither built in nor in "
+            "migManager.config.file)",
+            _nearest(layers, ("migManager", "defaultConfig")),
+            field="migManager.defaultConfig",
+            hint=did_you_mean(settings.defaultConfig, sorted(known)),
+        )
+
+
+def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
+    path = ("migManager", "config", "file")
+    owner = next(
+        (
+            layer for layer in reversed(layers)
+            if isinstance(layer.data.get("migManager"), dict)
+            and isinstance(layer.data["migManager"].get("config"), dict)
+            and "file" in layer.data["migManager"]["config"]
+        ),
+        None,
+    )
+    base = owner.directory if owner and owner.directory else Path.cwd()
+    file = base / str(config.migManager.config.file)
+    try:
+        found = file.is_file()
+    except (OSError, ValueError):  # a name the file system cannot hold, e.g. with a NUL
+        found = False
+    if not found:
+        raise UserError(
+            f"MIG config file {display_path(file)} not found",
+            _nearest(layers, path),
+            field="migManager.config.file",
+        )
+    return mig.parse_user_configs(load_file(file))
 
 
 def _replaces_gke_device_plugin(config: GPUStack, profile: Profile) -> bool:

@@ -74,6 +74,25 @@ class Taint(Strict):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
+class GKEAccelerator(Strict):
+    type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")] = Field(
+        description="GKE accelerator type, e.g. nvidia-l4, nvidia-tesla-a100, nvidia-h100-80gb."
+    )
+    count: int = Field(ge=1, le=16, description="GPUs per node.")
+    gpuPartitionSize: Annotated[str, Field(pattern=r"^[0-9]+g\.[0-9]+gb$")] | None = Field(
+        default=None,
+        description="MIG partition size GKE cuts every GPU into (gpu-partition-size), e.g. 1g.5gb.",
+    )
+
+
+class GKENodePool(Strict):
+    machineType: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")] = Field(
+        description="Compute Engine machine type of the GPU pool, e.g. g2-standard-8; it must "
+        "be one the accelerator attaches to."
+    )
+    accelerator: GKEAccelerator
+
+
 class Nodes(Strict):
     selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -88,6 +107,11 @@ class Nodes(Strict):
         default=False,
         description="GPU nodes are also control-plane nodes (single-node clusters): GPU workloads "
         "tolerate the control-plane taint.",
+    )
+    gke: GKENodePool | None = Field(
+        default=None,
+        description="GKE profiles: the GPU node pool's machine type and accelerator, written "
+        "into the node/ pool artifacts.",
     )
 
     @field_validator("taints")
@@ -121,6 +145,39 @@ class DevicePlugin(Strict):
 
 class GFD(Strict):
     enabled: bool = True
+
+
+# A mig-parted config name (a node label value: nvidia.com/mig.config=<name>).
+MigConfigName = Annotated[str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63)]
+
+
+class MigManagerConfig(Strict):
+    file: str | None = Field(
+        default=None,
+        description="A mig-parted config file (`version: v1`, `mig-configs`), relative to the "
+        "config file: its MIG configs are added to the built-in ones (a config of the same name "
+        "replaces the built-in one).",
+    )
+
+
+class MigManager(Strict):
+    enabled: bool | Literal["auto"] = Field(
+        default="auto",
+        description="Deploy NVIDIA's MIG manager; auto: with a MIG strategy, on platforms whose "
+        "node pools do not partition GPUs themselves.",
+    )
+    # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `migManager.version`.
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.15.0"
+    defaultConfig: MigConfigName = Field(
+        default="all-disabled",
+        description="The MIG config the node/ files label GPU nodes with "
+        "(nvidia.com/mig.config), as the GPU Operator's migManager.config.default.",
+    )
+    withReboot: bool = Field(
+        default=False,
+        description="Reboot the node when a MIG mode change does not take effect otherwise.",
+    )
+    config: MigManagerConfig = Field(default_factory=MigManagerConfig)
 
 
 class NFD(Strict):
@@ -321,6 +378,7 @@ class GPUStack(Strict):
     nodes: Nodes = Field(default_factory=Nodes)
     devicePlugin: DevicePlugin
     gfd: GFD = Field(default_factory=GFD)
+    migManager: MigManager = Field(default_factory=MigManager)
     nfd: NFD
     dcgmExporter: DCGMExporter = Field(default_factory=DCGMExporter)
     runtimeClass: RuntimeClass = Field(default_factory=RuntimeClass)
@@ -475,6 +533,16 @@ class ProfileFacts(Strict):
         "reads only the features.d files on each node, where GFD then writes them.",
     )
     nodeOSLabel: NodeSelectorRequirement | None = None
+    migPartitioning: Literal["mig-manager", "node-pool"] = Field(
+        default="mig-manager",
+        description="Who creates MIG partitions: NVIDIA's MIG manager from the node label "
+        "nvidia.com/mig.config, or the platform's node pool (GKE's gpu-partition-size).",
+    )
+    kubeletSystemdService: str | None = Field(
+        default="kubelet.service",
+        description="The kubelet's systemd unit, which the MIG manager stops across a MIG mode "
+        "change on nodes with a host driver; null when the kubelet has no unit of its own.",
+    )
     criticalPodsQuota: CriticalPodsQuota | None = Field(
         default=None,
         description="GKE: pods with these PriorityClasses are admitted outside kube-system only "

@@ -29,7 +29,7 @@ def selector_labels(name: str) -> dict[str, str]:
 def gpu_node_affinity(stack: Stack, extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Required node affinity: the profile's GPU node label AND nodes.selector AND `extra`."""
     expressions: list[dict[str, Any]] = []
-    for requirement in stack.facts.gpuNodeSelector:
+    for requirement in stack.gpu_node_selector:
         expression: dict[str, Any] = {"key": requirement.key, "operator": requirement.operator}
         if requirement.operator == "In":
             expression["values"] = list(requirement.values)

@@ -157,9 +157,52 @@ def test_gfd_publishes_node_features_where_nfd_reads_them(tmp_path, profile, mod
     assert find(rendered, "ServiceAccount", account)["automountServiceAccountToken"] is True
 
 
+@pytest.mark.shared
+@pytest.mark.parametrize("profile", ["kubeadm", "rke2"])
+def test_gfd_node_features_are_owned_so_its_labels_go_with_it(tmp_path, profile):
+    """GFD makes its NodeFeature owned by its pod and DaemonSet only when it knows its pod's name
+    and may read the pod; without an owner the nvidia.com/gpu.* labels outlive GFD. The GPU
+    Operator's GFD asset is the oracle: every downward-API variable and every pod permission it
+    gives GFD, ours has too."""
+    upstream_root = SHARED / "refs" / "gpu-operator"
+    upstream = YAML(typ="safe").load(
+        (upstream_root / "gpu-feature-discovery__0500_daemonset.yaml").read_text()
+    )
+    [upstream_gfd] = [
+        c
+        for c in upstream["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "gpu-feature-discovery"
+    ]
+    upstream_env = {
+        item["name"]: item["valueFrom"] for item in upstream_gfd["env"] if "valueFrom" in item
+    }
+    assert "POD_NAME" in upstream_env
+    rendered = objects(tmp_path, profile)
+    gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
+    for name, source in upstream_env.items():
+        assert env(gfd)[name] == source, name
+    upstream_role = YAML(typ="safe").load(
+        (upstream_root / "gpu-feature-discovery__0200_role.yaml").read_text()
+    )
+    wanted = {
+        verb
+        for rule in upstream_role["rules"]
+        if "pods" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    role = find(rendered, "Role", "gpu-feature-discovery")
+    granted = {
+        verb
+        for rule in role["rules"]
+        if rule["apiGroups"] == [""] and "pods" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert wanted and wanted <= granted
+
+
 @pytest.mark.parametrize(("profile", "sections"), [
     ("openshift", {}),  # Red Hat's NFD operator: features.d (gpu-operator PR #2066)
-    ("kubeadm", {"nfd": {"mode": "disabled"}}),
+    ("kubeadm", {"nfd": {"mode": "disabled"}, "nodes": {"selector": {"gpu": "true"}}}),
     ("gke-cos", {"gfd": {"enabled": True}}),
 ])
 def test_gfd_writes_the_features_file_otherwise(tmp_path, profile, sections):
@@ -279,7 +322,7 @@ NFD_DEPLOYED = {
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("mode", ["deploy", "external", "disabled"])
 def test_nfd_modes(tmp_path, profile, mode):
-    rendered = objects(tmp_path, profile, nfd={"mode": mode})
+    rendered = objects(tmp_path, profile, nfd={"mode": mode}, nodes={"selector": {"gpu": "true"}})
     present = kinds(rendered)
     rules = node_feature_rules(rendered)
     if mode == "deploy":
@@ -512,3 +555,40 @@ def test_rendered_folder_builds_with_kustomize(cli, tmp_path, profile):
     assert built_kinds >= NFD_DEPLOYED
     assert ("NodeFeatureRule", "nvidia-gpu-pci-10de") in built_kinds
     assert ("DaemonSet", "gpu-feature-discovery") in built_kinds
+
+
+@pytest.mark.parametrize("profile", ["kubeadm", "rke2", "openshift"])
+def test_without_nfd_gpu_workloads_select_on_the_configured_labels_alone(tmp_path, profile, cli):
+    """No NFD means no pci-10de label: GPU pods placed on it would never run, and lint refused
+    the render. With nfd.mode disabled the labels in nodes.selector place them alone."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        f"platform: {{profile: {profile}}}\nnfd: {{mode: disabled}}\n"
+        "nodes:\n  selector: {example.com/gpu: \"true\"}\n"
+    )
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    workloads = [o for o in render(stack_for(tmp_path, profile, nfd={"mode": "disabled"},
+                                             nodes={"selector": {"example.com/gpu": "true"}})).objects
+                 if o["kind"] == "DaemonSet"]
+    assert workloads
+    for workload in workloads:
+        affinity = workload["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        [term] = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        keys = [expression["key"] for expression in term["matchExpressions"]]
+        assert "example.com/gpu" in keys
+        assert not [key for key in keys if key.startswith("feature.node.kubernetes.io/")]
+
+
+def test_without_nfd_and_without_a_node_label_is_a_clear_error(tmp_path, cli):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        "platform: {profile: kubeadm}\nnfd: {mode: disabled}\n"
+    )
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert f"{path}:5:" in result.output or "cluster.yaml:5:" in result.output
+    assert "nfd.mode" in result.output and "nodes.selector" in result.output
+    assert not (tmp_path / "out").exists()

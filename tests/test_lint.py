@@ -101,7 +101,12 @@ def correct_stack() -> list[dict[str, Any]]:
         {"name": "metrics", "containerPort": 9400}
     ]
     exporter_labels = {"app.kubernetes.io/name": "dcgm-exporter"}
+    # MIG strategy single: the MIG manager creates the MIG devices the plugin advertises.
+    mig_manager = daemonset(
+        "mig-manager", "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0", runtimeClassName="nvidia"
+    )
     return [
+        mig_manager,
         {
             "apiVersion": "node.k8s.io/v1",
             "kind": "RuntimeClass",
@@ -243,7 +248,9 @@ def test_taints_configured_taint_must_be_tolerated_unless_the_runtime_class_does
     objects = correct_stack()
     taint = {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}
     hits = rules_hit(objects, taints=[taint])
-    assert sorted(hits["taint-not-tolerated"]) == ["dcgm-exporter", "device-plugin", "gfd"]
+    assert sorted(hits["taint-not-tolerated"]) == [
+        "dcgm-exporter", "device-plugin", "gfd", "mig-manager"
+    ]
     # RuntimeClass.scheduling.tolerations are merged into the pods that use the class.
     find(objects, "RuntimeClass", "nvidia")["scheduling"] = {
         "tolerations": [
@@ -491,6 +498,51 @@ def test_mig_strategy_from_the_plugin_config_file():
     assert rules_hit(objects)["mig-strategy-mismatch"] == ["gfd"]
 
 
+# --- mig-strategy-without-partitions --------------------------------------------------------
+
+
+def without_mig_manager() -> list[dict[str, Any]]:
+    return [o for o in correct_stack() if o["metadata"]["name"] != "mig-manager"]
+
+
+def test_mig_strategy_without_a_mig_manager():
+    # Plugin (config file) and GFD (MIG_STRATEGY) both say single; nothing cuts the GPUs.
+    hits = rules_hit(without_mig_manager())
+    assert sorted(hits["mig-strategy-without-partitions"]) == ["device-plugin", "gfd"]
+
+
+def test_mig_strategy_with_nodes_labelled_for_a_mig_manager_elsewhere():
+    hits = rules_hit(without_mig_manager(), node_labels={"nvidia.com/mig.config"})
+    assert "mig-strategy-without-partitions" not in hits
+
+
+def test_mig_strategy_on_a_gke_partitioned_pool():
+    objects = without_mig_manager()
+    for name in ("device-plugin", "gfd"):
+        pod_spec(find(objects, "DaemonSet", name))["nodeSelector"] = {
+            "cloud.google.com/gke-gpu-partition-size": "1g.5gb"
+        }
+    assert "mig-strategy-without-partitions" not in rules_hit(objects)
+
+
+def test_mig_upstream_static_gfd_with_mig_has_no_partitioner():
+    # The static MIG manifests of k8s-device-plugin assume MIG devices exist already.
+    objects = refs("k8s-device-plugin/gpu-feature-discovery-daemonset-with-mig-mixed.yaml")
+    assert rules_hit(objects)["mig-strategy-without-partitions"] == ["gpu-feature-discovery"]
+    assert "mig-strategy-without-partitions" not in rules_hit(
+        refs("k8s-device-plugin/gpu-feature-discovery-daemonset.yaml")
+    )
+
+
+def test_mig_strategy_without_partitions_is_suppressible():
+    objects = without_mig_manager()
+    for name in ("device-plugin", "gfd"):
+        find(objects, "DaemonSet", name)["metadata"]["annotations"] = {
+            "gpustack.dev/ignore": "mig-strategy-without-partitions"
+        }
+    assert "mig-strategy-without-partitions" not in rules_hit(objects)
+
+
 # --- duplicate-device-plugin -----------------------------------------------------------------
 
 
@@ -614,7 +666,8 @@ def test_daemonset_selector_that_matches_another_template_is_reported():
     broad["spec"]["selector"] = {
         "matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "Exists"}]
     }
-    assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter", "dcgm-exporter"]
+    # The broad selector matches the pods of the other DaemonSets, the MIG manager's included.
+    assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter"] * 3
 
 
 @pytest.mark.shared

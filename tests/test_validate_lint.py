@@ -82,6 +82,24 @@ def same_selector_as_the_plugin(obj: Objects) -> None:
     obj["spec"]["template"]["metadata"]["labels"].update(plugin_labels)
 
 
+def gfd_on_a_mig_pool_labelling_for_single(obj: Objects) -> None:
+    # Placed on a GKE MIG pool, so MIG devices exist; but GFD says single, the plugin none.
+    env(obj, "MIG_STRATEGY", "single")
+    pod(obj)["nodeSelector"] = {"cloud.google.com/gke-gpu-partition-size": "1g.10gb"}
+
+
+def mig_strategy_without_a_mig_manager(folder: Path) -> None:
+    edit(
+        "configmap-nvidia-device-plugin-config.yaml",
+        lambda obj: obj["data"].update(
+            {"config.yaml": obj["data"]["config.yaml"].replace("migStrategy: none", "migStrategy: single")}
+        ),
+    )(folder)
+    edit("daemonset-gpu-feature-discovery.yaml", lambda obj: env(obj, "MIG_STRATEGY", "single"))(
+        folder
+    )
+
+
 MISTAKES: dict[str, Callable[[Path], None]] = {
     # The NFD worker must reach tainted GPU nodes to label them (GPU pods that use the
     # RuntimeClass get its tolerations from the class, so they would still be tolerated).
@@ -99,8 +117,9 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
         "configmap-nvidia-device-plugin-config.yaml", share_one_gpu_with_one_pod
     ),
     "mig-strategy-mismatch": edit(
-        "daemonset-gpu-feature-discovery.yaml", lambda obj: env(obj, "MIG_STRATEGY", "single")
+        "daemonset-gpu-feature-discovery.yaml", gfd_on_a_mig_pool_labelling_for_single
     ),
+    "mig-strategy-without-partitions": mig_strategy_without_a_mig_manager,
     "duplicate-device-plugin": second_device_plugin,
     "api-version-not-served": edit(
         "runtimeclass-nvidia.yaml", lambda obj: obj.update(apiVersion="node.k8s.io/v1beta1")

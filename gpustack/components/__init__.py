@@ -14,6 +14,7 @@ from gpustack.components import (
     device_plugin,
     gfd,
     gke,
+    mig_manager,
     namespace,
     nfd,
     openshift,
@@ -29,6 +30,7 @@ COMPONENTS: tuple[Builder, ...] = (
     nfd.build,
     device_plugin.build,
     gfd.build,
+    mig_manager.build,
     dcgm_exporter.build,
     gke.build,
     openshift.build,
@@ -39,4 +41,5 @@ def build_all(stack: Stack) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for build in COMPONENTS:
         objects.extend(build(stack))
-    return objects
+    # The MIG manager stops the GPU DaemonSets rendered here while it repartitions a node.
+    return mig_manager.pause_gpu_clients(stack, objects)

@@ -45,14 +45,16 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     if publishes_node_features(stack):
         # internal/lm/output.go: GFD gets, creates and updates `nvidia-features-for-<node>` in
-        # its own namespace, and reads nothing else from the API.
-        rules.append(
+        # its own namespace, and reads its own pod (POD_NAME) to make that object owned by the
+        # pod and its DaemonSet, so the labels go when GFD goes (helm templates/role.yml).
+        rules += [
             {
                 "apiGroups": ["nfd.k8s-sigs.io"],
                 "resources": ["nodefeatures"],
                 "verbs": ["get", "create", "update"],
-            }
-        )
+            },
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+        ]
     rules += scc_rules(stack)
     # Writing the features.d file, GFD never calls the API server (it builds its clients only
     # with the NodeFeature API, cmd/gpu-feature-discovery/main.go): then it gets no token.
@@ -71,6 +73,9 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     # aliases of its GFD_* flags (cmd/gpu-feature-discovery/main.go), NODE_NAME and NAMESPACE
     # name the NodeFeature's node and namespace (internal/flags/node.go; NAMESPACE defaults to
     # "default", and without NODE_NAME the API output fails "required flag node-name not set").
+    # POD_NAME gives the NodeFeature its owners, the pod and its DaemonSet (internal/lm/output.go
+    # getOwnerReferences, v0.20.0): without it the object, and the nvidia.com/gpu.* labels NFD
+    # keeps from it, outlive GFD.
     env: list[dict[str, Any]] = [
         # The same strategy as the device plugin, so the labels describe the resources it offers.
         {"name": "MIG_STRATEGY", "value": plugin.migStrategy},
@@ -80,6 +85,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         env += [
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ]
     if plugin.migStrategy != "none":
         # MIG devices are visible to NVML only with the monitor capability (helm _helpers.tpl).
@@ -93,9 +99,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     if plugin.enabled:
         # Reading the plugin's config file gives the sharing labels (nvidia.com/gpu.replicas,
         # gpu.sharing-strategy), as the helm chart does by sharing one config between the two.
-        env.append(
-            {"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"}
-        )
+        env.append({"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"})
         volumes.append({"name": "config", "configMap": {"name": device_plugin.CONFIG_MAP}})
         mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
     env += driver_env

@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
+from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
+from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
+from gpustack.model import GKENodePool
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 # Placeholders the user replaces in the GKE node pool files (the README says so).
-CLUSTER, LOCATION, ACCELERATOR = "CLUSTER", "LOCATION", "ACCELERATOR"
+CLUSTER, LOCATION = "CLUSTER", "LOCATION"
 
 Files = dict[str, str]
 Where = list[tuple[str, str]]  # (file name, where it goes and what it does)
@@ -25,8 +28,23 @@ Notes = list[str]  # what the README adds that is not a file
 def build(stack: Stack) -> Files:
     writer = _WRITERS[stack.facts.taintMechanism]
     files, where, notes = writer(stack)
+    if stack.mig_manager_enabled:
+        notes.append(_mig_note(stack))
     files["README.md"] = _readme(stack, where, notes)
     return files
+
+
+def _mig_note(stack: Stack) -> str:
+    default = stack.config.migManager.defaultConfig
+    return (
+        f"MIG: GPU nodes register with the label `{MIG_CONFIG_LABEL}={default}`. The "
+        "nvidia-mig-manager DaemonSet applies the MIG config a node's label names (from its "
+        "ConfigMap `nvidia-mig-manager-config`) and reports progress in "
+        f"`{MIG_STATE_LABEL}` (`pending`, then `success` or `failed`). To repartition a node, "
+        f"change the label: `kubectl label node NODE {MIG_CONFIG_LABEL}=all-1g.10gb --overwrite`; "
+        "the device plugin, GFD and the DCGM exporter leave the node while it changes and "
+        "come back when it is done."
+    )
 
 
 def _taint_strings(stack: Stack) -> list[str]:
@@ -47,8 +65,17 @@ def _taint_objects(stack: Stack) -> list[dict[str, Any]]:
     ]
 
 
+def _node_labels(stack: Stack) -> dict[str, str]:
+    """The labels GPU nodes register with: nodes.selector, and with the MIG manager the MIG
+    config it applies (nvidia.com/mig.config, which the GPU Operator would set itself)."""
+    labels = dict(stack.config.nodes.selector)
+    if stack.mig_manager_enabled:
+        labels[MIG_CONFIG_LABEL] = stack.config.migManager.defaultConfig
+    return labels
+
+
 def _label_strings(stack: Stack) -> list[str]:
-    return [f"{key}={value}" for key, value in stack.config.nodes.selector.items()]
+    return [f"{key}={value}" for key, value in _node_labels(stack).items()]
 
 
 def _yaml(*documents: dict[str, Any]) -> str:
@@ -170,15 +197,45 @@ def _gke_image_type(stack: Stack) -> str:
     return "COS_CONTAINERD" if stack.facts.driver.installerOS == "cos" else "UBUNTU_CONTAINERD"
 
 
+# GKE's GPU sharing strategies, as gcloud (--accelerator gpu-sharing-strategy) and the GKE API
+# (GPUSharingConfig.GPUSharingStrategy) spell them, for devicePlugin.sharing.strategy.
+_GKE_SHARING = {"time-slicing": ("time-sharing", "TIME_SHARING"), "mps": ("mps", "MPS")}
+
+
+def _gke_sharing(stack: Stack) -> tuple[tuple[str, str], int] | None:
+    """The pool's GPU sharing: GKE's own device plugin shares GPUs only as the pool says (with
+    NVIDIA's plugin its ConfigMap does, and the pool shares nothing)."""
+    plugin = stack.config.devicePlugin
+    if plugin.enabled or plugin.sharing.strategy == "none":
+        return None
+    return _GKE_SHARING[plugin.sharing.strategy], plugin.sharing.replicas
+
+
+def _gke_pool(stack: Stack) -> GKENodePool:
+    pool = stack.config.nodes.gke
+    if pool is None:  # config loading requires it on GKE profiles
+        raise ValueError("nodes.gke is not set")
+    return pool
+
+
 def _gke_script(stack: Stack) -> str:
     # gpu-driver-version=disabled leaves the driver to the installer DaemonSet (gke component).
     driver = "disabled" if stack.driver_mode == "gke-installer" else "default"
+    pool = _gke_pool(stack)
+    accelerator = [f"type={pool.accelerator.type}", f"count={pool.accelerator.count}",
+                   f"gpu-driver-version={driver}"]
+    if pool.accelerator.gpuPartitionSize:
+        accelerator.append(f"gpu-partition-size={pool.accelerator.gpuPartitionSize}")
+    sharing = _gke_sharing(stack)
+    if sharing:
+        (strategy, _), clients = sharing
+        accelerator += [f"gpu-sharing-strategy={strategy}", f"max-shared-clients-per-gpu={clients}"]
     flags = [
         '--cluster="${CLUSTER:?set CLUSTER}"',
         '--location="${LOCATION:?set LOCATION (zone or region)}"',
+        f"--machine-type={pool.machineType}",
         f"--image-type={_gke_image_type(stack)}",
-        '--accelerator="type=${ACCELERATOR:?set ACCELERATOR, e.g. nvidia-l4},count=${COUNT:-1},'
-        f'gpu-driver-version={driver}"',
+        f"--accelerator={','.join(accelerator)}",
     ]
     taints = [f"{t.key}={t.value or ''}:{t.effect}" for t in stack.config.nodes.taints]
     if taints:
@@ -188,8 +245,8 @@ def _gke_script(stack: Stack) -> str:
         flags.append(f"--node-labels='{','.join(labels)}'")
     lines = [
         HEADER.rstrip("\n"),
-        f"# The GPU node pool of {stack.name} ({stack.profile.metadata.name}). Run with CLUSTER, "
-        "LOCATION and ACCELERATOR set.",
+        f"# The GPU node pool of {stack.name} ({stack.profile.metadata.name}). Run with CLUSTER "
+        "and LOCATION set.",
         'gcloud container node-pools create "${POOL:-gpu}" \\',
         *[f"  {flag} \\" for flag in flags[:-1]],
         f"  {flags[-1]}",
@@ -200,12 +257,24 @@ def _gke_script(stack: Stack) -> str:
 def _gke_node_pool(stack: Stack) -> dict[str, Any]:
     """The same pool as a Config Connector ContainerNodePool (container.cnrm.cloud.google.com)."""
     driver = "INSTALLATION_DISABLED" if stack.driver_mode == "gke-installer" else "DEFAULT"
+    pool = _gke_pool(stack)
+    accelerator: dict[str, Any] = {
+        "type": pool.accelerator.type,
+        "count": pool.accelerator.count,
+        "gpuDriverInstallationConfig": {"gpuDriverVersion": driver},
+    }
+    if pool.accelerator.gpuPartitionSize:
+        accelerator["gpuPartitionSize"] = pool.accelerator.gpuPartitionSize
+    sharing = _gke_sharing(stack)
+    if sharing:
+        (_, strategy), clients = sharing
+        accelerator["gpuSharingConfig"] = {
+            "gpuSharingStrategy": strategy, "maxSharedClientsPerGpu": clients
+        }
     node_config: dict[str, Any] = {
+        "machineType": pool.machineType,
         "imageType": _gke_image_type(stack),
-        "guestAccelerator": [
-            {"type": ACCELERATOR, "count": 1,
-             "gpuDriverInstallationConfig": {"gpuDriverVersion": driver}}
-        ],
+        "guestAccelerator": [accelerator],
     }
     if stack.config.nodes.selector:
         node_config["labels"] = dict(stack.config.nodes.selector)
@@ -234,16 +303,41 @@ def _gke(stack: Stack) -> tuple[Files, Where, Notes]:
         {"gke-node-pool.sh": _gke_script(stack),
          "containernodepool.yaml": _yaml(_gke_node_pool(stack))},
         [("gke-node-pool.sh",
-          f"`sh gke-node-pool.sh` with CLUSTER, LOCATION and ACCELERATOR (and optionally POOL, "
-          f"COUNT) set creates the GPU node pool with the taints and labels the manifests "
-          f"expect and {driver_text}. GKE taints GPU pools itself only when the cluster "
-          "already has a non-GPU pool, so the taint is set explicitly"),
+          f"`sh gke-node-pool.sh` with CLUSTER and LOCATION (and optionally POOL) set creates "
+          f"the GPU node pool ({_gke_pool(stack).machineType} with "
+          f"{_gke_pool(stack).accelerator.count} {_gke_pool(stack).accelerator.type}) with the "
+          f"taints and labels the manifests expect and {driver_text}. GKE taints GPU pools "
+          "itself only when the cluster already has a non-GPU pool, so the taint is set "
+          "explicitly"),
          ("containernodepool.yaml",
           "the same pool as a Config Connector `ContainerNodePool`, for clusters managed "
-          "declaratively: replace CLUSTER, LOCATION and ACCELERATOR and apply it where Config "
+          "declaratively: replace CLUSTER and LOCATION and apply it where Config "
           "Connector runs (not to the GPU cluster)")],
-        [],
+        _gke_notes(stack),
     )
+
+
+def _gke_notes(stack: Stack) -> Notes:
+    """What the pool does with its GPUs that the workloads rely on."""
+    pool = _gke_pool(stack)
+    parts = []
+    if pool.accelerator.gpuPartitionSize:
+        parts.append(
+            f"cuts every GPU into {pool.accelerator.gpuPartitionSize} MIG partitions (each one "
+            "`nvidia.com/gpu`, MIG strategy single)"
+        )
+    sharing = _gke_sharing(stack)
+    if sharing:
+        (strategy, _), clients = sharing
+        shared = "partition" if pool.accelerator.gpuPartitionSize else "GPU"
+        parts.append(f"lets up to {clients} containers share each {shared} ({strategy})")
+    if not parts:
+        return []
+    return [
+        "GKE's device plugin reads these from the pool, not from a config file: the pool "
+        + " and ".join(parts) + ". GKE fixes these when it creates the pool; changing them means "
+        "a new pool."
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,8 +346,8 @@ def _gke(stack: Stack) -> tuple[Files, Where, Notes]:
 
 def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
     template_spec: dict[str, Any] = {}
-    if stack.config.nodes.selector:
-        template_spec["metadata"] = {"labels": dict(stack.config.nodes.selector)}
+    if _node_labels(stack):
+        template_spec["metadata"] = {"labels": _node_labels(stack)}
     template_spec["taints"] = _taint_objects(stack)
     patch = {"spec": {"template": {"spec": template_spec}}}
     where = [("machineset-patch.yaml",

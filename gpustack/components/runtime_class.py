@@ -14,7 +14,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         return []  # GPU pods still name it (workload.gpu_pod_spec); the platform owns the object
     node_selector = {
         requirement.key: requirement.values[0]
-        for requirement in stack.facts.gpuNodeSelector
+        for requirement in stack.gpu_node_selector
         if requirement.operator == "In" and len(requirement.values) == 1
     }
     node_selector.update(stack.config.nodes.selector)

@@ -1,0 +1,280 @@
+"""MIG: the MIG manager, its configs, the node label that drives it, and the GPU clients it stops."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SHARED, stack_for, validate_upstream
+from ruamel.yaml import YAML
+
+from gpustack.render import render
+
+OPERATOR = SHARED / "refs" / "gpu-operator"
+MIG_PROFILES = ["kubeadm", "rke2", "openshift"]
+
+
+def load(text: str) -> Any:
+    return YAML(typ="safe").load(text)
+
+
+def objects(tmp_path: Path, profile: str, **sections: Any) -> list[dict[str, Any]]:
+    return render(stack_for(tmp_path, profile, **sections)).objects
+
+
+def find(items: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [found] = [o for o in items if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def pod(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def matches(workload: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` satisfies the workload's required node affinity."""
+    terms = pod(workload)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    for term in terms["nodeSelectorTerms"]:
+        def holds(expression: dict[str, Any]) -> bool:
+            value = labels.get(expression["key"])
+            operator = expression["operator"]
+            if operator == "In":
+                return value in expression["values"]
+            if operator == "NotIn":
+                return value not in expression["values"]
+            if operator == "Exists":
+                return value is not None
+            return value is None  # DoesNotExist
+        if all(holds(expression) for expression in term["matchExpressions"]):
+            return True
+    return False
+
+
+def mig_config(items: list[dict[str, Any]]) -> dict[str, Any]:
+    manager = find(items, "DaemonSet", "nvidia-mig-manager")
+    [container] = pod(manager)["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    directory, _, key = env["CONFIG_FILE"].rpartition("/")
+    [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+    [volume] = [v for v in pod(manager)["volumes"] if v["name"] == mount["name"]]
+    config_map = find(items, "ConfigMap", volume["configMap"]["name"])
+    return load(config_map["data"][key])  # type: ignore[no-any-return]
+
+
+def normalized(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """mig-parted reads a single device-filter string as a one-item list."""
+    result = []
+    for entry in entries:
+        entry = dict(entry)
+        if isinstance(entry.get("device-filter"), str):
+            entry["device-filter"] = [entry["device-filter"]]
+        result.append(entry)
+    return result
+
+
+@pytest.mark.parametrize("profile", MIG_PROFILES)
+@pytest.mark.parametrize("strategy", ["single", "mixed"])
+def test_a_mig_strategy_brings_the_mig_manager(tmp_path, profile, strategy):
+    items = objects(tmp_path, profile, devicePlugin={"migStrategy": strategy})
+    manager = find(items, "DaemonSet", "nvidia-mig-manager")
+    assert pod(manager)["containers"][0]["securityContext"] == {"privileged": True}
+    config = mig_config(items)
+    assert config["version"] == "v1"
+    assert "all-disabled" in config["mig-configs"]
+    for obj in items:
+        validate_upstream(obj)
+
+
+@pytest.mark.parametrize("profile", MIG_PROFILES)
+def test_no_mig_manager_without_a_mig_strategy(tmp_path, profile):
+    items = objects(tmp_path, profile)
+    assert not [o for o in items if "mig-manager" in o["metadata"]["name"]]
+
+
+@pytest.mark.shared
+def test_built_in_mig_configs_are_the_upstream_defaults(tmp_path):
+    upstream_map = load((OPERATOR / "state-mig-manager__0400_configmap.yaml").read_text())
+    upstream = load(upstream_map["data"]["config.yaml"])
+    ours = mig_config(objects(tmp_path, "kubeadm", devicePlugin={"migStrategy": "single"}))
+    assert ours["version"] == upstream["version"]
+    assert set(ours["mig-configs"]) == set(upstream["mig-configs"])
+    for name, entries in upstream["mig-configs"].items():
+        assert normalized(ours["mig-configs"][name]) == normalized(entries), name
+
+
+@pytest.mark.shared
+def test_mig_manager_image_is_the_operators(tmp_path):
+    values = load((OPERATOR / "helm__values.yaml").read_text())["migManager"]
+    manager = find(objects(tmp_path, "rke2", devicePlugin={"migStrategy": "single"}),
+                   "DaemonSet", "nvidia-mig-manager")
+    expected = f"{values['repository']}/{values['image']}:{values['version']}"
+    assert pod(manager)["containers"][0]["image"] == expected
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("profile", MIG_PROFILES)
+@pytest.mark.parametrize(("ours", "operand"), [
+    ("nvidia-device-plugin", "state-device-plugin__0500_daemonset.yaml"),
+    ("gpu-feature-discovery", "gpu-feature-discovery__0500_daemonset.yaml"),
+    ("nvidia-dcgm-exporter", "state-dcgm-exporter__0800_daemonset.yaml"),
+])
+def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours, operand):
+    """The MIG manager stops the GPU Operator's operands by flipping the node label their
+    nodeSelector names to paused-for-mig-change, and waits for their `app` pods to go. gpustack's
+    own DaemonSets answer to the same label and carry the same `app` label."""
+    upstream = load((OPERATOR / operand).read_text())
+    [deploy_label] = upstream["spec"]["template"]["spec"]["nodeSelector"]
+    app = upstream["spec"]["template"]["metadata"]["labels"]["app"]
+    items = objects(tmp_path, profile, devicePlugin={"migStrategy": "single"})
+    workload = find(items, "DaemonSet", ours)
+    assert workload["spec"]["template"]["metadata"]["labels"]["app"] == app
+    manager = find(items, "DaemonSet", "nvidia-mig-manager")
+    gpu_node = {
+        key: values[0]
+        for term in pod(manager)["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        for expression in term["matchExpressions"]
+        if expression["operator"] == "In"
+        for key, values in [(expression["key"], expression["values"])]
+    }
+    assert matches(workload, gpu_node)
+    assert matches(workload, {**gpu_node, deploy_label: "true"})
+    assert not matches(workload, {**gpu_node, deploy_label: "paused-for-mig-change"})
+
+
+def node_labels(tmp_path: Path, profile: str, **sections: Any) -> list[str]:
+    files = render(stack_for(tmp_path, profile, **sections)).node_files
+    if profile == "kubeadm":
+        join = load(files["join-configuration.yaml"])
+        [arg] = [a for a in join["nodeRegistration"]["kubeletExtraArgs"] if a["name"] == "node-labels"]
+        return str(arg["value"]).split(",")
+    if profile == "rke2":
+        return list(load(files["rke2-agent-config.yaml"])["node-label"])
+    patch = load(files["machineset-patch.yaml"])
+    labels = patch["spec"]["template"]["spec"]["metadata"]["labels"]
+    return [f"{key}={value}" for key, value in labels.items()]
+
+
+@pytest.mark.parametrize("profile", MIG_PROFILES)
+def test_gpu_nodes_register_with_the_default_mig_config(tmp_path, profile):
+    labels = node_labels(tmp_path, profile, devicePlugin={"migStrategy": "single"},
+                         migManager={"defaultConfig": "all-1g.10gb"})
+    assert "nvidia.com/mig.config=all-1g.10gb" in labels
+    # Upstream's default: MIG off until a node is labelled otherwise.
+    assert "nvidia.com/mig.config=all-disabled" in node_labels(
+        tmp_path, profile, devicePlugin={"migStrategy": "mixed"})
+
+
+def write(tmp_path: Path, body: str, mig_file: str | None = None) -> Path:
+    if mig_file is not None:
+        (tmp_path / "mig.yaml").write_text(textwrap.dedent(mig_file))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        "platform: {profile: kubeadm}\n" + textwrap.dedent(body)
+    )
+    return path
+
+
+CUSTOM = """\
+    version: v1
+    mig-configs:
+      inference:
+      - devices: [0, 1]
+        mig-enabled: true
+        mig-devices: {"1g.10gb": 7}
+      - devices: [2, 3]
+        mig-enabled: false
+"""
+
+
+def test_user_mig_configs_join_the_built_in_ones(tmp_path, cli):
+    path = write(tmp_path, """\
+        devicePlugin: {migStrategy: mixed}
+        migManager:
+          defaultConfig: inference
+          config: {file: mig.yaml}
+        """, CUSTOM)
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "out" / "lab"
+    config_map = load((folder / "configmap-nvidia-mig-manager-config.yaml").read_text())
+    configs = load(config_map["data"]["config.yaml"])["mig-configs"]
+    assert configs["inference"][0]["mig-devices"] == {"1g.10gb": 7}
+    assert "all-balanced" in configs
+    assert "nvidia.com/mig.config=inference" in (folder / "node" / "join-configuration.yaml").read_text()
+
+
+@pytest.mark.parametrize(("mig_file", "where", "words"), [
+    (CUSTOM.replace('"1g.10gb"', '"1g.10gbx"'), ":6:", ["1g.10gbx", "not a MIG profile"]),
+    (CUSTOM.replace("mig-enabled: true", "mig-enabled: yes please"), ":5:", ["mig-enabled"]),
+    (CUSTOM.replace("version: v1", "version: v2"), ":1:", ["version"]),
+    (CUSTOM.replace("devices: [2, 3]", "devices: some"), ":7:", ["devices", "'all'"]),
+    (CUSTOM.replace("        mig-enabled: false", "        mig-enabled: false\n        mig-devices: {1g.5gb: 1}"),
+     ":9:", ["mig-enabled is false"]),
+])
+def test_a_bad_user_mig_config_names_its_line(tmp_path, cli, mig_file, where, words):
+    path = write(tmp_path, """\
+        devicePlugin: {migStrategy: single}
+        migManager:
+          config: {file: mig.yaml}
+        """, mig_file)
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert f"mig.yaml{where}" in result.output
+    for word in words:
+        assert word in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("body", "field", "words"), [
+    ("devicePlugin: {migStrategy: single}\nmigManager: {defaultConfig: all-1g.10gbb}\n",
+     "migManager.defaultConfig", ["all-1g.10gb"]),
+    ("migManager: {defaultConfig: all-1g.10gb}\n", "migManager.defaultConfig", ["not deployed"]),
+    ("devicePlugin: {migStrategy: single}\nmigManager: {config: {file: missing.yaml}}\n",
+     "migManager.config.file", ["not found"]),
+])
+def test_mig_manager_settings_are_checked(tmp_path, cli, body, field, words):
+    result = cli("render", write(tmp_path, body), "-o", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert "cluster.yaml:" in result.output and field in result.output
+    for word in words:
+        assert word in result.output
+
+
+def test_gke_partitions_gpus_itself(tmp_path, cli):
+    path = tmp_path / "gke.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        "platform: {profile: gke-cos}\nmigManager: {enabled: true}\n"
+    )
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "gke.yaml:5:" in result.output and "migManager.enabled" in result.output
+
+
+def test_openshift_mig_manager_may_use_the_privileged_scc(tmp_path):
+    items = objects(tmp_path, "openshift", devicePlugin={"migStrategy": "single"})
+    manager = find(items, "DaemonSet", "nvidia-mig-manager")
+    binding = find(items, "RoleBinding", "nvidia-mig-manager")
+    assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
+    role = find(items, "Role", binding["roleRef"]["name"])
+    assert {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+            "resourceNames": ["privileged"], "verbs": ["use"]} in role["rules"]
+
+
+def test_mig_manager_may_label_its_node_and_find_the_pods_it_waits_for(tmp_path):
+    items = objects(tmp_path, "kubeadm", devicePlugin={"migStrategy": "single"})
+    manager = find(items, "DaemonSet", "nvidia-mig-manager")
+    binding = find(items, "ClusterRoleBinding", "nvidia-mig-manager")
+    assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
+    role = find(items, "ClusterRole", binding["roleRef"]["name"])
+    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"]
+               for verb in rule["verbs"]}
+    assert {("nodes", "get"), ("nodes", "list"), ("nodes", "watch"), ("nodes", "patch"),
+            ("pods", "list")} <= granted
+    assert not any(verb in ("delete", "create", "*") for _, verb in granted)
