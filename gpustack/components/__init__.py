@@ -18,6 +18,7 @@ from gpustack.components import (
     nfd,
     openshift,
     runtime_class,
+    smoke_test,
 )
 from gpustack.config import Stack
 
@@ -32,6 +33,7 @@ COMPONENTS: tuple[Builder, ...] = (
     dcgm_exporter.build,
     gke.build,
     openshift.build,
+    smoke_test.build,
 )
 
 
