@@ -18,7 +18,10 @@ from pydantic import BaseModel, ValidationError
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import (
+    DNS1123_SUBDOMAIN,
     DURATION,
+    EXTENDED_RESOURCE,
+    IMAGE,
     QUANTITY,
     REGISTRY,
     ConflictError,
@@ -429,6 +432,10 @@ _PATTERNS = {
     r"^4\.[0-9]{1,2}$": "is not an OpenShift minor version such as '4.16' (quote it in YAML)",
     r"^v[0-9]+\.[0-9]+\.[0-9]+$": "is not a release tag such as 'v0.20.0'",
     r"\{name\}": "must contain {name} (the cluster's metadata.name), e.g. 'out/{name}'",
+    DNS1123_SUBDOMAIN: "is not a valid DNS-1123 subdomain (lowercase letters, digits, '-' and "
+    "'.', starting and ending with a letter or digit)",
+    EXTENDED_RESOURCE: "is not an extended resource name with its domain, such as 'nvidia.com/gpu'",
+    IMAGE: "is not an image reference such as 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'",
     QUANTITY: "is not a Kubernetes quantity such as '100m', '0.5', '512Mi' or '2Gi'",
     REGISTRY: "is not a registry such as 'registry.example.com' or "
     "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port, or "
