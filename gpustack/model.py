@@ -106,7 +106,7 @@ _QUANTITY_SUFFIXES = {
 def quantity_value(quantity: str) -> Decimal:
     """The amount a quantity matching QUANTITY stands for ('500m' -> 0.5, '1Gi' -> 1073741824)."""
     number, suffix = re.fullmatch(r"([0-9.]+)(.*)", quantity).groups()  # type: ignore[union-attr]
-    if suffix[:1] in ("e", "E"):
+    if re.fullmatch(r"[eE][+-]?[0-9]+", suffix):  # an exponent; "E" and "Ei" are units
         return Decimal(number) * Decimal(10) ** int(suffix[1:])
     return Decimal(number) * _QUANTITY_SUFFIXES[suffix]
 

@@ -168,3 +168,24 @@ def test_quantities_read_as_numbers_are_written_as_text(tmp_path):
     )
     (exporter,) = [c for w, n, c in containers(rendering.objects) if n == "dcgm-exporter"]
     assert exporter["resources"] == {"requests": {"cpu": "0.5", "memory": "1073741824"}}
+
+
+@pytest.mark.parametrize(
+    ("request_", "limit", "refused"),
+    [
+        ({"cpu": "1500m"}, {"cpu": "1"}, True),
+        ({"cpu": "1"}, {"cpu": "1000m"}, False),
+        ({"memory": "1G"}, {"memory": "1Gi"}, False),  # 10^9 bytes is less than 2^30
+        ({"memory": "2e9"}, {"memory": "1Gi"}, True),
+        ({"memory": "1E"}, {"memory": "1Ei"}, False),  # a lone E is exa, not an exponent
+    ],
+)
+def test_a_request_above_its_limit_is_refused_across_units(tmp_path, request_, limit, refused):
+    from gpustack.errors import UserError
+
+    resources = {"resources": {"requests": request_, "limits": limit}}
+    if refused:
+        with pytest.raises(UserError, match="is more than limits"):
+            stack_for(tmp_path, "kubeadm", gfd=resources)
+    else:
+        stack_for(tmp_path, "kubeadm", gfd=resources)
