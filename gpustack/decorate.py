@@ -134,9 +134,7 @@ def decorate(
 
     Every pod the workloads run pulls its images from `registry` (when given) with
     `pull_secrets`, and the main container of a workload whose component label is a key of
-    `resources` gets those requirements. A Job is named after a hash of its spec and of every
-    other workload's pod template: its pod template is immutable, so a changed Job must be a new
-    object, and a new Job after every rollout checks the stack again."""
+    `resources` gets those requirements."""
     config_maps = {
         (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]): obj
         for obj in objects
@@ -152,9 +150,6 @@ def decorate(
         _hash_config(workload, config_maps)
         if template["spec"].get("runtimeClassName") in platform_runtime_classes:
             _ignore(workload, "runtime-class-missing")
-    for job in workloads:
-        if job["kind"] == "Job":
-            _name_after_content(job, [w for w in workloads if w is not job])
     if sync_waves:
         for obj in objects:
             _annotate_sync(obj)
@@ -191,14 +186,6 @@ def _pod_settings(
         spec["containers"][0]["resources"] = {
             field: dict(values) for field, values in resources[component].items()
         }
-
-
-def _name_after_content(job: dict[str, Any], others: list[dict[str, Any]]) -> None:
-    checked = sorted((list(identity(other)), other["spec"]["template"]) for other in others)
-    digest = hashlib.sha256(
-        json.dumps([job["spec"], checked], sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
-    job["metadata"]["name"] = f"{job['metadata']['name']}-{digest[:8]}"
 
 
 def _ignore(obj: dict[str, Any], rule: str) -> None:

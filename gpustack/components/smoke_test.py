@@ -3,15 +3,17 @@
 Once the stack reports ready it proves what readiness cannot: a pod that asks for a GPU is
 scheduled on a GPU node, the runtime hands it the device and the driver, and a CUDA kernel runs.
 The default image is NVIDIA's vectorAdd sample (k8s-device-plugin README, "Running GPU Jobs"),
-which exits non-zero when the kernel or its result fails. `gpustack.decorate` names the Job after
-its content and makes it an Argo CD PostSync hook; with Flux it is the last layer, which its
-Kustomization waits for (`gpustack.gitops`).
+which exits non-zero when the kernel or its result fails. The Job is named after a hash of
+everything it renders from, `gpustack.decorate` makes it an Argo CD PostSync hook, and with Flux
+it is the last layer, which its Kustomization waits for (`gpustack.gitops`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import gpustack
 from gpustack.config import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
@@ -39,6 +41,21 @@ def resource(stack: Stack) -> str:
     if stack.config.devicePlugin.enabled and sharing.strategy != "none" and sharing.renameByDefault:
         return f"{GPU_RESOURCE}.shared"
     return GPU_RESOURCE
+
+
+def name(stack: Stack) -> str:
+    """`gpu-smoke-test-<hash>`: a Job's pod template cannot change, so a changed Job must be a new
+    object; and a new Job after every change of the stack tests it again. The hash covers what the
+    rendering is a function of (gpustack's version, the profile, the config but for the cluster's
+    name), so clusters of a fleet that differ only in name share one Job object."""
+    inputs = "\n".join(
+        (
+            gpustack.__version__,
+            stack.profile.model_dump_json(),
+            stack.config.model_dump_json(exclude={"metadata", "extends"}),
+        )
+    )
+    return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -100,7 +117,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": NAME, "namespace": stack.namespace, "labels": dict(labels)},
+            "metadata": {"name": name(stack), "namespace": stack.namespace, "labels": dict(labels)},
             "spec": spec,
         }
     ]
