@@ -232,3 +232,20 @@ def test_the_rendered_folder_with_the_smoke_test_validates(cli, tmp_path):
     assert result.exit_code == 0, result.output
     job_file = next((tmp_path / "out" / "gpu" / "smoke-test").glob("job-*.yaml"))
     assert load(job_file)["kind"] == "Job"
+
+
+def test_clusters_that_differ_only_in_name_share_the_smoke_test_job(tmp_path):
+    """A fleet's clusters with the same settings emit (and validate) one Job object."""
+    from gpustack.config import load_stack
+
+    names = []
+    for cluster in ("gpu-east", "gpu-west"):
+        path = tmp_path / f"{cluster}.yaml"
+        path.write_text(
+            "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+            f"metadata: {{name: {cluster}}}\nplatform: {{profile: kubeadm}}\n"
+            "smokeTest: {enabled: true}\n"
+        )
+        (job,) = jobs(render(load_stack(path)).objects)
+        names.append(job["metadata"]["name"])
+    assert names[0] == names[1]
