@@ -19,12 +19,18 @@ from gpustack import gke_accelerators, mig
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import (
+    DNS1123_SUBDOMAIN,
     DURATION,
+    EXTENDED_RESOURCE,
+    IMAGE,
+    QUANTITY,
+    REGISTRY,
     ConflictError,
     GPUStack,
     NodeSelectorRequirement,
     Profile,
     ProfileFacts,
+    WithResources,
 )
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
@@ -106,6 +112,24 @@ class Stack:
     def runtime_class_name(self) -> str | None:
         """The runtimeClassName every GPU pod sets, or None when the default runtime serves."""
         return self.config.runtimeClass.name if self.runtime_class_enabled else None
+
+    @property
+    def smoke_test_enabled(self) -> bool:
+        enabled = self.config.smokeTest.enabled
+        if enabled == "auto":
+            return self.config.gitops.tool != "none"
+        return bool(enabled)
+
+    @property
+    def component_resources(self) -> dict[str, dict[str, dict[str, str]]]:
+        """The `resources` the config sets, by the component label of the workloads they go to."""
+        result: dict[str, dict[str, dict[str, str]]] = {}
+        for name in type(self.config).model_fields:
+            section = getattr(self.config, name)
+            if isinstance(section, WithResources) and section.resources is not None:
+                for component in section.components:
+                    result[component] = section.resources.as_pod_spec()
+        return result
 
 
 def merge(base: Any, override: Any) -> Any:
@@ -202,9 +226,7 @@ def _config_layers(path: Path) -> list[Layer]:
                 f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
             )
         if len(seen) >= _MAX_EXTENDS_DEPTH:
-            raise UserError(
-                "extends chain is too long", _extends_at(referencing), field="extends"
-            )
+            raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
         seen.append(resolved)
         try:
             document = read_document(current)
@@ -295,8 +317,11 @@ def located_error(
         choices = _field_names(model, path[:-1])
         meant = closest(str(path[-1]), choices)
         errors = [
-            other for other in errors
-            if not (other["type"] == "missing" and _data_path(data, other["loc"]) == (*path[:-1], meant))
+            other
+            for other in errors
+            if not (
+                other["type"] == "missing" and _data_path(data, other["loc"]) == (*path[:-1], meant)
+            )
         ]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     conflict = (error.get("ctx") or {}).get("error")
@@ -321,9 +346,7 @@ def located_error(
             f"{describe(got)} is not one of {', '.join(expected)}{more}", location, field, hint
         )
     if kind == "string_pattern_mismatch":
-        return UserError(
-            f"{got!r} {_pattern_text(error['ctx']['pattern'])}{more}", location, field
-        )
+        return UserError(f"{got!r} {_pattern_text(error['ctx']['pattern'])}{more}", location, field)
     if kind == "string_type" and isinstance(got, (int, float)):
         # YAML reads 1.30 as the number 1.3 and true as a boolean: the fix is quoting.
         what = "a boolean" if isinstance(got, bool) else "a number"
@@ -379,7 +402,9 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
     path: list[str | int] = []
     node = data
     for part in loc:
-        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int) and part < len(node)):
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and part < len(node)
+        ):
             path.append(part)
             node = node[part]
         elif isinstance(node, dict) and isinstance(part, str) and not _is_type_tag(part):
@@ -431,6 +456,14 @@ _PATTERNS = {
     r"^4\.[0-9]{1,2}$": "is not an OpenShift minor version such as '4.16' (quote it in YAML)",
     r"^v[0-9]+\.[0-9]+\.[0-9]+$": "is not a release tag such as 'v0.20.0'",
     r"\{name\}": "must contain {name} (the cluster's metadata.name), e.g. 'out/{name}'",
+    DNS1123_SUBDOMAIN: "is not a valid DNS-1123 subdomain (lowercase letters, digits, '-' and "
+    "'.', starting and ending with a letter or digit)",
+    EXTENDED_RESOURCE: "is not an extended resource name with its domain, such as 'nvidia.com/gpu'",
+    IMAGE: "is not an image reference such as 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'",
+    QUANTITY: "is not a Kubernetes quantity such as '100m', '0.5', '512Mi' or '2Gi'",
+    REGISTRY: "is not a registry such as 'registry.example.com' or "
+    "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port, or "
+    "localhost, else container runtimes read it as a Docker Hub namespace)",
 }
 
 
@@ -716,7 +749,9 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
     location = _nearest(layers, path)
     try:
         if pem_path.stat().st_size > 1024 * 1024:
-            raise UserError("entitlement PEM is larger than 1 MiB", location, field="entitlement.pemFile")
+            raise UserError(
+                "entitlement PEM is larger than 1 MiB", location, field="entitlement.pemFile"
+            )
         content = pem_path.read_bytes()
     except FileNotFoundError:
         raise UserError(

@@ -1,15 +1,17 @@
-"""The one place for what all objects share: common labels, config hashes, apply order, file names.
+"""The one place for what all objects share: common labels, config hashes, apply order, file names,
+and what every pod gets (images from the registry mirror, pull secrets, resources from the config).
 
 Apply order follows lightkube's sort_objects idea: an explicit rank per kind, so that CRDs and
 Namespaces exist before the objects that need them, and monitors come after their targets.
 Argo CD sync waves and Flux layers are cut from the same rank table, so they follow apply order.
+Jobs come last: they check the stack once it runs (the GPU smoke test).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpustack"}
@@ -22,6 +24,11 @@ HEADER = f"# {GENERATED}\n"
 CONFIG_HASH = "gpustack.dev/config-hash"
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+HOOK = "argocd.argoproj.io/hook"
+HOOK_DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# Kinds not in the rank table go after the monitors and before the Jobs.
+UNRANKED = "(unranked)"
 
 RANK = {
     kind: rank
@@ -45,18 +52,20 @@ RANK = {
             "Service",
             "DaemonSet",
             "Deployment",
-            "Job",
             "ServiceMonitor",
             "PodMonitoring",
             "PrometheusRule",
+            UNRANKED,
+            "Job",
         ]
     )
 }
-_UNRANKED = len(RANK)
+_UNRANKED = RANK[UNRANKED]
 _WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 
 # Flux layer of each sync wave: one Kustomization per layer, each depending on the one before.
-LAYERS = {-2: "foundation", -1: "foundation", 0: "workloads", 1: "monitors"}
+SMOKE_TEST_LAYER = "smoke-test"
+LAYERS = {-2: "foundation", -1: "foundation", 0: "workloads", 1: "monitors", 2: SMOKE_TEST_LAYER}
 
 
 def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -69,7 +78,10 @@ def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     api_version, kind, namespace, name = (
         value if isinstance(value, str) else ""
         for value in (
-            obj.get("apiVersion"), obj.get("kind"), metadata.get("namespace"), metadata.get("name")
+            obj.get("apiVersion"),
+            obj.get("kind"),
+            metadata.get("namespace"),
+            metadata.get("name"),
         )
     )
     return (api_version.rpartition("/")[0], kind, namespace, name)
@@ -89,7 +101,9 @@ def sync_wave(obj: dict[str, Any]) -> int:
         return -1  # Namespaces, SCCs, quotas, priority and runtime classes the workloads use
     if rank < RANK["ServiceMonitor"]:
         return 0  # RBAC, configuration, services and the workloads themselves
-    return 1  # monitors (and kinds not in the table) once their targets exist
+    if rank < RANK["Job"]:
+        return 1  # monitors (and kinds not in the table) once their targets exist
+    return 2  # Jobs that check the running stack
 
 
 def layer(obj: dict[str, Any]) -> str:
@@ -107,28 +121,71 @@ def decorate(
     objects: list[dict[str, Any]],
     sync_waves: bool = False,
     platform_runtime_classes: Collection[str] = (),
+    *,
+    registry: str | None = None,
+    pull_secrets: Sequence[str] = (),
+    resources: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Label every object, hash the ConfigMaps each workload mounts, and sort into apply order;
     with `sync_waves`, annotate the Argo CD sync wave and sync options of each object. A workload
     naming one of `platform_runtime_classes` (which the platform creates, so the rendering holds
     no such object) is marked exempt from the runtime-class-missing lint rule, so that the
-    rendered folder validates on its own."""
+    rendered folder validates on its own.
+
+    Every pod the workloads run pulls its images from `registry` (when given) with
+    `pull_secrets`, and the main container of a workload whose component label is a key of
+    `resources` gets those requirements."""
     config_maps = {
         (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]): obj
         for obj in objects
         if obj.get("kind") == "ConfigMap"
     }
+    workloads = [obj for obj in objects if obj.get("kind") in _WORKLOADS]
     for obj in objects:
         metadata = obj.setdefault("metadata", {})
         metadata["labels"] = {**metadata.get("labels", {}), **MANAGED_BY}
-        if obj.get("kind") in _WORKLOADS:
-            _hash_config(obj, config_maps)
-            runtime_class = obj["spec"]["template"]["spec"].get("runtimeClassName")
-            if runtime_class in platform_runtime_classes:
-                _ignore(obj, "runtime-class-missing")
-        if sync_waves:
+    for workload in workloads:
+        template = workload["spec"]["template"]
+        _pod_settings(template, registry, pull_secrets, resources or {})
+        _hash_config(workload, config_maps)
+        if template["spec"].get("runtimeClassName") in platform_runtime_classes:
+            _ignore(workload, "runtime-class-missing")
+    if sync_waves:
+        for obj in objects:
             _annotate_sync(obj)
     return sorted(objects, key=sort_key)
+
+
+def mirrored(image: str, registry: str) -> str:
+    """`image` pulled from `registry`: its registry host replaced, repository path, tag and digest
+    kept. A short name (no registry host) is left alone: the node's runtime resolves it, and on
+    GKE such images are preloaded on the node (the driver installers)."""
+    host, slash, rest = image.partition("/")
+    if not slash or not ("." in host or ":" in host or host == "localhost"):
+        return image
+    return f"{registry}/{rest}"
+
+
+def _pod_settings(
+    template: dict[str, Any],
+    registry: str | None,
+    pull_secrets: Sequence[str],
+    resources: Mapping[str, Mapping[str, Mapping[str, str]]],
+) -> None:
+    spec = template["spec"]
+    if registry:
+        for key in ("initContainers", "containers"):
+            for container in spec.get(key, []):
+                # Never: the image is on the node already, under its own name.
+                if container.get("imagePullPolicy") != "Never":
+                    container["image"] = mirrored(container["image"], registry)
+    if pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
+    component = template.get("metadata", {}).get("labels", {}).get(COMPONENT_LABEL)
+    if component in resources and spec.get("containers"):
+        spec["containers"][0]["resources"] = {
+            field: dict(values) for field, values in resources[component].items()
+        }
 
 
 def _ignore(obj: dict[str, Any], rule: str) -> None:
@@ -141,7 +198,14 @@ def _annotate_sync(obj: dict[str, Any]) -> None:
     wave = sync_wave(obj)
     annotations = obj["metadata"].setdefault("annotations", {})
     annotations[SYNC_WAVE] = str(wave)
-    if obj.get("kind") == "CustomResourceDefinition":
+    if obj.get("kind") == "Job":
+        # A PostSync hook runs once every object of the sync is healthy, and a failed hook fails
+        # the sync. BeforeHookCreation deletes the previous run so that every sync runs it again;
+        # HookSucceeded deletes a passed one, a failed one stays to be read (argo-cd
+        # user-guide/resource_hooks).
+        annotations[HOOK] = "PostSync"
+        annotations[HOOK_DELETE_POLICY] = "BeforeHookCreation,HookSucceeded"
+    elif obj.get("kind") == "CustomResourceDefinition":
         # Client-side apply stores the whole object in an annotation limited to 256 KiB, which
         # large CRDs exceed (argo-cd sync-options docs, ServerSideApply).
         annotations[SYNC_OPTIONS] = "ServerSideApply=true"
@@ -161,8 +225,11 @@ def _hash_config(workload: dict[str, Any], config_maps: dict[tuple[str, str], An
         for volume in template["spec"].get("volumes", [])
         if "configMap" in volume
     )
-    mounted = [config_maps[(namespace, name)].get("data", {}) for name in names
-               if (namespace, name) in config_maps]
+    mounted = [
+        config_maps[(namespace, name)].get("data", {})
+        for name in names
+        if (namespace, name) in config_maps
+    ]
     if not mounted:
         return
     digest = hashlib.sha256(

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.config import Stack
-from gpustack.model import IN_CLUSTER, ArgoCD
+from gpustack.decorate import SMOKE_TEST_LAYER, layer
+from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
 
 # Folder (beside the clusters' folders) for objects that belong to the whole fleet.
 FLEET_DIR = "_gitops"
@@ -26,13 +27,14 @@ def application_name(cluster: str) -> str:
     return f"gpustack-{cluster}"
 
 
-def cluster_objects(stack: Stack, layers: list[str]) -> list[dict[str, Any]]:
-    """The cluster's Application, or its Flux Kustomizations (one per non-empty layer)."""
+def cluster_objects(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cluster's Application, or its Flux Kustomizations (one per non-empty layer of the
+    rendered `objects`)."""
     gitops = stack.config.gitops
     if gitops.tool == "argocd" and gitops.argocd and not gitops.argocd.applicationSet:
         return [application(stack)]
     if gitops.tool == "flux":
-        return flux_objects(stack, layers)
+        return flux_objects(stack, objects)
     return []
 
 
@@ -116,9 +118,15 @@ def _application_spec(argocd: ArgoCD, path: str, destination: dict[str, str]) ->
     return spec
 
 
-def flux_objects(stack: Stack, layers: list[str]) -> list[dict[str, Any]]:
+def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A Kustomization per layer, each depending on the previous one, and the GitRepository when
-    the config describes it."""
+    the config describes it.
+
+    The smoke-test layer comes last and is Ready only when its Job passed: `wait` health-checks
+    every object, a Job by its completion (kstatus), and without `wait` the Job is named in
+    `healthChecks`. Its timeout covers the Job's deadline, so a failure reports the Job's reason
+    rather than a timeout (Flux docs, use-cases/running-jobs)."""
+    layers = list(dict.fromkeys(layer(obj) for obj in rendered))
     flux = stack.config.gitops.flux
     assert flux is not None and flux.sourceRef is not None  # the model refuses incomplete settings
     source_ref: dict[str, str] = {"kind": flux.sourceRef.kind, "name": flux.sourceRef.name}
@@ -127,21 +135,37 @@ def flux_objects(stack: Stack, layers: list[str]) -> list[dict[str, Any]]:
     path = flux.path.replace("{name}", stack.name)
     objects: list[dict[str, Any]] = []
     previous: str | None = None
-    for layer in layers:
-        name = f"{application_name(stack.name)}-{layer}"
+    for folder in layers:
+        name = f"{application_name(stack.name)}-{folder}"
         spec: dict[str, Any] = {"interval": flux.interval}
         if previous:
             # dependsOn waits until the previous layer is Ready (with wait: all its objects).
             spec["dependsOn"] = [{"name": previous}]
+        timeout = flux.timeout
+        if folder == SMOKE_TEST_LAYER:
+            deadline = stack.config.smokeTest.activeDeadlineSeconds + 60
+            if deadline * 1000 > duration_ms(timeout):
+                timeout = f"{deadline}s"
         spec.update(
             {
                 "sourceRef": source_ref,
-                "path": f"{path}/{layer}",
+                "path": f"{path}/{folder}",
                 "prune": flux.prune,
                 "wait": flux.wait,
-                "timeout": flux.timeout,
+                "timeout": timeout,
             }
         )
+        if folder == SMOKE_TEST_LAYER and not flux.wait:
+            spec["healthChecks"] = [
+                {
+                    "apiVersion": obj["apiVersion"],
+                    "kind": obj["kind"],
+                    "name": obj["metadata"]["name"],
+                    "namespace": obj["metadata"]["namespace"],
+                }
+                for obj in rendered
+                if layer(obj) == SMOKE_TEST_LAYER
+            ]
         objects.append(
             {
                 "apiVersion": "kustomize.toolkit.fluxcd.io/v1",

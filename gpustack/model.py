@@ -8,9 +8,17 @@ so a validated GPUStack always carries concrete values. The model knows nothing 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from decimal import Decimal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 API_VERSION = "gpustack.dev/v1alpha1"
 
@@ -30,12 +38,37 @@ DURATION = (
     r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$"
 )
 
+# A Kubernetes resource quantity, unsigned (k8s.io/apimachinery resource.Quantity): a decimal
+# number with a binary (Ki..Ei), decimal (m, k, M..E) or exponent suffix.
+QUANTITY = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[mkMGTPE]|[eE][+-]?[0-9]+)?$"
+# An image registry to pull from instead of each image's own: a host (with a dot or a port, or
+# `localhost`, else container runtimes read it as a Docker Hub namespace), an optional port and
+# an optional path prefix of repository components (distribution/reference grammar).
+_HOST = (
+    r"(localhost|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)+)"
+)
+_PATH_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+REGISTRY = rf"^({_HOST}(:[0-9]{{1,5}})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[0-9]{{1,5}})(/{_PATH_COMPONENT})*$"
+# A container image reference: name, optional tag, optional digest (pinning is lint's business).
+IMAGE = (
+    r"^[a-z0-9][-a-z0-9._/:]*[a-z0-9](:[A-Za-z0-9_][-A-Za-z0-9_.]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
+# An extended resource name with its domain, as a device plugin advertises it.
+EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
 Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)]
 LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316)]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63)]
 
-_DURATION_UNITS_MS = {"y": 365 * 86_400_000, "w": 7 * 86_400_000, "d": 86_400_000,
-                      "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
+_DURATION_UNITS_MS = {
+    "y": 365 * 86_400_000,
+    "w": 7 * 86_400_000,
+    "d": 86_400_000,
+    "h": 3_600_000,
+    "m": 60_000,
+    "s": 1000,
+    "ms": 1,
+}
 
 
 def duration_ms(duration: str) -> int:
@@ -50,6 +83,84 @@ class Strict(BaseModel):
     """Unknown fields are errors: a misspelled field must never be silently ignored."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+
+_QUANTITY_SUFFIXES = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+
+
+def quantity_value(quantity: str) -> Decimal:
+    """The amount a quantity matching QUANTITY stands for ('500m' -> 0.5, '1Gi' -> 1073741824)."""
+    number, suffix = re.fullmatch(r"([0-9.]+)(.*)", quantity).groups()  # type: ignore[union-attr]
+    if re.fullmatch(r"[eE][+-]?[0-9]+", suffix):  # an exponent; "E" and "Ei" are units
+        return Decimal(number) * Decimal(10) ** int(suffix[1:])
+    return Decimal(number) * _QUANTITY_SUFFIXES[suffix]
+
+
+def _number_as_text(value: Any) -> Any:
+    # YAML reads `cpu: 1` and `cpu: 0.5` as numbers; Kubernetes takes either, gpustack writes text.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Quantity = Annotated[str, BeforeValidator(_number_as_text), Field(pattern=QUANTITY, max_length=64)]
+ResourceName = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=253)]
+
+
+class ResourceRequirements(Strict):
+    """A container's `resources`, as in a pod spec."""
+
+    requests: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, description="Resources the scheduler reserves, e.g. cpu: 50m."
+    )
+    limits: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, description="Most the container may use, e.g. memory: 512Mi."
+    )
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> ResourceRequirements:
+        # The API server refuses a request above its limit (ValidateResourceRequirements).
+        for name, request in self.requests.items():
+            limit = self.limits.get(name)
+            if limit is not None and quantity_value(request) > quantity_value(limit):
+                raise ValueError(f"requests.{name} {request} is more than limits.{name} {limit}")
+        return self
+
+    def as_pod_spec(self) -> dict[str, dict[str, str]]:
+        return {
+            field: dict(values)
+            for field, values in (("requests", self.requests), ("limits", self.limits))
+            if values
+        }
+
+
+class WithResources(Strict):
+    """A component's config section with `resources` for its main container (the first container
+    of each of its workloads). `components` names those workloads by their
+    `app.kubernetes.io/component` label; decorate applies the requirements, so a new component
+    gets the setting by deriving from this class."""
+
+    components: ClassVar[tuple[str, ...]] = ()
+    resources: ResourceRequirements | None = Field(
+        default=None,
+        description="Requests and limits of the component's main container; replace gpustack's "
+        "defaults for it as a whole.",
+    )
 
 
 class Metadata(Strict):
@@ -136,14 +247,16 @@ class Sharing(Strict):
     )
 
 
-class DevicePlugin(Strict):
+class DevicePlugin(WithResources):
+    components = ("device-plugin",)
     enabled: bool = Field(description="Deploy NVIDIA's device plugin (GKE ships its own: false).")
     version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.20.0"
     migStrategy: Literal["none", "single", "mixed"] = "none"
     sharing: Sharing = Field(default_factory=Sharing)
 
 
-class GFD(Strict):
+class GFD(WithResources):
+    components = ("gpu-feature-discovery",)
     enabled: bool = True
 
 
@@ -160,7 +273,8 @@ class MigManagerConfig(Strict):
     )
 
 
-class MigManager(Strict):
+class MigManager(WithResources):
+    components = ("mig-manager",)
     enabled: bool | Literal["auto"] = Field(
         default="auto",
         description="Deploy NVIDIA's MIG manager; auto: with a MIG strategy, on platforms whose "
@@ -180,14 +294,17 @@ class MigManager(Strict):
     config: MigManagerConfig = Field(default_factory=MigManagerConfig)
 
 
-class NFD(Strict):
+class NFD(WithResources):
+    # The worker runs on every node, the part to size per node; master and gc keep upstream's.
+    components = ("nfd-worker",)
     mode: Literal["deploy", "external", "disabled"] = Field(
         description="deploy: emit NFD; external: NFD is installed elsewhere; disabled: no NFD."
     )
     version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.19.0"
 
 
-class DCGMExporter(Strict):
+class DCGMExporter(WithResources):
+    components = ("dcgm-exporter",)
     enabled: bool = True
     # <DCGM version>-<exporter version>; gpu-operator deployments/gpu-operator/values.yaml
     # (a22dbf6) `dcgmExporter.version`, newer than dcgm-exporter's own chart (4.5.3-4.8.2).
@@ -233,6 +350,54 @@ class Entitlement(Strict):
     enabled: bool = False
     pemFile: str | None = Field(
         default=None, description="Entitlement PEM, relative to the config file."
+    )
+
+
+class Images(Strict):
+    registry: Annotated[str, Field(pattern=REGISTRY, max_length=255)] | None = Field(
+        default=None,
+        description="Pull every image from this registry (air-gapped clusters): the registry host "
+        "of each image is replaced, its repository path, tag and digest kept, e.g. "
+        "'registry.example.com' or 'registry.example.com:5000/mirror'.",
+    )
+    pullSecrets: list[Annotated[str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253)]] = Field(
+        default_factory=list,
+        description="Secrets (kubernetes.io/dockerconfigjson) added as imagePullSecrets to every "
+        "pod gpustack emits; they must exist in each pod's namespace.",
+    )
+
+    @field_validator("pullSecrets")
+    @classmethod
+    def _unique_secrets(cls, secrets: list[str]) -> list[str]:
+        for secret in secrets:
+            if secrets.count(secret) > 1:
+                raise ValueError(f"pull secret {secret} is listed twice")
+        return secrets
+
+
+# NVIDIA's CUDA vectorAdd sample, the GPU pod of k8s-device-plugin's README ("Running GPU Jobs").
+SMOKE_TEST_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+
+
+class SmokeTest(Strict):
+    enabled: bool | Literal["auto"] = Field(
+        default="auto",
+        description="Run a GPU pod after every sync; auto: with gitops.tool argocd or flux.",
+    )
+    image: Annotated[str, Field(pattern=IMAGE, max_length=512)] = Field(
+        default=SMOKE_TEST_IMAGE,
+        description="Image of the GPU pod; its entrypoint must exit 0 only when the GPU works.",
+    )
+    command: list[str] | None = Field(
+        default=None, description="Command instead of the image's entrypoint."
+    )
+    resource: Annotated[str, Field(pattern=EXTENDED_RESOURCE, max_length=253)] | None = Field(
+        default=None,
+        description="Extended resource the pod requests one of (default nvidia.com/gpu, or "
+        "nvidia.com/gpu.shared with sharing.renameByDefault).",
+    )
+    activeDeadlineSeconds: int = Field(
+        default=300, ge=30, le=86400, description="The Job fails when it has not passed by then."
     )
 
 
@@ -384,6 +549,8 @@ class GPUStack(Strict):
     runtimeClass: RuntimeClass = Field(default_factory=RuntimeClass)
     driver: Driver = Field(default_factory=Driver)
     entitlement: Entitlement = Field(default_factory=Entitlement)
+    images: Images = Field(default_factory=Images)
+    smokeTest: SmokeTest = Field(default_factory=SmokeTest)
     gitops: GitOps = Field(default_factory=GitOps)
 
     @model_validator(mode="after")
@@ -482,7 +649,9 @@ class HostMount(Strict):
 class DriverFacts(Strict):
     modes: list[Literal["preinstalled", "driver-toolkit", "gke-managed", "gke-installer"]]
     default: Literal["preinstalled", "driver-toolkit", "gke-managed", "gke-installer"]
-    root: str = Field(description="Driver root on the host, as the device plugin's nvidiaDriverRoot.")
+    root: str = Field(
+        description="Driver root on the host, as the device plugin's nvidiaDriverRoot."
+    )
     hostMount: HostMount | None = Field(
         default=None,
         description="Where the platform keeps the driver and where GPU containers must see it "
@@ -499,7 +668,9 @@ class DriverFacts(Strict):
 
 class CriticalPodsQuota(Strict):
     priorityClasses: list[str] = Field(min_length=1)
-    pods: int = Field(ge=1, description="The quota's pod limit: one pod per GPU node per DaemonSet.")
+    pods: int = Field(
+        ge=1, description="The quota's pod limit: one pod per GPU node per DaemonSet."
+    )
 
 
 class ProfileFacts(Strict):

@@ -46,17 +46,24 @@ def render(stack: Stack) -> Rendering:
     from gpustack.components import node
 
     tool = stack.config.gitops.tool
+    images = stack.config.images
     objects = decorate(
         build_all(stack),
         sync_waves=tool == "argocd",
         platform_runtime_classes=stack.facts.runtime.providedRuntimeClasses,
+        registry=images.registry,
+        pull_secrets=images.pullSecrets,
+        resources=stack.component_resources,
     )
-    layers = list(dict.fromkeys(layer(obj) for obj in objects))
     application_set = gitops.application_set(stack)
     warnings = []
     managed_from = stack.facts.managedDCGMExporterFrom
     version = stack.config.platform.kubernetesVersion
-    if managed_from and stack.config.dcgmExporter.enabled and _minor(version) >= _minor(managed_from):
+    if (
+        managed_from
+        and stack.config.dcgmExporter.enabled
+        and _minor(version) >= _minor(managed_from)
+    ):
         warnings.append(
             f"Kubernetes {version} on {stack.profile.metadata.name}: new clusters run the "
             "platform's managed DCGM exporter too; set dcgmExporter.enabled: false or turn the "
@@ -75,7 +82,7 @@ def render(stack: Stack) -> Rendering:
         source=stack.source,
         kubernetes_version=stack.config.platform.kubernetesVersion,
         layered=tool == "flux",
-        gitops_objects=decorate(gitops.cluster_objects(stack, layers)),
+        gitops_objects=decorate(gitops.cluster_objects(stack, objects)),
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
         node_labels=dict(stack.config.nodes.selector),

@@ -212,7 +212,7 @@ def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
     assert "DaemonSet" in kinds["workloads"] and "Namespace" not in kinds["workloads"]
     # The top-level kustomization still lists every object, layer by layer in apply order.
     top = [path.split("/")[0] for path in load(cluster / "kustomization.yaml")["resources"]]
-    order = ["foundation", "workloads", "monitors"]
+    order = ["foundation", "workloads", "monitors", "smoke-test"]
     assert [order.index(layer) for layer in top] == sorted(order.index(layer) for layer in top)
     assert top[0] == "foundation"
 

@@ -100,6 +100,35 @@ def mig_strategy_without_a_mig_manager(folder: Path) -> None:
     )
 
 
+def cuda_job_without_gpu(folder: Path) -> None:
+    """A hand-written GPU test whose GPU is in requests only (the API server refuses that, and a
+    CUDA image without a limit sees every GPU or none)."""
+    save(
+        folder,
+        "job-cuda-test.yaml",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "cuda-test", "namespace": "gpu-system"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                        "containers": [
+                            {
+                                "name": "cuda",
+                                "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                                "resources": {"requests": {"nvidia.com/gpu": 1}},
+                            }
+                        ],
+                    }
+                }
+            },
+        },
+    )
+
+
 MISTAKES: dict[str, Callable[[Path], None]] = {
     # The NFD worker must reach tainted GPU nodes to label them (GPU pods that use the
     # RuntimeClass get its tolerations from the class, so they would still be tolerated).
@@ -133,6 +162,7 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
     "daemonset-selector-overlap": edit(
         "daemonset-gpu-feature-discovery.yaml", same_selector_as_the_plugin
     ),
+    "gpu-not-requested": cuda_job_without_gpu,
 }
 
 

@@ -134,6 +134,12 @@ def starter(
         ("  interval: 15s", "how often Prometheus scrapes the exporter"),
         ("  monitorLabels: {}",
          "labels Prometheus selects monitors by, e.g. {release: prometheus}"),
+        ("images:", ""),
+        ("  registry: null", "air-gapped: the mirror to pull every image from, e.g. "
+         "registry.example.com"),
+        ("  pullSecrets: []", "Secrets every pod pulls its images with"),
+        ("smokeTest:", ""),
+        ("  enabled: auto", "a GPU pod after every sync; auto: with gitops.tool argocd or flux"),
         ("runtimeClass:", ""),
         ("  enabled: auto", f"auto: {RUNTIME_CLASS_AUTO[facts.runtime.runtimeClass]}"),
         ("  name: nvidia", _provided_note(facts.runtime.providedRuntimeClasses)),

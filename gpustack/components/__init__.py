@@ -19,6 +19,7 @@ from gpustack.components import (
     nfd,
     openshift,
     runtime_class,
+    smoke_test,
 )
 from gpustack.config import Stack
 
@@ -34,6 +35,7 @@ COMPONENTS: tuple[Builder, ...] = (
     dcgm_exporter.build,
     gke.build,
     openshift.build,
+    smoke_test.build,
 )
 
 

@@ -33,6 +33,7 @@ def _rules() -> tuple[Rule, ...]:
         daemonset_selectors,
         device_plugin_config,
         device_plugins,
+        gpu_requests,
         images,
         mig_partitions,
         mig_strategy,
@@ -55,6 +56,7 @@ def _rules() -> tuple[Rule, ...]:
         api_versions,
         images,
         daemonset_selectors,
+        gpu_requests,
     )
     return tuple(module.RULE for module in modules)
 

@@ -1,0 +1,123 @@
+"""The GPU smoke test: a Job whose pod takes one GPU from the device plugin and runs CUDA on it.
+
+Once the stack reports ready it proves what readiness cannot: a pod that asks for a GPU is
+scheduled on a GPU node, the runtime hands it the device and the driver, and a CUDA kernel runs.
+The default image is NVIDIA's vectorAdd sample (k8s-device-plugin README, "Running GPU Jobs"),
+which exits non-zero when the kernel or its result fails. The Job is named after a hash of
+everything it renders from, `gpustack.decorate` makes it an Argo CD PostSync hook, and with Flux
+it is the last layer, which its Kustomization waits for (`gpustack.gitops`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import gpustack
+from gpustack.config import Stack
+from gpustack.workload import (
+    COMPONENT_LABEL,
+    GPU_RESOURCE,
+    driver_mount,
+    gpu_node_affinity,
+    gpu_tolerations,
+    selector_labels,
+)
+
+NAME = "gpu-smoke-test"
+COMPONENT = "smoke-test"
+# Any uid but root: the GPU device nodes are world read-write (nvidia-modprobe's default mode).
+NON_ROOT_UID = 65534
+# A finished Job is deleted after a day when nothing else removes it (plain kubectl apply), so
+# applying the folder again later runs the test again.
+KEEP_FINISHED_SECONDS = 86400
+
+
+def resource(stack: Stack) -> str:
+    """The extended resource the pod takes one of: what the device plugin advertises."""
+    if stack.config.smokeTest.resource:
+        return stack.config.smokeTest.resource
+    sharing = stack.config.devicePlugin.sharing
+    if stack.config.devicePlugin.enabled and sharing.strategy != "none" and sharing.renameByDefault:
+        return f"{GPU_RESOURCE}.shared"
+    return GPU_RESOURCE
+
+
+def name(stack: Stack) -> str:
+    """`gpu-smoke-test-<hash>`: a Job's pod template cannot change, so a changed Job must be a new
+    object; and a new Job after every change of the stack tests it again. The hash covers what the
+    rendering is a function of (gpustack's version, the profile, the config but for the cluster's
+    name), so clusters of a fleet that differ only in name share one Job object."""
+    inputs = "\n".join(
+        (
+            gpustack.__version__,
+            stack.profile.model_dump_json(),
+            stack.config.model_dump_json(exclude={"metadata", "extends"}),
+        )
+    )
+    return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
+
+
+def build(stack: Stack) -> list[dict[str, Any]]:
+    if not stack.smoke_test_enabled:
+        return []
+    settings = stack.config.smokeTest
+    labels = {**selector_labels(NAME), COMPONENT_LABEL: COMPONENT}
+    security: dict[str, Any] = {
+        # Pod Security "restricted": the pod needs nothing but the GPU it is allocated.
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if not stack.facts.securityContextConstraints:
+        # The sample image runs as root; on OpenShift the SCC picks a uid from the namespace's
+        # range instead, and refuses one given here.
+        security["runAsUser"] = NON_ROOT_UID
+    container: dict[str, Any] = {
+        "name": COMPONENT,
+        "image": settings.image,
+        "resources": {"limits": {resource(stack): 1}},
+        "securityContext": security,
+    }
+    if settings.command:
+        container["command"] = list(settings.command)
+    pod_spec: dict[str, Any] = {}
+    if stack.runtime_class_name:
+        pod_spec["runtimeClassName"] = stack.runtime_class_name
+    pod_spec.update(
+        {
+            # Placed like the device plugin: on GPU nodes, tolerating their taints.
+            "affinity": gpu_node_affinity(stack),
+            "tolerations": gpu_tolerations(stack),
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "containers": [container],
+        }
+    )
+    if stack.config.devicePlugin.enabled and stack.facts.driver.hostMount is not None:
+        # NVIDIA's plugin on GKE hands over the device nodes only; GKE's own plugin also mounts
+        # the driver, which here the pod must do itself (README, GKE).
+        volumes, mounts, env = driver_mount(stack)
+        pod_spec["volumes"] = volumes
+        container["volumeMounts"] = mounts
+        container["env"] = env
+    spec: dict[str, Any] = {
+        # A crash is retried twice; a pod that cannot start (no free GPU, no image) counts against
+        # the deadline instead.
+        "backoffLimit": 2,
+        "activeDeadlineSeconds": settings.activeDeadlineSeconds,
+    }
+    if stack.config.gitops.tool == "none":
+        # Argo CD deletes a passed hook itself; Flux would re-create a deleted Job and run it again
+        # on every reconciliation, so there the finished Job stays.
+        spec["ttlSecondsAfterFinished"] = KEEP_FINISHED_SECONDS
+    spec["template"] = {"metadata": {"labels": labels}, "spec": pod_spec}
+    return [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name(stack), "namespace": stack.namespace, "labels": dict(labels)},
+            "spec": spec,
+        }
+    ]
