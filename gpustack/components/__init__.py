@@ -12,12 +12,14 @@ from typing import Any
 from gpustack.components import (
     dcgm_exporter,
     device_plugin,
+    driver,
     gfd,
     gke,
     namespace,
     nfd,
     openshift,
     runtime_class,
+    toolkit,
 )
 from gpustack.config import Stack
 
@@ -27,6 +29,8 @@ COMPONENTS: tuple[Builder, ...] = (
     namespace.build,
     runtime_class.build,
     nfd.build,
+    driver.build,
+    toolkit.build,
     device_plugin.build,
     gfd.build,
     dcgm_exporter.build,
