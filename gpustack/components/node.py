@@ -145,7 +145,17 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
             "The GPU taints stay, and they turn away every pod that does not tolerate them, "
             "CoreDNS included: on a single-node cluster consider `nodes.taints: []`",
         ))
-    notes = [
+    notes = []
+    if stack.toolkit_enabled:
+        facts = stack.facts.runtime.toolkit
+        assert facts is not None
+        notes.append(
+            "containerd: the NVIDIA Container Toolkit DaemonSet writes the `nvidia` runtime to "
+            f"`{facts.dropInConfigFile}`, adds its import to `{facts.configFile}` and restarts "
+            "containerd on each GPU node; nothing to copy by hand (remove a `99-nvidia.toml` "
+            "written earlier by `nvidia-ctk`, the toolkit replaces it)."
+        )
+    notes += [
         "ExtendedResourceToleration: this kube-apiserver admission plugin (off by default) gives "
         "every pod that requests `nvidia.com/gpu` a toleration for the `nvidia.com/gpu` taint, "
         "as GKE does. Enable it in the ClusterConfiguration with `apiServer.extraArgs: [{name: "

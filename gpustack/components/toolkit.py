@@ -142,7 +142,11 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             {"name": "NVIDIA_CONTAINER_RUNTIME_MODE", "value": "cdi"},
             {"name": "CRIO_CONFIG_MODE", "value": "config"},
         ]
-    elif stack.facts.runtime.engine == "cri-o":
+    elif stack.device_list_strategy == "volume-mounts":
+        # The runtime reads the device list from the plugin's volume mounts only when told to
+        # (k8s-device-plugin README, "deviceListStrategy"; toolkit installer flag of that name).
+        env.append({"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"})
+    if not uses_cdi(stack) and stack.facts.runtime.engine == "cri-o":
         # Without CDI the operator installs CRI-O's OCI prestart hook instead of a handler.
         env.append({"name": "CRIO_CONFIG_MODE", "value": "hook"})
     runtime_env, runtime_mounts, runtime_volumes = _runtime_env(stack)
