@@ -86,14 +86,15 @@ def _node_requirements(stack: Stack) -> list[dict[str, Any]]:
     if stack.driver_mode == "driver-toolkit":
         if not driver.rhcosVersion:
             return []
-        return [{"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In",
-                 "values": [driver.rhcosVersion]}]
+        return [
+            {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [driver.rhcosVersion]}
+        ]
     # nodeOS is <os-release ID><VERSION_ID>, e.g. ubuntu22.04 or rhel9.6.
     os_id = driver.nodeOS.rstrip("0123456789.")
     version = driver.nodeOS.removeprefix(os_id)
     requirements = [
         {"key": f"{NFD_OS}.ID", "operator": "In", "values": [os_id]},
-        {"key": f"{NFD_OS}.VERSION_ID", "operator": "In", "values": [version or name]},
+        {"key": f"{NFD_OS}.VERSION_ID", "operator": "In", "values": [version]},
     ]
     if driver.precompiled:
         requirements.append(
@@ -134,15 +135,15 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         host_path_volume("host-os-release", "/etc/os-release"),
         host_path_volume("firmware-search-path", "/sys/module/firmware_class/parameters/path"),
         # GSP firmware, found by the kernel through the search path the driver sets.
-        host_path_volume("nv-firmware", f"{DRIVER_CONTAINER_ROOT}/lib/firmware", "DirectoryOrCreate"),
+        host_path_volume(
+            "nv-firmware", f"{DRIVER_CONTAINER_ROOT}/lib/firmware", "DirectoryOrCreate"
+        ),
     ]
     if dtk:
         env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
         mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
         volumes.append({"name": "shared-nvidia-driver-toolkit", "emptyDir": {}})
-    probe_script = (
-        f"nvidia-smi && mkdir -p {VALIDATIONS} && touch {READY_FILE}"
-    )
+    probe_script = f"nvidia-smi && mkdir -p {VALIDATIONS} && touch {READY_FILE}"
     driver_container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image(stack),
@@ -183,10 +184,15 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 "volumeMounts": [
                     {"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK},
                     {"name": "var-log", "mountPath": "/var/log"},
-                    {"name": "host-os-release", "mountPath": "/host-etc/os-release",
-                     "readOnly": True},
-                    {"name": "firmware-search-path",
-                     "mountPath": "/sys/module/firmware_class/parameters/path"},
+                    {
+                        "name": "host-os-release",
+                        "mountPath": "/host-etc/os-release",
+                        "readOnly": True,
+                    },
+                    {
+                        "name": "firmware-search-path",
+                        "mountPath": "/sys/module/firmware_class/parameters/path",
+                    },
                     {"name": "nv-firmware", "mountPath": "/lib/firmware"},
                 ],
             }
@@ -196,7 +202,9 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
     requirements = _node_requirements(stack)
     if requirements:
-        terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        terms = pod_spec["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
         terms["nodeSelectorTerms"][0]["matchExpressions"].extend(requirements)
     pod_spec.update(
         {

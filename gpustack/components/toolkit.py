@@ -73,7 +73,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     return objects
 
 
-def _runtime_env(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _runtime_env(
+    stack: Stack,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """transformForRuntime: the runtime's config, drop-in and socket, mounted from the host."""
     facts = stack.facts.runtime.toolkit
     assert facts is not None  # toolkit_enabled implies it
@@ -91,20 +93,27 @@ def _runtime_env(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any
             {"name": "CONTAINERD_CONFIG" if containerd else "CRIO_CONFIG", "value": target},
         ]
         mounts.append({"name": f"{runtime}-config", "mountPath": CONFIG_DIR})
-        volumes.append(host_path_volume(
-            f"{runtime}-config", posixpath.dirname(facts.configFile), "DirectoryOrCreate"
-        ))
+        volumes.append(
+            host_path_volume(
+                f"{runtime}-config", posixpath.dirname(facts.configFile), "DirectoryOrCreate"
+            )
+        )
     if facts.dropInConfigFile:
         env += [
-            {"name": "RUNTIME_DROP_IN_CONFIG",
-             "value": DROP_IN_DIR + posixpath.basename(facts.dropInConfigFile)},
+            {
+                "name": "RUNTIME_DROP_IN_CONFIG",
+                "value": DROP_IN_DIR + posixpath.basename(facts.dropInConfigFile),
+            },
             {"name": "RUNTIME_DROP_IN_CONFIG_HOST_PATH", "value": facts.dropInConfigFile},
         ]
         mounts.append({"name": f"{runtime}-drop-in-config", "mountPath": DROP_IN_DIR})
-        volumes.append(host_path_volume(
-            f"{runtime}-drop-in-config", posixpath.dirname(facts.dropInConfigFile),
-            "DirectoryOrCreate",
-        ))
+        volumes.append(
+            host_path_volume(
+                f"{runtime}-drop-in-config",
+                posixpath.dirname(facts.dropInConfigFile),
+                "DirectoryOrCreate",
+            )
+        )
     if facts.socket:
         target = SOCKET_DIR + posixpath.basename(facts.socket)
         env += [
@@ -124,8 +133,10 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     default_runtime = "false" if stack.runtime_class_enabled else "true"
     env: list[dict[str, Any]] = [
         {"name": "ROOT", "value": INSTALL_DIR},
-        {"name": "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
-         "value": "management.nvidia.com/gpu"},
+        {
+            "name": "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
+            "value": "management.nvidia.com/gpu",
+        },
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
         {"name": "TOOLKIT_PID_FILE", "value": "/run/nvidia/toolkit/toolkit.pid"},
         # Where the driver and the device nodes are on the host and in this container (the
@@ -155,8 +166,12 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         {"name": "toolkit-root", "mountPath": "/run/nvidia/toolkit"},
         {"name": "run-nvidia-validations", "mountPath": driver.VALIDATIONS},
         {"name": "toolkit-install-dir", "mountPath": INSTALL_DIR},
-        {"name": "host-root", "mountPath": HOST_ROOT, "readOnly": True,
-         "mountPropagation": "HostToContainer"},
+        {
+            "name": "host-root",
+            "mountPath": HOST_ROOT,
+            "readOnly": True,
+            "mountPropagation": "HostToContainer",
+        },
         {"name": "cdi-root", "mountPath": CDI_ROOT},
     ]
     volumes: list[dict[str, Any]] = [
@@ -168,8 +183,13 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     ]
     if driver_root != "/":
         # HostToContainer: the driver container mounts its root there after this pod starts.
-        mounts.append({"name": "driver-install-dir", "mountPath": DRIVER_ROOT_MOUNT,
-                       "mountPropagation": "HostToContainer"})
+        mounts.append(
+            {
+                "name": "driver-install-dir",
+                "mountPath": DRIVER_ROOT_MOUNT,
+                "mountPropagation": "HostToContainer",
+            }
+        )
         volumes.append(host_path_volume("driver-install-dir", driver_root, "DirectoryOrCreate"))
     if stack.facts.runtime.engine == "cri-o":
         mounts.append({"name": "crio-hooks", "mountPath": "/usr/share/containers/oci/hooks.d"})
@@ -211,11 +231,16 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                     f"until [ -f {driver.READY_FILE} ]; do echo waiting for the NVIDIA driver "
                     "container; sleep 5; done"
                 ],
-                "securityContext": {"allowPrivilegeEscalation": False,
-                                    "capabilities": {"drop": ["ALL"]}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
                 "volumeMounts": [
-                    {"name": "run-nvidia-validations", "mountPath": driver.VALIDATIONS,
-                     "readOnly": True},
+                    {
+                        "name": "run-nvidia-validations",
+                        "mountPath": driver.VALIDATIONS,
+                        "readOnly": True,
+                    },
                 ],
             }
         ]
