@@ -515,7 +515,7 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
             f"container runtime at the driver in {DRIVER_CONTAINER_ROOT}",
             _nearest(layers, ("toolkit", "enabled")),
             field="toolkit.enabled",
-            hint="set toolkit.enabled: auto (or true)",
+            hint="set toolkit.enabled to auto or true",
         )
     if stack.driver_mode == "driver-toolkit" and not config.driver.driverToolkitImage:
         version = config.platform.openshiftVersion or ""
