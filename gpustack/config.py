@@ -518,6 +518,13 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
             hint="set toolkit.enabled to auto or true",
         )
     if stack.driver_mode == "driver-toolkit" and not config.driver.driverToolkitImage:
+        if not facts.driver.driverToolkitImage:
+            raise UserError(
+                f"profile {name!r} names no default Driver Toolkit image",
+                _nearest(layers, ("driver", "mode")),
+                field="driver.driverToolkitImage",
+                hint="set driver.driverToolkitImage",
+            )
         version = config.platform.openshiftVersion or ""
         if version and tuple(int(part) for part in version.split(".")) < (4, 13):
             raise UserError(

@@ -125,13 +125,14 @@ def decorate(
             _hash_config(obj, config_maps)
             runtime_class = obj["spec"]["template"]["spec"].get("runtimeClassName")
             if runtime_class in platform_runtime_classes:
-                _ignore(obj, "runtime-class-missing")
+                ignore(obj, "runtime-class-missing")
         if sync_waves:
             _annotate_sync(obj)
     return sorted(objects, key=sort_key)
 
 
-def _ignore(obj: dict[str, Any], rule: str) -> None:
+def ignore(obj: dict[str, Any], rule: str) -> None:
+    """Exempt `obj` from a lint rule (the `gpustack.dev/ignore` annotation)."""
     annotations = obj["metadata"].setdefault("annotations", {})
     rules = [r for r in annotations.get(IGNORE_ANNOTATION, "").split(",") if r]
     annotations[IGNORE_ANNOTATION] = ",".join(dict.fromkeys([*rules, rule]))

@@ -82,6 +82,24 @@ def same_selector_as_the_plugin(obj: Objects) -> None:
     obj["spec"]["template"]["metadata"]["labels"].update(plugin_labels)
 
 
+def cdi_without_toolkit(obj: Objects) -> None:
+    obj["data"]["config.yaml"] = obj["data"]["config.yaml"].replace(
+        "deviceListStrategy: envvar", "deviceListStrategy: cdi-cri"
+    )
+
+
+def driver_container_beside_the_host_driver(folder: Path) -> None:
+    driver = load(folder, "daemonset-nvidia-dcgm-exporter.yaml")
+    driver["metadata"]["name"] = "nvidia-driver"
+    labels = {"app.kubernetes.io/name": "nvidia-driver"}
+    driver["spec"]["selector"]["matchLabels"] = labels
+    driver["spec"]["template"]["metadata"]["labels"] = labels
+    pod(driver)["containers"][0].update(
+        image="nvcr.io/nvidia/driver:595.91.07-ubuntu22.04", command=["nvidia-driver"], args=["init"]
+    )
+    save(folder, "daemonset-nvidia-driver.yaml", driver)
+
+
 MISTAKES: dict[str, Callable[[Path], None]] = {
     # The NFD worker must reach tainted GPU nodes to label them (GPU pods that use the
     # RuntimeClass get its tolerations from the class, so they would still be tolerated).
@@ -114,6 +132,8 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
     "daemonset-selector-overlap": edit(
         "daemonset-gpu-feature-discovery.yaml", same_selector_as_the_plugin
     ),
+    "cdi-without-toolkit": edit("configmap-nvidia-device-plugin-config.yaml", cdi_without_toolkit),
+    "driver-container-conflict": driver_container_beside_the_host_driver,
 }
 
 

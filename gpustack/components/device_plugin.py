@@ -13,6 +13,7 @@ from typing import Any
 from gpustack import emit
 from gpustack.components import toolkit
 from gpustack.config import Stack
+from gpustack.decorate import ignore
 from gpustack.workload import (
     config_map,
     daemonset,
@@ -37,6 +38,8 @@ MPS_ROOT = "/run/nvidia/mps"
 MPS_MOUNT = "/mps"
 # The plugin's default `containerDriverRoot` (api/config/v1/flags.go, helm chart mount).
 DRIVER_ROOT_MOUNT = "/driver-root"
+# Where the nvidia-container-toolkit packages install the hook (nvidia-container-toolkit-base).
+HOST_CDI_HOOK = "/usr/bin/nvidia-cdi-hook"
 
 
 def image(stack: Stack) -> str:
@@ -69,7 +72,9 @@ def plugin_config(stack: Stack) -> dict[str, Any]:
         # host driver root mounted here, and the specs call the toolkit's nvidia-cdi-hook
         # (gpu-operator transformDevicePluginCtrForCDI, NVIDIA_CDI_HOOK_PATH).
         config["flags"]["plugin"]["containerDriverRoot"] = DRIVER_ROOT_MOUNT
-        config["flags"]["plugin"]["nvidiaCTKPath"] = toolkit.CDI_HOOK
+        # Without gpustack's toolkit the hook is the host package's.
+        hook = toolkit.CDI_HOOK if stack.toolkit_enabled else HOST_CDI_HOOK
+        config["flags"]["plugin"]["nvidiaCTKPath"] = hook
     sharing = plugin.sharing
     if sharing.strategy != "none":
         section: dict[str, Any] = {"renameByDefault": sharing.renameByDefault}
@@ -177,7 +182,12 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    return daemonset(stack, NAME, pod_spec, component="device-plugin")
+    workload = daemonset(stack, NAME, pod_spec, component="device-plugin")
+    if stack.device_list_strategy.startswith("cdi") and not stack.toolkit_enabled:
+        # CDI chosen with the host's own toolkit: the nodes' runtime turns CDI on (kubeadm's
+        # node/99-nvidia.toml does), which no manifest here shows.
+        ignore(workload, "cdi-without-toolkit")
+    return workload
 
 
 def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:

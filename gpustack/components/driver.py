@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
-from gpustack.decorate import IGNORE_ANNOTATION
+from gpustack.decorate import ignore
 from gpustack.workload import (
     daemonset,
     gpu_pod_spec,
@@ -47,6 +47,17 @@ READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
 SHARED_DTK = "/mnt/shared-nvidia-driver-toolkit"
 NFD_OS = "feature.node.kubernetes.io/system-os_release"
 NFD_KERNEL = "feature.node.kubernetes.io/kernel-version.full"
+# (volume, host path, mount path, hostPath type) of a RHEL host's subscription.
+RHEL_SUBSCRIPTION = (
+    (
+        "subscription-entitlement",
+        "/etc/pki/entitlement",
+        "/run/secrets/etc-pki-entitlement",
+        "Directory",
+    ),
+    ("subscription-repo", "/etc/yum.repos.d/redhat.repo", "/run/secrets/redhat.repo", "File"),
+    ("subscription-rhsm", "/etc/rhsm", "/run/secrets/rhsm", "Directory"),
+)
 
 
 def image(stack: Stack) -> str:
@@ -139,6 +150,16 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "nv-firmware", f"{DRIVER_CONTAINER_ROOT}/lib/firmware", "DirectoryOrCreate"
         ),
     ]
+    if (
+        not dtk
+        and stack.facts.driver.containerOS is None
+        and stack.config.driver.nodeOS.startswith("rhel")
+    ):
+        # A RHEL driver container installs kernel headers from Red Hat's repositories with the
+        # host's subscription (gpu-operator controllers/object_controls.go SubscriptionPathMap).
+        for name, host, target, kind in RHEL_SUBSCRIPTION:
+            mounts.append({"name": name, "mountPath": target, "readOnly": True})
+            volumes.append(host_path_volume(name, host, kind))
     if dtk:
         env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
         mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
@@ -224,7 +245,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     if requirements and not _labels_published(stack):
         # NFD publishes the system-os_release and kernel labels by default; an NFD installed
         # elsewhere (Red Hat's operator included) is not among these manifests.
-        workload["metadata"]["annotations"] = {IGNORE_ANNOTATION: "node-label-unsourced"}
+        ignore(workload, "node-label-unsourced")
     return workload
 
 

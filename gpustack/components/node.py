@@ -87,8 +87,15 @@ def _containerd_drop_in(stack: Stack) -> str:
     table = f"{containerd}.runtimes.{handler}"
     systemd = "true" if stack.config.nodes.cgroupDriver == "systemd" else "false"
     default = ""
+    if stack.device_list_strategy.startswith("cdi"):
+        # The device plugin hands out CDI devices: containerd resolves them from these folders
+        # (containerd 1.7 CRI config `enable_cdi`, `cdi_spec_dirs`; k8s-device-plugin docs/cdi.md).
+        default += (
+            '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
+            '  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n\n'
+        )
     if not stack.runtime_class_enabled:
-        default = f'[{containerd}]\n  default_runtime_name = "{handler}"\n\n'
+        default += f'[{containerd}]\n  default_runtime_name = "{handler}"\n\n'
     return (
         HEADER
         + "# containerd config version 2 (containerd 1.7; containerd 2.x migrates it on load).\n"

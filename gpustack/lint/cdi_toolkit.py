@@ -74,7 +74,7 @@ def check(objects: Objects) -> Iterator[Finding]:
 
 RULE = Rule(
     "cdi-without-toolkit",
-    "warning",
+    "error",
     "The device plugin's `deviceListStrategy` is a CDI one (`cdi-cri`, `cdi-annotations`) but no "
     "NVIDIA Container Toolkit DaemonSet with `CDI_ENABLED=true` is among the manifests.",
     "Deploy the toolkit (`toolkit.enabled`), or enable CDI in the nodes' runtime yourself, or use "

@@ -55,10 +55,11 @@ def _host_driver_users(objects: Objects) -> Iterator[tuple[Pod, str]]:
 
 
 def check(objects: Objects) -> Iterator[Finding]:
-    drivers = [pod for pod in objects.pods() if is_driver(pod)]
+    # The same object listed twice (two files, two renders) is still one driver.
+    drivers = list({identity(pod.owner): pod for pod in objects.pods() if is_driver(pod)}.values())
     for index, pod in enumerate(drivers):
         for earlier in drivers[:index]:
-            if identity(earlier.owner) != identity(pod.owner) and may_share_a_node(earlier, pod):
+            if may_share_a_node(earlier, pod):
                 yield finding(
                     RULE,
                     pod.owner,
@@ -66,8 +67,9 @@ def check(objects: Objects) -> Iterator[Finding]:
                     "driver and may run on the same nodes; keep one driver per node",
                     f"{pod.path}.affinity",
                 )
+    users = {(identity(user.owner), reason): user for user, reason in _host_driver_users(objects)}
     for pod in drivers:
-        for user, reason in _host_driver_users(objects):
+        for (_, reason), user in users.items():
             if may_share_a_node(pod, user):
                 yield finding(
                     RULE,
