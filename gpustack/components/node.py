@@ -188,8 +188,8 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
         config["default-runtime"] = stack.config.runtimeClass.handler
     toolkit = (
         "The NVIDIA Container Toolkit DaemonSet installs the toolkit into "
-        "`/usr/local/nvidia/toolkit`; restart `rke2-agent` once its pod is Running, so RKE2 "
-        "finds the runtime and adds it to containerd's config"
+        "`/usr/local/nvidia/toolkit`; restart `rke2-agent` once its pod is Running: RKE2 then "
+        "finds the nvidia runtime"
         if stack.toolkit_enabled else
         "RKE2 detects the nvidia runtime once the NVIDIA Container Toolkit is installed"
     )
