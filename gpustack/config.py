@@ -37,6 +37,11 @@ from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 _MAX_EXTENDS_DEPTH = 16
 # Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
+# Driver modes in which NVIDIA's driver container installs the driver.
+DRIVER_CONTAINER_MODES = ("container", "driver-toolkit")
+# Where a driver container's root filesystem appears on the host (NVIDIA/gpu-operator
+# controllers/object_controls.go DefaultDriverInstallDir, v26.7.0).
+DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
 
 
 @dataclass(frozen=True)
@@ -90,11 +95,41 @@ class Stack:
     @property
     def driver_mode(self) -> str:
         mode = self.config.driver.mode
-        if mode != "auto":
-            return mode
-        if _replaces_gke_device_plugin(self.config, self.profile):
-            return "gke-installer"
-        return self.profile.facts.driver.default
+        return self.profile.facts.driver.default if mode == "auto" else mode
+
+    @property
+    def driver_container(self) -> bool:
+        """The driver runs in a container that gpustack deploys (NVIDIA's driver image)."""
+        return self.driver_mode in DRIVER_CONTAINER_MODES
+
+    @property
+    def driver_root(self) -> str:
+        """Where the driver's files are on the host: every component's nvidiaDriverRoot."""
+        return DRIVER_CONTAINER_ROOT if self.driver_container else self.facts.driver.root
+
+    @property
+    def dev_root(self) -> str:
+        """Where the /dev holding the GPU device nodes is on the host. A driver container creates
+        them under its root (k8s-device-plugin `--dev-root`: '/' or '/run/nvidia/driver');
+        upstream defaults the dev root to the driver root (api/config/v1/config.go)."""
+        if self.driver_container:
+            return DRIVER_CONTAINER_ROOT
+        return self.facts.driver.devRoot or self.facts.driver.root
+
+    @property
+    def toolkit_enabled(self) -> bool:
+        enabled = self.config.toolkit.enabled
+        facts = self.facts.runtime.toolkit
+        if enabled == "auto":
+            return facts is not None and (self.driver_container or facts.required)
+        return bool(enabled)
+
+    @property
+    def device_list_strategy(self) -> str:
+        strategy = self.config.devicePlugin.deviceListStrategy
+        if strategy == "auto":
+            return "cdi-cri" if self.toolkit_enabled else "envvar"
+        return strategy
 
     @property
     def monitor(self) -> str:
@@ -105,7 +140,10 @@ class Stack:
     def runtime_class_enabled(self) -> bool:
         enabled = self.config.runtimeClass.enabled
         if enabled == "auto":
-            return self.profile.facts.runtime.runtimeClass in ("required", "optional")
+            need = self.profile.facts.runtime.runtimeClass
+            # With CDI the toolkit adds an `nvidia` runtime handler that the GPU stack's own pods
+            # run under (gpu-operator assets/pre-requisites/0220_runtime_class_cdi.yaml).
+            return need in ("required", "optional") or (need == "cdi-only" and self.toolkit_enabled)
         return bool(enabled)
 
     @property
@@ -505,18 +543,20 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             _nearest(layers, ("platform", "openshiftVersion")),
             field="platform.openshiftVersion",
         )
-    if (
-        config.devicePlugin.enabled
-        and facts.devicePluginProvider == "gke"
-        and not _label_disables_gke_plugin(config)
-    ):
+    if config.devicePlugin.enabled and facts.devicePluginProvider == "gke":
+        # NVIDIA's plugin on GKE works only as NVIDIA's GKE guide sets it up (cloud-native-docs
+        # google-gke.rst): the Container Toolkit installed into /home/kubernetes/bin/nvidia and
+        # CDI, driver root /home/kubernetes/bin/nvidia, dev root /. Without the toolkit the plugin
+        # defaults its dev root to the driver root (api/config/v1/config.go), hands out device
+        # nodes that do not exist, and GPU pods get no driver libraries.
         raise UserError(
-            "GKE runs its own device plugin on GPU nodes; two plugins advertising nvidia.com/gpu "
-            "on one node make allocation nondeterministic",
+            "NVIDIA's device plugin on GKE needs the NVIDIA Container Toolkit with CDI "
+            "(NVIDIA's GKE guide), which gpustack does not deploy on GKE; GKE's own device "
+            "plugin serves nvidia.com/gpu there",
             _nearest(layers, ("devicePlugin", "enabled")),
             field="devicePlugin.enabled",
-            hint="add 'gke-no-default-nvidia-gpu-device-plugin: \"true\"' to nodes.selector "
-            "(and create the pool with that label) or set devicePlugin.enabled: false",
+            hint="set devicePlugin.enabled: false, or install the GPU Operator as NVIDIA's GKE "
+            "guide describes",
         )
     if not _gpu_node_selector(config, profile) and not config.nodes.selector:
         nfd_labels = ", ".join(item.key for item in facts.gpuNodeSelector)
@@ -528,15 +568,47 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             hint="put a label your GPU nodes carry in nodes.selector (the node/ files apply "
             "it where gpustack writes them), or set nfd.mode: deploy or external",
         )
-    if _replaces_gke_device_plugin(config, profile) and config.driver.mode == "gke-managed":
+    _check_toolkit(config, profile, layers)
+
+
+def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    facts = profile.facts
+    name = profile.metadata.name
+    if config.toolkit.enabled is True and facts.runtime.toolkit is None:
         raise UserError(
-            "GKE does not install the driver on nodes whose pool opts out of its device plugin, "
-            "so NVIDIA's device plugin needs Google's driver installer",
-            _nearest(layers, ("driver", "mode")),
-            field="driver.mode",
-            hint="set driver.mode: gke-installer (or auto) and create the pool with "
-            "gpu-driver-version=disabled",
+            f"gpustack does not deploy the NVIDIA Container Toolkit on profile {name!r}",
+            _nearest(layers, ("toolkit", "enabled")),
+            field="toolkit.enabled",
+            hint="set toolkit.enabled: auto",
         )
+    stack = Stack(config, profile, "")
+    if stack.driver_container and not stack.toolkit_enabled:
+        raise UserError(
+            "a driver container needs the NVIDIA Container Toolkit DaemonSet: only it points the "
+            f"container runtime at the driver in {DRIVER_CONTAINER_ROOT}",
+            _nearest(layers, ("toolkit", "enabled")),
+            field="toolkit.enabled",
+            hint="set toolkit.enabled to auto or true",
+        )
+    if stack.driver_mode == "driver-toolkit" and not config.driver.driverToolkitImage:
+        if not facts.driver.driverToolkitImage:
+            raise UserError(
+                f"profile {name!r} names no default Driver Toolkit image",
+                _nearest(layers, ("driver", "mode")),
+                field="driver.driverToolkitImage",
+                hint="set driver.driverToolkitImage",
+            )
+        version = config.platform.openshiftVersion or ""
+        if version and tuple(int(part) for part in version.split(".")) < (4, 13):
+            raise UserError(
+                f"OpenShift {version}: the default Driver Toolkit image is RHEL 9 based (4.13 and "
+                "later); earlier releases need the cluster's own",
+                _nearest(layers, ("driver", "mode")),
+                field="driver.driverToolkitImage",
+                hint="set driver.driverToolkitImage to `oc adm release info "
+                "--image-for=driver-toolkit`",
+            )
+
 
 
 def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorRequirement]:
@@ -725,18 +797,6 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
             field="migManager.config.file",
         )
     return mig.parse_user_configs(load_file(file))
-
-
-def _replaces_gke_device_plugin(config: GPUStack, profile: Profile) -> bool:
-    """NVIDIA's plugin runs instead of GKE's. The pool label that turns GKE's plugin off turns
-    its driver install off too (NVIDIA/aicr #2047), and NVIDIA's GKE guide creates such pools with
-    gpu-driver-version=disabled plus Google's installer DaemonSet (cloud-native-docs google-gke.rst)."""
-    return config.devicePlugin.enabled and profile.facts.devicePluginProvider == "gke"
-
-
-def _label_disables_gke_plugin(config: GPUStack) -> bool:
-    # NVIDIA/cloud-native-docs gpu-operator/google-gke.rst: this node label disables GKE's plugin.
-    return config.nodes.selector.get("gke-no-default-nvidia-gpu-device-plugin") == "true"
 
 
 def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:

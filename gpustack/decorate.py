@@ -149,7 +149,7 @@ def decorate(
         _pod_settings(template, registry, pull_secrets, resources or {})
         _hash_config(workload, config_maps)
         if template["spec"].get("runtimeClassName") in platform_runtime_classes:
-            _ignore(workload, "runtime-class-missing")
+            ignore(workload, "runtime-class-missing")
     if sync_waves:
         for obj in objects:
             _annotate_sync(obj)
@@ -188,7 +188,8 @@ def _pod_settings(
         }
 
 
-def _ignore(obj: dict[str, Any], rule: str) -> None:
+def ignore(obj: dict[str, Any], rule: str) -> None:
+    """Exempt `obj` from a lint rule (the `gpustack.dev/ignore` annotation)."""
     annotations = obj["metadata"].setdefault("annotations", {})
     rules = [r for r in annotations.get(IGNORE_ANNOTATION, "").split(",") if r]
     annotations[IGNORE_ANNOTATION] = ",".join(dict.fromkeys([*rules, rule]))

@@ -224,6 +224,11 @@ class Nodes(Strict):
         description="GKE profiles: the GPU node pool's machine type and accelerator, written "
         "into the node/ pool artifacts.",
     )
+    cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
+        default="systemd",
+        description="The nodes' cgroup driver (the kubelet's cgroupDriver): the nvidia runtime "
+        "in the containerd drop-in uses the same one as runc.",
+    )
 
     @field_validator("taints")
     @classmethod
@@ -253,6 +258,11 @@ class DevicePlugin(WithResources):
     version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.20.0"
     migStrategy: Literal["none", "single", "mixed"] = "none"
     sharing: Sharing = Field(default_factory=Sharing)
+    deviceListStrategy: Literal["auto", "envvar", "cdi-cri", "volume-mounts"] = Field(
+        default="auto",
+        description="How the plugin hands allocated GPUs to the container runtime; auto: cdi-cri "
+        "where gpustack renders the NVIDIA Container Toolkit (which turns CDI on), else envvar.",
+    )
 
 
 class GFD(WithResources):
@@ -340,10 +350,82 @@ class RuntimeClass(Strict):
     handler: Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)] = "nvidia"
 
 
-class Driver(Strict):
-    mode: Literal["auto", "preinstalled", "driver-toolkit", "gke-managed", "gke-installer"] = Field(
+DriverMode = Literal[
+    "preinstalled", "container", "driver-toolkit", "gke-managed", "gke-installer"
+]
+
+
+class Driver(WithResources):
+    components = ("nvidia-driver",)
+    mode: Literal["auto"] | DriverMode = Field(
         default="auto", description="auto: the profile's default driver mode."
     )
+    # gpu-operator deployments/gpu-operator/values.yaml `driver.version` (v26.7.0).
+    version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")] = Field(
+        default="595.91.07",
+        description="NVIDIA driver version of the driver container (modes container and "
+        "driver-toolkit).",
+    )
+    nodeOS: Annotated[str, Field(pattern=r"^(ubuntu[0-9]{2}\.[0-9]{2}|rhel[0-9]+\.[0-9]+)$")] = Field(
+        default="ubuntu22.04",
+        description="The GPU nodes' OS (driver image tag suffix), e.g. ubuntu22.04, ubuntu24.04, "
+        "rhel9.6; mode container only (OpenShift's is RHCOS, from platform.openshiftVersion).",
+    )
+    precompiled: bool = Field(
+        default=False,
+        description="Use NVIDIA's precompiled driver image for `kernelVersion` (Ubuntu only) "
+        "instead of building the driver on the node.",
+    )
+    kernelVersion: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$")] | None = Field(
+        default=None,
+        description="The GPU nodes' kernel (`uname -r`, e.g. 6.8.0-60-generic); required with "
+        "precompiled.",
+    )
+    driverToolkitImage: str | None = Field(
+        default=None,
+        description="OpenShift: the Driver Toolkit image matching the nodes' RHCOS kernel (`oc adm "
+        "release info --image-for=driver-toolkit`); default: Red Hat's image for "
+        "platform.openshiftVersion.",
+    )
+    rhcosVersion: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+$")] | None = Field(
+        default=None,
+        description="OpenShift: pin the driver to nodes of this RHCOS build (NFD label "
+        "system-os_release.OSTREE_VERSION, e.g. 416.94.202410211619-0); needs driverToolkitImage.",
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> Driver:
+        if self.precompiled and not self.kernelVersion:
+            raise ConflictError(
+                ("driver", "kernelVersion"),
+                "driver.precompiled needs driver.kernelVersion (the GPU nodes' `uname -r`): "
+                "NVIDIA publishes one precompiled image per kernel",
+            )
+        if self.precompiled and not self.nodeOS.startswith("ubuntu"):
+            raise ConflictError(
+                ("driver", "precompiled"),
+                "NVIDIA publishes precompiled driver images for Ubuntu only; set "
+                "driver.precompiled: false",
+            )
+        if self.rhcosVersion and not self.driverToolkitImage:
+            raise ConflictError(
+                ("driver", "driverToolkitImage"),
+                "driver.rhcosVersion needs driver.driverToolkitImage, the Driver Toolkit image of "
+                "that RHCOS build (`oc adm release info --image-for=driver-toolkit`)",
+            )
+        return self
+
+
+class Toolkit(WithResources):
+    components = ("container-toolkit",)
+    enabled: bool | Literal["auto"] = Field(
+        default="auto",
+        description="Deploy the NVIDIA Container Toolkit DaemonSet, which configures the "
+        "container runtime (nvidia runtime and CDI); auto: where the driver is a container or "
+        "the profile needs it.",
+    )
+    # gpu-operator deployments/gpu-operator/values.yaml `toolkit.version` (v26.7.0).
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v1.20.0"
 
 
 class Entitlement(Strict):
@@ -548,6 +630,7 @@ class GPUStack(Strict):
     dcgmExporter: DCGMExporter = Field(default_factory=DCGMExporter)
     runtimeClass: RuntimeClass = Field(default_factory=RuntimeClass)
     driver: Driver = Field(default_factory=Driver)
+    toolkit: Toolkit = Field(default_factory=Toolkit)
     entitlement: Entitlement = Field(default_factory=Entitlement)
     images: Images = Field(default_factory=Images)
     smokeTest: SmokeTest = Field(default_factory=SmokeTest)
@@ -625,6 +708,24 @@ class ProfileMetadata(Strict):
     description: str
 
 
+class ToolkitFacts(Strict):
+    required: bool = Field(
+        default=False,
+        description="The runtime reaches the GPUs only through the toolkit, even with a host "
+        "driver (toolkit.enabled auto turns it on).",
+    )
+    configFile: str | None = Field(
+        default=None, description="The runtime's top-level config file on the host."
+    )
+    dropInConfigFile: str | None = Field(
+        default=None, description="The drop-in file the toolkit writes the nvidia runtime to."
+    )
+    socket: str | None = Field(default=None, description="The runtime's socket on the host.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment of the toolkit container."
+    )
+
+
 class RuntimeFacts(Strict):
     engine: Literal["containerd", "cri-o"]
     runtimeClass: Literal["required", "optional", "cdi-only", "none"] = Field(
@@ -639,6 +740,11 @@ class RuntimeFacts(Strict):
     )
     containerdConfig: str | None = None
     containerdSocket: str | None = None
+    toolkit: ToolkitFacts | None = Field(
+        default=None,
+        description="How the NVIDIA Container Toolkit DaemonSet configures this runtime; none: "
+        "gpustack cannot deploy the toolkit on this platform.",
+    )
 
 
 class HostMount(Strict):
@@ -647,10 +753,24 @@ class HostMount(Strict):
 
 
 class DriverFacts(Strict):
-    modes: list[Literal["preinstalled", "driver-toolkit", "gke-managed", "gke-installer"]]
-    default: Literal["preinstalled", "driver-toolkit", "gke-managed", "gke-installer"]
+    modes: list[DriverMode]
+    default: DriverMode
     root: str = Field(
-        description="Driver root on the host, as the device plugin's nvidiaDriverRoot."
+        description="Driver root on the host when the driver is not a container (the device "
+        "plugin's nvidiaDriverRoot); a driver container's is always /run/nvidia/driver."
+    )
+    devRoot: str | None = Field(
+        default=None,
+        description="Where /dev with the GPU device nodes is, when not under the driver root.",
+    )
+    containerOS: Literal["rhcos"] | None = Field(
+        default=None,
+        description="The driver container's OS tag is the platform's (rhcos<openshiftVersion>) "
+        "rather than driver.nodeOS.",
+    )
+    driverToolkitImage: str | None = Field(
+        default=None,
+        description="Default Driver Toolkit image; {openshiftVersion} is replaced.",
     )
     hostMount: HostMount | None = Field(
         default=None,

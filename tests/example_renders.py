@@ -13,7 +13,7 @@ OUT = ROOT / "out"
 
 
 def example_configs() -> list[Path]:
-    """Every cluster config in examples/ (one per profile)."""
+    """Every cluster config in examples/ (at least one per profile)."""
     return sorted(EXAMPLES.glob("*.yaml"))
 
 

@@ -68,6 +68,22 @@ def gpu_workloads(objects: list[dict[str, Any]], stack: Stack) -> list[dict[str,
     return [workload for workload in workloads(objects) if is_gpu_workload(workload, stack)]
 
 
+# The driver container and the Container Toolkit provide the nvidia runtime, so they run under
+# the default one (neither of the GPU Operator's DaemonSets sets runtimeClassName).
+RUNTIME_PROVIDERS = ("nvcr.io/nvidia/driver:", "nvcr.io/nvidia/k8s/container-toolkit:")
+
+
+def runtime_users(objects: list[dict[str, Any]], stack: Stack) -> list[dict[str, Any]]:
+    """GPU workloads that run under the nvidia runtime (all but its providers)."""
+    return [
+        workload for workload in gpu_workloads(objects, stack)
+        if not any(
+            container["image"].startswith(RUNTIME_PROVIDERS)
+            for container in containers(pod_spec(workload))
+        )
+    ]
+
+
 def configured_taints(stack: Stack) -> list[dict[str, Any]]:
     taints = [taint.model_dump() for taint in stack.config.nodes.taints]
     if stack.config.nodes.controlPlane:

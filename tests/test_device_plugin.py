@@ -88,22 +88,6 @@ def plugin_config(items: list[dict[str, Any]]) -> dict[str, Any]:
     return YAML(typ="safe").load(config_map["data"]["config.yaml"])
 
 
-@pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])
-def test_plugin_replacing_gkes_reaches_the_gpus_without_an_nvidia_runtime(tmp_path, profile):
-    """GKE has no nvidia runtime: nothing puts /dev/nvidia* into the plugin's container or into
-    GPU pods from NVIDIA_VISIBLE_DEVICES. The plugin must see the devices itself (privileged, as
-    GKE's own plugin) and hand their device nodes to the kubelet (passDeviceSpecs)."""
-    rendered = objects(
-        tmp_path,
-        profile,
-        nodes={"selector": {"gke-no-default-nvidia-gpu-device-plugin": "true"}},
-        devicePlugin={"enabled": True},
-    )
-    plugin = find(rendered, PLUGIN)["spec"]["template"]["spec"]["containers"][0]
-    assert plugin["securityContext"] == {"privileged": True}
-    assert plugin_config(rendered)["flags"]["plugin"]["passDeviceSpecs"] is True
-
-
 @pytest.mark.parametrize("profile", ["kubeadm", "rke2", "openshift"])
 def test_plugin_leaves_devices_to_the_nvidia_runtime_elsewhere(tmp_path, profile):
     rendered = objects(tmp_path, profile)

@@ -49,23 +49,25 @@ def changes_of(result: Any) -> dict[str, dict[str, Any]]:
 # --- gpustack diff --profile A --profile B ----------------------------------------------------
 
 
-def test_two_profiles_show_the_runtime_class_and_its_use(cli, tmp_path):
+def test_two_profiles_show_who_installs_the_driver(cli, tmp_path):
     config = write_config(tmp_path, "lab.yaml")
     result = cli("diff", "--profile", "openshift", "--profile", "kubeadm", config)
     assert result.exit_code == 1, result.output
     lines = summary(result.stdout)
     assert lines[0].startswith("openshift -> kubeadm: ")
-    # CRI-O needs no RuntimeClass; kubeadm's containerd keeps runc its default, so it needs one.
-    assert "+ added    RuntimeClass.node.k8s.io nvidia" in lines
-    daemonset = lines.index("~ changed  DaemonSet.apps gpu-system/nvidia-device-plugin")
-    assert "    spec.template.spec.runtimeClassName" in lines[daemonset + 1:]
+    # OpenShift builds the driver in a container and configures CRI-O with the toolkit; kubeadm's
+    # driver and runtime are the host's.
+    assert "- removed  DaemonSet.apps gpu-system/nvidia-driver-daemonset" in lines
+    assert "- removed  DaemonSet.apps gpu-system/nvidia-container-toolkit-daemonset" in lines
+    config_map = lines.index("~ changed  ConfigMap gpu-system/nvidia-device-plugin-config")
+    assert '    data["config.yaml"].flags.nvidiaDriverRoot' in lines[config_map + 1:]
     assert "~ changed  Namespace gpu-system" in lines
     assert "- removed  file node/machineset-patch.yaml" in lines
     assert "+ added    file node/join-configuration.yaml" in lines
     # The unified diff follows, named after the profiles.
-    assert "--- openshift/daemonset-nvidia-device-plugin.yaml" in result.stdout
-    assert "+++ kubeadm/daemonset-nvidia-device-plugin.yaml" in result.stdout
-    assert "\n+      runtimeClassName: nvidia\n" in result.stdout
+    assert "--- openshift/configmap-nvidia-device-plugin-config.yaml" in result.stdout
+    assert "+++ kubeadm/configmap-nvidia-device-plugin-config.yaml" in result.stdout
+    assert "\n-      nvidiaDriverRoot: /run/nvidia/driver\n" in result.stdout
     assert "\n-    openshift.io/cluster-monitoring: \"true\"\n" in result.stdout
 
 
@@ -76,12 +78,13 @@ def test_two_profiles_as_json(cli, tmp_path):
     document = json.loads(result.stdout)
     assert (document["old"], document["new"], document["different"]) == ("openshift", "kubeadm", True)
     changes = changes_of(result)
-    assert changes["RuntimeClass/nvidia"]["change"] == "added"
-    assert changes["RuntimeClass/nvidia"]["group"] == "node.k8s.io"
-    plugin = changes["DaemonSet/nvidia-device-plugin"]
+    driver = changes["DaemonSet/nvidia-driver-daemonset"]
+    assert (driver["change"], driver["group"], driver["namespace"]) == (
+        "removed", "apps", "gpu-system")
+    plugin = changes["ConfigMap/nvidia-device-plugin-config"]
     assert (plugin["change"], plugin["namespace"]) == ("changed", "gpu-system")
-    assert "spec.template.spec.runtimeClassName" in plugin["paths"]
-    assert "+      runtimeClassName: nvidia" in plugin["diff"].splitlines()
+    assert 'data["config.yaml"].flags.nvidiaDriverRoot' in plugin["paths"]
+    assert "+      nvidiaDriverRoot: /" in plugin["diff"].splitlines()
     assert changes["node/machineset-patch.yaml"]["change"] == "removed"
 
 

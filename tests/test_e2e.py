@@ -28,6 +28,7 @@ from manifests import (
     gpu_workloads,
     pod_spec,
     required_node_labels,
+    runtime_users,
     tolerates,
     workloads,
 )
@@ -169,7 +170,7 @@ def test_rke2_gpu_pods_use_the_nvidia_runtime_class(example: str) -> None:
         assert "nvidia" not in runtime_classes
     else:
         assert runtime_classes.get("nvidia", {}).get("handler") == "nvidia"
-    gpu = gpu_workloads(objects, stack)
+    gpu = runtime_users(objects, stack)
     assert gpu
     missing = [label(w) for w in gpu if pod_spec(w).get("runtimeClassName") != "nvidia"]
     assert not missing, "without runtimeClassName: nvidia these crash-loop with runc"

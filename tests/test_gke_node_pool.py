@@ -95,15 +95,6 @@ def test_mig_becomes_the_pools_partition_size(tmp_path):
     schema_valid(node_pool)
 
 
-def test_with_nvidias_plugin_the_pool_leaves_sharing_to_it(tmp_path):
-    body = """\
-        nodes: {selector: {gke-no-default-nvidia-gpu-device-plugin: "true"}}
-        devicePlugin: {enabled: true, sharing: {strategy: time-slicing, replicas: 3}}
-        """
-    flags, _ = pool(tmp_path, "gke-cos", textwrap.dedent(body))
-    assert "gpu-sharing-strategy" not in flags
-
-
 @pytest.mark.parametrize(("body", "where", "field", "words"), [
     ("nodes:\n  gke:\n    machineType: g2-standard-8\n    accelerator: {type: nvidia-tesla-a100, count: 1}\n",
      ":7:18:", "nodes.gke.machineType", ["a2-highgpu", "g2-standard-8"]),

@@ -18,11 +18,10 @@ FEATURES: dict[str, dict[str, object]] = {
         "gitops": {"tool": "argocd", "argocd": {"repoURL": "https://git.example.com/x.git"}},
     },
 }
+# GKE runs its own device plugin (NVIDIA's is refused there): Google's installer and the DCGM
+# exporter are the workloads gpustack emits, with the smoke test.
 GKE_EVERYTHING = {
-    "devicePlugin": {"enabled": True},
-    "gfd": {"enabled": True},
     "driver": {"mode": "gke-installer"},
-    "nodes": {"selector": {"gke-no-default-nvidia-gpu-device-plugin": "true"}},
     "smokeTest": {"enabled": True},
 }
 WORKLOADS = {"DaemonSet", "Deployment", "Job"}

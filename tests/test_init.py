@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from manifests import gpu_workloads, pod_spec, workloads
+from manifests import gpu_workloads, pod_spec, runtime_users, workloads
 
 from gpustack import render
 from gpustack.config import Stack, load_stack
@@ -74,7 +74,7 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
     facts = stack.profile.facts
     objects = render.render(stack).objects
     pod_specs = [pod_spec(workload) for workload in workloads(objects)]
-    gpu_pod_specs = [pod_spec(workload) for workload in gpu_workloads(objects, stack)]
+    gpu_pod_specs = [pod_spec(workload) for workload in runtime_users(objects, stack)]
 
     fields = commented_fields(text)
     assert f"gpustack profiles show {profile}" in text

@@ -187,31 +187,21 @@ def test_no_nvidia_device_plugin_on_gke_by_default(tmp_path, profile):
     assert not find(rendering.objects, "DaemonSet", "nvidia-device-plugin")
 
 
-def test_nvidia_device_plugin_on_gke_brings_the_installer(tmp_path):
-    rendering = rendered(
-        tmp_path, "gke-cos", f"nodes:\n  {GKE_PLUGIN_OPT_OUT}\ndevicePlugin: {{enabled: true}}\n"
-    )
-    assert find(rendering.objects, "DaemonSet", "nvidia-device-plugin")
-    assert installer_of(rendering)["metadata"]["name"] == "nvidia-driver-installer-cos"
-    pool = rendering.node_files["gke-node-pool.sh"]
-    assert "gpu-driver-version=disabled" in pool
-    assert "--node-labels='gke-no-default-nvidia-gpu-device-plugin=true'" in pool
-
-
-def test_nvidia_device_plugin_with_gke_managed_driver_is_refused(tmp_path, cli):
+@pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])
+def test_nvidia_device_plugin_on_gke_is_refused(tmp_path, cli, profile):
+    """Without the Container Toolkit and CDI, NVIDIA's plugin on GKE takes its dev root from the
+    driver root /home/kubernetes/bin/nvidia (upstream api/config/v1/config.go), so GPU pods get
+    device nodes that do not exist and no driver libraries: exit 2, nothing written."""
     config = write_config(
-        tmp_path,
-        "gke-ubuntu",
-        f"nodes:\n  {GKE_PLUGIN_OPT_OUT}\ndevicePlugin: {{enabled: true}}\n"
-        "driver: {mode: gke-managed}\n",
+        tmp_path, profile, f"nodes:\n  {GKE_PLUGIN_OPT_OUT}\ndevicePlugin: {{enabled: true}}\n"
     )
     with pytest.raises(UserError) as raised:
         load_stack(config)
-    assert raised.value.field == "driver.mode"
-    assert (raised.value.location.line, raised.value.location.column) == (8, 16)
+    assert raised.value.field == "devicePlugin.enabled"
+    assert "Container Toolkit" in str(raised.value)
     result = cli("render", config, "-o", tmp_path / "out")
     assert result.exit_code == 2
-    assert "driver.mode" in result.output and "gke-installer" in result.output
+    assert "devicePlugin.enabled" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
 
 
@@ -489,14 +479,6 @@ def test_user_gke_profile_without_installer_os_is_a_clear_error(tmp_path, cli):
     assert result.exit_code == 2
     assert "installerOS" in result.output
     assert "Traceback" not in result.output
-
-
-def test_nvidia_device_plugin_on_gke_needs_the_opt_out_label(tmp_path):
-    config = write_config(tmp_path, "gke-cos", "devicePlugin: {enabled: true}\n")
-    with pytest.raises(UserError) as raised:
-        load_stack(config)
-    assert raised.value.field == "devicePlugin.enabled"
-    assert "gke-no-default-nvidia-gpu-device-plugin" in str(raised.value)
 
 
 @pytest.mark.parametrize(("version", "enabled", "warned"), [

@@ -169,20 +169,6 @@ def test_the_smoke_test_pod_meets_pod_security_restricted(tmp_path, profile):
         assert security["runAsUser"] != 0
 
 
-def test_nvidia_plugin_on_gke_mounts_the_driver_into_the_smoke_test(tmp_path):
-    job = smoke_test(
-        tmp_path,
-        "gke-ubuntu",
-        gitops=ARGOCD,
-        devicePlugin={"enabled": True},
-        nodes={"selector": {"gke-no-default-nvidia-gpu-device-plugin": "true"}},
-    )
-    pod = job["spec"]["template"]["spec"]
-    (volume,) = pod["volumes"]
-    assert volume["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
-    assert pod["containers"][0]["volumeMounts"][0]["mountPath"] == "/usr/local/nvidia"
-
-
 def test_the_smoke_test_takes_the_resource_the_plugin_advertises(tmp_path):
     shared = {"sharing": {"strategy": "time-slicing", "renameByDefault": True}}
     job = smoke_test(tmp_path, "kubeadm", gitops=ARGOCD, devicePlugin=shared)

@@ -127,6 +127,22 @@ def cuda_job_without_gpu(folder: Path) -> None:
             },
         },
     )
+def cdi_without_toolkit(obj: Objects) -> None:
+    obj["data"]["config.yaml"] = obj["data"]["config.yaml"].replace(
+        "deviceListStrategy: envvar", "deviceListStrategy: cdi-cri"
+    )
+
+
+def driver_container_beside_the_host_driver(folder: Path) -> None:
+    driver = load(folder, "daemonset-nvidia-dcgm-exporter.yaml")
+    driver["metadata"]["name"] = "nvidia-driver"
+    labels = {"app.kubernetes.io/name": "nvidia-driver"}
+    driver["spec"]["selector"]["matchLabels"] = labels
+    driver["spec"]["template"]["metadata"]["labels"] = labels
+    pod(driver)["containers"][0].update(
+        image="nvcr.io/nvidia/driver:595.91.07-ubuntu22.04", command=["nvidia-driver"], args=["init"]
+    )
+    save(folder, "daemonset-nvidia-driver.yaml", driver)
 
 
 MISTAKES: dict[str, Callable[[Path], None]] = {
@@ -163,6 +179,8 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
         "daemonset-gpu-feature-discovery.yaml", same_selector_as_the_plugin
     ),
     "gpu-not-requested": cuda_job_without_gpu,
+    "cdi-without-toolkit": edit("configmap-nvidia-device-plugin-config.yaml", cdi_without_toolkit),
+    "driver-container-conflict": driver_container_beside_the_host_driver,
 }
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpustack.commands.common import handles_user_errors
+
+if TYPE_CHECKING:
+    from gpustack.model import ProfileFacts
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server).
 SCHEMA_FILE = "gpustack.schema.json"
@@ -24,7 +28,7 @@ COMMENT_COLUMN = 32
 RUNTIME_CLASS_AUTO = {
     "required": "on every GPU pod (containerd's default is runc)",
     "optional": "on every GPU pod; false if nvidia is containerd's default",
-    "cdi-only": "off here (CRI-O needs it only with CDI)",
+    "cdi-only": "on every GPU pod with the Container Toolkit's CDI, else off",
     "none": "off here (the platform mounts the driver)",
 }
 
@@ -119,6 +123,8 @@ def starter(
         (f"  enabled: {_bool(defaults.get('devicePlugin', {}).get('enabled', True))}",
          "GKE runs its own device plugin on GPU nodes" if gke_plugin else "NVIDIA's device plugin"),
         ("  migStrategy: none", "none | single | mixed"),
+        ("  deviceListStrategy: auto", "auto (cdi-cri with the toolkit, else envvar) | envvar "
+         "| cdi-cri | volume-mounts"),
         ("  sharing:", ""),
         ("    strategy: none", "none | time-slicing | mps"),
         ("    replicas: 4", "pods per GPU when sharing"),
@@ -146,9 +152,19 @@ def starter(
         ("  handler: nvidia", "the runtime name in the container runtime's config"),
         ("driver:", ""),
         ("  mode: auto", f"auto ({facts.driver.default}) | {' | '.join(facts.driver.modes)}"),
+        ("toolkit:", ""),
+        ("  enabled: auto", _toolkit_note(facts)),
     ]
     header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
     return header + "".join(_line(text, comment) for text, comment in lines)
+
+
+def _toolkit_note(facts: ProfileFacts) -> str:
+    if facts.runtime.toolkit is None:
+        return "NVIDIA Container Toolkit DaemonSet: not available here"
+    if facts.runtime.toolkit.required:
+        return "NVIDIA Container Toolkit DaemonSet: on here (the runtime needs it)"
+    return "NVIDIA Container Toolkit DaemonSet: on with a driver container"
 
 
 def _line(text: str, comment: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 from gpustack.components import (
     dcgm_exporter,
     device_plugin,
+    driver,
     gfd,
     gke,
     mig_manager,
@@ -20,6 +21,7 @@ from gpustack.components import (
     openshift,
     runtime_class,
     smoke_test,
+    toolkit,
 )
 from gpustack.config import Stack
 
@@ -29,6 +31,8 @@ COMPONENTS: tuple[Builder, ...] = (
     namespace.build,
     runtime_class.build,
     nfd.build,
+    driver.build,
+    toolkit.build,
     device_plugin.build,
     gfd.build,
     mig_manager.build,

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
+from gpustack.components import toolkit
 from gpustack.config import Stack
+from gpustack.decorate import ignore
 from gpustack.workload import (
     config_map,
     daemonset,
@@ -34,6 +36,10 @@ MPS_ROOT = "/run/nvidia/mps"
 # logs and `.ready` there and the plugin health-checks it there (cmd/mps-control-daemon/mps/root.go
 # `ContainerRoot`); MPS_ROOT only tells the plugin the host path to mount into GPU pods.
 MPS_MOUNT = "/mps"
+# The plugin's default `containerDriverRoot` (api/config/v1/flags.go, helm chart mount).
+DRIVER_ROOT_MOUNT = "/driver-root"
+# Where the nvidia-container-toolkit packages install the hook (nvidia-container-toolkit-base).
+HOST_CDI_HOOK = "/usr/bin/nvidia-cdi-hook"
 
 
 def image(stack: Stack) -> str:
@@ -48,16 +54,27 @@ def plugin_config(stack: Stack) -> dict[str, Any]:
         "flags": {
             "migStrategy": plugin.migStrategy,
             "failOnInitError": True,
-            "nvidiaDriverRoot": stack.facts.driver.root,
+            "nvidiaDriverRoot": stack.driver_root,
+            # Set explicitly: left out, the plugin takes the driver root (api/config/v1/config.go),
+            # which is wrong where the device nodes are elsewhere (GKE).
+            "nvidiaDevRoot": stack.dev_root,
             "plugin": {
                 # Where no nvidia runtime reads NVIDIA_VISIBLE_DEVICES (GKE), GPU pods get their
                 # device nodes only if the plugin hands them to the kubelet, as GKE's plugin does.
                 "passDeviceSpecs": stack.facts.driver.hostMount is not None,
-                "deviceListStrategy": "envvar",
+                "deviceListStrategy": stack.device_list_strategy,
                 "deviceIDStrategy": "uuid",
             },
         },
     }
+    if stack.device_list_strategy == "cdi-cri":
+        # The plugin writes CDI specs for the devices it allocates: it reads the driver from the
+        # host driver root mounted here, and the specs call the toolkit's nvidia-cdi-hook
+        # (gpu-operator transformDevicePluginCtrForCDI, NVIDIA_CDI_HOOK_PATH).
+        config["flags"]["plugin"]["containerDriverRoot"] = DRIVER_ROOT_MOUNT
+        # Without gpustack's toolkit the hook is the host package's.
+        hook = toolkit.CDI_HOOK if stack.toolkit_enabled else HOST_CDI_HOOK
+        config["flags"]["plugin"]["nvidiaCTKPath"] = hook
     sharing = plugin.sharing
     if sharing.strategy != "none":
         section: dict[str, Any] = {"renameByDefault": sharing.renameByDefault}
@@ -134,6 +151,10 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         {"name": "cdi-root", "mountPath": "/var/run/cdi"},
         *driver_mounts,
     ]
+    if stack.device_list_strategy == "cdi-cri":
+        volumes.append(host_path_volume("driver-root", stack.driver_root, "Directory"))
+        mounts.append({"name": "driver-root", "mountPath": DRIVER_ROOT_MOUNT, "readOnly": True,
+                       "mountPropagation": "HostToContainer"})
     if mps:
         volumes += [
             host_path_volume("mps-root", MPS_ROOT, "DirectoryOrCreate"),
@@ -161,7 +182,12 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    return daemonset(stack, NAME, pod_spec, component="device-plugin")
+    workload = daemonset(stack, NAME, pod_spec, component="device-plugin")
+    if stack.device_list_strategy.startswith("cdi") and not stack.toolkit_enabled:
+        # CDI chosen with the host's own toolkit: the nodes' runtime turns CDI on (kubeadm's
+        # node/99-nvidia.toml does), which no manifest here shows.
+        ignore(workload, "cdi-without-toolkit")
+    return workload
 
 
 def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:

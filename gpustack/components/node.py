@@ -104,37 +104,63 @@ def _containerd_drop_in(stack: Stack) -> str:
     """The stanza `nvidia-ctk runtime configure --runtime=containerd` writes, in containerd config
     version 2: containerd 1.7 reads it as is, and containerd 2.x migrates a version 2 drop-in when
     it loads it but refuses a drop-in whose version is above its root config's (containerd
-    cmd/containerd/server/config/config.go), so version 2 is the one file that fits both."""
-    table = f'plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{stack.config.runtimeClass.handler}'
+    cmd/containerd/server/config/config.go), so version 2 is the one file that fits both.
+
+    nvidia-ctk copies runc's options into the nvidia runtime, so its cgroup driver is the node's
+    (`nodes.cgroupDriver`; a runtime whose driver differs from the kubelet's fails to start pods).
+    Without a RuntimeClass on GPU pods it makes nvidia the default (`--set-as-default`)."""
+    handler = stack.config.runtimeClass.handler
+    containerd = 'plugins."io.containerd.grpc.v1.cri".containerd'
+    table = f"{containerd}.runtimes.{handler}"
+    systemd = "true" if stack.config.nodes.cgroupDriver == "systemd" else "false"
+    default = ""
+    if stack.device_list_strategy.startswith("cdi"):
+        # The device plugin hands out CDI devices: containerd resolves them from these folders
+        # (containerd 1.7 CRI config `enable_cdi`, `cdi_spec_dirs`; k8s-device-plugin docs/cdi.md).
+        default += (
+            '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
+            '  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n\n'
+        )
+    if not stack.runtime_class_enabled:
+        default += f'[{containerd}]\n  default_runtime_name = "{handler}"\n\n'
     return (
         HEADER
         + "# containerd config version 2 (containerd 1.7; containerd 2.x migrates it on load).\n"
         + "version = 2\n\n"
+        + default
         + f"[{table}]\n"
         + '  runtime_type = "io.containerd.runc.v2"\n'
         + f"  [{table}.options]\n"
         + '    BinaryName = "/usr/bin/nvidia-container-runtime"\n'
-        + "    SystemdCgroup = true\n"
+        + f"    SystemdCgroup = {systemd}\n"
     )
 
 
 def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
     join = {"apiVersion": KUBEADM_API, "kind": "JoinConfiguration",
             "nodeRegistration": _node_registration(stack)}
-    files = {"join-configuration.yaml": _yaml(join), "99-nvidia.toml": _containerd_drop_in(stack)}
+    files = {"join-configuration.yaml": _yaml(join)}
     where = [
         ("join-configuration.yaml",
          "merge `nodeRegistration` into the JoinConfiguration each GPU worker joins with "
          "(`kubeadm join --config`, with your `discovery` section); kubelet applies the taints "
          "when the node registers, so later edits need `kubectl taint`"),
-        ("99-nvidia.toml",
-         "copy to `/etc/containerd/conf.d/99-nvidia.toml` on each GPU node (what `nvidia-ctk "
-         f"runtime configure --runtime=containerd` writes), make sure "
-         f"`{stack.facts.runtime.containerdConfig}` "
-         "has `imports = [\"/etc/containerd/conf.d/*.toml\"]`, then `systemctl restart "
-         "containerd`. It is containerd config version 2, which containerd 1.7 reads and "
-         "containerd 2.x migrates on load (a version 3 file would break containerd 1.7)"),
     ]
+    if not stack.toolkit_enabled:
+        # With the toolkit DaemonSet, it writes this drop-in itself.
+        files["99-nvidia.toml"] = _containerd_drop_in(stack)
+        where.append((
+            "99-nvidia.toml",
+            "copy to `/etc/containerd/conf.d/99-nvidia.toml` on each GPU node (what `nvidia-ctk "
+            f"runtime configure --runtime=containerd` writes), make sure "
+            f"`{stack.facts.runtime.containerdConfig}` "
+            "has `imports = [\"/etc/containerd/conf.d/*.toml\"]`, then `systemctl restart "
+            "containerd`. It is containerd config version 2, which containerd 1.7 reads and "
+            "containerd 2.x migrates on load (a version 3 file would break containerd 1.7). "
+            f"The nvidia runtime uses the `{stack.config.nodes.cgroupDriver}` cgroup driver "
+            "(`nodes.cgroupDriver`), as runc and the kubelet must"
+            + ("; it is containerd's default runtime, since GPU pods name no RuntimeClass"
+               if not stack.runtime_class_enabled else "")))
     if stack.config.nodes.controlPlane:
         # A single-node cluster's node is made by `kubeadm init`, not join. Its registration lists
         # the GPU taints only, which drops kubeadm's default control-plane taint: the only node
@@ -153,7 +179,17 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
             "The GPU taints stay, and they turn away every pod that does not tolerate them, "
             "CoreDNS included: on a single-node cluster consider `nodes.taints: []`",
         ))
-    notes = [
+    notes = []
+    if stack.toolkit_enabled:
+        facts = stack.facts.runtime.toolkit
+        assert facts is not None
+        notes.append(
+            "containerd: the NVIDIA Container Toolkit DaemonSet writes the `nvidia` runtime to "
+            f"`{facts.dropInConfigFile}`, adds its import to `{facts.configFile}` and restarts "
+            "containerd on each GPU node; nothing to copy by hand (remove a `99-nvidia.toml` "
+            "written earlier by `nvidia-ctk`, the toolkit replaces it)."
+        )
+    notes += [
         "ExtendedResourceToleration: this kube-apiserver admission plugin (off by default) gives "
         "every pod that requests `nvidia.com/gpu` a toleration for the `nvidia.com/gpu` taint, "
         "as GKE does. Enable it in the ClusterConfiguration with `apiServer.extraArgs: [{name: "
@@ -173,14 +209,29 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
     labels = _label_strings(stack)
     if labels:
         config["node-label"] = labels
+    if not stack.runtime_class_enabled:
+        # GPU pods name no RuntimeClass: RKE2's `default-runtime` makes nvidia containerd's
+        # default (rke2-docs, agent configuration; k3s `--default-runtime`).
+        config["default-runtime"] = stack.config.runtimeClass.handler
+    toolkit = (
+        "The NVIDIA Container Toolkit DaemonSet installs the toolkit into "
+        "`/usr/local/nvidia/toolkit`; restart `rke2-agent` once its pod is Running: RKE2 then "
+        "finds the nvidia runtime"
+        if stack.toolkit_enabled else
+        "RKE2 detects the nvidia runtime once the NVIDIA Container Toolkit is installed"
+    )
+    default = (
+        f"; `default-runtime: {stack.config.runtimeClass.handler}` makes it containerd's default "
+        "runtime, since GPU pods name no RuntimeClass"
+        if not stack.runtime_class_enabled else ""
+    )
     return (
         {"rke2-agent-config.yaml": _yaml(config)},
         [("rke2-agent-config.yaml",
           "merge into `/etc/rancher/rke2/config.yaml` on each GPU agent before it first joins "
-          "(node-taint and node-label apply when the node registers); RKE2 detects the nvidia "
-          "runtime once the NVIDIA Container Toolkit is installed and writes it into containerd's "
-          "config itself, so leave that file alone (to customise it, RKE2 reads the template "
-          f"`{stack.facts.runtime.containerdConfig}`)")],
+          f"(node-taint and node-label apply when the node registers){default}. {toolkit} and "
+          "writes it into containerd's config itself, so leave that file alone (to customise "
+          f"it, RKE2 reads the template `{stack.facts.runtime.containerdConfig}`)")],
         [],
     )
 

@@ -18,7 +18,6 @@ from gpustack.config import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
     GPU_RESOURCE,
-    driver_mount,
     gpu_node_affinity,
     gpu_tolerations,
     selector_labels,
@@ -95,13 +94,6 @@ def build(stack: Stack) -> list[dict[str, Any]]:
             "containers": [container],
         }
     )
-    if stack.config.devicePlugin.enabled and stack.facts.driver.hostMount is not None:
-        # NVIDIA's plugin on GKE hands over the device nodes only; GKE's own plugin also mounts
-        # the driver, which here the pod must do itself (README, GKE).
-        volumes, mounts, env = driver_mount(stack)
-        pod_spec["volumes"] = volumes
-        container["volumeMounts"] = mounts
-        container["env"] = env
     spec: dict[str, Any] = {
         # A crash is retried twice; a pod that cannot start (no free GPU, no image) counts against
         # the deadline instead.

@@ -29,10 +29,12 @@ __all__ = ["IGNORE_ANNOTATION", "RULES", "Rule", "run", "run_for_stack"]
 def _rules() -> tuple[Rule, ...]:
     from gpustack.lint import (
         api_versions,
+        cdi_toolkit,
         config_maps,
         daemonset_selectors,
         device_plugin_config,
         device_plugins,
+        driver_containers,
         gpu_requests,
         images,
         mig_partitions,
@@ -53,6 +55,8 @@ def _rules() -> tuple[Rule, ...]:
         mig_strategy,
         mig_partitions,
         device_plugins,
+        cdi_toolkit,
+        driver_containers,
         api_versions,
         images,
         daemonset_selectors,

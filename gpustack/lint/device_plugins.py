@@ -59,7 +59,7 @@ def _disjoint(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> b
     return False
 
 
-def _may_share_a_node(a: Pod, b: Pod) -> bool:
+def may_share_a_node(a: Pod, b: Pod) -> bool:
     for left in _requirements(a):
         for right in _requirements(b):
             shared = set(left) & set(right)
@@ -75,7 +75,7 @@ def check(objects: Objects) -> Iterator[Finding]:
     for index, pod in enumerate(plugins):
         for earlier in plugins[:index]:
             # The same object listed twice (two files, two renders) is still one plugin.
-            if identity(earlier.owner) != identity(pod.owner) and _may_share_a_node(earlier, pod):
+            if identity(earlier.owner) != identity(pod.owner) and may_share_a_node(earlier, pod):
                 yield finding(
                     RULE,
                     pod.owner,

@@ -1,0 +1,253 @@
+"""NVIDIA's driver container: builds or unpacks the driver on each GPU node, loads the kernel
+modules and exposes the user-space driver under /run/nvidia/driver, where the Container Toolkit
+and every other component find it (`driver.mode` container or driver-toolkit).
+
+Facts from NVIDIA/gpu-operator v26.7.0: assets/state-driver/0500_daemonset.yaml and the
+operator's renders of it (internal/state/testdata golden files: minimal, precompiled, OpenShift
+Driver Toolkit), deployments/gpu-operator/values.yaml (`driver.version`, `driver.repository`).
+
+What the operator adds at run time and gpustack cannot (it runs nothing in the cluster):
+- the node's OS and kernel, read from NFD labels, pick the image tag; here the config says them
+  (`driver.nodeOS`, `driver.kernelVersion`) and the DaemonSet selects only nodes whose NFD labels
+  match, so an image never lands on a node it does not fit;
+- on OpenShift the Driver Toolkit (DTK) image per RHCOS build, read from the cluster's
+  `openshift/driver-toolkit` ImageStream, one DaemonSet per RHCOS build selected on NFD's
+  `system-os_release.OSTREE_VERSION`; here `driver.driverToolkitImage` (default: Red Hat's DTK
+  for `platform.openshiftVersion`, whose kernel is the newest z-stream's) and, to pin the build,
+  `driver.rhcosVersion`;
+- k8s-driver-manager, which cordons and drains before a driver upgrade by coordinating with the
+  operator's node labels; without the operator the DaemonSet updates OnDelete (as upstream's
+  always does): drain a node, then delete its driver pod.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
+from gpustack.decorate import ignore
+from gpustack.workload import (
+    daemonset,
+    gpu_pod_spec,
+    host_path_volume,
+    role_with_binding,
+    scc_rules,
+    service_account,
+)
+
+NAME = "nvidia-driver-daemonset"
+ACCOUNT = "nvidia-driver"
+CONTAINER = "nvidia-driver-ctr"
+# gpu-operator values.yaml `driver.repository`/`driver.image`.
+IMAGE = "nvcr.io/nvidia/driver"
+VALIDATIONS = "/run/nvidia/validations"
+# Written by the driver pod's startup probe once nvidia-smi answers; the toolkit waits for it
+# (gpu-operator's driver startup probe writes the same file).
+READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
+SHARED_DTK = "/mnt/shared-nvidia-driver-toolkit"
+NFD_OS = "feature.node.kubernetes.io/system-os_release"
+NFD_KERNEL = "feature.node.kubernetes.io/kernel-version.full"
+# (volume, host path, mount path, hostPath type) of a RHEL host's subscription.
+RHEL_SUBSCRIPTION = (
+    (
+        "subscription-entitlement",
+        "/etc/pki/entitlement",
+        "/run/secrets/etc-pki-entitlement",
+        "Directory",
+    ),
+    ("subscription-repo", "/etc/yum.repos.d/redhat.repo", "/run/secrets/redhat.repo", "File"),
+    ("subscription-rhsm", "/etc/rhsm", "/run/secrets/rhsm", "Directory"),
+)
+
+
+def image(stack: Stack) -> str:
+    driver = stack.config.driver
+    if stack.facts.driver.containerOS == "rhcos":
+        return f"{IMAGE}:{driver.version}-rhcos{stack.config.platform.openshiftVersion}"
+    if driver.precompiled:
+        # Precompiled tags are <branch>-<kernel>-<os> (gpu-operator golden precompiled render).
+        branch = driver.version.split(".")[0]
+        return f"{IMAGE}:{branch}-{driver.kernelVersion}-{driver.nodeOS}"
+    return f"{IMAGE}:{driver.version}-{driver.nodeOS}"
+
+
+def driver_toolkit_image(stack: Stack) -> str:
+    explicit = stack.config.driver.driverToolkitImage
+    if explicit:
+        return explicit
+    template = stack.facts.driver.driverToolkitImage or ""
+    return template.replace("{openshiftVersion}", stack.config.platform.openshiftVersion or "")
+
+
+def build(stack: Stack) -> list[dict[str, Any]]:
+    if not stack.driver_container:
+        return []
+    # The driver pod never calls the API server (the operator's RBAC is for k8s-driver-manager).
+    objects = [service_account(stack, ACCOUNT, calls_api=False)]
+    rules = scc_rules(stack)
+    if rules:
+        objects += role_with_binding(stack, ACCOUNT, rules)
+    objects.append(_daemonset(stack))
+    return objects
+
+
+def _node_requirements(stack: Stack) -> list[dict[str, Any]]:
+    """NFD labels that keep the image on nodes it was built for."""
+    driver = stack.config.driver
+    if stack.driver_mode == "driver-toolkit":
+        if not driver.rhcosVersion:
+            return []
+        return [
+            {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [driver.rhcosVersion]}
+        ]
+    # nodeOS is <os-release ID><VERSION_ID>, e.g. ubuntu22.04 or rhel9.6.
+    os_id = driver.nodeOS.rstrip("0123456789.")
+    version = driver.nodeOS.removeprefix(os_id)
+    requirements = [
+        {"key": f"{NFD_OS}.ID", "operator": "In", "values": [os_id]},
+        {"key": f"{NFD_OS}.VERSION_ID", "operator": "In", "values": [version]},
+    ]
+    if driver.precompiled:
+        requirements.append(
+            {"key": NFD_KERNEL, "operator": "In", "values": [str(driver.kernelVersion)]}
+        )
+    return requirements
+
+
+def _privileged(stack: Stack) -> dict[str, Any]:
+    # Privileged: it loads kernel modules, creates device nodes and mounts its root filesystem
+    # back to the host (Bidirectional). SELinux level s0 as upstream on OpenShift.
+    security: dict[str, Any] = {"privileged": True}
+    if stack.facts.securityContextConstraints:
+        security["seLinuxOptions"] = {"level": "s0"}
+    return security
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    dtk = stack.driver_mode == "driver-toolkit"
+    env: list[dict[str, Any]] = [
+        # The driver container must not be handed GPUs by an nvidia runtime (upstream).
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        # The driver mounts its root filesystem at /run/nvidia/driver for the host to see.
+        {"name": "run-nvidia", "mountPath": "/run/nvidia", "mountPropagation": "Bidirectional"},
+        {"name": "var-log", "mountPath": "/var/log"},
+        {"name": "dev-log", "mountPath": "/dev/log"},
+        {"name": "host-os-release", "mountPath": "/host-etc/os-release", "readOnly": True},
+        {"name": "firmware-search-path", "mountPath": "/sys/module/firmware_class/parameters/path"},
+        {"name": "nv-firmware", "mountPath": "/lib/firmware"},
+    ]
+    volumes = [
+        host_path_volume("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
+        host_path_volume("var-log", "/var/log"),
+        host_path_volume("dev-log", "/dev/log"),
+        host_path_volume("host-os-release", "/etc/os-release"),
+        host_path_volume("firmware-search-path", "/sys/module/firmware_class/parameters/path"),
+        # GSP firmware, found by the kernel through the search path the driver sets.
+        host_path_volume(
+            "nv-firmware", f"{DRIVER_CONTAINER_ROOT}/lib/firmware", "DirectoryOrCreate"
+        ),
+    ]
+    if (
+        not dtk
+        and stack.facts.driver.containerOS is None
+        and stack.config.driver.nodeOS.startswith("rhel")
+    ):
+        # A RHEL driver container installs kernel headers from Red Hat's repositories with the
+        # host's subscription (gpu-operator controllers/object_controls.go SubscriptionPathMap).
+        for name, host, target, kind in RHEL_SUBSCRIPTION:
+            mounts.append({"name": name, "mountPath": target, "readOnly": True})
+            volumes.append(host_path_volume(name, host, kind))
+    if dtk:
+        env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
+        mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
+        volumes.append({"name": "shared-nvidia-driver-toolkit", "emptyDir": {}})
+    probe_script = f"nvidia-smi && mkdir -p {VALIDATIONS} && touch {READY_FILE}"
+    driver_container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image(stack),
+        # DTK: the driver container prepares the shared folder and waits for the DTK sidecar to
+        # build the modules against the node's kernel (gpu-operator OpenShift golden render).
+        "command": ["ocp_dtk_entrypoint"] if dtk else ["nvidia-driver"],
+        "args": ["nv-ctr-run-with-dtk"] if dtk else ["init"],
+        "env": env,
+        "securityContext": _privileged(stack),
+        # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
+        "startupProbe": {
+            "exec": {"command": ["sh", "-c", probe_script]},
+            "initialDelaySeconds": 60,
+            "periodSeconds": 10,
+            "timeoutSeconds": 60,
+            "failureThreshold": 120,
+        },
+        "lifecycle": {"preStop": {"exec": {"command": ["rm", "-f", READY_FILE]}}},
+        "volumeMounts": mounts,
+    }
+    containers = [driver_container]
+    if dtk:
+        dtk_env: list[dict[str, Any]] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+        if stack.config.driver.rhcosVersion:
+            dtk_env.insert(0, {"name": "RHCOS_VERSION", "value": stack.config.driver.rhcosVersion})
+        containers.append(
+            {
+                "name": "openshift-driver-toolkit-ctr",
+                "image": driver_toolkit_image(stack),
+                "command": ["bash", "-xc"],
+                "args": [
+                    f"until [ -f {SHARED_DTK}/dir_prepared ]; do echo Waiting for {CONTAINER} "
+                    "to prepare the shared directory ...; sleep 10; done; "
+                    f"exec {SHARED_DTK}/ocp_dtk_entrypoint dtk-build-driver"
+                ],
+                "env": dtk_env,
+                "securityContext": _privileged(stack),
+                "volumeMounts": [
+                    {"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK},
+                    {"name": "var-log", "mountPath": "/var/log"},
+                    {
+                        "name": "host-os-release",
+                        "mountPath": "/host-etc/os-release",
+                        "readOnly": True,
+                    },
+                    {
+                        "name": "firmware-search-path",
+                        "mountPath": "/sys/module/firmware_class/parameters/path",
+                    },
+                    {"name": "nv-firmware", "mountPath": "/lib/firmware"},
+                ],
+            }
+        )
+    # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
+    # can work.
+    pod_spec = gpu_pod_spec(stack, runtime_class=False)
+    requirements = _node_requirements(stack)
+    if requirements:
+        terms = pod_spec["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        terms["nodeSelectorTerms"][0]["matchExpressions"].extend(requirements)
+    pod_spec.update(
+        {
+            "serviceAccountName": ACCOUNT,
+            "hostPID": True,
+            "containers": containers,
+            "volumes": volumes,
+        }
+    )
+    workload = daemonset(stack, NAME, pod_spec, component="nvidia-driver")
+    # A driver pod restarting unloads the driver under running GPU pods: never roll it (upstream's
+    # driver DaemonSet is always OnDelete).
+    workload["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    workload["spec"]["template"]["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/default-container": CONTAINER
+    }
+    if requirements and not _labels_published(stack):
+        # NFD publishes the system-os_release and kernel labels by default; an NFD installed
+        # elsewhere (Red Hat's operator included) is not among these manifests.
+        ignore(workload, "node-label-unsourced")
+    return workload
+
+
+def _labels_published(stack: Stack) -> bool:
+    return stack.config.nfd.mode == "deploy"

@@ -1,0 +1,510 @@
+"""Who installs the driver, who configures the container runtime, and whether every component
+agrees with them: the device plugin, GFD, the DCGM exporter and the Container Toolkit must look
+for the driver and the device nodes where the driver really is, and hand GPUs over the way the
+runtime is configured to take them.
+
+Expectations come from upstream facts, not from gpustack's code:
+- a driver container installs the driver into /run/nvidia/driver (NVIDIA/gpu-operator
+  controllers/object_controls.go `DefaultDriverInstallDir`, v26.7.0), a host driver is at `/`
+  (k8s-device-plugin `--driver-root` default), GKE's at /home/kubernetes/bin/nvidia with its
+  device nodes on the host's /dev (NVIDIA/cloud-native-docs google-gke.rst);
+- the device plugin's dev root defaults to its driver root (k8s-device-plugin v0.20.0
+  api/config/v1/config.go);
+- CDI strategies need a CDI-enabled runtime with the toolkit installed (k8s-device-plugin
+  docs/cdi.md), which the GPU Operator's toolkit turns on with `CDI_ENABLED=true`
+  (transformToolkitCtrForCDI);
+- GPU Operator v26.7.0 ships driver 595.91.07 and toolkit v1.20.0 (deployments/gpu-operator/
+  values.yaml).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SHARED, stack_for, validate_upstream
+from ruamel.yaml import YAML
+
+from gpustack import lint
+from gpustack.errors import UserError
+from gpustack.render import Rendering, render
+
+HOST = "/"
+CONTAINER_ROOT = "/run/nvidia/driver"
+GKE_ROOT = "/home/kubernetes/bin/nvidia"
+DRIVER_IMAGE = "nvcr.io/nvidia/driver"
+TOOLKIT_IMAGE = "nvcr.io/nvidia/k8s/container-toolkit"
+CONTAINER = {"driver": {"mode": "container"}}
+
+# profile, config sections, who installs the driver, who configures the runtime,
+# driver root, dev root, device list strategy (None: no NVIDIA device plugin).
+CASES = [
+    ("kubeadm", {}, "host", "node/99-nvidia.toml", HOST, HOST, "envvar"),
+    (
+        "kubeadm",
+        CONTAINER,
+        "nvidia-driver-daemonset",
+        "nvidia-container-toolkit-daemonset",
+        CONTAINER_ROOT,
+        CONTAINER_ROOT,
+        "cdi-cri",
+    ),
+    # RKE2 writes its own containerd config once the toolkit is on the host (rke2-docs).
+    ("rke2", {}, "host", "platform", HOST, HOST, "envvar"),
+    (
+        "rke2",
+        CONTAINER,
+        "nvidia-driver-daemonset",
+        "nvidia-container-toolkit-daemonset",
+        CONTAINER_ROOT,
+        CONTAINER_ROOT,
+        "cdi-cri",
+    ),
+    # OpenShift: the GPU Operator's way, DTK driver and the toolkit configuring CRI-O.
+    (
+        "openshift",
+        {},
+        "nvidia-driver-daemonset",
+        "nvidia-container-toolkit-daemonset",
+        CONTAINER_ROOT,
+        CONTAINER_ROOT,
+        "cdi-cri",
+    ),
+    (
+        "openshift",
+        {"driver": {"mode": "preinstalled"}},
+        "host",
+        "nvidia-container-toolkit-daemonset",
+        HOST,
+        HOST,
+        "cdi-cri",
+    ),
+    ("gke-cos", {}, "GKE", "platform", None, None, None),
+    (
+        "gke-ubuntu",
+        {"driver": {"mode": "gke-installer"}},
+        "nvidia-driver-installer-ubuntu",
+        "platform",
+        None,
+        None,
+        None,
+    ),
+]
+
+
+def daemonsets(rendering: Rendering) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in rendering.objects if o["kind"] == "DaemonSet"}
+
+
+def pod(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+def images(workload: dict[str, Any]) -> list[str]:
+    return [c["image"] for c in pod(workload)["containers"]]
+
+
+def driver_installer(rendering: Rendering) -> str:
+    for name, workload in daemonsets(rendering).items():
+        if any(
+            image.startswith(DRIVER_IMAGE + ":") or "nvidia-installer" in image
+            for image in [
+                *images(workload),
+                *(c["image"] for c in pod(workload).get("initContainers", [])),
+            ]
+        ):
+            return name
+    pool = rendering.node_files.get("gke-node-pool.sh", "")
+    return "GKE" if "gpu-driver-version=default" in pool else "host"
+
+
+def runtime_configurer(rendering: Rendering) -> str:
+    for name, workload in daemonsets(rendering).items():
+        if any(image.startswith(TOOLKIT_IMAGE + ":") for image in images(workload)):
+            return name
+    if "99-nvidia.toml" in rendering.node_files:
+        return "node/99-nvidia.toml"
+    return "platform"
+
+
+def plugin_flags(rendering: Rendering) -> dict[str, Any] | None:
+    for obj in rendering.objects:
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "nvidia-device-plugin-config":
+            flags: dict[str, Any] = YAML(typ="safe").load(obj["data"]["config.yaml"])["flags"]
+            return flags
+    return None
+
+
+def rendered(tmp_path: Path, profile: str, sections: dict[str, Any]) -> Rendering:
+    return render(stack_for(tmp_path, profile, **sections))
+
+
+@pytest.mark.parametrize(
+    ("profile", "sections", "installer", "configurer", "driver_root", "dev_root", "strategy"),
+    CASES,
+    ids=[f"{case[0]}-{case[1].get('driver', {}).get('mode', 'default')}" for case in CASES],
+)
+def test_who_installs_the_driver_and_configures_the_runtime_and_everyone_agrees(
+    tmp_path, profile, sections, installer, configurer, driver_root, dev_root, strategy
+):
+    rendering = rendered(tmp_path, profile, sections)
+    assert driver_installer(rendering) == installer
+    assert runtime_configurer(rendering) == configurer
+    flags = plugin_flags(rendering)
+    if strategy is None:
+        assert flags is None
+        return
+    assert flags is not None
+    assert flags["nvidiaDriverRoot"] == driver_root
+    assert flags.get("nvidiaDevRoot", flags["nvidiaDriverRoot"]) == dev_root
+    assert flags["plugin"]["deviceListStrategy"] == strategy
+    workloads = daemonsets(rendering)
+    classes = {
+        o["metadata"]["name"]: o["handler"]
+        for o in rendering.objects
+        if o["kind"] == "RuntimeClass"
+    }
+    plugin = pod(workloads["nvidia-device-plugin"])
+    # GFD reads the plugin's config file, so it sees the same roots and strategy.
+    gfd = pod(workloads["gpu-feature-discovery"])
+    assert env(gfd["containers"][0])["CONFIG_FILE"] == env(plugin["containers"][0])["CONFIG_FILE"]
+    runtime_class = plugin.get("runtimeClassName")
+    for name in ("gpu-feature-discovery", "nvidia-dcgm-exporter"):
+        assert pod(workloads[name]).get("runtimeClassName") == runtime_class, name
+    if configurer.endswith("-daemonset"):
+        toolkit = env(pod(workloads[configurer])["containers"][0])
+        assert toolkit["NVIDIA_DRIVER_ROOT"] == driver_root
+        assert toolkit["NVIDIA_DEV_ROOT"] == dev_root
+        # CDI strategies need the runtime's CDI turned on by the toolkit (docs/cdi.md).
+        assert (toolkit.get("CDI_ENABLED") == "true") == strategy.startswith("cdi")
+        # With CDI the GPU stack's own pods run under the nvidia handler, runc stays default.
+        assert runtime_class is not None
+        handler = classes.get(runtime_class, runtime_class)  # RKE2 ships its own class
+        if "CONTAINERD_RUNTIME_CLASS" in toolkit:
+            assert toolkit["CONTAINERD_RUNTIME_CLASS"] == handler
+        # The driver and the toolkit provide the nvidia runtime: they cannot run under it.
+        assert "runtimeClassName" not in pod(workloads[configurer])
+    if installer.endswith("-daemonset"):
+        assert "runtimeClassName" not in pod(workloads[installer])
+        assert configurer != "node/99-nvidia.toml"
+    for obj in rendering.objects:
+        if obj["kind"] == "DaemonSet" and obj["metadata"]["name"] in (installer, configurer):
+            validate_upstream(obj, rendering.kubernetes_version)
+    gpu_findings = [
+        f
+        for f in lint.run(
+            rendering.objects,
+            rendering.kubernetes_version,
+            taints=rendering.taints,
+            node_labels=rendering.node_labels,
+        )
+        if f.severity == "error"
+    ]
+    assert gpu_findings == []
+
+
+def test_defaults_are_the_gpu_operators(tmp_path):
+    workloads = daemonsets(rendered(tmp_path, "kubeadm", CONTAINER))
+    assert images(workloads["nvidia-driver-daemonset"]) == [f"{DRIVER_IMAGE}:595.91.07-ubuntu22.04"]
+    assert images(workloads["nvidia-container-toolkit-daemonset"]) == [f"{TOOLKIT_IMAGE}:v1.20.0"]
+
+
+def test_driver_container_updates_only_when_its_pod_is_deleted(tmp_path):
+    """Restarting the driver unloads it under running GPU pods: upstream's is always OnDelete."""
+    workload = daemonsets(rendered(tmp_path, "rke2", CONTAINER))["nvidia-driver-daemonset"]
+    assert workload["spec"]["updateStrategy"] == {"type": "OnDelete"}
+
+
+def _affinity(workload: dict[str, Any]) -> dict[str, list[str]]:
+    (term,) = pod(workload)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    return {e["key"]: e.get("values", []) for e in term["matchExpressions"]}
+
+
+def test_driver_image_lands_only_on_nodes_it_was_built_for(tmp_path):
+    workload = daemonsets(
+        rendered(tmp_path, "kubeadm", {"driver": {"mode": "container", "nodeOS": "rhel9.6"}})
+    )["nvidia-driver-daemonset"]
+    assert images(workload) == [f"{DRIVER_IMAGE}:595.91.07-rhel9.6"]
+    affinity = _affinity(workload)
+    # NFD's default system source labels (os_release ID and VERSION_ID).
+    assert affinity["feature.node.kubernetes.io/system-os_release.ID"] == ["rhel"]
+    assert affinity["feature.node.kubernetes.io/system-os_release.VERSION_ID"] == ["9.6"]
+    # RHEL's driver container needs the host's subscription for kernel headers (gpu-operator
+    # SubscriptionPathMap).
+    mounts = {m["mountPath"] for m in pod(workload)["containers"][0]["volumeMounts"]}
+    assert {"/run/secrets/etc-pki-entitlement", "/run/secrets/rhsm"} <= mounts
+
+
+def test_precompiled_driver_is_per_kernel(tmp_path):
+    # Precompiled tags are <branch>-<kernel>-<os> (gpu-operator golden precompiled render:
+    # 535-5.4.0-150-generic-ubuntu22.04, selected on kernel-version.full).
+    workload = daemonsets(
+        rendered(
+            tmp_path,
+            "kubeadm",
+            {
+                "driver": {
+                    "mode": "container",
+                    "precompiled": True,
+                    "kernelVersion": "6.8.0-60-generic",
+                    "nodeOS": "ubuntu24.04",
+                }
+            },
+        )
+    )["nvidia-driver-daemonset"]
+    assert images(workload) == [f"{DRIVER_IMAGE}:595-6.8.0-60-generic-ubuntu24.04"]
+    assert _affinity(workload)["feature.node.kubernetes.io/kernel-version.full"] == [
+        "6.8.0-60-generic"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("driver", "field"),
+    [
+        ({"mode": "container", "precompiled": True}, "driver.kernelVersion"),
+        (
+            {
+                "mode": "container",
+                "precompiled": True,
+                "kernelVersion": "5.14.0-1-default",
+                "nodeOS": "rhel9.6",
+            },
+            "driver.precompiled",
+        ),
+    ],
+)
+def test_precompiled_needs_a_kernel_and_ubuntu(tmp_path, driver, field):
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "kubeadm", driver=driver)
+    assert raised.value.field == field
+
+
+def test_driver_container_without_toolkit_is_refused(tmp_path):
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "kubeadm", driver={"mode": "container"}, toolkit={"enabled": False})
+    assert raised.value.field == "toolkit.enabled"
+
+
+def test_no_toolkit_where_gpustack_cannot_deploy_it(tmp_path):
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "gke-cos", toolkit={"enabled": True})
+    assert raised.value.field == "toolkit.enabled"
+
+
+def test_openshift_driver_toolkit_pairs_the_driver_with_a_dtk_sidecar(tmp_path):
+    workload = daemonsets(rendered(tmp_path, "openshift", {}))["nvidia-driver-daemonset"]
+    spec = pod(workload)
+    driver, dtk = spec["containers"]
+    assert driver["image"] == f"{DRIVER_IMAGE}:595.91.07-rhcos4.16"
+    assert dtk["image"] == "registry.redhat.io/openshift4/driver-toolkit-rhel9:v4.16"
+    shared = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
+    for container in (driver, dtk):
+        assert shared & {m["name"] for m in container["volumeMounts"]}, container["name"]
+    assert env(driver)["OPENSHIFT_VERSION"] == "4.16"
+
+
+def test_rhcos_version_pins_the_driver_to_its_build(tmp_path):
+    image = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "0" * 64
+    workload = daemonsets(
+        rendered(
+            tmp_path,
+            "openshift",
+            {"driver": {"rhcosVersion": "416.94.202410211619-0", "driverToolkitImage": image}},
+        )
+    )["nvidia-driver-daemonset"]
+    assert _affinity(workload)["feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"] == [
+        "416.94.202410211619-0"
+    ]
+    dtk = pod(workload)["containers"][1]
+    assert dtk["image"] == image
+    assert env(dtk)["RHCOS_VERSION"] == "416.94.202410211619-0"
+
+
+def test_rhcos_version_needs_its_dtk_image(tmp_path):
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "openshift", driver={"rhcosVersion": "416.94.202410211619-0"})
+    assert raised.value.field == "driver.driverToolkitImage"
+
+
+@pytest.mark.shared
+def test_dtk_driver_matches_the_gpu_operators_openshift_render(tmp_path):
+    golden = next(
+        doc
+        for doc in YAML(typ="safe").load_all(
+            (SHARED / "refs/gpu-operator/golden__driver-openshift-drivertoolkit.yaml").read_text()
+        )
+        if doc and doc["kind"] == "DaemonSet"
+    )
+    theirs = {c["name"]: c for c in pod(golden)["containers"]}
+    ours = {
+        c["name"]: c
+        for c in pod(daemonsets(rendered(tmp_path, "openshift", {}))["nvidia-driver-daemonset"])[
+            "containers"
+        ]
+    }
+    assert set(ours) == set(theirs)
+    for name, container in ours.items():
+        assert container["command"] == theirs[name]["command"], name
+        if name == "nvidia-driver-ctr":
+            assert container["args"] == theirs[name]["args"]
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/mnt/shared-nvidia-driver-toolkit" in mounts, name
+
+
+@pytest.mark.shared
+def test_toolkit_mounts_what_the_gpu_operators_toolkit_mounts(tmp_path):
+    upstream = YAML(typ="safe").load(
+        (SHARED / "refs/gpu-operator/state-container-toolkit__0500_daemonset.yaml").read_text()
+    )
+    theirs = pod(upstream)
+    their_hosts = {v["name"]: v["hostPath"]["path"] for v in theirs["volumes"] if "hostPath" in v}
+    ours = pod(
+        daemonsets(rendered(tmp_path, "openshift", {}))["nvidia-container-toolkit-daemonset"]
+    )
+    our_hosts = {v["name"]: v["hostPath"]["path"] for v in ours["volumes"] if "hostPath" in v}
+    (their_main,) = theirs["containers"]
+    (our_main,) = ours["containers"]
+    assert our_main["name"] == their_main["name"]
+    for mount in their_main["volumeMounts"]:
+        if mount["name"] not in their_hosts:
+            continue  # the operator's entrypoint ConfigMap (it waits for its validator)
+        ours_at = {m["mountPath"]: our_hosts.get(m["name"]) for m in our_main["volumeMounts"]}
+        path = mount["mountPath"]
+        expected = their_hosts[mount["name"]]
+        # /driver-root is the driver root (the operator's default: the driver container's).
+        assert ours_at.get(path) == expected, path
+    assert {
+        "name": "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
+        "value": "management.nvidia.com/gpu",
+    } in our_main["env"]
+
+
+def test_rke2_toolkit_talks_to_rke2s_containerd(tmp_path):
+    toolkit = pod(
+        daemonsets(rendered(tmp_path, "rke2", CONTAINER))["nvidia-container-toolkit-daemonset"]
+    )
+    hosts = {v["name"]: v["hostPath"]["path"] for v in toolkit["volumes"] if "hostPath" in v}
+    (main,) = toolkit["containers"]
+    socket_dir = {
+        m["mountPath"]: hosts[m["name"]] for m in main["volumeMounts"] if m["name"] in hosts
+    }["/runtime/sock-dir/"]
+    assert socket_dir == "/run/k3s/containerd"
+    assert env(main)["CONTAINERD_SOCKET"] == "/runtime/sock-dir/containerd.sock"
+
+
+# ---------------------------------------------------------------------------------------------
+# runtimeClass.enabled: false must make nvidia the runtime's default on the nodes.
+
+
+def drop_in(rendering: Rendering) -> dict[str, Any]:
+    text = rendering.node_files["99-nvidia.toml"]
+    return tomllib.loads(text)
+
+
+def cri_plugin(config: dict[str, Any]) -> dict[str, Any]:
+    section: dict[str, Any] = config["plugins"]["io.containerd.grpc.v1.cri"]
+    return section
+
+
+def cri(config: dict[str, Any]) -> dict[str, Any]:
+    section: dict[str, Any] = config["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    return section
+
+
+def test_kubeadm_without_runtime_class_makes_nvidia_containerds_default(tmp_path):
+    default = drop_in(rendered(tmp_path, "kubeadm", {}))
+    assert "default_runtime_name" not in cri(default)
+    without = drop_in(rendered(tmp_path, "kubeadm", {"runtimeClass": {"enabled": False}}))
+    assert cri(without)["default_runtime_name"] == "nvidia"
+    assert "nvidia" in cri(without)["runtimes"]
+
+
+def test_rke2_without_runtime_class_sets_its_default_runtime(tmp_path):
+    for sections, expected in (({}, None), ({"runtimeClass": {"enabled": False}}, "nvidia")):
+        agent = YAML(typ="safe").load(
+            rendered(tmp_path, "rke2", sections).node_files["rke2-agent-config.yaml"]
+        )
+        assert agent.get("default-runtime") == expected
+
+
+def test_toolkit_without_runtime_class_sets_nvidia_as_default(tmp_path):
+    for sections, expected in (
+        (CONTAINER, "false"),
+        ({**CONTAINER, "runtimeClass": {"enabled": False}}, "true"),
+    ):
+        toolkit = pod(
+            daemonsets(rendered(tmp_path, "kubeadm", sections))[
+                "nvidia-container-toolkit-daemonset"
+            ]
+        )["containers"][0]
+        assert env(toolkit)["NVIDIA_RUNTIME_SET_AS_DEFAULT"] == expected
+
+
+@pytest.mark.parametrize(
+    ("driver", "systemd"), [(None, True), ("systemd", True), ("cgroupfs", False)]
+)
+def test_nvidia_runtime_follows_the_nodes_cgroup_driver(tmp_path, driver, systemd):
+    nodes = {"cgroupDriver": driver} if driver else {}
+    options = cri(drop_in(rendered(tmp_path, "kubeadm", {"nodes": nodes})))["runtimes"]["nvidia"][
+        "options"
+    ]
+    assert options["SystemdCgroup"] is systemd
+
+
+def test_no_hand_written_drop_in_where_the_toolkit_writes_it(tmp_path):
+    rendering = rendered(tmp_path, "kubeadm", CONTAINER)
+    assert "99-nvidia.toml" not in rendering.node_files
+    assert "/etc/containerd/conf.d/99-nvidia.toml" in rendering.node_files["README.md"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lint
+
+
+def rule_hits(objects: list[dict[str, Any]], rule: str) -> list[str]:
+    return [f.message for f in lint.run(objects) if f.rule == rule]
+
+
+def test_cdi_without_toolkit_is_flagged(tmp_path):
+    rendering = rendered(tmp_path, "kubeadm", {"devicePlugin": {"deviceListStrategy": "cdi-cri"}})
+    # gpustack's own render turns CDI on in its containerd drop-in (docs/cdi.md: a CDI-enabled
+    # runtime), which no manifest shows: the plugin carries the rule's exemption.
+    assert cri_plugin(drop_in(rendering))["enable_cdi"] is True
+    assert rule_hits(rendering.objects, "cdi-without-toolkit") == []
+    for obj in rendering.objects:
+        obj["metadata"].pop("annotations", None)
+    (message,) = rule_hits(rendering.objects, "cdi-without-toolkit")
+    assert "cdi-cri" in message
+    with_toolkit = rendered(tmp_path, "kubeadm", CONTAINER)
+    assert rule_hits(with_toolkit.objects, "cdi-without-toolkit") == []
+
+
+def test_second_driver_container_is_flagged(tmp_path):
+    import copy
+
+    objects = rendered(tmp_path, "kubeadm", CONTAINER).objects
+    assert rule_hits(objects, "driver-container-conflict") == []
+    (driver,) = [o for o in objects if o["metadata"]["name"] == "nvidia-driver-daemonset"]
+    second = copy.deepcopy(driver)
+    second["metadata"]["name"] = "another-driver"
+    assert rule_hits([*objects, second], "driver-container-conflict")
+
+
+def test_driver_container_beside_a_host_driver_is_flagged(tmp_path):
+    host = rendered(tmp_path, "kubeadm", {}).objects
+    driver = [
+        o
+        for o in rendered(tmp_path, "kubeadm", CONTAINER).objects
+        if o["metadata"]["name"] == "nvidia-driver-daemonset"
+    ]
+    (message,) = rule_hits([*host, *driver], "driver-container-conflict")
+    assert "nvidiaDriverRoot '/'" in message
