@@ -41,6 +41,8 @@ class Stack:
     profile: Profile
     source: str
     entitlement_pem: bytes | None = None
+    # Settings left out because they do not apply to the profile: (field path, why).
+    left_out: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -95,8 +97,14 @@ def load_stack(
     path: Path | None,
     profile_name: str | None = None,
     profiles_dir: Path | None = None,
+    leave_out_inapplicable: bool = False,
 ) -> Stack:
-    """Load one cluster config (or the embedded example when `path` is None)."""
+    """Load one cluster config (or the embedded example when `path` is None).
+
+    `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
+    refuses (e.g. `platform.openshiftVersion` on rke2) is left out, back to the profile's
+    default, and named in `Stack.left_out`, instead of being an error.
+    """
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
     layers = _config_layers(path)
@@ -121,9 +129,33 @@ def load_stack(
     all_layers = [profile_layer, *layers]
     merged = merge(profile_layer.data, combined)
     config = validate(GPUStack, merged, all_layers)
-    _check_against_profile(config, profile, all_layers)
+    left_out: list[tuple[str, str]] = []
+    while True:
+        try:
+            _check_against_profile(config, profile, all_layers)
+            break
+        except UserError as problem:
+            if not leave_out_inapplicable or problem.field is None:
+                raise
+            merged = _without(merged, tuple(problem.field.split(".")), profile_layer.data)
+            left_out.append((problem.field, problem.message))
+            config = validate(GPUStack, merged, all_layers)
     pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
-    return Stack(config, profile, display_path(path), pem)
+    return Stack(config, profile, display_path(path), pem, tuple(left_out))
+
+
+def _without(data: dict[str, Any], path: tuple[str, ...], defaults: Any) -> dict[str, Any]:
+    """`data` with the value at `path` back to the one in `defaults`, or removed."""
+    head, *rest = path
+    result = dict(data)
+    default = defaults.get(head) if isinstance(defaults, dict) else None
+    if rest and isinstance(result.get(head), dict):
+        result[head] = _without(result[head], tuple(rest), default)
+    elif default is not None:
+        result[head] = default
+    else:
+        result.pop(head, None)
+    return result
 
 
 def merge_layers(layers: list[Layer]) -> dict[str, Any]:

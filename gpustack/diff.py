@@ -51,6 +51,8 @@ class Diff:
     old_label: str
     new_label: str
     changes: tuple[Change, ...] = ()
+    # Settings left out on one side because they do not apply there: (side, field, why).
+    left_out: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -64,7 +66,12 @@ class Diff:
 
     def __add__(self, other: Diff) -> Diff:
         """Both diffs' changes under this one's labels (objects, then files)."""
-        return Diff(self.old_label, self.new_label, self.changes + other.changes)
+        return Diff(
+            self.old_label,
+            self.new_label,
+            self.changes + other.changes,
+            self.left_out + other.left_out,
+        )
 
 
 # --- masking ---------------------------------------------------------------------------------
@@ -252,8 +259,10 @@ def diff_objects(
     """Objects added, removed or changed from `old` to `new`, matched by identity."""
     old_by_key = {key: mask(obj) for key, obj in _index(old).items()}
     new_by_key = {key: mask(obj) for key, obj in _index(new).items()}
-    keys = sorted(old_by_key.keys() | new_by_key.keys(),
-                  key=lambda key: sort_key(new_by_key.get(key) or old_by_key[key]))
+    keys = sorted(
+        old_by_key.keys() | new_by_key.keys(),
+        key=lambda key: sort_key(new_by_key.get(key) or old_by_key[key]),
+    )
     changes = []
     for key in keys:
         before, after = old_by_key.get(key), new_by_key.get(key)
@@ -263,7 +272,8 @@ def diff_objects(
         old_text = emit.dump(before) if before is not None else ""
         new_text = emit.dump(after) if after is not None else ""
         unified = _unified(
-            old_text, new_text,
+            old_text,
+            new_text,
             f"{old_label}/{name}" if before is not None else "/dev/null",
             f"{new_label}/{name}" if after is not None else "/dev/null",
         )
@@ -296,7 +306,8 @@ def diff_files(
             unified = f"Binary files {old_label}/{path} and {new_label}/{path} differ\n"
         else:
             unified = _unified(
-                old_text, new_text,
+                old_text,
+                new_text,
                 f"{old_label}/{path}" if before is not None else "/dev/null",
                 f"{new_label}/{path}" if after is not None else "/dev/null",
             )
@@ -316,8 +327,13 @@ def _text(content: bytes | None) -> str | None:
 # --- presenting it ---------------------------------------------------------------------------
 
 _SIGN: dict[Status, str] = {"changed": "~", "added": "+", "removed": "-"}
-_COLOR: dict[str, str] = {"changed": "33", "added": "32", "removed": "31", "hunk": "36",
-                          "header": "1"}
+_COLOR: dict[str, str] = {
+    "changed": "33",
+    "added": "32",
+    "removed": "31",
+    "hunk": "36",
+    "header": "1",
+}
 
 
 def _paint(text: str, color: str, enabled: bool) -> str:
@@ -336,10 +352,12 @@ def summary_line(diff: Diff) -> str:
 def render_text(diff: Diff, color: bool = False) -> str:
     """The per-object summary (with changed field paths), then the unified diffs."""
     lines = [summary_line(diff)]
+    lines.extend(f"note: left out for {side}: {field}: {why}" for side, field, why in diff.left_out)
     for change in diff.changes:
         what = change.subject if change.identity else f"file {change.subject}"
-        lines.append(_paint(f"{_SIGN[change.status]} {change.status:<8} {what}",
-                            change.status, color))
+        lines.append(
+            _paint(f"{_SIGN[change.status]} {change.status:<8} {what}", change.status, color)
+        )
         lines.extend(f"    {path}" for path in change.paths)
     for change in diff.changes:
         lines.append("")
@@ -367,6 +385,9 @@ def as_json(diff: Diff) -> dict[str, Any]:
         "new": diff.new_label,
         "different": not diff.is_empty,
         "counts": diff.counts(),
+        "leftOut": [
+            {"profile": side, "field": field, "reason": why} for side, field, why in diff.left_out
+        ],
         "changes": [
             {
                 "change": change.status,

@@ -19,6 +19,7 @@ from gpustack.commands.common import handles_user_errors, warning
 if TYPE_CHECKING:
     from gpustack.config import Stack
     from gpustack.diff import Diff
+    from gpustack.render import Rendering
 
 
 class OutputFormat(str, Enum):
@@ -41,15 +42,20 @@ USAGE = (
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
-        None, metavar="CONFIG",
+        None,
+        metavar="CONFIG",
         help="One config (default ./gpustack.yaml, else the embedded kubeadm example), or two.",
     ),
     profiles: list[str] = typer.Option(
-        None, "--profile", metavar="NAME",
+        None,
+        "--profile",
+        metavar="NAME",
         help="Twice: compare the config on two profiles. Once: override platform.profile.",
     ),
     against: Path | None = typer.Option(
-        None, "--against", metavar="DIR",
+        None,
+        "--against",
+        metavar="DIR",
         help="Compare a render with the output committed in DIR/<metadata.name>/.",
     ),
     profiles_dir: Path | None = typer.Option(
@@ -59,7 +65,8 @@ def command(
         OutputFormat.text, "--output", help="text (summary, then unified diff) or json."
     ),
     color: ColorMode = typer.Option(
-        ColorMode.auto, "--color",
+        ColorMode.auto,
+        "--color",
         help="Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
     ),
 ) -> None:
@@ -80,6 +87,7 @@ def _compare(
     configs: list[Path], profiles: list[str], against: Path | None, profiles_dir: Path | None
 ) -> Diff:
     from gpustack.config import load_stack
+    from gpustack.diff import Diff
     from gpustack.errors import Location, UserError, display_path
 
     if len(profiles) > 2:
@@ -88,17 +96,24 @@ def _compare(
         if against is not None or len(configs) > 1:
             raise UserError("--profile twice compares one config on two profiles", hint=USAGE)
         path = configs[0] if configs else _default_config()
-        return _between(
-            load_stack(path, profiles[0], profiles_dir), profiles[0],
-            load_stack(path, profiles[1], profiles_dir), profiles[1],
+        first, second = (
+            load_stack(path, name, profiles_dir, leave_out_inapplicable=True) for name in profiles
         )
+        difference = _between(first, profiles[0], second, profiles[1])
+        left_out = tuple(
+            (side, field, why)
+            for side, stack in zip(profiles, (first, second))
+            for field, why in stack.left_out
+        )
+        return Diff(difference.old_label, difference.new_label, difference.changes, left_out)
     override = profiles[0] if profiles else None
     if against is not None:
         if len(configs) > 1:
             raise UserError("--against compares one config with its committed output", hint=USAGE)
         if not against.is_dir():
             raise UserError(
-                "--against folder does not exist" if not against.exists()
+                "--against folder does not exist"
+                if not against.exists()
                 else "--against must be a folder",
                 Location(display_path(against)),
                 hint="give the folder `gpustack render -o` wrote, the one holding <metadata.name>/",
@@ -109,8 +124,10 @@ def _compare(
         raise UserError("nothing to compare", hint=USAGE)
     old, new = configs
     return _between(
-        load_stack(old, override, profiles_dir), display_path(old),
-        load_stack(new, override, profiles_dir), display_path(new),
+        load_stack(old, override, profiles_dir),
+        display_path(old),
+        load_stack(new, override, profiles_dir),
+        display_path(new),
     )
 
 
@@ -121,15 +138,24 @@ def _default_config() -> Path | None:
 
 
 def _snapshot(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
-    """A render's objects, and its other files (kustomization.yaml, node/) as bytes."""
+    """A render's objects (the cluster's and its GitOps objects), and its other files (every
+    kustomization.yaml, node/) as bytes: the same split `committed.read` makes of a folder."""
     from gpustack import render
-    from gpustack.decorate import file_name
 
     rendering = render.render(stack)
-    object_files = {file_name(obj) for obj in rendering.objects}
-    files = {path: content for path, content in render.files(rendering).items()
-             if path not in object_files}
-    return rendering.objects, files
+    return snapshot(rendering)
+
+
+def snapshot(rendering: Rendering) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
+    from gpustack import render
+
+    objects = [*rendering.objects, *rendering.gitops_objects]
+    files = {
+        path: content
+        for path, content in render.files(rendering).items()
+        if path.rpartition("/")[2] == render.KUSTOMIZATION or path.startswith(f"{render.NODE_DIR}/")
+    }
+    return objects, files
 
 
 def _between(old_stack: Stack, old_label: str, new_stack: Stack, new_label: str) -> Diff:
@@ -137,8 +163,9 @@ def _between(old_stack: Stack, old_label: str, new_stack: Stack, new_label: str)
 
     old_objects, old_files = _snapshot(old_stack)
     new_objects, new_files = _snapshot(new_stack)
-    return (diff_objects(old_objects, new_objects, old_label, new_label)
-            + diff_files(old_files, new_files, old_label, new_label))
+    return diff_objects(old_objects, new_objects, old_label, new_label) + diff_files(
+        old_files, new_files, old_label, new_label
+    )
 
 
 def _against_committed(stack: Stack, folder: Path) -> Diff:
@@ -151,8 +178,9 @@ def _against_committed(stack: Stack, folder: Path) -> Diff:
         warning(f"{shown} does not exist: a render would write every file")
     old = committed.read(folder)
     new_objects, new_files = _snapshot(stack)
-    return (diff_objects(old.objects, new_objects, shown, "rendered")
-            + diff_files(old.files, new_files, shown, "rendered"))
+    return diff_objects(old.objects, new_objects, shown, "rendered") + diff_files(
+        old.files, new_files, shown, "rendered"
+    )
 
 
 def _use_color(mode: ColorMode) -> bool:
