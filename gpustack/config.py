@@ -109,6 +109,7 @@ def load_stack(
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
     layers = _config_layers(path)
     combined = merge_layers(layers)
+    _check_is_config(combined, layers)
     platform = combined.get("platform")
     name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
     if not isinstance(name, str):
@@ -156,6 +157,26 @@ def _without(data: dict[str, Any], path: tuple[str, ...], defaults: Any) -> dict
     else:
         result.pop(head, None)
     return result
+
+
+def _check_is_config(data: dict[str, Any], layers: list[Layer]) -> None:
+    """Refuse a file that is not a gpustack config at all (a Kubernetes manifest, some other
+    tool's YAML) before its fields are judged as a config's."""
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if kind == "GPUStack" or (isinstance(api_version, str) and api_version.startswith("gpustack.")):
+        return
+    if isinstance(kind, str) and closest(kind, ["GPUStack"]):
+        return  # a typo of GPUStack: the field error suggests the fix
+    top = layers[-1]
+    found = f"its kind is {describe(kind)}" if kind is not None else "it has no kind"
+    hint = "a config has apiVersion: gpustack.dev/v1alpha1 and kind: GPUStack; `gpustack init` writes one"
+    if kind is not None and api_version is not None:
+        hint += "; `gpustack validate` checks Kubernetes manifests"
+    raise UserError(
+        f"not a gpustack config: {found}, not GPUStack",
+        top.source.value(("kind",)) or top.source.nearest(()),
+        hint=hint,
+    )
 
 
 def merge_layers(layers: list[Layer]) -> dict[str, Any]:
@@ -285,54 +306,74 @@ def validate(model: type[BaseModel], data: Any, layers: list[Layer]) -> Any:
 def located_error(
     model: type[BaseModel], data: Any, errors: list[Any], layers: list[Layer]
 ) -> UserError:
-    # An unknown field first: a typo also makes the field it meant "missing", and the typo is
-    # the one mistake to point at.
-    errors = sorted(errors, key=lambda error: error["type"] != "extra_forbidden")
-    error = errors[0]
+    """One UserError for every problem pydantic found, each at its file, line and column: the
+    first one raised, the others in its `also`, in the order they appear in the files."""
+    # A typo also makes the field it meant "missing": the typo is the one mistake to point at.
+    typos = [error for error in errors if error["type"] == "extra_forbidden"]
+    meant: dict[tuple[str | int, ...], str | None] = {}
+    for error in typos:
+        path = _data_path(data, error["loc"])
+        meant[path] = closest(str(path[-1]), _field_names(model, path[:-1]))
+    hidden = {(*path[:-1], word) for path, word in meant.items() if word}
+    problems: list[UserError] = []
+    for error in errors:
+        if error["type"] == "missing" and _data_path(data, error["loc"]) in hidden:
+            continue
+        problem = _one_error(model, data, error, layers, meant)
+        if str(problem) not in {str(other) for other in problems}:
+            problems.append(problem)
+    problems.sort(key=_position)
+    first, *rest = problems
+    first.also = tuple(rest)
+    return first
+
+
+def _position(problem: UserError) -> tuple[str, int, int]:
+    where = problem.location
+    return (where.file, where.line, where.column) if where else ("", 0, 0)
+
+
+def _one_error(
+    model: type[BaseModel],
+    data: Any,
+    error: Any,
+    layers: list[Layer],
+    meant: dict[tuple[str | int, ...], str | None],
+) -> UserError:
     path = _data_path(data, error["loc"])
     field = ".".join(str(part) for part in path) or None
     kind = error["type"]
-    meant = None
-    if kind == "extra_forbidden":
-        choices = _field_names(model, path[:-1])
-        meant = closest(str(path[-1]), choices)
-        errors = [
-            other for other in errors
-            if not (other["type"] == "missing" and _data_path(data, other["loc"]) == (*path[:-1], meant))
-        ]
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     conflict = (error.get("ctx") or {}).get("error")
     if isinstance(conflict, ConflictError):
         path = conflict.path
         return UserError(conflict.message, _nearest(layers, path), field=".".join(path))
     if kind == "extra_forbidden":
+        word = meant.get(path)
         return UserError(
-            f"unknown field '{path[-1]}'{more}",
+            f"unknown field '{path[-1]}'",
             _nearest(layers, path, key=True),
             field=field,
-            hint=f"did you mean '{meant}'?" if meant else _allowed(choices),
+            hint=f"did you mean '{word}'?" if word else _allowed(_field_names(model, path[:-1])),
         )
     if kind == "missing":
-        return UserError(f"required field missing{more}", _nearest(layers, path[:-1]), field=field)
+        return UserError("required field missing", _nearest(layers, path[:-1]), field=field)
     location = _nearest(layers, path)
     got = error.get("input")
     if kind in ("literal_error", "enum"):
         expected = re.findall(r"'([^']*)'", error["ctx"]["expected"])
         hint = did_you_mean(str(got), expected) if isinstance(got, str) else None
         return UserError(
-            f"{describe(got)} is not one of {', '.join(expected)}{more}", location, field, hint
+            f"{describe(got)} is not one of {', '.join(expected)}", location, field, hint
         )
     if kind == "string_pattern_mismatch":
-        return UserError(
-            f"{got!r} {_pattern_text(error['ctx']['pattern'])}{more}", location, field
-        )
+        return UserError(f"{got!r} {_pattern_text(error['ctx']['pattern'])}", location, field)
     if kind == "string_type" and isinstance(got, (int, float)):
         # YAML reads 1.30 as the number 1.3 and true as a boolean: the fix is quoting.
         what = "a boolean" if isinstance(got, bool) else "a number"
         written = _written(layers, path)
         if written is None:
             return UserError(
-                f"expected a string, got {what} ({describe(got)}){more}",
+                f"expected a string, got {what} ({describe(got)})",
                 location,
                 field,
                 hint="quote the value",
@@ -340,15 +381,42 @@ def located_error(
         if what == "a number" and str(got) != written:
             what = f"the number {got!r}"
         return UserError(
-            f"expected a string, but YAML reads {written} as {what}{more}",
+            f"expected a string, but YAML reads {written} as {what}",
             location,
             field,
             hint=f'quote it: "{written}"',
         )
     if kind in _EXPECTED:
-        return UserError(f"expected {_EXPECTED[kind]}, got {describe(got)}{more}", location, field)
+        return UserError(f"expected {_EXPECTED[kind]}, got {describe(got)}", location, field)
+    if kind in _LIMITS:
+        return UserError(_LIMITS[kind](got, error.get("ctx") or {}), location, field)
     message = error["msg"].removeprefix("Value error, ")
-    return UserError(message + more, location, field)
+    return UserError(message, location, field)
+
+
+def _length(got: Any) -> int:
+    return len(got) if hasattr(got, "__len__") else 0
+
+
+# pydantic's range and length errors, said the way a reviewer would.
+_LIMITS: dict[str, Any] = {
+    "greater_than_equal": lambda got, ctx: f"{describe(got)} is too small: the least allowed is "
+    f"{ctx.get('ge')}",
+    "greater_than": lambda got, ctx: f"{describe(got)} is too small: it must be more than "
+    f"{ctx.get('gt')}",
+    "less_than_equal": lambda got, ctx: f"{describe(got)} is too large: the most allowed is "
+    f"{ctx.get('le')}",
+    "less_than": lambda got, ctx: f"{describe(got)} is too large: it must be less than "
+    f"{ctx.get('lt')}",
+    "string_too_long": lambda got, ctx: f"{describe(got)} is {_length(got)} characters long: "
+    f"at most {ctx.get('max_length')} are allowed",
+    "string_too_short": lambda got, ctx: "must not be empty" if not got else
+    f"{describe(got)} is too short: at least {ctx.get('min_length')} characters",
+    "too_long": lambda got, ctx: f"has {_length(got)} items: at most {ctx.get('max_length')} "
+    "are allowed",
+    "too_short": lambda got, ctx: f"has {_length(got)} items: at least {ctx.get('min_length')} "
+    "are needed",
+}
 
 
 # pydantic's type errors, in the words of the YAML the user wrote.

@@ -41,19 +41,61 @@ PARALLEL_FROM = 48
 def discover(paths: Sequence[Path]) -> list[Path | None]:
     """The cluster configs that `paths` name, each once, in a stable order.
 
-    No paths: `./gpustack.yaml` if present, else None (the embedded example). A folder is searched
+    No paths: `./gpustack.yaml` if present, else None (the embedded example), unless cluster
+    configs lie around (a fleet repository): then naming them is required. A folder is searched
     recursively (skipping folders whose name starts with '.' or '_') for YAML files with
     `kind: GPUStack`; bases are left out, and every config's `extends:` chain is checked here, so a
     missing or cyclic base is reported before anything is rendered.
     """
     if not paths:
-        return [DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None]
+        if DEFAULT_CONFIG.is_file():
+            return [DEFAULT_CONFIG]
+        _refuse_configs_nearby()
+        return [None]
     found: dict[Path, Path] = {}
     for path in paths:
         chosen = _folder_configs(path) if path.is_dir() else [path]
         for config in chosen:
             found.setdefault(config.resolve(), config)
     return list(found.values())
+
+
+# Where a fleet repository keeps its configs, by the README's convention, and how many files a
+# bare command looks at there.
+FLEET_FOLDER = Path("clusters")
+_NEARBY_FILES = 2000
+
+
+def _refuse_configs_nearby() -> None:
+    """A bare command in a fleet repository (configs in the working folder itself or in
+    `clusters/`) must not fall back to the embedded example."""
+    found: dict[str, None] = {}
+    nearby = sorted(path for path in Path(".").iterdir() if path.name.endswith(CONFIG_SUFFIXES))
+    if FLEET_FOLDER.is_dir():
+        nearby += _yaml_files(FLEET_FOLDER)
+    for path in nearby[:_NEARBY_FILES]:
+        if not path.is_file():
+            continue
+        try:
+            with path.open("rb") as handle:
+                if b"GPUStack" not in handle.read(65536):
+                    continue
+        except OSError:
+            continue
+        try:
+            is_config = _is_config(path)
+        except UserError:
+            is_config = True  # a broken config is still a config
+        if is_config:
+            top = path.parts[0]
+            found[top if len(path.parts) == 1 else f"{top}/"] = None
+    if found:
+        shown = ", ".join(list(found)[:5]) + (", ..." if len(found) > 5 else "")
+        raise UserError(
+            f"no ./gpustack.yaml here, but there are cluster configs: {shown}",
+            hint=f"name the configs or their folder, e.g. `{next(iter(found))}`; the embedded "
+            "example is used only where no config is around",
+        )
 
 
 def _folder_configs(folder: Path) -> list[Path]:

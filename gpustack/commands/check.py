@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpustack.commands.common import configs as discover
 from gpustack.commands.common import handles_user_errors
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ class Report:
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
+    # Changed files whose first line lost gpustack's marker: only `render --force` replaces them.
+    unmarked: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
     errors: int = 0
 
@@ -53,8 +56,16 @@ def command(
 ) -> None:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
     from gpustack import fleet
+    from gpustack.errors import Location, UserError, display_path
 
-    renderings = fleet.render_all(fleet.discover(configs or []), None, profiles_dir)
+
+    renderings = fleet.render_all(discover(configs), None, profiles_dir)
+    if not out.is_dir():
+        raise UserError(
+            "output folder does not exist" if not out.exists() else "output folder is not a folder",
+            Location(display_path(out)),
+            hint="give -o the folder `gpustack render -o` wrote, or render into it first",
+        )
     findings = dict(zip((r.name for r in renderings), fleet.check_all(renderings)))
     objects = {r.name: r.objects for r in renderings}
     reports = []
@@ -67,7 +78,8 @@ def command(
         _print(report, out)
     errors = sum(report.errors for report in reports)
     if stale:
-        again = shlex.join(["gpustack", "render", *map(str, configs or []), "-o", str(out)])
+        force = ["--force"] if any(report.unmarked for report in stale) else []
+        again = shlex.join(["gpustack", "render", *map(str, configs or []), "-o", str(out), *force])
         typer.echo(
             f"error: {', '.join(str(out / r.name) for r in stale)}: committed output is stale; "
             f"run `{again}` and commit the result",
@@ -93,6 +105,8 @@ def compare(target: Path, expected: dict[str, bytes]) -> Report:
             report.missing.append(relative)
         elif (current := path.read_bytes()) != content:
             report.diffs[relative] = _diff(path, current, content)
+            if not output.is_ours(path):
+                report.unmarked.append(relative)
     if target.is_dir():
         report.extra = sorted(
             path.relative_to(target).as_posix()
@@ -139,7 +153,11 @@ def _print(report: Report, out: Path) -> None:
     for relative in report.extra:
         typer.echo(f"{folder / relative}: extra (a render would remove it)")
     for relative, diff in report.diffs.items():
-        typer.echo(f"{folder / relative}: changed")
+        lost = (
+            " (its first line lost gpustack's marker: `gpustack render --force` overwrites it)"
+            if relative in report.unmarked else ""
+        )
+        typer.echo(f"{folder / relative}: changed{lost}")
         typer.echo(diff, nl=False)
     for line in report.findings:
         typer.echo(line)

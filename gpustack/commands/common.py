@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -22,6 +23,23 @@ def warning(message: str) -> None:
     typer.echo(f"warning: {message}", err=True)
 
 
+def note(message: str) -> None:
+    typer.echo(f"note: {message}", err=True)
+
+
+def configs(paths: list[Path] | None) -> list[Path | None]:
+    """The configs a command reads (fleet.discover), saying so when it is the embedded example."""
+    from gpustack import fleet
+
+    found = fleet.discover(paths or [])
+    if found == [None]:
+        note(
+            "no ./gpustack.yaml here: using the embedded example (kubeadm, cluster kubeadm-lab); "
+            "`gpustack init` writes a config of your own"
+        )
+    return found
+
+
 def handles_user_errors(function: F) -> F:
     """Print a UserError as `error: file:line:col: field: message` and exit 2, no traceback."""
 
@@ -32,7 +50,8 @@ def handles_user_errors(function: F) -> F:
         except UserError as problem:
             if DEBUG:
                 raise
-            error(str(problem))
+            for each in problem.every():
+                error(str(each))
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             raise typer.Exit(130) from None

@@ -132,9 +132,9 @@ def _compare(
 
 
 def _default_config() -> Path | None:
-    from gpustack.fleet import DEFAULT_CONFIG
+    from gpustack.commands.common import configs
 
-    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+    return configs([])[0]
 
 
 def _snapshot(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, bytes]]:

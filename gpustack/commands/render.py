@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from gpustack.commands.common import configs as discover
 from gpustack.commands.common import error, handles_user_errors, warning
 
 
@@ -21,7 +22,13 @@ def command(
     profiles_dir: Path | None = typer.Option(
         None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
     ),
-    stdout: bool = typer.Option(False, "--stdout", help="Print one YAML stream, write nothing."),
+    stdout: bool = typer.Option(
+        False, "--stdout", help="Print one YAML stream, write nothing (also -o -)."
+    ),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Overwrite files render would write even when they lost gpustack's marker line.",
+    ),
     jobs: int | None = typer.Option(
         None, "-j", "--jobs", min=1,
         help="Worker processes that render a large fleet (default: none, render here).",
@@ -29,9 +36,11 @@ def command(
 ) -> None:
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
+
+    stdout = stdout or str(out) == "-"
     from gpustack.validation.validator import explain
 
-    renderings = fleet.render_all(fleet.discover(configs or []), profile, profiles_dir, jobs)
+    renderings = fleet.render_all(discover(configs), profile, profiles_dir, jobs)
     for rendering in renderings:
         for message in rendering.warnings:
             warning(f"{rendering.name}: {message}")
@@ -49,9 +58,9 @@ def command(
         return
     planned = fleet.output_folders(renderings, out)
     for target, files in planned:
-        output.plan(target, files)  # refuse before anything is written
+        output.plan(target, files, force)  # refuse before anything is written
     for target, files in planned:
-        written, removed = output.write_tree(target, files)
+        written, removed = output.write_tree(target, files, force)
         if files or removed:
             typer.echo(
                 f"{target}: {len(files)} files ({written} written, {removed} removed)", err=True
