@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import difflib
 import hashlib
+import html
 import json
 import re
 from collections.abc import Iterator
@@ -402,3 +403,89 @@ def as_json(diff: Diff) -> dict[str, Any]:
             for change in diff.changes
         ],
     }
+
+
+# --- many clusters -----------------------------------------------------------------------------
+
+ClusterDiffs = list[tuple[str, Diff]]
+
+
+def _counted(counts: dict[Status, int]) -> str:
+    return ", ".join(f"{count} {status}" for status, count in counts.items() if count)
+
+
+def total_counts(diffs: ClusterDiffs) -> dict[Status, int]:
+    totals: dict[Status, int] = {"changed": 0, "added": 0, "removed": 0}
+    for _, diff in diffs:
+        for status, count in diff.counts().items():
+            totals[status] += count
+    return totals
+
+
+def fleet_summary(diffs: ClusterDiffs) -> str:
+    """One line: how many clusters differ, each with its counts."""
+    differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
+    if not differing:
+        return f"no differences in {len(diffs)} cluster(s)"
+    listed = ", ".join(f"{name} ({_counted(diff.counts())})" for name, diff in differing)
+    return f"{len(differing)} of {len(diffs)} cluster(s) differ: {listed}"
+
+
+def render_fleet_text(diffs: ClusterDiffs, color: bool = False) -> str:
+    """The fleet summary line, then each differing cluster's text (render_text) under its name."""
+    parts = [fleet_summary(diffs) + "\n"]
+    for name, diff in diffs:
+        if not diff.is_empty:
+            parts.append(f"\n{_paint(f'== {name}', 'header', color)}\n{render_text(diff, color)}")
+    return "".join(parts)
+
+
+def fleet_json(diffs: ClusterDiffs) -> dict[str, Any]:
+    return {
+        "different": any(not diff.is_empty for _, diff in diffs),
+        "counts": total_counts(diffs),
+        "clusters": [{"name": name, **as_json(diff)} for name, diff in diffs],
+    }
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: pipes escaped, no line breaks."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fenced(text: str, language: str) -> str:
+    """`text` in a code fence longer than any run of backticks inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{fence}\n"
+
+
+def render_markdown(diffs: ClusterDiffs, title: str) -> str:
+    """A pull-request review comment: a table of the clusters, then per differing cluster a
+    collapsible section with its objects and field paths and the unified diffs. Secrets are
+    masked already (diff_objects, diff_files)."""
+    lines = [f"### {title}", "", fleet_summary(diffs).replace("(s)", "s") + ".", ""]
+    differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
+    if differing:
+        lines += ["| cluster | changed | added | removed |", "|---|---:|---:|---:|"]
+        for name, diff in differing:
+            counts = diff.counts()
+            lines.append(
+                f"| `{_cell(name)}` | {counts['changed']} | {counts['added']} | {counts['removed']} |"
+            )
+        lines.append("")
+    for name, diff in differing:
+        lines += [
+            f"<details><summary><code>{html.escape(name)}</code>: "
+            f"{html.escape(_counted(diff.counts()))}</summary>",
+            "",
+            "| change | object or file | fields |",
+            "|---|---|---|",
+        ]
+        for change in diff.changes:
+            what = change.subject if change.identity else f"file {change.subject}"
+            fields = "<br>".join(f"`{_cell(path)}`" for path in change.paths)
+            lines.append(f"| {_SIGN[change.status]} {change.status} | `{_cell(what)}` | {fields} |")
+        lines += ["", _fenced("".join(change.unified for change in diff.changes), "diff"),
+                  "</details>", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
