@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import DURATION, ConflictError, GPUStack, Profile, ProfileFacts
-from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
+from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast, load_text
 
 _MAX_EXTENDS_DEPTH = 16
 
@@ -93,21 +93,80 @@ def merge(base: Any, override: Any) -> Any:
     return override
 
 
+class _OverrideSource(SourceMap):
+    """Where `--set` values come from: the option itself, each value as the user typed it."""
+
+    def __init__(self, written: dict[tuple[str | int, ...], str]) -> None:
+        where = Location("--set")
+        paths = {path[:end] for path in written for end in range(1, len(path) + 1)}
+        super().__init__("--set", dict.fromkeys(paths, where), dict.fromkeys(paths, where))
+        self.typed = written
+
+    def written(self, path: tuple[str | int, ...]) -> str | None:
+        return self.typed.get(tuple(path))
+
+    def nearest(self, path: tuple[str | int, ...]) -> Location:
+        return Location("--set")
+
+
+def overrides(assignments: list[str] | tuple[str, ...]) -> Layer | None:
+    """`--set path=value` options as one config layer above the files (last one wins).
+
+    A value is read as YAML, as if written in the file at that path (`replicas=8` a number,
+    `enabled=false` a boolean, `kubernetesVersion="1.30"` a string), so it is typed and checked
+    like the file, with the same messages. A key holding dots is written with `\\.`.
+    """
+    if not assignments:
+        return None
+    data: dict[str, Any] = {}
+    written: dict[tuple[str | int, ...], str] = {}
+    for assignment in assignments:
+        path_text, equals, value = assignment.partition("=")
+        path = tuple(part.replace("\0", ".") for part in path_text.replace("\\.", "\0").split("."))
+        if not equals or not all(path):
+            raise UserError(
+                f"expected FIELD=VALUE, got {assignment!r}",
+                Location("--set"),
+                hint="e.g. --set devicePlugin.sharing.replicas=8",
+            )
+        try:
+            parsed = load_text(value, "--set").data if value.strip() else None
+        except UserError as problem:
+            raise UserError(
+                f"{value!r} is not a YAML value: {problem.message}",
+                Location("--set"),
+                ".".join(path),
+            ) from None
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[path[-1]] = parsed
+        written[path] = value
+    return Layer(data, _OverrideSource(written))
+
+
 def load_stack(
     path: Path | None,
     profile_name: str | None = None,
     profiles_dir: Path | None = None,
     leave_out_inapplicable: bool = False,
+    override: Layer | None = None,
 ) -> Stack:
     """Load one cluster config (or the embedded example when `path` is None).
 
     `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
     refuses (e.g. `platform.openshiftVersion` on rke2) is left out, back to the profile's
-    default, and named in `Stack.left_out`, instead of being an error.
+    default, and named in `Stack.left_out`, instead of being an error. `override` (`--set`)
+    goes above the file.
     """
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
     layers = _config_layers(path)
+    if override is not None:
+        layers.append(override)
     combined = merge_layers(layers)
     _check_is_config(combined, layers)
     platform = combined.get("platform")
@@ -212,64 +271,81 @@ def bases(path: Path) -> set[Path]:
 
 
 def _config_layers(path: Path) -> list[Layer]:
-    """The chain of files `path` extends, base first."""
+    """The files `path` extends, bases first, then `path` itself.
+
+    `extends:` is one path or a list of paths, applied in order (a later base overrides an
+    earlier one, the file overrides them all); each base may extend others in turn.
+    """
     chain: list[Layer] = []
-    seen: list[Path] = []
-    current: Path | None = path
-    referencing: Document | None = None  # the file whose `extends:` named `current`
-    while current is not None:
-        resolved = current.resolve()
-        if resolved in seen:
-            cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
-            raise UserError(
-                f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
-            )
-        if len(seen) >= _MAX_EXTENDS_DEPTH:
-            raise UserError(
-                "extends chain is too long", _extends_at(referencing), field="extends"
-            )
-        seen.append(resolved)
-        try:
-            document = read_document(current)
-        except UserError as error:
-            if referencing and error.message == "file not found":
-                raise UserError(
-                    f"base config {display_path(current)} not found",
-                    _extends_at(referencing),
-                    field="extends",
-                ) from None
-            raise
-        if document.data is None:
-            raise UserError(
-                "file is empty, expected a GPUStack config",
-                document.source.nearest(()),
-                hint="`gpustack init` writes a commented starter config",
-            )
-        if not isinstance(document.data, dict):
-            raise UserError(
-                "expected a GPUStack config (a mapping with apiVersion, kind, metadata, ...), "
-                f"found {describe(document.data)}",
-                document.source.nearest(()),
-            )
-        layer = Layer(document.data, document.source, (), current.parent)
-        chain.append(layer)
-        extends = document.data.get("extends")
-        if extends is None:
-            current = None
-        elif not isinstance(extends, str) or not extends:
-            raise UserError(
-                "must be a path to a base config", document.source.value(("extends",)), "extends"
-            )
-        else:
-            referencing = document
-            current = current.parent / extends
-    chain.reverse()
+    _add_layers(path, chain, [], None)
     return chain
 
 
-def _extends_at(document: Document | None) -> Location | None:
+Reference = tuple[Document, tuple[str | int, ...]]  # the file and the `extends:` entry naming a base
+
+
+def _add_layers(
+    current: Path, chain: list[Layer], seen: list[Path], referencing: Reference | None
+) -> None:
+    resolved = current.resolve()
+    if resolved in seen:
+        cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
+        raise UserError(
+            f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
+        )
+    if len(seen) >= _MAX_EXTENDS_DEPTH:
+        raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
+    try:
+        document = read_document(current)
+    except UserError as error:
+        if referencing and error.message == "file not found":
+            raise UserError(
+                f"base config {display_path(current)} not found",
+                _extends_at(referencing),
+                field="extends",
+            ) from None
+        raise
+    if document.data is None:
+        raise UserError(
+            "file is empty, expected a GPUStack config",
+            document.source.nearest(()),
+            hint="`gpustack init` writes a commented starter config",
+        )
+    if not isinstance(document.data, dict):
+        raise UserError(
+            "expected a GPUStack config (a mapping with apiVersion, kind, metadata, ...), "
+            f"found {describe(document.data)}",
+            document.source.nearest(()),
+        )
+    extends = document.data.get("extends")
+    entries: list[tuple[Any, tuple[str | int, ...]]] = (
+        [(item, ("extends", index)) for index, item in enumerate(extends)]
+        if isinstance(extends, list)
+        else [] if extends is None else [(extends, ("extends",))]
+    )
+    if isinstance(extends, list) and not extends:
+        raise UserError(
+            "must name at least one base config", document.source.value(("extends",)), "extends"
+        )
+    for entry, where in entries:
+        if not isinstance(entry, str) or not entry:
+            field = ".".join(str(part) for part in where)
+            raise UserError(
+                "must be a path to a base config, or a list of them",
+                document.source.value(where) or document.source.value(("extends",)),
+                field,
+            )
+    for entry, where in entries:
+        _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
+    chain.append(Layer(document.data, document.source, (), current.parent))
+
+
+def _extends_at(referencing: Reference | None) -> Location | None:
     # Positions are looked up only for an error: the fast reader finds them on demand.
-    return document.source.value(("extends",)) if document else None
+    if referencing is None:
+        return None
+    document, where = referencing
+    return document.source.value(where) or document.source.value(("extends",))
 
 
 def _locate(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location | None:

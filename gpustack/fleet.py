@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpustack.config import Stack, bases, load_stack, read_document
+from gpustack.config import Layer, Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
 from gpustack.render import PICKLE, Rendering, render
@@ -148,16 +148,22 @@ def render_all(
     profile: str | None = None,
     profiles_dir: Path | None = None,
     jobs: int | None = None,
+    override: Layer | None = None,
 ) -> list[Rendering]:
-    """Load and render every config, in `jobs` worker processes (default: in this process)."""
+    """Load and render every config, in `jobs` worker processes (default: in this process);
+    `override` (`--set`) goes above every config."""
     workers = max(1, min(jobs or 1, len(configs)))
     if workers <= 1:
-        renderings = [render(load_stack(path, profile, profiles_dir)) for path in configs]
+        renderings = [
+            render(load_stack(path, profile, profiles_dir, override=override)) for path in configs
+        ]
     else:
         size = max(1, -(-len(configs) // (workers * 4)))  # a few chunks per worker balance load
         chunks = [list(configs[start : start + size]) for start in range(0, len(configs), size)]
         with ProcessPoolExecutor(workers) as pool:
-            results = pool.map(_render_chunk, [(chunk, profile, profiles_dir) for chunk in chunks])
+            results = pool.map(
+                _render_chunk, [(chunk, profile, profiles_dir, override) for chunk in chunks]
+            )
             renderings = [rendering for chunk in results for rendering in chunk]
     check_unique_names([(rendering.name, rendering.source) for rendering in renderings])
     application_set(renderings)
@@ -173,9 +179,11 @@ def _workers(count: int, jobs: int | None) -> int:
     return min(len(os.sched_getaffinity(0)), count // (PARALLEL_FROM // 2))
 
 
-def _render_chunk(arguments: tuple[list[Path | None], str | None, Path | None]) -> list[Rendering]:
-    configs, profile, profiles_dir = arguments
-    return [render(load_stack(path, profile, profiles_dir)) for path in configs]
+def _render_chunk(
+    arguments: tuple[list[Path | None], str | None, Path | None, Layer | None],
+) -> list[Rendering]:
+    configs, profile, profiles_dir, override = arguments
+    return [render(load_stack(path, profile, profiles_dir, override=override)) for path in configs]
 
 
 def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:

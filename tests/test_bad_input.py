@@ -117,4 +117,4 @@ def test_expected_messages_are_one_line_per_error_naming_the_file() -> None:
         message = (CASES / f"{case}.expected").read_text(encoding="utf-8")
         assert message.endswith("\n"), case
         for line in message.splitlines():
-            assert line.startswith(("error: tests/cases/bad/", "error: {out}")), case
+            assert line.startswith(("error: tests/cases/bad/", "error: {out}", "error: --set:")), case

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpustack.commands import common
 from gpustack.commands.common import configs as discover
 from gpustack.commands.common import handles_user_errors
 
@@ -50,16 +51,18 @@ def command(
     out: Path = typer.Option(
         Path("out"), "-o", "--out", help="Folder holding <name>/ per cluster."
     ),
-    profiles_dir: Path | None = typer.Option(
-        None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
-    ),
+    profiles_dir: Path | None = common.PROFILES_DIR,
+    assignments: list[str] = common.SET,
 ) -> None:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
     from gpustack import fleet
+    from gpustack.config import overrides
     from gpustack.errors import Location, UserError, display_path
 
 
-    renderings = fleet.render_all(discover(configs), None, profiles_dir)
+    renderings = fleet.render_all(
+        discover(configs), None, profiles_dir, override=overrides(assignments or [])
+    )
     if not out.is_dir():
         raise UserError(
             "output folder does not exist" if not out.exists() else "output folder is not a folder",

@@ -14,6 +14,23 @@ from gpustack.errors import UserError
 DEBUG = False
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Options several commands share, declared once.
+PROFILES_DIR: Any = typer.Option(
+    None,
+    "--profiles-dir",
+    envvar="GPUSTACK_PROFILES_DIR",
+    metavar="DIR",
+    help="Folder of user profiles, searched before the built-in ones "
+    "(default: $GPUSTACK_PROFILES_DIR).",
+)
+SET: Any = typer.Option(
+    None,
+    "--set",
+    metavar="FIELD=VALUE",
+    help="Override a config field, read as YAML and checked like the file "
+    "(e.g. devicePlugin.sharing.replicas=8); repeatable, the last one wins.",
+)
+
 
 def error(message: str) -> None:
     typer.echo(f"error: {message}", err=True)

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpustack.commands import common
 from gpustack.commands.common import handles_user_errors, warning
 
 if TYPE_CHECKING:
-    from gpustack.config import Stack
+    from gpustack.config import Layer, Stack
     from gpustack.diff import ClusterDiffs, Diff
 
 
@@ -70,9 +71,8 @@ def command(
         metavar="REF",
         help="Compare the configs as they were at git revision REF with the working tree's.",
     ),
-    profiles_dir: Path | None = typer.Option(
-        None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
-    ),
+    profiles_dir: Path | None = common.PROFILES_DIR,
+    assignments: list[str] = common.SET,
     output: OutputFormat = typer.Option(
         OutputFormat.text,
         "--output",
@@ -87,23 +87,29 @@ def command(
     ),
 ) -> None:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
+    from gpustack.config import overrides
     from gpustack.diff import as_json, fleet_json, render_fleet_text, render_markdown, render_text
 
     paths, names = list(configs or []), list(profiles or [])
+    override = overrides(assignments or [])
     single: Diff | None = None
     fleet: ClusterDiffs
     if git_ref is not None:
         if against is not None or len(names) > 1:
             raise _usage("--git-ref compares the configs with themselves at REF")
-        fleet = _since_revision(git_ref, paths, names[0] if names else None, profiles_dir)
+        fleet = _since_revision(
+            git_ref, paths, names[0] if names else None, profiles_dir, override
+        )
         title = f"gpustack diff: {git_ref} → working tree"
     elif against is not None and (len(paths) > 1 or any(path.is_dir() for path in paths)):
         if len(names) > 1:
             raise _usage("--profile twice compares one config on two profiles")
-        fleet = _fleet_against(paths, against, names[0] if names else None, profiles_dir)
+        fleet = _fleet_against(
+            paths, against, names[0] if names else None, profiles_dir, override
+        )
         title = f"gpustack diff: {against} → rendered"
     else:
-        single = _compare(paths, names, against, profiles_dir)
+        single = _compare(paths, names, against, profiles_dir, override)
         fleet = [(single.new_label, single)]
         title = f"gpustack diff: {single.old_label} → {single.new_label}"
     if output is OutputFormat.markdown:
@@ -126,7 +132,11 @@ def _usage(message: str) -> Exception:
 
 
 def _compare(
-    configs: list[Path], profiles: list[str], against: Path | None, profiles_dir: Path | None
+    configs: list[Path],
+    profiles: list[str],
+    against: Path | None,
+    profiles_dir: Path | None,
+    override: Layer | None,
 ) -> Diff:
     from gpustack.config import load_stack
     from gpustack.diff import Diff
@@ -139,7 +149,7 @@ def _compare(
             raise _usage("--profile twice compares one config on two profiles")
         path = configs[0] if configs else _default_config()
         first, second = (
-            load_stack(path, name, profiles_dir, leave_out_inapplicable=True) for name in profiles
+            load_stack(path, name, profiles_dir, True, override) for name in profiles
         )
         difference = _between(first, profiles[0], second, profiles[1])
         left_out = tuple(
@@ -148,18 +158,19 @@ def _compare(
             for field, why in stack.left_out
         )
         return Diff(difference.old_label, difference.new_label, difference.changes, left_out)
-    override = profiles[0] if profiles else None
+    profile = profiles[0] if profiles else None
     if against is not None:
         _check_folder(against)
-        stack = load_stack(configs[0] if configs else _default_config(), override, profiles_dir)
+        path = configs[0] if configs else _default_config()
+        stack = load_stack(path, profile, profiles_dir, override=override)
         return _against_committed(stack, against / stack.name)
     if len(configs) != 2:
         raise _usage("nothing to compare")
     old, new = configs
     return _between(
-        load_stack(old, override, profiles_dir),
+        load_stack(old, profile, profiles_dir, override=override),
         display_path(old),
-        load_stack(new, override, profiles_dir),
+        load_stack(new, profile, profiles_dir, override=override),
         display_path(new),
     )
 
@@ -212,7 +223,11 @@ def _against_committed(stack: Stack, folder: Path) -> Diff:
 
 
 def _fleet_against(
-    paths: list[Path], against: Path, profile: str | None, profiles_dir: Path | None
+    paths: list[Path],
+    against: Path,
+    profile: str | None,
+    profiles_dir: Path | None,
+    override: Layer | None,
 ) -> ClusterDiffs:
     """Every cluster the paths name against `against/<name>/` (and the fleet's `_gitops/`)."""
     from gpustack import fleet, review
@@ -220,7 +235,7 @@ def _fleet_against(
     from gpustack.errors import display_path
 
     _check_folder(against)
-    renderings = fleet.render_all(configs(paths), profile, profiles_dir)
+    renderings = fleet.render_all(configs(paths), profile, profiles_dir, override=override)
     new = review.rendered(renderings)
     old = review.committed_output([rendering.name for rendering in renderings], against)
     shown = display_path(against)
@@ -228,7 +243,11 @@ def _fleet_against(
 
 
 def _since_revision(
-    ref: str, paths: list[Path], profile: str | None, profiles_dir: Path | None
+    ref: str,
+    paths: list[Path],
+    profile: str | None,
+    profiles_dir: Path | None,
+    override: Layer | None,
 ) -> ClusterDiffs:
     """The clusters the paths name, rendered from git revision `ref` and from the working tree."""
     from gpustack import fleet, review
@@ -256,8 +275,8 @@ def _since_revision(
                     raise
         if not given:
             old_configs = [None]  # the embedded example, the same on both sides
-        old = review.rendered(fleet.render_all(old_configs, profile, old_dir))
-    new = review.rendered(fleet.render_all(new_configs, profile, profiles_dir))
+        old = review.rendered(fleet.render_all(old_configs, profile, old_dir, override=override))
+    new = review.rendered(fleet.render_all(new_configs, profile, profiles_dir, override=override))
     return review.compare(old, new, lambda name: f"{ref}/{name}", lambda name: f"worktree/{name}")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from gpustack.commands import common
 from gpustack.commands.common import handles_user_errors
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server).
@@ -39,7 +40,7 @@ def command(
     profile: str = typer.Option("kubeadm", "--profile", help="Platform profile to start from."),
     name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    profiles_dir: Path | None = typer.Option(None, "--profiles-dir", help="User profiles."),
+    profiles_dir: Path | None = common.PROFILES_DIR,
     schema: str | None = typer.Option(
         None, "--schema", metavar="PATH|URL",
         help=f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from gpustack.commands import common
 from gpustack.commands.common import configs as discover
 from gpustack.commands.common import error, handles_user_errors, warning
 
@@ -19,9 +20,8 @@ def command(
     ),
     out: Path = typer.Option(Path("out"), "-o", "--out", help="Folder that gets <name>/ per cluster."),
     profile: str | None = typer.Option(None, "--profile", help="Override platform.profile."),
-    profiles_dir: Path | None = typer.Option(
-        None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
-    ),
+    profiles_dir: Path | None = common.PROFILES_DIR,
+    assignments: list[str] = common.SET,
     stdout: bool = typer.Option(
         False, "--stdout", help="Print one YAML stream, write nothing (also -o -)."
     ),
@@ -36,11 +36,13 @@ def command(
 ) -> None:
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
+    from gpustack.config import overrides
 
     stdout = stdout or str(out) == "-"
     from gpustack.validation.validator import explain
 
-    renderings = fleet.render_all(discover(configs), profile, profiles_dir, jobs)
+    override = overrides(assignments or [])
+    renderings = fleet.render_all(discover(configs), profile, profiles_dir, jobs, override)
     for rendering in renderings:
         for message in rendering.warnings:
             warning(f"{rendering.name}: {message}")
