@@ -265,6 +265,31 @@ def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> Document:
     return load_file_fast(Path(path))
 
 
+# A config path of `-` reads the config from standard input (bases relative to the working folder).
+STDIN = "-"
+_stdin: list[tuple[Any, Document]] = []  # read once per stdin: diff may load a config twice
+
+
+def _stdin_document() -> Document:
+    import sys
+
+    from gpustack.yamlio import MAX_FILE_BYTES
+
+    for stream, document in _stdin:
+        if stream is sys.stdin:
+            return document
+    text = sys.stdin.read(MAX_FILE_BYTES + 1)
+    if len(text.encode("utf-8", errors="replace")) > MAX_FILE_BYTES:
+        raise UserError(
+            f"standard input holds more than {MAX_FILE_BYTES} bytes; a config may have at most "
+            "1 MiB",
+            Location("<stdin>"),
+        )
+    document = load_text(text, "<stdin>")
+    _stdin[:] = [(sys.stdin, document)]
+    return document
+
+
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
     return {Path(layer.source.file).resolve() for layer in _config_layers(path)[:-1]}
@@ -296,7 +321,7 @@ def _add_layers(
     if len(seen) >= _MAX_EXTENDS_DEPTH:
         raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
     try:
-        document = read_document(current)
+        document = _stdin_document() if str(current) == STDIN else read_document(current)
     except UserError as error:
         if referencing and error.message == "file not found":
             raise UserError(

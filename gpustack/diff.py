@@ -337,7 +337,7 @@ _COLOR: dict[str, str] = {
 }
 
 
-def _paint(text: str, color: str, enabled: bool) -> str:
+def paint(text: str, color: str, enabled: bool) -> str:
     return f"\x1b[{_COLOR[color]}m{text}\x1b[0m" if enabled else text
 
 
@@ -357,25 +357,25 @@ def render_text(diff: Diff, color: bool = False) -> str:
     for change in diff.changes:
         what = change.subject if change.identity else f"file {change.subject}"
         lines.append(
-            _paint(f"{_SIGN[change.status]} {change.status:<8} {what}", change.status, color)
+            paint(f"{_SIGN[change.status]} {change.status:<8} {what}", change.status, color)
         )
         lines.extend(f"    {path}" for path in change.paths)
     for change in diff.changes:
         lines.append("")
         for line in change.unified.splitlines():
-            lines.append(_paint_diff_line(line, color))
+            lines.append(paint_diff_line(line, color))
     return "\n".join(lines) + "\n"
 
 
-def _paint_diff_line(line: str, color: bool) -> str:
+def paint_diff_line(line: str, color: bool) -> str:
     if line.startswith(("---", "+++")):
-        return _paint(line, "header", color)
+        return paint(line, "header", color)
     if line.startswith("@@"):
-        return _paint(line, "hunk", color)
+        return paint(line, "hunk", color)
     if line.startswith("+"):
-        return _paint(line, "added", color)
+        return paint(line, "added", color)
     if line.startswith("-"):
-        return _paint(line, "removed", color)
+        return paint(line, "removed", color)
     return line
 
 
@@ -436,7 +436,7 @@ def render_fleet_text(diffs: ClusterDiffs, color: bool = False) -> str:
     parts = [fleet_summary(diffs) + "\n"]
     for name, diff in diffs:
         if not diff.is_empty:
-            parts.append(f"\n{_paint(f'== {name}', 'header', color)}\n{render_text(diff, color)}")
+            parts.append(f"\n{paint(f'== {name}', 'header', color)}\n{render_text(diff, color)}")
     return "".join(parts)
 
 

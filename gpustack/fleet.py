@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -149,14 +149,17 @@ def render_all(
     profiles_dir: Path | None = None,
     jobs: int | None = None,
     override: Layer | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Rendering]:
     """Load and render every config, in `jobs` worker processes (default: in this process);
-    `override` (`--set`) goes above every config."""
+    `override` (`--set`) goes above every config; `progress` hears how many are done."""
     workers = max(1, min(jobs or 1, len(configs)))
     if workers <= 1:
-        renderings = [
-            render(load_stack(path, profile, profiles_dir, override=override)) for path in configs
-        ]
+        renderings = []
+        for path in configs:
+            renderings.append(render(load_stack(path, profile, profiles_dir, override=override)))
+            if progress:
+                progress(1)
     else:
         size = max(1, -(-len(configs) // (workers * 4)))  # a few chunks per worker balance load
         chunks = [list(configs[start : start + size]) for start in range(0, len(configs), size)]
@@ -164,7 +167,11 @@ def render_all(
             results = pool.map(
                 _render_chunk, [(chunk, profile, profiles_dir, override) for chunk in chunks]
             )
-            renderings = [rendering for chunk in results for rendering in chunk]
+            renderings = []
+            for chunk in results:
+                renderings += chunk
+                if progress:
+                    progress(len(chunk))
     check_unique_names([(rendering.name, rendering.source) for rendering in renderings])
     application_set(renderings)
     return renderings

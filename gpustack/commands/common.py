@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +41,52 @@ def error(message: str) -> None:
 
 def warning(message: str) -> None:
     typer.echo(f"warning: {message}", err=True)
+
+
+class ColorMode(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+COLOR: Any = typer.Option(
+    ColorMode.auto,
+    "--color",
+    metavar="WHEN",
+    help="Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
+)
+QUIET: Any = typer.Option(False, "-q", "--quiet", help="Print nothing but warnings and errors.")
+
+
+def use_color(mode: ColorMode) -> bool:
+    if mode is ColorMode.auto:
+        # https://no-color.org: a non-empty NO_COLOR turns colour off unless explicitly asked for.
+        return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    return mode is ColorMode.always
+
+
+class Progress:
+    """`label done/total` on one stderr line that rewrites itself, only on a terminal and only
+    for runs long enough to need it; `finish` clears it before the summary."""
+
+    SHOWN_FROM = 20  # clusters or folders: fewer finish before a reader would look
+
+    def __init__(self, total: int, label: str, enabled: bool = True) -> None:
+        self.total, self.label, self.done, self.shown = total, label, 0, False
+        self.enabled = enabled and total >= self.SHOWN_FROM and sys.stderr.isatty()
+
+    def advance(self, count: int = 1) -> None:
+        self.done += count
+        if self.enabled:
+            sys.stderr.write(f"\r{self.label} {self.done}/{self.total}")
+            sys.stderr.flush()
+            self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
 
 
 def note(message: str) -> None:

@@ -7,8 +7,6 @@ Exit 0 when there is no difference, 1 when there is, 2 on a usage or config erro
 from __future__ import annotations
 
 import json
-import os
-import sys
 import tempfile
 from enum import Enum
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpustack.commands import common
-from gpustack.commands.common import handles_user_errors, warning
+from gpustack.commands.common import ColorMode, handles_user_errors, use_color, warning
 
 if TYPE_CHECKING:
     from gpustack.config import Layer, Stack
@@ -28,12 +26,6 @@ class OutputFormat(str, Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
-
-
-class ColorMode(str, Enum):
-    auto = "auto"
-    always = "always"
-    never = "never"
 
 
 USAGE = (
@@ -47,7 +39,7 @@ USAGE = (
 def command(
     configs: list[Path] = typer.Argument(
         None,
-        metavar="[CONFIG|DIR]...",
+        metavar="CONFIG|DIR",
         help="One config (default ./gpustack.yaml, else the embedded kubeadm example), or two; "
         "with --against or --git-ref, any configs and fleet folders.",
     ),
@@ -79,12 +71,7 @@ def command(
         metavar="FORMAT",
         help="text (summary, then unified diff), json, or markdown (a review comment).",
     ),
-    color: ColorMode = typer.Option(
-        ColorMode.auto,
-        "--color",
-        metavar="WHEN",
-        help="Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
-    ),
+    color: ColorMode = common.COLOR,
 ) -> None:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.config import overrides
@@ -118,7 +105,7 @@ def command(
         data = as_json(single) if single is not None else fleet_json(fleet)
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        painted = _use_color(color)
+        painted = use_color(color)
         text = render_text(single, painted) if single else render_fleet_text(fleet, painted)
         # click strips escape codes when stdout is no terminal unless told the colour is wanted.
         typer.echo(text, nl=False, color=painted)
@@ -283,10 +270,3 @@ def _since_revision(
 def _inside(path: Path, top: Path) -> bool:
     resolved = path.resolve()
     return resolved == top.resolve() or top.resolve() in resolved.parents
-
-
-def _use_color(mode: ColorMode) -> bool:
-    if mode is ColorMode.auto:
-        # https://no-color.org: a non-empty NO_COLOR turns colour off unless explicitly asked for.
-        return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    return mode is ColorMode.always

@@ -37,7 +37,7 @@ def command(
         Path("gpustack.yaml"),
         help="Where to write the config; a folder gets gpustack.yaml in it, named after the folder.",
     ),
-    profile: str = typer.Option("kubeadm", "--profile", help="Platform profile to start from."),
+    profile: str = typer.Option("kubeadm", "--profile", metavar="NAME", help="Platform profile to start from."),
     name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     profiles_dir: Path | None = common.PROFILES_DIR,
