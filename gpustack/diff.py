@@ -465,6 +465,11 @@ def render_markdown(diffs: ClusterDiffs, title: str) -> str:
     collapsible section with its objects and field paths and the unified diffs. Secrets are
     masked already (diff_objects, diff_files)."""
     lines = [f"### {title}", "", fleet_summary(diffs).replace("(s)", "s") + ".", ""]
+    for _, diff in diffs:
+        lines += [f"> left out for {html.escape(side)}: `{_cell(field)}`: {html.escape(why, quote=False)}  "
+                  for side, field, why in diff.left_out]
+    if any(diff.left_out for _, diff in diffs):
+        lines.append("")
     differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
     if differing:
         lines += ["| cluster | changed | added | removed |", "|---|---:|---:|---:|"]

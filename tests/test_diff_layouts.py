@@ -281,3 +281,11 @@ def test_markdown_masks_the_entitlement_certificate(cli, tmp_path):
     assert "50-entitlement-pem" in result.stdout
     assert secret not in result.stdout and "BEGIN CERTIFICATE" not in result.stdout
     assert "<redacted sha256:" in result.stdout
+
+
+def test_markdown_of_two_profiles_names_what_was_left_out(cli):
+    result = cli("diff", "--profile", "openshift", "--profile", "rke2",
+                 EXAMPLES / "openshift.yaml", "--output", "markdown")
+    assert result.exit_code == 1
+    assert "> left out for rke2: `platform.openshiftVersion`: " in result.stdout
+    assert "| `openshift-entitled` | " in result.stdout

@@ -96,8 +96,8 @@ def command(
         )
         title = f"gpustack diff: {against} → rendered"
     else:
-        single = _compare(paths, names, against, profiles_dir, override)
-        fleet = [(single.new_label, single)]
+        cluster, single = _compare(paths, names, against, profiles_dir, override)
+        fleet = [(cluster, single)]
         title = f"gpustack diff: {single.old_label} → {single.new_label}"
     if output is OutputFormat.markdown:
         typer.echo(render_markdown(fleet, title), nl=False)
@@ -124,7 +124,8 @@ def _compare(
     against: Path | None,
     profiles_dir: Path | None,
     override: Layer | None,
-) -> Diff:
+) -> tuple[str, Diff]:
+    """The cluster's name and what differs."""
     from gpustack.config import load_stack
     from gpustack.diff import Diff
     from gpustack.errors import display_path
@@ -144,20 +145,22 @@ def _compare(
             for side, stack in zip(profiles, (first, second))
             for field, why in stack.left_out
         )
-        return Diff(difference.old_label, difference.new_label, difference.changes, left_out)
+        changes = difference.changes
+        return second.name, Diff(difference.old_label, difference.new_label, changes, left_out)
     profile = profiles[0] if profiles else None
     if against is not None:
         _check_folder(against)
         path = configs[0] if configs else _default_config()
         stack = load_stack(path, profile, profiles_dir, override=override)
-        return _against_committed(stack, against / stack.name)
+        return stack.name, _against_committed(stack, against / stack.name)
     if len(configs) != 2:
         raise _usage("nothing to compare")
     old, new = configs
-    return _between(
+    new_stack = load_stack(new, profile, profiles_dir, override=override)
+    return new_stack.name, _between(
         load_stack(old, profile, profiles_dir, override=override),
         display_path(old),
-        load_stack(new, profile, profiles_dir, override=override),
+        new_stack,
         display_path(new),
     )
 
