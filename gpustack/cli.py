@@ -83,13 +83,7 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
-    profiles_dir: Path | None = typer.Option(
-        None,
-        "--profiles-dir",
-        metavar="DIR",
-        help="Folder of user profiles for every command that reads profiles (also after the "
-        "command, or from $GPUSTACK_PROFILES_DIR).",
-    ),
+    profiles_dir: Path | None = common.PROFILES_DIR,
 ) -> None:
     common.DEBUG = debug
     if profiles_dir is not None:
