@@ -83,7 +83,8 @@ def _listed(folder: Path, root_folder: Path, committed: Committed) -> list[Path]
     """The files inside `root_folder` that `folder/kustomization.yaml` lists (its bytes go into
     `committed.files`)."""
     path = folder / KUSTOMIZATION
-    if not path.is_file():
+    # Below the cluster folder, only gpustack's own kustomizations (a user's folder is theirs).
+    if not path.is_file() or (folder != root_folder and not is_ours(path)):
         return []
     committed.files[path.relative_to(root_folder).as_posix()] = path.read_bytes()
     document = load_file(path)

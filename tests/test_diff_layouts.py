@@ -289,3 +289,15 @@ def test_markdown_of_two_profiles_names_what_was_left_out(cli):
     assert result.exit_code == 1
     assert "> left out for rke2: `platform.openshiftVersion`: " in result.stdout
     assert "| `openshift-entitled` | " in result.stdout
+
+
+def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + FLUX)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    extra = out / "lab" / "overlays"
+    extra.mkdir()
+    (extra / "kustomization.yaml").write_text("resources: [../workloads]\n")
+    result = cli("diff", config, "--against", out)
+    assert result.exit_code == 0, result.output
