@@ -165,10 +165,11 @@ def load_stack(
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
     layers = _config_layers(path)
+    file_layer = layers[-1]
     if override is not None:
         layers.append(override)
     combined = merge_layers(layers)
-    _check_is_config(combined, layers)
+    _check_is_config(combined, file_layer)
     platform = combined.get("platform")
     name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
     if not isinstance(name, str):
@@ -195,7 +196,8 @@ def load_stack(
             _check_against_profile(config, profile, all_layers)
             break
         except UserError as problem:
-            if not leave_out_inapplicable or problem.field is None:
+            done = {field for field, _ in left_out}
+            if not leave_out_inapplicable or problem.field is None or problem.field in done:
                 raise
             merged = _without(merged, tuple(problem.field.split(".")), profile_layer.data)
             left_out.append((problem.field, problem.message))
@@ -218,7 +220,7 @@ def _without(data: dict[str, Any], path: tuple[str, ...], defaults: Any) -> dict
     return result
 
 
-def _check_is_config(data: dict[str, Any], layers: list[Layer]) -> None:
+def _check_is_config(data: dict[str, Any], top: Layer) -> None:
     """Refuse a file that is not a gpustack config at all (a Kubernetes manifest, some other
     tool's YAML) before its fields are judged as a config's."""
     kind, api_version = data.get("kind"), data.get("apiVersion")
@@ -226,7 +228,6 @@ def _check_is_config(data: dict[str, Any], layers: list[Layer]) -> None:
         return
     if isinstance(kind, str) and closest(kind, ["GPUStack"]):
         return  # a typo of GPUStack: the field error suggests the fix
-    top = layers[-1]
     found = f"its kind is {describe(kind)}" if kind is not None else "it has no kind"
     hint = "a config has apiVersion: gpustack.dev/v1alpha1 and kind: GPUStack; `gpustack init` writes one"
     if kind is not None and api_version is not None:
