@@ -313,3 +313,36 @@ def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
 def test_completion_of_an_unknown_shell_is_exit_2(cli):
     result = cli("completion", "tcsh")
     assert result.exit_code == 2
+
+
+def stderr_on_terminal(*args: str, cwd: Path) -> str:
+    controller, tty = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "gpustack", *args], cwd=cwd,
+                               stdout=subprocess.DEVNULL, stderr=tty)
+    os.close(tty)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    assert process.wait() == 0
+    return b"".join(chunks).decode()
+
+
+def test_a_long_render_shows_progress_on_a_terminal_only(tmp_path):
+    clusters = tmp_path / "clusters"
+    for index in range(20):
+        cluster(clusters / f"gpu-{index}.yaml", f"gpu-{index}")
+    shown = stderr_on_terminal("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert "rendering 20/20" in shown and "writing 21/21" in shown
+    # The progress line is cleared before the summary, which stays.
+    assert shown.rstrip().endswith("0 unchanged, 0 removed")
+    piped = subprocess.run([sys.executable, "-m", "gpustack", "render", "clusters", "-o", "out"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert piped.stderr.startswith("rendered 20 cluster(s) into out: 0 files written, ")
+    assert piped.stderr.count("\n") == 1 and "\r" not in piped.stderr
