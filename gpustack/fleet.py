@@ -3,7 +3,8 @@
     discover(paths) -> the configs to render (files as given; in folders, every GPUStack config
                        that no other config there extends)
     load_all(paths, profile, profiles_dir) -> one Stack per config, names checked unique
-    render_all(configs, profile, profiles_dir, jobs) -> one Rendering per config, in order
+    render_all(configs, profile, profiles_dir, jobs, override, progress) -> one Rendering per
+                       config, in order (`override`: the `--set` layer above every config)
     validate_all(renderings, jobs) -> schema findings per rendering (each distinct object once)
     check_all(renderings, jobs) -> schema and lint findings per rendering
 

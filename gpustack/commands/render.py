@@ -54,9 +54,9 @@ def command(
 
     stdout = stdout or str(out) == "-"
     override = overrides(assignments or [])
-    found = discover(configs)
-    progress = common.Progress(len(found), "rendering", not quiet and not stdout)
-    renderings = fleet.render_all(found, profile, profiles_dir, jobs, override, progress.advance)
+    paths = discover(configs)
+    progress = common.Progress(len(paths), "rendering", not quiet and not stdout)
+    renderings = fleet.render_all(paths, profile, profiles_dir, jobs, override, progress.advance)
     progress.finish()
     for rendering in renderings:
         for message in rendering.warnings:
