@@ -1,8 +1,10 @@
 """Reading a rendered folder back from disk (`out/<name>/`), to compare it with a fresh render.
 
-The objects are those of the YAML files `kustomization.yaml` lists plus any other `*.yaml` that
-gpustack wrote (its marker on the first line); `kustomization.yaml` and gpustack's files under
-`node/` come back as bytes. A user's own unlisted files are not gpustack's output and are left out.
+It reads the layout `gpustack render` writes: the cluster folder, Flux's layer folders and
+`gitops/` (and a fleet's `_gitops/` when given that folder). The objects are those of the YAML
+files a `kustomization.yaml` there lists plus any other `*.yaml` that gpustack wrote (its marker
+on the first line); every `kustomization.yaml` and gpustack's files under `node/` come back as
+bytes, keyed by their path in the folder. A user's own unlisted files are left out.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ def read(folder: Path) -> Committed:
     committed = Committed()
     if not folder.is_dir():
         return committed
-    listed = _listed(folder, committed)
-    ours = [path for path in sorted(folder.glob("*.yaml"))
+    folders = _object_folders(folder)
+    listed = [path for each in folders for path in _listed(each, folder, committed)]
+    ours = [path for each in folders for path in sorted(each.glob("*.yaml"))
             if path.name != KUSTOMIZATION and path.is_file() and is_ours(path)]
     seen: dict[tuple[str, str, str, str], str] = {}
-    for path in sorted(set(listed) | set(ours)):
+    for path in sorted({each.resolve(): each for each in [*listed, *ours]}.values()):
         shown = display_path(path)
         for document in load_all_text(read_text(path), shown):
             if document.data is None:
@@ -63,19 +66,34 @@ def read(folder: Path) -> Committed:
     return committed
 
 
-def _listed(folder: Path, committed: Committed) -> list[Path]:
-    """The local files `kustomization.yaml` lists (its bytes go into `committed.files`)."""
+def _object_folders(folder: Path) -> list[Path]:
+    """`folder` and the sub-folders render writes objects to (Flux layers, `gitops/`): every
+    sub-folder but `node/` and hidden ones (a render's staging folder)."""
+    found = [folder]
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).parts
+        if path.is_dir() and not path.is_symlink() and relative[0] != NODE_DIR and not any(
+            part.startswith(".") for part in relative
+        ):
+            found.append(path)
+    return found
+
+
+def _listed(folder: Path, root_folder: Path, committed: Committed) -> list[Path]:
+    """The files inside `root_folder` that `folder/kustomization.yaml` lists (its bytes go into
+    `committed.files`)."""
     path = folder / KUSTOMIZATION
-    if not path.is_file():
+    # Below the cluster folder, only gpustack's own kustomizations (a user's folder is theirs).
+    if not path.is_file() or (folder != root_folder and not is_ours(path)):
         return []
-    committed.files[KUSTOMIZATION] = path.read_bytes()
+    committed.files[path.relative_to(root_folder).as_posix()] = path.read_bytes()
     document = load_file(path)
     resources = document.data.get("resources", []) if isinstance(document.data, dict) else []
     if not isinstance(resources, list):
         raise UserError(
             "must be a list of files", document.source.nearest(("resources",)), "resources"
         )
-    root = folder.resolve()
+    root = root_folder.resolve()
     listed = []
     for index, entry in enumerate(resources):
         if not isinstance(entry, str):
@@ -86,6 +104,6 @@ def _listed(folder: Path, committed: Committed) -> list[Path]:
             )
         candidate = (folder / entry).resolve()
         # Remote bases and folders outside are kustomize's business, not gpustack output.
-        if candidate.parent == root and candidate.is_file():
-            listed.append(folder / entry)
+        if root in candidate.parents and candidate.is_file():
+            listed.append(candidate)
     return listed

@@ -32,7 +32,7 @@ from gpustack.model import (
     ProfileFacts,
     WithResources,
 )
-from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
+from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast, load_text
 
 _MAX_EXTENDS_DEPTH = 16
 # Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
@@ -64,6 +64,8 @@ class Stack:
     entitlement_pem: bytes | None = None
     # The MIG configs of migManager.config.file, checked (gpustack.mig).
     user_mig_configs: mig.Configs | None = None
+    # Settings left out because they do not apply to the profile: (field path, why).
+    left_out: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -180,16 +182,83 @@ def merge(base: Any, override: Any) -> Any:
     return override
 
 
+class _OverrideSource(SourceMap):
+    """Where `--set` values come from: the option itself, each value as the user typed it."""
+
+    def __init__(self, written: dict[tuple[str | int, ...], str]) -> None:
+        where = Location("--set")
+        paths = {path[:end] for path in written for end in range(1, len(path) + 1)}
+        super().__init__("--set", dict.fromkeys(paths, where), dict.fromkeys(paths, where))
+        self.typed = written
+
+    def written(self, path: tuple[str | int, ...]) -> str | None:
+        return self.typed.get(tuple(path))
+
+    def nearest(self, path: tuple[str | int, ...]) -> Location:
+        return Location("--set")
+
+
+def overrides(assignments: list[str] | tuple[str, ...]) -> Layer | None:
+    """`--set path=value` options as one config layer above the files (last one wins).
+
+    A value is read as YAML, as if written in the file at that path (`replicas=8` a number,
+    `enabled=false` a boolean, `kubernetesVersion="1.30"` a string), so it is typed and checked
+    like the file, with the same messages. A key holding dots is written with `\\.`.
+    """
+    if not assignments:
+        return None
+    data: dict[str, Any] = {}
+    written: dict[tuple[str | int, ...], str] = {}
+    for assignment in assignments:
+        path_text, equals, value = assignment.partition("=")
+        path = tuple(part.replace("\0", ".") for part in path_text.replace("\\.", "\0").split("."))
+        if not equals or not all(path):
+            raise UserError(
+                f"expected FIELD=VALUE, got {assignment!r}",
+                Location("--set"),
+                hint="e.g. --set devicePlugin.sharing.replicas=8",
+            )
+        try:
+            parsed = load_text(value, "--set").data if value.strip() else None
+        except UserError as problem:
+            raise UserError(
+                f"{value!r} is not a YAML value: {problem.message}",
+                Location("--set"),
+                ".".join(path),
+            ) from None
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[path[-1]] = parsed
+        written[path] = value
+    return Layer(data, _OverrideSource(written))
+
+
 def load_stack(
     path: Path | None,
     profile_name: str | None = None,
     profiles_dir: Path | None = None,
+    leave_out_inapplicable: bool = False,
+    override: Layer | None = None,
 ) -> Stack:
-    """Load one cluster config (or the embedded example when `path` is None)."""
+    """Load one cluster config (or the embedded example when `path` is None).
+
+    `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
+    refuses (e.g. `platform.openshiftVersion` on rke2) is left out, back to the profile's
+    default, and named in `Stack.left_out`, instead of being an error. `override` (`--set`)
+    goes above the file.
+    """
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
     layers = _config_layers(path)
+    file_layer = layers[-1]
+    if override is not None:
+        layers.append(override)
     combined = merge_layers(layers)
+    _check_is_config(combined, file_layer)
     platform = combined.get("platform")
     name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
     if not isinstance(name, str):
@@ -210,12 +279,56 @@ def load_stack(
     all_layers = [profile_layer, *layers]
     merged = merge(profile_layer.data, combined)
     config = validate(GPUStack, merged, all_layers)
-    _check_against_profile(config, profile, all_layers)
-    _check_gke_node_pool(config, profile, all_layers)
+    left_out: list[tuple[str, str]] = []
+    while True:
+        try:
+            _check_against_profile(config, profile, all_layers)
+            _check_gke_node_pool(config, profile, all_layers)
+            break
+        except UserError as problem:
+            done = {field for field, _ in left_out}
+            if not leave_out_inapplicable or problem.field is None or problem.field in done:
+                raise
+            merged = _without(merged, tuple(problem.field.split(".")), profile_layer.data)
+            left_out.append((problem.field, problem.message))
+            config = validate(GPUStack, merged, all_layers)
     pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
     user_mig_configs = _read_mig_configs(config, all_layers) if config.migManager.config.file else None
     _check_mig_manager(config, profile, all_layers, user_mig_configs)
-    return Stack(config, profile, display_path(path), pem, user_mig_configs)
+    return Stack(config, profile, display_path(path), pem, user_mig_configs, tuple(left_out))
+
+
+def _without(data: dict[str, Any], path: tuple[str, ...], defaults: Any) -> dict[str, Any]:
+    """`data` with the value at `path` back to the one in `defaults`, or removed."""
+    head, *rest = path
+    result = dict(data)
+    default = defaults.get(head) if isinstance(defaults, dict) else None
+    if rest and isinstance(result.get(head), dict):
+        result[head] = _without(result[head], tuple(rest), default)
+    elif default is not None:
+        result[head] = default
+    else:
+        result.pop(head, None)
+    return result
+
+
+def _check_is_config(data: dict[str, Any], top: Layer) -> None:
+    """Refuse a file that is not a gpustack config at all (a Kubernetes manifest, some other
+    tool's YAML) before its fields are judged as a config's."""
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if kind == "GPUStack" or (isinstance(api_version, str) and api_version.startswith("gpustack.")):
+        return
+    if isinstance(kind, str) and closest(kind, ["GPUStack"]):
+        return  # a typo of GPUStack: the field error suggests the fix
+    found = f"its kind is {describe(kind)}" if kind is not None else "it has no kind"
+    hint = "a config has apiVersion: gpustack.dev/v1alpha1 and kind: GPUStack; `gpustack init` writes one"
+    if kind is not None and api_version is not None:
+        hint += "; `gpustack validate` checks Kubernetes manifests"
+    raise UserError(
+        f"not a gpustack config: {found}, not GPUStack",
+        top.source.value(("kind",)) or top.source.nearest(()),
+        hint=hint,
+    )
 
 
 def merge_layers(layers: list[Layer]) -> dict[str, Any]:
@@ -245,68 +358,112 @@ def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> Document:
     return load_file_fast(Path(path))
 
 
+# A config path of `-` reads the config from standard input (bases relative to the working folder).
+STDIN = "-"
+_stdin: list[tuple[Any, Document]] = []  # read once per stdin: diff may load a config twice
+
+
+def _stdin_document() -> Document:
+    import sys
+
+    from gpustack.yamlio import MAX_FILE_BYTES
+
+    for stream, document in _stdin:
+        if stream is sys.stdin:
+            return document
+    text = sys.stdin.read(MAX_FILE_BYTES + 1)
+    if len(text.encode("utf-8", errors="replace")) > MAX_FILE_BYTES:
+        raise UserError(
+            f"standard input holds more than {MAX_FILE_BYTES} bytes; a config may have at most "
+            "1 MiB",
+            Location("<stdin>"),
+        )
+    document = load_text(text, "<stdin>")
+    _stdin[:] = [(sys.stdin, document)]
+    return document
+
+
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
     return {Path(layer.source.file).resolve() for layer in _config_layers(path)[:-1]}
 
 
 def _config_layers(path: Path) -> list[Layer]:
-    """The chain of files `path` extends, base first."""
+    """The files `path` extends, bases first, then `path` itself.
+
+    `extends:` is one path or a list of paths, applied in order (a later base overrides an
+    earlier one, the file overrides them all); each base may extend others in turn.
+    """
     chain: list[Layer] = []
-    seen: list[Path] = []
-    current: Path | None = path
-    referencing: Document | None = None  # the file whose `extends:` named `current`
-    while current is not None:
-        resolved = current.resolve()
-        if resolved in seen:
-            cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
-            raise UserError(
-                f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
-            )
-        if len(seen) >= _MAX_EXTENDS_DEPTH:
-            raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
-        seen.append(resolved)
-        try:
-            document = read_document(current)
-        except UserError as error:
-            if referencing and error.message == "file not found":
-                raise UserError(
-                    f"base config {display_path(current)} not found",
-                    _extends_at(referencing),
-                    field="extends",
-                ) from None
-            raise
-        if document.data is None:
-            raise UserError(
-                "file is empty, expected a GPUStack config",
-                document.source.nearest(()),
-                hint="`gpustack init` writes a commented starter config",
-            )
-        if not isinstance(document.data, dict):
-            raise UserError(
-                "expected a GPUStack config (a mapping with apiVersion, kind, metadata, ...), "
-                f"found {describe(document.data)}",
-                document.source.nearest(()),
-            )
-        layer = Layer(document.data, document.source, (), current.parent)
-        chain.append(layer)
-        extends = document.data.get("extends")
-        if extends is None:
-            current = None
-        elif not isinstance(extends, str) or not extends:
-            raise UserError(
-                "must be a path to a base config", document.source.value(("extends",)), "extends"
-            )
-        else:
-            referencing = document
-            current = current.parent / extends
-    chain.reverse()
+    _add_layers(path, chain, [], None)
     return chain
 
 
-def _extends_at(document: Document | None) -> Location | None:
+Reference = tuple[Document, tuple[str | int, ...]]  # the file and the `extends:` entry naming a base
+
+
+def _add_layers(
+    current: Path, chain: list[Layer], seen: list[Path], referencing: Reference | None
+) -> None:
+    resolved = current.resolve()
+    if resolved in seen:
+        cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
+        raise UserError(
+            f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
+        )
+    if len(seen) >= _MAX_EXTENDS_DEPTH:
+        raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
+    try:
+        document = _stdin_document() if str(current) == STDIN else read_document(current)
+    except UserError as error:
+        if referencing and error.message == "file not found":
+            raise UserError(
+                f"base config {display_path(current)} not found",
+                _extends_at(referencing),
+                field="extends",
+            ) from None
+        raise
+    if document.data is None:
+        raise UserError(
+            "file is empty, expected a GPUStack config",
+            document.source.nearest(()),
+            hint="`gpustack init` writes a commented starter config",
+        )
+    if not isinstance(document.data, dict):
+        raise UserError(
+            "expected a GPUStack config (a mapping with apiVersion, kind, metadata, ...), "
+            f"found {describe(document.data)}",
+            document.source.nearest(()),
+        )
+    extends = document.data.get("extends")
+    entries: list[tuple[Any, tuple[str | int, ...]]] = (
+        [(item, ("extends", index)) for index, item in enumerate(extends)]
+        if isinstance(extends, list)
+        else [] if extends is None else [(extends, ("extends",))]
+    )
+    if isinstance(extends, list) and not extends:
+        raise UserError(
+            "must name at least one base config", document.source.value(("extends",)), "extends"
+        )
+    for entry, where in entries:
+        if not isinstance(entry, str) or not entry:
+            field = ".".join(str(part) for part in where)
+            raise UserError(
+                "must be a path to a base config, or a list of them",
+                document.source.value(where) or document.source.value(("extends",)),
+                field,
+            )
+    for entry, where in entries:
+        _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
+    chain.append(Layer(document.data, document.source, (), current.parent))
+
+
+def _extends_at(referencing: Reference | None) -> Location | None:
     # Positions are looked up only for an error: the fast reader finds them on demand.
-    return document.source.value(("extends",)) if document else None
+    if referencing is None:
+        return None
+    document, where = referencing
+    return document.source.value(where) or document.source.value(("extends",))
 
 
 def _locate(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location | None:
@@ -343,55 +500,74 @@ def validate(model: type[BaseModel], data: Any, layers: list[Layer]) -> Any:
 def located_error(
     model: type[BaseModel], data: Any, errors: list[Any], layers: list[Layer]
 ) -> UserError:
-    # An unknown field first: a typo also makes the field it meant "missing", and the typo is
-    # the one mistake to point at.
-    errors = sorted(errors, key=lambda error: error["type"] != "extra_forbidden")
-    error = errors[0]
+    """One UserError for every problem pydantic found, each at its file, line and column: the
+    first one raised, the others in its `also`, in the order they appear in the files."""
+    # A typo also makes the field it meant "missing": the typo is the one mistake to point at.
+    typos = [error for error in errors if error["type"] == "extra_forbidden"]
+    meant: dict[tuple[str | int, ...], str | None] = {}
+    for error in typos:
+        path = _data_path(data, error["loc"])
+        meant[path] = closest(str(path[-1]), _field_names(model, path[:-1]))
+    hidden = {(*path[:-1], word) for path, word in meant.items() if word}
+    problems: list[UserError] = []
+    for error in errors:
+        if error["type"] == "missing" and _data_path(data, error["loc"]) in hidden:
+            continue
+        problem = _one_error(model, data, error, layers, meant)
+        if str(problem) not in {str(other) for other in problems}:
+            problems.append(problem)
+    problems.sort(key=_position)
+    first, *rest = problems
+    first.also = tuple(rest)
+    return first
+
+
+def _position(problem: UserError) -> tuple[str, int, int]:
+    where = problem.location
+    return (where.file, where.line, where.column) if where else ("", 0, 0)
+
+
+def _one_error(
+    model: type[BaseModel],
+    data: Any,
+    error: Any,
+    layers: list[Layer],
+    meant: dict[tuple[str | int, ...], str | None],
+) -> UserError:
     path = _data_path(data, error["loc"])
     field = ".".join(str(part) for part in path) or None
     kind = error["type"]
-    meant = None
-    if kind == "extra_forbidden":
-        choices = _field_names(model, path[:-1])
-        meant = closest(str(path[-1]), choices)
-        errors = [
-            other
-            for other in errors
-            if not (
-                other["type"] == "missing" and _data_path(data, other["loc"]) == (*path[:-1], meant)
-            )
-        ]
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     conflict = (error.get("ctx") or {}).get("error")
     if isinstance(conflict, ConflictError):
         path = conflict.path
         return UserError(conflict.message, _nearest(layers, path), field=".".join(path))
     if kind == "extra_forbidden":
+        word = meant.get(path)
         return UserError(
-            f"unknown field '{path[-1]}'{more}",
+            f"unknown field '{path[-1]}'",
             _nearest(layers, path, key=True),
             field=field,
-            hint=f"did you mean '{meant}'?" if meant else _allowed(choices),
+            hint=f"did you mean '{word}'?" if word else _allowed(_field_names(model, path[:-1])),
         )
     if kind == "missing":
-        return UserError(f"required field missing{more}", _nearest(layers, path[:-1]), field=field)
+        return UserError("required field missing", _nearest(layers, path[:-1]), field=field)
     location = _nearest(layers, path)
     got = error.get("input")
     if kind in ("literal_error", "enum"):
         expected = re.findall(r"'([^']*)'", error["ctx"]["expected"])
         hint = did_you_mean(str(got), expected) if isinstance(got, str) else None
         return UserError(
-            f"{describe(got)} is not one of {', '.join(expected)}{more}", location, field, hint
+            f"{describe(got)} is not one of {', '.join(expected)}", location, field, hint
         )
     if kind == "string_pattern_mismatch":
-        return UserError(f"{got!r} {_pattern_text(error['ctx']['pattern'])}{more}", location, field)
+        return UserError(f"{got!r} {_pattern_text(error['ctx']['pattern'])}", location, field)
     if kind == "string_type" and isinstance(got, (int, float)):
         # YAML reads 1.30 as the number 1.3 and true as a boolean: the fix is quoting.
         what = "a boolean" if isinstance(got, bool) else "a number"
         written = _written(layers, path)
         if written is None:
             return UserError(
-                f"expected a string, got {what} ({describe(got)}){more}",
+                f"expected a string, got {what} ({describe(got)})",
                 location,
                 field,
                 hint="quote the value",
@@ -399,15 +575,42 @@ def located_error(
         if what == "a number" and str(got) != written:
             what = f"the number {got!r}"
         return UserError(
-            f"expected a string, but YAML reads {written} as {what}{more}",
+            f"expected a string, but YAML reads {written} as {what}",
             location,
             field,
             hint=f'quote it: "{written}"',
         )
     if kind in _EXPECTED:
-        return UserError(f"expected {_EXPECTED[kind]}, got {describe(got)}{more}", location, field)
+        return UserError(f"expected {_EXPECTED[kind]}, got {describe(got)}", location, field)
+    if kind in _LIMITS:
+        return UserError(_LIMITS[kind](got, error.get("ctx") or {}), location, field)
     message = error["msg"].removeprefix("Value error, ")
-    return UserError(message + more, location, field)
+    return UserError(message, location, field)
+
+
+def _length(got: Any) -> int:
+    return len(got) if hasattr(got, "__len__") else 0
+
+
+# pydantic's range and length errors, said the way a reviewer would.
+_LIMITS: dict[str, Any] = {
+    "greater_than_equal": lambda got, ctx: f"{describe(got)} is too small: the least allowed is "
+    f"{ctx.get('ge')}",
+    "greater_than": lambda got, ctx: f"{describe(got)} is too small: it must be more than "
+    f"{ctx.get('gt')}",
+    "less_than_equal": lambda got, ctx: f"{describe(got)} is too large: the most allowed is "
+    f"{ctx.get('le')}",
+    "less_than": lambda got, ctx: f"{describe(got)} is too large: it must be less than "
+    f"{ctx.get('lt')}",
+    "string_too_long": lambda got, ctx: f"{describe(got)} is {_length(got)} characters long: "
+    f"at most {ctx.get('max_length')} are allowed",
+    "string_too_short": lambda got, ctx: "must not be empty" if not got else
+    f"{describe(got)} is too short: at least {ctx.get('min_length')} characters",
+    "too_long": lambda got, ctx: f"has {_length(got)} items: at most {ctx.get('max_length')} "
+    "are allowed",
+    "too_short": lambda got, ctx: f"has {_length(got)} items: at least {ctx.get('min_length')} "
+    "are needed",
+}
 
 
 # pydantic's type errors, in the words of the YAML the user wrote.

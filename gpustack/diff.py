@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import difflib
 import hashlib
+import html
 import json
 import re
 from collections.abc import Iterator
@@ -51,6 +52,8 @@ class Diff:
     old_label: str
     new_label: str
     changes: tuple[Change, ...] = ()
+    # Settings left out on one side because they do not apply there: (side, field, why).
+    left_out: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -64,7 +67,12 @@ class Diff:
 
     def __add__(self, other: Diff) -> Diff:
         """Both diffs' changes under this one's labels (objects, then files)."""
-        return Diff(self.old_label, self.new_label, self.changes + other.changes)
+        return Diff(
+            self.old_label,
+            self.new_label,
+            self.changes + other.changes,
+            self.left_out + other.left_out,
+        )
 
 
 # --- masking ---------------------------------------------------------------------------------
@@ -252,8 +260,10 @@ def diff_objects(
     """Objects added, removed or changed from `old` to `new`, matched by identity."""
     old_by_key = {key: mask(obj) for key, obj in _index(old).items()}
     new_by_key = {key: mask(obj) for key, obj in _index(new).items()}
-    keys = sorted(old_by_key.keys() | new_by_key.keys(),
-                  key=lambda key: sort_key(new_by_key.get(key) or old_by_key[key]))
+    keys = sorted(
+        old_by_key.keys() | new_by_key.keys(),
+        key=lambda key: sort_key(new_by_key.get(key) or old_by_key[key]),
+    )
     changes = []
     for key in keys:
         before, after = old_by_key.get(key), new_by_key.get(key)
@@ -263,7 +273,8 @@ def diff_objects(
         old_text = emit.dump(before) if before is not None else ""
         new_text = emit.dump(after) if after is not None else ""
         unified = _unified(
-            old_text, new_text,
+            old_text,
+            new_text,
             f"{old_label}/{name}" if before is not None else "/dev/null",
             f"{new_label}/{name}" if after is not None else "/dev/null",
         )
@@ -296,7 +307,8 @@ def diff_files(
             unified = f"Binary files {old_label}/{path} and {new_label}/{path} differ\n"
         else:
             unified = _unified(
-                old_text, new_text,
+                old_text,
+                new_text,
                 f"{old_label}/{path}" if before is not None else "/dev/null",
                 f"{new_label}/{path}" if after is not None else "/dev/null",
             )
@@ -316,11 +328,16 @@ def _text(content: bytes | None) -> str | None:
 # --- presenting it ---------------------------------------------------------------------------
 
 _SIGN: dict[Status, str] = {"changed": "~", "added": "+", "removed": "-"}
-_COLOR: dict[str, str] = {"changed": "33", "added": "32", "removed": "31", "hunk": "36",
-                          "header": "1"}
+_COLOR: dict[str, str] = {
+    "changed": "33",
+    "added": "32",
+    "removed": "31",
+    "hunk": "36",
+    "header": "1",
+}
 
 
-def _paint(text: str, color: str, enabled: bool) -> str:
+def paint(text: str, color: str, enabled: bool) -> str:
     return f"\x1b[{_COLOR[color]}m{text}\x1b[0m" if enabled else text
 
 
@@ -336,27 +353,29 @@ def summary_line(diff: Diff) -> str:
 def render_text(diff: Diff, color: bool = False) -> str:
     """The per-object summary (with changed field paths), then the unified diffs."""
     lines = [summary_line(diff)]
+    lines.extend(f"note: left out for {side}: {field}: {why}" for side, field, why in diff.left_out)
     for change in diff.changes:
         what = change.subject if change.identity else f"file {change.subject}"
-        lines.append(_paint(f"{_SIGN[change.status]} {change.status:<8} {what}",
-                            change.status, color))
+        lines.append(
+            paint(f"{_SIGN[change.status]} {change.status:<8} {what}", change.status, color)
+        )
         lines.extend(f"    {path}" for path in change.paths)
     for change in diff.changes:
         lines.append("")
         for line in change.unified.splitlines():
-            lines.append(_paint_diff_line(line, color))
+            lines.append(paint_diff_line(line, color))
     return "\n".join(lines) + "\n"
 
 
-def _paint_diff_line(line: str, color: bool) -> str:
+def paint_diff_line(line: str, color: bool) -> str:
     if line.startswith(("---", "+++")):
-        return _paint(line, "header", color)
+        return paint(line, "header", color)
     if line.startswith("@@"):
-        return _paint(line, "hunk", color)
+        return paint(line, "hunk", color)
     if line.startswith("+"):
-        return _paint(line, "added", color)
+        return paint(line, "added", color)
     if line.startswith("-"):
-        return _paint(line, "removed", color)
+        return paint(line, "removed", color)
     return line
 
 
@@ -367,6 +386,9 @@ def as_json(diff: Diff) -> dict[str, Any]:
         "new": diff.new_label,
         "different": not diff.is_empty,
         "counts": diff.counts(),
+        "leftOut": [
+            {"profile": side, "field": field, "reason": why} for side, field, why in diff.left_out
+        ],
         "changes": [
             {
                 "change": change.status,
@@ -381,3 +403,94 @@ def as_json(diff: Diff) -> dict[str, Any]:
             for change in diff.changes
         ],
     }
+
+
+# --- many clusters -----------------------------------------------------------------------------
+
+ClusterDiffs = list[tuple[str, Diff]]
+
+
+def _counted(counts: dict[Status, int]) -> str:
+    return ", ".join(f"{count} {status}" for status, count in counts.items() if count)
+
+
+def total_counts(diffs: ClusterDiffs) -> dict[Status, int]:
+    totals: dict[Status, int] = {"changed": 0, "added": 0, "removed": 0}
+    for _, diff in diffs:
+        for status, count in diff.counts().items():
+            totals[status] += count
+    return totals
+
+
+def fleet_summary(diffs: ClusterDiffs) -> str:
+    """One line: how many clusters differ, each with its counts."""
+    differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
+    if not differing:
+        return f"no differences in {len(diffs)} cluster(s)"
+    listed = ", ".join(f"{name} ({_counted(diff.counts())})" for name, diff in differing)
+    return f"{len(differing)} of {len(diffs)} cluster(s) differ: {listed}"
+
+
+def render_fleet_text(diffs: ClusterDiffs, color: bool = False) -> str:
+    """The fleet summary line, then each differing cluster's text (render_text) under its name."""
+    parts = [fleet_summary(diffs) + "\n"]
+    for name, diff in diffs:
+        if not diff.is_empty:
+            parts.append(f"\n{paint(f'== {name}', 'header', color)}\n{render_text(diff, color)}")
+    return "".join(parts)
+
+
+def fleet_json(diffs: ClusterDiffs) -> dict[str, Any]:
+    return {
+        "different": any(not diff.is_empty for _, diff in diffs),
+        "counts": total_counts(diffs),
+        "clusters": [{"name": name, **as_json(diff)} for name, diff in diffs],
+    }
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: pipes escaped, no line breaks."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fenced(text: str, language: str) -> str:
+    """`text` in a code fence longer than any run of backticks inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{fence}\n"
+
+
+def render_markdown(diffs: ClusterDiffs, title: str) -> str:
+    """A pull-request review comment: a table of the clusters, then per differing cluster a
+    collapsible section with its objects and field paths and the unified diffs. Secrets are
+    masked already (diff_objects, diff_files)."""
+    lines = [f"### {title}", "", fleet_summary(diffs).replace("(s)", "s") + ".", ""]
+    for _, diff in diffs:
+        lines += [f"> left out for {html.escape(side)}: `{_cell(field)}`: {html.escape(why, quote=False)}  "
+                  for side, field, why in diff.left_out]
+    if any(diff.left_out for _, diff in diffs):
+        lines.append("")
+    differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
+    if differing:
+        lines += ["| cluster | changed | added | removed |", "|---|---:|---:|---:|"]
+        for name, diff in differing:
+            counts = diff.counts()
+            lines.append(
+                f"| `{_cell(name)}` | {counts['changed']} | {counts['added']} | {counts['removed']} |"
+            )
+        lines.append("")
+    for name, diff in differing:
+        lines += [
+            f"<details><summary><code>{html.escape(name)}</code>: "
+            f"{html.escape(_counted(diff.counts()))}</summary>",
+            "",
+            "| change | object or file | fields |",
+            "|---|---|---|",
+        ]
+        for change in diff.changes:
+            what = change.subject if change.identity else f"file {change.subject}"
+            fields = "<br>".join(f"`{_cell(path)}`" for path in change.paths)
+            lines.append(f"| {_SIGN[change.status]} {change.status} | `{_cell(what)}` | {fields} |")
+        lines += ["", _fenced("".join(change.unified for change in diff.changes), "diff"),
+                  "</details>", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

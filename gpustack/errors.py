@@ -32,16 +32,23 @@ class UserError(Exception):
         location: Location | None = None,
         field: str | None = None,
         hint: str | None = None,
+        also: tuple[UserError, ...] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
         self.location = location
         self.field = field
         self.hint = hint
+        # Further mistakes found in the same pass (a config with several errors shows them all).
+        self.also = also
 
     def __reduce__(self) -> tuple[type[UserError], tuple[object, ...]]:
-        # Keeps location, field and hint when a fleet's worker process reports the error.
-        return (UserError, (self.message, self.location, self.field, self.hint))
+        # Keeps location, field, hint and the other errors when a fleet's worker reports them.
+        return (UserError, (self.message, self.location, self.field, self.hint, self.also))
+
+    def every(self) -> tuple[UserError, ...]:
+        """This error and the others found with it, one line each when printed."""
+        return (self, *self.also)
 
     def __str__(self) -> str:
         parts = []

@@ -3,7 +3,8 @@
     discover(paths) -> the configs to render (files as given; in folders, every GPUStack config
                        that no other config there extends)
     load_all(paths, profile, profiles_dir) -> one Stack per config, names checked unique
-    render_all(configs, profile, profiles_dir, jobs) -> one Rendering per config, in order
+    render_all(configs, profile, profiles_dir, jobs, override, progress) -> one Rendering per
+                       config, in order (`override`: the `--set` layer above every config)
     validate_all(renderings, jobs) -> schema findings per rendering (each distinct object once)
     check_all(renderings, jobs) -> schema and lint findings per rendering
 
@@ -22,12 +23,12 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpustack.config import Stack, bases, load_stack, read_document
+from gpustack.config import Layer, Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
 from gpustack.render import PICKLE, Rendering, render
@@ -41,19 +42,61 @@ PARALLEL_FROM = 48
 def discover(paths: Sequence[Path]) -> list[Path | None]:
     """The cluster configs that `paths` name, each once, in a stable order.
 
-    No paths: `./gpustack.yaml` if present, else None (the embedded example). A folder is searched
+    No paths: `./gpustack.yaml` if present, else None (the embedded example), unless cluster
+    configs lie around (a fleet repository): then naming them is required. A folder is searched
     recursively (skipping folders whose name starts with '.' or '_') for YAML files with
     `kind: GPUStack`; bases are left out, and every config's `extends:` chain is checked here, so a
     missing or cyclic base is reported before anything is rendered.
     """
     if not paths:
-        return [DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None]
+        if DEFAULT_CONFIG.is_file():
+            return [DEFAULT_CONFIG]
+        _refuse_configs_nearby()
+        return [None]
     found: dict[Path, Path] = {}
     for path in paths:
         chosen = _folder_configs(path) if path.is_dir() else [path]
         for config in chosen:
             found.setdefault(config.resolve(), config)
     return list(found.values())
+
+
+# Where a fleet repository keeps its configs, by the README's convention, and how many files a
+# bare command looks at there.
+FLEET_FOLDER = Path("clusters")
+_NEARBY_FILES = 2000
+
+
+def _refuse_configs_nearby() -> None:
+    """A bare command in a fleet repository (configs in the working folder itself or in
+    `clusters/`) must not fall back to the embedded example."""
+    found: dict[str, None] = {}
+    nearby = sorted(path for path in Path(".").iterdir() if path.name.endswith(CONFIG_SUFFIXES))
+    if FLEET_FOLDER.is_dir():
+        nearby += _yaml_files(FLEET_FOLDER)
+    for path in nearby[:_NEARBY_FILES]:
+        if not path.is_file():
+            continue
+        try:
+            with path.open("rb") as handle:
+                if b"GPUStack" not in handle.read(65536):
+                    continue
+        except OSError:
+            continue
+        try:
+            is_config = _is_config(path)
+        except UserError:
+            is_config = True  # a broken config is still a config
+        if is_config:
+            top = path.parts[0]
+            found[top if len(path.parts) == 1 else f"{top}/"] = None
+    if found:
+        shown = ", ".join(list(found)[:5]) + (", ..." if len(found) > 5 else "")
+        raise UserError(
+            f"no ./gpustack.yaml here, but there are cluster configs: {shown}",
+            hint=f"name the configs or their folder, e.g. `{next(iter(found))}`; the embedded "
+            "example is used only where no config is around",
+        )
 
 
 def _folder_configs(folder: Path) -> list[Path]:
@@ -106,17 +149,30 @@ def render_all(
     profile: str | None = None,
     profiles_dir: Path | None = None,
     jobs: int | None = None,
+    override: Layer | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Rendering]:
-    """Load and render every config, in `jobs` worker processes (default: in this process)."""
+    """Load and render every config, in `jobs` worker processes (default: in this process);
+    `override` (`--set`) goes above every config; `progress` hears how many are done."""
     workers = max(1, min(jobs or 1, len(configs)))
     if workers <= 1:
-        renderings = [render(load_stack(path, profile, profiles_dir)) for path in configs]
+        renderings = []
+        for path in configs:
+            renderings.append(render(load_stack(path, profile, profiles_dir, override=override)))
+            if progress:
+                progress(1)
     else:
         size = max(1, -(-len(configs) // (workers * 4)))  # a few chunks per worker balance load
         chunks = [list(configs[start : start + size]) for start in range(0, len(configs), size)]
         with ProcessPoolExecutor(workers) as pool:
-            results = pool.map(_render_chunk, [(chunk, profile, profiles_dir) for chunk in chunks])
-            renderings = [rendering for chunk in results for rendering in chunk]
+            results = pool.map(
+                _render_chunk, [(chunk, profile, profiles_dir, override) for chunk in chunks]
+            )
+            renderings = []
+            for chunk in results:
+                renderings += chunk
+                if progress:
+                    progress(len(chunk))
     check_unique_names([(rendering.name, rendering.source) for rendering in renderings])
     application_set(renderings)
     return renderings
@@ -131,9 +187,11 @@ def _workers(count: int, jobs: int | None) -> int:
     return min(len(os.sched_getaffinity(0)), count // (PARALLEL_FROM // 2))
 
 
-def _render_chunk(arguments: tuple[list[Path | None], str | None, Path | None]) -> list[Rendering]:
-    configs, profile, profiles_dir = arguments
-    return [render(load_stack(path, profile, profiles_dir)) for path in configs]
+def _render_chunk(
+    arguments: tuple[list[Path | None], str | None, Path | None, Layer | None],
+) -> list[Rendering]:
+    configs, profile, profiles_dir, override = arguments
+    return [render(load_stack(path, profile, profiles_dir, override=override)) for path in configs]
 
 
 def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:

@@ -616,8 +616,10 @@ class GPUStack(Strict):
 
     apiVersion: Literal["gpustack.dev/v1alpha1"]
     kind: Literal["GPUStack"]
-    extends: str | None = Field(
-        default=None, description="A base config (path relative to this file) to inherit from."
+    extends: str | list[str] | None = Field(
+        default=None,
+        description="A base config (path relative to this file) to inherit from, or a list of "
+        "them applied in order (later ones override earlier ones).",
     )
     metadata: Metadata
     platform: Platform

@@ -25,11 +25,14 @@ def is_ours(path: Path) -> bool:
         return False
 
 
-def plan(target: Path, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[Path]]:
+def plan(
+    target: Path, files: dict[str, bytes], force: bool = False
+) -> tuple[dict[str, bytes], list[Path]]:
     """What writing `files` into `target` would change: files to write and stale files to delete.
 
     Raises UserError, before anything is written, when a path would leave `target` or would
-    overwrite a file gpustack did not write.
+    overwrite a file gpustack did not write (unless `force`: a generated file whose marker line
+    was lost is then overwritten; nothing unmarked is ever removed).
     """
     root = target.resolve()
     changed: dict[str, bytes] = {}
@@ -46,9 +49,10 @@ def plan(target: Path, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[
                     "is not a regular file; gpustack will not replace it",
                     Location(display_path(path)),
                 )
-            if not is_ours(path):
+            if not is_ours(path) and not force:
                 raise UserError(
-                    "exists and was not written by gpustack; move it away or render elsewhere",
+                    "exists and was not written by gpustack (no marker on its first line); move "
+                    "it away, render elsewhere, or pass --force to overwrite it",
                     Location(display_path(path)),
                 )
             if path.read_bytes() == content:
@@ -63,9 +67,9 @@ def plan(target: Path, files: dict[str, bytes]) -> tuple[dict[str, bytes], list[
     return changed, stale
 
 
-def write_tree(target: Path, files: dict[str, bytes]) -> tuple[int, int]:
+def write_tree(target: Path, files: dict[str, bytes], force: bool = False) -> tuple[int, int]:
     """Make `target` hold `files`; returns (files written, stale files removed)."""
-    changed, stale = plan(target, files)
+    changed, stale = plan(target, files, force)
     if not changed and not stale:
         return 0, 0
     target.mkdir(parents=True, exist_ok=True)

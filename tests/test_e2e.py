@@ -463,7 +463,8 @@ def test_a_users_file_with_a_name_gpustack_wants_is_refused_not_overwritten(
     assert result.returncode == 2
     assert result.stderr == (
         "error: out/kubeadm-lab/namespace-gpu-system.yaml: exists and was not written by "
-        "gpustack; move it away or render elsewhere\n"
+        "gpustack (no marker on its first line); move it away, render elsewhere, or pass "
+        "--force to overwrite it\n"
     )
     assert snapshot(tmp_path / "out") == before
 

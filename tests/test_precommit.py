@@ -151,3 +151,18 @@ def test_validate_hook_refuses_an_invalid_manifest(tmp_path):
     invalid = repo.commit("hand-edit a manifest")
     assert invalid.returncode != 0
     assert "nmae" in invalid.stdout + invalid.stderr
+
+
+def test_check_hook_without_args_in_a_fleet_repository_names_the_configs(tmp_path):
+    """No `./gpustack.yaml`, configs in `clusters/`: the bare hook fails naming them instead of
+    checking the embedded example (which would pass or fail for reasons unrelated to the fleet)."""
+    repo = Repository(tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-check")])
+    (repo.path / "clusters").mkdir()
+    created = repo.gpustack("init", "--profile", "gke-cos", "clusters/edge.yaml")
+    assert created.returncode == 0, created.stderr
+    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
+    refused = repo.commit("GPU stack for edge")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    assert "no ./gpustack.yaml here, but there are cluster configs: clusters/" in output
+    assert "kubeadm-lab" not in output

@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 from ruamel.yaml import YAML
 
 from gpustack import lint, profiles
-from gpustack.cli import app
+from gpustack.cli import GLOBAL_FLAGS, app
 from gpustack.model import GPUStack
 
 README = (ROOT / "README.md").read_text()
@@ -148,7 +148,8 @@ def test_readme_names_only_commands_that_exist_with_their_options():
         assert not is_group(COMMANDS[command]), (
             f"README: `gpustack {' '.join(command)}` needs a subcommand ({line})"
         )
-        unknown = set(arguments) - options(COMMANDS[command])
+        # Global flags work after the command too (gpustack.cli.GLOBAL_FLAGS).
+        unknown = set(arguments) - options(COMMANDS[command]) - set(GLOBAL_FLAGS)
         assert not unknown, f"README: `gpustack {' '.join(command)}` has no {unknown} ({line})"
 
 

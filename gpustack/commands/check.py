@@ -8,17 +8,26 @@ Exit 0 when current and clean, 1 when stale or invalid, 2 on a config error.
 from __future__ import annotations
 
 import difflib
+import json
 import shlex
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpustack.commands import common
+from gpustack.commands.common import configs as discover
 from gpustack.commands.common import handles_user_errors
 
 if TYPE_CHECKING:
     from gpustack.findings import Finding
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
 
 
 @dataclass
@@ -29,6 +38,8 @@ class Report:
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
+    # Changed files whose first line lost gpustack's marker: only `render --force` replaces them.
+    unmarked: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
     errors: int = 0
 
@@ -41,20 +52,38 @@ class Report:
 def command(
     configs: list[Path] = typer.Argument(
         None,
-        metavar="[CONFIG|DIR]...",
+        metavar="CONFIG|DIR",
         help="Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
     ),
     out: Path = typer.Option(
-        Path("out"), "-o", "--out", help="Folder holding <name>/ per cluster."
+        Path("out"), "-o", "--out", metavar="DIR", help="Folder holding <name>/ per cluster."
     ),
-    profiles_dir: Path | None = typer.Option(
-        None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
+    profiles_dir: Path | None = common.PROFILES_DIR,
+    assignments: list[str] = common.SET,
+    quiet: bool = common.QUIET,
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.text, "--output", metavar="FORMAT",
+        help="text (what is stale, with a unified diff per file) or json.",
     ),
+    color: common.ColorMode = common.COLOR,
 ) -> None:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
     from gpustack import fleet
+    from gpustack.config import overrides
+    from gpustack.errors import Location, UserError, display_path
 
-    renderings = fleet.render_all(fleet.discover(configs or []), None, profiles_dir)
+    found = discover(configs)
+    progress = common.Progress(len(found), "checking", not quiet)
+    renderings = fleet.render_all(
+        found, None, profiles_dir, override=overrides(assignments or []), progress=progress.advance
+    )
+    progress.finish()
+    if not out.is_dir():
+        raise UserError(
+            "output folder does not exist" if not out.exists() else "output folder is not a folder",
+            Location(display_path(out)),
+            hint="give -o the folder `gpustack render -o` wrote, or render into it first",
+        )
     findings = dict(zip((r.name for r in renderings), fleet.check_all(renderings)))
     objects = {r.name: r.objects for r in renderings}
     reports = []
@@ -63,11 +92,16 @@ def command(
         _findings(report, target, objects.get(target.name, []), findings.get(target.name, []))
         reports.append(report)
     stale = [report for report in reports if report.stale]
-    for report in reports:
-        _print(report, out)
+    if output_format is OutputFormat.json:
+        typer.echo(json.dumps(_as_json(reports, out), indent=2, ensure_ascii=False))
+    elif not quiet:
+        painted = common.use_color(color)
+        for report in reports:
+            _print(report, out, painted)
     errors = sum(report.errors for report in reports)
     if stale:
-        again = shlex.join(["gpustack", "render", *map(str, configs or []), "-o", str(out)])
+        force = ["--force"] if any(report.unmarked for report in stale) else []
+        again = shlex.join(["gpustack", "render", *map(str, configs or []), "-o", str(out), *force])
         typer.echo(
             f"error: {', '.join(str(out / r.name) for r in stale)}: committed output is stale; "
             f"run `{again}` and commit the result",
@@ -79,7 +113,34 @@ def command(
         )
     if stale or errors:
         raise typer.Exit(1)
-    typer.echo(f"{len(renderings)} cluster(s) checked: output in {out} is current and valid", err=True)
+    if not quiet and output_format is OutputFormat.text:
+        typer.echo(
+            f"{len(renderings)} cluster(s) checked: output in {out} is current and valid", err=True
+        )
+
+
+def _as_json(reports: list[Report], out: Path) -> dict[str, Any]:
+    from gpustack.gitops import FLEET_DIR
+
+    clusters = [
+        {
+            "name": report.name,
+            "folder": str(out / report.name),
+            "missing": report.missing,
+            "extra": report.extra,
+            "changed": list(report.diffs),
+            "unmarked": report.unmarked,
+            "diffs": report.diffs,
+            "findings": report.findings,
+        }
+        for report in reports
+        if report.name != FLEET_DIR or report.stale
+    ]
+    return {
+        "current": not any(report.stale for report in reports),
+        "valid": not any(report.errors for report in reports),
+        "clusters": clusters,
+    }
 
 
 def compare(target: Path, expected: dict[str, bytes]) -> Report:
@@ -93,6 +154,8 @@ def compare(target: Path, expected: dict[str, bytes]) -> Report:
             report.missing.append(relative)
         elif (current := path.read_bytes()) != content:
             report.diffs[relative] = _diff(path, current, content)
+            if not output.is_ours(path):
+                report.unmarked.append(relative)
     if target.is_dir():
         report.extra = sorted(
             path.relative_to(target).as_posix()
@@ -132,14 +195,23 @@ def _diff(path: Path, current: bytes, wanted: bytes) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _print(report: Report, out: Path) -> None:
+def _print(report: Report, out: Path, color: bool) -> None:
+    from gpustack.diff import paint, paint_diff_line
+
     folder = out / report.name
     for relative in report.missing:
-        typer.echo(f"{folder / relative}: missing (a render would write it)")
+        line = f"{folder / relative}: missing (a render would write it)"
+        typer.echo(paint(line, "added", color), color=color)
     for relative in report.extra:
-        typer.echo(f"{folder / relative}: extra (a render would remove it)")
+        line = f"{folder / relative}: extra (a render would remove it)"
+        typer.echo(paint(line, "removed", color), color=color)
     for relative, diff in report.diffs.items():
-        typer.echo(f"{folder / relative}: changed")
-        typer.echo(diff, nl=False)
+        lost = (
+            " (its first line lost gpustack's marker: `gpustack render --force` overwrites it)"
+            if relative in report.unmarked else ""
+        )
+        typer.echo(paint(f"{folder / relative}: changed{lost}", "changed", color), color=color)
+        for line in diff.splitlines():
+            typer.echo(paint_diff_line(line, color), color=color)
     for line in report.findings:
         typer.echo(line)

@@ -1,4 +1,5 @@
-"""`gpustack diff`: one config on two profiles, two configs, or a render against committed output.
+"""`gpustack diff`: one config on two profiles, two configs, a render against committed output
+(one cluster or a whole fleet), or the configs against themselves at a git revision.
 
 Exit 0 when there is no difference, 1 when there is, 2 on a usage or config error.
 """
@@ -6,157 +7,269 @@ Exit 0 when there is no difference, 1 when there is, 2 on a usage or config erro
 from __future__ import annotations
 
 import json
-import os
-import sys
+import tempfile
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
-from gpustack.commands.common import handles_user_errors, warning
+from gpustack.commands import common
+from gpustack.commands.common import ColorMode, handles_user_errors, use_color, warning
 
 if TYPE_CHECKING:
-    from gpustack.config import Stack
-    from gpustack.diff import Diff
+    from gpustack.config import Layer, Stack
+    from gpustack.diff import ClusterDiffs, Diff
 
 
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
-
-
-class ColorMode(str, Enum):
-    auto = "auto"
-    always = "always"
-    never = "never"
+    markdown = "markdown"
 
 
 USAGE = (
     "give two CONFIGs to see what a config change does, --profile twice to compare one config "
-    "on two platforms, or --against DIR to see what a render would change in committed output"
+    "on two platforms, --against DIR to see what a render would change in committed output, or "
+    "--git-ref REF to see what the configs' changes since REF do"
 )
 
 
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
-        None, metavar="CONFIG",
-        help="One config (default ./gpustack.yaml, else the embedded kubeadm example), or two.",
+        None,
+        metavar="CONFIG|DIR",
+        help="One config (default ./gpustack.yaml, else the embedded kubeadm example), or two; "
+        "with --against or --git-ref, any configs and fleet folders.",
     ),
     profiles: list[str] = typer.Option(
-        None, "--profile", metavar="NAME",
+        None,
+        "--profile",
+        metavar="NAME",
         help="Twice: compare the config on two profiles. Once: override platform.profile.",
     ),
     against: Path | None = typer.Option(
-        None, "--against", metavar="DIR",
-        help="Compare a render with the output committed in DIR/<metadata.name>/.",
+        None,
+        "-o",
+        "--against",
+        metavar="DIR",
+        help="Compare a render with the output committed in DIR/<metadata.name>/ (the folder "
+        "render -o wrote).",
     ),
-    profiles_dir: Path | None = typer.Option(
-        None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
+    git_ref: str | None = typer.Option(
+        None,
+        "--git-ref",
+        metavar="REF",
+        help="Compare the configs as they were at git revision REF with the working tree's.",
     ),
+    profiles_dir: Path | None = common.PROFILES_DIR,
+    assignments: list[str] = common.SET,
     output: OutputFormat = typer.Option(
-        OutputFormat.text, "--output", help="text (summary, then unified diff) or json."
+        OutputFormat.text,
+        "--output",
+        metavar="FORMAT",
+        help="text (summary, then unified diff), json, or markdown (a review comment).",
     ),
-    color: ColorMode = typer.Option(
-        ColorMode.auto, "--color",
-        help="Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
-    ),
+    color: ColorMode = common.COLOR,
 ) -> None:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
-    from gpustack.diff import as_json, render_text
+    from gpustack.config import overrides
+    from gpustack.diff import as_json, fleet_json, render_fleet_text, render_markdown, render_text
 
-    difference = _compare(list(configs or []), list(profiles or []), against, profiles_dir)
-    if output is OutputFormat.json:
-        typer.echo(json.dumps(as_json(difference), indent=2, ensure_ascii=False))
+    paths, names = list(configs or []), list(profiles or [])
+    override = overrides(assignments or [])
+    single: Diff | None = None
+    fleet: ClusterDiffs
+    if git_ref is not None:
+        if against is not None or len(names) > 1:
+            raise _usage("--git-ref compares the configs with themselves at REF")
+        fleet = _since_revision(
+            git_ref, paths, names[0] if names else None, profiles_dir, override
+        )
+        title = f"gpustack diff: {git_ref} → working tree"
+    elif against is not None and (len(paths) > 1 or any(path.is_dir() for path in paths)):
+        if len(names) > 1:
+            raise _usage("--profile twice compares one config on two profiles")
+        fleet = _fleet_against(
+            paths, against, names[0] if names else None, profiles_dir, override
+        )
+        title = f"gpustack diff: {against} → rendered"
     else:
-        painted = _use_color(color)
+        cluster, single = _compare(paths, names, against, profiles_dir, override)
+        fleet = [(cluster, single)]
+        title = f"gpustack diff: {single.old_label} → {single.new_label}"
+    if output is OutputFormat.markdown:
+        typer.echo(render_markdown(fleet, title), nl=False)
+    elif output is OutputFormat.json:
+        data = as_json(single) if single is not None else fleet_json(fleet)
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        painted = use_color(color)
+        text = render_text(single, painted) if single else render_fleet_text(fleet, painted)
         # click strips escape codes when stdout is no terminal unless told the colour is wanted.
-        typer.echo(render_text(difference, painted), nl=False, color=painted)
-    raise typer.Exit(0 if difference.is_empty else 1)
+        typer.echo(text, nl=False, color=painted)
+    raise typer.Exit(0 if all(diff.is_empty for _, diff in fleet) else 1)
+
+
+def _usage(message: str) -> Exception:
+    from gpustack.errors import UserError
+
+    return UserError(message, hint=USAGE)
 
 
 def _compare(
-    configs: list[Path], profiles: list[str], against: Path | None, profiles_dir: Path | None
-) -> Diff:
+    configs: list[Path],
+    profiles: list[str],
+    against: Path | None,
+    profiles_dir: Path | None,
+    override: Layer | None,
+) -> tuple[str, Diff]:
+    """The cluster's name and what differs."""
     from gpustack.config import load_stack
-    from gpustack.errors import Location, UserError, display_path
+    from gpustack.diff import Diff
+    from gpustack.errors import display_path
 
     if len(profiles) > 2:
-        raise UserError("--profile may be given at most twice", hint=USAGE)
+        raise _usage("--profile may be given at most twice")
     if len(profiles) == 2:
         if against is not None or len(configs) > 1:
-            raise UserError("--profile twice compares one config on two profiles", hint=USAGE)
+            raise _usage("--profile twice compares one config on two profiles")
         path = configs[0] if configs else _default_config()
-        return _between(
-            load_stack(path, profiles[0], profiles_dir), profiles[0],
-            load_stack(path, profiles[1], profiles_dir), profiles[1],
+        first, second = (
+            load_stack(path, name, profiles_dir, True, override) for name in profiles
         )
-    override = profiles[0] if profiles else None
+        difference = _between(first, profiles[0], second, profiles[1])
+        left_out = tuple(
+            (side, field, why)
+            for side, stack in zip(profiles, (first, second))
+            for field, why in stack.left_out
+        )
+        changes = difference.changes
+        return second.name, Diff(difference.old_label, difference.new_label, changes, left_out)
+    profile = profiles[0] if profiles else None
     if against is not None:
-        if len(configs) > 1:
-            raise UserError("--against compares one config with its committed output", hint=USAGE)
-        if not against.is_dir():
-            raise UserError(
-                "--against folder does not exist" if not against.exists()
-                else "--against must be a folder",
-                Location(display_path(against)),
-                hint="give the folder `gpustack render -o` wrote, the one holding <metadata.name>/",
-            )
-        stack = load_stack(configs[0] if configs else _default_config(), override, profiles_dir)
-        return _against_committed(stack, against / stack.name)
+        _check_folder(against)
+        path = configs[0] if configs else _default_config()
+        stack = load_stack(path, profile, profiles_dir, override=override)
+        return stack.name, _against_committed(stack, against / stack.name)
     if len(configs) != 2:
-        raise UserError("nothing to compare", hint=USAGE)
+        raise _usage("nothing to compare")
     old, new = configs
-    return _between(
-        load_stack(old, override, profiles_dir), display_path(old),
-        load_stack(new, override, profiles_dir), display_path(new),
+    new_stack = load_stack(new, profile, profiles_dir, override=override)
+    return new_stack.name, _between(
+        load_stack(old, profile, profiles_dir, override=override),
+        display_path(old),
+        new_stack,
+        display_path(new),
     )
 
 
+def _check_folder(against: Path) -> None:
+    from gpustack.errors import Location, UserError, display_path
+
+    if not against.is_dir():
+        raise UserError(
+            "--against folder does not exist"
+            if not against.exists()
+            else "--against must be a folder",
+            Location(display_path(against)),
+            hint="give the folder `gpustack render -o` wrote, the one holding <metadata.name>/",
+        )
+
+
 def _default_config() -> Path | None:
-    from gpustack.fleet import DEFAULT_CONFIG
+    from gpustack.commands.common import configs
 
-    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
-
-
-def _snapshot(stack: Stack) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
-    """A render's objects, and its other files (kustomization.yaml, node/) as bytes."""
-    from gpustack import render
-    from gpustack.decorate import file_name
-
-    rendering = render.render(stack)
-    object_files = {file_name(obj) for obj in rendering.objects}
-    files = {path: content for path, content in render.files(rendering).items()
-             if path not in object_files}
-    return rendering.objects, files
+    return configs([])[0]
 
 
 def _between(old_stack: Stack, old_label: str, new_stack: Stack, new_label: str) -> Diff:
+    from gpustack import render
     from gpustack.diff import diff_files, diff_objects
+    from gpustack.review import snapshot
 
-    old_objects, old_files = _snapshot(old_stack)
-    new_objects, new_files = _snapshot(new_stack)
-    return (diff_objects(old_objects, new_objects, old_label, new_label)
-            + diff_files(old_files, new_files, old_label, new_label))
+    old_objects, old_files = snapshot(render.render(old_stack))
+    new_objects, new_files = snapshot(render.render(new_stack))
+    return diff_objects(old_objects, new_objects, old_label, new_label) + diff_files(
+        old_files, new_files, old_label, new_label
+    )
 
 
 def _against_committed(stack: Stack, folder: Path) -> Diff:
-    from gpustack import committed
+    from gpustack import committed, render
     from gpustack.diff import diff_files, diff_objects
     from gpustack.errors import display_path
+    from gpustack.review import snapshot
 
     shown = display_path(folder)
     if not folder.is_dir():
         warning(f"{shown} does not exist: a render would write every file")
     old = committed.read(folder)
-    new_objects, new_files = _snapshot(stack)
-    return (diff_objects(old.objects, new_objects, shown, "rendered")
-            + diff_files(old.files, new_files, shown, "rendered"))
+    new_objects, new_files = snapshot(render.render(stack))
+    return diff_objects(old.objects, new_objects, shown, "rendered") + diff_files(
+        old.files, new_files, shown, "rendered"
+    )
 
 
-def _use_color(mode: ColorMode) -> bool:
-    if mode is ColorMode.auto:
-        # https://no-color.org: a non-empty NO_COLOR turns colour off unless explicitly asked for.
-        return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    return mode is ColorMode.always
+def _fleet_against(
+    paths: list[Path],
+    against: Path,
+    profile: str | None,
+    profiles_dir: Path | None,
+    override: Layer | None,
+) -> ClusterDiffs:
+    """Every cluster the paths name against `against/<name>/` (and the fleet's `_gitops/`)."""
+    from gpustack import fleet, review
+    from gpustack.commands.common import configs
+    from gpustack.errors import display_path
+
+    _check_folder(against)
+    renderings = fleet.render_all(configs(paths), profile, profiles_dir, override=override)
+    new = review.rendered(renderings)
+    old = review.committed_output([rendering.name for rendering in renderings], against)
+    shown = display_path(against)
+    return review.compare(old, new, lambda name: f"{shown}/{name}", lambda name: f"rendered/{name}")
+
+
+def _since_revision(
+    ref: str,
+    paths: list[Path],
+    profile: str | None,
+    profiles_dir: Path | None,
+    override: Layer | None,
+) -> ClusterDiffs:
+    """The clusters the paths name, rendered from git revision `ref` and from the working tree."""
+    from gpustack import fleet, review
+    from gpustack.commands.common import configs
+    from gpustack.errors import UserError
+
+    new_configs = configs(paths)
+    top = review.repository_top(Path.cwd())
+    given = paths or [config for config in new_configs if config is not None]
+    with tempfile.TemporaryDirectory(prefix="gpustack-git-ref-") as temporary:
+        tree = Path(temporary)
+        review.tree_at(ref, top, tree)
+        old_paths = [review.at_revision(path, top, tree) for path in given]
+        old_dir = profiles_dir
+        if profiles_dir is not None and _inside(profiles_dir, top):
+            old_dir = review.at_revision(profiles_dir, top, tree)
+        old_configs: list[Path | None] = []
+        for path in old_paths:
+            if not path.exists():
+                continue  # a file or folder the change adds: its clusters are all new
+            try:
+                old_configs += fleet.discover([path])
+            except UserError as problem:
+                if problem.message != "no GPUStack configs in this folder":
+                    raise
+        if not given:
+            old_configs = [None]  # the embedded example, the same on both sides
+        old = review.rendered(fleet.render_all(old_configs, profile, old_dir, override=override))
+    new = review.rendered(fleet.render_all(new_configs, profile, profiles_dir, override=override))
+    return review.compare(old, new, lambda name: f"{ref}/{name}", lambda name: f"worktree/{name}")
+
+
+def _inside(path: Path, top: Path) -> bool:
+    resolved = path.resolve()
+    return resolved == top.resolve() or top.resolve() in resolved.parents

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from gpustack.commands import common
 from gpustack.commands.common import handles_user_errors
 
 if TYPE_CHECKING:
@@ -35,11 +37,14 @@ RUNTIME_CLASS_AUTO = {
 
 @handles_user_errors
 def command(
-    path: Path = typer.Argument(Path("gpustack.yaml"), help="Where to write the config."),
-    profile: str = typer.Option("kubeadm", "--profile", help="Platform profile to start from."),
+    path: Path = typer.Argument(
+        Path("gpustack.yaml"),
+        help="Where to write the config; a folder gets gpustack.yaml in it, named after the folder.",
+    ),
+    profile: str = typer.Option("kubeadm", "--profile", metavar="NAME", help="Platform profile to start from."),
     name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    profiles_dir: Path | None = typer.Option(None, "--profiles-dir", help="User profiles."),
+    profiles_dir: Path | None = common.PROFILES_DIR,
     schema: str | None = typer.Option(
         None, "--schema", metavar="PATH|URL",
         help=f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "
@@ -51,9 +56,17 @@ def command(
     from gpustack.errors import Location, UserError, display_path
     from gpustack.model import dns_label
 
+    folder_name = None
+    if path.is_dir():
+        folder_name = path.resolve().name
+        path = path / "gpustack.yaml"
+    if path.is_dir() or (path.exists() and not path.is_file()):
+        raise UserError("is not a regular file; init will not replace it",
+                        Location(display_path(path)))
     if path.exists() and not force:
         raise UserError("already exists (use --force to overwrite)", Location(display_path(path)))
-    cluster = name or (path.stem if path.stem != "gpustack" else "my-cluster")
+    default_name = folder_name if folder_name and dns_label(folder_name) else "my-cluster"
+    cluster = name or (path.stem if path.stem != "gpustack" else default_name)
     if not dns_label(cluster):
         raise UserError(
             f"{cluster!r} is not a valid DNS-1123 label; pass --name", field="metadata.name"
@@ -69,7 +82,14 @@ def command(
     path.write_text(text, encoding="utf-8")
     if schema is None:
         schema_path.write_text(render_schema(), encoding="utf-8")
-    typer.echo(f"wrote {display_path(path)} (profile {profile}); next: gpustack render {path}", err=True)
+    following = ["gpustack", "render", str(path)]
+    if profiles_dir is not None:
+        following += ["--profiles-dir", str(profiles_dir)]
+    typer.echo(
+        f"wrote {display_path(path)} (profile {profile}); next: {shlex.join(following)} "
+        f"writes out/{cluster}/",
+        err=True,
+    )
 
 
 def _is_gpustack_schema(path: Path) -> bool:

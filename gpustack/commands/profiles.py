@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from gpustack.commands.common import handles_user_errors
-from gpustack.commands.diff import OutputFormat
+from gpustack.commands.common import PROFILES_DIR, handles_user_errors
 
 app = typer.Typer(help="List, show and compare platform profiles.", no_args_is_help=True)
 
-ProfilesDir = typer.Option(
-    None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
-)
+ProfilesDir = PROFILES_DIR
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
 
 
 @app.command("list")

@@ -2,36 +2,62 @@
 
 from __future__ import annotations
 
+import json
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from gpustack.commands import common
+from gpustack.commands.common import configs as discover
 from gpustack.commands.common import error, handles_user_errors, warning
+
+
+class Report(str, Enum):
+    text = "text"
+    json = "json"
 
 
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
-        None, metavar="[CONFIG|DIR]...",
+        None, metavar="CONFIG|DIR",
         help="Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded "
         "kubeadm example).",
     ),
-    out: Path = typer.Option(Path("out"), "-o", "--out", help="Folder that gets <name>/ per cluster."),
-    profile: str | None = typer.Option(None, "--profile", help="Override platform.profile."),
-    profiles_dir: Path | None = typer.Option(
-        None, "--profiles-dir", help="Folder of user profiles, searched before the built-in ones."
+    out: Path = typer.Option(Path("out"), "-o", "--out", metavar="DIR", help="Folder that gets <name>/ per cluster."),
+    profile: str | None = typer.Option(None, "--profile", metavar="NAME", help="Override platform.profile."),
+    profiles_dir: Path | None = common.PROFILES_DIR,
+    assignments: list[str] = common.SET,
+    stdout: bool = typer.Option(
+        False, "--stdout", help="Print one YAML stream, write nothing (also -o -)."
     ),
-    stdout: bool = typer.Option(False, "--stdout", help="Print one YAML stream, write nothing."),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Overwrite files render would write even when they lost gpustack's marker line.",
+    ),
     jobs: int | None = typer.Option(
-        None, "-j", "--jobs", min=1,
+        None, "-j", "--jobs", min=1, metavar="N",
         help="Worker processes that render a large fleet (default: none, render here).",
+    ),
+    quiet: bool = common.QUIET,
+    report: Report = typer.Option(
+        Report.text, "--output", metavar="FORMAT",
+        help="text (one summary line on stderr) or json (each cluster's files, on stdout).",
     ),
 ) -> None:
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
+    from gpustack.config import overrides
     from gpustack.validation.validator import explain
 
-    renderings = fleet.render_all(fleet.discover(configs or []), profile, profiles_dir, jobs)
+    stdout = stdout or str(out) == "-"
+    override = overrides(assignments or [])
+    paths = discover(configs)
+    progress = common.Progress(len(paths), "rendering", not quiet and not stdout)
+    renderings = fleet.render_all(paths, profile, profiles_dir, jobs, override, progress.advance)
+    progress.finish()
     for rendering in renderings:
         for message in rendering.warnings:
             warning(f"{rendering.name}: {message}")
@@ -49,10 +75,25 @@ def command(
         return
     planned = fleet.output_folders(renderings, out)
     for target, files in planned:
-        output.plan(target, files)  # refuse before anything is written
+        output.plan(target, files, force)  # refuse before anything is written
+    progress = common.Progress(len(planned), "writing", not quiet)
+    results: list[dict[str, Any]] = []
     for target, files in planned:
-        written, removed = output.write_tree(target, files)
+        written, removed = output.write_tree(target, files, force)
+        progress.advance()
         if files or removed:
-            typer.echo(
-                f"{target}: {len(files)} files ({written} written, {removed} removed)", err=True
-            )
+            results.append({
+                "name": target.name, "folder": str(target), "files": len(files),
+                "written": written, "unchanged": len(files) - written, "removed": removed,
+            })
+    progress.finish()
+    totals = {key: sum(int(result[key]) for result in results)
+              for key in ("files", "written", "unchanged", "removed")}
+    if report is Report.json:
+        typer.echo(json.dumps({**totals, "clusters": results}, indent=2))
+    elif not quiet:
+        typer.echo(
+            f"rendered {len(renderings)} cluster(s) into {out}: {totals['written']} files "
+            f"written, {totals['unchanged']} unchanged, {totals['removed']} removed",
+            err=True,
+        )

@@ -1,0 +1,348 @@
+"""What a user meets at the command line: which configs a bare command reads, clear messages
+instead of tracebacks, and recovering output whose marker line was lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFIG = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+metadata: {name: NAME}
+platform: {profile: kubeadm}
+"""
+
+
+def cluster(path: Path, name: str = "lab") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(CONFIG.replace("NAME", name))
+    return path
+
+
+def files_below(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+# --- a bare command --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["render", "check", "diff"])
+def test_a_bare_command_in_a_fleet_repository_names_the_configs_instead_of_the_demo(
+    cli, tmp_path, monkeypatch, command
+):
+    monkeypatch.chdir(tmp_path)
+    cluster(tmp_path / "clusters" / "gpu-west.yaml", "gpu-west")
+    arguments = [command, "--against", "out"] if command == "diff" else [command]
+    (tmp_path / "out").mkdir()
+    result = cli(*arguments)
+    assert result.exit_code == 2, result.output
+    assert "clusters/" in result.stderr
+    assert "kubeadm-lab" not in result.output
+    assert files_below(tmp_path / "out") == {}
+
+
+def test_a_bare_render_with_configs_in_the_folder_itself_refuses_too(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cluster(tmp_path / "gpu-east.yaml", "gpu-east")
+    result = cli("render")
+    assert result.exit_code == 2
+    assert "gpu-east.yaml" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bare_render_in_an_empty_folder_says_it_renders_the_example(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("render")
+    assert result.exit_code == 0, result.output
+    assert "embedded example" in result.stderr
+    assert (tmp_path / "out" / "kubeadm-lab" / "kustomization.yaml").is_file()
+
+
+def test_a_bare_render_reads_gpustack_yaml_without_a_note(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cluster(tmp_path / "gpustack.yaml", "mine")
+    cluster(tmp_path / "clusters" / "other.yaml", "other")
+    result = cli("render")
+    assert result.exit_code == 0, result.output
+    assert "embedded example" not in result.stderr
+    assert (tmp_path / "out" / "mine").is_dir() and not (tmp_path / "out" / "other").exists()
+
+
+# --- messages instead of tracebacks -----------------------------------------------------------
+
+
+def test_init_into_an_existing_folder_writes_gpustack_yaml_there(cli, tmp_path):
+    folder = tmp_path / "gpu-west"
+    folder.mkdir()
+    result = cli("init", folder, "--profile", "rke2")
+    assert result.exit_code == 0, result.output
+    written = (folder / "gpustack.yaml").read_text()
+    assert "name: gpu-west" in written and "profile: rke2" in written
+    again = cli("init", folder)
+    assert again.exit_code == 2
+    assert "gpustack.yaml: already exists" in again.stderr
+    forced = cli("init", folder, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert "profile: kubeadm" in (folder / "gpustack.yaml").read_text()
+
+
+def test_init_says_what_the_next_step_needs(cli, tmp_path):
+    result = cli("init", tmp_path / "lab.yaml", "--profile", "openshift")
+    assert result.exit_code == 0
+    assert f"gpustack render {tmp_path / 'lab.yaml'}" in result.stderr
+    (tmp_path / "profiles").mkdir()
+    result = cli("init", tmp_path / "site.yaml", "--profiles-dir", tmp_path / "profiles",
+                 "--profile", "kubeadm")
+    assert result.exit_code == 0, result.output
+    assert f"--profiles-dir {tmp_path / 'profiles'}" in result.stderr
+
+
+def test_render_dash_o_dash_prints_the_stream_and_writes_nothing(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = cluster(tmp_path / "lab.yaml")
+    result = cli("render", config, "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert "kind: DaemonSet" in result.stdout
+    assert not (tmp_path / "-").exists()
+
+
+def test_check_against_a_missing_output_folder_says_so_once(cli, tmp_path):
+    config = cluster(tmp_path / "lab.yaml")
+    result = cli("check", config, "-o", tmp_path / "missing")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "output folder does not exist" in result.stderr
+    assert not (tmp_path / "missing").exists()
+
+
+# --- a generated file that lost its marker ----------------------------------------------------
+
+
+def test_a_file_that_lost_its_marker_is_recovered_by_render_force(cli, tmp_path):
+    config = cluster(tmp_path / "lab.yaml")
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    damaged = out / "lab" / "daemonset-nvidia-device-plugin.yaml"
+    pristine = damaged.read_bytes()
+    damaged.write_bytes(pristine.split(b"\n", 1)[1])  # the marker line removed
+    (out / "lab" / "NOTES.md").write_text("mine\n")
+
+    check = cli("check", config, "-o", out)
+    assert check.exit_code == 1
+    assert "--force" in check.stderr
+
+    refused = cli("render", config, "-o", out)
+    assert refused.exit_code == 2
+    assert "--force" in refused.stderr
+    assert damaged.read_bytes() != pristine
+
+    forced = cli("render", config, "-o", out, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert damaged.read_bytes() == pristine
+    assert (out / "lab" / "NOTES.md").read_text() == "mine\n"
+    assert cli("check", config, "-o", out).exit_code == 0
+
+
+# --- fleet output ------------------------------------------------------------------------------
+
+
+def small_fleet(folder: Path) -> Path:
+    clusters = folder / "clusters"
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        cluster(clusters / f"{name}.yaml", name)
+    return clusters
+
+
+def test_render_prints_one_summary_line_for_a_fleet(cli, tmp_path):
+    clusters = small_fleet(tmp_path)
+    out = tmp_path / "out"
+    first = cli("render", clusters, "-o", out)
+    assert first.exit_code == 0, first.output
+    files = len([p for p in out.rglob("*") if p.is_file()])
+    assert first.stderr.splitlines() == [
+        f"rendered 3 cluster(s) into {out}: {files} files written, 0 unchanged, 0 removed"
+    ]
+    (clusters / "gpu-c.yaml").write_text(
+        (clusters / "gpu-c.yaml").read_text() + "gfd: {enabled: false}\n"
+    )
+    second = cli("render", clusters, "-o", out)
+    gone = files - len([p for p in out.rglob("*") if p.is_file()])
+    assert gone > 0
+    # The device plugin's kustomization changes too; everything else is as it was.
+    (line,) = second.stderr.splitlines()
+    assert line.startswith("rendered 3 cluster(s) into ") and f", {gone} removed" in line
+    assert cli("render", clusters, "-o", out, "--quiet").stderr == ""
+
+
+def test_render_and_check_as_json(cli, tmp_path):
+    clusters = small_fleet(tmp_path)
+    out = tmp_path / "out"
+    result = cli("render", clusters, "-o", out, "--output", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert [c["name"] for c in document["clusters"]] == ["gpu-a", "gpu-b", "gpu-c"]
+    assert document["written"] == sum(c["written"] for c in document["clusters"]) > 0
+    assert document["clusters"][0]["folder"] == str(out / "gpu-a")
+    check = cli("check", clusters, "-o", out, "--output", "json")
+    assert check.exit_code == 0, check.output
+    report = json.loads(check.stdout)
+    assert report["current"] is True and report["valid"] is True
+    (out / "gpu-b" / "kustomization.yaml").unlink()
+    check = cli("check", clusters, "-o", out, "--output", "json")
+    assert check.exit_code == 1
+    report = json.loads(check.stdout)
+    stale = {c["name"]: c for c in report["clusters"] if c["missing"]}
+    assert list(stale) == ["gpu-b"] and stale["gpu-b"]["missing"] == ["kustomization.yaml"]
+
+
+# --- conventions -------------------------------------------------------------------------------
+
+PYTHON_TYPES = re.compile(r"<(list\[|path|str|int|float|bool|text|choice)", re.I)
+
+
+def test_help_shows_no_python_types(cli):
+    from test_readme import LEAVES
+
+    for words in LEAVES:
+        result = cli(*words, "--help")
+        assert result.exit_code == 0, words
+        assert not PYTHON_TYPES.search(result.stdout), (words, result.stdout)
+
+
+def test_global_options_work_after_the_command(cli, tmp_path):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "k3s.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
+        "metadata: {name: k3s, description: k3s}\n"
+    )
+    config = tmp_path / "lab.yaml"
+    config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", "k3s"))
+    for arguments in (["--profiles-dir", profiles, "render", config, "--stdout"],
+                      ["render", config, "--stdout", "--profiles-dir", profiles]):
+        assert cli(*arguments).exit_code == 0
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: GPUStack\nplatform: [\n")
+    after = cli("render", broken, "--stdout", "--debug")
+    assert after.exit_code != 2 and after.exception is not None  # the traceback, as asked
+
+
+def test_user_profiles_from_the_environment(cli, tmp_path, monkeypatch):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "k3s.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
+        "metadata: {name: k3s, description: k3s from the environment}\n"
+    )
+    monkeypatch.setenv("GPUSTACK_PROFILES_DIR", str(profiles))
+    assert "k3s from the environment" in cli("profiles", "list").stdout
+    config = tmp_path / "lab.yaml"
+    config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", "k3s"))
+    assert cli("render", config, "--stdout").exit_code == 0
+
+
+def test_a_config_from_stdin(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("render", "-", "--stdout", input=CONFIG.replace("NAME", "piped"))
+    assert result.exit_code == 0, result.output
+    assert "kind: DaemonSet" in result.stdout
+    bad = cli("render", "-", "--stdout", input=CONFIG.replace("NAME", "Bad_Name"))
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("error: <stdin>:3:18: metadata.name: 'Bad_Name'"), bad.stderr
+
+
+def run_real(*args: str, env: dict[str, str], cwd: Path, terminal: bool = False) -> str:
+    """The real `python -m gpustack`, its stdout on a pseudo-terminal when asked."""
+    if not terminal:
+        done = subprocess.run([sys.executable, "-m", "gpustack", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, check=False)
+        return done.stdout
+    controller, tty = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "gpustack", *args], cwd=cwd, stdout=tty,
+                               stderr=subprocess.DEVNULL, env=env)
+    os.close(tty)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    process.wait()
+    return b"".join(chunks).decode()
+
+
+def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
+    config = cluster(tmp_path / "lab.yaml")
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    plugin = out / "lab" / "daemonset-nvidia-device-plugin.yaml"
+    plugin.write_text(plugin.read_text() + "# edited\n")
+    env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
+    args = ("check", str(config), "-o", str(out))
+    assert "\x1b[" in run_real(*args, env=env, cwd=tmp_path, terminal=True)
+    assert "\x1b[" not in run_real(*args, env={**env, "NO_COLOR": "1"}, cwd=tmp_path,
+                                   terminal=True)
+    assert "\x1b[" not in run_real(*args, env=env, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
+    script = cli("completion", shell)
+    assert script.exit_code == 0, script.output
+    assert "_GPUSTACK_COMPLETE" in script.stdout
+    env = {**os.environ, "_GPUSTACK_COMPLETE": f"complete_{shell}",
+           "COMP_WORDS": "gpustack ren", "COMP_CWORD": "1",
+           "_TYPER_COMPLETE_ARGS": "gpustack ren", "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
+    completed = run_real(env=env, cwd=tmp_path)
+    assert "render" in completed, completed
+
+
+def test_completion_of_an_unknown_shell_is_exit_2(cli):
+    result = cli("completion", "tcsh")
+    assert result.exit_code == 2
+
+
+def stderr_on_terminal(*args: str, cwd: Path) -> str:
+    controller, tty = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "gpustack", *args], cwd=cwd,
+                               stdout=subprocess.DEVNULL, stderr=tty)
+    os.close(tty)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    assert process.wait() == 0
+    return b"".join(chunks).decode()
+
+
+def test_a_long_render_shows_progress_on_a_terminal_only(tmp_path):
+    clusters = tmp_path / "clusters"
+    for index in range(20):
+        cluster(clusters / f"gpu-{index}.yaml", f"gpu-{index}")
+    shown = stderr_on_terminal("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert "rendering 20/20" in shown and "writing 21/21" in shown
+    # The progress line is cleared before the summary, which stays.
+    assert shown.rstrip().endswith("0 unchanged, 0 removed")
+    piped = subprocess.run([sys.executable, "-m", "gpustack", "render", "clusters", "-o", "out"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert piped.stderr.startswith("rendered 20 cluster(s) into out: 0 files written, ")
+    assert piped.stderr.count("\n") == 1 and "\r" not in piped.stderr

@@ -1,0 +1,307 @@
+"""`gpustack diff --against` reads back exactly the layout `gpustack render` writes, for every
+GitOps setting and for fleets: right after a render there is nothing to report.
+
+Also: one config on two profiles where some settings apply to one platform only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+
+BASE = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+metadata: {name: lab}
+platform: {profile: kubeadm}
+"""
+ARGOCD = "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/fleet.git\n"
+FLUX = "gitops:\n  tool: flux\n  flux:\n    sourceRef: {kind: GitRepository, name: fleet}\n"
+
+LAYOUTS = {
+    "no-gitops": "",
+    "argocd-application": ARGOCD,
+    "argocd-application-set": ARGOCD + "    applicationSet: true\n",
+    "argocd-plugin": ARGOCD + "    path: clusters/{name}\n    plugin: {name: gpustack}\n",
+    "flux-layers": FLUX,
+    "flux-with-git-repository": FLUX
+    + "    gitRepository: {url: https://git.example.com/fleet.git, ref: {branch: main}}\n",
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_render_then_diff_against_the_output_is_no_difference(cli, tmp_path, layout):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + LAYOUTS[layout])
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    assert cli("check", config, "-o", out).exit_code == 0
+    result = cli("diff", config, "--against", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("no differences"), result.stdout
+
+
+def test_a_hand_edit_in_a_flux_layer_is_reported_once(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + FLUX)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    plugin = out / "lab" / "workloads" / "daemonset-nvidia-device-plugin.yaml"
+    plugin.write_text(
+        plugin.read_text().replace(
+            "priorityClassName: system-node-critical", "priorityClassName: system-cluster-critical"
+        )
+    )
+    result = cli("diff", config, "--against", out, "--output", "json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    assert document["counts"] == {"changed": 1, "added": 0, "removed": 0}
+    (change,) = document["changes"]
+    assert (change["kind"], change["name"]) == ("DaemonSet", "nvidia-device-plugin")
+    assert change["paths"] == ["spec.template.spec.priorityClassName"]
+
+
+def test_a_flux_config_change_counts_each_object_once(cli, tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text(BASE + FLUX)
+    new = tmp_path / "new.yaml"
+    new.write_text(BASE + FLUX + "devicePlugin: {migStrategy: single}\n")
+    result = cli("diff", old, new, "--output", "json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    files = [change["file"] for change in document["changes"]]
+    assert len(files) == len(set(files)), files
+    # Object files are compared as objects, never a second time as text: what is compared as
+    # text is the kustomizations that list them and the host-side node/ files.
+    text = [change["file"] for change in document["changes"] if not change["kind"]]
+    assert all(
+        file.endswith("kustomization.yaml") or file.startswith("node/") for file in text
+    ), text
+
+
+def test_a_removed_gitops_file_is_reported(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + ARGOCD)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    (out / "lab" / "gitops" / "application-gpustack-lab.yaml").unlink()
+    result = cli("diff", config, "--against", out, "--output", "json")
+    assert result.exit_code == 1
+    changes = json.loads(result.stdout)["changes"]
+    assert [(c["change"], c["kind"]) for c in changes] == [("added", "Application")]
+
+
+# --- one config on two profiles ----------------------------------------------------------------
+
+
+def test_the_openshift_example_on_another_profile_leaves_out_what_does_not_apply(cli):
+    result = cli("diff", "--profile", "openshift", "--profile", "rke2", EXAMPLES / "openshift.yaml")
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("openshift -> rke2: ")
+    left_out = [line for line in lines if line.startswith("note: left out for rke2:")]
+    assert any("platform.openshiftVersion" in line for line in left_out), lines[:8]
+    assert any("entitlement" in line for line in left_out), lines[:8]
+    assert "- removed  MachineConfig.machineconfiguration.openshift.io 50-entitlement-pem" in lines
+    document = json.loads(
+        cli(
+            "diff",
+            "--profile",
+            "openshift",
+            "--profile",
+            "rke2",
+            EXAMPLES / "openshift.yaml",
+            "--output",
+            "json",
+        ).stdout
+    )
+    fields = {(item["profile"], item["field"]) for item in document["leftOut"]}
+    assert ("rke2", "platform.openshiftVersion") in fields
+    assert ("rke2", "entitlement.enabled") in fields
+    assert not any(profile == "openshift" for profile, _ in fields)
+
+
+def test_a_setting_one_profile_refuses_is_left_out_on_that_side_only(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + "driver: {mode: driver-toolkit}\n")
+    result = cli("diff", "--profile", "openshift", "--profile", "kubeadm", config)
+    assert result.exit_code == 1, result.output
+    assert "note: left out for kubeadm: driver.mode" in result.stdout
+    # Rendering the config on kubeadm itself is still an error.
+    assert cli("render", config, "--stdout").exit_code == 2
+
+
+# --- fleets ------------------------------------------------------------------------------------
+
+FLEET_BASE = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+nodes:
+  taints:
+  - {key: nvidia.com/gpu, value: present, effect: NoSchedule}
+"""
+
+
+def fleet(folder: Path, gitops: str = "") -> Path:
+    clusters = folder / "clusters"
+    clusters.mkdir(parents=True)
+    (clusters / "base.yaml").write_text(FLEET_BASE + gitops)
+    for name, profile in (("gpu-east", "openshift"), ("gpu-west", "rke2"), ("gpu-lab", "kubeadm")):
+        (clusters / f"{name}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {name}}}\nplatform: {{profile: {profile}}}\n"
+        )
+    return clusters
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_render_a_fleet_then_diff_the_folder_is_no_difference(cli, tmp_path, layout):
+    clusters = fleet(tmp_path, LAYOUTS[layout])
+    out = tmp_path / "out"
+    assert cli("render", clusters, "-o", out).exit_code == 0
+    result = cli("diff", clusters, "--against", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 3 cluster(s)\n" or (
+        layout == "argocd-application-set"
+        and result.stdout == "no differences in 4 cluster(s)\n"  # out/_gitops too
+    ), result.stdout
+
+
+def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
+    clusters = fleet(tmp_path, LAYOUTS["argocd-application-set"])
+    out = tmp_path / "out"
+    assert cli("render", clusters, "-o", out).exit_code == 0
+    (out / "gpu-west" / "namespace-gpu-system.yaml").unlink()
+    (out / "_gitops" / "applicationset-gpustack.yaml").unlink()
+    result = cli("diff", clusters, "-o", out)
+    assert result.exit_code == 1
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("2 of 4 cluster(s) differ: gpu-west (1 added), _gitops (1 added)"), first
+    document = json.loads(cli("diff", clusters, "-o", out, "--output", "json").stdout)
+    assert [c["name"] for c in document["clusters"] if c["different"]] == ["gpu-west", "_gitops"]
+
+
+# --- pull requests: --git-ref --------------------------------------------------------------------
+
+
+def git(folder: Path, *arguments: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
+        cwd=folder, check=True, capture_output=True,
+    )
+
+
+@pytest.fixture
+def repository(tmp_path, monkeypatch):
+    """A GitOps repository whose last commit changed the shared base."""
+    clusters = fleet(tmp_path)
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "three clusters")
+    base = clusters / "base.yaml"
+    base.write_text(base.read_text() + "devicePlugin: {version: v0.17.4}\n")
+    git(tmp_path, "commit", "-qam", "older device plugin everywhere but GKE")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_base_change_shows_every_cluster_it_touches(cli, repository):
+    result = cli("diff", "--git-ref", "HEAD~1", "clusters/", "--output", "json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    changed = {c["name"]: c for c in document["clusters"] if c["different"]}
+    assert sorted(changed) == ["gpu-east", "gpu-lab", "gpu-west"]
+    for cluster in changed.values():
+        images = [c for c in cluster["changes"] if c["name"] == "nvidia-device-plugin"
+                  and c["kind"] == "DaemonSet"]
+        added = [line.split()[-1] for line in images[0]["diff"].splitlines()
+                 if line.startswith("+") and "image:" in line]
+        assert added == ["nvcr.io/nvidia/k8s-device-plugin:v0.17.4"], added
+    text = cli("diff", "--git-ref", "HEAD~1", "clusters/").stdout
+    assert text.startswith("3 of 3 cluster(s) differ: gpu-east (")
+    assert "--- HEAD~1/gpu-west/daemonset-nvidia-device-plugin.yaml" in text
+
+
+def test_the_working_tree_against_its_own_commit_is_no_difference(cli, repository):
+    result = cli("diff", "--git-ref", "HEAD", "clusters")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 3 cluster(s)\n"
+
+
+def test_a_cluster_added_since_the_revision_is_all_added(cli, repository):
+    (repository / "clusters" / "gpu-new.yaml").write_text(
+        "extends: base.yaml\nmetadata: {name: gpu-new}\nplatform: {profile: kubeadm}\n"
+    )
+    document = json.loads(cli("diff", "--git-ref", "HEAD", "clusters", "--output", "json").stdout)
+    (added,) = [c for c in document["clusters"] if c["different"]]
+    assert added["name"] == "gpu-new"
+    assert added["counts"]["added"] > 0 and added["counts"]["changed"] == 0
+
+
+def test_an_unknown_revision_is_exit_2(cli, repository):
+    result = cli("diff", "--git-ref", "no-such-branch", "clusters")
+    assert result.exit_code == 2
+    assert "'no-such-branch' is not a commit of this repository" in result.stderr
+
+
+def test_git_ref_outside_a_repository_is_exit_2(cli, tmp_path, monkeypatch):
+    fleet(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = cli("diff", "--git-ref", "HEAD", "clusters")
+    assert result.exit_code == 2
+    assert "not in one" in result.stderr
+
+
+# --- markdown ------------------------------------------------------------------------------------
+
+
+def test_markdown_is_a_review_comment_with_a_table_and_collapsible_diffs(cli, repository):
+    result = cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown")
+    assert result.exit_code == 1, result.output
+    text = result.stdout
+    assert text.startswith("### gpustack diff: HEAD~1 → working tree\n")
+    assert "| cluster | changed | added | removed |" in text
+    assert "| `gpu-west` | " in text
+    assert text.count("<details>") == text.count("</details>") == 3
+    assert "\n```diff\n" in text
+    # Every fence is closed: an even number of fence lines.
+    fences = [line for line in text.splitlines() if line.startswith("```")]
+    assert len(fences) % 2 == 0
+    assert "`spec.template.spec.containers[0].image`" in text
+
+
+def test_markdown_masks_the_entitlement_certificate(cli, tmp_path):
+    pem = tmp_path / "entitlement.pem"
+    secret = "MIIBsecretsecretsecretsecret"
+    pem.write_text(f"-----BEGIN CERTIFICATE-----\n{secret}\n-----END CERTIFICATE-----\n")
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE.replace("kubeadm", "openshift")
+                      + "entitlement: {enabled: true, pemFile: entitlement.pem}\n")
+    result = cli("diff", config, "--against", tmp_path, "--output", "markdown")
+    assert result.exit_code == 1
+    assert "50-entitlement-pem" in result.stdout
+    assert secret not in result.stdout and "BEGIN CERTIFICATE" not in result.stdout
+    assert "<redacted sha256:" in result.stdout
+
+
+def test_markdown_of_two_profiles_names_what_was_left_out(cli):
+    result = cli("diff", "--profile", "openshift", "--profile", "rke2",
+                 EXAMPLES / "openshift.yaml", "--output", "markdown")
+    assert result.exit_code == 1
+    assert "> left out for rke2: `platform.openshiftVersion`: " in result.stdout
+    assert "| `openshift-entitled` | " in result.stdout
+
+
+def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + FLUX)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    extra = out / "lab" / "overlays"
+    extra.mkdir()
+    (extra / "kustomization.yaml").write_text("resources: [../workloads]\n")
+    result = cli("diff", config, "--against", out)
+    assert result.exit_code == 0, result.output

@@ -1,0 +1,158 @@
+"""Layered values, as Helm users know them from -f and --set: `extends:` with a list of bases
+applied in order, and `--set FIELD=VALUE` on render, check and diff."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+CLUSTER = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+metadata: {name: lab}
+platform: {profile: kubeadm}
+"""
+
+
+def rendered(cli, *arguments: object) -> dict[str, dict]:
+    result = cli("render", *arguments, "--stdout")
+    assert result.exit_code == 0, result.output
+    objects = [obj for obj in YAML(typ="safe").load_all(result.stdout) if obj]
+    return {f"{obj['kind']}/{obj['metadata']['name']}": obj for obj in objects}
+
+
+def plugin_config(objects: dict[str, dict]) -> dict:
+    text = objects["ConfigMap/nvidia-device-plugin-config"]["data"]["config.yaml"]
+    return YAML(typ="safe").load(text)
+
+
+def scrape_interval(objects: dict[str, dict]) -> str:
+    return objects["ServiceMonitor/nvidia-dcgm-exporter"]["spec"]["endpoints"][0]["interval"]
+
+
+# --- extends: a list -----------------------------------------------------------------------------
+
+
+def bases(folder: Path) -> None:
+    (folder / "monitoring.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        "dcgmExporter: {interval: 30s, monitorLabels: {release: prom}}\n"
+    )
+    (folder / "sharing.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        "devicePlugin: {sharing: {strategy: time-slicing, replicas: 8}}\n"
+        "dcgmExporter: {interval: 1m}\n"
+    )
+
+
+def test_a_list_of_bases_applies_in_order_and_the_file_wins(cli, tmp_path):
+    bases(tmp_path)
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER + "extends: [monitoring.yaml, sharing.yaml]\n")
+    objects = rendered(cli, config)
+    assert scrape_interval(objects) == "1m"  # the later base wins
+    assert objects["ServiceMonitor/nvidia-dcgm-exporter"]["metadata"]["labels"]["release"] == "prom"
+    assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 8
+    config.write_text(CLUSTER + "extends: [sharing.yaml, monitoring.yaml]\n"
+                      "devicePlugin: {sharing: {replicas: 3}}\n")
+    objects = rendered(cli, config)
+    assert scrape_interval(objects) == "30s"
+    assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 3
+
+
+def test_the_single_string_form_still_works_and_bases_of_a_list_are_not_clusters(cli, tmp_path):
+    bases(tmp_path)
+    (tmp_path / "a.yaml").write_text(CLUSTER.replace("lab", "a") + "extends: sharing.yaml\n")
+    (tmp_path / "b.yaml").write_text(
+        CLUSTER.replace("lab", "b") + "extends: [monitoring.yaml, sharing.yaml]\n"
+    )
+    result = cli("render", tmp_path, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["a", "b"]
+
+
+def test_an_empty_or_wrong_extends_list_is_exit_2_with_its_position(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER + "extends: []\n")
+    result = cli("render", config, "--stdout")
+    assert result.exit_code == 2
+    assert f"{config}:5:10: extends: must name at least one base config" in result.stderr
+    config.write_text(CLUSTER + "extends: [monitoring.yaml, 3]\n")
+    result = cli("render", config, "--stdout")
+    assert result.exit_code == 2
+    assert f"{config}:5:28: extends.1: must be a path" in result.stderr
+
+
+def test_a_cycle_through_a_list_is_reported(cli, tmp_path):
+    (tmp_path / "base.yaml").write_text("kind: GPUStack\nextends: [lab.yaml]\n")
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER + "extends: [base.yaml]\n")
+    result = cli("render", config, "--stdout")
+    assert result.exit_code == 2
+    assert "extends forms a cycle" in result.stderr
+
+
+# --- --set ---------------------------------------------------------------------------------------
+
+
+def test_set_overrides_a_field_typed_like_the_file(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER + "devicePlugin: {sharing: {strategy: time-slicing}}\n")
+    objects = rendered(cli, config, "--set", "devicePlugin.sharing.replicas=8",
+                       "--set", "dcgmExporter.interval=1m", "--set", "gfd.enabled=false")
+    assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 8
+    assert scrape_interval(objects) == "1m"
+    assert "DaemonSet/gpu-feature-discovery" not in objects
+    # A later --set wins; a label key holding dots is escaped as in Helm.
+    objects = rendered(cli, config, "--set", "devicePlugin.sharing.replicas=8",
+                       "--set", "devicePlugin.sharing.replicas=6",
+                       "--set", "nodes.selector.pool\\.example\\.com/gpu=a100")
+    assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 6
+    selector = objects["DaemonSet/nvidia-device-plugin"]["spec"]["template"]["spec"]
+    assert "pool.example.com/gpu" in json.dumps(selector)
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("devicePlugin.sharing.replicas=100",
+         "error: --set: devicePlugin.sharing.replicas: 100 is too large: the most allowed is 48"),
+        ("devicePlugin.sharing.replicas=four",
+         "error: --set: devicePlugin.sharing.replicas: expected a whole number, got 'four'"),
+        ("platform.kubernetesVersion=1.30",
+         "error: --set: platform.kubernetesVersion: expected a string, but YAML reads 1.30 as "
+         'the number 1.3 (quote it: "1.30")'),
+        ("devicePlugin.migStrateg=single",
+         "error: --set: devicePlugin.migStrateg: unknown field 'migStrateg' "
+         "(did you mean 'migStrategy'?)"),
+        ("replicas", "error: --set: expected FIELD=VALUE, got 'replicas'"),
+    ],
+)
+@pytest.mark.parametrize("command", ["render", "check", "diff"])
+def test_a_bad_set_is_exit_2_naming_the_option(cli, tmp_path, command, assignment, message):
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER)
+    out = tmp_path / "out"
+    out.mkdir()
+    extra = ["--against", out] if command == "diff" else ["-o", out]
+    result = cli(command, config, *extra, "--set", assignment)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0].startswith(message), result.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_check_and_diff_see_the_same_override_render_wrote(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER)
+    out = tmp_path / "out"
+    setting = ["--set", "devicePlugin.migStrategy=single"]
+    assert cli("render", config, "-o", out, *setting).exit_code == 0
+    assert cli("check", config, "-o", out, *setting).exit_code == 0
+    assert cli("check", config, "-o", out).exit_code == 1
+    assert cli("diff", config, "--against", out, *setting).exit_code == 0
+    drift = cli("diff", config, "--against", out)
+    assert drift.exit_code == 1
+    assert 'data["config.yaml"].flags.migStrategy' in drift.stdout
