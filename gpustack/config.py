@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
 from gpustack.model import DURATION, ConflictError, GPUStack, Profile, ProfileFacts
+from gpustack.reading import read_bounded
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
 _MAX_EXTENDS_DEPTH = 16
@@ -41,6 +43,7 @@ class Stack:
     profile: Profile
     source: str
     entitlement_pem: bytes | None = None
+    entitlement_mode: int | None = None  # the PEM file's permission bits
 
     @property
     def name(self) -> str:
@@ -122,8 +125,8 @@ def load_stack(
     merged = merge(profile_layer.data, combined)
     config = validate(GPUStack, merged, all_layers)
     _check_against_profile(config, profile, all_layers)
-    pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
-    return Stack(config, profile, display_path(path), pem)
+    pem, mode = _read_pem(config, all_layers) if config.entitlement.enabled else (None, None)
+    return Stack(config, profile, display_path(path), pem, mode)
 
 
 def merge_layers(layers: list[Layer]) -> dict[str, Any]:
@@ -478,7 +481,8 @@ def _label_disables_gke_plugin(config: GPUStack) -> bool:
     return config.nodes.selector.get("gke-no-default-nvidia-gpu-device-plugin") == "true"
 
 
-def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
+def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
+    """The PEM's bytes and permission bits. Nothing of its content is ever quoted in an error."""
     path = ("entitlement", "pemFile")
     owner = next(
         (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
@@ -487,18 +491,15 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
     pem_path = base / str(config.entitlement.pemFile)
     location = _nearest(layers, path)
     try:
-        if pem_path.stat().st_size > 1024 * 1024:
-            raise UserError("entitlement PEM is larger than 1 MiB", location, field="entitlement.pemFile")
-        content = pem_path.read_bytes()
-    except FileNotFoundError:
+        content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
+        mode = stat.S_IMODE(os.stat(pem_path).st_mode)
+    except UserError as error:
+        if error.message.endswith("file not found"):
+            error = UserError(f"entitlement PEM {display_path(pem_path)} not found", location)
+        raise UserError(error.message, error.location, "entitlement.pemFile") from None
+    except OSError:
         raise UserError(
-            f"entitlement PEM {display_path(pem_path)} not found", location, "entitlement.pemFile"
-        ) from None
-    except (PermissionError, IsADirectoryError, OSError):
-        raise UserError(
-            f"cannot read entitlement PEM {display_path(pem_path)}",
-            location,
-            "entitlement.pemFile",
+            f"cannot read entitlement PEM {display_path(pem_path)}", location, "entitlement.pemFile"
         ) from None
     if b"-----BEGIN" not in content:
         raise UserError(
@@ -506,4 +507,4 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
             location,
             "entitlement.pemFile",
         )
-    return content
+    return content, mode

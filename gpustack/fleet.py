@@ -187,18 +187,20 @@ def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Findin
 
 
 def output_folders(
-    renderings: Sequence[Rendering], out: Path
+    renderings: Sequence[Rendering], out: Path, fleet_folder: bool = True
 ) -> list[tuple[Path, dict[str, bytes]]]:
     """Each folder a render writes under `out` with its files: `<name>/` per cluster, and
-    `_gitops/` with the fleet's ApplicationSet, empty when the clusters no longer ask for one (so
-    a render prunes, and check reports, an ApplicationSet left from before)."""
+    `_gitops/` with the fleet's ApplicationSet. When a fleet folder is rendered and its clusters
+    no longer ask for one, `_gitops/` is empty (so a render prunes, and check reports, an
+    ApplicationSet left from before); a render of single configs leaves it alone."""
     from gpustack import render as rendering_files
     from gpustack.gitops import FLEET_DIR
 
     folders = [(out / r.name, rendering_files.files(r)) for r in renderings]
     application = application_set(renderings)
     fleet = rendering_files.fleet_files(application) if application is not None else {}
-    folders.append((out / FLEET_DIR, fleet))
+    if application is not None or fleet_folder:
+        folders.append((out / FLEET_DIR, fleet))
     return folders
 
 

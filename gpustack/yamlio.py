@@ -21,9 +21,8 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from gpustack.emit import _RESOLVES
 from gpustack.errors import Location, UserError, display_path
+from gpustack.reading import MAX_FILE_BYTES, read_bounded
 
-# A cluster config or profile is a few kilobytes; anything this large is a mistake, not a config.
-MAX_FILE_BYTES = 1024 * 1024
 # Aliases may be reused, but a document that expands to more nodes than this is an alias bomb.
 MAX_EXPANDED_NODES = 100_000
 
@@ -104,25 +103,7 @@ class Document:
 
 def read_text(path: Path) -> str:
     """Read a user file as UTF-8, refusing huge, binary or mis-encoded files with a clear message."""
-    shown = display_path(path)
-    try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise UserError("is a directory, expected a YAML file", Location(shown))
-        if size > MAX_FILE_BYTES:
-            raise UserError(
-                f"file is {size} bytes; a config or profile may have at most {MAX_FILE_BYTES} "
-                f"bytes (1 MiB)",
-                Location(shown),
-            )
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError("file not found", Location(shown)) from None
-    except PermissionError:
-        raise UserError("permission denied", Location(shown)) from None
-    except OSError as error:
-        raise UserError(f"cannot read file: {error.strerror}", Location(shown)) from None
-    return decode(raw, shown)
+    return decode(read_bounded(path, MAX_FILE_BYTES, "a config or profile"), display_path(path))
 
 
 def decode(raw: bytes, shown: str) -> str:

@@ -47,12 +47,13 @@ def command(
     if stdout:
         typer.echo(render.stream(renderings), nl=False)
         return
-    planned = fleet.output_folders(renderings, out)
-    for target, files in planned:
-        output.plan(target, files)  # refuse before anything is written
-    for target, files in planned:
-        written, removed = output.write_tree(target, files)
-        if files or removed:
+    planned = fleet.output_folders(renderings, out, fleet_folder=any(p.is_dir() for p in configs or []))
+    modes = {out / r.name: output.private_modes(render.files(r), r.secret_file_mode)
+             for r in renderings if r.secret_file_mode is not None}
+    for done in output.write_all(out, planned, modes):
+        if done.files or done.removed:
             typer.echo(
-                f"{target}: {len(files)} files ({written} written, {removed} removed)", err=True
+                f"{done.target}: {len(done.files)} files ({done.written} written, "
+                f"{done.removed} removed)",
+                err=True,
             )
