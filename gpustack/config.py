@@ -188,6 +188,14 @@ def _config_layers(path: Path) -> list[Layer]:
                     _extends_at(referencing),
                     field="extends",
                 ) from None
+            if referencing and (error.location is None or not error.location.line):
+                # A problem with the file as a whole (a folder, a FIFO, too large): say so
+                # where `extends:` names it.
+                raise UserError(
+                    f"base config {display_path(current)}: {error.message}",
+                    _extends_at(referencing),
+                    field="extends",
+                ) from None
             raise
         if document.data is None:
             raise UserError(
@@ -196,9 +204,10 @@ def _config_layers(path: Path) -> list[Layer]:
                 hint="`gpustack init` writes a commented starter config",
             )
         if not isinstance(document.data, dict):
+            # Named, never quoted: the file may be anything (a PEM named by mistake).
             raise UserError(
                 "expected a GPUStack config (a mapping with apiVersion, kind, metadata, ...), "
-                f"found {describe(document.data)}",
+                f"found {_kind_of_value(document.data)}",
                 document.source.nearest(()),
             )
         layer = Layer(document.data, document.source, (), current.parent)
@@ -210,11 +219,36 @@ def _config_layers(path: Path) -> list[Layer]:
             raise UserError(
                 "must be a path to a base config", document.source.value(("extends",)), "extends"
             )
+        elif "\x00" in extends:
+            raise UserError(
+                "a file name cannot contain a NUL byte",
+                document.source.value(("extends",)),
+                "extends",
+            )
+        elif not extends.endswith(CONFIG_SUFFIXES):
+            raise UserError(
+                "must name a YAML config file (.yaml or .yml)",
+                document.source.value(("extends",)),
+                "extends",
+            )
         else:
             referencing = document
             current = current.parent / extends
     chain.reverse()
     return chain
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+
+
+def _kind_of_value(value: Any) -> str:
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return describe(value) if isinstance(value, list) or value is None else "a value"
 
 
 def _extends_at(document: Document | None) -> Location | None:

@@ -161,7 +161,7 @@ def plan(target: Path, files: dict[str, bytes], modes: dict[str, int] | None = N
                 )
             current = read_bounded(path, max(MAX_FILE_BYTES, len(files[relative])), follow=False)
             wanted_mode = modes.get(relative)
-            loose = wanted_mode is not None and stat.S_IMODE(mode) & ~wanted_mode
+            loose = wanted_mode is not None and stat.S_IMODE(mode) != wanted_mode & ~_umask()
             if current != files[relative] or loose:
                 result.written += 1
         elif ours:

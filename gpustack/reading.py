@@ -18,6 +18,7 @@ from gpustack.errors import Location, UserError, display_path
 # A cluster config or profile is a few kilobytes; anything this large is a mistake, not a config.
 MAX_FILE_BYTES = 1024 * 1024
 _KINDS = {
+    stat.S_IFREG: "a file",
     stat.S_IFDIR: "a folder",
     stat.S_IFIFO: "a named pipe (FIFO)",
     stat.S_IFCHR: "a device",

@@ -112,13 +112,14 @@ def _findings(
     report: Report, target: Path, objects: list[dict[str, Any]], findings: list[Finding]
 ) -> None:
     from gpustack.decorate import file_name, identity
+    from gpustack.secrets import mask_text
 
     files = {identity(obj): file_name(obj) for obj in objects}
     for found in findings:
         where = target / files.get(found.object, "") if found.object else target
         field_path = f" ({found.field})" if found.field else ""
         report.findings.append(
-            f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}"
+            mask_text(f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}")
         )
         report.errors += found.severity == "error"
 

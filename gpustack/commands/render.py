@@ -29,6 +29,7 @@ def command(
 ) -> None:
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
+    from gpustack.secrets import mask_text
     from gpustack.validation.validator import explain
 
     renderings = fleet.render_all(fleet.discover(configs or []), profile, profiles_dir, jobs)
@@ -41,15 +42,22 @@ def command(
         for finding in found
     ]
     for name, finding in findings:
-        (error if finding.severity == "error" else warning)(f"{name}: {explain(finding)}")
+        (error if finding.severity == "error" else warning)(
+            mask_text(f"{name}: {explain(finding)}")
+        )
     if any(finding.severity == "error" for _, finding in findings):
         raise typer.Exit(1)  # an invalid rendering writes nothing
     if stdout:
         typer.echo(render.stream(renderings), nl=False)
         return
-    planned = fleet.output_folders(renderings, out, fleet_folder=any(p.is_dir() for p in configs or []))
-    modes = {out / r.name: output.private_modes(render.files(r), r.secret_file_mode)
-             for r in renderings if r.secret_file_mode is not None}
+    planned = fleet.output_folders(
+        renderings, out, fleet_folder=any(p.is_dir() for p in configs or [])
+    )
+    modes = {
+        out / r.name: output.private_modes(render.files(r), r.secret_file_mode)
+        for r in renderings
+        if r.secret_file_mode is not None
+    }
     for done in output.write_all(out, planned, modes):
         if done.files or done.removed:
             typer.echo(
