@@ -19,7 +19,7 @@ from typing import Any
 from gpustack.decorate import identity
 from gpustack.diff import subject
 from gpustack.errors import Location, UserError, display_path
-from gpustack.output import entries, is_ours
+from gpustack.output import SUBFOLDERS, entries, is_ours, owned_name
 from gpustack.reading import read_bounded
 from gpustack.render import KUSTOMIZATION, NODE_DIR
 from gpustack.yamlio import decode, load_all_text, load_text
@@ -57,7 +57,7 @@ def read_file(folder: Path, relative: str) -> bytes | None:
             raise UserError(
                 "is a symbolic link; gpustack writes none and does not follow links in its output",
                 Location(display_path(path)),
-                hint="replace it with the rendered file (run `gpustack render`)",
+                hint="replace it with the rendered file: run `gpustack render`",
             )
     return read_bounded(path, MAX_COMMITTED_BYTES, "a rendered file", follow=False)
 
@@ -78,6 +78,9 @@ def read(folder: Path) -> Committed:
         return committed
     listed = _listed(folder, committed)
     found = entries(folder)
+    for relative, mode in found.items():
+        if stat.S_ISLNK(mode) and (owned_name(relative) or relative in SUBFOLDERS):
+            read_file(folder, relative)  # reports the link where gpustack's output belongs
     ours = [
         relative
         for relative, mode in found.items()

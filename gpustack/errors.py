@@ -63,8 +63,10 @@ def display_path(path: Path | str) -> str:
 @functools.cache
 def _display_path(path: str, cwd: str) -> str:
     # Cached: a fleet names the same few thousand files many times over.
+    # The folder resolved, the name kept: a symbolic link is shown as itself, not its target.
+    absolute = Path(os.path.abspath(os.path.join(cwd, path)))
     try:
-        return str(Path(path).resolve().relative_to(Path(cwd).resolve()))
+        return str((absolute.parent.resolve() / absolute.name).relative_to(Path(cwd).resolve()))
     except ValueError:
         return path
 

@@ -40,7 +40,7 @@ HEADERS = (decorate.HEADER.encode(), f"<!-- {decorate.GENERATED} -->\n".encode()
 # kustomization.yaml, at the top or in a Flux layer or gitops/ folder; host-side files in node/.
 _OBJECT_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.yaml")
 _NODE_FILE = re.compile(r"(?:README\.md|[a-z0-9][a-z0-9.-]*\.(?:yaml|toml|sh|conf|json))")
-_SUBFOLDERS = {"node", "gitops", *decorate.LAYERS.values()}
+SUBFOLDERS = {"node", "gitops", *decorate.LAYERS.values()}
 _STAGING = re.compile(r"\.(?P<name>.+)\.gpustack-(?P<role>new|old)-[0-9a-f]{12}")
 # What a folder swap leaves behind if the process dies between its two renames (non-Linux).
 _RENAME_EXCHANGE = 2
@@ -52,7 +52,7 @@ def owned_name(relative: str) -> bool:
     parts = relative.split("/")
     if len(parts) == 1:
         return _OBJECT_FILE.fullmatch(parts[0]) is not None
-    if len(parts) != 2 or parts[0] not in _SUBFOLDERS:
+    if len(parts) != 2 or parts[0] not in SUBFOLDERS:
         return False
     pattern = _NODE_FILE if parts[0] == "node" else _OBJECT_FILE
     return pattern.fullmatch(parts[1]) is not None
