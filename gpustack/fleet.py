@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
+from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.render import PICKLE, Rendering, render
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
@@ -76,15 +78,21 @@ def _yaml_files(folder: Path) -> list[Path]:
     return sorted(result)
 
 
+# What a cluster config looks like before it parses: its kind, or `extends:` at the top level.
+_LOOKS_LIKE_CONFIG = re.compile(rb"GPUStack|^extends[ \t]*:", re.MULTILINE)
+
+
 def _is_config(path: Path) -> bool:
     try:
         data = read_document(path).data
-    except UserError:
-        # Other YAML in the folder (manifests, multi-document streams) is not ours to judge, but
-        # a config that does not parse must be reported, not skipped.
-        with path.open("rb") as handle:
-            if b"GPUStack" in handle.read(65536):
-                raise
+    except UserError as error:
+        # Other YAML in the folder (manifests, templates) is not ours to judge, but a config
+        # that does not parse is reported, not skipped; so is a file that cannot be read at all
+        # (a broken link, a FIFO, a folder named *.yaml): no position, nothing parsed.
+        if error.location is None or not error.location.line:
+            raise
+        if _LOOKS_LIKE_CONFIG.search(read_bounded(path, MAX_FILE_BYTES)):
+            raise
         return False
     # A per-cluster file may leave `kind` (and everything else) to the base it extends.
     return isinstance(data, dict) and (

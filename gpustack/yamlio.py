@@ -18,11 +18,14 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from gpustack.emit import _RESOLVES
 from gpustack.errors import Location, UserError, display_path
 from gpustack.reading import MAX_FILE_BYTES, read_bounded
 
+# Deeper than any real config or manifest, and the parser's cost grows faster than the depth.
+MAX_NESTING = 100
 # Aliases may be reused, but a document that expands to more nodes than this is an alias bomb.
 MAX_EXPANDED_NODES = 100_000
 
@@ -209,6 +212,11 @@ def load_text(text: str, shown: str) -> Document:
 
 
 def load_all_text(text: str, shown: str) -> Iterator[Document]:
+    deepest, where = _flow_depth(text)
+    if deepest > MAX_NESTING:
+        raise UserError(
+            f"YAML nests more than {MAX_NESTING} levels deep", Location(shown, *_position(text, where))
+        )
     yaml = YAML(typ="rt", pure=True)
     yaml.allow_duplicate_keys = False
     try:
@@ -234,10 +242,65 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
             start = error.context_mark
             hint = f"{error.context} that starts at line {start.line + 1}, column {start.column + 1}"
         raise UserError(f"invalid YAML: {problem}", _location(shown, mark), hint=hint) from None
+    except ReaderError as error:
+        # A character YAML does not allow raw (a control character such as DEL).
+        line, column = _position(text, error.position)
+        raise UserError(
+            f"invalid YAML: the character U+{error.character:04X} is not allowed here",
+            Location(shown, line, column),
+            hint="write it as an escape in a double-quoted string, or remove it",
+        ) from None
     except YAMLError as error:
         raise UserError(f"invalid YAML: {error}", Location(shown)) from None
     except RecursionError:
-        raise UserError("YAML nests too deeply", Location(shown)) from None
+        raise UserError("YAML nests too deeply", _deepest(text, shown)) from None
+    except ValueError:
+        # Python refuses to read integers of more than 4,300 digits (int_max_str_digits).
+        digits = _LONG_NUMBER.search(text)
+        where = _position(text, digits.start()) if digits else (0, 0)
+        raise UserError(
+            "a number with more than 4300 digits", Location(shown, *where)
+        ) from None
+    except AttributeError:
+        # ruamel fails this way on a merge key (<<) that aliases the mapping it is in.
+        raise UserError(
+            "invalid YAML: a merge key (<<) refers to the mapping it is in",
+            Location(shown, *_position(text, max(text.find("<<"), 0))),
+        ) from None
+
+
+_LONG_NUMBER = re.compile(r"[0-9]{4301}")
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of `offset` in `text`."""
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+def _deepest(text: str, shown: str) -> Location:
+    """Where flow collections ([ and {) nest deepest, the likely cause of too deep nesting."""
+    deepest, where = _flow_depth(text)
+    return Location(shown, *_position(text, where)) if deepest else Location(shown)
+
+
+def _flow_depth(text: str) -> tuple[int, int]:
+    """How deep [ and { nest (quotes and comments not told apart) and the offset where deepest;
+    a linear scan, run before the parser, which slows down more than linearly with depth."""
+    if "[" not in text and "{" not in text:
+        return 0, 0
+    depth, deepest, where = 0, 0, 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, match.start()
+        else:
+            depth = max(0, depth - 1)
+    return deepest, where
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 def _location(shown: str, mark: Any) -> Location:
@@ -320,6 +383,11 @@ def _plain(node: Any, path: Path_, source: SourceMap) -> Any:
                 source.values[child] = source.nearest(path)
             items.append(_plain(value, child, source))
         return items
+    if isinstance(node, bytes):
+        raise UserError(
+            "binary values (!!binary) are not supported; write the value as text",
+            source.nearest(path),
+        )
     return _scalar(node)
 
 
