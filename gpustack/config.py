@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
-from gpustack.model import DURATION, ConflictError, GPUStack, Profile, ProfileFacts
+from gpustack.model import DURATION, REPO_URL, ConflictError, GPUStack, Profile, ProfileFacts
 from gpustack.reading import read_bounded
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast
 
@@ -351,7 +351,17 @@ def located_error(
             hint=f'quote it: "{written}"',
         )
     if kind in _EXPECTED:
-        return UserError(f"expected {_EXPECTED[kind]}, got {describe(got)}{more}", location, field)
+        # A quoted "true" or "4": YAML made it a string; strict fields take no strings.
+        quoted = isinstance(got, str) and (
+            (kind == "bool_type" and got in ("true", "false"))
+            or (kind in ("int_type", "float_type") and got.lstrip("-").replace(".", "", 1).isdigit())
+        )
+        return UserError(
+            f"expected {_EXPECTED[kind]}, got {describe(got)}{more}",
+            location,
+            field,
+            hint="remove the quotes" if quoted else None,
+        )
     message = error["msg"].removeprefix("Value error, ")
     return UserError(message + more, location, field)
 
@@ -444,6 +454,8 @@ _PATTERNS = {
 def _pattern_text(pattern: str) -> str:
     if pattern in _PATTERNS:
         return _PATTERNS[pattern]
+    if pattern == REPO_URL:
+        return "is not a Git repository URL (https://host/org/repo.git or git@host:org/repo.git)"
     if pattern == DURATION:
         return (
             "is not a Prometheus duration such as '15s' or '1m30s' "

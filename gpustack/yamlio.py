@@ -214,8 +214,9 @@ def load_text(text: str, shown: str) -> Document:
 def load_all_text(text: str, shown: str) -> Iterator[Document]:
     deepest, where = _flow_depth(text)
     if deepest > MAX_NESTING:
+        line, column = _position(text, where)
         raise UserError(
-            f"YAML nests more than {MAX_NESTING} levels deep", Location(shown, *_position(text, where))
+            f"YAML nests more than {MAX_NESTING} levels deep", Location(shown, line, column)
         )
     yaml = YAML(typ="rt", pure=True)
     yaml.allow_duplicate_keys = False
@@ -257,15 +258,14 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
     except ValueError:
         # Python refuses to read integers of more than 4,300 digits (int_max_str_digits).
         digits = _LONG_NUMBER.search(text)
-        where = _position(text, digits.start()) if digits else (0, 0)
-        raise UserError(
-            "a number with more than 4300 digits", Location(shown, *where)
-        ) from None
+        line, column = _position(text, digits.start()) if digits else (0, 0)
+        raise UserError("a number with more than 4300 digits", Location(shown, line, column)) from None
     except AttributeError:
         # ruamel fails this way on a merge key (<<) that aliases the mapping it is in.
+        line, column = _position(text, max(text.find("<<"), 0))
         raise UserError(
             "invalid YAML: a merge key (<<) refers to the mapping it is in",
-            Location(shown, *_position(text, max(text.find("<<"), 0))),
+            Location(shown, line, column),
         ) from None
 
 
@@ -281,7 +281,8 @@ def _position(text: str, offset: int) -> tuple[int, int]:
 def _deepest(text: str, shown: str) -> Location:
     """Where flow collections ([ and {) nest deepest, the likely cause of too deep nesting."""
     deepest, where = _flow_depth(text)
-    return Location(shown, *_position(text, where)) if deepest else Location(shown)
+    line, column = _position(text, where)
+    return Location(shown, line, column) if deepest else Location(shown)
 
 
 def _flow_depth(text: str) -> tuple[int, int]:
