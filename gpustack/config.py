@@ -350,6 +350,12 @@ def located_error(
             field,
             hint=f'quote it: "{written}"',
         )
+    if kind == "string_too_long":
+        limit = (error.get("ctx") or {}).get("max_length")
+        shown = got if not isinstance(got, str) or len(got) <= 40 else f"{got[:40]}…"
+        return UserError(
+            f"{shown!r} is longer than {limit} characters{more}", location, _short(field)
+        )
     if kind in _EXPECTED:
         # A quoted "true" or "4": YAML made it a string; strict fields take no strings.
         quoted = isinstance(got, str) and (
@@ -364,6 +370,13 @@ def located_error(
         )
     message = error["msg"].removeprefix("Value error, ")
     return UserError(message + more, location, field)
+
+
+def _short(field: str | None) -> str | None:
+    """A field path shortened when a key in it is very long (a label key of hundreds of bytes)."""
+    if field is None or len(field) <= 120:
+        return field
+    return f"{field[:117]}…"
 
 
 # pydantic's type errors, in the words of the YAML the user wrote.

@@ -73,9 +73,10 @@ def _display_path(path: str, cwd: str) -> str:
 
 def closest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:
     """The valid name a typo most likely meant, or None when nothing is close."""
-    matches = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    others = sorted(choice for choice in choices if choice != word)  # never the word itself
+    matches = difflib.get_close_matches(word, others, n=1, cutoff=0.6)
     if not matches:
-        lowered = {choice.lower(): choice for choice in choices}
+        lowered = {choice.lower(): choice for choice in others}
         return lowered.get(word.lower())
     return matches[0]
 

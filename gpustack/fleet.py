@@ -95,8 +95,13 @@ def _is_config(path: Path) -> bool:
             raise
         return False
     # A per-cluster file may leave `kind` (and everything else) to the base it extends.
-    return isinstance(data, dict) and (
-        data.get("kind") == "GPUStack" or ("kind" not in data and "extends" in data)
+    if not isinstance(data, dict):
+        return False
+    kind = data.get("kind")
+    ours = str(data.get("apiVersion", "")).startswith("gpustack.dev/")
+    # A gpustack apiVersion with a kind that is no name at all is a broken config, not a stranger.
+    return kind == "GPUStack" or ("kind" not in data and "extends" in data) or (
+        ours and not isinstance(kind, str)
     )
 
 

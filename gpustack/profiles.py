@@ -38,7 +38,7 @@ def available(profiles_dir: Path | None = None) -> list[str]:
     names: set[str] = set()
     for folder in _search_path(profiles_dir):
         if folder.is_dir():
-            names.update(path.stem for path in folder.glob("*.yaml"))
+            names.update(path.stem for path in folder.glob("*.yaml") if path.is_file())
     return sorted(names)
 
 

@@ -59,6 +59,14 @@ class SourceMap:
         match = _PLAIN_TOKEN.match(lines[location.line - 1], location.column - 1)
         return match.group() if match else None
 
+    def written_at(self, location: Location) -> str | None:
+        """The plain scalar written at `location`, as typed."""
+        lines = self.text.splitlines()
+        if not 0 < location.line <= len(lines):
+            return None
+        match = _PLAIN_TOKEN.match(lines[location.line - 1], location.column - 1)
+        return match.group().rstrip(":") if match else None
+
     def nearest(self, path: Path_) -> Location:
         """The position of `path`, or of its closest ancestor that has one."""
         path = tuple(path)
@@ -228,9 +236,19 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
     except DuplicateKeyError as error:
         mark = error.problem_mark
         key = (error.problem or "").split('"')[1] if '"' in (error.problem or "") else None
+        location = _location(shown, mark)
+        written = SourceMap(shown, text=text).written_at(location)
+        if key and written and written != key and key in ("True", "False", "1", "0"):
+            # Python's dicts hold true and 1 (false and 0) as one key: say so, as written.
+            raise UserError(
+                f"key {written} is the same key as an earlier "
+                f"{'1 or true' if key in ('True', '1') else '0 or false'} in this mapping",
+                location,
+                hint="quote the keys to make them strings, e.g. '1' and 'true'",
+            ) from None
         raise UserError(
             f"duplicate key {key!r}" if key else "duplicate key",
-            _location(shown, mark),
+            location,
             hint="each key may appear once in a mapping",
         ) from None
     except MarkedYAMLError as error:
