@@ -41,7 +41,8 @@ def read_bounded(
 ) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them, or a UserError that names
     the file (at `location` when given) and never quotes its content."""
-    shown = display_path(path)
+    # A NUL byte cannot be in a file name; shown escaped, since a terminal would hide it.
+    shown = str(path).replace("\x00", "\\0") if "\x00" in str(path) else display_path(path)
     where = location or Location(shown)
     prefix = "" if location is None else f"{shown}: "
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
