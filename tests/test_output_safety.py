@@ -73,6 +73,20 @@ def folders(out: Path) -> dict[str, dict[str, bytes]]:
 # --- 1. old or new, never a mix --------------------------------------------------------------
 
 
+def _listing(out: Path) -> dict[str, list[str]]:
+    return {
+        "": sorted(os.listdir(out)),
+        **{name: sorted(os.listdir(out / name)) for name in os.listdir(out)},
+    }
+
+
+def _writing_started(out: Path, before: dict[str, list[str]]) -> bool:
+    try:
+        return _listing(out) != before
+    except OSError:
+        return True  # a folder swapped away between two listings: writing is under way
+
+
 def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(tmp_path):
     clusters = 24
     fleet = make_fleet(tmp_path / "fleet", clusters)
@@ -95,6 +109,7 @@ def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(
     for attempt in range(8):
         out = tmp_path / f"out{attempt}"
         shutil.copytree(pristine, out)
+        listing = _listing(out)
         process = subprocess.Popen(
             [sys.executable, "-m", "gpustack", "render", str(fleet), "-o", str(out)],
             cwd=ROOT,
@@ -103,8 +118,14 @@ def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        # Kill points spread over the run, most of them late, where the writing happens.
-        time.sleep(duration * chooser.uniform(0.3, 1.05))
+        # Most kill points just after the writing starts (something new appears in the output
+        # folder or in a cluster folder), where a folder could be left mixed; some anywhere.
+        if attempt % 4 == 3:
+            time.sleep(duration * chooser.uniform(0.3, 1.0))
+        else:
+            while process.poll() is None and not _writing_started(out, listing):
+                time.sleep(0.002)
+            time.sleep(chooser.uniform(0, 0.3))
         with contextlib.suppress(ProcessLookupError):  # it may have finished
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
