@@ -58,7 +58,9 @@ def read_bounded(
         descriptor = os.open(path, flags)
     except FileNotFoundError:
         if path.is_symlink():
-            raise UserError(f"{prefix}is a symbolic link to a missing file", where) from None
+            raise UserError(
+                f"{prefix}file not found (a symbolic link to a missing file)", where
+            ) from None
         raise UserError(f"{prefix}file not found", where) from None
     except PermissionError:
         raise UserError(f"{prefix}permission denied", where) from None

@@ -101,7 +101,7 @@ def test_special_files_are_refused_without_reading_them(fleet):
     result = gpustack("render", "fleet", "-o", "out", cwd=fleet.parent)
     assert (result.returncode, result.stderr) == (
         2,
-        "error: fleet/gone.yaml: is a symbolic link to a missing file\n",
+        "error: fleet/gone.yaml: file not found (a symbolic link to a missing file)\n",
     )
     (fleet / "gone.yaml").unlink()
     os.mkfifo(fleet / "base-pipe.yaml")
