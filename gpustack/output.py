@@ -41,8 +41,9 @@ HEADERS = (decorate.HEADER.encode(), f"<!-- {decorate.GENERATED} -->\n".encode()
 _OBJECT_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.yaml")
 _NODE_FILE = re.compile(r"(?:README\.md|[a-z0-9][a-z0-9.-]*\.(?:yaml|toml|sh|conf|json))")
 SUBFOLDERS = {"node", "gitops", *decorate.LAYERS.values()}
+# A staged folder (`new`), or an old one set aside by a two-rename swap (`old`, non-Linux).
 _STAGING = re.compile(r"\.(?P<name>.+)\.gpustack-(?P<role>new|old)-[0-9a-f]{12}")
-# What a folder swap leaves behind if the process dies between its two renames (non-Linux).
+# renameat2(2): exchange two paths atomically; AT_FDCWD: paths relative to the working folder.
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
