@@ -2,23 +2,67 @@
 
 It reads the layout `gpustack render` writes: the cluster folder, Flux's layer folders and
 `gitops/` (and a fleet's `_gitops/` when given that folder). The objects are those of the YAML
-files a `kustomization.yaml` there lists plus any other `*.yaml` that gpustack wrote (its marker
-on the first line); every `kustomization.yaml` and gpustack's files under `node/` come back as
-bytes, keyed by their path in the folder. A user's own unlisted files are left out.
+files a `kustomization.yaml` there lists plus any other `*.yaml` that gpustack wrote (its name and
+header line); every `kustomization.yaml` and gpustack's files under `node/` come back as bytes,
+keyed by their path in the folder. A user's own files and folders are not gpustack's output and
+are left out.
+
+Committed output may come from anyone who can open a pull request, so nothing here follows a
+symbolic link (one could point at /proc/self/environ or a CI secret): a link where gpustack reads
+is an error, and every read is bounded (gpustack.reading).
 """
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpustack.decorate import identity
 from gpustack.diff import subject
-from gpustack.errors import UserError, display_path
-from gpustack.output import is_ours
+from gpustack.errors import Location, UserError, display_path
+from gpustack.output import SUBFOLDERS, entries, is_ours, owned_name
+from gpustack.reading import read_bounded
 from gpustack.render import KUSTOMIZATION, NODE_DIR
-from gpustack.yamlio import load_all_text, load_file, read_text
+from gpustack.yamlio import decode, load_all_text, load_text
+
+# A rendered file is at most a few hundred kilobytes (the largest are CRDs).
+MAX_COMMITTED_BYTES = 16 * 1024 * 1024
+
+
+def refuse_link(path: Path) -> None:
+    """A rendered folder that is a symbolic link is an error: gpustack writes none."""
+    if path.is_symlink():
+        raise UserError(
+            "is a symbolic link; gpustack writes none and does not follow links in its output",
+            Location(display_path(path)),
+        )
+
+
+def read_file(folder: Path, relative: str) -> bytes | None:
+    """The bytes of `folder/relative`, or None when it does not exist; a symbolic link on the
+    way (below `folder`) or anything but a regular file is a UserError."""
+    path = folder
+    for part in relative.split("/"):
+        path = path / part
+        try:
+            status = path.lstat()
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return None
+        except OSError as error:
+            raise UserError(
+                f"cannot read: {error.strerror}", Location(display_path(path))
+            ) from None
+        if stat.S_ISLNK(status.st_mode):
+            raise UserError(
+                "is a symbolic link; gpustack writes none and does not follow links in its output",
+                Location(display_path(path)),
+                hint="replace it with the rendered file: run `gpustack render`",
+            )
+    return read_bounded(path, MAX_COMMITTED_BYTES, "a rendered file", follow=False)
 
 
 @dataclass
@@ -32,22 +76,44 @@ class Committed:
 def read(folder: Path) -> Committed:
     """The rendered output in `folder`; an empty Committed when the folder does not exist."""
     committed = Committed()
+    refuse_link(folder)
     if not folder.is_dir():
         return committed
-    folders = _object_folders(folder)
-    listed = [path for each in folders for path in _listed(each, folder, committed)]
-    ours = [path for each in folders for path in sorted(each.glob("*.yaml"))
-            if path.name != KUSTOMIZATION and path.is_file() and is_ours(path)]
+    found = entries(folder)
+    for relative, mode in found.items():
+        if stat.S_ISLNK(mode) and (owned_name(relative) or relative in SUBFOLDERS):
+            read_file(folder, relative)  # reports the link where gpustack's output belongs
+    # The cluster folder and the sub-folders render writes objects to (Flux layers, gitops/).
+    object_folders = [""] + [
+        relative
+        for relative, mode in found.items()
+        if relative in SUBFOLDERS and relative != NODE_DIR and stat.S_ISDIR(mode)
+    ]
+    listed = [path for each in object_folders for path in _listed(folder, each, committed)]
+    ours = [
+        relative
+        for relative, mode in found.items()
+        if relative.rpartition("/")[0] in object_folders
+        and relative.rpartition("/")[2] != KUSTOMIZATION
+        and relative.endswith(".yaml")
+        and stat.S_ISREG(mode)
+        and is_ours(folder / relative, relative)
+    ]
     seen: dict[tuple[str, str, str, str], str] = {}
-    for path in sorted({each.resolve(): each for each in [*listed, *ours]}.values()):
+    for relative in sorted(set(listed) | set(ours)):
+        path = folder / relative
         shown = display_path(path)
-        for document in load_all_text(read_text(path), shown):
+        content = read_file(folder, relative) or b""
+        for document in load_all_text(decode(content, shown), shown):
             if document.data is None:
                 continue
             obj = document.data
-            if not isinstance(obj, dict) or not obj.get("kind") or not isinstance(
-                obj.get("metadata"), dict
-            ) or not obj["metadata"].get("name"):
+            if (
+                not isinstance(obj, dict)
+                or not obj.get("kind")
+                or not isinstance(obj.get("metadata"), dict)
+                or not obj["metadata"].get("name")
+            ):
                 raise UserError(
                     "expected a Kubernetes object with kind and metadata.name",
                     document.source.nearest(()),
@@ -59,41 +125,34 @@ def read(folder: Path) -> Committed:
                 )
             seen[key] = shown
             committed.objects.append(obj)
-    node = folder / NODE_DIR
-    for path in sorted(node.rglob("*")) if node.is_dir() else []:
-        if path.is_file() and not path.is_symlink() and is_ours(path):
-            committed.files[path.relative_to(folder).as_posix()] = path.read_bytes()
+    for relative, mode in found.items():
+        if (
+            relative.startswith(f"{NODE_DIR}/")
+            and stat.S_ISREG(mode)
+            and is_ours(folder / relative, relative)
+        ):
+            committed.files[relative] = read_file(folder, relative) or b""
     return committed
 
 
-def _object_folders(folder: Path) -> list[Path]:
-    """`folder` and the sub-folders render writes objects to (Flux layers, `gitops/`): every
-    sub-folder but `node/` and hidden ones (a render's staging folder)."""
-    found = [folder]
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder).parts
-        if path.is_dir() and not path.is_symlink() and relative[0] != NODE_DIR and not any(
-            part.startswith(".") for part in relative
-        ):
-            found.append(path)
-    return found
-
-
-def _listed(folder: Path, root_folder: Path, committed: Committed) -> list[Path]:
-    """The files inside `root_folder` that `folder/kustomization.yaml` lists (its bytes go into
-    `committed.files`)."""
-    path = folder / KUSTOMIZATION
-    # Below the cluster folder, only gpustack's own kustomizations (a user's folder is theirs).
-    if not path.is_file() or (folder != root_folder and not is_ours(path)):
+def _listed(folder: Path, prefix: str, committed: Committed) -> list[str]:
+    """The files of `folder/prefix` that its `kustomization.yaml` lists, relative to `folder`
+    (the kustomization's bytes go into `committed.files`). Below the cluster folder only
+    gpustack's own kustomizations count."""
+    relative = f"{prefix}/{KUSTOMIZATION}" if prefix else KUSTOMIZATION
+    if prefix and not is_ours(folder / relative, relative):
         return []
-    committed.files[path.relative_to(root_folder).as_posix()] = path.read_bytes()
-    document = load_file(path)
+    content = read_file(folder, relative)
+    if content is None:
+        return []
+    committed.files[relative] = content
+    shown = display_path(folder / relative)
+    document = load_text(decode(content, shown), shown)
     resources = document.data.get("resources", []) if isinstance(document.data, dict) else []
     if not isinstance(resources, list):
         raise UserError(
             "must be a list of files", document.source.nearest(("resources",)), "resources"
         )
-    root = root_folder.resolve()
     listed = []
     for index, entry in enumerate(resources):
         if not isinstance(entry, str):
@@ -102,8 +161,18 @@ def _listed(folder: Path, root_folder: Path, committed: Committed) -> list[Path]
                 document.source.nearest(("resources", index)),
                 f"resources[{index}]",
             )
-        candidate = (folder / entry).resolve()
-        # Remote bases and folders outside are kustomize's business, not gpustack output.
-        if root in candidate.parents and candidate.is_file():
-            listed.append(candidate)
+        # Remote bases and folders elsewhere are kustomize's business, not gpustack output.
+        if "/" in entry or entry in ("", ".", "..") or "\x00" in entry:
+            continue
+        path = f"{prefix}/{entry}" if prefix else entry
+        status = _lstat(folder / path)
+        if status is not None and (stat.S_ISREG(status) or stat.S_ISLNK(status)):
+            listed.append(path)  # read_file reports a link
     return listed
+
+
+def _lstat(path: Path) -> int | None:
+    try:
+        return path.lstat().st_mode
+    except OSError:
+        return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,6 +26,7 @@ from gpustack.model import (
     IMAGE,
     QUANTITY,
     REGISTRY,
+    REPO_URL,
     ConflictError,
     GPUStack,
     NodeSelectorRequirement,
@@ -32,6 +34,7 @@ from gpustack.model import (
     ProfileFacts,
     WithResources,
 )
+from gpustack.reading import read_bounded
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast, load_text
 
 _MAX_EXTENDS_DEPTH = 16
@@ -66,6 +69,7 @@ class Stack:
     user_mig_configs: mig.Configs | None = None
     # Settings left out because they do not apply to the profile: (field path, why).
     left_out: tuple[tuple[str, str], ...] = ()
+    entitlement_mode: int | None = None  # the PEM file's permission bits
 
     @property
     def name(self) -> str:
@@ -292,10 +296,18 @@ def load_stack(
             merged = _without(merged, tuple(problem.field.split(".")), profile_layer.data)
             left_out.append((problem.field, problem.message))
             config = validate(GPUStack, merged, all_layers)
-    pem = _read_pem(config, all_layers) if config.entitlement.enabled else None
+    pem, mode = _read_pem(config, all_layers) if config.entitlement.enabled else (None, None)
     user_mig_configs = _read_mig_configs(config, all_layers) if config.migManager.config.file else None
     _check_mig_manager(config, profile, all_layers, user_mig_configs)
-    return Stack(config, profile, display_path(path), pem, user_mig_configs, tuple(left_out))
+    return Stack(
+        config,
+        profile,
+        display_path(path),
+        pem,
+        user_mig_configs=user_mig_configs,
+        left_out=tuple(left_out),
+        entitlement_mode=mode,
+    )
 
 
 def _without(data: dict[str, Any], path: tuple[str, ...], defaults: Any) -> dict[str, Any]:
@@ -366,7 +378,7 @@ _stdin: list[tuple[Any, Document]] = []  # read once per stdin: diff may load a 
 def _stdin_document() -> Document:
     import sys
 
-    from gpustack.yamlio import MAX_FILE_BYTES
+    from gpustack.reading import MAX_FILE_BYTES
 
     for stream, document in _stdin:
         if stream is sys.stdin:
@@ -422,6 +434,14 @@ def _add_layers(
                 _extends_at(referencing),
                 field="extends",
             ) from None
+        if referencing and (error.location is None or not error.location.line):
+            # A problem with the file as a whole (a folder, a FIFO, too large): say so where
+            # `extends:` names it.
+            raise UserError(
+                f"base config {display_path(current)}: {error.message}",
+                _extends_at(referencing),
+                field="extends",
+            ) from None
         raise
     if document.data is None:
         raise UserError(
@@ -430,9 +450,10 @@ def _add_layers(
             hint="`gpustack init` writes a commented starter config",
         )
     if not isinstance(document.data, dict):
+        # Named, never quoted: the file may be anything (a PEM named by mistake).
         raise UserError(
             "expected a GPUStack config (a mapping with apiVersion, kind, metadata, ...), "
-            f"found {describe(document.data)}",
+            f"found {_kind_of_value(document.data)}",
             document.source.nearest(()),
         )
     extends = document.data.get("extends")
@@ -446,16 +467,30 @@ def _add_layers(
             "must name at least one base config", document.source.value(("extends",)), "extends"
         )
     for entry, where in entries:
+        field = ".".join(str(part) for part in where)
+        at = document.source.value(where) or document.source.value(("extends",))
         if not isinstance(entry, str) or not entry:
-            field = ".".join(str(part) for part in where)
-            raise UserError(
-                "must be a path to a base config, or a list of them",
-                document.source.value(where) or document.source.value(("extends",)),
-                field,
-            )
+            raise UserError("must be a path to a base config, or a list of them", at, field)
+        if "\x00" in entry:
+            raise UserError("a file name cannot contain a NUL byte", at, field)
+        if not entry.endswith(CONFIG_SUFFIXES):
+            raise UserError("must name a YAML config file (.yaml or .yml)", at, field)
     for entry, where in entries:
         _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
     chain.append(Layer(document.data, document.source, (), current.parent))
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+
+
+def _kind_of_value(value: Any) -> str:
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return describe(value) if isinstance(value, list) or value is None else "a value"
 
 
 def _extends_at(referencing: Reference | None) -> Location | None:
@@ -580,8 +615,24 @@ def _one_error(
             field,
             hint=f'quote it: "{written}"',
         )
+    if kind == "string_too_long":
+        limit = (error.get("ctx") or {}).get("max_length")
+        shown = got if not isinstance(got, str) or len(got) <= 40 else f"{got[:40]}…"
+        return UserError(
+            f"{shown!r} is longer than {limit} characters", location, _short(field)
+        )
     if kind in _EXPECTED:
-        return UserError(f"expected {_EXPECTED[kind]}, got {describe(got)}", location, field)
+        # A quoted "true" or "4": YAML made it a string; strict fields take no strings.
+        quoted = isinstance(got, str) and (
+            (kind == "bool_type" and got in ("true", "false"))
+            or (kind in ("int_type", "float_type") and got.lstrip("-").replace(".", "", 1).isdigit())
+        )
+        return UserError(
+            f"expected {_EXPECTED[kind]}, got {describe(got)}",
+            location,
+            field,
+            hint="remove the quotes" if quoted else None,
+        )
     if kind in _LIMITS:
         return UserError(_LIMITS[kind](got, error.get("ctx") or {}), location, field)
     message = error["msg"].removeprefix("Value error, ")
@@ -611,6 +662,13 @@ _LIMITS: dict[str, Any] = {
     "too_short": lambda got, ctx: f"has {_length(got)} items: at least {ctx.get('min_length')} "
     "are needed",
 }
+
+
+def _short(field: str | None) -> str | None:
+    """A field path shortened when a key in it is very long (a label key of hundreds of bytes)."""
+    if field is None or len(field) <= 120:
+        return field
+    return f"{field[:117]}…"
 
 
 # pydantic's type errors, in the words of the YAML the user wrote.
@@ -711,6 +769,8 @@ _PATTERNS = {
 def _pattern_text(pattern: str) -> str:
     if pattern in _PATTERNS:
         return _PATTERNS[pattern]
+    if pattern == REPO_URL:
+        return "is not a Git repository URL (https://host/org/repo.git or git@host:org/repo.git)"
     if pattern == DURATION:
         return (
             "is not a Prometheus duration such as '15s' or '1m30s' "
@@ -1002,7 +1062,8 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
     return mig.parse_user_configs(load_file(file))
 
 
-def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
+def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
+    """The PEM's bytes and permission bits. Nothing of its content is ever quoted in an error."""
     path = ("entitlement", "pemFile")
     owner = next(
         (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
@@ -1011,20 +1072,15 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
     pem_path = base / str(config.entitlement.pemFile)
     location = _nearest(layers, path)
     try:
-        if pem_path.stat().st_size > 1024 * 1024:
-            raise UserError(
-                "entitlement PEM is larger than 1 MiB", location, field="entitlement.pemFile"
-            )
-        content = pem_path.read_bytes()
-    except FileNotFoundError:
+        content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
+        mode = stat.S_IMODE(os.stat(pem_path).st_mode)
+    except UserError as error:
+        if error.message.endswith("file not found"):
+            error = UserError(f"entitlement PEM {display_path(pem_path)} not found", location)
+        raise UserError(error.message, error.location, "entitlement.pemFile") from None
+    except OSError:
         raise UserError(
-            f"entitlement PEM {display_path(pem_path)} not found", location, "entitlement.pemFile"
-        ) from None
-    except (PermissionError, IsADirectoryError, OSError):
-        raise UserError(
-            f"cannot read entitlement PEM {display_path(pem_path)}",
-            location,
-            "entitlement.pemFile",
+            f"cannot read entitlement PEM {display_path(pem_path)}", location, "entitlement.pemFile"
         ) from None
     if b"-----BEGIN" not in content:
         raise UserError(
@@ -1032,4 +1088,4 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> bytes:
             location,
             "entitlement.pemFile",
         )
-    return content
+    return content, mode

@@ -13,18 +13,15 @@ changed secret still shows as changed.
 
 from __future__ import annotations
 
-import base64
 import difflib
-import hashlib
 import html
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import unquote
 
-from gpustack import emit
+from gpustack import emit, secrets
 from gpustack.decorate import file_name, identity, sort_key
 from gpustack.errors import UserError
 from gpustack.yamlio import load_text
@@ -77,62 +74,8 @@ class Diff:
 
 # --- masking ---------------------------------------------------------------------------------
 
-_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)", re.S)
-# Long enough to hold "-----BEGIN X-----" once decoded; shorter runs cannot carry a PEM.
-_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
-_DATA_URL = re.compile(r"data:([^,\s\"']*),([^\s\"']+)")
-_PEM_MARK = b"-----BEGIN"
-
-
-def redacted(secret: str) -> str:
-    return f"<redacted sha256:{hashlib.sha256(secret.encode()).hexdigest()[:12]}…>"
-
-
-def mask_text(text: str) -> str:
-    """`text` with every PEM, and every base64 or `data:` URL payload holding one, redacted."""
-    text = _PEM_BLOCK.sub(lambda match: redacted(match.group()), text)
-    text = _BASE64_RUN.sub(
-        lambda match: redacted(match.group()) if _decodes_to_pem(match.group()) else match.group(),
-        text,
-    )
-    return _DATA_URL.sub(_mask_data_url, text)
-
-
-def _decodes_to_pem(run: str) -> bool:
-    try:
-        decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
-    except ValueError:
-        return False
-    return _PEM_MARK in decoded
-
-
-def _mask_data_url(match: re.Match[str]) -> str:
-    media_type, payload = match.groups()
-    # Percent-encoded payloads (`data:,-----BEGIN%20...`); base64 ones were handled above.
-    if "base64" not in media_type and _PEM_MARK.decode() in unquote(payload):
-        return f"data:{media_type},{redacted(payload)}"
-    return match.group()
-
-
-def mask(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `obj` with every secret-bearing value redacted."""
-    masked: dict[str, Any] = _mask_value(obj)
-    if obj.get("kind") == "Secret":
-        for field in ("data", "stringData"):
-            values = masked.get(field)
-            if isinstance(values, dict):
-                masked[field] = {key: redacted(str(value)) for key, value in values.items()}
-    return masked
-
-
-def _mask_value(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _mask_value(child) for key, child in value.items()}
-    if isinstance(value, list):
-        return [_mask_value(child) for child in value]
-    if isinstance(value, str):
-        return mask_text(value)
-    return value
+# One implementation of masking for every command (gpustack.secrets); names kept for callers.
+mask, mask_text, redacted = secrets.mask, secrets.mask_text, secrets.redacted
 
 
 # --- field paths -----------------------------------------------------------------------------

@@ -70,17 +70,20 @@ def display_path(path: Path | str) -> str:
 @functools.cache
 def _display_path(path: str, cwd: str) -> str:
     # Cached: a fleet names the same few thousand files many times over.
+    # The folder resolved, the name kept: a symbolic link is shown as itself, not its target.
+    absolute = Path(os.path.abspath(os.path.join(cwd, path)))
     try:
-        return str(Path(path).resolve().relative_to(Path(cwd).resolve()))
+        return str((absolute.parent.resolve() / absolute.name).relative_to(Path(cwd).resolve()))
     except ValueError:
         return path
 
 
 def closest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:
     """The valid name a typo most likely meant, or None when nothing is close."""
-    matches = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    others = sorted(choice for choice in choices if choice != word)  # never the word itself
+    matches = difflib.get_close_matches(word, others, n=1, cutoff=0.6)
     if not matches:
-        lowered = {choice.lower(): choice for choice in choices}
+        lowered = {choice.lower(): choice for choice in others}
         return lowered.get(word.lower())
     return matches[0]
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 from gpustack.config import Layer, Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
+from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.render import PICKLE, Rendering, render
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
@@ -119,19 +121,30 @@ def _yaml_files(folder: Path) -> list[Path]:
     return sorted(result)
 
 
+# What a cluster config looks like before it parses: its kind, or `extends:` at the top level.
+_LOOKS_LIKE_CONFIG = re.compile(rb"GPUStack|^extends[ \t]*:", re.MULTILINE)
+
+
 def _is_config(path: Path) -> bool:
     try:
         data = read_document(path).data
-    except UserError:
-        # Other YAML in the folder (manifests, multi-document streams) is not ours to judge, but
-        # a config that does not parse must be reported, not skipped.
-        with path.open("rb") as handle:
-            if b"GPUStack" in handle.read(65536):
-                raise
+    except UserError as error:
+        # Other YAML in the folder (manifests, templates) is not ours to judge, but a config
+        # that does not parse is reported, not skipped; so is a file that cannot be read at all
+        # (a broken link, a FIFO, a folder named *.yaml): no position, nothing parsed.
+        if error.location is None or not error.location.line:
+            raise
+        if _LOOKS_LIKE_CONFIG.search(read_bounded(path, MAX_FILE_BYTES)):
+            raise
         return False
     # A per-cluster file may leave `kind` (and everything else) to the base it extends.
-    return isinstance(data, dict) and (
-        data.get("kind") == "GPUStack" or ("kind" not in data and "extends" in data)
+    if not isinstance(data, dict):
+        return False
+    kind = data.get("kind")
+    ours = str(data.get("apiVersion", "")).startswith("gpustack.dev/")
+    # A gpustack apiVersion with a kind that is no name at all is a broken config, not a stranger.
+    return kind == "GPUStack" or ("kind" not in data and "extends" in data) or (
+        ours and not isinstance(kind, str)
     )
 
 
@@ -245,18 +258,20 @@ def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Findin
 
 
 def output_folders(
-    renderings: Sequence[Rendering], out: Path
+    renderings: Sequence[Rendering], out: Path, fleet_folder: bool = True
 ) -> list[tuple[Path, dict[str, bytes]]]:
     """Each folder a render writes under `out` with its files: `<name>/` per cluster, and
-    `_gitops/` with the fleet's ApplicationSet, empty when the clusters no longer ask for one (so
-    a render prunes, and check reports, an ApplicationSet left from before)."""
+    `_gitops/` with the fleet's ApplicationSet. When a fleet folder is rendered and its clusters
+    no longer ask for one, `_gitops/` is empty (so a render prunes, and check reports, an
+    ApplicationSet left from before); a render of single configs leaves it alone."""
     from gpustack import render as rendering_files
     from gpustack.gitops import FLEET_DIR
 
     folders = [(out / r.name, rendering_files.files(r)) for r in renderings]
     application = application_set(renderings)
     fleet = rendering_files.fleet_files(application) if application is not None else {}
-    folders.append((out / FLEET_DIR, fleet))
+    if application is not None or fleet_folder:
+        folders.append((out / FLEET_DIR, fleet))
     return folders
 
 

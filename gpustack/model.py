@@ -7,11 +7,13 @@ so a validated GPUStack always carries concrete values. The model knows nothing 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -79,10 +81,27 @@ def duration_ms(duration: str) -> int:
     )
 
 
+# Prometheus keeps a duration as Go's time.Duration: int64 nanoseconds (prometheus/common model).
+MAX_DURATION_MS = (2**63 - 1) // 1_000_000
+
+
+def _absolute_path(path: str) -> str:
+    if not path.startswith("/") or posixpath.normpath(path) != path:
+        raise ValueError(f"{path!r} is not an absolute, normalized path (such as /var/lib/kubelet)")
+    return path
+
+
+# A path on the node (hostPath, driver root): absolute, with no '..', '.' or '//'.
+HostPath = Annotated[str, AfterValidator(_absolute_path)]
+# A Git repository URL as Argo CD takes it: a URL with a scheme, or scp-like git@host:path.
+REPO_URL = r"^([a-z][a-z0-9+.-]*://[^\s/]+\S*|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S+)$"
+
+
 class Strict(BaseModel):
     """Unknown fields are errors: a misspelled field must never be silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+    # strict: "true" is not a boolean and "4" not a number (YAML already types values).
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False, strict=True)
 
 
 _QUANTITY_SUFFIXES = {
@@ -339,6 +358,8 @@ class DCGMExporter(WithResources):
     def _positive_interval(cls, interval: str) -> str:
         if duration_ms(interval) == 0:
             raise ValueError("the interval must be longer than zero")
+        if duration_ms(interval) > MAX_DURATION_MS:
+            raise ValueError("the interval is longer than Prometheus can represent (292 years)")
         return interval
 
 
@@ -514,7 +535,7 @@ class ArgoCDPlugin(Strict):
 
 
 class ArgoCD(Strict):
-    repoURL: str | None = Field(
+    repoURL: Annotated[str, Field(pattern=REPO_URL)] | None = Field(
         default=None, description="Git repository Argo CD reads (required with tool argocd)."
     )
     targetRevision: str = Field(default="HEAD", description="Branch, tag or commit to follow.")
@@ -716,13 +737,13 @@ class ToolkitFacts(Strict):
         description="The runtime reaches the GPUs only through the toolkit, even with a host "
         "driver (toolkit.enabled auto turns it on).",
     )
-    configFile: str | None = Field(
+    configFile: HostPath | None = Field(
         default=None, description="The runtime's top-level config file on the host."
     )
-    dropInConfigFile: str | None = Field(
+    dropInConfigFile: HostPath | None = Field(
         default=None, description="The drop-in file the toolkit writes the nvidia runtime to."
     )
-    socket: str | None = Field(default=None, description="The runtime's socket on the host.")
+    socket: HostPath | None = Field(default=None, description="The runtime's socket on the host.")
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment of the toolkit container."
     )
@@ -740,8 +761,8 @@ class RuntimeFacts(Strict):
         description="RuntimeClasses the platform creates itself: GPU pods may name them, and "
         "gpustack does not emit one of the same name (it would fight the platform's copy).",
     )
-    containerdConfig: str | None = None
-    containerdSocket: str | None = None
+    containerdConfig: HostPath | None = None
+    containerdSocket: HostPath | None = None
     toolkit: ToolkitFacts | None = Field(
         default=None,
         description="How the NVIDIA Container Toolkit DaemonSet configures this runtime; none: "
@@ -750,18 +771,18 @@ class RuntimeFacts(Strict):
 
 
 class HostMount(Strict):
-    path: str
-    mountPath: str
+    path: HostPath
+    mountPath: HostPath
 
 
 class DriverFacts(Strict):
     modes: list[DriverMode]
     default: DriverMode
-    root: str = Field(
+    root: HostPath = Field(
         description="Driver root on the host when the driver is not a container (the device "
         "plugin's nvidiaDriverRoot); a driver container's is always /run/nvidia/driver."
     )
-    devRoot: str | None = Field(
+    devRoot: HostPath | None = Field(
         default=None,
         description="Where /dev with the GPU device nodes is, when not under the driver root.",
     )
@@ -813,7 +834,7 @@ class ProfileFacts(Strict):
     taintMechanism: Literal[
         "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
     ]
-    kubeletRoot: str = "/var/lib/kubelet"
+    kubeletRoot: HostPath = "/var/lib/kubelet"
     managedDCGMExporterFrom: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] | None = Field(
         default=None,
         description="Kubernetes version from which the platform runs its own DCGM exporter on new "

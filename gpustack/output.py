@@ -1,95 +1,425 @@
-"""Writing a rendered folder: atomically per file, inside the folder, pruning only our own files.
+"""Writing rendered folders: each folder is replaced as a whole, so it is always entirely old or
+entirely new, even when the process is killed; a user's own files in it are kept.
 
-A file is gpustack's when its first line carries the generated-by marker; a user's own files in
-the folder are never overwritten or removed.
+How: under an exclusive lock on the output folder (fcntl.flock), every folder to change is first
+checked (nothing written yet: a problem found here changes nothing), then staged as a hidden
+sibling (`.<name>.gpustack-<random>`) holding the new files plus hard links to the user's own
+files, then swapped with the live folder in one atomic step (Linux renameat2 RENAME_EXCHANGE;
+elsewhere two renames, which the next render repairs if it was interrupted between them). Only
+when every folder is staged does the first swap happen, and a failed swap swaps back those done.
+The old folders, now at the staging names, are removed last; leftovers of an interrupted render
+are removed (or, for a half-done two-rename swap, put back) by the next one.
+
+A file is gpustack's when its name is one gpustack writes and its first line is exactly the
+generated-file header; nothing else is overwritten or pruned.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import os
+import re
 import shutil
-import tempfile
+import stat
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpustack import decorate
 from gpustack.errors import Location, UserError, display_path
+from gpustack.reading import MAX_FILE_BYTES, kind_of, read_bounded
 
-MARKER = decorate.MARKER.encode()
+# The exact first lines of gpustack's files: YAML, TOML and shell take the comment, Markdown
+# (node/README.md) the HTML comment.
+HEADERS = (decorate.HEADER.encode(), f"<!-- {decorate.GENERATED} -->\n".encode())
+# File names gpustack writes: `<kind>-<name>.yaml` (DNS-1123 names, lowercase kind) and
+# kustomization.yaml, at the top or in a Flux layer or gitops/ folder; host-side files in node/.
+_OBJECT_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.yaml")
+_NODE_FILE = re.compile(r"(?:README\.md|[a-z0-9][a-z0-9.-]*\.(?:yaml|toml|sh|conf|json))")
+SUBFOLDERS = {"node", "gitops", *decorate.LAYERS.values()}
+# A staged folder (`new`), or an old one set aside by a two-rename swap (`old`, non-Linux).
+_STAGING = re.compile(r"\.(?P<name>.+)\.gpustack-(?P<role>new|old)-[0-9a-f]{12}")
+# renameat2(2): exchange two paths atomically; AT_FDCWD: paths relative to the working folder.
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
 
 
-def is_ours(path: Path) -> bool:
+def owned_name(relative: str) -> bool:
+    """Whether gpustack writes files at `relative` (a path inside a rendered folder)."""
+    parts = relative.split("/")
+    if len(parts) == 1:
+        return _OBJECT_FILE.fullmatch(parts[0]) is not None
+    if len(parts) != 2 or parts[0] not in SUBFOLDERS:
+        return False
+    pattern = _NODE_FILE if parts[0] == "node" else _OBJECT_FILE
+    return pattern.fullmatch(parts[1]) is not None
+
+
+def has_header(path: Path) -> bool:
+    """The first line of the regular file `path` (never a link) is gpustack's header."""
     try:
-        with path.open("rb") as handle:
-            return MARKER in handle.readline(512)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return False
+        start = os.read(descriptor, 512)
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+    return any(start.startswith(header) for header in HEADERS)
+
+
+def is_ours(path: Path, relative: str | None = None) -> bool:
+    """A file gpustack wrote: a name it writes (`relative` to the rendered folder; the file name
+    alone when not given) and its exact header on the first line."""
+    name = relative if relative is not None else path.name
+    return owned_name(name) and has_header(path)
+
+
+@dataclass
+class Plan:
+    """What writing one folder does: the files to write, its user's entries to carry over."""
+
+    target: Path
+    files: dict[str, bytes]
+    modes: dict[str, int] = field(default_factory=dict)
+    written: int = 0
+    removed: int = 0
+    keep: list[str] = field(default_factory=list)  # the user's entries (relative), parents first
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.written or self.removed)
 
 
 def plan(
-    target: Path, files: dict[str, bytes], force: bool = False
-) -> tuple[dict[str, bytes], list[Path]]:
-    """What writing `files` into `target` would change: files to write and stale files to delete.
+    target: Path,
+    files: dict[str, bytes],
+    modes: dict[str, int] | None = None,
+    force: bool = False,
+) -> Plan:
+    """Check everything writing `files` into `target` needs, before anything is written.
 
-    Raises UserError, before anything is written, when a path would leave `target` or would
-    overwrite a file gpustack did not write (unless `force`: a generated file whose marker line
-    was lost is then overwritten; nothing unmarked is ever removed).
+    Raises UserError when a path would leave `target`, when something that is not gpustack's
+    stands where gpustack writes (a user's file, a file where a folder goes, a link), or when
+    the folder cannot be read. With `force`, a regular file where gpustack writes one is
+    overwritten even without gpustack's marker line (a generated file whose marker was lost);
+    nothing unmarked is ever removed.
     """
-    root = target.resolve()
-    changed: dict[str, bytes] = {}
-    for relative, content in files.items():
-        destination = (target / relative).resolve()
-        if relative.startswith(("/", "\\")) or ".." in Path(relative).parts or not (
-            destination == root or root in destination.parents
-        ):
-            raise UserError(f"refusing to write {relative!r} outside {display_path(target)}")
+    modes = modes or {}
+    result = Plan(target, files, modes)
+    shown = display_path(target)
+    for relative in files:
+        parts = relative.split("/")
+        if relative.startswith(("/", "\\")) or any(p in ("", ".", "..") for p in parts):
+            raise UserError(f"refusing to write {relative!r} outside {shown}")
+    try:
+        status = os.lstat(target)
+    except FileNotFoundError:
+        result.written = len(files)
+        return result
+    except OSError as error:
+        raise UserError(f"cannot read the folder: {error.strerror}", Location(shown)) from None
+    if not stat.S_ISDIR(status.st_mode):
+        raise UserError(
+            f"is {kind_of(status.st_mode)}, where gpustack writes a cluster's folder",
+            Location(shown),
+            hint="move it away or render into another folder with -o",
+        )
+    folders = {"/".join(r.split("/")[:i]) for r in files for i in range(1, r.count("/") + 1)}
+    existing = entries(target)
+    for relative, mode in existing.items():
         path = target / relative
-        if path.exists() or path.is_symlink():
-            if path.is_symlink() or not path.is_file():
+        if relative in folders:
+            if not stat.S_ISDIR(mode):
                 raise UserError(
-                    "is not a regular file; gpustack will not replace it",
+                    f"is {kind_of(mode)} where gpustack writes the folder {relative}/",
+                    Location(display_path(path)),
+                    hint="move it away or render elsewhere",
+                )
+            continue
+        if stat.S_ISDIR(mode):
+            if relative in files:
+                raise UserError(
+                    "is a folder where gpustack writes a file",
+                    Location(display_path(path)),
+                    hint="move it away or render elsewhere",
+                )
+            if not any(other.startswith(f"{relative}/") for other in existing):
+                result.keep.append(relative)  # an empty folder of the user's
+            continue
+        ours = stat.S_ISREG(mode) and is_ours(path, relative)
+        if relative in files:
+            if not stat.S_ISREG(mode):
+                raise UserError(
+                    f"is {kind_of(mode)}; gpustack will not replace it",
                     Location(display_path(path)),
                 )
-            if not is_ours(path) and not force:
+            if not ours and not force:
                 raise UserError(
                     "exists and was not written by gpustack (no marker on its first line); move "
                     "it away, render elsewhere, or pass --force to overwrite it",
                     Location(display_path(path)),
                 )
-            if path.read_bytes() == content:
-                continue
-        changed[relative] = content
-    stale = []
-    if target.is_dir():
-        wanted = {(target / relative) for relative in files}
-        for path in sorted(target.rglob("*")):
-            if path.is_file() and not path.is_symlink() and path not in wanted and is_ours(path):
-                stale.append(path)
-    return changed, stale
+            current = read_bounded(path, max(MAX_FILE_BYTES, len(files[relative])), follow=False)
+            wanted_mode = modes.get(relative)
+            loose = wanted_mode is not None and stat.S_IMODE(mode) != wanted_mode & ~_umask()
+            if current != files[relative] or loose:
+                result.written += 1
+        elif ours:
+            result.removed += 1
+        else:
+            result.keep.append(relative)
+    result.written += sum(1 for relative in files if relative not in existing)
+    return result
+
+
+def entries(target: Path) -> dict[str, int]:
+    """Every entry below `target` (relative path -> lstat mode), links never followed."""
+    entries: dict[str, int] = {}
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        folder = target / relative if relative else target
+        try:
+            with os.scandir(folder) as listing:
+                children = sorted(listing, key=lambda entry: entry.name)
+                for entry in children:
+                    child = f"{relative}/{entry.name}" if relative else entry.name
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                    entries[child] = mode
+                    if stat.S_ISDIR(mode):
+                        pending.append(child)
+        except OSError as error:
+            raise UserError(
+                f"cannot read the folder: {error.strerror}", Location(display_path(folder))
+            ) from None
+    return dict(sorted(entries.items()))
+
+
+def write_all(
+    out: Path,
+    folders: Sequence[tuple[Path, dict[str, bytes]]],
+    modes: dict[Path, dict[str, int]] | None = None,
+    force: bool = False,
+    staged_one: Callable[[], None] = lambda: None,
+) -> list[Plan]:
+    """Make each folder (a child of `out`) hold its files; returns what was done per folder.
+
+    All or nothing for the set of folders, as far as a running process can see to it; a killed
+    one leaves every folder entirely old or entirely new.
+    """
+    modes = modes or {}
+    with _locked(out):
+        recover(out)
+        plans = [plan(target, files, modes.get(target), force) for target, files in folders]
+        staged: list[tuple[Plan, Path]] = []
+        try:
+            for each in plans:
+                if each.changes:
+                    staged.append((each, _stage(each)))
+                staged_one()
+        except OSError as error:
+            for _, folder in staged:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise _write_error(error) from None
+        swapped: list[tuple[Path, Path, bool]] = []
+        try:
+            for each, folder in staged:
+                existed = os.path.lexists(each.target)
+                _swap(folder, each.target, existed)
+                swapped.append((folder, each.target, existed))
+        except OSError as error:
+            for folder, target, existed in reversed(swapped):
+                _swap(folder, target, existed, undo=True)
+            for _, folder in staged:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise _write_error(error) from None
+        for each, folder in staged:
+            shutil.rmtree(folder, ignore_errors=True)  # the old folders, now at staging names
+            if not each.files and not each.keep:
+                with suppress(OSError):
+                    os.rmdir(each.target)  # nothing of gpustack's or the user's is left
+    return plans
 
 
 def write_tree(target: Path, files: dict[str, bytes], force: bool = False) -> tuple[int, int]:
-    """Make `target` hold `files`; returns (files written, stale files removed)."""
-    changed, stale = plan(target, files, force)
-    if not changed and not stale:
-        return 0, 0
-    target.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".gpustack-", dir=target))
+    """Make the one folder `target` hold `files`; returns (files written, files removed)."""
+    done = write_all(target.parent, [(target, files)], force=force)[0]
+    return done.written, done.removed
+
+
+def private_modes(files: dict[str, bytes], secret_mode: int) -> dict[str, int]:
+    """The mode of each file that carries a secret: the secret's own bits, and at most 0644."""
+    from gpustack.secrets import carries_secret
+
+    return {
+        relative: secret_mode & 0o644
+        for relative, content in files.items()
+        if carries_secret(content.decode("utf-8", errors="replace"))
+    }
+
+
+def _write_error(error: OSError) -> UserError:
+    where = Location(display_path(error.filename)) if error.filename else None
+    return UserError(f"cannot write: {error.strerror}; the output was left as it was", where)
+
+
+@contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """An exclusive lock on `out` for the whole write: a second render waits for none, it stops."""
+    shown = display_path(out)
     try:
-        # Stage every file first: a failure here leaves the old output untouched.
-        for relative, content in changed.items():
-            staged = staging / relative
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            staged.write_bytes(content)
-        for relative in changed:
-            destination = target / relative
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / relative, destination)
-        for path in stale:
-            path.unlink()
-            parent = path.parent
-            while parent != target and parent.is_dir() and not any(parent.iterdir()):
-                parent.rmdir()
-                parent = parent.parent
+        out.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    except FileExistsError:
+        raise UserError(
+            "is not a folder; -o names the folder that gets one folder per cluster", Location(shown)
+        ) from None
+    except NotADirectoryError:
+        raise UserError(
+            "is not a folder; -o names the folder that gets one folder per cluster", Location(shown)
+        ) from None
+    except OSError as error:
+        raise UserError(
+            f"cannot create the output folder: {error.strerror}", Location(shown)
+        ) from None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(
+                "another gpustack render is writing to this folder; run again once it is done",
+                Location(shown),
+            ) from None
+        yield
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return len(changed), len(stale)
+        os.close(descriptor)  # releases the lock
+
+
+def recover(out: Path) -> None:
+    """Remove what an interrupted render left in `out` (the caller holds the lock)."""
+    try:
+        names = sorted(os.listdir(out))
+    except OSError:
+        return
+    for name in names:
+        match = _STAGING.fullmatch(name)
+        if not match:
+            continue
+        leftover = out / name
+        target = out / match["name"]
+        if match["role"] == "old" and not os.path.lexists(target):
+            os.rename(leftover, target)  # died between the two renames of a swap: put it back
+        else:
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _stage(each: Plan) -> Path:
+    """A hidden sibling of the target holding the new files and links to the user's own."""
+    target = each.target
+    staged = target.parent / f".{target.name}.gpustack-new-{uuid.uuid4().hex[:12]}"
+    umask = _umask()
+    os.mkdir(staged)
+    try:
+        source_mode = os.stat(target).st_mode if os.path.lexists(target) else None
+        os.chmod(staged, stat.S_IMODE(source_mode) if source_mode else 0o777 & ~umask)
+        for relative in each.keep:
+            source, copy = target / relative, staged / relative
+            _parents(target, staged, relative)
+            if os.path.isdir(source) and not os.path.islink(source):
+                os.mkdir(copy)
+                shutil.copymode(source, copy)
+            else:
+                try:
+                    os.link(source, copy, follow_symlinks=False)
+                except OSError:
+                    if os.path.islink(source):
+                        os.symlink(os.readlink(source), copy)
+                    else:
+                        shutil.copy2(source, copy)
+        for relative, content in each.files.items():
+            path = staged / relative
+            _parents(target, staged, relative)
+            mode = each.modes.get(relative, 0o666) & ~umask
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            try:
+                os.fchmod(descriptor, mode)  # exactly, whatever the umask
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(descriptor, view) :]
+            finally:
+                os.close(descriptor)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return staged
+
+
+def _parents(target: Path, staged: Path, relative: str) -> None:
+    """Create the folders above `relative` in `staged`, with the modes they have in `target`."""
+    parts = relative.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        copy = staged / folder
+        if not os.path.isdir(copy):
+            os.mkdir(copy)
+            if os.path.isdir(target / folder):
+                shutil.copymode(target / folder, copy)
+
+
+def _swap(staged: Path, target: Path, existed: bool, undo: bool = False) -> None:
+    """Put `staged` in place of `target` in one step (and `target` at `staged`'s name)."""
+    if not existed:
+        if undo:
+            os.rename(target, staged)
+        else:
+            os.rename(staged, target)
+        return
+    if _exchange(staged, target):
+        return
+    old = staged.with_name(staged.name.replace("-new-", "-old-"))
+    if undo:
+        os.rename(target, staged)
+        os.rename(old, target)
+    else:
+        os.rename(target, old)
+        os.rename(staged, target)
+        os.rename(old, staged)
+
+
+_LIBC: ctypes.CDLL | None = None
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Exchange two folders atomically (Linux renameat2); False where the system cannot."""
+    global _LIBC
+    if not hasattr(os, "uname") or os.uname().sysname != "Linux":
+        return False
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    function = getattr(_LIBC, "renameat2", None)
+    if function is None:
+        return False
+    result = function(
+        _AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE
+    )
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

@@ -6,6 +6,7 @@ shadow a built-in one. Found in the package after installation, or beside it in 
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ def available(profiles_dir: Path | None = None) -> list[str]:
     names: set[str] = set()
     for folder in _search_path(profiles_dir):
         if folder.is_dir():
-            names.update(path.stem for path in folder.glob("*.yaml"))
+            names.update(path.stem for path in folder.glob("*.yaml") if path.is_file())
     return sorted(names)
 
 
@@ -45,7 +46,13 @@ def exists(name: str, profiles_dir: Path | None = None) -> bool:
     return _find(name, profiles_dir) is not None
 
 
+# Profile names are names, never paths: a DNS-1123 label, as the files in profiles/ are named.
+_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+
+
 def _find(name: str, profiles_dir: Path | None) -> Path | None:
+    if not _NAME.fullmatch(name):
+        return None
     for folder in _search_path(profiles_dir):
         candidate = folder / f"{name}.yaml"
         if candidate.is_file():
@@ -83,6 +90,15 @@ def _load(
             )
         seen.append(current)
         path = _find(current, profiles_dir)
+        if path is None and not _NAME.fullmatch(current):
+            shown = current if len(current) <= 40 else f"{current[:40]}…"
+            raise UserError(
+                f"{shown!r} is not a profile name (lowercase letters, digits and '-', at most "
+                "63 characters; a name, not a path)",
+                where,
+                field=None if where is None else "platform.profile" if len(seen) == 1 else "extends",
+                hint="a user profile is found by name in --profiles-dir",
+            )
         if path is None:
             choices = available(profiles_dir)
             raise UserError(

@@ -40,6 +40,8 @@ class Rendering:
     # What the config says about the GPU nodes, for the lint rules (lint.run).
     taints: list[dict[str, str]] = field(default_factory=list)
     node_labels: dict[str, str] = field(default_factory=dict)
+    # The entitlement PEM's permission bits: files carrying the certificate get no more than these.
+    secret_file_mode: int | None = None
 
 
 def render(stack: Stack) -> Rendering:
@@ -86,6 +88,7 @@ def render(stack: Stack) -> Rendering:
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
         node_labels=dict(stack.config.nodes.selector),
+        secret_file_mode=stack.entitlement_mode,
     )
 
 

@@ -18,12 +18,14 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from gpustack.emit import _RESOLVES
 from gpustack.errors import Location, UserError, display_path
+from gpustack.reading import MAX_FILE_BYTES, read_bounded
 
-# A cluster config or profile is a few kilobytes; anything this large is a mistake, not a config.
-MAX_FILE_BYTES = 1024 * 1024
+# Deeper than any real config or manifest, and the parser's cost grows faster than the depth.
+MAX_NESTING = 100
 # Aliases may be reused, but a document that expands to more nodes than this is an alias bomb.
 MAX_EXPANDED_NODES = 100_000
 
@@ -56,6 +58,14 @@ class SourceMap:
             return None
         match = _PLAIN_TOKEN.match(lines[location.line - 1], location.column - 1)
         return match.group() if match else None
+
+    def written_at(self, location: Location) -> str | None:
+        """The plain scalar written at `location`, as typed."""
+        lines = self.text.splitlines()
+        if not 0 < location.line <= len(lines):
+            return None
+        match = _PLAIN_TOKEN.match(lines[location.line - 1], location.column - 1)
+        return match.group().rstrip(":") if match else None
 
     def nearest(self, path: Path_) -> Location:
         """The position of `path`, or of its closest ancestor that has one."""
@@ -104,25 +114,7 @@ class Document:
 
 def read_text(path: Path) -> str:
     """Read a user file as UTF-8, refusing huge, binary or mis-encoded files with a clear message."""
-    shown = display_path(path)
-    try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise UserError("is a directory, expected a YAML file", Location(shown))
-        if size > MAX_FILE_BYTES:
-            raise UserError(
-                f"file is {size} bytes; a config or profile may have at most {MAX_FILE_BYTES} "
-                f"bytes (1 MiB)",
-                Location(shown),
-            )
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError("file not found", Location(shown)) from None
-    except PermissionError:
-        raise UserError("permission denied", Location(shown)) from None
-    except OSError as error:
-        raise UserError(f"cannot read file: {error.strerror}", Location(shown)) from None
-    return decode(raw, shown)
+    return decode(read_bounded(path, MAX_FILE_BYTES, "a config or profile"), display_path(path))
 
 
 def decode(raw: bytes, shown: str) -> str:
@@ -228,6 +220,12 @@ def load_text(text: str, shown: str) -> Document:
 
 
 def load_all_text(text: str, shown: str) -> Iterator[Document]:
+    deepest, where = _flow_depth(text)
+    if deepest > MAX_NESTING:
+        line, column = _position(text, where)
+        raise UserError(
+            f"YAML nests more than {MAX_NESTING} levels deep", Location(shown, line, column)
+        )
     yaml = YAML(typ="rt", pure=True)
     yaml.allow_duplicate_keys = False
     try:
@@ -238,9 +236,19 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
     except DuplicateKeyError as error:
         mark = error.problem_mark
         key = (error.problem or "").split('"')[1] if '"' in (error.problem or "") else None
+        location = _location(shown, mark)
+        written = SourceMap(shown, text=text).written_at(location)
+        if key and written and written != key and key in ("True", "False", "1", "0"):
+            # Python's dicts hold true and 1 (false and 0) as one key: say so, as written.
+            raise UserError(
+                f"key {written} is the same key as an earlier "
+                f"{'1 or true' if key in ('True', '1') else '0 or false'} in this mapping",
+                location,
+                hint="quote the keys to make them strings, e.g. '1' and 'true'",
+            ) from None
         raise UserError(
             f"duplicate key {key!r}" if key else "duplicate key",
-            _location(shown, mark),
+            location,
             hint="each key may appear once in a mapping",
         ) from None
     except MarkedYAMLError as error:
@@ -253,10 +261,65 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
             start = error.context_mark
             hint = f"{error.context} that starts at line {start.line + 1}, column {start.column + 1}"
         raise UserError(f"invalid YAML: {problem}", _location(shown, mark), hint=hint) from None
+    except ReaderError as error:
+        # A character YAML does not allow raw (a control character such as DEL).
+        line, column = _position(text, error.position)
+        raise UserError(
+            f"invalid YAML: the character U+{error.character:04X} is not allowed here",
+            Location(shown, line, column),
+            hint="write it as an escape in a double-quoted string, or remove it",
+        ) from None
     except YAMLError as error:
         raise UserError(f"invalid YAML: {error}", Location(shown)) from None
     except RecursionError:
-        raise UserError("YAML nests too deeply", Location(shown)) from None
+        raise UserError("YAML nests too deeply", _deepest(text, shown)) from None
+    except ValueError:
+        # Python refuses to read integers of more than 4,300 digits (int_max_str_digits).
+        digits = _LONG_NUMBER.search(text)
+        line, column = _position(text, digits.start()) if digits else (0, 0)
+        raise UserError("a number with more than 4300 digits", Location(shown, line, column)) from None
+    except AttributeError:
+        # ruamel fails this way on a merge key (<<) that aliases the mapping it is in.
+        line, column = _position(text, max(text.find("<<"), 0))
+        raise UserError(
+            "invalid YAML: a merge key (<<) refers to the mapping it is in",
+            Location(shown, line, column),
+        ) from None
+
+
+_LONG_NUMBER = re.compile(r"[0-9]{4301}")
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of `offset` in `text`."""
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+def _deepest(text: str, shown: str) -> Location:
+    """Where flow collections ([ and {) nest deepest, the likely cause of too deep nesting."""
+    deepest, where = _flow_depth(text)
+    line, column = _position(text, where)
+    return Location(shown, line, column) if deepest else Location(shown)
+
+
+def _flow_depth(text: str) -> tuple[int, int]:
+    """How deep [ and { nest (quotes and comments not told apart) and the offset where deepest;
+    a linear scan, run before the parser, which slows down more than linearly with depth."""
+    if "[" not in text and "{" not in text:
+        return 0, 0
+    depth, deepest, where = 0, 0, 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, match.start()
+        else:
+            depth = max(0, depth - 1)
+    return deepest, where
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 def _location(shown: str, mark: Any) -> Location:
@@ -339,6 +402,11 @@ def _plain(node: Any, path: Path_, source: SourceMap) -> Any:
                 source.values[child] = source.nearest(path)
             items.append(_plain(value, child, source))
         return items
+    if isinstance(node, bytes):
+        raise UserError(
+            "binary values (!!binary) are not supported; write the value as text",
+            source.nearest(path),
+        )
     return _scalar(node)
 
 

@@ -87,7 +87,8 @@ def command(
     findings = dict(zip((r.name for r in renderings), fleet.check_all(renderings)))
     objects = {r.name: r.objects for r in renderings}
     reports = []
-    for target, files in fleet.output_folders(renderings, out):
+    fleet_folder = any(path.is_dir() for path in configs or [])
+    for target, files in fleet.output_folders(renderings, out, fleet_folder):
         report = compare(target, files)
         _findings(report, target, objects.get(target.name, []), findings.get(target.name, []))
         reports.append(report)
@@ -145,24 +146,27 @@ def _as_json(reports: list[Report], out: Path) -> dict[str, Any]:
 
 def compare(target: Path, expected: dict[str, bytes]) -> Report:
     """What differs between the folder `target` and the files a render would write there."""
-    from gpustack import output
+    import stat
+
+    from gpustack import committed, output
 
     report = Report(target.name)
+    committed.refuse_link(target)
     for relative, content in expected.items():
-        path = target / relative
-        if not path.is_file():
+        current = committed.read_file(target, relative)
+        if current is None:
             report.missing.append(relative)
-        elif (current := path.read_bytes()) != content:
-            report.diffs[relative] = _diff(path, current, content)
-            if not output.is_ours(path):
+        elif current != content:
+            report.diffs[relative] = _diff(target / relative, current, content)
+            if not output.is_ours(target / relative, relative):
                 report.unmarked.append(relative)
     if target.is_dir():
         report.extra = sorted(
-            path.relative_to(target).as_posix()
-            for path in target.rglob("*")
-            if path.is_file()
-            and output.is_ours(path)
-            and path.relative_to(target).as_posix() not in expected
+            relative
+            for relative, mode in output.entries(target).items()
+            if stat.S_ISREG(mode)
+            and output.is_ours(target / relative, relative)
+            and relative not in expected
         )
     return report
 
@@ -171,13 +175,14 @@ def _findings(
     report: Report, target: Path, objects: list[dict[str, Any]], findings: list[Finding]
 ) -> None:
     from gpustack.decorate import file_name, identity
+    from gpustack.secrets import mask_text
 
     files = {identity(obj): file_name(obj) for obj in objects}
     for found in findings:
         where = target / files.get(found.object, "") if found.object else target
         field_path = f" ({found.field})" if found.field else ""
         report.findings.append(
-            f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}"
+            mask_text(f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}")
         )
         report.errors += found.severity == "error"
 

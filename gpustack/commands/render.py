@@ -50,6 +50,7 @@ def command(
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
     from gpustack.config import overrides
+    from gpustack.secrets import mask_text
     from gpustack.validation.validator import explain
 
     stdout = stdout or str(out) == "-"
@@ -67,25 +68,32 @@ def command(
         for finding in found
     ]
     for name, finding in findings:
-        (error if finding.severity == "error" else warning)(f"{name}: {explain(finding)}")
+        (error if finding.severity == "error" else warning)(
+            mask_text(f"{name}: {explain(finding)}")
+        )
     if any(finding.severity == "error" for _, finding in findings):
         raise typer.Exit(1)  # an invalid rendering writes nothing
     if stdout:
         typer.echo(render.stream(renderings), nl=False)
         return
-    planned = fleet.output_folders(renderings, out)
-    for target, files in planned:
-        output.plan(target, files, force)  # refuse before anything is written
+    planned = fleet.output_folders(
+        renderings, out, fleet_folder=any(p.is_dir() for p in configs or [])
+    )
+    modes = {
+        out / r.name: output.private_modes(render.files(r), r.secret_file_mode)
+        for r in renderings
+        if r.secret_file_mode is not None
+    }
     progress = common.Progress(len(planned), "writing", not quiet)
-    results: list[dict[str, Any]] = []
-    for target, files in planned:
-        written, removed = output.write_tree(target, files, force)
-        progress.advance()
-        if files or removed:
-            results.append({
-                "name": target.name, "folder": str(target), "files": len(files),
-                "written": written, "unchanged": len(files) - written, "removed": removed,
-            })
+    results: list[dict[str, Any]] = [
+        {
+            "name": done.target.name, "folder": str(done.target), "files": len(done.files),
+            "written": done.written, "unchanged": len(done.files) - done.written,
+            "removed": done.removed,
+        }
+        for done in output.write_all(out, planned, modes, force, progress.advance)
+        if done.files or done.removed
+    ]
     progress.finish()
     totals = {key: sum(int(result[key]) for result in results)
               for key in ("files", "written", "unchanged", "removed")}

@@ -54,7 +54,6 @@ def command(
     ),
 ) -> None:
     """Validate Kubernetes manifests against strict schemas, offline; exit 1 if any is invalid."""
-    import re
 
     from gpustack.errors import UserError, did_you_mean
     from gpustack.validation import report, schemas
@@ -69,12 +68,9 @@ def command(
     locations = tuple(schema_locations or schemas.DEFAULT_LOCATIONS)
     store = schemas.store(version, locations)  # a bad template is a usage error before any work
     skipped, rejected = _kinds(skip), _kinds(reject)
-    try:
-        ignored = [re.compile(pattern) for pattern in ignore_filename_patterns or []]
-    except re.error as error:
-        raise UserError(
-            f"bad regular expression: {error}", field="--ignore-filename-pattern"
-        ) from None
+    from gpustack.patterns import linear_regex
+
+    ignored = [linear_regex(p, "--ignore-filename-pattern") for p in ignore_filename_patterns or []]
     targets = list(paths or ["-"])
 
     if engine == "kubeconform":

@@ -70,12 +70,34 @@ def may_share_a_node(a: Pod, b: Pod) -> bool:
     return False
 
 
+Placement = tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...]
+
+
+def _placement(pod: Pod) -> Placement:
+    """The pod's node placement in a canonical form: equal forms place pods alike."""
+    return tuple(
+        tuple(sorted((key, op, tuple(sorted(values))) for key, (op, values) in alternative.items()))
+        for alternative in _requirements(pod)
+    )
+
+
 def check(objects: Objects) -> Iterator[Finding]:
-    plugins = [pod for pod in objects.pods() if _is_plugin(pod)]
-    for index, pod in enumerate(plugins):
-        for earlier in plugins[:index]:
-            # The same object listed twice (two files, two renders) is still one plugin.
-            if identity(earlier.owner) != identity(pod.owner) and may_share_a_node(earlier, pod):
+    """Each plugin that may share a node with an earlier one is reported once, naming the first
+    such. Plugins are compared by distinct placement (a fleet's many copies of one DaemonSet
+    place alike), so the work grows with the plugins, not with their pairs."""
+    seen: set[tuple[str, str, str, str]] = set()
+    representatives: dict[Placement, Pod] = {}
+    shares: dict[tuple[Placement, Placement], bool] = {}
+    for pod in (pod for pod in objects.pods() if _is_plugin(pod)):
+        if identity(pod.owner) in seen:
+            continue  # the same object listed twice (two files, two renders) is one plugin
+        seen.add(identity(pod.owner))
+        placement = _placement(pod)
+        for other, earlier in representatives.items():
+            pair = (other, placement)
+            if pair not in shares:
+                shares[pair] = may_share_a_node(earlier, pod)
+            if shares[pair]:
                 yield finding(
                     RULE,
                     pod.owner,
@@ -85,6 +107,8 @@ def check(objects: Objects) -> Iterator[Finding]:
                     "gke-no-default-nvidia-gpu-device-plugin=true for NVIDIA's plugin)",
                     f"{pod.path}.affinity",
                 )
+                break
+        representatives.setdefault(placement, pod)
 
 
 RULE = Rule(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.errors import Location, UserError, display_path
+from gpustack.reading import read_bounded
 from gpustack.yamlio import SourceMap, decode, load_all_text
 
 STDIN = "-"
@@ -105,18 +106,11 @@ def _at(message: str, line: int, column: int) -> str:
 
 def _read_bytes(path: str, stdin: Any) -> bytes:
     if path == STDIN:
-        return stdin.read() if stdin is not None else b""
-    file = Path(path)
-    try:
-        if file.stat().st_size > MAX_MANIFEST_BYTES:
-            raise UserError(f"file is larger than {MAX_MANIFEST_BYTES} bytes")
-        return file.read_bytes()
-    except FileNotFoundError:
-        raise UserError("file not found") from None
-    except PermissionError:
-        raise UserError("permission denied") from None
-    except OSError as error:
-        raise UserError(f"cannot read file: {error.strerror}") from None
+        raw: bytes = stdin.read(MAX_MANIFEST_BYTES + 1) if stdin is not None else b""
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise UserError(f"more than {MAX_MANIFEST_BYTES} bytes on stdin")
+        return raw
+    return read_bounded(Path(path), MAX_MANIFEST_BYTES, "a manifest file")
 
 
 def parse(text: str, shown: str) -> Iterator[Resource]:

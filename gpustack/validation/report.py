@@ -50,10 +50,24 @@ class Report:
 
 
 def render(report: Report, output: str, summary: bool = False, verbose: bool = False) -> str:
+    report = _masked(report)
     writers: dict[str, Callable[[Report, bool, bool], str]] = {
         "text": text, "json": json_, "junit": junit, "tap": tap, "sarif": sarif,
     }
     return writers[output](report, summary, verbose)
+
+
+def _masked(report: Report) -> Report:
+    """`report` with every secret in a finding's message redacted (gpustack.secrets)."""
+    from dataclasses import replace
+
+    from gpustack.secrets import mask_text
+
+    def masked(findings: list[Finding]) -> list[Finding]:
+        return [replace(finding, message=mask_text(finding.message)) for finding in findings]
+
+    results = [replace(result, findings=masked(result.findings)) for result in report.results]
+    return replace(report, results=results, unplaced=masked(report.unplaced))
 
 
 def _warnings(result: Result) -> list[Finding]:

@@ -1,0 +1,94 @@
+"""Reading a file the user named, or one found in a folder: regular files only, and bounded.
+
+Every file gpustack reads (configs, bases, profiles, the entitlement PEM, manifests to validate,
+committed output) goes through `read_bounded`: a FIFO, a device such as /dev/zero or a folder is
+refused before a byte is read (opening never blocks), and a file is never read past its limit,
+so no input can hang a command or exhaust memory. Committed output is read without following
+symbolic links (`follow=False`): a link there could point anywhere on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from gpustack.errors import Location, UserError, display_path
+
+# A cluster config or profile is a few kilobytes; anything this large is a mistake, not a config.
+MAX_FILE_BYTES = 1024 * 1024
+_KINDS = {
+    stat.S_IFREG: "a file",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+def kind_of(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def read_bounded(
+    path: Path,
+    limit: int = MAX_FILE_BYTES,
+    what: str = "a YAML file",
+    follow: bool = True,
+    location: Location | None = None,
+) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them, or a UserError that names
+    the file (at `location` when given) and never quotes its content."""
+    # A NUL byte cannot be in a file name; shown escaped, since a terminal would hide it.
+    shown = str(path).replace("\x00", "\\0") if "\x00" in str(path) else display_path(path)
+    where = location or Location(shown)
+    prefix = "" if location is None else f"{shown}: "
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= os.O_NOFOLLOW
+    try:
+        if "\x00" in str(path):
+            raise UserError(f"{prefix}a file name cannot contain a NUL byte", where)
+        if not follow and path.is_symlink():
+            raise UserError(
+                f"{prefix}is a symbolic link; gpustack does not follow links here", where
+            )
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise UserError(
+                f"{prefix}file not found (a symbolic link to a missing file)", where
+            ) from None
+        raise UserError(f"{prefix}file not found", where) from None
+    except PermissionError:
+        raise UserError(f"{prefix}permission denied", where) from None
+    except OSError as error:
+        raise UserError(f"{prefix}cannot read file: {error.strerror}", where) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{prefix}is {kind_of(mode)}, expected {what}", where)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(descriptor, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise UserError(f"{prefix}cannot read file: {error.strerror}", where) from None
+    finally:
+        os.close(descriptor)
+    if size > limit:
+        raise UserError(
+            f"{prefix}file has more than {limit} bytes ({_size(limit)}), the most {what} may have",
+            where,
+        )
+    return b"".join(chunks)
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"

@@ -1,0 +1,253 @@
+"""Inputs that used to be skipped, hang, exhaust memory, give a traceback or be accepted: each now
+gives one message and the documented exit code, and work grows linearly with the input.
+
+Tests run as root here, so a file made unreadable with chmod is still read: an unreadable file is
+simulated in-process (the open call fails) or with something root cannot read as a file (a
+folder where a file is expected). A command that would hang is run with a subprocess timeout,
+which fails the test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import copy
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT
+
+from gpustack import lint, reading
+from gpustack.config import load_stack
+from gpustack.lint import device_plugins
+from gpustack.render import render
+
+CONFIG = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+BASE = CONFIG + 'platform:\n  profile: kubeadm\n  kubernetesVersion: "1.31"\n'
+
+
+def gpustack(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpustack", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,  # a hang fails the test
+    )
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Path:
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    (folder / "base.yaml").write_text(BASE)
+    (folder / "a.yaml").write_text("extends: base.yaml\nmetadata:\n  name: a\n")
+    return folder
+
+
+# --- 10. a per-cluster file that does not parse is an error, not skipped ---------------------
+
+BROKEN = {
+    "duplicate key": (
+        "extends: base.yaml\nmetadata:\n  name: b\nmetadata:\n  name: c\n",
+        "error: fleet/b.yaml:4:1: duplicate key 'metadata' (each key may appear once in a "
+        "mapping)\n",
+    ),
+    "unclosed bracket": (
+        "extends: base.yaml\nmetadata: {name: [b}\n",
+        "error: fleet/b.yaml:2:20: invalid YAML: expected ',' or ']', but got '}' (while parsing "
+        "a flow sequence that starts at line 2, column 18)\n",
+    ),
+    "tab": (
+        "extends: base.yaml\nmetadata:\n\tname: b\n",
+        "error: fleet/b.yaml:3:1: invalid YAML: found character '\\t' that cannot start any "
+        "token\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+@pytest.mark.parametrize("command", ["render", "check"])
+def test_a_broken_per_cluster_file_in_a_fleet_is_an_error(fleet, case, command):
+    text, expected = BROKEN[case]
+    (fleet / "b.yaml").write_text(text)
+    result = gpustack(command, "fleet", "-o", "out", cwd=fleet.parent)
+    assert (result.returncode, result.stderr) == (2, expected)
+    assert not (fleet.parent / "out").exists()
+
+
+def test_other_yaml_in_a_fleet_folder_is_still_left_alone(fleet):
+    (fleet / "chart.yaml").write_text("name: {{ .Values.name }}\n")  # a Helm template
+    assert gpustack("render", "fleet", "-o", "out", cwd=fleet.parent).returncode == 0
+
+
+# --- 11 and 13. special and unreadable files ---------------------------------------------------
+
+
+def test_special_files_are_refused_without_reading_them(fleet):
+    os.mkfifo(fleet / "pipe.yaml")
+    result = gpustack("render", "fleet", "-o", "out", cwd=fleet.parent)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: fleet/pipe.yaml: is a named pipe (FIFO), expected a config or profile\n",
+    )
+    (fleet / "pipe.yaml").unlink()
+    (fleet / "gone.yaml").symlink_to("missing.yaml")
+    result = gpustack("render", "fleet", "-o", "out", cwd=fleet.parent)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: fleet/gone.yaml: file not found (a symbolic link to a missing file)\n",
+    )
+    (fleet / "gone.yaml").unlink()
+    os.mkfifo(fleet / "base-pipe.yaml")
+    (fleet / "zero.yaml").symlink_to("/dev/zero")
+    for base, message in [
+        (
+            "base-pipe.yaml",
+            "base config fleet/base-pipe.yaml: is a named pipe (FIFO), expected "
+            "a config or profile",
+        ),
+        ("zero.yaml", "base config fleet/zero.yaml: is a device, expected a config or profile"),
+        ("/dev/zero", "must name a YAML config file (.yaml or .yml)"),
+    ]:
+        lone = fleet.parent / "lone.yaml"
+        lone.write_text(f"extends: {base if base.startswith('/') else 'fleet/' + base}\n")
+        result = gpustack("render", "lone.yaml", "-o", "out", cwd=fleet.parent)
+        assert (result.returncode, result.stderr) == (
+            2,
+            f"error: lone.yaml:1:10: extends: {message}\n",
+        )
+
+
+def test_a_fifo_as_the_pem_file_is_refused(tmp_path):
+    shutil.copy(EXAMPLES / "openshift.yaml", tmp_path / "openshift.yaml")
+    os.mkfifo(tmp_path / "entitlement-dummy.pem")
+    result = gpustack("render", "openshift.yaml", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.endswith(
+        "entitlement.pemFile: entitlement-dummy.pem: is a named pipe (FIFO), expected an "
+        "entitlement PEM\n"
+    )
+
+
+def test_validate_refuses_devices_and_fifos(tmp_path):
+    (tmp_path / "manifests").mkdir()
+    os.mkfifo(tmp_path / "manifests" / "pipe.yaml")
+    result = gpustack("validate", "/dev/zero", "manifests", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "/dev/zero - failed validation: is a device, expected a manifest file" in result.stdout
+    assert "manifests/pipe.yaml - failed validation: is a named pipe (FIFO)" in result.stdout
+
+
+def test_an_unreadable_file_in_a_fleet_is_one_message(cli, fleet, monkeypatch):
+    real_open = os.open
+
+    def refuse(path, flags, *args):  # what a file root cannot read would do
+        if str(path).endswith("a.yaml"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(reading.os, "open", refuse)
+    monkeypatch.chdir(fleet.parent)
+    result = cli("render", "fleet", "-o", "out")
+    assert (result.exit_code, result.stderr) == (2, "error: fleet/a.yaml: permission denied\n")
+
+
+def test_an_unreadable_committed_file_is_one_message(fleet):
+    assert gpustack("render", "fleet", "-o", "out", cwd=fleet.parent).returncode == 0
+    kustomization = fleet.parent / "out" / "a" / "kustomization.yaml"
+    kustomization.unlink()
+    kustomization.mkdir()  # root can read any file, but no folder as a file
+    for command in (["check", "fleet"], ["diff", "fleet/a.yaml", "--against", "out"]):
+        result = (
+            gpustack(*command, "-o", "out", cwd=fleet.parent)
+            if command[0] == "check"
+            else gpustack(*command, cwd=fleet.parent)
+        )
+        assert (result.returncode, result.stderr) == (
+            2,
+            "error: out/a/kustomization.yaml: is a folder, expected a rendered file\n",
+        ), command
+
+
+def test_integers_past_pythons_limit_are_one_message(fleet):
+    number = "9" * 4400
+    manifest = fleet.parent / "big.yaml"
+    manifest.write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {number}\n")
+    result = gpustack("validate", "big.yaml", cwd=fleet.parent)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "a number with more than 4300 digits (line 4, column 9)" in result.stdout
+    assert gpustack("render", "fleet", "-o", "out", cwd=fleet.parent).returncode == 0
+    committed = fleet.parent / "out" / "a" / "namespace-gpu-operator.yaml"
+    if not committed.exists():
+        committed = next((fleet.parent / "out" / "a").glob("namespace-*.yaml"))
+    committed.write_text(committed.read_text() + f"# x\nextra: {number}\n")
+    result = gpustack("diff", "fleet/a.yaml", "--against", "out", cwd=fleet.parent)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {committed.relative_to(fleet.parent)}:")
+    assert result.stderr.endswith(": a number with more than 4300 digits\n")
+
+
+# --- 12. linear work and output -----------------------------------------------------------------
+
+
+def test_many_device_plugins_give_one_finding_each_and_linear_work(monkeypatch, tmp_path):
+    stack = load_stack(EXAMPLES / "kubeadm.yaml")
+    plugin = next(
+        obj
+        for obj in render(stack).objects
+        if obj["kind"] == "DaemonSet" and "device-plugin" in obj["metadata"]["name"]
+    )
+    copies = []
+    for index in range(1000):
+        each = copy.deepcopy(plugin)
+        each["metadata"]["name"] = f"plugin-{index}"
+        copies.append(each)
+    calls = {"count": 0}
+    real = device_plugins.may_share_a_node
+
+    def counted(a, b):  # type: ignore[no-untyped-def]
+        calls["count"] += 1
+        return real(a, b)
+
+    monkeypatch.setattr(device_plugins, "may_share_a_node", counted)
+    found = [f for f in lint.run(copies, "1.31") if f.rule == "duplicate-device-plugin"]
+    assert len(found) == 999  # each plugin after the first, once
+    assert calls["count"] <= 1000
+
+
+# --- 14. wrong accepts --------------------------------------------------------------------------
+
+
+def test_a_profile_with_a_relative_kubelet_root_is_refused(tmp_path):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    text = (ROOT / "profiles" / "kubeadm.yaml").read_text()
+    text = text.replace("name: kubeadm", "name: lab").replace(
+        "kubeletRoot: /var/lib/kubelet", "kubeletRoot: ../../../etc"
+    )
+    (profiles / "lab.yaml").write_text(text)
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE.replace("profile: kubeadm", "profile: lab") + "metadata: {name: a}\n")
+    result = gpustack("render", "lab.yaml", "--profiles-dir", "profiles", cwd=tmp_path)
+    assert result.returncode == 2
+    line = next(n for n, s in enumerate(text.splitlines(), 1) if "kubeletRoot" in s)
+    assert result.stderr == (
+        f"error: profiles/lab.yaml:{line}:16: facts.kubeletRoot: '../../../etc' is not an "
+        "absolute, normalized path (such as /var/lib/kubelet)\n"
+    )
+
+
+def test_a_backtracking_file_name_pattern_is_refused(tmp_path):
+    result = gpustack("validate", "--ignore-filename-pattern", "(a+)+$", "-", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "error: --ignore-filename-pattern: '(a+)+$' repeats a group that itself repeats; "
+        "gpustack refuses patterns that can take exponential time (write the repetition once, "
+        "e.g. 'a+$' for '(a+)+$')\n"
+    )

@@ -1,0 +1,308 @@
+"""Nothing lost, nothing leaked, nothing hangs: writing output under adversity.
+
+A render killed at any point leaves each cluster folder entirely old or entirely new; a failure
+during the write changes nothing; only the outputs of the configs rendered are pruned, and only
+files gpustack wrote; two renders into one folder do not interleave.
+
+Tests run as root here, where a read-only mode does not stop a write: a failing disk is simulated
+in-process (monkeypatching the one system call that fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from gpustack import output
+from gpustack.decorate import HEADER
+
+CONFIG = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+BASE = (
+    CONFIG + 'platform:\n  profile: kubeadm\n  kubernetesVersion: "1.31"\nnamespace: {namespace}\n'
+)
+
+
+def make_fleet(folder: Path, clusters: int, namespace: str = "gpu-old") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "base.yaml").write_text(BASE.format(namespace=namespace))
+    for index in range(clusters):
+        (folder / f"c{index:02}.yaml").write_text(
+            f"{CONFIG}extends: base.yaml\nmetadata:\n  name: c{index:02}\n"
+        )
+    return folder
+
+
+def gpustack(*args: object, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpustack", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file below `folder` (links as their target text), by relative path."""
+    result = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            result[str(path.relative_to(folder))] = b"-> " + os.readlink(path).encode()
+        elif path.is_file():
+            result[str(path.relative_to(folder))] = path.read_bytes()
+    return result
+
+
+def folders(out: Path) -> dict[str, dict[str, bytes]]:
+    return {path.name: tree(path) for path in sorted(out.iterdir()) if path.is_dir()}
+
+
+# --- 1. old or new, never a mix --------------------------------------------------------------
+
+
+def _listing(out: Path) -> dict[str, list[str]]:
+    return {
+        "": sorted(os.listdir(out)),
+        **{name: sorted(os.listdir(out / name)) for name in os.listdir(out)},
+    }
+
+
+def _writing_started(out: Path, before: dict[str, list[str]]) -> bool:
+    try:
+        return _listing(out) != before
+    except OSError:
+        return True  # a folder swapped away between two listings: writing is under way
+
+
+def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(tmp_path):
+    clusters = 24
+    fleet = make_fleet(tmp_path / "fleet", clusters)
+    pristine = tmp_path / "pristine"
+    assert gpustack("render", fleet, "-o", pristine).returncode == 0
+    for name in os.listdir(pristine):
+        (pristine / name / "NOTES.md").write_text(f"notes about {name}\n")  # the user's own
+    old = folders(pristine)
+    make_fleet(fleet, clusters, namespace="gpu-new")
+    finished = tmp_path / "finished"
+    shutil.copytree(pristine, finished)
+    started = time.monotonic()
+    assert gpustack("render", fleet, "-o", finished).returncode == 0
+    duration = time.monotonic() - started
+    new = folders(finished)
+    assert all(old[name] != new[name] for name in old)
+
+    chooser = random.Random(20261126)  # deterministic kill points
+    outcomes = set()
+    for attempt in range(8):
+        out = tmp_path / f"out{attempt}"
+        shutil.copytree(pristine, out)
+        listing = _listing(out)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gpustack", "render", str(fleet), "-o", str(out)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        # Most kill points just after the writing starts (something new appears in the output
+        # folder or in a cluster folder), where a folder could be left mixed; some anywhere.
+        if attempt % 4 == 3:
+            time.sleep(duration * chooser.uniform(0.3, 1.0))
+        else:
+            while process.poll() is None and not _writing_started(out, listing):
+                time.sleep(0.002)
+            time.sleep(chooser.uniform(0, 0.3))
+        with contextlib.suppress(ProcessLookupError):  # it may have finished
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        for name, files in folders(out).items():
+            if name.startswith("."):
+                continue  # staging leftovers: hidden, removed by the next render
+            assert files in (old[name], new[name]), f"attempt {attempt}: {name} is mixed"
+            outcomes.add("old" if files == old[name] else "new")
+        # The next render recovers: everything new, the user's files kept, nothing left over.
+        again = gpustack("render", fleet, "-o", out)
+        assert again.returncode == 0, again.stderr
+        assert folders(out) == new
+        assert not [name for name in os.listdir(out) if name.startswith(".")]
+    assert outcomes, "no kill landed"
+
+
+def test_an_interrupted_two_rename_swap_is_repaired_by_the_next_render(tmp_path, monkeypatch):
+    """Where the system cannot exchange two folders in one step, a swap is two renames; dying
+    between them leaves the old folder under its staging name, and the next render puts it back."""
+    out = tmp_path / "out"
+    output.write_tree(out / "lab", {"kustomization.yaml": HEADER.encode() + b"old\n"})
+    (out / "lab").rename(out / ".lab.gpustack-old-0123456789ab")
+    output.recover(out)
+    assert (out / "lab" / "kustomization.yaml").read_bytes() == HEADER.encode() + b"old\n"
+    monkeypatch.setattr(output, "_exchange", lambda first, second: False)
+    output.write_tree(out / "lab", {"kustomization.yaml": HEADER.encode() + b"new\n"})
+    assert tree(out) == {"lab/kustomization.yaml": HEADER.encode() + b"new\n"}
+
+
+# --- 2. checked before the first write, rolled back after ------------------------------------
+
+
+def test_a_file_where_a_folder_goes_is_refused_before_anything_is_written(tmp_path):
+    fleet = make_fleet(tmp_path / "fleet", 3)
+    out = tmp_path / "out"
+    assert gpustack("render", fleet, "-o", out).returncode == 0
+    make_fleet(fleet, 3, namespace="gpu-new")
+    shutil.rmtree(out / "c01" / "node")
+    (out / "c01" / "node").write_text("my own file called node\n")
+    before = tree(out)
+    result = gpustack("render", fleet, "-o", out, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "error: out/c01/node: is a file where gpustack writes the folder node/ "
+        "(move it away or render elsewhere)\n"
+    )
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize("failing", ["write", "swap"])
+def test_a_failure_while_writing_changes_nothing(cli, tmp_path, monkeypatch, failing):
+    fleet = make_fleet(tmp_path / "fleet", 4)
+    out = tmp_path / "out"
+    assert cli("render", fleet, "-o", out).exit_code == 0
+    make_fleet(fleet, 4, namespace="gpu-new")
+    before = tree(out)
+    calls = {"count": 0}
+    if failing == "write":
+        real_write = os.write
+
+        def write(descriptor: int, data: bytes) -> int:
+            calls["count"] += 1
+            if calls["count"] > 30:  # some folders staged, then the disk is full
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_write(descriptor, data)
+
+        monkeypatch.setattr(output.os, "write", write)
+    else:
+        real_exchange = output._exchange
+
+        def exchange(first: Path, second: Path) -> bool:
+            calls["count"] += 1
+            if calls["count"] == 3:  # two folders swapped in, then the file system goes read-only
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(second))
+            return real_exchange(first, second)
+
+        monkeypatch.setattr(output, "_exchange", exchange)
+    result = cli("render", fleet, "-o", out)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    reason = "No space left on device" if failing == "write" else "Read-only file system"
+    assert f"cannot write: {reason}; the output was left as it was" in result.stderr
+    assert tree(out) == before
+    assert not [name for name in os.listdir(out) if name.startswith(".")]
+
+
+def test_output_option_naming_a_file_is_an_error(tmp_path):
+    (tmp_path / "out").write_text("a file\n")
+    result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: out: is not a folder;")
+    assert (tmp_path / "out").read_text() == "a file\n"
+
+
+# --- 3. only the outputs of the configs rendered are pruned ----------------------------------
+
+
+def test_rendering_one_cluster_keeps_the_fleets_application_set(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fleet = make_fleet(tmp_path / "fleet", 2)
+    (fleet / "base.yaml").write_text(
+        (fleet / "base.yaml").read_text()
+        + "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/gpu.git\n"
+        "    applicationSet: true\n"
+    )
+    assert cli("render", "fleet", "-o", "out").exit_code == 0
+    application_set = Path("out/_gitops/applicationset-gpustack.yaml").read_bytes()
+    lone = tmp_path / "lone.yaml"
+    lone.write_text(
+        CONFIG + 'metadata: {name: lone}\nplatform: {profile: kubeadm, kubernetesVersion: "1.31"}\n'
+    )
+    assert cli("render", lone, "-o", "out").exit_code == 0
+    assert Path("out/_gitops/applicationset-gpustack.yaml").read_bytes() == application_set
+    assert cli("check", "fleet", "-o", "out").exit_code == 0
+
+
+# --- 4. gpustack's files recognised exactly --------------------------------------------------
+
+
+def test_only_files_gpustack_writes_are_pruned(tmp_path):
+    out = tmp_path / "out"
+    folder = out / "lab"
+    output.write_tree(folder, {"kustomization.yaml": HEADER.encode() + b"resources: []\n"})
+    mine = {
+        "mentions.yaml": b"# Generated by gpustack, then edited by hand\n",
+        "NOTES.yaml": HEADER.encode(),  # a name gpustack never writes (uppercase)
+        "notes.txt": HEADER.encode(),
+        "docs/guide.yaml": HEADER.encode(),  # not a folder gpustack writes
+        "node/deep/x.yaml": HEADER.encode(),
+    }
+    for relative, content in mine.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_bytes(content)
+    (folder / "old-object.yaml").write_bytes(HEADER.encode() + b"kind: ConfigMap\n")
+    written, removed = output.write_tree(folder, {"kustomization.yaml": HEADER.encode() + b"x\n"})
+    assert (written, removed) == (1, 1)
+    assert tree(folder) == {**mine, "kustomization.yaml": HEADER.encode() + b"x\n"}
+
+
+# --- 5. one render at a time per output folder -----------------------------------------------
+
+
+def test_a_second_render_into_a_locked_folder_stops_with_a_message(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    descriptor = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # as a render in progress holds it
+        result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", "out", cwd=tmp_path)
+    finally:
+        os.close(descriptor)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "error: out: another gpustack render is writing to this folder; run again once it is done\n"
+    )
+    assert os.listdir(out) == []
+
+
+# --- 9. files carrying the certificate are as private as the PEM -----------------------------
+
+
+def test_files_carrying_the_certificate_keep_the_pems_permissions(tmp_path):
+    shutil.copy(ROOT / "examples" / "openshift.yaml", tmp_path / "openshift.yaml")
+    pem = tmp_path / "entitlement-dummy.pem"
+    shutil.copy(ROOT / "examples" / "entitlement-dummy.pem", pem)
+    pem.chmod(0o600)
+    result = gpustack("render", "openshift.yaml", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / "out" / "openshift-entitled"
+    modes = {path.name: path.stat().st_mode & 0o777 for path in folder.glob("*.yaml")}
+    private = {name for name, mode in modes.items() if mode == 0o600}
+    assert private == {
+        "machineconfig-50-entitlement-pem.yaml",
+        "machineconfig-50-entitlement-key-pem.yaml",
+    }
+    assert all(modes[name] & 0o044 for name in modes.keys() - private)
+    # A PEM opened up later opens the files up on the next render, and no more than 0644.
+    pem.chmod(0o666)
+    assert gpustack("render", "openshift.yaml", "-o", "out", cwd=tmp_path).returncode == 0
+    assert (folder / "machineconfig-50-entitlement-pem.yaml").stat().st_mode & 0o777 == 0o644
