@@ -5,12 +5,28 @@ Exit codes: 0 success, 1 findings (invalid, stale, different), 2 usage or config
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from gpustack import __version__, tune_gc
 from gpustack.commands import check, diff, gitops, init, profiles, render, schema, validate
 
+
+class _Commands(TyperGroup):
+    """The command group; `validate` also takes kubeconform's single-dash flags."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        position = next((n for n, arg in enumerate(args) if not arg.startswith("-")), None)
+        if position is not None and args[position] == "validate":
+            args = [*args[: position + 1], *validate.translate(args[position + 1 :])]
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="gpustack",
     help="Render, validate and diff the NVIDIA GPU stack for Kubernetes, per platform profile.",
     no_args_is_help=True,

@@ -13,8 +13,13 @@ from xml.etree import ElementTree
 import pytest
 from validate_helpers import CORPUS
 
-FILES = [CORPUS / "valid.yaml", CORPUS / "wrong-type.yaml", CORPUS / "unknown-kind.yaml",
-         CORPUS / "multi-with-broken.yaml", CORPUS / "list.yaml"]
+FILES = [
+    CORPUS / "valid.yaml",
+    CORPUS / "wrong-type.yaml",
+    CORPUS / "unknown-kind.yaml",
+    CORPUS / "multi-with-broken.yaml",
+    CORPUS / "list.yaml",
+]
 # valid.yaml: 2 valid; wrong-type: 1 invalid; unknown-kind: 1 error;
 # multi-with-broken: valid, error, valid; list: valid, invalid.
 COUNTS = {"valid": 5, "invalid": 2, "error": 2, "skipped": 0}
@@ -28,13 +33,21 @@ def run(cli, *args):
 
 def test_text_is_kubeconform_lines_and_summary(cli):
     lines = run(cli, "--summary").splitlines()
-    assert "tests/data/validate/corpus/wrong-type.yaml - Deployment web is invalid: " \
-           'spec.replicas: "3" is not of types "null", "integer"' in lines
-    assert any(re.fullmatch(r"tests/data/validate/corpus/unknown-kind\.yaml - Widget w failed "
-                            r"validation: could not find schema for Widget.*", line)
-               for line in lines)
-    assert lines[-1] == ("Summary: 9 resources found in 5 files - "
-                         "Valid: 5, Invalid: 2, Errors: 2, Skipped: 0")
+    assert (
+        "tests/data/validate/corpus/wrong-type.yaml - Deployment web is invalid: "
+        'spec.replicas: "3" is not of types "null", "integer" (line 7, column 13)' in lines
+    )
+    assert any(
+        re.fullmatch(
+            r"tests/data/validate/corpus/unknown-kind\.yaml - Widget w failed "
+            r"validation: could not find schema for Widget.*",
+            line,
+        )
+        for line in lines
+    )
+    assert lines[-1] == (
+        "Summary: 9 resources found in 5 files - Valid: 5, Invalid: 2, Errors: 2, Skipped: 0"
+    )
     assert not any(line.endswith("is valid") for line in lines)
 
 
