@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -162,6 +161,8 @@ def check_files(
                 batches.append([])
                 filled = 0
     batches = [batch for batch in batches if batch]
+    from concurrent.futures import ProcessPoolExecutor
+
     current: tuple[str, list[Result]] | None = None
     with ProcessPoolExecutor(workers) as pool:
         outputs = pool.map(_work, [(settings, batch) for batch in batches])
@@ -211,13 +212,15 @@ def _workers(total_bytes: int, jobs: int | None) -> int:
 def resolve_custom_resources(results: list[Result], settings: Settings) -> None:
     """Check again, against the CRDs among the inputs, the resources no location had a schema
     for; results are updated in place."""
+    pending = [result for result in results if _unresolved(result)]
+    if not pending:
+        return
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for result in results:
         if result.status in ("valid", "invalid") and crds.is_crd(result.resource.data):
             assert result.resource.data is not None
             found.update(crds.schemas(result.resource.data, settings.strict))
-    pending = [result for result in results if _unresolved(result)]
-    if not found or not pending:
+    if not found:
         return
     schemas = settings.schemas().with_schemas(found)
     for result in pending:

@@ -23,6 +23,10 @@ STDIN = "-"
 EXTENSIONS = (".yaml", ".yml", ".json")
 # Rendered fleets and vendor bundles (CRDs) run to megabytes; a manifest past this is a mistake.
 SCHEMA_SUFFIX = ".schema.json"
+# A rendered cluster folder's names (render.KUSTOMIZATION, render.NODE_DIR), spelled here so that
+# validating does not load the renderer.
+KUSTOMIZATION = "kustomization.yaml"
+NODE_DIR = "node"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 _SEPARATOR = re.compile(r"^---(?=\s|$)", re.MULTILINE)
 
@@ -89,7 +93,6 @@ def cluster_folder(file: str) -> str | None:
     if file == "stdin":
         return None
     from gpustack.output import is_ours
-    from gpustack.render import KUSTOMIZATION
 
     found = None
     folder = Path(os.path.abspath(file)).parent
@@ -101,17 +104,22 @@ def cluster_folder(file: str) -> str | None:
 
 def _host_side(folder: str) -> bool:
     """A rendered cluster's `node/` folder: named `node`, beside a kustomization gpustack wrote."""
-    from gpustack.output import is_ours
-    from gpustack.render import KUSTOMIZATION, NODE_DIR
-
     if os.path.basename(folder) != NODE_DIR:
         return False
+    from gpustack.output import is_ours
+
     return is_ours(Path(folder).parent / KUSTOMIZATION)
 
 
 def shown(path: str) -> str:
-    """A path as reports name it."""
-    return "stdin" if path == STDIN else display_path(path)
+    """A path as reports name it: relative to the working directory when below it (as
+    errors.display_path, without resolving links: this runs for every file)."""
+    if path == STDIN:
+        return "stdin"
+    if not os.path.isabs(path):
+        return os.path.normpath(path) if ".." not in path else display_path(path)
+    cwd = os.getcwd()
+    return path[len(cwd) + 1 :] if path.startswith(cwd + os.sep) else path
 
 
 def read(path: str, stdin: Any = None) -> list[Resource]:
@@ -173,10 +181,12 @@ def parse_chunk(chunk: str, offset: int, shown: str) -> Iterator[Resource]:
 def documents(text: str) -> Iterator[tuple[int, str]]:
     """(first line, text) of each `---`-separated document; lines keep their numbers' offset."""
     starts = [0] + [match.start() for match in _SEPARATOR.finditer(text)]
+    line = 1
     for begin, end in zip(starts, starts[1:] + [len(text)]):
         chunk = text[begin:end]
         if chunk.strip():
-            yield text.count("\n", 0, begin) + 1, chunk
+            yield line, chunk
+        line += chunk.count("\n")
 
 
 def _objects(

@@ -78,9 +78,16 @@ def minor_version(version: str, field: str = "--kubernetes-version") -> str:
 
 def project_template() -> str:
     """The template that finds the project's own CRD schemas, as kubeconform would be given it."""
-    from gpustack.profiles import data_dir
+    return f"{schemas_dir()}/{CRD_TEMPLATE}"
 
-    return f"{data_dir('schemas')}/{CRD_TEMPLATE}"
+
+def schemas_dir() -> Path:
+    """The project's `schemas/` folder (profiles.data_dir("schemas"), found here without loading
+    the config model)."""
+    packaged = Path(__file__).resolve().parent.parent / "_data" / "schemas"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent.parent / "schemas"
 
 
 @dataclass(frozen=True)
