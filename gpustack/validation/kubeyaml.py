@@ -322,6 +322,20 @@ def position(text: str, index: int, path: tuple[str | int, ...]) -> tuple[int, i
     return node.start_mark.line, node.start_mark.column, found
 
 
+def plain_scalar(text: str, index: int, path: tuple[str | int, ...]) -> str | None:
+    """The text of the unquoted, untagged scalar at `path`, if that is what is written there."""
+    try:
+        nodes = list(compose(text))
+    except (libyaml.YAMLError, RecursionError):
+        return None
+    node = nodes[index] if index < len(nodes) else None
+    for part in path:
+        node = _child(node, part) if node is not None else None
+    if type(node) is ScalarNode and node.tag == _PLAIN:
+        return str(node.value)
+    return None
+
+
 def key_position(
     text: str, index: int, path: tuple[str | int, ...], key: str
 ) -> tuple[int, int] | None:

@@ -63,6 +63,12 @@ class Resource:
         found = kubeyaml.key_position(self.text, self.index, (*self.path, *field), key)
         return (found[0] + 1 + self.offset, found[1] + 1) if found else None
 
+    def plain_scalar(self, field: tuple[str | int, ...]) -> str | None:
+        """The unquoted scalar written at `field`, as typed (`y`, where Kubernetes reads true)."""
+        if not self.text:
+            return None
+        return kubeyaml.plain_scalar(self.text, self.index, (*self.path, *field))
+
     def line_of(self, field: tuple[str | int, ...]) -> int:
         return self.position(field)[0]
 

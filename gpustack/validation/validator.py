@@ -252,7 +252,14 @@ def _placed(
         position = resource.key_position(path[:-1], str(path[-1]))
         path = path[:-1]
     line, column = position or resource.position(path)
-    return replace(finding, file=resource.file, line=line or None, column=column or None)
+    message = finding.message
+    if finding.rule == SCHEMA and "is not of type" in message and '"string"' in message:
+        written = resource.plain_scalar(path)
+        if written is not None:
+            # YAML 1.1 read an unquoted word or number as something else than the string typed.
+            message += f"; Kubernetes reads the unquoted `{written}` so: quote it (\"{written}\")"
+    return replace(finding, message=message, file=resource.file, line=line or None,
+                   column=column or None)
 
 
 def field_path(data: Any, dotted: str) -> tuple[str | int, ...]:
