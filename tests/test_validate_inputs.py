@@ -327,7 +327,7 @@ def test_the_real_command_reads_a_pipe():
     )
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.decode().splitlines() == [
-        'stdin - ConfigMap good is invalid: data.key: 7 is not of types "null", "string" '
-        "(line 13, column 8)",
+        'stdin - ConfigMap good is invalid: data.key: 7 is not of types "null", "string"; '
+        'Kubernetes reads the unquoted `7` so: quote it ("7") (line 13, column 8)',
         "Summary: 2 resources found parsing stdin - Valid: 1, Invalid: 1, Errors: 0, Skipped: 0",
     ]

@@ -328,7 +328,7 @@ def plain_scalar(text: str, index: int, path: tuple[str | int, ...]) -> str | No
         nodes = list(compose(text))
     except (libyaml.YAMLError, RecursionError):
         return None
-    node = nodes[index] if index < len(nodes) else None
+    node: Any = nodes[index] if index < len(nodes) else None
     for part in path:
         node = _child(node, part) if node is not None else None
     if type(node) is ScalarNode and node.tag == _PLAIN:
