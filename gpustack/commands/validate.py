@@ -208,7 +208,9 @@ def command(
         results = results[: failed[0] + 1] if failed else results
     unplaced = lint_results(results, version) if lint else []
     outcome = report.Report(results, shown, unplaced, stdin_only=targets == ["-"])
-    typer.echo(report.render(outcome, output, summary, verbose), nl=False)
+    # pretty is coloured even into a pipe, as kubeconform's is.
+    color = True if output == "pretty" else None
+    typer.echo(report.render(outcome, output, summary, verbose), nl=False, color=color)
     raise typer.Exit(1 if outcome.failed else 0)
 
 
