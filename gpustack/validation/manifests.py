@@ -195,6 +195,12 @@ def documents(text: str) -> Iterator[tuple[int, str]]:
         line += chunk.count("\n")
 
 
+def _json_schema(data: dict[str, Any]) -> bool:
+    if "kind" in data or "apiVersion" in data:
+        return False
+    return "$schema" in data or (data.get("type") == "object" and "properties" in data)
+
+
 def _objects(
     document: kubeyaml.Document, chunk: str, offset: int, index: int, shown: str
 ) -> Iterator[Resource]:
@@ -211,6 +217,8 @@ def _objects(
         message = f"document is {what}, expected a Kubernetes object"
         yield Resource(shown, line, error=_at(message, line, column), column=column)
         return
+    if _json_schema(data):
+        return  # a JSON Schema (a CRD schema in kubeconform's layout) describes manifests
     if data.get("kind") == "List" and isinstance(data.get("items"), list):
         for number, item in enumerate(data["items"]):
             path = ("items", number)

@@ -40,6 +40,10 @@ TEMPLATE_VARIABLES = (
     "Group",
     "KindSuffix",
 )
+# A gpustack cluster config, checked against the config schema `gpustack schema` writes.
+CONFIG = ("gpustack.dev/v1alpha1", "GPUStack")
+CONFIG_SCHEMA = "gpustack.schema.json"
+PROFILE = ("gpustack.dev/v1alpha1", "Profile")
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 _VARIABLE = re.compile(r"^\.([A-Za-z]+)$")
 
@@ -198,6 +202,11 @@ class SchemaStore:
         return found
 
     def _find(self, api_version: str, kind: str) -> Any:
+        if (api_version, kind) == CONFIG:
+            # gpustack's own config files: one validate hook can cover a whole repository.
+            return _file_validator(str(schemas_dir() / CONFIG_SCHEMA))
+        if (api_version, kind) == PROFILE:
+            return _profile_validator()
         for location in self.locations:
             try:
                 if location.template is None:
@@ -254,6 +263,21 @@ def _core_validator(version: str, api_version: str, kind: str, strict: bool = Tr
     return jsonschema_rs.validator_for(
         schema, registry=registry, base_uri="https://kubernetes.io/api/schema.json"
     )
+
+
+def _profile_validator() -> Any:
+    """A platform profile file, as `gpustack.profiles` reads it: the Profile model's schema; a
+    profile that extends another may leave out what that one supplies (as `gpustack schema`
+    relaxes the config schema, nested fields are required only of the merged profile)."""
+    from gpustack.model import Profile
+
+    schema = Profile.model_json_schema()
+    for name, definition in schema.get("$defs", {}).items():
+        if name not in ("Taint", "Metadata"):  # whole in any file, as in `gpustack schema`
+            definition.pop("required", None)
+    schema["if"] = {"not": {"required": ["extends"]}}
+    schema["then"] = {"required": schema.pop("required", [])}
+    return jsonschema_rs.validator_for(schema)
 
 
 def _file_validator(path: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from gpustack.findings import Finding, Identity
 from gpustack.validation.manifests import Resource
-from gpustack.validation.schemas import SchemaError, SchemaStore
+from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
 
 Status = Literal["valid", "invalid", "error", "skipped"]
 SCHEMA = "schema"
@@ -223,7 +223,12 @@ def validate_resources(
             )
             results.append(Result(resource, "error", [finding]))
             continue
-        status, findings, paths = _check(data, schemas, ignore_missing_schemas, require_name)
+        if (_text(data, "apiVersion"), _text(data, "kind")) in (CONFIG, PROFILE):
+            # gpustack reads its configs and profiles as YAML 1.2; a base config has no name.
+            data = _as_config(resource)
+            status, findings, paths = _check(data, schemas, ignore_missing_schemas, False)
+        else:
+            status, findings, paths = _check(data, schemas, ignore_missing_schemas, require_name)
         result = Result(
             resource,
             status,
@@ -234,6 +239,24 @@ def validate_resources(
         ]
         results.append(result)
     return results
+
+
+def _as_config(resource: Resource) -> dict[str, Any]:
+    """A gpustack config's data as gpustack reads it (YAML 1.2), not as Kubernetes would."""
+    assert resource.data is not None
+    if not resource.text or resource.path:
+        return resource.data
+    from gpustack.errors import UserError
+    from gpustack.yamlio import load_all_text
+
+    try:
+        documents = list(load_all_text(resource.text, resource.file))
+    except UserError:
+        return resource.data
+    if resource.index < len(documents) and isinstance(documents[resource.index].data, dict):
+        data: dict[str, Any] = documents[resource.index].data
+        return data
+    return resource.data
 
 
 def _json_pointer(path: tuple[str | int, ...]) -> str:
