@@ -8,8 +8,8 @@ real fleet) in a temporary folder: once as one file per resource (as `gpustack r
 them), once as `--streams` large multi-document files. Each shape is validated with kubeconform's
 command line (`-strict -summary`, what kubeconform is measured with) and, for the file-per-resource
 shape, with gpustack's own (`--summary`: strict, with lint). Reported per run, fastest of the
-repetitions: seconds, resources per second (start-up included), and the peak resident memory of
-the largest process (resource.getrusage children maxrss). Start-up is a run on one small file.
+repetitions: seconds, resources per second (start-up included), CPU seconds of all its processes,
+and the peak resident memory of the largest process (resource.getrusage children maxrss). Start-up is a run on one small file.
 Nothing is asserted.
 """
 
@@ -94,9 +94,10 @@ def measure(argv: list[str]) -> None:
     start = time.perf_counter()
     completed = subprocess.run(argv, capture_output=True, check=False)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({
-        "seconds": seconds, "peak_kib": peak, "exit": completed.returncode,
+        "seconds": seconds, "peak_kib": usage.ru_maxrss, "exit": completed.returncode,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
         "last_line": completed.stdout.decode().strip().splitlines()[-1:],
     }))
 
@@ -145,9 +146,10 @@ def main() -> None:
             seconds = float(str(measured["seconds"]))
             peak = int(str(measured["peak_kib"])) / 1024
             summary = " ".join(str(line) for line in measured["last_line"])  # type: ignore[attr-defined]
+            cpu = float(str(measured["cpu_seconds"]))
             print(
                 f"{shape}, {flags}: {seconds:.2f} s, {count / seconds:,.0f} resources/s, "
-                f"peak {peak:.0f} MiB, exit {measured['exit']} ({summary})"
+                f"CPU {cpu:.2f} s, peak {peak:.0f} MiB, exit {measured['exit']} ({summary})"
             )
 
 
