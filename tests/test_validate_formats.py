@@ -160,7 +160,7 @@ def test_every_format_gives_the_line_and_column_of_the_field(cli):
     assert next(junit.iter("failure")).text.startswith(
         "tests/data/validate/corpus/wrong-type.yaml:7:13: spec.replicas:")
     tap = cli("validate", "-o", "tap", "--no-lint", wrong).stdout
-    assert "    line: 7\n    column: 13\n" in tap
+    assert "      line: 7\n      column: 13\n" in tap
     sarif = json.loads(cli("validate", "-o", "sarif", "--no-lint", wrong).stdout)
     region = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
     assert region == {"startLine": 7, "startColumn": 13}
