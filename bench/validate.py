@@ -45,7 +45,7 @@ COMMANDS = {
 
 
 def generate(folder: Path, resources: int, streams: int) -> tuple[Path, Path, int]:
-    """Render clusters until there are `resources` objects; write both shapes."""
+    """Render whole clusters until there are at least `resources` objects; write both shapes."""
     from gpustack import fleet, render
 
     configs = folder / "configs"
@@ -70,9 +70,9 @@ def generate(folder: Path, resources: int, streams: int) -> tuple[Path, Path, in
             batch.append(path)
             index += 1
         for rendering in fleet.render_all(batch):
+            if count >= resources:
+                break
             for relative, content in sorted(render.files(rendering).items()):
-                if count >= resources:
-                    break
                 if relative.startswith("node/") or not relative.endswith(".yaml"):
                     continue  # host-side files are not manifests
                 target = files / rendering.name / relative

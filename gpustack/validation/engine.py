@@ -101,9 +101,11 @@ def _unresolved(result: Result) -> bool:
 def _lighten(result: Result, keep_objects: bool) -> None:
     """Keep of a checked resource what the report needs (and what a later pass needs)."""
     resource = result.resource
+    if resource.file != "stdin" and resource.text:
+        resource.text, resource.reread = "", True  # positions are rarely asked for again
     if keep_objects or crds.is_crd(resource.data) or _unresolved(result):
         return
-    resource.data, resource.text = header(resource.data), ""
+    resource.data = header(resource.data)
 
 
 def _moved(result: Result, file: str, lines: int) -> Result:

@@ -48,29 +48,43 @@ class Resource:
     offset: int = 0  # lines of the file before `text`
     index: int = 0  # which document of `text`
     duplicates: list[tuple[str, int, int]] = field(default_factory=list)  # message, line, column
+    reread: bool = False  # `text` was let go: read it again from the file when a position is asked
+
+    def source(self) -> str:
+        if not self.text and self.reread:
+            self.text = _chunk_at(self.file, self.offset)
+        return self.text
 
     def position(self, field: tuple[str | int, ...]) -> tuple[int, int]:
         """1-based line and column of a field inside the object (or of its closest ancestor)."""
-        if not self.text:
+        if not self.source():
             return self.line, self.column
         line, column, _ = kubeyaml.position(self.text, self.index, (*self.path, *field))
         return line + 1 + self.offset, column + 1
 
     def key_position(self, field: tuple[str | int, ...], key: str) -> tuple[int, int] | None:
         """Where the key `key` is written in the mapping at `field`, if it is."""
-        if not self.text:
+        if not self.source():
             return None
         found = kubeyaml.key_position(self.text, self.index, (*self.path, *field), key)
         return (found[0] + 1 + self.offset, found[1] + 1) if found else None
 
     def plain_scalar(self, field: tuple[str | int, ...]) -> str | None:
         """The unquoted scalar written at `field`, as typed (`y`, where Kubernetes reads true)."""
-        if not self.text:
+        if not self.source():
             return None
         return kubeyaml.plain_scalar(self.text, self.index, (*self.path, *field))
 
     def line_of(self, field: tuple[str | int, ...]) -> int:
         return self.position(field)[0]
+
+
+def _chunk_at(file: str, offset: int) -> str:
+    """The `---`-separated piece of `file` that has `offset` lines before it."""
+    text = read_text(file)
+    if isinstance(text, Resource):
+        return ""
+    return next((chunk for line, chunk in documents(text) if line - 1 == offset), "")
 
 
 def files(paths: list[str]) -> Iterator[str]:
