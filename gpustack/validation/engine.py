@@ -25,10 +25,12 @@ from gpustack.validation.manifests import Resource
 from gpustack.validation.schemas import SchemaStore, store
 from gpustack.validation.validator import Result, header, validate_resources
 
-# Below this much input, starting workers costs more than it saves.
-PARALLEL_FROM_BYTES = 256 * 1024
+# Below this many files (or this much input), starting workers costs more than it saves: each
+# worker compiles its own schemas and meets for itself the documents a fleet repeats.
+PARALLEL_FROM_FILES = 2000
+PARALLEL_FROM_BYTES = 64 * 1024 * 1024
 # A file this large is split between workers by its documents.
-SPLIT_FROM_BYTES = 1024 * 1024
+SPLIT_FROM_BYTES = 16 * 1024 * 1024
 # Documents remembered for reuse (a fleet repeats its clusters' objects every few dozen files).
 CACHE_SIZE = 4096
 _BATCH_BYTES = 256 * 1024
@@ -142,7 +144,7 @@ def check_files(
 ) -> Iterator[tuple[str, list[Result]]]:
     """(file as shown, its results) for each path, in order; stdin for `-`."""
     sizes = [_size(path) for path in paths]
-    workers = 1 if manifests.STDIN in paths else _workers(sum(sizes), jobs)
+    workers = 1 if manifests.STDIN in paths else _workers(len(paths), sum(sizes), jobs)
     checker = _Checker(settings)
     if workers <= 1:
         for path in paths:
@@ -155,7 +157,7 @@ def check_files(
     batches: list[list[tuple[str, int, int]]] = [[]]
     filled = 0
     for path, size in zip(paths, sizes):
-        parts = min(workers * 2, size // SPLIT_FROM_BYTES) if size >= SPLIT_FROM_BYTES else 1
+        parts = min(workers, size // SPLIT_FROM_BYTES) if size >= SPLIT_FROM_BYTES else 1
         for number in range(parts):
             batches[-1].append((path, number, parts))
             filled += size // parts + 512
@@ -203,12 +205,12 @@ def _size(path: str) -> int:
         return 0
 
 
-def _workers(total_bytes: int, jobs: int | None) -> int:
+def _workers(files: int, total_bytes: int, jobs: int | None) -> int:
     if jobs is not None:
         return max(1, jobs)
-    if total_bytes < PARALLEL_FROM_BYTES:
+    if files < PARALLEL_FROM_FILES and total_bytes < PARALLEL_FROM_BYTES:
         return 1
-    return max(1, min(len(os.sched_getaffinity(0)), total_bytes // (PARALLEL_FROM_BYTES // 2)))
+    return len(os.sched_getaffinity(0))
 
 
 def resolve_custom_resources(results: list[Result], settings: Settings) -> None:
