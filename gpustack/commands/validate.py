@@ -197,10 +197,12 @@ def command(
     ]
     results = []
     shown = []
-    for file, found in checks.check_files(files, settings, sys.stdin.buffer, jobs):
+    checked = checks.check_files(files, settings, sys.stdin.buffer, jobs)
+    for file, found in checked:
         shown.append(file)
         results.extend(found)
         if exit_on_error and any(result.status in ("invalid", "error") for result in found):
+            checked.close()
             break
     checks.resolve_custom_resources(results, settings)
     if exit_on_error:

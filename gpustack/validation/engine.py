@@ -16,7 +16,7 @@ resource no schema location knows is checked again against them at the end.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -141,8 +141,9 @@ def _read_and_check(checker: _Checker, path: str, part: tuple[int, int]) -> list
 
 def check_files(
     paths: list[str], settings: Settings, stdin: Any = None, jobs: int | None = None
-) -> Iterator[tuple[str, list[Result]]]:
-    """(file as shown, its results) for each path, in order; stdin for `-`."""
+) -> Generator[tuple[str, list[Result]], None, None]:
+    """(file as shown, its results) for each path, in order; stdin for `-`. Closing it early
+    stops the workers."""
     sizes = [_size(path) for path in paths]
     workers = 1 if manifests.STDIN in paths else _workers(len(paths), sum(sizes), jobs)
     checker = _Checker(settings)
@@ -170,15 +171,18 @@ def check_files(
     current: tuple[str, list[Result]] | None = None
     with ProcessPoolExecutor(workers) as pool:
         outputs = pool.map(_work, [(settings, batch) for batch in batches])
-        for batch, output in zip(batches, outputs):
-            for (path, _, _), results in zip(batch, output):
-                file = manifests.shown(path)
-                if current is not None and current[0] == file:
-                    current[1].extend(results)  # the next part of a split file
-                    continue
-                if current is not None:
-                    yield current
-                current = (file, results)
+        try:
+            for batch, output in zip(batches, outputs):
+                for (path, _, _), results in zip(batch, output):
+                    file = manifests.shown(path)
+                    if current is not None and current[0] == file:
+                        current[1].extend(results)  # the next part of a split file
+                        continue
+                    if current is not None:
+                        yield current
+                    current = (file, results)
+        finally:  # the caller stopped early (--exit-on-error): drop the work not started
+            pool.shutdown(cancel_futures=True)
     if current is not None:
         yield current
 
