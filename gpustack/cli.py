@@ -31,7 +31,8 @@ GLOBAL_FLAGS = ("--debug",)
 
 
 class Group(core.TyperGroup):
-    """The root command: a global flag given after the command moves in front of it."""
+    """The root command: a global flag given after the command moves in front of it, and
+    `validate` also takes kubeconform's single-dash flags."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if "--" in args:
@@ -40,6 +41,9 @@ class Group(core.TyperGroup):
             head, tail = args, []
         flags = [arg for arg in head if arg in GLOBAL_FLAGS]
         rest = [arg for arg in head if arg not in GLOBAL_FLAGS]
+        command = next((n for n, arg in enumerate(rest) if not arg.startswith("-")), None)
+        if command is not None and rest[command] == "validate":
+            rest = [*rest[: command + 1], *validate.translate(rest[command + 1 :])]
         return list(super().parse_args(ctx, [*flags, *rest, *tail]))
 
 
@@ -57,6 +61,7 @@ def _plain_display_type(self: Any, ctx: Any) -> str:
 
 
 core._TyperParameter.display_type = _plain_display_type  # type: ignore[method-assign]
+
 
 app = typer.Typer(
     cls=Group,

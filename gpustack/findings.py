@@ -21,6 +21,7 @@ class Finding:
     line: int | None = None
     object: Identity | None = None
     field: str | None = None  # dotted path inside the object, e.g. spec.template.spec.tolerations
+    column: int | None = None  # of the field, 1-based, beside `line`
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -29,6 +30,7 @@ class Finding:
             "message": self.message,
             "file": self.file,
             "line": self.line,
+            "column": self.column,
             "object": list(self.object) if self.object else None,
             "field": self.field,
         }

@@ -179,9 +179,10 @@ def test_integers_past_pythons_limit_are_one_message(fleet):
     number = "9" * 4400
     manifest = fleet.parent / "big.yaml"
     manifest.write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {number}\n")
+    # validate reads YAML as Kubernetes does: go-yaml v2's ParseInt and ParseFloat both fail on
+    # such a number (ErrRange), so it stays the string it is written as, a valid name.
     result = gpustack("validate", "big.yaml", cwd=fleet.parent)
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "a number with more than 4300 digits (line 4, column 9)" in result.stdout
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert gpustack("render", "fleet", "-o", "out", cwd=fleet.parent).returncode == 0
     committed = fleet.parent / "out" / "a" / "namespace-gpu-operator.yaml"
     if not committed.exists():

@@ -21,3 +21,25 @@ def test_importing_the_cli_loads_no_heavy_module():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     assert loaded == []
+
+
+def test_validating_loads_neither_the_config_model_nor_the_renderer():
+    """`gpustack validate` with kubeconform's flags needs only the YAML reader and the schemas;
+    the names it spells itself are the renderer's."""
+    from gpustack import render
+    from gpustack.profiles import data_dir
+    from gpustack.validation import manifests, schemas
+
+    assert (manifests.KUSTOMIZATION, manifests.NODE_DIR) == (render.KUSTOMIZATION, render.NODE_DIR)
+    assert schemas.schemas_dir() == data_dir("schemas")
+    code = (
+        "import sys\nfrom gpustack.cli import app\n"
+        "try:\n    app(['validate', '-strict', '-schema-location', 'default', '-schema-location',"
+        " 'gpustack', 'tests/data/validate/corpus/valid.yaml'])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(name for name in ['gpustack.model', 'gpustack.config', 'gpustack.render']"
+        " if name in sys.modules))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert completed.stdout.splitlines()[-1:] in ([], [""]), completed.stdout

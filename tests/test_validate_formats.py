@@ -13,8 +13,13 @@ from xml.etree import ElementTree
 import pytest
 from validate_helpers import CORPUS
 
-FILES = [CORPUS / "valid.yaml", CORPUS / "wrong-type.yaml", CORPUS / "unknown-kind.yaml",
-         CORPUS / "multi-with-broken.yaml", CORPUS / "list.yaml"]
+FILES = [
+    CORPUS / "valid.yaml",
+    CORPUS / "wrong-type.yaml",
+    CORPUS / "unknown-kind.yaml",
+    CORPUS / "multi-with-broken.yaml",
+    CORPUS / "list.yaml",
+]
 # valid.yaml: 2 valid; wrong-type: 1 invalid; unknown-kind: 1 error;
 # multi-with-broken: valid, error, valid; list: valid, invalid.
 COUNTS = {"valid": 5, "invalid": 2, "error": 2, "skipped": 0}
@@ -28,13 +33,21 @@ def run(cli, *args):
 
 def test_text_is_kubeconform_lines_and_summary(cli):
     lines = run(cli, "--summary").splitlines()
-    assert "tests/data/validate/corpus/wrong-type.yaml - Deployment web is invalid: " \
-           'spec.replicas: "3" is not of types "null", "integer"' in lines
-    assert any(re.fullmatch(r"tests/data/validate/corpus/unknown-kind\.yaml - Widget w failed "
-                            r"validation: could not find schema for Widget.*", line)
-               for line in lines)
-    assert lines[-1] == ("Summary: 9 resources found in 5 files - "
-                         "Valid: 5, Invalid: 2, Errors: 2, Skipped: 0")
+    assert (
+        "tests/data/validate/corpus/wrong-type.yaml - Deployment web is invalid: "
+        'spec.replicas: "3" is not of types "null", "integer" (line 7, column 13)' in lines
+    )
+    assert any(
+        re.fullmatch(
+            r"tests/data/validate/corpus/unknown-kind\.yaml - Widget w failed "
+            r"validation: could not find schema for Widget.*",
+            line,
+        )
+        for line in lines
+    )
+    assert lines[-1] == (
+        "Summary: 9 resources found in 5 files - Valid: 5, Invalid: 2, Errors: 2, Skipped: 0"
+    )
     assert not any(line.endswith("is valid") for line in lines)
 
 
@@ -134,3 +147,20 @@ def test_every_format_is_byte_stable(cli, output):
 def test_all_valid_exits_zero_in_every_format(cli, output):
     result = cli("validate", "-o", output, CORPUS / "valid.yaml")
     assert result.exit_code == 0, result.output
+
+
+def test_every_format_gives_the_line_and_column_of_the_field(cli):
+    """wrong-type.yaml line 7: `  replicas: "3"`, the value starting in column 13."""
+    wrong = CORPUS / "wrong-type.yaml"
+    assert '(line 7, column 13)' in cli("validate", "--no-lint", wrong).stdout
+    finding = json.loads(cli("validate", "-o", "json", "--no-lint", wrong).stdout)[
+        "resources"][0]["findings"][0]
+    assert (finding["line"], finding["column"], finding["field"]) == (7, 13, "spec.replicas")
+    junit = ElementTree.fromstring(cli("validate", "-o", "junit", "--no-lint", wrong).stdout)
+    assert next(junit.iter("failure")).text.startswith(
+        "tests/data/validate/corpus/wrong-type.yaml:7:13: spec.replicas:")
+    tap = cli("validate", "-o", "tap", "--no-lint", wrong).stdout
+    assert "      line: 7\n      column: 13\n" in tap
+    sarif = json.loads(cli("validate", "-o", "sarif", "--no-lint", wrong).stdout)
+    region = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": 7, "startColumn": 13}

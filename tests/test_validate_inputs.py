@@ -48,8 +48,9 @@ def test_each_bad_file_is_an_error_and_the_run_goes_on(cli, folder):
         matching = [line for line in lines if line.startswith(f"{folder / name} - ")]
         assert len(matching) == 1, (name, lines)
         assert "failed validation: " + message in matching[0]
-    assert lines[-1] == ("Summary: 8 resources found in 8 files - "
-                         "Valid: 1, Invalid: 0, Errors: 7, Skipped: 0")
+    assert lines[-1] == (
+        "Summary: 8 resources found in 8 files - Valid: 1, Invalid: 0, Errors: 7, Skipped: 0"
+    )
 
 
 @pytest.mark.parametrize("output", ["json", "junit", "tap", "sarif"])
@@ -58,19 +59,30 @@ def test_each_bad_file_is_reported_in_every_format(cli, folder, output):
     assert result.exit_code == 1
     text = result.stdout
     if output == "json":
-        errors = {entry["filename"].rpartition("/")[2]: entry["msg"]
-                  for entry in json.loads(text)["resources"] if entry["status"] == "statusError"}
+        errors = {
+            entry["filename"].rpartition("/")[2]: entry["msg"]
+            for entry in json.loads(text)["resources"]
+            if entry["status"] == "statusError"
+        }
     elif output == "junit":
-        errors = {suite.get("name").rpartition("/")[2]: case.find("error").get("message")
-                  for suite in ElementTree.fromstring(text).iter("testsuite")
-                  for case in suite.iter("testcase") if case.find("error") is not None}
+        errors = {
+            suite.get("name").rpartition("/")[2]: case.find("error").get("message")
+            for suite in ElementTree.fromstring(text).iter("testsuite")
+            for case in suite.iter("testcase")
+            if case.find("error") is not None
+        }
     elif output == "tap":
-        errors = {match[1].rpartition("/")[2]: match[2]
-                  for match in re.finditer(r"^not ok \d+ - (\S+): (.*)$", text, re.MULTILINE)}
+        errors = {
+            match[1].rpartition("/")[2]: match[2]
+            for match in re.finditer(r"^not ok \d+ - (\S+): (.*)$", text, re.MULTILINE)
+        }
     else:
-        errors = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
-                  .rpartition("/")[2]: r["message"]["text"]
-                  for r in json.loads(text)["runs"][0]["results"]}
+        errors = {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].rpartition("/")[2]: r[
+                "message"
+            ]["text"]
+            for r in json.loads(text)["runs"][0]["results"]
+        }
     assert set(errors) == set(MESSAGES)
     for name, message in MESSAGES.items():
         assert message.split(" (line")[0] in errors[name]
@@ -81,41 +93,62 @@ def test_stdin_is_read_with_a_dash_or_no_path(cli):
     for args in (["-"], []):
         result = cli("validate", "--summary", *args, input=two)
         assert result.exit_code == 0, result.output
-        assert result.stdout == ("Summary: 2 resources found parsing stdin - "
-                                 "Valid: 2, Invalid: 0, Errors: 0, Skipped: 0\n")
-    result = cli("validate", "-", input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
-                                        "data: {a: 1}\n")
+        assert result.stdout == (
+            "Summary: 2 resources found parsing stdin - "
+            "Valid: 2, Invalid: 0, Errors: 0, Skipped: 0\n"
+        )
+    result = cli(
+        "validate",
+        "-",
+        input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: 1}\n",
+    )
     assert result.exit_code == 1
     assert result.stdout.startswith("stdin - ConfigMap x is invalid: data.a: 1 is not of types")
 
 
 def test_json_manifests_and_lists_are_split_into_items(cli, tmp_path):
     manifest = tmp_path / "list.json"
-    manifest.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "List",
-        "items": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}},
-                  {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "b"},
-                   "spec": {"ports": [{"port": 80}], "bogus": True}}],
-    }, indent="\t"))
+    manifest.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}},
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "metadata": {"name": "b"},
+                        "spec": {"ports": [{"port": 80}], "bogus": True},
+                    },
+                ],
+            },
+            indent="\t",
+        )
+    )
     result = cli("validate", "--summary", manifest)
     assert result.stdout.splitlines() == [
         f"{manifest} - Service b is invalid: spec: Additional properties are not allowed "
-        "('bogus' was unexpected)",
+        "('bogus' was unexpected) (line 24, column 5)",  # the unknown key itself
         "Summary: 2 resources found in 1 file - Valid: 1, Invalid: 1, Errors: 0, Skipped: 0",
     ]
 
 
-def test_duplicate_keys_are_an_error_naming_line_and_column(cli):
+def test_duplicate_keys_are_an_error_naming_the_object_line_and_column(cli):
     result = cli("validate", CORPUS / "duplicate-key.yaml")
     assert result.exit_code == 1
-    assert result.stdout == ("tests/data/validate/corpus/duplicate-key.yaml - failed validation: "
-                             "duplicate key 'name' (line 7, column 3)\n")
+    # The object is named as Kubernetes reads it: the last of the duplicates wins.
+    assert result.stdout == (
+        "tests/data/validate/corpus/duplicate-key.yaml - ConfigMap two failed "
+        "validation: duplicate key 'name' (line 7, column 3)\n"
+    )
 
 
 def test_skip_reject_and_ignore_missing_schemas(cli):
     valid, unknown = CORPUS / "valid.yaml", CORPUS / "unknown-kind.yaml"
-    skipped = cli("validate", "--summary", "--verbose", "--skip", "Service,apps/v1/Deployment",
-                  valid)
+    skipped = cli(
+        "validate", "--summary", "--verbose", "--skip", "Service,apps/v1/Deployment", valid
+    )
     assert skipped.exit_code == 0
     assert skipped.stdout.splitlines() == [
         "tests/data/validate/corpus/valid.yaml - web Deployment skipped",
@@ -124,8 +157,10 @@ def test_skip_reject_and_ignore_missing_schemas(cli):
     ]
     rejected = cli("validate", "--reject", "Service", valid)
     assert rejected.exit_code == 1
-    assert rejected.stdout == ("tests/data/validate/corpus/valid.yaml - Service web failed "
-                               "validation: prohibited resource kind Service\n")
+    assert rejected.stdout == (
+        "tests/data/validate/corpus/valid.yaml - Service web failed "
+        "validation: prohibited resource kind Service (line 21, column 1)\n"
+    )
     assert cli("validate", unknown).exit_code == 1
     ignored = cli("validate", "--summary", "--ignore-missing-schemas", unknown)
     assert ignored.exit_code == 0
@@ -133,8 +168,14 @@ def test_skip_reject_and_ignore_missing_schemas(cli):
 
 
 def test_ignore_filename_pattern_leaves_files_out(cli):
-    result = cli("validate", "--summary", "--no-lint", "--ignore-filename-pattern",
-                 "wrong|unknown|missing|broken|invalid|duplicate|not-an|list", CORPUS)
+    result = cli(
+        "validate",
+        "--summary",
+        "--no-lint",
+        "--ignore-filename-pattern",
+        "wrong|unknown|missing|broken|invalid|duplicate|not-an|list",
+        CORPUS,
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("Summary: 3 resources found in 3 files - Valid: 3")
 
@@ -147,15 +188,18 @@ def test_schema_locations_are_tried_in_order(cli, tmp_path):
     # ...a kubernetes-json-schema style folder (no .json suffix) is searched in its layout...
     tree = tmp_path / "v1.31.0-standalone-strict"
     tree.mkdir()
-    (tree / "servicemonitor-monitoring-v1.json").write_text(json.dumps(
-        {"type": "object", "properties": {"spec": {"required": ["jobLabel"]}}}))
-    result = cli("validate", "--no-lint", "--kubernetes-version", "1.31", "--schema-location",
-                 tmp_path, crd)
+    (tree / "servicemonitor-monitoring-v1.json").write_text(
+        json.dumps({"type": "object", "properties": {"spec": {"required": ["jobLabel"]}}})
+    )
+    result = cli(
+        "validate", "--no-lint", "--kubernetes-version", "1.31", "--schema-location", tmp_path, crd
+    )
     assert result.exit_code == 1
-    assert "spec: \"jobLabel\" is a required property" in result.stdout
+    assert 'spec: "jobLabel" is a required property' in result.stdout
     # ...and the first location that has the kind wins.
-    result = cli("validate", "--no-lint", "--schema-location", "gpustack", "--schema-location",
-                 tmp_path, crd)
+    result = cli(
+        "validate", "--no-lint", "--schema-location", "gpustack", "--schema-location", tmp_path, crd
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -163,23 +207,34 @@ def test_a_broken_schema_file_is_an_error_for_its_resources_only(cli, tmp_path):
     (tmp_path / "monitoring.coreos.com").mkdir()
     (tmp_path / "monitoring.coreos.com" / "servicemonitor_v1.json").write_text("{not json")
     template = f"{tmp_path}/{{{{.Group}}}}/{{{{.ResourceKind}}}}_{{{{.ResourceAPIVersion}}}}.json"
-    result = cli("validate", "--summary", "--schema-location", "default", "--schema-location",
-                 template, CORPUS / "crd-valid.yaml", CORPUS / "valid.yaml")
+    result = cli(
+        "validate",
+        "--summary",
+        "--schema-location",
+        "default",
+        "--schema-location",
+        template,
+        CORPUS / "crd-valid.yaml",
+        CORPUS / "valid.yaml",
+    )
     assert result.exit_code == 1
     assert "ServiceMonitor exporter failed validation: cannot read schema" in result.stdout
     assert "Valid: 2, Invalid: 0, Errors: 1" in result.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-o", "yaml"], "--output: unknown output format 'yaml'"),
-    (["--engine", "kubeval"], "--engine: unknown engine 'kubeval'"),
-    (["--schema-location", "schemas/{{ .Foo }}.json"], "cannot evaluate {{.Foo}}"),
-    (["--schema-location", "schemas/{{ .Group }/x.json"], "unclosed"),
-    (["--schema-location", "https://example.com/{{.ResourceKind}}.json"], "validates offline"),
-    (["--kubernetes-version", "1.12"], "Kubernetes version '1.12' is not supported"),
-    (["--kubernetes-version", "latest"], "Kubernetes version 'latest' is not supported"),
-    (["--ignore-filename-pattern", "("], "bad regular expression"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-o", "yaml"], "--output: unknown output format 'yaml'"),
+        (["--engine", "kubeval"], "--engine: unknown engine 'kubeval'"),
+        (["--schema-location", "schemas/{{ .Foo }}.json"], "cannot evaluate {{.Foo}}"),
+        (["--schema-location", "schemas/{{ .Group }/x.json"], "unclosed"),
+        (["--schema-location", "https://example.com/{{.ResourceKind}}.json"], "validates offline"),
+        (["--kubernetes-version", "1.12"], "Kubernetes version '1.12' is not supported"),
+        (["--kubernetes-version", "latest"], "Kubernetes version 'latest' is not supported"),
+        (["--ignore-filename-pattern", "("], "bad regular expression"),
+    ],
+)
 def test_usage_errors_exit_2_before_reading_anything(cli, args, message):
     result = cli("validate", *args, CORPUS / "valid.yaml")
     assert result.exit_code == 2, result.output
@@ -187,18 +242,22 @@ def test_usage_errors_exit_2_before_reading_anything(cli, args, message):
     assert result.stdout == ""
 
 
-def test_kubernetes_version_defaults_to_the_config_in_the_working_directory(cli, tmp_path,
-                                                                             monkeypatch):
+def test_kubernetes_version_defaults_to_the_config_in_the_working_directory(
+    cli, tmp_path, monkeypatch
+):
     # FlowSchema flowcontrol.apiserver.k8s.io/v1beta3 is served up to 1.31 and gone in 1.32.
     manifest = tmp_path / "flowschema.yaml"
-    manifest.write_text("apiVersion: flowcontrol.apiserver.k8s.io/v1beta3\nkind: FlowSchema\n"
-                        "metadata:\n  name: f\nspec:\n  priorityLevelConfiguration:\n"
-                        "    name: global-default\n")
+    manifest.write_text(
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1beta3\nkind: FlowSchema\n"
+        "metadata:\n  name: f\nspec:\n  priorityLevelConfiguration:\n"
+        "    name: global-default\n"
+    )
     monkeypatch.chdir(tmp_path)
     assert cli("validate", manifest).exit_code == 1  # the newest version: no such API
     (tmp_path / "gpustack.yaml").write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
-        "platform:\n  profile: kubeadm\n  kubernetesVersion: \"1.31\"\n")
+        'platform:\n  profile: kubeadm\n  kubernetesVersion: "1.31"\n'
+    )
     assert cli("validate", manifest).exit_code == 0
 
 
@@ -208,11 +267,21 @@ def test_lint_findings_appear_in_every_format_and_no_lint_turns_them_off(cli, mo
 
     def fake_run(objects, kubernetes_version=None):
         # The lint rules are written elsewhere; this stand-in reports what a rule would.
-        return [Finding("taints-tolerated", "error", "does not tolerate nvidia.com/gpu",
-                        object=("apps", "Deployment", "demo", "web"),
-                        field="spec.template.spec.tolerations"),
-                Finding("images-pinned", "warning", "pin the image by digest",
-                        object=("", "Service", "demo", "web"))]
+        return [
+            Finding(
+                "taints-tolerated",
+                "error",
+                "does not tolerate nvidia.com/gpu",
+                object=("apps", "Deployment", "demo", "web"),
+                field="spec.template.spec.tolerations",
+            ),
+            Finding(
+                "images-pinned",
+                "warning",
+                "pin the image by digest",
+                object=("", "Service", "demo", "web"),
+            ),
+        ]
 
     monkeypatch.setattr(lint, "run", fake_run)
     valid = CORPUS / "valid.yaml"
@@ -220,9 +289,9 @@ def test_lint_findings_appear_in_every_format_and_no_lint_turns_them_off(cli, mo
     assert text.exit_code == 1
     assert text.stdout.splitlines() == [
         "tests/data/validate/corpus/valid.yaml - Deployment web is invalid: [taints-tolerated] "
-        "spec.template.spec.tolerations: does not tolerate nvidia.com/gpu",
+        "spec.template.spec.tolerations: does not tolerate nvidia.com/gpu (line 15, column 7)",
         "tests/data/validate/corpus/valid.yaml - Service web has a warning: [images-pinned] "
-        "pin the image by digest",
+        "pin the image by digest (line 21, column 1)",
         "Summary: 2 resources found in 1 file - Valid: 1, Invalid: 1, Errors: 0, Skipped: 0",
     ]
     for output in ("json", "junit", "tap", "sarif"):
@@ -252,10 +321,13 @@ def test_the_real_command_reads_a_pipe():
     completed = subprocess.run(
         [sys.executable, "-m", "gpustack", "validate", "--summary"],
         input=(GOOD + "---\n" + GOOD.replace("key: value", "key: 7")).encode(),
-        capture_output=True, cwd=ROOT, check=False,
+        capture_output=True,
+        cwd=ROOT,
+        check=False,
     )
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.decode().splitlines() == [
-        'stdin - ConfigMap good is invalid: data.key: 7 is not of types "null", "string"',
+        'stdin - ConfigMap good is invalid: data.key: 7 is not of types "null", "string"; '
+        'Kubernetes reads the unquoted `7` so: quote it ("7") (line 13, column 8)',
         "Summary: 2 resources found parsing stdin - Valid: 1, Invalid: 1, Errors: 0, Skipped: 0",
     ]

@@ -1,4 +1,9 @@
-"""`gpustack validate`: strict, offline schema validation (and lint) of any Kubernetes manifests."""
+"""`gpustack validate`: strict, offline schema validation (and lint) of any Kubernetes manifests.
+
+It is also a drop-in for kubeconform: kubeconform's single-dash flags (`-strict`, `-summary`,
+`-output json`, `-kubernetes-version=1.31.0`...) are translated before the command line is parsed
+and, when used, give kubeconform's meaning (see KUBECONFORM_DEFAULTS).
+"""
 
 from __future__ import annotations
 
@@ -9,24 +14,70 @@ import typer
 from gpustack.commands.common import handles_user_errors
 
 ENGINES = ("builtin", "kubeconform")
+KUBECONFORM_DEFAULTS = "--kubeconform-defaults"
+# kubeconform's flags (yannh/kubeconform pkg/config/config.go) and gpustack's spelling of each.
+KUBECONFORM_SWITCHES = {
+    "-summary": "--summary",
+    "-strict": "--strict",
+    "-verbose": "--verbose",
+    "-ignore-missing-schemas": "--ignore-missing-schemas",
+    "-exit-on-error": "--exit-on-error",
+    "-h": "--help",
+}
+KUBECONFORM_VALUES = {
+    "-output": "--output",
+    "-kubernetes-version": "--kubernetes-version",
+    "-schema-location": "--schema-location",
+    "-skip": "--skip",
+    "-reject": "--reject",
+    "-ignore-filename-pattern": "--ignore-filename-pattern",
+    "-n": "--jobs",
+}
+_FALSE = {"false", "0", "f", "F", "FALSE", "False"}  # Go's strconv.ParseBool
+
+
+def translate(args: list[str]) -> list[str]:
+    """kubeconform's single-dash flags (`-flag`, `-flag value`, `-flag=value`, booleans also
+    `-flag=false`) as gpustack's options, plus KUBECONFORM_DEFAULTS when any is used."""
+    translated: list[str] = []
+    kubeconform = False
+    arguments = iter(args)
+    for argument in arguments:
+        name, equals, value = argument.partition("=")
+        if name in KUBECONFORM_SWITCHES:
+            kubeconform = True
+            if not equals or value not in _FALSE:
+                translated.append(KUBECONFORM_SWITCHES[name])
+            elif name == "-strict":
+                translated.append("--no-strict")
+        elif name in KUBECONFORM_VALUES:
+            kubeconform = True
+            translated.append(KUBECONFORM_VALUES[name])
+            translated.append(value if equals else next(arguments, ""))
+        else:
+            translated.append(argument)
+    return ([KUBECONFORM_DEFAULTS] if kubeconform else []) + translated
 
 
 @handles_user_errors
 def command(
     paths: list[str] = typer.Argument(
-        None, metavar="[PATH ... | -]",
+        None,
+        metavar="[PATH ... | -]",
         help="Files, folders (walked for .yaml, .yml, .json) or - for stdin (the default).",
     ),
     kubernetes_version: str | None = typer.Option(
-        None, "--kubernetes-version",
+        None,
+        "--kubernetes-version",
         help="Target version (default: platform.kubernetesVersion of ./gpustack.yaml, else the "
-             "newest with installed schemas).",
+        "newest with installed schemas).",
     ),
     schema_locations: list[str] = typer.Option(
-        None, "--schema-location",
+        None,
+        "--schema-location",
         help="kubeconform-style location, tried in order (repeatable): 'default' (core kinds), "
-             "'gpustack' (the project's CRD schemas), a folder, or a path template ending in "
-             ".json. Default: default, then gpustack.",
+        "'gpustack' (the project's CRD schemas), a folder, or a path template ending in "
+        ".json. Default: default, then gpustack.",
     ),
     skip: list[str] = typer.Option(
         None, "--skip", help="Kinds (or apiVersion/Kind) to skip, comma-separated (repeatable)."
@@ -38,11 +89,12 @@ def command(
         False, "--ignore-missing-schemas", help="Skip resources whose kind has no schema."
     ),
     ignore_filename_patterns: list[str] = typer.Option(
-        None, "--ignore-filename-pattern",
+        None,
+        "--ignore-filename-pattern",
         help="Regular expression of file paths to leave out (repeatable).",
     ),
     output: str = typer.Option(
-        "text", "-o", "--output", help="text, json, junit, tap or sarif."
+        "text", "-o", "--output", help="text, json, junit, tap, sarif or pretty."
     ),
     summary: bool = typer.Option(False, "--summary", help="Print a summary line (text, json)."),
     verbose: bool = typer.Option(
@@ -52,6 +104,24 @@ def command(
     engine: str = typer.Option(
         "builtin", "--engine", help="builtin, or kubeconform (a kubeconform binary on PATH)."
     ),
+    strict: bool | None = typer.Option(
+        None,
+        "--strict/--no-strict",
+        help="Unknown fields and duplicate keys are errors (default: on; with kubeconform's "
+        "flags, off unless -strict).",
+    ),
+    exit_on_error: bool = typer.Option(
+        False, "--exit-on-error", help="Stop at the first resource that is invalid or in error."
+    ),
+    jobs: int | None = typer.Option(
+        None, "--jobs", min=1, help="Worker processes (default: one per CPU for large inputs)."
+    ),
+    kubeconform_defaults: bool = typer.Option(
+        False,
+        KUBECONFORM_DEFAULTS,
+        help="kubeconform's meaning (set by its single-dash flags): not strict unless --strict, "
+        "no lint, no name required, schema location 'default' only.",
+    ),
 ) -> None:
     """Validate Kubernetes manifests against strict schemas, offline; exit 1 if any is invalid."""
 
@@ -59,14 +129,28 @@ def command(
     from gpustack.validation import report, schemas
 
     if output not in report.FORMATS:
-        raise UserError(f"unknown output format {output!r}", field="--output",
-                        hint=did_you_mean(output, report.FORMATS) or ", ".join(report.FORMATS))
+        raise UserError(
+            f"unknown output format {output!r}",
+            field="--output",
+            hint=did_you_mean(output, report.FORMATS) or ", ".join(report.FORMATS),
+        )
     if engine not in ENGINES:
-        raise UserError(f"unknown engine {engine!r}", field="--engine",
-                        hint=did_you_mean(engine, ENGINES) or ", ".join(ENGINES))
-    version = schemas.minor_version(kubernetes_version or _default_version())
-    locations = tuple(schema_locations or schemas.DEFAULT_LOCATIONS)
-    store = schemas.store(version, locations)  # a bad template is a usage error before any work
+        raise UserError(
+            f"unknown engine {engine!r}",
+            field="--engine",
+            hint=did_you_mean(engine, ENGINES) or ", ".join(ENGINES),
+        )
+    if kubeconform_defaults:
+        # kubeconform's defaults: the newest Kubernetes ("master") and its default location.
+        requested = None if kubernetes_version in (None, "master") else kubernetes_version
+        version = (
+            schemas.minor_version(requested) if requested else schemas.supported_versions()[-1]
+        )
+        locations = tuple(schema_locations or (schemas.DEFAULT,))
+    else:
+        version = schemas.minor_version(kubernetes_version or _default_version())
+        locations = tuple(schema_locations or schemas.DEFAULT_LOCATIONS)
+    schemas.store(version, locations)  # a bad template is a usage error before any work
     skipped, rejected = _kinds(skip), _kinds(reject)
     from gpustack.patterns import linear_regex
 
@@ -74,26 +158,57 @@ def command(
     targets = list(paths or ["-"])
 
     if engine == "kubeconform":
-        _run_kubeconform(targets, version, locations, output, summary, verbose, skipped, rejected,
-                         ignore_missing_schemas, ignore_filename_patterns or [])
+        _run_kubeconform(
+            targets,
+            version,
+            locations,
+            output,
+            summary,
+            verbose,
+            skipped,
+            rejected,
+            ignore_missing_schemas,
+            ignore_filename_patterns or [],
+        )
 
+    from gpustack.validation import engine as checks
     from gpustack.validation import manifests
-    from gpustack.validation.validator import lint_results, validate_resources
+    from gpustack.validation.validator import lint_results
 
-    files = [path for path in manifests.files(targets)
-             if not any(pattern.search(path) for pattern in ignored)]
-    resources = [
-        resource for path in files
-        for resource in manifests.read(path, sys.stdin.buffer if path == manifests.STDIN else None)
+    lint = not no_lint and not kubeconform_defaults
+    settings = checks.Settings(
+        version,
+        locations,
+        frozenset(skipped),
+        frozenset(rejected),
+        ignore_missing_schemas,
+        strict=strict if strict is not None else not kubeconform_defaults,
+        require_name=not kubeconform_defaults,
+        keep_objects=lint,
+    )
+    files = [
+        path
+        for path in manifests.files(targets)
+        if not any(pattern.search(path) for pattern in ignored)
     ]
-    results = validate_resources(resources, store, frozenset(skipped), frozenset(rejected),
-                                 ignore_missing_schemas)
-    unplaced = []
-    if not no_lint:
-        unplaced = lint_results(results, version)
-    shown = ["stdin" if path == manifests.STDIN else path for path in files]
+    results = []
+    shown = []
+    checked = checks.check_files(files, settings, sys.stdin.buffer, jobs)
+    for file, found in checked:
+        shown.append(file)
+        results.extend(found)
+        if exit_on_error and any(result.status in ("invalid", "error") for result in found):
+            checked.close()
+            break
+    checks.resolve_custom_resources(results, settings)
+    if exit_on_error:
+        failed = [n for n, result in enumerate(results) if result.status in ("invalid", "error")]
+        results = results[: failed[0] + 1] if failed else results
+    unplaced = lint_results(results, version) if lint else []
     outcome = report.Report(results, shown, unplaced, stdin_only=targets == ["-"])
-    typer.echo(report.render(outcome, output, summary, verbose), nl=False)
+    # pretty is coloured even into a pipe, as kubeconform's is.
+    color = True if output == "pretty" else None
+    typer.echo(report.render(outcome, output, summary, verbose), nl=False, color=color)
     raise typer.Exit(1 if outcome.failed else 0)
 
 
@@ -114,8 +229,15 @@ def _kinds(values: list[str] | None) -> list[str]:
 
 
 def _run_kubeconform(
-    targets: list[str], version: str, locations: tuple[str, ...], output: str, summary: bool,
-    verbose: bool, skip: list[str], reject: list[str], ignore_missing_schemas: bool,
+    targets: list[str],
+    version: str,
+    locations: tuple[str, ...],
+    output: str,
+    summary: bool,
+    verbose: bool,
+    skip: list[str],
+    reject: list[str],
+    ignore_missing_schemas: bool,
     ignore_filename_patterns: list[str],
 ) -> None:
     from gpustack.commands.common import error
@@ -126,10 +248,23 @@ def _run_kubeconform(
         raise typer.Exit(2)
     binary = kubeconform.find()
     if binary is None:
-        error("--engine kubeconform: no kubeconform binary on PATH "
-              "(install kubeconform, or use the builtin engine, which needs nothing else)")
+        error(
+            "--engine kubeconform: no kubeconform binary on PATH "
+            "(install kubeconform, or use the builtin engine, which needs nothing else)"
+        )
         raise typer.Exit(2)
-    argv = kubeconform.command_line(binary, targets, version, locations, output, summary, verbose,
-                                    skip, reject, ignore_missing_schemas, ignore_filename_patterns)
+    argv = kubeconform.command_line(
+        binary,
+        targets,
+        version,
+        locations,
+        output,
+        summary,
+        verbose,
+        skip,
+        reject,
+        ignore_missing_schemas,
+        ignore_filename_patterns,
+    )
     stdin = sys.stdin.buffer.read() if "-" in targets else None
     raise typer.Exit(kubeconform.run(argv, stdin))

@@ -11,41 +11,86 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpustack.errors import Location, UserError, display_path
+from gpustack.errors import UserError, display_path
 from gpustack.reading import read_bounded
-from gpustack.yamlio import SourceMap, decode, load_all_text
+from gpustack.validation import kubeyaml
+from gpustack.yamlio import decode
 
 STDIN = "-"
 EXTENSIONS = (".yaml", ".yml", ".json")
 # Rendered fleets and vendor bundles (CRDs) run to megabytes; a manifest past this is a mistake.
+SCHEMA_SUFFIX = ".schema.json"
+# A rendered cluster folder's names (render.KUSTOMIZATION, render.NODE_DIR), spelled here so that
+# validating does not load the renderer.
+KUSTOMIZATION = "kustomization.yaml"
+NODE_DIR = "node"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 _SEPARATOR = re.compile(r"^---(?=\s|$)", re.MULTILINE)
 
 
 @dataclass
 class Resource:
-    """One object found in a file, or the reason none could be read there."""
+    """One object found in a file, or the reason none could be read there.
+
+    Positions inside the object are worked out from its document's text only when a finding
+    needs one."""
 
     file: str
     line: int  # where the object starts, 1-based (0 when unknown)
     data: dict[str, Any] | None = None
-    source: SourceMap | None = None
     path: tuple[str | int, ...] = ()  # where it sits in its document: ("items", 3) in a List
     error: str | None = None
+    column: int = 0
+    text: str = ""  # the `---`-separated piece of the file the object was read from
+    offset: int = 0  # lines of the file before `text`
+    index: int = 0  # which document of `text`
+    duplicates: list[tuple[str, int, int]] = field(default_factory=list)  # message, line, column
+    reread: bool = False  # `text` was let go: read it again from the file when a position is asked
+
+    def source(self) -> str:
+        if not self.text and self.reread:
+            self.text = _chunk_at(self.file, self.offset)
+        return self.text
+
+    def position(self, field: tuple[str | int, ...]) -> tuple[int, int]:
+        """1-based line and column of a field inside the object (or of its closest ancestor)."""
+        if not self.source():
+            return self.line, self.column
+        line, column, _ = kubeyaml.position(self.text, self.index, (*self.path, *field))
+        return line + 1 + self.offset, column + 1
+
+    def key_position(self, field: tuple[str | int, ...], key: str) -> tuple[int, int] | None:
+        """Where the key `key` is written in the mapping at `field`, if it is."""
+        if not self.source():
+            return None
+        found = kubeyaml.key_position(self.text, self.index, (*self.path, *field), key)
+        return (found[0] + 1 + self.offset, found[1] + 1) if found else None
+
+    def plain_scalar(self, field: tuple[str | int, ...]) -> str | None:
+        """The unquoted scalar written at `field`, as typed (`y`, where Kubernetes reads true)."""
+        if not self.source():
+            return None
+        return kubeyaml.plain_scalar(self.text, self.index, (*self.path, *field))
 
     def line_of(self, field: tuple[str | int, ...]) -> int:
-        """The line of a field inside the object (or of its closest ancestor)."""
-        if self.source is None:
-            return self.line
-        return self.source.nearest((*self.path, *field)).line or self.line
+        return self.position(field)[0]
+
+
+def _chunk_at(file: str, offset: int) -> str:
+    """The `---`-separated piece of `file` that has `offset` lines before it."""
+    text = read_text(file)
+    if isinstance(text, Resource):
+        return ""
+    return next((chunk for line, chunk in documents(text) if line - 1 == offset), "")
 
 
 def files(paths: list[str]) -> Iterator[str]:
-    """Each path as given, folders walked (sorted) for .yaml, .yml and .json files.
+    """Each path as given, folders walked (sorted) for .yaml, .yml and .json files; JSON
+    Schemas (`*.schema.json`) are not manifests and are left out.
 
     The host-side `node/` folder of a rendered cluster is left out: kubectl never applies those
     files (kubeadm and RKE2 settings, gcloud scripts), so they are not manifests to validate.
@@ -55,8 +100,10 @@ def files(paths: list[str]) -> Iterator[str]:
             for root, folders, names in os.walk(path):
                 folders[:] = sorted(f for f in folders if not _host_side(os.path.join(root, f)))
                 for name in sorted(names):
-                    if name.endswith(EXTENSIONS):
+                    if name.endswith(EXTENSIONS) and not name.endswith(SCHEMA_SUFFIX):
                         yield os.path.join(root, name)
+        elif path.endswith(SCHEMA_SUFFIX):
+            continue  # a JSON Schema (gpustack.schema.json, a CRD's) describes manifests
         elif path == STDIN or not _host_side(os.path.dirname(os.path.abspath(path))):
             yield path
 
@@ -67,7 +114,6 @@ def cluster_folder(file: str) -> str | None:
     if file == "stdin":
         return None
     from gpustack.output import is_ours
-    from gpustack.render import KUSTOMIZATION
 
     found = None
     folder = Path(os.path.abspath(file)).parent
@@ -79,24 +125,39 @@ def cluster_folder(file: str) -> str | None:
 
 def _host_side(folder: str) -> bool:
     """A rendered cluster's `node/` folder: named `node`, beside a kustomization gpustack wrote."""
-    from gpustack.output import is_ours
-    from gpustack.render import KUSTOMIZATION, NODE_DIR
-
     if os.path.basename(folder) != NODE_DIR:
         return False
+    from gpustack.output import is_ours
+
     return is_ours(Path(folder).parent / KUSTOMIZATION)
+
+
+def shown(path: str) -> str:
+    """A path as reports name it: relative to the working directory when below it (as
+    errors.display_path, without resolving links: this runs for every file)."""
+    if path == STDIN:
+        return "stdin"
+    if not os.path.isabs(path):
+        return os.path.normpath(path) if ".." not in path else display_path(path)
+    cwd = os.getcwd()
+    return path[len(cwd) + 1 :] if path.startswith(cwd + os.sep) else path
 
 
 def read(path: str, stdin: Any = None) -> list[Resource]:
     """Every object in one file (or stdin), each a Resource; problems become error Resources."""
-    shown = "stdin" if path == STDIN else display_path(path)
+    text = read_text(path, stdin)
+    if isinstance(text, Resource):
+        return [text]
+    return list(parse(text, shown(path)))
+
+
+def read_text(path: str, stdin: Any = None) -> str | Resource:
+    """The text of a file (or stdin), or an error Resource saying why it cannot be read."""
     try:
-        raw = _read_bytes(path, stdin)
-        text = decode(raw, shown)
+        return decode(_read_bytes(path, stdin), shown(path))
     except UserError as error:
         line, column = (error.location.line, error.location.column) if error.location else (0, 0)
-        return [Resource(shown, line, error=_at(error.message, line, column))]
-    return list(parse(text, shown))
+        return Resource(shown(path), line, error=_at(error.message, line, column), column=column)
 
 
 def _at(message: str, line: int, column: int) -> str:
@@ -114,65 +175,86 @@ def _read_bytes(path: str, stdin: Any) -> bytes:
 
 
 def parse(text: str, shown: str) -> Iterator[Resource]:
-    """Objects of a YAML or JSON stream, document by document."""
-    for start_line, chunk in _documents(text):
-        try:
-            documents = list(load_all_text(chunk, shown))
-        except UserError as error:
-            where = error.location
-            line = start_line + (where.line - 1 if where and where.line else 0)
-            column = where.column if where and where.line else 0
-            yield Resource(shown, line, error=_at(error.message, line, column))
-            continue
-        for document in documents:
-            _shift(document.source, start_line - 1)
-            if () not in document.source.values:  # scalars carry no position: use the first line
-                document.source.values[()] = Location(shown, start_line + _first_content(chunk), 1)
-            yield from _objects(document.data, document.source, shown)
+    """Objects of a YAML or JSON stream, document by document, read as Kubernetes reads YAML."""
+    for start_line, chunk in documents(text):
+        yield from parse_chunk(chunk, start_line - 1, shown)
 
 
-def _documents(text: str) -> Iterator[tuple[int, str]]:
+def parse_chunk(chunk: str, offset: int, shown: str) -> Iterator[Resource]:
+    """Objects of one `---`-separated piece of a file, which has `offset` lines before it."""
+    try:
+        loaded = list(kubeyaml.load(chunk))
+    except kubeyaml.Problem as problem:
+        line, column = offset + problem.line + 1, problem.column + 1
+        yield Resource(shown, line, error=_at(problem.message, line, column), column=column)
+        return
+    for index, document in enumerate(loaded):
+        yield from _objects(document, chunk, offset, index, shown)
+
+
+def documents(text: str) -> Iterator[tuple[int, str]]:
     """(first line, text) of each `---`-separated document; lines keep their numbers' offset."""
     starts = [0] + [match.start() for match in _SEPARATOR.finditer(text)]
+    line = 1
     for begin, end in zip(starts, starts[1:] + [len(text)]):
         chunk = text[begin:end]
         if chunk.strip():
-            yield text.count("\n", 0, begin) + 1, chunk
+            yield line, chunk
+        line += chunk.count("\n")
 
 
-def _first_content(chunk: str) -> int:
-    """Lines before the first one that holds data (past `---`, comments and blank lines)."""
-    for number, line in enumerate(chunk.splitlines()):
-        if line.strip() and not line.startswith(("---", "#", "%")):
-            return number
-    return 0
+def _json_schema(data: dict[str, Any]) -> bool:
+    if "kind" in data or "apiVersion" in data:
+        return False
+    return "$schema" in data or (data.get("type") == "object" and "properties" in data)
 
 
-def _shift(source: SourceMap, lines: int) -> None:
-    if not lines:
-        return
-    for table in (source.values, source.keys):
-        for path, location in table.items():
-            table[path] = Location(location.file, location.line + lines, location.column)
-
-
-def _objects(data: Any, source: SourceMap, shown: str) -> Iterator[Resource]:
-    line = source.nearest(()).line
+def _objects(
+    document: kubeyaml.Document, chunk: str, offset: int, index: int, shown: str
+) -> Iterator[Resource]:
+    data = document.data
+    line, column = offset + document.line + 1, document.column + 1
     if data is None:
         return  # an empty document (only comments, or a bare `---`)
+    duplicates = [
+        (problem.message, offset + problem.line + 1, problem.column + 1)
+        for problem in document.duplicates
+    ]
     if not isinstance(data, dict):
         what = "a list" if isinstance(data, list) else "a scalar"
-        yield Resource(shown, line, error=_at(f"document is {what}, expected a Kubernetes object",
-                                              line, source.nearest(()).column))
+        message = f"document is {what}, expected a Kubernetes object"
+        yield Resource(shown, line, error=_at(message, line, column), column=column)
         return
+    if _json_schema(data):
+        return  # a JSON Schema (a CRD schema in kubeconform's layout) describes manifests
     if data.get("kind") == "List" and isinstance(data.get("items"), list):
-        for index, item in enumerate(data["items"]):
-            path = ("items", index)
-            item_line = source.nearest(path).line
+        for number, item in enumerate(data["items"]):
+            path = ("items", number)
+            item_line, item_column, _ = kubeyaml.position(chunk, index, path)
+            item_line, item_column = item_line + offset + 1, item_column + 1
             if isinstance(item, dict):
-                yield Resource(shown, item_line, item, source, path)
+                yield Resource(
+                    shown,
+                    item_line,
+                    item,
+                    path,
+                    column=item_column,
+                    text=chunk,
+                    offset=offset,
+                    index=index,
+                    duplicates=duplicates,
+                )
             else:
-                yield Resource(shown, item_line, error=_at("List item is not a Kubernetes object",
-                                                           item_line, source.nearest(path).column))
+                message = _at("List item is not a Kubernetes object", item_line, item_column)
+                yield Resource(shown, item_line, error=message, column=item_column)
         return
-    yield Resource(shown, line, data, source)
+    yield Resource(
+        shown,
+        line,
+        data,
+        column=column,
+        text=chunk,
+        offset=offset,
+        index=index,
+        duplicates=duplicates,
+    )

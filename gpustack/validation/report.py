@@ -22,10 +22,10 @@ from gpustack.validation.validator import (
     Result,
     describe,
     explain,
-    field_path,
+    located,
 )
 
-FORMATS = ("text", "json", "junit", "tap", "sarif")
+FORMATS = ("text", "json", "junit", "tap", "sarif", "pretty")
 _KUBECONFORM_STATUS = {
     "valid": "statusValid", "invalid": "statusInvalid", "error": "statusError",
     "skipped": "statusSkipped",
@@ -53,6 +53,7 @@ def render(report: Report, output: str, summary: bool = False, verbose: bool = F
     report = _masked(report)
     writers: dict[str, Callable[[Report, bool, bool], str]] = {
         "text": text, "json": json_, "junit": junit, "tap": tap, "sarif": sarif,
+        "pretty": pretty,
     }
     return writers[output](report, summary, verbose)
 
@@ -103,7 +104,7 @@ def text(report: Report, summary: bool, verbose: bool) -> str:
         elif result.status == "skipped" and verbose:
             lines.append(f"{file} - {name} {kind} skipped")  # kubeconform's word order
         for finding in _warnings(result):
-            lines.append(f"{file} - {kind} {name} has a warning: {describe(finding)}")
+            lines.append(f"{file} - {kind} {name} has a warning: {located(finding)}")
     for finding in report.unplaced:
         lines.append(f"{finding.severity}: {describe(finding)}")
     if summary:
@@ -111,12 +112,37 @@ def text(report: Report, summary: bool, verbose: bool) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _pointer(result: Result, finding: Finding) -> str:
-    """A JSON pointer to the field, as kubeconform's validationErrors give it."""
-    if not finding.field:
-        return ""
-    path = field_path(result.resource.data, finding.field)
-    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+# aurora's colours, as kubeconform's pretty output writes them (always, even to a pipe).
+_GREEN, _RED, _YELLOW, _RESET = "\x1b[92m", "\x1b[91m", "\x1b[33m", "\x1b[0m"
+
+
+def pretty(report: Report, summary: bool, verbose: bool) -> str:
+    """kubeconform's pretty output (yannh/kubeconform pkg/output/pretty.go): coloured marks,
+    invalid resources as in text."""
+    lines = []
+    for result in report.results:
+        file, kind, name = result.resource.file, result.kind, result.name
+        if result.status == "valid" and verbose:
+            lines.append(f"{_GREEN}\u2714{_RESET} {file}: {_GREEN}{kind} {name} is valid{_RESET}")
+        elif result.status == "invalid":
+            lines.append(f"{file} - {kind} {name} is invalid: {result.message}")
+        elif result.status == "error":
+            what = f"{kind} failed validation: {name}" if kind and name else (
+                f"failed validation: {name}"
+            )
+            lines.append(f"{_RED}\u2716{_RESET} {file}: {_RED}{what} {result.message}{_RESET}")
+        elif result.status == "skipped" and verbose:
+            what = f"{kind} {name} skipped" if kind and name else (
+                f"{kind} skipped" if kind else "skipped"
+            )
+            lines.append(f"{_YELLOW}-{_RESET} {file}: {_YELLOW}{what}{_RESET}")
+        for finding in _warnings(result):
+            lines.append(f"{file} - {kind} {name} has a warning: {located(finding)}")
+    for finding in report.unplaced:
+        lines.append(f"{finding.severity}: {describe(finding)}")
+    if summary:
+        lines.append(summary_line(report))
+    return "".join(line + "\n" for line in lines)
 
 
 def json_(report: Report, summary: bool, verbose: bool) -> str:
@@ -134,9 +160,10 @@ def json_(report: Report, summary: bool, verbose: bool) -> str:
         }
         schema_errors = [f for f in result.findings if f.rule == SCHEMA]
         if schema_errors:
+            pointers = result.pointers + [""] * (len(schema_errors) - len(result.pointers))
             entry["validationErrors"] = [
-                {"path": _pointer(result, finding), "msg": finding.message}
-                for finding in schema_errors
+                {"path": pointer, "msg": finding.message}
+                for finding, pointer in zip(schema_errors, pointers)
             ]
         if result.findings:
             entry["findings"] = [finding.as_dict() for finding in result.findings]
@@ -208,7 +235,9 @@ def junit(report: Report, summary: bool, verbose: bool) -> str:
 
 
 def _located(finding: Finding) -> str:
-    where = f"{finding.file}:{finding.line}: " if finding.file and finding.line else ""
+    where = ""
+    if finding.file and finding.line:
+        where = f"{finding.file}:{finding.line}:{finding.column or 1}: "
     return where + describe(finding)
 
 
@@ -281,7 +310,7 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
         if finding.file:
             entry["locations"] = [{"physicalLocation": {
                 "artifactLocation": {"uri": _uri(finding.file)},
-                "region": {"startLine": finding.line or 1},
+                "region": {"startLine": finding.line or 1, "startColumn": finding.column or 1},
             }}]
         results.append(entry)
     document = {

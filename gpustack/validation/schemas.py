@@ -33,9 +33,17 @@ TREE_TEMPLATE = (
     "/{{ .ResourceKind }}{{ .KindSuffix }}.json"
 )
 TEMPLATE_VARIABLES = (
-    "NormalizedKubernetesVersion", "StrictSuffix", "ResourceKind", "ResourceAPIVersion",
-    "Group", "KindSuffix",
+    "NormalizedKubernetesVersion",
+    "StrictSuffix",
+    "ResourceKind",
+    "ResourceAPIVersion",
+    "Group",
+    "KindSuffix",
 )
+# A gpustack cluster config, checked against the config schema `gpustack schema` writes.
+CONFIG = ("gpustack.dev/v1alpha1", "GPUStack")
+CONFIG_SCHEMA = "gpustack.schema.json"
+PROFILE = ("gpustack.dev/v1alpha1", "Profile")
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 _VARIABLE = re.compile(r"^\.([A-Za-z]+)$")
 
@@ -74,9 +82,16 @@ def minor_version(version: str, field: str = "--kubernetes-version") -> str:
 
 def project_template() -> str:
     """The template that finds the project's own CRD schemas, as kubeconform would be given it."""
-    from gpustack.profiles import data_dir
+    return f"{schemas_dir()}/{CRD_TEMPLATE}"
 
-    return f"{data_dir('schemas')}/{CRD_TEMPLATE}"
+
+def schemas_dir() -> Path:
+    """The project's `schemas/` folder (profiles.data_dir("schemas"), found here without loading
+    the config model)."""
+    packaged = Path(__file__).resolve().parent.parent / "_data" / "schemas"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent.parent / "schemas"
 
 
 @dataclass(frozen=True)
@@ -86,9 +101,9 @@ class Location:
     spec: str  # as the user wrote it
     template: str | None  # None for the core schemas
 
-    def path(self, api_version: str, kind: str, version: str) -> str:
+    def path(self, api_version: str, kind: str, version: str, strict: bool = True) -> str:
         assert self.template is not None
-        return render_template(self.template, api_version, kind, version)
+        return render_template(self.template, api_version, kind, version, strict)
 
 
 def parse_location(spec: str) -> Location:
@@ -108,14 +123,16 @@ def parse_location(spec: str) -> Location:
     return Location(spec, template)
 
 
-def render_template(template: str, api_version: str, kind: str, version: str) -> str:
+def render_template(
+    template: str, api_version: str, kind: str, version: str, strict: bool = True
+) -> str:
     """Fill in a kubeconform schema-location template (its Go-template variables only) for a
     Kubernetes minor version such as '1.31'."""
     group, _, resource_version = api_version.rpartition("/")
     first_label = (group or resource_version).split(".")[0].lower()
     values = {
         "NormalizedKubernetesVersion": f"v{version}.0",
-        "StrictSuffix": "-strict",
+        "StrictSuffix": "-strict" if strict else "",
         "ResourceKind": kind.lower(),
         "ResourceAPIVersion": resource_version,
         "Group": group,
@@ -154,7 +171,23 @@ class SchemaStore:
 
     version: str  # minor, e.g. "1.31"
     locations: tuple[Location, ...]
+    strict: bool = True  # kubeconform's -strict: unknown fields are errors
     _validators: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def with_schemas(self, schemas: dict[tuple[str, str], dict[str, Any]]) -> SchemaStore:
+        """This store, plus JSON Schemas for (apiVersion, kind)s that no location has (those
+        of custom resources whose CustomResourceDefinition is among the inputs)."""
+        extended = SchemaStore(self.version, self.locations, self.strict)
+        for (api_version, kind), schema in schemas.items():
+            if self.validator(api_version, kind) is None:
+                try:
+                    extended._validators[(api_version, kind)] = jsonschema_rs.validator_for(schema)
+                except (ValueError, jsonschema_rs.ReferencingError) as error:
+                    first_line = str(error).splitlines()[0] if str(error) else "invalid"
+                    extended._validators[(api_version, kind)] = SchemaError(
+                        f"invalid schema from the CustomResourceDefinition of {kind}: {first_line}"
+                    )
+        return extended
 
     def validator(self, api_version: str, kind: str) -> Any:
         """A jsonschema_rs validator, or None when no location has a schema for the kind.
@@ -169,12 +202,19 @@ class SchemaStore:
         return found
 
     def _find(self, api_version: str, kind: str) -> Any:
+        if (api_version, kind) == CONFIG:
+            # gpustack's own config files: one validate hook can cover a whole repository.
+            return _file_validator(str(schemas_dir() / CONFIG_SCHEMA))
+        if (api_version, kind) == PROFILE:
+            return _profile_validator()
         for location in self.locations:
             try:
                 if location.template is None:
-                    found = _core_validator(self.version, api_version, kind)
+                    found = _core_validator(self.version, api_version, kind, self.strict)
                 else:
-                    found = _file_validator(location.path(api_version, kind, self.version))
+                    found = _file_validator(
+                        location.path(api_version, kind, self.version, self.strict)
+                    )
             except SchemaError as error:
                 return error
             if found is not None:
@@ -186,30 +226,31 @@ def store(
     kubernetes_version: str,
     locations: tuple[str, ...] = DEFAULT_LOCATIONS,
     field: str = "--kubernetes-version",
+    strict: bool = True,
 ) -> SchemaStore:
     """The (cached) schema store for a version and a list of --schema-location values;
     `field` names where the version came from, for the error when it is not supported."""
-    return _store(minor_version(kubernetes_version, field), tuple(locations))
+    return _store(minor_version(kubernetes_version, field), tuple(locations), strict)
 
 
 @lru_cache(maxsize=32)
-def _store(version: str, locations: tuple[str, ...]) -> SchemaStore:
-    return SchemaStore(version, tuple(parse_location(spec) for spec in locations))
+def _store(version: str, locations: tuple[str, ...], strict: bool) -> SchemaStore:
+    return SchemaStore(version, tuple(parse_location(spec) for spec in locations), strict)
 
 
 @lru_cache(maxsize=8)
-def _core_registry(version: str) -> tuple[Path, Any]:
-    folder = kubernetes_schemas_root() / f"v{version}.0-local-strict"
+def _core_registry(version: str, strict: bool = True) -> tuple[Path, Any]:
+    folder = kubernetes_schemas_root() / f"v{version}.0-local{'-strict' if strict else ''}"
     definitions = json.loads((folder / "_definitions.json").read_text(encoding="utf-8"))
     return folder, jsonschema_rs.Registry([(definitions["$id"], definitions)])
 
 
-def _core_validator(version: str, api_version: str, kind: str) -> Any:
+def _core_validator(version: str, api_version: str, kind: str, strict: bool = True) -> Any:
     # kubernetes-validate names files like kubeconform's default registry:
     # <kind>-<first label of the group>-<version>.json, <kind>-<version>.json for the core group.
     group, _, resource_version = api_version.rpartition("/")
     suffix = f"{group.split('.')[0]}-{resource_version}" if group else resource_version
-    folder, registry = _core_registry(version)
+    folder, registry = _core_registry(version, strict)
     path = folder / f"{kind.lower()}-{suffix.lower()}.json"
     if not path.is_file():
         return None
@@ -222,6 +263,21 @@ def _core_validator(version: str, api_version: str, kind: str) -> Any:
     return jsonschema_rs.validator_for(
         schema, registry=registry, base_uri="https://kubernetes.io/api/schema.json"
     )
+
+
+def _profile_validator() -> Any:
+    """A platform profile file, as `gpustack.profiles` reads it: the Profile model's schema; a
+    profile that extends another may leave out what that one supplies (as `gpustack schema`
+    relaxes the config schema, nested fields are required only of the merged profile)."""
+    from gpustack.model import Profile
+
+    schema = Profile.model_json_schema()
+    for name, definition in schema.get("$defs", {}).items():
+        if name not in ("Taint", "Metadata"):  # whole in any file, as in `gpustack schema`
+            definition.pop("required", None)
+    schema["if"] = {"not": {"required": ["extends"]}}
+    schema["then"] = {"required": schema.pop("required", [])}
+    return jsonschema_rs.validator_for(schema)
 
 
 def _file_validator(path: str) -> Any:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpustack.findings import Finding, Identity
 from gpustack.validation.manifests import Resource
-from gpustack.validation.schemas import SchemaError, SchemaStore
+from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
 
 Status = Literal["valid", "invalid", "error", "skipped"]
 SCHEMA = "schema"
@@ -30,12 +30,14 @@ class Result:
     resource: Resource
     status: Status
     findings: list[Finding] = field(default_factory=list)
+    # A JSON pointer to each schema finding's field, in order (kubeconform's validationErrors).
+    pointers: list[str] = field(default_factory=list)
 
     @property
     def message(self) -> str:
-        """kubeconform's `msg`: the error findings, joined by ' - '."""
+        """kubeconform's `msg`: the error findings, each with its position, joined by ' - '."""
         return " - ".join(
-            describe(finding) for finding in self.findings if finding.severity == "error"
+            located(finding) for finding in self.findings if finding.severity == "error"
         )
 
     @property
@@ -60,6 +62,23 @@ class Result:
         return _text(metadata, "namespace") if isinstance(metadata, dict) else ""
 
 
+class UnexpectedKey(str):
+    """The last step of a finding's path: a key the schema does not allow, to point at."""
+
+
+def header(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a report needs of an object once it is checked: apiVersion, kind and its names."""
+    if data is None:
+        return None
+    metadata = data.get("metadata")
+    kept: dict[str, Any] = {key: data[key] for key in ("apiVersion", "kind") if key in data}
+    if isinstance(metadata, dict):
+        kept["metadata"] = {
+            key: metadata[key] for key in ("name", "generateName", "namespace") if key in metadata
+        }
+    return kept
+
+
 def _text(data: dict[str, Any] | None, key: str) -> str:
     value = (data or {}).get(key)
     return value if isinstance(value, str) else ""
@@ -70,6 +89,14 @@ def describe(finding: Finding) -> str:
     prefix = f"[{finding.rule}] " if finding.rule not in (SCHEMA, MANIFEST) else ""
     where = f"{finding.field}: " if finding.field else ""
     return f"{prefix}{where}{finding.message}"
+
+
+def located(finding: Finding) -> str:
+    """describe() and where: `field: message (line 12, column 7)`."""
+    text = describe(finding)
+    if finding.line and "(line " not in finding.message:
+        text += f" (line {finding.line}, column {finding.column or 1})"
+    return text
 
 
 def explain(finding: Finding) -> str:
@@ -93,32 +120,50 @@ def identity_of(data: dict[str, Any]) -> Identity:
 
 
 def check_object(
-    data: dict[str, Any], schemas: SchemaStore, ignore_missing_schemas: bool = False
+    data: dict[str, Any],
+    schemas: SchemaStore,
+    ignore_missing_schemas: bool = False,
+    require_name: bool = True,
 ) -> tuple[Status, list[Finding]]:
     """The verdict on one object and its findings (without file or line: the caller knows those)."""
+    status, findings, _ = _check(data, schemas, ignore_missing_schemas, require_name)
+    return status, findings
+
+
+def _check(
+    data: dict[str, Any], schemas: SchemaStore, ignore_missing_schemas: bool, require_name: bool
+) -> tuple[Status, list[Finding], list[tuple[str | int, ...]]]:
+    """check_object, with the path of each finding's field (for its position)."""
     kind, api_version = data.get("kind"), data.get("apiVersion")
     if not isinstance(kind, str) or not kind:
-        return "error", [_error(MANIFEST, "missing 'kind' key", data)]
+        return "error", [_error(MANIFEST, "missing 'kind' key", data)], [()]
     if not isinstance(api_version, str) or not api_version:
-        return "error", [_error(MANIFEST, "missing 'apiVersion' key", data)]
+        return "error", [_error(MANIFEST, "missing 'apiVersion' key", data)], [()]
     try:
         validator = schemas.validator(api_version, kind)
     except SchemaError as error:
-        return "error", [_error(MANIFEST, str(error), data)]
+        return "error", [_error(MANIFEST, str(error), data)], [()]
     if validator is None:
         if ignore_missing_schemas:
-            return "skipped", []
+            return "skipped", [], []
         message = f"could not find schema for {kind} (apiVersion {api_version})"
-        return "error", [_error(MANIFEST, message, data)]
-    findings = [
-        _error(SCHEMA, error.message, data, ".".join(str(part) for part in error.instance_path))
-        for error in validator.iter_errors(data)
-    ]
+        return "error", [_error(MANIFEST, message, data)], [()]
+    findings: list[Finding] = []
+    paths: list[tuple[str | int, ...]] = []
+    for problem in validator.iter_errors(data):
+        path = tuple(problem.instance_path)
+        findings.append(
+            _error(SCHEMA, problem.message, data, ".".join(str(part) for part in path))
+        )
+        # An unknown field is pointed at by its own key, not by the object holding it.
+        unexpected = getattr(problem.kind, "unexpected", None)
+        paths.append((*path, UnexpectedKey(unexpected[0])) if unexpected else path)
     metadata = data.get("metadata")
     named = isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))
-    if not named and not api_version.startswith(_UNNAMED):
+    if require_name and not named and not api_version.startswith(_UNNAMED):
         findings.append(_error(SCHEMA, "missing: every object needs a name", data, "metadata.name"))
-    return ("invalid" if findings else "valid"), findings
+        paths.append(("metadata",))
+    return ("invalid" if findings else "valid"), findings, paths
 
 
 def _error(rule: str, message: str, data: dict[str, Any], field: str | None = None) -> Finding:
@@ -131,13 +176,23 @@ def validate_resources(
     skip: frozenset[str] = frozenset(),
     reject: frozenset[str] = frozenset(),
     ignore_missing_schemas: bool = False,
+    strict: bool = True,
+    require_name: bool = True,
 ) -> list[Result]:
-    """A Result per resource. `skip` and `reject` hold kinds or apiVersion/kind pairs."""
+    """A Result per resource. `skip` and `reject` hold kinds or apiVersion/kind pairs.
+
+    Not strict (kubeconform without -strict): duplicate keys are allowed, the last one wins."""
     results = []
     for resource in resources:
         if resource.data is None:
-            finding = Finding(MANIFEST, "error", resource.error or "unreadable",
-                              file=resource.file, line=resource.line or None)
+            finding = Finding(
+                MANIFEST,
+                "error",
+                resource.error or "unreadable",
+                file=resource.file,
+                line=resource.line or None,
+                column=resource.column or None,
+            )
             results.append(Result(resource, "error", [finding]))
             continue
         data = resource.data
@@ -146,20 +201,88 @@ def validate_resources(
             results.append(Result(resource, "skipped"))
             continue
         if signature & reject:
-            finding = Finding(MANIFEST, "error", f"prohibited resource kind {_text(data, 'kind')}",
-                              object=identity_of(data))
-            results.append(Result(resource, "error", [_placed(finding, resource)]))
+            finding = Finding(
+                MANIFEST,
+                "error",
+                f"prohibited resource kind {_text(data, 'kind')}",
+                object=identity_of(data),
+            )
+            results.append(Result(resource, "error", [_placed(finding, resource, ())]))
             continue
-        status, findings = check_object(data, schemas, ignore_missing_schemas)
-        results.append(Result(resource, status, [_placed(f, resource) for f in findings]))
+        if strict and resource.duplicates:
+            # kubeconform -strict (sigs.k8s.io/yaml UnmarshalStrict) refuses duplicate keys.
+            message, line, column = resource.duplicates[0]
+            finding = Finding(
+                MANIFEST,
+                "error",
+                f"{message} (line {line}, column {column})",
+                resource.file,
+                line,
+                identity_of(data),
+                column=column,
+            )
+            results.append(Result(resource, "error", [finding]))
+            continue
+        if (_text(data, "apiVersion"), _text(data, "kind")) in (CONFIG, PROFILE):
+            # gpustack reads its configs and profiles as YAML 1.2; a base config has no name.
+            data = _as_config(resource)
+            status, findings, paths = _check(data, schemas, ignore_missing_schemas, False)
+        else:
+            status, findings, paths = _check(data, schemas, ignore_missing_schemas, require_name)
+        result = Result(
+            resource,
+            status,
+            [_placed(finding, resource, path) for finding, path in zip(findings, paths)],
+        )
+        result.pointers = [
+            _json_pointer(path) for finding, path in zip(findings, paths) if finding.rule == SCHEMA
+        ]
+        results.append(result)
     return results
 
 
-def _placed(finding: Finding, resource: Resource) -> Finding:
-    """The finding with its file and the line of its field."""
-    path = field_path(resource.data, finding.field) if finding.field else ()
-    return Finding(finding.rule, finding.severity, finding.message, resource.file,
-                   resource.line_of(path) or None, finding.object, finding.field)
+def _as_config(resource: Resource) -> dict[str, Any]:
+    """A gpustack config's data as gpustack reads it (YAML 1.2), not as Kubernetes would."""
+    assert resource.data is not None
+    if not resource.text or resource.path:
+        return resource.data
+    from gpustack.errors import UserError
+    from gpustack.yamlio import load_all_text
+
+    try:
+        documents = list(load_all_text(resource.text, resource.file))
+    except UserError:
+        return resource.data
+    if resource.index < len(documents) and isinstance(documents[resource.index].data, dict):
+        data: dict[str, Any] = documents[resource.index].data
+        return data
+    return resource.data
+
+
+def _json_pointer(path: tuple[str | int, ...]) -> str:
+    parts = [part for part in path if not isinstance(part, UnexpectedKey)]
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def _placed(
+    finding: Finding, resource: Resource, path: tuple[str | int, ...] | None = None
+) -> Finding:
+    """The finding with its file and the line and column of its field."""
+    if path is None:
+        path = field_path(resource.data, finding.field) if finding.field else ()
+    position = None
+    if path and isinstance(path[-1], UnexpectedKey):
+        position = resource.key_position(path[:-1], str(path[-1]))
+        path = path[:-1]
+    line, column = position or resource.position(path)
+    message = finding.message
+    if finding.rule == SCHEMA and "is not of type" in message and '"string"' in message:
+        written = resource.plain_scalar(path)
+        if written is not None:
+            # YAML 1.1 read an unquoted word or number as something else than the string typed.
+            message += f"; Kubernetes reads the unquoted `{written}` so: quote it (\"{written}\")"
+    return replace(finding, message=message, file=resource.file, line=line or None,
+                   column=column or None)
 
 
 def field_path(data: Any, dotted: str) -> tuple[str | int, ...]:

@@ -1,0 +1,384 @@
+"""YAML read the way Kubernetes reads it, fast.
+
+kubectl, the API server and kubeconform read manifests with sigs.k8s.io/yaml, which parses with
+go-yaml v2 (YAML 1.1) and converts the result to JSON. So, unlike a YAML 1.2 reader:
+`y`, `Y`, `yes`, `no`, `n`, `on`, `off` (in their three spellings) are booleans, `0755` is octal,
+`1_000` is an int, `0b101` and `0o17` are ints, `1e3` is a float, and `08` is the float 8. Dates
+stay strings, sexagesimal `1:30` stays a string (go-yaml v2 does not read base 60), mapping keys
+that resolve to booleans or numbers become their JSON spelling ("true", "1"), and `.nan` or
+`.inf` have no JSON form. (go-yaml v2.4.0 resolve.go: resolveMap and resolve(); decode.go keeps
+timestamps as strings in an interface{}; sigs.k8s.io/yaml yaml.go convertToJSONableObject.)
+
+libyaml parses (PyYAML's C parser); this module builds the plain data from libyaml's nodes, and
+works out a field's line and column only when asked, by parsing that one document again.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml as libyaml  # type: ignore[import-untyped]
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode  # type: ignore[import-untyped]
+
+# Aliases may be reused, but a document that expands to more values than this is an alias bomb.
+MAX_EXPANDED_NODES = 100_000
+
+_PLAIN = "gpustack:plain"  # an untagged plain scalar: resolved as go-yaml v2 resolves it
+_TAG = "tag:yaml.org,2002:"
+_MERGE = "<<"
+
+_RESOLVED: dict[str, Any] = {}
+for _words, _value in (
+    (("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    (("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    (("", "~", "null", "Null", "NULL"), None),
+    ((".nan", ".NaN", ".NAN"), math.nan),
+    ((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
+    (("-.inf", "-.Inf", "-.INF"), -math.inf),
+):
+    for _word in _words:
+        _RESOLVED[_word] = _value
+_NUMERIC_START = frozenset("+-0123456789")
+# Go's strconv.ParseInt(s, 0, 64): sign, then 0x, 0b, 0o or a leading 0 (octal), else decimal.
+_GO_INT = re.compile(
+    r"([-+]?)(?:0[xX]([0-9a-fA-F]+)|0[bB]([01]+)|0[oO]([0-7]+)|(0[0-7]*)|([1-9][0-9]*))\Z"
+)
+_YAML_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
+_DOT_FLOAT = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?\Z")
+_INT64 = 2**63
+_UINT64 = 2**64
+
+
+def resolve_plain(text: str) -> Any:
+    """A plain (unquoted, untagged) scalar as go-yaml v2 reads it into an interface{}."""
+    if text in _RESOLVED:
+        return _RESOLVED[text]
+    first = text[0]
+    if first == ".":
+        return float(text) if _DOT_FLOAT.match(text) else text
+    if first not in _NUMERIC_START:
+        return text
+    plain = text.replace("_", "")
+    number = _go_int(plain)
+    if number is not None:
+        return number
+    if _YAML_FLOAT.match(plain):
+        value = float(plain)
+        if not math.isinf(value):  # Go's ParseFloat fails (ErrRange) past float64
+            return value
+    if plain.startswith(("0b", "-0b")):
+        digits = plain.removeprefix("-").removeprefix("0b")
+        if digits and set(digits) <= {"0", "1"} and int(digits, 2) < _INT64:
+            return -int(digits, 2) if plain.startswith("-") else int(digits, 2)
+    return text
+
+
+def _go_int(plain: str) -> int | None:
+    match = _GO_INT.match(plain)
+    if match is None:
+        return None
+    sign, hexadecimal, binary, octal, zero_octal, decimal = match.groups()
+    digits = next(part for part in (hexadecimal, binary, octal, zero_octal, decimal) if part)
+    if len(digits.lstrip("0")) > 64:  # past 64 bits in any base: ParseInt and ParseUint fail
+        return None
+    if hexadecimal:
+        value = int(hexadecimal, 16)
+    elif binary:
+        value = int(binary, 2)
+    elif octal:
+        value = int(octal, 8)
+    elif zero_octal:
+        value = int(zero_octal, 8)
+    else:
+        value = int(decimal)
+    if sign == "-":
+        value = -value
+    if -_INT64 <= value < _INT64 or (not sign and 0 <= value < _UINT64):  # ParseInt, ParseUint
+        return value
+    return None
+
+
+class _Composer(getattr(libyaml, "CSafeLoader", libyaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's parser and composer; scalars are resolved by this module, not by PyYAML."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is ScalarNode:
+            return _PLAIN if implicit[0] else _TAG + "str"
+        return _TAG + ("seq" if kind is SequenceNode else "map")
+
+
+class Problem(Exception):
+    """Something in a document that Kubernetes would refuse, at a 0-based line and column."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.message, self.line, self.column = message, line, column
+
+
+@dataclass
+class Document:
+    data: Any
+    line: int  # 0-based line and column where the document's content starts
+    column: int
+    duplicates: list[Problem] = field(default_factory=list)  # duplicate keys (last one wins)
+
+
+def compose(text: str) -> Iterator[Any]:
+    """libyaml's node trees, one per document; raises libyaml.YAMLError."""
+    loader = _Composer(text)
+    try:
+        while loader.check_node():
+            yield loader.get_node()
+    finally:
+        loader.dispose()
+
+
+def load(text: str) -> Iterator[Document]:
+    """Plain data for each document of `text`, as sigs.k8s.io/yaml would hand it to JSON.
+
+    Raises Problem for what Kubernetes cannot read (bad YAML, alias bombs, keys or values with
+    no JSON form); duplicate keys are not raised but listed on the Document."""
+    try:
+        for node in compose(text):
+            builder = _Builder("*" in text)
+            data = builder.value(node)
+            yield Document(data, node.start_mark.line, node.start_mark.column, builder.duplicates)
+    except libyaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = error.problem or error.context or "invalid YAML"
+        raise Problem(
+            f"invalid YAML: {problem}", mark.line if mark else 0, mark.column if mark else 0
+        ) from None
+    except libyaml.YAMLError as error:
+        raise Problem(f"invalid YAML: {error}", 0, 0) from None
+    except RecursionError:
+        raise Problem("YAML nests too deeply", 0, 0) from None
+
+
+class _Builder:
+    def __init__(self, aliases: bool) -> None:
+        self.duplicates: list[Problem] = []
+        self.sizes: dict[int, int] | None = {} if aliases else None
+        self.built: dict[int, Any] = {}
+
+    def value(self, node: Any) -> Any:
+        if type(node) is ScalarNode:
+            return self.scalar(node)
+        if self.sizes is not None:
+            return self.shared(node)
+        if type(node) is MappingNode:
+            return self.mapping(node)
+        return [self.value(item) for item in node.value]
+
+    def shared(self, node: Any) -> Any:
+        """An aliased node is built once; its expanded size is counted against the limit."""
+        assert self.sizes is not None
+        key = id(node)
+        if key in self.built:
+            if self.built[key] is _BUILDING:
+                raise _problem("an alias refers to a value that contains it", node)
+            return self.built[key]
+        self.built[key] = _BUILDING
+        built = (
+            self.mapping(node)
+            if type(node) is MappingNode
+            else [self.value(item) for item in node.value]
+        )
+        self.built[key] = built
+        children = node.value if type(node) is SequenceNode else [v for _, v in node.value]
+        size = 1 + sum(self.sizes.get(id(child), 1) for child in children)
+        self.sizes[key] = size
+        if size > MAX_EXPANDED_NODES:
+            raise _problem(
+                f"aliases expand this value to more than {MAX_EXPANDED_NODES} values "
+                "(an alias bomb)",
+                node,
+            )
+        return built
+
+    def scalar(self, node: Any) -> Any:
+        tag, text = node.tag, node.value
+        if tag == _PLAIN:
+            value = resolve_plain(text)
+        elif tag == _TAG + "str":
+            return text
+        elif tag == _TAG + "binary":
+            try:
+                return base64.b64decode(text, validate=False).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                raise _problem("!!binary value contains invalid base64 data", node) from None
+        elif tag in (_TAG + "int", _TAG + "float", _TAG + "bool", _TAG + "null"):
+            value = resolve_plain(text)
+            wanted = tag.removeprefix(_TAG)
+            if wanted == "float" and type(value) is int:
+                value = float(value)
+            if _tag_of(value) != wanted:
+                raise _problem(f"cannot decode !!{_tag_of(value)} `{text}` as a !!{wanted}", node)
+        else:
+            return text  # go-yaml keeps an unknown tag's scalar as its text
+        if type(value) is float and (math.isnan(value) or math.isinf(value)):
+            raise _problem(f"`{text}` ({value}) has no JSON form", node)
+        return value
+
+    def mapping(self, node: Any) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        written: set[str] = set()
+        for key_node, value_node in node.value:
+            if type(key_node) is ScalarNode and key_node.tag == _PLAIN and key_node.value == _MERGE:
+                self.merge(result, value_node)
+                continue
+            key = self.key(key_node)
+            if key in written:
+                self.duplicates.append(_problem(f"duplicate key {key!r}", key_node))
+            written.add(key)
+            result[key] = self.value(value_node)
+        return result
+
+    def merge(self, result: dict[str, Any], node: Any) -> None:
+        """`<<: *anchor` or `<<: [*a, *b]`; go-yaml v2 sets the merged keys where `<<` stands,
+        the first of a list last (so it wins)."""
+        sources = node.value if type(node) is SequenceNode else [node]
+        for source in reversed(sources):
+            merged = self.value(source)
+            if not isinstance(merged, dict):
+                raise _problem("map merge requires map or sequence of maps as the value", source)
+            result.update(merged)
+
+    def key(self, node: Any) -> str:
+        if type(node) is not ScalarNode:
+            raise _problem("a mapping key must be a scalar", node)
+        value = self.scalar(node)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):
+            return _go_float_key(value)
+        raise _problem(f"unsupported map key {node.value!r} (null)", node)
+
+
+_BUILDING = object()
+
+
+def _tag_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return "str"
+
+
+def _go_float_key(value: float) -> str:
+    """strconv.FormatFloat(v, 'g', -1, 32), as sigs.k8s.io/yaml spells a float key: the
+    shortest digits that read back as the same float32, in e-notation below 1e-4 or from 1e6."""
+    import struct
+
+    def as_float32(number: float) -> float:
+        return float(struct.unpack("f", struct.pack("f", number))[0])
+
+    single = as_float32(value)
+    for digits in range(1, 10):
+        scientific = f"{single:.{digits - 1}e}"
+        if as_float32(float(scientific)) == single:
+            break
+    mantissa, _, exponent_text = scientific.partition("e")
+    exponent = int(exponent_text)
+    if exponent < -4 or exponent >= 6:
+        mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+        return f"{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    return f"{float(scientific):.{max(0, digits - 1 - exponent)}f}"
+
+
+def _problem(message: str, node: Any) -> Problem:
+    return Problem(message, node.start_mark.line, node.start_mark.column)
+
+
+def position(text: str, index: int, path: tuple[str | int, ...]) -> tuple[int, int, bool]:
+    """0-based (line, column) of `path` in document `index` of `text`: of the value, or of the
+    closest ancestor that exists; the flag says whether the whole path was found."""
+    try:
+        nodes = list(compose(text))
+    except (libyaml.YAMLError, RecursionError):
+        return 0, 0, False
+    if index >= len(nodes):
+        return 0, 0, False
+    node = nodes[index]
+    found = True
+    for part in path:
+        child = _child(node, part)
+        if child is None:
+            found = False
+            break
+        node = child
+    return node.start_mark.line, node.start_mark.column, found
+
+
+def plain_scalar(text: str, index: int, path: tuple[str | int, ...]) -> str | None:
+    """The text of the unquoted, untagged scalar at `path`, if that is what is written there."""
+    try:
+        nodes = list(compose(text))
+    except (libyaml.YAMLError, RecursionError):
+        return None
+    node: Any = nodes[index] if index < len(nodes) else None
+    for part in path:
+        node = _child(node, part) if node is not None else None
+    if type(node) is ScalarNode and node.tag == _PLAIN:
+        return str(node.value)
+    return None
+
+
+def key_position(
+    text: str, index: int, path: tuple[str | int, ...], key: str
+) -> tuple[int, int] | None:
+    """0-based (line, column) of the key `key` in the mapping at `path`, if it is written there."""
+    try:
+        nodes = list(compose(text))
+    except (libyaml.YAMLError, RecursionError):
+        return None
+    if index >= len(nodes):
+        return None
+    node = nodes[index]
+    for part in path:
+        node = _child(node, part)
+        if node is None:
+            return None
+    if type(node) is not MappingNode:
+        return None
+    for key_node, _ in node.value:
+        if type(key_node) is ScalarNode and _key_text(key_node) == key:
+            return key_node.start_mark.line, key_node.start_mark.column
+    return None
+
+
+def _key_text(node: Any) -> str | None:
+    try:
+        return _Builder(False).key(node)
+    except Problem:
+        return None
+
+
+def _child(node: Any, part: str | int) -> Any:
+    if type(node) is SequenceNode and isinstance(part, int):
+        return node.value[part] if 0 <= part < len(node.value) else None
+    if type(node) is not MappingNode:
+        return None
+    found = None
+    for key_node, value_node in node.value:
+        if type(key_node) is ScalarNode and key_node.tag == _PLAIN and key_node.value == _MERGE:
+            for source in value_node.value if type(value_node) is SequenceNode else [value_node]:
+                found = found or _child(source, part)
+        elif type(key_node) is ScalarNode and _key_text(key_node) == part:
+            found = value_node  # the last one wins, as in the data
+    return found

@@ -1,0 +1,150 @@
+"""`gpustack validate` as a drop-in for kubeconform: its single-dash flags, with its meaning.
+
+Each test runs the same command line in kubeconform's spelling and in gpustack's, and compares
+what a CI script would see (stdout and exit code). The flags are kubeconform's own
+(yannh/kubeconform pkg/config/config.go, parsed by Go's flag package: `-flag value`,
+`-flag=value`, booleans also `-flag=false`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from validate_helpers import CORPUS
+
+from gpustack.commands.validate import KUBECONFORM_DEFAULTS, translate
+
+# kubeconform's meaning in gpustack's spelling: what its flags stand for.
+MEANING = [KUBECONFORM_DEFAULTS]
+STRICT_CASES = ["valid.yaml", "wrong-type.yaml", "unknown-field.yaml", "duplicate-key.yaml",
+                "unknown-kind.yaml", "list.yaml", "multi-with-broken.yaml"]
+
+
+def both(cli, kubeconform: list[str], gpustack: list[str], *paths):
+    ours = cli("validate", *MEANING, *gpustack, *paths)
+    theirs = cli("validate", *kubeconform, *paths)
+    assert (theirs.exit_code, theirs.stdout) == (ours.exit_code, ours.stdout)
+    return theirs
+
+
+@pytest.mark.parametrize("output", ["text", "json", "junit", "tap", "pretty"])
+def test_the_same_command_line_in_both_spellings_gives_the_same_report(cli, output):
+    paths = [CORPUS / name for name in STRICT_CASES]
+    result = both(
+        cli,
+        ["-strict", "-summary", "-verbose", "-output", output, "-kubernetes-version", "1.31.0",
+         "-schema-location", "default", "-schema-location", "gpustack"],
+        ["--strict", "--summary", "--verbose", "--output", output, "--kubernetes-version", "1.31",
+         "--schema-location", "default", "--schema-location", "gpustack"],
+        *paths,
+    )
+    assert result.exit_code == 1
+    assert result.stdout
+
+
+def test_go_flag_forms_are_accepted(cli):
+    spaced = cli("validate", "-summary", "-output", "json", "-kubernetes-version", "1.31.0",
+                 CORPUS / "valid.yaml")
+    joined = cli("validate", "-summary=true", "-output=json", "-kubernetes-version=1.31.0",
+                 CORPUS / "valid.yaml")
+    assert (spaced.exit_code, spaced.stdout) == (joined.exit_code, joined.stdout) == (
+        0, spaced.stdout
+    )
+    assert json.loads(spaced.stdout)["summary"]["valid"] == 2
+    assert translate(["-strict=false", "-verbose=0", "-n=2", "file.yaml"]) == [
+        KUBECONFORM_DEFAULTS, "--no-strict", "--jobs", "2", "file.yaml",
+    ]
+
+
+def test_without_strict_kubeconform_accepts_unknown_fields_and_duplicate_keys(cli):
+    """kubeconform is not strict without -strict; gpustack's own spelling is."""
+    for name in ("unknown-field.yaml", "duplicate-key.yaml"):
+        loose = both(cli, ["-summary"], ["--summary"], CORPUS / name)
+        assert loose.exit_code == 0 and "Valid: 1, Invalid: 0, Errors: 0" in loose.stdout
+        strict = cli("validate", "-strict", "-summary", CORPUS / name)
+        assert strict.exit_code == 1
+        assert cli("validate", "--summary", "--no-lint", CORPUS / name).exit_code == 1
+
+
+def test_kubeconforms_spelling_requires_no_name_and_runs_no_lint(cli):
+    """kubeconform's schemas do not require metadata.name, and it has no lint rules."""
+    assert cli("validate", "-strict", CORPUS / "missing-name.yaml").exit_code == 0
+    assert cli("validate", CORPUS / "missing-name.yaml").exit_code == 1
+    linted = cli("validate", CORPUS / "crd-valid.yaml")  # a ServiceMonitor selecting nothing
+    assert linted.exit_code == 1 and "monitor-target-missing" in linted.stdout
+    assert cli("validate", "-strict", "-schema-location", "default", "-schema-location",
+               "gpustack", CORPUS / "crd-valid.yaml").exit_code == 0
+
+
+def test_kubeconforms_default_location_has_only_the_core_kinds(cli):
+    theirs = cli("validate", "-strict", CORPUS / "crd-valid.yaml")
+    assert theirs.exit_code == 1
+    assert "could not find schema for ServiceMonitor" in theirs.stdout
+
+
+def test_skip_reject_ignore_missing_schemas_and_filename_patterns(cli):
+    valid, unknown = CORPUS / "valid.yaml", CORPUS / "unknown-kind.yaml"
+    both(cli, ["-skip", "Service", "-verbose"], ["--skip", "Service", "--verbose"], valid)
+    rejected = both(cli, ["-reject", "Deployment"], ["--reject", "Deployment"], valid)
+    assert "prohibited resource kind Deployment" in rejected.stdout
+    skipped = both(cli, ["-ignore-missing-schemas", "-summary"],
+                   ["--ignore-missing-schemas", "--summary"], unknown)
+    assert "Skipped: 1" in skipped.stdout
+    ignored = both(cli, ["-ignore-filename-pattern", "unknown", "-summary"],
+                   ["--ignore-filename-pattern", "unknown", "--summary"], valid, unknown)
+    assert "in 1 file" in ignored.stdout
+
+
+def test_exit_on_error_stops_at_the_first_failure(cli):
+    paths = [CORPUS / "valid.yaml", CORPUS / "wrong-type.yaml", CORPUS / "unknown-field.yaml"]
+    stopped = both(cli, ["-strict", "-exit-on-error", "-summary"],
+                   ["--strict", "--exit-on-error", "--summary"], *paths)
+    assert stopped.exit_code == 1
+    assert stopped.stdout.splitlines()[-1].startswith("Summary: 3 resources found in 2 files")
+
+
+def test_workers_give_the_same_report_as_one_process(cli):
+    one = cli("validate", "-strict", "-summary", "-verbose", "-n", "1", CORPUS)
+    two = cli("validate", "-strict", "-summary", "-verbose", "-n", "2", CORPUS)
+    assert (one.exit_code, one.stdout) == (two.exit_code, two.stdout)
+    assert "Summary: " in two.stdout
+
+
+def test_pretty_is_kubeconforms_pretty_output(cli):
+    """pkg/output/pretty.go: a green check mark for valid, a red cross for errors, invalid
+    resources as in text; aurora's colour codes."""
+    result = cli("validate", "-strict", "-verbose", "-output", "pretty",
+                 CORPUS / "valid.yaml", CORPUS / "unknown-kind.yaml")
+    assert result.stdout.splitlines() == [
+        "\x1b[92m\u2714\x1b[0m tests/data/validate/corpus/valid.yaml: "
+        "\x1b[92mDeployment web is valid\x1b[0m",
+        "\x1b[92m\u2714\x1b[0m tests/data/validate/corpus/valid.yaml: "
+        "\x1b[92mService web is valid\x1b[0m",
+        "\x1b[91m\u2716\x1b[0m tests/data/validate/corpus/unknown-kind.yaml: "
+        "\x1b[91mWidget failed validation: w could not find schema for Widget "
+        "(apiVersion example.com/v1) (line 2, column 1)\x1b[0m",
+    ]
+
+
+def test_help_and_only_validate_takes_kubeconforms_flags(cli):
+    helped = cli("validate", "-h")
+    assert helped.exit_code == 0 and "--kubeconform-defaults" in helped.stdout
+    assert cli("check", "-summary").exit_code == 2  # other commands keep their own options
+
+
+def test_a_ci_script_replacing_kubeconform_runs_unchanged():
+    """The real console script, as a CI job would call it."""
+    from conftest import ROOT
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpustack", "validate", "-summary", "-output", "json",
+         "-kubernetes-version", "1.31.0", "-strict", str(CORPUS / "valid.yaml")],
+        capture_output=True, cwd=ROOT, check=False, text=True,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["summary"] == {
+        "valid": 2, "invalid": 0, "errors": 0, "skipped": 0,
+    }
