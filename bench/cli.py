@@ -27,8 +27,12 @@ def fastest(arguments: list[str], repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "gpustack", *arguments], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "gpustack", *arguments],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         best = min(best, time.perf_counter() - start)
     return best
 

@@ -46,7 +46,7 @@ def generate(folder: Path, clusters: int) -> None:
         (folder / f"gpu-{index:04}.yaml").write_text(
             "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: base.yaml\n"
             f"metadata:\n  name: gpu-{index:04}\n"
-            f"platform:\n  profile: {profile}\n  kubernetesVersion: \"{version}\"\n"
+            f'platform:\n  profile: {profile}\n  kubernetesVersion: "{version}"\n'
             f"nodes:\n  taints:\n  - {{key: nvidia.com/gpu, value: present, effect: NoSchedule}}\n"
             f"  - {{key: pool, value: pool-{index % 7}, effect: NoSchedule}}\n"
             f"devicePlugin:\n  sharing: {{strategy: {SHARING[index % 2]}}}\n"

@@ -37,8 +37,14 @@ COMMANDS = {
     # The schema locations kubeconform is given for rendered output (core kinds, then the
     # project's CRD schemas).
     "kubeconform flags": [
-        "-strict", "-summary", "-kubernetes-version", "1.31.0",
-        "-schema-location", "default", "-schema-location", "gpustack",
+        "-strict",
+        "-summary",
+        "-kubernetes-version",
+        "1.31.0",
+        "-schema-location",
+        "default",
+        "-schema-location",
+        "gpustack",
     ],
     "gpustack flags": ["--summary", "--kubernetes-version", "1.31"],
 }
@@ -95,11 +101,17 @@ def measure(argv: list[str]) -> None:
     completed = subprocess.run(argv, capture_output=True, check=False)
     seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({
-        "seconds": seconds, "peak_kib": usage.ru_maxrss, "exit": completed.returncode,
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
-        "last_line": completed.stdout.decode().strip().splitlines()[-1:],
-    }))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_kib": usage.ru_maxrss,
+                "exit": completed.returncode,
+                "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                "last_line": completed.stdout.decode().strip().splitlines()[-1:],
+            }
+        )
+    )
 
 
 def run(arguments: list[str]) -> dict[str, object]:
@@ -107,7 +119,9 @@ def run(arguments: list[str]) -> dict[str, object]:
     gpustack = [sys.executable, "-m", "gpustack", "validate", *arguments]
     completed = subprocess.run(
         [sys.executable, __file__, "--measure", "--", *gpustack],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result: dict[str, object] = json.loads(completed.stdout)
     return result

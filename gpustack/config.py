@@ -297,7 +297,9 @@ def load_stack(
             left_out.append((problem.field, problem.message))
             config = validate(GPUStack, merged, all_layers)
     pem, mode = _read_pem(config, all_layers) if config.entitlement.enabled else (None, None)
-    user_mig_configs = _read_mig_configs(config, all_layers) if config.migManager.config.file else None
+    user_mig_configs = (
+        _read_mig_configs(config, all_layers) if config.migManager.config.file else None
+    )
     _check_mig_manager(config, profile, all_layers, user_mig_configs)
     return Stack(
         config,
@@ -411,7 +413,9 @@ def _config_layers(path: Path) -> list[Layer]:
     return chain
 
 
-Reference = tuple[Document, tuple[str | int, ...]]  # the file and the `extends:` entry naming a base
+Reference = tuple[
+    Document, tuple[str | int, ...]
+]  # the file and the `extends:` entry naming a base
 
 
 def _add_layers(
@@ -460,7 +464,9 @@ def _add_layers(
     entries: list[tuple[Any, tuple[str | int, ...]]] = (
         [(item, ("extends", index)) for index, item in enumerate(extends)]
         if isinstance(extends, list)
-        else [] if extends is None else [(extends, ("extends",))]
+        else []
+        if extends is None
+        else [(extends, ("extends",))]
     )
     if isinstance(extends, list) and not extends:
         raise UserError(
@@ -618,14 +624,14 @@ def _one_error(
     if kind == "string_too_long":
         limit = (error.get("ctx") or {}).get("max_length")
         shown = got if not isinstance(got, str) or len(got) <= 40 else f"{got[:40]}…"
-        return UserError(
-            f"{shown!r} is longer than {limit} characters", location, _short(field)
-        )
+        return UserError(f"{shown!r} is longer than {limit} characters", location, _short(field))
     if kind in _EXPECTED:
         # A quoted "true" or "4": YAML made it a string; strict fields take no strings.
         quoted = isinstance(got, str) and (
             (kind == "bool_type" and got in ("true", "false"))
-            or (kind in ("int_type", "float_type") and got.lstrip("-").replace(".", "", 1).isdigit())
+            or (
+                kind in ("int_type", "float_type") and got.lstrip("-").replace(".", "", 1).isdigit()
+            )
         )
         return UserError(
             f"expected {_EXPECTED[kind]}, got {describe(got)}",
@@ -645,22 +651,33 @@ def _length(got: Any) -> int:
 
 # pydantic's range and length errors, said the way a reviewer would.
 _LIMITS: dict[str, Any] = {
-    "greater_than_equal": lambda got, ctx: f"{describe(got)} is too small: the least allowed is "
-    f"{ctx.get('ge')}",
-    "greater_than": lambda got, ctx: f"{describe(got)} is too small: it must be more than "
-    f"{ctx.get('gt')}",
-    "less_than_equal": lambda got, ctx: f"{describe(got)} is too large: the most allowed is "
-    f"{ctx.get('le')}",
-    "less_than": lambda got, ctx: f"{describe(got)} is too large: it must be less than "
-    f"{ctx.get('lt')}",
-    "string_too_long": lambda got, ctx: f"{describe(got)} is {_length(got)} characters long: "
-    f"at most {ctx.get('max_length')} are allowed",
-    "string_too_short": lambda got, ctx: "must not be empty" if not got else
-    f"{describe(got)} is too short: at least {ctx.get('min_length')} characters",
-    "too_long": lambda got, ctx: f"has {_length(got)} items: at most {ctx.get('max_length')} "
-    "are allowed",
-    "too_short": lambda got, ctx: f"has {_length(got)} items: at least {ctx.get('min_length')} "
-    "are needed",
+    "greater_than_equal": lambda got, ctx: (
+        f"{describe(got)} is too small: the least allowed is {ctx.get('ge')}"
+    ),
+    "greater_than": lambda got, ctx: (
+        f"{describe(got)} is too small: it must be more than {ctx.get('gt')}"
+    ),
+    "less_than_equal": lambda got, ctx: (
+        f"{describe(got)} is too large: the most allowed is {ctx.get('le')}"
+    ),
+    "less_than": lambda got, ctx: (
+        f"{describe(got)} is too large: it must be less than {ctx.get('lt')}"
+    ),
+    "string_too_long": lambda got, ctx: (
+        f"{describe(got)} is {_length(got)} characters long: "
+        f"at most {ctx.get('max_length')} are allowed"
+    ),
+    "string_too_short": lambda got, ctx: (
+        "must not be empty"
+        if not got
+        else f"{describe(got)} is too short: at least {ctx.get('min_length')} characters"
+    ),
+    "too_long": lambda got, ctx: (
+        f"has {_length(got)} items: at most {ctx.get('max_length')} are allowed"
+    ),
+    "too_short": lambda got, ctx: (
+        f"has {_length(got)} items: at least {ctx.get('min_length')} are needed"
+    ),
 }
 
 
@@ -873,7 +890,6 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
             )
 
 
-
 def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorRequirement]:
     requirements = profile.facts.gpuNodeSelector
     if config.nfd.mode != "disabled":
@@ -925,7 +941,8 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
     if size is not None and size not in sizes:
         raise UserError(
             f"GKE does not partition {accelerator.type} into {size}"
-            if sizes else f"GKE does not partition {accelerator.type} GPUs (no MIG)",
+            if sizes
+            else f"GKE does not partition {accelerator.type} GPUs (no MIG)",
             _nearest(layers, (*here, "gpuPartitionSize")),
             field="nodes.gke.accelerator.gpuPartitionSize",
             hint=f"one of: {', '.join(sizes)}" if sizes else None,
@@ -1040,7 +1057,8 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
     path = ("migManager", "config", "file")
     owner = next(
         (
-            layer for layer in reversed(layers)
+            layer
+            for layer in reversed(layers)
             if isinstance(layer.data.get("migManager"), dict)
             and isinstance(layer.data["migManager"].get("config"), dict)
             and "file" in layer.data["migManager"]["config"]

@@ -409,8 +409,10 @@ def render_markdown(diffs: ClusterDiffs, title: str) -> str:
     masked already (diff_objects, diff_files)."""
     lines = [f"### {title}", "", fleet_summary(diffs).replace("(s)", "s") + ".", ""]
     for _, diff in diffs:
-        lines += [f"> left out for {html.escape(side)}: `{_cell(field)}`: {html.escape(why, quote=False)}  "
-                  for side, field, why in diff.left_out]
+        lines += [
+            f"> left out for {html.escape(side)}: `{_cell(field)}`: {html.escape(why, quote=False)}  "
+            for side, field, why in diff.left_out
+        ]
     if any(diff.left_out for _, diff in diffs):
         lines.append("")
     differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
@@ -434,6 +436,10 @@ def render_markdown(diffs: ClusterDiffs, title: str) -> str:
             what = change.subject if change.identity else f"file {change.subject}"
             fields = "<br>".join(f"`{_cell(path)}`" for path in change.paths)
             lines.append(f"| {_SIGN[change.status]} {change.status} | `{_cell(what)}` | {fields} |")
-        lines += ["", _fenced("".join(change.unified for change in diff.changes), "diff"),
-                  "</details>", ""]
+        lines += [
+            "",
+            _fenced("".join(change.unified for change in diff.changes), "diff"),
+            "</details>",
+            "",
+        ]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -148,8 +148,13 @@ def _inline(value: Any, indent: int) -> str:
     if isinstance(value, list):
         return "[]"
     if isinstance(value, str) and "\n" in value and _literal_ok(value):
-        return "|" + ("" if value.endswith("\n") and not value.endswith("\n\n") else
-                      "-" if not value.endswith("\n") else "+")
+        return "|" + (
+            ""
+            if value.endswith("\n") and not value.endswith("\n\n")
+            else "-"
+            if not value.endswith("\n")
+            else "+"
+        )
     return scalar(value)
 
 

@@ -143,8 +143,10 @@ def _is_config(path: Path) -> bool:
     kind = data.get("kind")
     ours = str(data.get("apiVersion", "")).startswith("gpustack.dev/")
     # A gpustack apiVersion with a kind that is no name at all is a broken config, not a stranger.
-    return kind == "GPUStack" or ("kind" not in data and "extends" in data) or (
-        ours and not isinstance(kind, str)
+    return (
+        kind == "GPUStack"
+        or ("kind" not in data and "extends" in data)
+        or (ours and not isinstance(kind, str))
     )
 
 
@@ -241,7 +243,8 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
     from gpustack import lint
 
     return [
-        schema + lint.run(
+        schema
+        + lint.run(
             rendering.objects,
             rendering.kubernetes_version,
             taints=rendering.taints,

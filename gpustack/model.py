@@ -371,9 +371,7 @@ class RuntimeClass(Strict):
     handler: Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)] = "nvidia"
 
 
-DriverMode = Literal[
-    "preinstalled", "container", "driver-toolkit", "gke-managed", "gke-installer"
-]
+DriverMode = Literal["preinstalled", "container", "driver-toolkit", "gke-managed", "gke-installer"]
 
 
 class Driver(WithResources):
@@ -387,17 +385,21 @@ class Driver(WithResources):
         description="NVIDIA driver version of the driver container (modes container and "
         "driver-toolkit).",
     )
-    nodeOS: Annotated[str, Field(pattern=r"^(ubuntu[0-9]{2}\.[0-9]{2}|rhel[0-9]+\.[0-9]+)$")] = Field(
-        default="ubuntu22.04",
-        description="The GPU nodes' OS (driver image tag suffix), e.g. ubuntu22.04, ubuntu24.04, "
-        "rhel9.6; mode container only (OpenShift's is RHCOS, from platform.openshiftVersion).",
+    nodeOS: Annotated[str, Field(pattern=r"^(ubuntu[0-9]{2}\.[0-9]{2}|rhel[0-9]+\.[0-9]+)$")] = (
+        Field(
+            default="ubuntu22.04",
+            description="The GPU nodes' OS (driver image tag suffix), e.g. ubuntu22.04, ubuntu24.04, "
+            "rhel9.6; mode container only (OpenShift's is RHCOS, from platform.openshiftVersion).",
+        )
     )
     precompiled: bool = Field(
         default=False,
         description="Use NVIDIA's precompiled driver image for `kernelVersion` (Ubuntu only) "
         "instead of building the driver on the node.",
     )
-    kernelVersion: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$")] | None = Field(
+    kernelVersion: (
+        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$")] | None
+    ) = Field(
         default=None,
         description="The GPU nodes' kernel (`uname -r`, e.g. 6.8.0-60-generic); required with "
         "precompiled.",

@@ -96,7 +96,11 @@ def _load(
                 f"{shown!r} is not a profile name (lowercase letters, digits and '-', at most "
                 "63 characters; a name, not a path)",
                 where,
-                field=None if where is None else "platform.profile" if len(seen) == 1 else "extends",
+                field=None
+                if where is None
+                else "platform.profile"
+                if len(seen) == 1
+                else "extends",
                 hint="a user profile is found by name in --profiles-dir",
             )
         if path is None:
@@ -105,7 +109,11 @@ def _load(
                 f"unknown profile {current!r}",
                 where,
                 # Named on the command line (profiles show, --profile), there is no field.
-                field=None if where is None else "platform.profile" if len(seen) == 1 else "extends",
+                field=None
+                if where is None
+                else "platform.profile"
+                if len(seen) == 1
+                else "extends",
                 hint=did_you_mean(current, choices) or f"available: {', '.join(choices)}",
             )
         document = load_file(path)
@@ -118,8 +126,10 @@ def _load(
     layers.reverse()
     data = merge_layers(layers)
     profile = validate(Profile, data, layers)
-    defaults_layers = [Layer(layer.data.get("defaults") or {}, layer.source, ("defaults",),
-                             layer.directory) for layer in layers]
+    defaults_layers = [
+        Layer(layer.data.get("defaults") or {}, layer.source, ("defaults",), layer.directory)
+        for layer in layers
+    ]
     return profile, _merged_layer(defaults_layers)
 
 
@@ -133,8 +143,8 @@ def _merged_layer(layers: list[Layer]) -> Layer:
         data = merge(data, layer.data)
         for path, location in layer.source.values.items():
             if path[: len(layer.prefix)] == layer.prefix:
-                combined.values[path[len(layer.prefix):]] = location
+                combined.values[path[len(layer.prefix) :]] = location
         for path, location in layer.source.keys.items():
             if path[: len(layer.prefix)] == layer.prefix:
-                combined.keys[path[len(layer.prefix):]] = location
+                combined.keys[path[len(layer.prefix) :]] = location
     return Layer(data, combined, (), layers[-1].directory)

@@ -62,7 +62,14 @@ def gpu_tolerations(stack: Stack) -> list[dict[str, Any]]:
         if taint.value is None:
             add({"key": taint.key, "operator": "Exists", "effect": taint.effect})
         else:
-            add({"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect})
+            add(
+                {
+                    "key": taint.key,
+                    "operator": "Equal",
+                    "value": taint.value,
+                    "effect": taint.effect,
+                }
+            )
     add({"key": GPU_RESOURCE, "operator": "Exists"})
     if stack.config.nodes.controlPlane:
         add({"key": CONTROL_PLANE_TAINT, "operator": "Exists", "effect": "NoSchedule"})
@@ -168,7 +175,11 @@ def cluster_role_with_binding(
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
             "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": stack.namespace}],
         },
     ]
@@ -199,7 +210,9 @@ def host_path_volume(name: str, path: str, kind: str | None = None) -> dict[str,
     return {"name": name, "hostPath": source}
 
 
-def driver_mount(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def driver_mount(
+    stack: Stack,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Volumes, mounts and env that put the driver into a container on platforms with no nvidia
     runtime (GKE mounts /home/kubernetes/bin/nvidia at /usr/local/nvidia). Empty elsewhere."""
     mount = stack.facts.driver.hostMount

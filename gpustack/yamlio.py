@@ -259,7 +259,9 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
             # The parser stops where it noticed the problem, often a line after the mistake
             # (an unclosed bracket): say where the construct it was reading began.
             start = error.context_mark
-            hint = f"{error.context} that starts at line {start.line + 1}, column {start.column + 1}"
+            hint = (
+                f"{error.context} that starts at line {start.line + 1}, column {start.column + 1}"
+            )
         raise UserError(f"invalid YAML: {problem}", _location(shown, mark), hint=hint) from None
     except ReaderError as error:
         # A character YAML does not allow raw (a control character such as DEL).
@@ -277,7 +279,9 @@ def load_all_text(text: str, shown: str) -> Iterator[Document]:
         # Python refuses to read integers of more than 4,300 digits (int_max_str_digits).
         digits = _LONG_NUMBER.search(text)
         line, column = _position(text, digits.start()) if digits else (0, 0)
-        raise UserError("a number with more than 4300 digits", Location(shown, line, column)) from None
+        raise UserError(
+            "a number with more than 4300 digits", Location(shown, line, column)
+        ) from None
     except AttributeError:
         # ruamel fails this way on a merge key (<<) that aliases the mapping it is in.
         line, column = _position(text, max(text.find("<<"), 0))
@@ -358,8 +362,11 @@ def _check_expansion(root: Any, shown: str) -> None:
     culprit, visited = root, {id(root)}
     while True:
         bigger = next(
-            (child for child in children(culprit)
-             if size(child) > MAX_EXPANDED_NODES and id(child) not in visited),
+            (
+                child
+                for child in children(culprit)
+                if size(child) > MAX_EXPANDED_NODES and id(child) not in visited
+            ),
             None,
         )
         if bigger is None:

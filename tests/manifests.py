@@ -15,7 +15,9 @@ WORKLOAD_KINDS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 # Images of NVIDIA's GPU components: a workload running one needs a GPU node, however it is placed.
 NVIDIA_IMAGES = "nvcr.io/nvidia/"
 CONTROL_PLANE_TAINT = {
-    "key": "node-role.kubernetes.io/control-plane", "value": None, "effect": "NoSchedule"
+    "key": "node-role.kubernetes.io/control-plane",
+    "value": None,
+    "effect": "NoSchedule",
 }
 
 
@@ -39,7 +41,8 @@ def required_node_labels(spec: dict[str, Any]) -> dict[str, list[dict[str, Any]]
     for key, value in (spec.get("nodeSelector") or {}).items():
         requirements.setdefault(key, []).append({"operator": "In", "values": [value]})
     required = (
-        spec.get("affinity", {}).get("nodeAffinity", {})
+        spec.get("affinity", {})
+        .get("nodeAffinity", {})
         .get("requiredDuringSchedulingIgnoredDuringExecution", {})
     )
     terms = required.get("nodeSelectorTerms", [])
@@ -76,7 +79,8 @@ RUNTIME_PROVIDERS = ("nvcr.io/nvidia/driver:", "nvcr.io/nvidia/k8s/container-too
 def runtime_users(objects: list[dict[str, Any]], stack: Stack) -> list[dict[str, Any]]:
     """GPU workloads that run under the nvidia runtime (all but its providers)."""
     return [
-        workload for workload in gpu_workloads(objects, stack)
+        workload
+        for workload in gpu_workloads(objects, stack)
         if not any(
             container["image"].startswith(RUNTIME_PROVIDERS)
             for container in containers(pod_spec(workload))

@@ -101,9 +101,7 @@ def test_bad_input(
     arguments = CASES / f"{case}.args"
     command = arguments.read_text() if arguments.exists() else "render {config} -o {out}"
     config = f"tests/cases/bad/{case}.yaml"
-    result = run_gpustack(
-        *(word.format(config=config, out=out) for word in command.split())
-    )
+    result = run_gpustack(*(word.format(config=config, out=out) for word in command.split()))
 
     assert "Traceback" not in result.stderr
     assert result.stderr == expected
@@ -117,4 +115,6 @@ def test_expected_messages_are_one_line_per_error_naming_the_file() -> None:
         message = (CASES / f"{case}.expected").read_text(encoding="utf-8")
         assert message.endswith("\n"), case
         for line in message.splitlines():
-            assert line.startswith(("error: tests/cases/bad/", "error: {out}", "error: --set:")), case
+            assert line.startswith(("error: tests/cases/bad/", "error: {out}", "error: --set:")), (
+                case
+            )

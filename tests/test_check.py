@@ -53,9 +53,7 @@ def test_missing_and_extra_files_are_listed_but_a_users_own_files_are_not(cli, t
     assert cli("render", config, "-o", out).exit_code == 0
     folder = out / "edge"
     (folder / "namespace-gpu-system.yaml").unlink()
-    (folder / "daemonset-old.yaml").write_text(
-        f"{HEADER}kind: DaemonSet\n"
-    )
+    (folder / "daemonset-old.yaml").write_text(f"{HEADER}kind: DaemonSet\n")
     (folder / "my-notes.yaml").write_text("kind: ConfigMap\n")
     result = cli("check", config, "-o", out)
     assert result.exit_code == 1
@@ -164,5 +162,5 @@ def test_a_stale_entitlement_is_reported_without_showing_the_certificate(cli, tm
     assert "<redacted sha256:" in result.stdout
     for secret in (old, new):
         encoded = base64.b64encode(secret).decode()
-        fragments = [encoded[i:i + 24] for i in range(0, len(encoded) - 24, 24)]
+        fragments = [encoded[i : i + 24] for i in range(0, len(encoded) - 24, 24)]
         assert not [f for f in fragments if f in result.output]

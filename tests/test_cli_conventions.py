@@ -28,8 +28,9 @@ def cluster(path: Path, name: str = "lab") -> Path:
 
 
 def files_below(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 # --- a bare command --------------------------------------------------------------------------
@@ -100,8 +101,14 @@ def test_init_says_what_the_next_step_needs(cli, tmp_path):
     assert result.exit_code == 0
     assert f"gpustack render {tmp_path / 'lab.yaml'}" in result.stderr
     (tmp_path / "profiles").mkdir()
-    result = cli("init", tmp_path / "site.yaml", "--profiles-dir", tmp_path / "profiles",
-                 "--profile", "kubeadm")
+    result = cli(
+        "init",
+        tmp_path / "site.yaml",
+        "--profiles-dir",
+        tmp_path / "profiles",
+        "--profile",
+        "kubeadm",
+    )
     assert result.exit_code == 0, result.output
     assert f"--profiles-dir {tmp_path / 'profiles'}" in result.stderr
 
@@ -227,8 +234,10 @@ def test_global_options_work_after_the_command(cli, tmp_path):
     )
     config = tmp_path / "lab.yaml"
     config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", "k3s"))
-    for arguments in (["--profiles-dir", profiles, "render", config, "--stdout"],
-                      ["render", config, "--stdout", "--profiles-dir", profiles]):
+    for arguments in (
+        ["--profiles-dir", profiles, "render", config, "--stdout"],
+        ["render", config, "--stdout", "--profiles-dir", profiles],
+    ):
         assert cli(*arguments).exit_code == 0
     broken = tmp_path / "broken.yaml"
     broken.write_text("kind: GPUStack\nplatform: [\n")
@@ -263,12 +272,23 @@ def test_a_config_from_stdin(cli, tmp_path, monkeypatch):
 def run_real(*args: str, env: dict[str, str], cwd: Path, terminal: bool = False) -> str:
     """The real `python -m gpustack`, its stdout on a pseudo-terminal when asked."""
     if not terminal:
-        done = subprocess.run([sys.executable, "-m", "gpustack", *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "gpustack", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         return done.stdout
     controller, tty = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "gpustack", *args], cwd=cwd, stdout=tty,
-                               stderr=subprocess.DEVNULL, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpustack", *args],
+        cwd=cwd,
+        stdout=tty,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     os.close(tty)
     chunks = []
     while True:
@@ -293,8 +313,7 @@ def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
     args = ("check", str(config), "-o", str(out))
     assert "\x1b[" in run_real(*args, env=env, cwd=tmp_path, terminal=True)
-    assert "\x1b[" not in run_real(*args, env={**env, "NO_COLOR": "1"}, cwd=tmp_path,
-                                   terminal=True)
+    assert "\x1b[" not in run_real(*args, env={**env, "NO_COLOR": "1"}, cwd=tmp_path, terminal=True)
     assert "\x1b[" not in run_real(*args, env=env, cwd=tmp_path)
 
 
@@ -303,9 +322,14 @@ def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
     script = cli("completion", shell)
     assert script.exit_code == 0, script.output
     assert "_GPUSTACK_COMPLETE" in script.stdout
-    env = {**os.environ, "_GPUSTACK_COMPLETE": f"complete_{shell}",
-           "COMP_WORDS": "gpustack ren", "COMP_CWORD": "1",
-           "_TYPER_COMPLETE_ARGS": "gpustack ren", "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
+    env = {
+        **os.environ,
+        "_GPUSTACK_COMPLETE": f"complete_{shell}",
+        "COMP_WORDS": "gpustack ren",
+        "COMP_CWORD": "1",
+        "_TYPER_COMPLETE_ARGS": "gpustack ren",
+        "_TYPER_COMPLETE_FISH_ACTION": "get-args",
+    }
     completed = run_real(env=env, cwd=tmp_path)
     assert "render" in completed, completed
 
@@ -317,8 +341,9 @@ def test_completion_of_an_unknown_shell_is_exit_2(cli):
 
 def stderr_on_terminal(*args: str, cwd: Path) -> str:
     controller, tty = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "gpustack", *args], cwd=cwd,
-                               stdout=subprocess.DEVNULL, stderr=tty)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpustack", *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=tty
+    )
     os.close(tty)
     chunks = []
     while True:
@@ -342,7 +367,12 @@ def test_a_long_render_shows_progress_on_a_terminal_only(tmp_path):
     assert "rendering 20/20" in shown and "writing 21/21" in shown
     # The progress line is cleared before the summary, which stays.
     assert shown.rstrip().endswith("0 unchanged, 0 removed")
-    piped = subprocess.run([sys.executable, "-m", "gpustack", "render", "clusters", "-o", "out"],
-                           cwd=tmp_path, capture_output=True, text=True, check=True)
+    piped = subprocess.run(
+        [sys.executable, "-m", "gpustack", "render", "clusters", "-o", "out"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert piped.stderr.startswith("rendered 20 cluster(s) into out: 0 files written, ")
     assert piped.stderr.count("\n") == 1 and "\r" not in piped.stderr

@@ -1,4 +1,5 @@
-"""The code type-checks under `mypy --strict` and passes ruff (both configured in pyproject.toml)."""
+"""The code type-checks under `mypy --strict`, passes ruff and is formatted by it (configured in
+pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -21,4 +22,10 @@ def test_the_package_passes_mypy_strict(tmp_path):
 
 def test_the_code_passes_ruff():
     result = run("ruff", "check", "--no-cache", "gpustack", "tests", "bench")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_code_is_formatted():
+    # Fix with `ruff format gpustack tests bench`.
+    result = run("ruff", "format", "--check", "--no-cache", "gpustack", "tests", "bench")
     assert result.returncode == 0, result.stdout + result.stderr

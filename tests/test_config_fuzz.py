@@ -23,14 +23,31 @@ from gpustack.yamlio import load_file
 EXAMPLE_TEXTS = {path.name: path.read_bytes() for path in sorted(EXAMPLES.glob("*.yaml"))}
 # A config whose every field is present, to put generated values into.
 FIELDS = [
-    ("metadata", "name"), ("platform", "profile"), ("platform", "kubernetesVersion"),
-    ("namespace",), ("nodes", "selector"), ("nodes", "taints"), ("nodes", "controlPlane"),
-    ("devicePlugin", "enabled"), ("devicePlugin", "migStrategy"), ("devicePlugin", "sharing"),
-    ("devicePlugin", "sharing", "replicas"), ("gfd", "enabled"), ("nfd", "mode"),
-    ("dcgmExporter", "monitor"), ("dcgmExporter", "interval"), ("dcgmExporter", "monitorLabels"),
-    ("runtimeClass", "enabled"), ("runtimeClass", "name"), ("driver", "mode"),
-    ("entitlement", "enabled"), ("gitops", "tool"), ("gitops", "argocd"), ("gitops", "flux"),
-    ("extends",), ("bogus",),
+    ("metadata", "name"),
+    ("platform", "profile"),
+    ("platform", "kubernetesVersion"),
+    ("namespace",),
+    ("nodes", "selector"),
+    ("nodes", "taints"),
+    ("nodes", "controlPlane"),
+    ("devicePlugin", "enabled"),
+    ("devicePlugin", "migStrategy"),
+    ("devicePlugin", "sharing"),
+    ("devicePlugin", "sharing", "replicas"),
+    ("gfd", "enabled"),
+    ("nfd", "mode"),
+    ("dcgmExporter", "monitor"),
+    ("dcgmExporter", "interval"),
+    ("dcgmExporter", "monitorLabels"),
+    ("runtimeClass", "enabled"),
+    ("runtimeClass", "name"),
+    ("driver", "mode"),
+    ("entitlement", "enabled"),
+    ("gitops", "tool"),
+    ("gitops", "argocd"),
+    ("gitops", "flux"),
+    ("extends",),
+    ("bogus",),
 ]
 
 
@@ -41,7 +58,9 @@ def loads_or_explains(path: Path) -> None:
         assert str(error)  # a message for the user, never empty
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     name=st.sampled_from(sorted(EXAMPLE_TEXTS)),
     cut=st.integers(min_value=0, max_value=2000),
@@ -51,18 +70,22 @@ def loads_or_explains(path: Path) -> None:
 def test_a_damaged_example_loads_or_is_explained(tmp_path, name, cut, length, insert):
     original = EXAMPLE_TEXTS[name]
     position = cut % (len(original) + 1)
-    damaged = original[:position] + insert + original[position + length:]
+    damaged = original[:position] + insert + original[position + length :]
     folder = tmp_path / "case"
     folder.mkdir(exist_ok=True)
     # The OpenShift example reads its PEM beside it.
-    (folder / "entitlement-dummy.pem").write_bytes((EXAMPLES / "entitlement-dummy.pem").read_bytes())
+    (folder / "entitlement-dummy.pem").write_bytes(
+        (EXAMPLES / "entitlement-dummy.pem").read_bytes()
+    )
     path = folder / name
     path.write_bytes(damaged)
     loads_or_explains(path)
 
 
 values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)),
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
+    ),
     lambda children: st.one_of(
         st.lists(children, max_size=3), st.dictionaries(st.text(max_size=10), children, max_size=3)
     ),
@@ -70,7 +93,9 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(field=st.sampled_from(FIELDS), value=values)
 def test_any_value_in_any_field_loads_or_is_explained(tmp_path, field, value):
     config: dict[str, Any] = load_file(EXAMPLES / "rke2.yaml").data

@@ -145,7 +145,8 @@ def test_exporter_is_placed_like_the_other_gpu_workloads(tmp_path, profile):
     objects = objects_of(load(tmp_path, profile))
     pod = find(objects, "DaemonSet")["spec"]["template"]["spec"]
     gpu_workloads = [
-        o for o in objects
+        o
+        for o in objects
         if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "nvidia-device-plugin"
     ]
     for other in gpu_workloads:
@@ -242,15 +243,21 @@ def test_openshift_gets_scc_rbac_and_cluster_monitoring_access(tmp_path):
     account = pod["serviceAccountName"]
     find(objects, "ServiceAccount", account)
     scc_roles = [
-        o for o in objects
-        if o["kind"] == "Role" and {
-            "apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
-            "resourceNames": ["privileged"], "verbs": ["use"],
-        } in o["rules"]
+        o
+        for o in objects
+        if o["kind"] == "Role"
+        and {
+            "apiGroups": ["security.openshift.io"],
+            "resources": ["securitycontextconstraints"],
+            "resourceNames": ["privileged"],
+            "verbs": ["use"],
+        }
+        in o["rules"]
     ]
     assert scc_roles, "no Role grants use of SCC privileged"
     bound = [
-        o for o in objects
+        o
+        for o in objects
         if o["kind"] == "RoleBinding"
         and o["roleRef"]["name"] in {r["metadata"]["name"] for r in scc_roles}
         and {"kind": "ServiceAccount", "name": account, "namespace": pod_namespace(objects)}
@@ -259,15 +266,25 @@ def test_openshift_gets_scc_rbac_and_cluster_monitoring_access(tmp_path):
     assert bound, "the exporter's ServiceAccount may not use SCC privileged"
 
     prometheus_bindings = [
-        o for o in objects
-        if o["kind"] == "RoleBinding" and {
-            "kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "openshift-monitoring"
-        } in o["subjects"]
+        o
+        for o in objects
+        if o["kind"] == "RoleBinding"
+        and {
+            "kind": "ServiceAccount",
+            "name": "prometheus-k8s",
+            "namespace": "openshift-monitoring",
+        }
+        in o["subjects"]
     ]
     (binding,) = prometheus_bindings
     role = find(objects, "Role", binding["roleRef"]["name"])
-    granted = {(resource, verb) for rule in role["rules"] if rule["apiGroups"] == [""]
-               for resource in rule["resources"] for verb in rule["verbs"]}
+    granted = {
+        (resource, verb)
+        for rule in role["rules"]
+        if rule["apiGroups"] == [""]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
     for resource in ("services", "endpoints", "pods"):
         for verb in ("get", "list", "watch"):
             assert (resource, verb) in granted
@@ -290,8 +307,10 @@ def test_only_sys_admin_is_added_elsewhere(tmp_path, profile):
     assert security["allowPrivilegeEscalation"] is False
     assert not security.get("privileged")
     assert not [
-        o for o in objects
-        if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["name"] in (EXPORTER, "prometheus-k8s")
+        o
+        for o in objects
+        if o["kind"] in ("Role", "RoleBinding")
+        and o["metadata"]["name"] in (EXPORTER, "prometheus-k8s")
     ]
 
 
@@ -311,8 +330,9 @@ def test_kubelet_root_comes_from_the_profile(tmp_path):
     objects = objects_of(load_stack(config, profiles_dir=profiles))
     daemonset = find(objects, "DaemonSet")
     (mount,) = [m for m in container(daemonset)["volumeMounts"] if m["name"] == "pod-resources"]
-    (volume,) = [v for v in daemonset["spec"]["template"]["spec"]["volumes"]
-                 if v["name"] == "pod-resources"]
+    (volume,) = [
+        v for v in daemonset["spec"]["template"]["spec"]["volumes"] if v["name"] == "pod-resources"
+    ]
     assert volume["hostPath"]["path"] == "/var/lib/k0s/kubelet/pod-resources"
     assert mount["mountPath"] == "/var/lib/kubelet/pod-resources"
 

@@ -33,9 +33,7 @@ def find(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
 def host_mounts(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
     """Container mount path -> host path, for the container's hostPath mounts."""
     host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    return {
-        m["mountPath"]: host[m["name"]] for m in container["volumeMounts"] if m["name"] in host
-    }
+    return {m["mountPath"]: host[m["name"]] for m in container["volumeMounts"] if m["name"] in host}
 
 
 def mps_objects(tmp_path: Path) -> list[dict[str, Any]]:
@@ -82,7 +80,8 @@ def test_plugin_may_reach_the_kubelet_socket_under_selinux(tmp_path, profile):
 def plugin_config(items: list[dict[str, Any]]) -> dict[str, Any]:
     """The plugin's config file as the plugin reads it."""
     (config_map,) = [
-        o for o in items
+        o
+        for o in items
         if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "nvidia-device-plugin-config"
     ]
     return YAML(typ="safe").load(config_map["data"]["config.yaml"])
@@ -104,7 +103,8 @@ def test_plugin_account_grants_nothing_beyond_the_scc(tmp_path, profile):
     ]
     assert account["automountServiceAccountToken"] is False
     bound = [
-        o for o in rendered
+        o
+        for o in rendered
         if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
         and any(s["name"] == PLUGIN for s in o["subjects"])
     ]
@@ -114,11 +114,17 @@ def test_plugin_account_grants_nothing_beyond_the_scc(tmp_path, profile):
         for binding in bound
         for rule in roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]["rules"]
     ]
-    expected = [{
-        "apiGroups": ["security.openshift.io"],
-        "resources": ["securitycontextconstraints"],
-        "resourceNames": ["privileged"],
-        "verbs": ["use"],
-    }] if profile == "openshift" else []
+    expected = (
+        [
+            {
+                "apiGroups": ["security.openshift.io"],
+                "resources": ["securitycontextconstraints"],
+                "resourceNames": ["privileged"],
+                "verbs": ["use"],
+            }
+        ]
+        if profile == "openshift"
+        else []
+    )
     assert rules == expected
     assert all(binding["kind"] == "RoleBinding" for binding in bound)

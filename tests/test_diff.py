@@ -42,8 +42,10 @@ def summary(output: str) -> list[str]:
 
 def changes_of(result: Any) -> dict[str, dict[str, Any]]:
     document = json.loads(result.stdout)
-    return {f"{change['kind']}/{change['name']}" if change["kind"] else change["file"]: change
-            for change in document["changes"]}
+    return {
+        f"{change['kind']}/{change['name']}" if change["kind"] else change["file"]: change
+        for change in document["changes"]
+    }
 
 
 # --- gpustack diff --profile A --profile B ----------------------------------------------------
@@ -60,7 +62,7 @@ def test_two_profiles_show_who_installs_the_driver(cli, tmp_path):
     assert "- removed  DaemonSet.apps gpu-system/nvidia-driver-daemonset" in lines
     assert "- removed  DaemonSet.apps gpu-system/nvidia-container-toolkit-daemonset" in lines
     config_map = lines.index("~ changed  ConfigMap gpu-system/nvidia-device-plugin-config")
-    assert '    data["config.yaml"].flags.nvidiaDriverRoot' in lines[config_map + 1:]
+    assert '    data["config.yaml"].flags.nvidiaDriverRoot' in lines[config_map + 1 :]
     assert "~ changed  Namespace gpu-system" in lines
     assert "- removed  file node/machineset-patch.yaml" in lines
     assert "+ added    file node/join-configuration.yaml" in lines
@@ -68,19 +70,28 @@ def test_two_profiles_show_who_installs_the_driver(cli, tmp_path):
     assert "--- openshift/configmap-nvidia-device-plugin-config.yaml" in result.stdout
     assert "+++ kubeadm/configmap-nvidia-device-plugin-config.yaml" in result.stdout
     assert "\n-      nvidiaDriverRoot: /run/nvidia/driver\n" in result.stdout
-    assert "\n-    openshift.io/cluster-monitoring: \"true\"\n" in result.stdout
+    assert '\n-    openshift.io/cluster-monitoring: "true"\n' in result.stdout
 
 
 def test_two_profiles_as_json(cli, tmp_path):
     config = write_config(tmp_path, "lab.yaml")
-    result = cli("diff", "--profile", "openshift", "--profile", "kubeadm", config, "--output", "json")
+    result = cli(
+        "diff", "--profile", "openshift", "--profile", "kubeadm", config, "--output", "json"
+    )
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
-    assert (document["old"], document["new"], document["different"]) == ("openshift", "kubeadm", True)
+    assert (document["old"], document["new"], document["different"]) == (
+        "openshift",
+        "kubeadm",
+        True,
+    )
     changes = changes_of(result)
     driver = changes["DaemonSet/nvidia-driver-daemonset"]
     assert (driver["change"], driver["group"], driver["namespace"]) == (
-        "removed", "apps", "gpu-system")
+        "removed",
+        "apps",
+        "gpu-system",
+    )
     plugin = changes["ConfigMap/nvidia-device-plugin-config"]
     assert (plugin["change"], plugin["namespace"]) == ("changed", "gpu-system")
     assert 'data["config.yaml"].flags.nvidiaDriverRoot' in plugin["paths"]
@@ -139,8 +150,12 @@ def test_a_mig_strategy_change_names_exactly_the_fields_it_changes(cli, tmp_path
     assert 'spec.template.metadata.annotations["gpustack.dev/config-hash"]' in plugin
     assert f"{container}.securityContext.capabilities.add" in plugin
     assert any(path.startswith(f"{container}.env[") for path in plugin)
-    for untouched in ("Namespace/gpu-system", "RuntimeClass/nvidia",
-                      "ServiceAccount/nvidia-device-plugin", "ClusterRole/nvidia-device-plugin"):
+    for untouched in (
+        "Namespace/gpu-system",
+        "RuntimeClass/nvidia",
+        "ServiceAccount/nvidia-device-plugin",
+        "ClusterRole/nvidia-device-plugin",
+    ):
         assert untouched not in changes
     gfd = [key for key in changes if "feature-discovery" in key and key.startswith("DaemonSet/")]
     for key in gfd:  # GPU Feature Discovery reads the same MIG strategy
@@ -215,7 +230,8 @@ def test_a_hand_edit_in_committed_output_shows_as_drift(cli, tmp_path, monkeypat
     daemonset = out / "lab" / "daemonset-nvidia-device-plugin.yaml"
     daemonset.write_text(daemonset.read_text().replace("cpu: 10m", "cpu: 20m"))
     (out / "lab" / "node" / "README.md").write_text(
-        (out / "lab" / "node" / "README.md").read_text() + "edited by hand\n")
+        (out / "lab" / "node" / "README.md").read_text() + "edited by hand\n"
+    )
     (out / "lab" / "runtimeclass-nvidia.yaml").unlink()
     # A user's own file in the folder is not gpustack output and not drift.
     (out / "lab" / "notes.yaml").write_text("mine: true\n")
@@ -282,22 +298,23 @@ def test_a_broken_committed_file_is_exit_2_naming_its_position(cli, tmp_path):
 
 def dummy_pem(path: Path) -> bytes:
     body = base64.encodebytes(secrets.token_bytes(600)).decode().replace("\n", "")
-    lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
     pem = "-----BEGIN CERTIFICATE-----\n" + "\n".join(lines) + "\n-----END CERTIFICATE-----\n"
     path.write_text(pem)
     return pem.encode()
 
 
 def entitled(folder: Path, file: str, pem_file: str) -> Path:
-    return write_config(folder, file, f"entitlement: {{enabled: true, pemFile: {pem_file}}}\n",
-                        profile="openshift")
+    return write_config(
+        folder, file, f"entitlement: {{enabled: true, pemFile: {pem_file}}}\n", profile="openshift"
+    )
 
 
 def leaks(output: str, pem: bytes) -> list[str]:
     """Every fragment of the PEM, raw or base64, that shows in `output`."""
     encoded = base64.b64encode(pem).decode()
     fragments = [line for line in pem.decode().splitlines() if "-----" not in line]
-    fragments += [encoded[i:i + 32] for i in range(0, len(encoded) - 32, 32)]
+    fragments += [encoded[i : i + 32] for i in range(0, len(encoded) - 32, 32)]
     fragments.append("-----BEGIN CERTIFICATE")
     return [fragment for fragment in fragments if fragment in output]
 
@@ -337,19 +354,28 @@ def test_committed_entitlement_drift_is_masked_too(cli, tmp_path):
 
 
 def test_secret_values_and_inline_pems_are_masked():
-    pem = ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
-           "-----END PRIVATE KEY-----\n")
+    pem = (
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+    )
 
     def objects(password: str) -> list[dict[str, Any]]:
         return [
-            {"apiVersion": "v1", "kind": "Secret",
-             "metadata": {"name": "credentials", "namespace": "gpu-system"},
-             "data": {"password": base64.b64encode(password.encode()).decode()},
-             "stringData": {"token": password}},
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {"name": "certificates", "namespace": "gpu-system"},
-             "data": {"ca.pem": pem, "url": "data:," + pem.replace(" ", "%20").replace("\n", "%0A")
-                      + password}},
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "credentials", "namespace": "gpu-system"},
+                "data": {"password": base64.b64encode(password.encode()).decode()},
+                "stringData": {"token": password},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "certificates", "namespace": "gpu-system"},
+                "data": {
+                    "ca.pem": pem,
+                    "url": "data:," + pem.replace(" ", "%20").replace("\n", "%0A") + password,
+                },
+            },
         ]
 
     difference = diff_objects(objects("hunter2-old"), objects("hunter2-new"), "a", "b")
@@ -357,8 +383,9 @@ def test_secret_values_and_inline_pems_are_masked():
     output = text + json.dumps(as_json(difference))
     for hidden in ("hunter2", base64.b64encode(b"hunter2-old").decode(), "MIIEvQIBADAN"):
         assert hidden not in output
-    assert ("~ changed  Secret gpu-system/credentials\n"
-            "    data.password\n    stringData.token\n") in text
+    assert (
+        "~ changed  Secret gpu-system/credentials\n    data.password\n    stringData.token\n"
+    ) in text
     assert "~ changed  ConfigMap gpu-system/certificates\n    data.url\n" in text
     assert not diff_objects(objects("same"), objects("same")).changes
 
@@ -369,15 +396,19 @@ def test_secret_values_and_inline_pems_are_masked():
 def test_an_item_inserted_into_a_named_list_names_only_that_item():
     env = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
     old = {"spec": {"containers": [{"name": "plugin", "image": "x:1", "env": env}]}}
-    new = {"spec": {"containers": [{"name": "plugin", "image": "x:2",
-                                    "env": [{"name": "Z", "value": "0"}, *env]}]}}
+    new = {
+        "spec": {
+            "containers": [
+                {"name": "plugin", "image": "x:2", "env": [{"name": "Z", "value": "0"}, *env]}
+            ]
+        }
+    }
     assert changed_paths(old, new) == [
         "spec.containers[0].image",
         "spec.containers[0].env[0]",
     ]
     # Same items in a new order: the list itself changed.
-    reordered = {"spec": {"containers": [{"name": "plugin", "image": "x:1",
-                                          "env": env[::-1]}]}}
+    reordered = {"spec": {"containers": [{"name": "plugin", "image": "x:1", "env": env[::-1]}]}}
     assert changed_paths(old, reordered) == ["spec.containers[0].env"]
     # Lists without names compare by position.
     assert changed_paths({"args": ["a", "b"]}, {"args": ["a", "c", "d"]}) == ["args[1]", "args[2]"]
@@ -398,8 +429,11 @@ def run_on_terminal(*args: str, env: dict[str, str]) -> str:
     """Run the real `python -m gpustack` with its stdout on a pseudo-terminal."""
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "gpustack", *args], cwd=ROOT, stdout=terminal,
-        stderr=subprocess.DEVNULL, env=env,
+        [sys.executable, "-m", "gpustack", *args],
+        cwd=ROOT,
+        stdout=terminal,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     os.close(terminal)
     chunks = []

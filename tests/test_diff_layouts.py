@@ -78,9 +78,9 @@ def test_a_flux_config_change_counts_each_object_once(cli, tmp_path):
     # Object files are compared as objects, never a second time as text: what is compared as
     # text is the kustomizations that list them and the host-side node/ files.
     text = [change["file"] for change in document["changes"] if not change["kind"]]
-    assert all(
-        file.endswith("kustomization.yaml") or file.startswith("node/") for file in text
-    ), text
+    assert all(file.endswith("kustomization.yaml") or file.startswith("node/") for file in text), (
+        text
+    )
 
 
 def test_a_removed_gitops_file_is_reported(cli, tmp_path):
@@ -179,7 +179,9 @@ def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
     result = cli("diff", clusters, "-o", out)
     assert result.exit_code == 1
     first = result.stdout.splitlines()[0]
-    assert first.startswith("2 of 4 cluster(s) differ: gpu-west (1 added), _gitops (1 added)"), first
+    assert first.startswith("2 of 4 cluster(s) differ: gpu-west (1 added), _gitops (1 added)"), (
+        first
+    )
     document = json.loads(cli("diff", clusters, "-o", out, "--output", "json").stdout)
     assert [c["name"] for c in document["clusters"] if c["different"]] == ["gpu-west", "_gitops"]
 
@@ -190,7 +192,9 @@ def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
 def git(folder: Path, *arguments: str) -> None:
     subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
-        cwd=folder, check=True, capture_output=True,
+        cwd=folder,
+        check=True,
+        capture_output=True,
     )
 
 
@@ -215,10 +219,16 @@ def test_a_base_change_shows_every_cluster_it_touches(cli, repository):
     changed = {c["name"]: c for c in document["clusters"] if c["different"]}
     assert sorted(changed) == ["gpu-east", "gpu-lab", "gpu-west"]
     for cluster in changed.values():
-        images = [c for c in cluster["changes"] if c["name"] == "nvidia-device-plugin"
-                  and c["kind"] == "DaemonSet"]
-        added = [line.split()[-1] for line in images[0]["diff"].splitlines()
-                 if line.startswith("+") and "image:" in line]
+        images = [
+            c
+            for c in cluster["changes"]
+            if c["name"] == "nvidia-device-plugin" and c["kind"] == "DaemonSet"
+        ]
+        added = [
+            line.split()[-1]
+            for line in images[0]["diff"].splitlines()
+            if line.startswith("+") and "image:" in line
+        ]
         assert added == ["nvcr.io/nvidia/k8s-device-plugin:v0.17.4"], added
     text = cli("diff", "--git-ref", "HEAD~1", "clusters/").stdout
     assert text.startswith("3 of 3 cluster(s) differ: gpu-east (")
@@ -278,8 +288,10 @@ def test_markdown_masks_the_entitlement_certificate(cli, tmp_path):
     secret = "MIIBsecretsecretsecretsecret"
     pem.write_text(f"-----BEGIN CERTIFICATE-----\n{secret}\n-----END CERTIFICATE-----\n")
     config = tmp_path / "lab.yaml"
-    config.write_text(BASE.replace("kubeadm", "openshift")
-                      + "entitlement: {enabled: true, pemFile: entitlement.pem}\n")
+    config.write_text(
+        BASE.replace("kubeadm", "openshift")
+        + "entitlement: {enabled: true, pemFile: entitlement.pem}\n"
+    )
     result = cli("diff", config, "--against", tmp_path, "--output", "markdown")
     assert result.exit_code == 1
     assert "50-entitlement-pem" in result.stdout
@@ -288,8 +300,16 @@ def test_markdown_masks_the_entitlement_certificate(cli, tmp_path):
 
 
 def test_markdown_of_two_profiles_names_what_was_left_out(cli):
-    result = cli("diff", "--profile", "openshift", "--profile", "rke2",
-                 EXAMPLES / "openshift.yaml", "--output", "markdown")
+    result = cli(
+        "diff",
+        "--profile",
+        "openshift",
+        "--profile",
+        "rke2",
+        EXAMPLES / "openshift.yaml",
+        "--output",
+        "markdown",
+    )
     assert result.exit_code == 1
     assert "> left out for rke2: `platform.openshiftVersion`: " in result.stdout
     assert "| `openshift-entitled` | " in result.stdout

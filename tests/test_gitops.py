@@ -233,9 +233,8 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     assert not (tmp_path / "out" / "gpu-east" / "gitops").exists()
     # What Argo CD's Git directory generator would find in the committed repository.
     directories = application_set["spec"]["generators"][0]["git"]["directories"]
-    folders = [
-        str(p.relative_to(tmp_path)) for p in (tmp_path / "out").iterdir() if p.is_dir()
-    ]
+    folders = [str(p.relative_to(tmp_path)) for p in (tmp_path / "out").iterdir() if p.is_dir()]
+
     def matched(exclude: bool) -> set[str]:
         return {
             folder
@@ -252,9 +251,7 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     assert by_identity(kustomize(tmp_path / "out" / "_gitops")) == by_identity([application_set])
 
 
-def test_turning_the_application_set_off_prunes_it_and_check_notices(
-    cli, tmp_path, monkeypatch
-):
+def test_turning_the_application_set_off_prunes_it_and_check_notices(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     readme_files(tmp_path, "argocd")
     base = tmp_path / "clusters" / "base.yaml"
@@ -397,8 +394,10 @@ def test_flux_layers_build_with_kustomize_including_crds_and_monitors(tmp_path):
     for relative, content in files(rendering).items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_bytes(content)
-    kinds = {layer: [o["kind"] for o in kustomize(tmp_path / layer)]
-             for layer in ("foundation", "workloads", "monitors")}
+    kinds = {
+        layer: [o["kind"] for o in kustomize(tmp_path / layer)]
+        for layer in ("foundation", "workloads", "monitors")
+    }
     assert sorted(kinds["foundation"]) == ["CustomResourceDefinition", "Namespace", "RuntimeClass"]
     assert sorted(kinds["workloads"]) == ["DaemonSet", "ServiceAccount"]
     assert kinds["monitors"] == ["ServiceMonitor"]

@@ -72,17 +72,23 @@ def test_the_default_pool_is_a_gpu_machine(tmp_path, profile):
     schema_valid(node_pool)
 
 
-@pytest.mark.parametrize(("strategy", "gcloud", "api"), [
-    ("time-slicing", "time-sharing", "TIME_SHARING"),
-    ("mps", "mps", "MPS"),
-])
+@pytest.mark.parametrize(
+    ("strategy", "gcloud", "api"),
+    [
+        ("time-slicing", "time-sharing", "TIME_SHARING"),
+        ("mps", "mps", "MPS"),
+    ],
+)
 def test_sharing_becomes_the_pools_sharing(tmp_path, strategy, gcloud, api):
     body = f"devicePlugin: {{sharing: {{strategy: {strategy}, replicas: 3}}}}\n"
     flags, node_pool = pool(tmp_path, "gke-cos", body)
     assert flags["gpu-sharing-strategy"] == gcloud
     assert flags["max-shared-clients-per-gpu"] == "3"
     [accelerator] = node_pool["spec"]["nodeConfig"]["guestAccelerator"]
-    assert accelerator["gpuSharingConfig"] == {"gpuSharingStrategy": api, "maxSharedClientsPerGpu": 3}
+    assert accelerator["gpuSharingConfig"] == {
+        "gpuSharingStrategy": api,
+        "maxSharedClientsPerGpu": 3,
+    }
     schema_valid(node_pool)
 
 
@@ -95,23 +101,59 @@ def test_mig_becomes_the_pools_partition_size(tmp_path):
     schema_valid(node_pool)
 
 
-@pytest.mark.parametrize(("body", "where", "field", "words"), [
-    ("nodes:\n  gke:\n    machineType: g2-standard-8\n    accelerator: {type: nvidia-tesla-a100, count: 1}\n",
-     ":7:18:", "nodes.gke.machineType", ["a2-highgpu", "g2-standard-8"]),
-    ("nodes:\n  gke:\n    machineType: n1-standard-8\n    accelerator: {type: nvidia-h100-80gb, count: 1}\n",
-     ":7:18:", "nodes.gke.machineType", ["a3-highgpu"]),
-    ("nodes:\n  gke:\n    machineType: a2-highgpu-2g\n    accelerator: {type: nvidia-tesla-a100, count: 1}\n",
-     ":8:51:", "nodes.gke.accelerator.count", ["2"]),
-    ("nodes:\n  gke:\n    machineType: g2-standard-8\n    accelerator: {type: nvidia-l44, count: 1}\n",
-     ":8:25:", "nodes.gke.accelerator.type", ["nvidia-l4"]),
-    ("nodes:\n  gke:\n    machineType: g2-standard-8\n    accelerator: {type: nvidia-l4, count: 1, gpuPartitionSize: 1g.5gb}\n",
-     ":8:", "nodes.gke.accelerator.gpuPartitionSize", ["nvidia-l4"]),
-    ("devicePlugin: {migStrategy: single}\n", ":5:", "devicePlugin.migStrategy", ["gpuPartitionSize"]),
-    (A100 % ", gpuPartitionSize: 1g.5gb" + "devicePlugin: {migStrategy: mixed}\n",
-     ":9:", "devicePlugin.migStrategy", ["single"]),
-    ("devicePlugin: {sharing: {strategy: time-slicing, renameByDefault: true}}\n", ":5:",
-     "devicePlugin.sharing.renameByDefault", ["nvidia.com/gpu"]),
-])
+@pytest.mark.parametrize(
+    ("body", "where", "field", "words"),
+    [
+        (
+            "nodes:\n  gke:\n    machineType: g2-standard-8\n    accelerator: {type: nvidia-tesla-a100, count: 1}\n",
+            ":7:18:",
+            "nodes.gke.machineType",
+            ["a2-highgpu", "g2-standard-8"],
+        ),
+        (
+            "nodes:\n  gke:\n    machineType: n1-standard-8\n    accelerator: {type: nvidia-h100-80gb, count: 1}\n",
+            ":7:18:",
+            "nodes.gke.machineType",
+            ["a3-highgpu"],
+        ),
+        (
+            "nodes:\n  gke:\n    machineType: a2-highgpu-2g\n    accelerator: {type: nvidia-tesla-a100, count: 1}\n",
+            ":8:51:",
+            "nodes.gke.accelerator.count",
+            ["2"],
+        ),
+        (
+            "nodes:\n  gke:\n    machineType: g2-standard-8\n    accelerator: {type: nvidia-l44, count: 1}\n",
+            ":8:25:",
+            "nodes.gke.accelerator.type",
+            ["nvidia-l4"],
+        ),
+        (
+            "nodes:\n  gke:\n    machineType: g2-standard-8\n    accelerator: {type: nvidia-l4, count: 1, gpuPartitionSize: 1g.5gb}\n",
+            ":8:",
+            "nodes.gke.accelerator.gpuPartitionSize",
+            ["nvidia-l4"],
+        ),
+        (
+            "devicePlugin: {migStrategy: single}\n",
+            ":5:",
+            "devicePlugin.migStrategy",
+            ["gpuPartitionSize"],
+        ),
+        (
+            A100 % ", gpuPartitionSize: 1g.5gb" + "devicePlugin: {migStrategy: mixed}\n",
+            ":9:",
+            "devicePlugin.migStrategy",
+            ["single"],
+        ),
+        (
+            "devicePlugin: {sharing: {strategy: time-slicing, renameByDefault: true}}\n",
+            ":5:",
+            "devicePlugin.sharing.renameByDefault",
+            ["nvidia.com/gpu"],
+        ),
+    ],
+)
 def test_what_a_gke_pool_cannot_be_is_refused(tmp_path, cli, body, where, field, words):
     result = cli("render", write(tmp_path, "gke-cos", body), "-o", tmp_path / "out")
     assert result.exit_code == 2, result.output

@@ -72,7 +72,10 @@ def test_the_regeneration_command_writes_what_the_test_expects(tmp_path: Path) -
     assert command[:3] == ["python", "-m", "gpustack"] and (option, folder) == ("-o", "out")
     result = subprocess.run(
         [sys.executable, *command[1:], option, str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert stale_report(tmp_path / "out", expected_out()) == []

@@ -59,7 +59,9 @@ def test_starter_spells_out_exactly_the_profile_defaults(starter, tmp_path: Path
     """'Every field below is optional except ...; left out, a field takes the profile's
     default': the same four fields alone must render the very same files."""
     profile, path, stack = starter
-    assert "optional except apiVersion, kind, metadata.name and platform.profile" in path.read_text()
+    assert (
+        "optional except apiVersion, kind, metadata.name and platform.profile" in path.read_text()
+    )
     minimal = tmp_path / "minimal.yaml"
     minimal.write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
@@ -82,7 +84,10 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
     assert fields["platform.profile"][1].split(" | ") == available()
 
     assert fields["dcgmExporter.monitor"][1].startswith(f"auto ({stack.monitor} here)")
-    assert fields["driver.mode"][1].split(" | ") == [f"auto ({stack.driver_mode})", *facts.driver.modes]
+    assert fields["driver.mode"][1].split(" | ") == [
+        f"auto ({stack.driver_mode})",
+        *facts.driver.modes,
+    ]
 
     runtime = fields["runtimeClass.enabled"][1]
     runtime_classes = [obj for obj in objects if obj["kind"] == "RuntimeClass"]
@@ -100,7 +105,8 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
     enabled, note = fields["devicePlugin.enabled"]
     mounts_plugin_dir = any(
         volume.get("hostPath", {}).get("path") == KUBELET_DEVICE_PLUGINS
-        for spec in pod_specs for volume in spec.get("volumes", [])
+        for spec in pod_specs
+        for volume in spec.get("volumes", [])
     )
     if note.startswith("GKE runs its own device plugin"):
         assert facts.devicePluginProvider == "gke"
@@ -113,7 +119,8 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
 def test_starter_metrics_comment_is_true(starter) -> None:
     _, path, stack = starter
     assert commented_fields(path.read_text())["dcgmExporter.enabled"] == (
-        "true", "GPU metrics on port 9400"
+        "true",
+        "GPU metrics on port 9400",
     )
     ports = {
         port["containerPort"]

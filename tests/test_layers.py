@@ -56,8 +56,10 @@ def test_a_list_of_bases_applies_in_order_and_the_file_wins(cli, tmp_path):
     assert scrape_interval(objects) == "1m"  # the later base wins
     assert objects["ServiceMonitor/nvidia-dcgm-exporter"]["metadata"]["labels"]["release"] == "prom"
     assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 8
-    config.write_text(CLUSTER + "extends: [sharing.yaml, monitoring.yaml]\n"
-                      "devicePlugin: {sharing: {replicas: 3}}\n")
+    config.write_text(
+        CLUSTER + "extends: [sharing.yaml, monitoring.yaml]\n"
+        "devicePlugin: {sharing: {replicas: 3}}\n"
+    )
     objects = rendered(cli, config)
     assert scrape_interval(objects) == "30s"
     assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 3
@@ -101,15 +103,30 @@ def test_a_cycle_through_a_list_is_reported(cli, tmp_path):
 def test_set_overrides_a_field_typed_like_the_file(cli, tmp_path):
     config = tmp_path / "lab.yaml"
     config.write_text(CLUSTER + "devicePlugin: {sharing: {strategy: time-slicing}}\n")
-    objects = rendered(cli, config, "--set", "devicePlugin.sharing.replicas=8",
-                       "--set", "dcgmExporter.interval=1m", "--set", "gfd.enabled=false")
+    objects = rendered(
+        cli,
+        config,
+        "--set",
+        "devicePlugin.sharing.replicas=8",
+        "--set",
+        "dcgmExporter.interval=1m",
+        "--set",
+        "gfd.enabled=false",
+    )
     assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 8
     assert scrape_interval(objects) == "1m"
     assert "DaemonSet/gpu-feature-discovery" not in objects
     # A later --set wins; a label key holding dots is escaped as in Helm.
-    objects = rendered(cli, config, "--set", "devicePlugin.sharing.replicas=8",
-                       "--set", "devicePlugin.sharing.replicas=6",
-                       "--set", "nodes.selector.pool\\.example\\.com/gpu=a100")
+    objects = rendered(
+        cli,
+        config,
+        "--set",
+        "devicePlugin.sharing.replicas=8",
+        "--set",
+        "devicePlugin.sharing.replicas=6",
+        "--set",
+        "nodes.selector.pool\\.example\\.com/gpu=a100",
+    )
     assert plugin_config(objects)["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 6
     selector = objects["DaemonSet/nvidia-device-plugin"]["spec"]["template"]["spec"]
     assert "pool.example.com/gpu" in json.dumps(selector)
@@ -118,16 +135,24 @@ def test_set_overrides_a_field_typed_like_the_file(cli, tmp_path):
 @pytest.mark.parametrize(
     ("assignment", "message"),
     [
-        ("devicePlugin.sharing.replicas=100",
-         "error: --set: devicePlugin.sharing.replicas: 100 is too large: the most allowed is 48"),
-        ("devicePlugin.sharing.replicas=four",
-         "error: --set: devicePlugin.sharing.replicas: expected a whole number, got 'four'"),
-        ("platform.kubernetesVersion=1.30",
-         "error: --set: platform.kubernetesVersion: expected a string, but YAML reads 1.30 as "
-         'the number 1.3 (quote it: "1.30")'),
-        ("devicePlugin.migStrateg=single",
-         "error: --set: devicePlugin.migStrateg: unknown field 'migStrateg' "
-         "(did you mean 'migStrategy'?)"),
+        (
+            "devicePlugin.sharing.replicas=100",
+            "error: --set: devicePlugin.sharing.replicas: 100 is too large: the most allowed is 48",
+        ),
+        (
+            "devicePlugin.sharing.replicas=four",
+            "error: --set: devicePlugin.sharing.replicas: expected a whole number, got 'four'",
+        ),
+        (
+            "platform.kubernetesVersion=1.30",
+            "error: --set: platform.kubernetesVersion: expected a string, but YAML reads 1.30 as "
+            'the number 1.3 (quote it: "1.30")',
+        ),
+        (
+            "devicePlugin.migStrateg=single",
+            "error: --set: devicePlugin.migStrateg: unknown field 'migStrateg' "
+            "(did you mean 'migStrategy'?)",
+        ),
         ("replicas", "error: --set: expected FIELD=VALUE, got 'replicas'"),
     ],
 )

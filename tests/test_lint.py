@@ -103,7 +103,9 @@ def correct_stack() -> list[dict[str, Any]]:
     exporter_labels = {"app.kubernetes.io/name": "dcgm-exporter"}
     # MIG strategy single: the MIG manager creates the MIG devices the plugin advertises.
     mig_manager = daemonset(
-        "mig-manager", "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0", runtimeClassName="nvidia"
+        "mig-manager",
+        "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0",
+        runtimeClassName="nvidia",
     )
     return [
         mig_manager,
@@ -249,7 +251,10 @@ def test_taints_configured_taint_must_be_tolerated_unless_the_runtime_class_does
     taint = {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}
     hits = rules_hit(objects, taints=[taint])
     assert sorted(hits["taint-not-tolerated"]) == [
-        "dcgm-exporter", "device-plugin", "gfd", "mig-manager"
+        "dcgm-exporter",
+        "device-plugin",
+        "gfd",
+        "mig-manager",
     ]
     # RuntimeClass.scheduling.tolerations are merged into the pods that use the class.
     find(objects, "RuntimeClass", "nvidia")["scheduling"] = {
@@ -347,8 +352,11 @@ def test_gpustack_marks_workloads_that_use_a_runtime_class_the_platform_ships(tm
     config = tmp_path / "rke2.yaml"
     config.write_text(starter("rke2", "lint-rke2"))
     _, rendering = own_rendering(config)
-    users = [obj for obj in rendering.objects if obj["kind"] == "DaemonSet"
-             and pod_spec(obj).get("runtimeClassName") == "nvidia"]
+    users = [
+        obj
+        for obj in rendering.objects
+        if obj["kind"] == "DaemonSet" and pod_spec(obj).get("runtimeClassName") == "nvidia"
+    ]
     assert users and not [obj for obj in rendering.objects if obj["kind"] == "RuntimeClass"]
     for obj in users:
         assert obj["metadata"]["annotations"][lint.IGNORE_ANNOTATION] == "runtime-class-missing"

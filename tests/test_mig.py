@@ -36,8 +36,11 @@ def pod(workload: dict[str, Any]) -> dict[str, Any]:
 
 def matches(workload: dict[str, Any], labels: dict[str, str]) -> bool:
     """Whether a node with `labels` satisfies the workload's required node affinity."""
-    terms = pod(workload)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms = pod(workload)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     for term in terms["nodeSelectorTerms"]:
+
         def holds(expression: dict[str, Any]) -> bool:
             value = labels.get(expression["key"])
             operator = expression["operator"]
@@ -48,6 +51,7 @@ def matches(workload: dict[str, Any], labels: dict[str, str]) -> bool:
             if operator == "Exists":
                 return value is not None
             return value is None  # DoesNotExist
+
         if all(holds(expression) for expression in term["matchExpressions"]):
             return True
     return False
@@ -108,19 +112,25 @@ def test_built_in_mig_configs_are_the_upstream_defaults(tmp_path):
 @pytest.mark.shared
 def test_mig_manager_image_is_the_operators(tmp_path):
     values = load((OPERATOR / "helm__values.yaml").read_text())["migManager"]
-    manager = find(objects(tmp_path, "rke2", devicePlugin={"migStrategy": "single"}),
-                   "DaemonSet", "nvidia-mig-manager")
+    manager = find(
+        objects(tmp_path, "rke2", devicePlugin={"migStrategy": "single"}),
+        "DaemonSet",
+        "nvidia-mig-manager",
+    )
     expected = f"{values['repository']}/{values['image']}:{values['version']}"
     assert pod(manager)["containers"][0]["image"] == expected
 
 
 @pytest.mark.shared
 @pytest.mark.parametrize("profile", MIG_PROFILES)
-@pytest.mark.parametrize(("ours", "operand"), [
-    ("nvidia-device-plugin", "state-device-plugin__0500_daemonset.yaml"),
-    ("gpu-feature-discovery", "gpu-feature-discovery__0500_daemonset.yaml"),
-    ("nvidia-dcgm-exporter", "state-dcgm-exporter__0800_daemonset.yaml"),
-])
+@pytest.mark.parametrize(
+    ("ours", "operand"),
+    [
+        ("nvidia-device-plugin", "state-device-plugin__0500_daemonset.yaml"),
+        ("gpu-feature-discovery", "gpu-feature-discovery__0500_daemonset.yaml"),
+        ("nvidia-dcgm-exporter", "state-dcgm-exporter__0800_daemonset.yaml"),
+    ],
+)
 def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours, operand):
     """The MIG manager stops the GPU Operator's operands by flipping the node label their
     nodeSelector names to paused-for-mig-change, and waits for their `app` pods to go. gpustack's
@@ -135,7 +145,8 @@ def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours
     gpu_node = {
         key: values[0]
         for term in pod(manager)["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
         for expression in term["matchExpressions"]
         if expression["operator"] == "In"
         for key, values in [(expression["key"], expression["values"])]
@@ -149,7 +160,9 @@ def node_labels(tmp_path: Path, profile: str, **sections: Any) -> list[str]:
     files = render(stack_for(tmp_path, profile, **sections)).node_files
     if profile == "kubeadm":
         join = load(files["join-configuration.yaml"])
-        [arg] = [a for a in join["nodeRegistration"]["kubeletExtraArgs"] if a["name"] == "node-labels"]
+        [arg] = [
+            a for a in join["nodeRegistration"]["kubeletExtraArgs"] if a["name"] == "node-labels"
+        ]
         return str(arg["value"]).split(",")
     if profile == "rke2":
         return list(load(files["rke2-agent-config.yaml"])["node-label"])
@@ -160,12 +173,17 @@ def node_labels(tmp_path: Path, profile: str, **sections: Any) -> list[str]:
 
 @pytest.mark.parametrize("profile", MIG_PROFILES)
 def test_gpu_nodes_register_with_the_default_mig_config(tmp_path, profile):
-    labels = node_labels(tmp_path, profile, devicePlugin={"migStrategy": "single"},
-                         migManager={"defaultConfig": "all-1g.10gb"})
+    labels = node_labels(
+        tmp_path,
+        profile,
+        devicePlugin={"migStrategy": "single"},
+        migManager={"defaultConfig": "all-1g.10gb"},
+    )
     assert "nvidia.com/mig.config=all-1g.10gb" in labels
     # Upstream's default: MIG off until a node is labelled otherwise.
     assert "nvidia.com/mig.config=all-disabled" in node_labels(
-        tmp_path, profile, devicePlugin={"migStrategy": "mixed"})
+        tmp_path, profile, devicePlugin={"migStrategy": "mixed"}
+    )
 
 
 def write(tmp_path: Path, body: str, mig_file: str | None = None) -> Path:
@@ -192,12 +210,16 @@ CUSTOM = """\
 
 
 def test_user_mig_configs_join_the_built_in_ones(tmp_path, cli):
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         devicePlugin: {migStrategy: mixed}
         migManager:
           defaultConfig: inference
           config: {file: mig.yaml}
-        """, CUSTOM)
+        """,
+        CUSTOM,
+    )
     result = cli("render", path, "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     folder = tmp_path / "out" / "lab"
@@ -205,23 +227,39 @@ def test_user_mig_configs_join_the_built_in_ones(tmp_path, cli):
     configs = load(config_map["data"]["config.yaml"])["mig-configs"]
     assert configs["inference"][0]["mig-devices"] == {"1g.10gb": 7}
     assert "all-balanced" in configs
-    assert "nvidia.com/mig.config=inference" in (folder / "node" / "join-configuration.yaml").read_text()
+    assert (
+        "nvidia.com/mig.config=inference"
+        in (folder / "node" / "join-configuration.yaml").read_text()
+    )
 
 
-@pytest.mark.parametrize(("mig_file", "where", "words"), [
-    (CUSTOM.replace('"1g.10gb"', '"1g.10gbx"'), ":6:", ["1g.10gbx", "not a MIG profile"]),
-    (CUSTOM.replace("mig-enabled: true", "mig-enabled: yes please"), ":5:", ["mig-enabled"]),
-    (CUSTOM.replace("version: v1", "version: v2"), ":1:", ["version"]),
-    (CUSTOM.replace("devices: [2, 3]", "devices: some"), ":7:", ["devices", "'all'"]),
-    (CUSTOM.replace("        mig-enabled: false", "        mig-enabled: false\n        mig-devices: {1g.5gb: 1}"),
-     ":9:", ["mig-enabled is false"]),
-])
+@pytest.mark.parametrize(
+    ("mig_file", "where", "words"),
+    [
+        (CUSTOM.replace('"1g.10gb"', '"1g.10gbx"'), ":6:", ["1g.10gbx", "not a MIG profile"]),
+        (CUSTOM.replace("mig-enabled: true", "mig-enabled: yes please"), ":5:", ["mig-enabled"]),
+        (CUSTOM.replace("version: v1", "version: v2"), ":1:", ["version"]),
+        (CUSTOM.replace("devices: [2, 3]", "devices: some"), ":7:", ["devices", "'all'"]),
+        (
+            CUSTOM.replace(
+                "        mig-enabled: false",
+                "        mig-enabled: false\n        mig-devices: {1g.5gb: 1}",
+            ),
+            ":9:",
+            ["mig-enabled is false"],
+        ),
+    ],
+)
 def test_a_bad_user_mig_config_names_its_line(tmp_path, cli, mig_file, where, words):
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         devicePlugin: {migStrategy: single}
         migManager:
           config: {file: mig.yaml}
-        """, mig_file)
+        """,
+        mig_file,
+    )
     result = cli("render", path, "-o", tmp_path / "out")
     assert result.exit_code == 2, result.output
     assert f"mig.yaml{where}" in result.output
@@ -231,13 +269,26 @@ def test_a_bad_user_mig_config_names_its_line(tmp_path, cli, mig_file, where, wo
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("body", "field", "words"), [
-    ("devicePlugin: {migStrategy: single}\nmigManager: {defaultConfig: all-1g.10gbb}\n",
-     "migManager.defaultConfig", ["all-1g.10gb"]),
-    ("migManager: {defaultConfig: all-1g.10gb}\n", "migManager.defaultConfig", ["not deployed"]),
-    ("devicePlugin: {migStrategy: single}\nmigManager: {config: {file: missing.yaml}}\n",
-     "migManager.config.file", ["not found"]),
-])
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        (
+            "devicePlugin: {migStrategy: single}\nmigManager: {defaultConfig: all-1g.10gbb}\n",
+            "migManager.defaultConfig",
+            ["all-1g.10gb"],
+        ),
+        (
+            "migManager: {defaultConfig: all-1g.10gb}\n",
+            "migManager.defaultConfig",
+            ["not deployed"],
+        ),
+        (
+            "devicePlugin: {migStrategy: single}\nmigManager: {config: {file: missing.yaml}}\n",
+            "migManager.config.file",
+            ["not found"],
+        ),
+    ],
+)
 def test_mig_manager_settings_are_checked(tmp_path, cli, body, field, words):
     result = cli("render", write(tmp_path, body), "-o", tmp_path / "out")
     assert result.exit_code == 2, result.output
@@ -263,8 +314,12 @@ def test_openshift_mig_manager_may_use_the_privileged_scc(tmp_path):
     binding = find(items, "RoleBinding", "nvidia-mig-manager")
     assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
     role = find(items, "Role", binding["roleRef"]["name"])
-    assert {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
-            "resourceNames": ["privileged"], "verbs": ["use"]} in role["rules"]
+    assert {
+        "apiGroups": ["security.openshift.io"],
+        "resources": ["securitycontextconstraints"],
+        "resourceNames": ["privileged"],
+        "verbs": ["use"],
+    } in role["rules"]
 
 
 def test_mig_manager_may_label_its_node_and_find_the_pods_it_waits_for(tmp_path):
@@ -273,8 +328,17 @@ def test_mig_manager_may_label_its_node_and_find_the_pods_it_waits_for(tmp_path)
     binding = find(items, "ClusterRoleBinding", "nvidia-mig-manager")
     assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
     role = find(items, "ClusterRole", binding["roleRef"]["name"])
-    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"]
-               for verb in rule["verbs"]}
-    assert {("nodes", "get"), ("nodes", "list"), ("nodes", "watch"), ("nodes", "patch"),
-            ("pods", "list")} <= granted
+    granted = {
+        (resource, verb)
+        for rule in role["rules"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {
+        ("nodes", "get"),
+        ("nodes", "list"),
+        ("nodes", "watch"),
+        ("nodes", "patch"),
+        ("pods", "list"),
+    } <= granted
     assert not any(verb in ("delete", "create", "*") for _, verb in granted)

@@ -72,7 +72,8 @@ def entitled_config(tmp_path: Path) -> Path:
 
 def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
     return [
-        obj for obj in objects
+        obj
+        for obj in objects
         if obj["kind"] == kind and (name is None or obj["metadata"]["name"] == name)
     ]
 
@@ -91,7 +92,8 @@ def load_all_yaml(text: str) -> list[Any]:
 
 def installer_of(rendering: Rendering) -> dict[str, Any]:
     [installer] = [
-        obj for obj in find(rendering.objects, "DaemonSet")
+        obj
+        for obj in find(rendering.objects, "DaemonSet")
         if obj["metadata"]["namespace"] == "kube-system"
     ]
     return installer
@@ -125,7 +127,9 @@ def test_gke_installer_matches_upstream_and_selects_its_os(tmp_path, profile, up
     assert ours["priorityClassName"] == theirs["priorityClassName"] == "system-node-critical"
     assert ours["tolerations"] == [{"operator": "Exists"}]
     assert host_paths(ours) == host_paths(theirs)
-    assert [c["name"] for c in ours["initContainers"]] == [c["name"] for c in theirs["initContainers"]]
+    assert [c["name"] for c in ours["initContainers"]] == [
+        c["name"] for c in theirs["initContainers"]
+    ]
     for mine, upstream_container in zip(ours["initContainers"], theirs["initContainers"]):
         assert mine["image"] == upstream_container["image"]
         assert mine.get("imagePullPolicy") == upstream_container.get("imagePullPolicy")
@@ -139,8 +143,11 @@ def test_gke_installer_matches_upstream_and_selects_its_os(tmp_path, profile, up
     for expression in affinity_terms(theirs):
         assert expression in expressions
     # Upstream lacks the OS selector; ours keeps each installer on its own node image.
-    assert {"key": "cloud.google.com/gke-os-distribution", "operator": "In",
-            "values": [os_name]} in expressions
+    assert {
+        "key": "cloud.google.com/gke-os-distribution",
+        "operator": "In",
+        "values": [os_name],
+    } in expressions
 
 
 def test_cos_and_ubuntu_installers_differ(tmp_path):
@@ -249,7 +256,10 @@ def test_entitlement_machine_configs_carry_the_pem(tmp_path):
     }
     for name, machine_config in configs.items():
         assert machine_config["apiVersion"] == "machineconfiguration.openshift.io/v1"
-        assert machine_config["metadata"]["labels"]["machineconfiguration.openshift.io/role"] == "worker"
+        assert (
+            machine_config["metadata"]["labels"]["machineconfiguration.openshift.io/role"]
+            == "worker"
+        )
         assert machine_config["spec"]["config"]["ignition"] == {"version": "3.2.0"}
         path, content, file = decoded(machine_config)
         assert path == expected_paths[name]
@@ -262,11 +272,16 @@ def test_entitlement_machine_configs_carry_the_pem(tmp_path):
 
 @pytest.mark.shared
 def test_entitlement_machine_configs_match_the_crd_schema(tmp_path):
-    schema = json.loads((CRD_SCHEMAS / "machineconfiguration.openshift.io" / "machineconfig_v1.json").read_text())
+    schema = json.loads(
+        (CRD_SCHEMAS / "machineconfiguration.openshift.io" / "machineconfig_v1.json").read_text()
+    )
     rendering = render(load_stack(entitled_config(tmp_path)))
     written = files(rendering)
-    machine_configs = [load_yaml(content.decode()) for name, content in written.items()
-                       if name.startswith("machineconfig-")]
+    machine_configs = [
+        load_yaml(content.decode())
+        for name, content in written.items()
+        if name.startswith("machineconfig-")
+    ]
     assert len(machine_configs) == 3
     for machine_config in machine_configs:
         jsonschema.validate(machine_config, schema)
@@ -306,24 +321,33 @@ def taints_config(controlPlane: bool = False) -> str:
 
 def node_taints(profile: str, node_files: dict[str, str]) -> list[list[dict[str, Any]]]:
     """Every taint list the node files of `profile` would put on a node, as core/v1 taints."""
+
     def parse(text: str) -> dict[str, Any]:
         key_value, effect = text.rsplit(":", 1)
         key, value = key_value.split("=", 1)
         return {"key": key, "value": value, "effect": effect}
 
     if profile == "kubeadm":
-        return [load_yaml(node_files[name])["nodeRegistration"]["taints"]
-                for name in ("join-configuration.yaml", "init-configuration.yaml")
-                if name in node_files]
+        return [
+            load_yaml(node_files[name])["nodeRegistration"]["taints"]
+            for name in ("join-configuration.yaml", "init-configuration.yaml")
+            if name in node_files
+        ]
     if profile == "rke2":
         return [[parse(t) for t in load_yaml(node_files["rke2-agent-config.yaml"])["node-taint"]]]
     if profile == "openshift":
-        return [load_yaml(node_files["machineset-patch.yaml"])["spec"]["template"]["spec"]["taints"]]
-    effects = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule",
-               "NO_EXECUTE": "NoExecute"}
+        return [
+            load_yaml(node_files["machineset-patch.yaml"])["spec"]["template"]["spec"]["taints"]
+        ]
+    effects = {
+        "NO_SCHEDULE": "NoSchedule",
+        "PREFER_NO_SCHEDULE": "PreferNoSchedule",
+        "NO_EXECUTE": "NoExecute",
+    }
     pool = load_yaml(node_files["containernodepool.yaml"])["spec"]["nodeConfig"]["taint"]
-    [flag] = [line for line in node_files["gke-node-pool.sh"].splitlines()
-              if "--node-taints=" in line]
+    [flag] = [
+        line for line in node_files["gke-node-pool.sh"].splitlines() if "--node-taints=" in line
+    ]
     gcloud = flag.split("=", 1)[1].strip(" \\'").split(",")
     return [[{**t, "effect": effects[t["effect"]]} for t in pool], [parse(t) for t in gcloud]]
 
@@ -403,15 +427,23 @@ def test_rke2_agent_config_labels_the_selected_nodes(tmp_path):
 
 @pytest.mark.shared
 def test_openshift_machineset_patch_matches_the_machineset_schema(tmp_path):
-    schema = json.loads((CRD_SCHEMAS / "machine.openshift.io" / "machineset_v1beta1.json").read_text())
+    schema = json.loads(
+        (CRD_SCHEMAS / "machine.openshift.io" / "machineset_v1beta1.json").read_text()
+    )
     rendering = rendered(
         tmp_path, "openshift", taints_config() + "  selector: {gpu.example.com/pool: a100}\n"
     )
     patch = load_yaml(rendering.node_files["machineset-patch.yaml"])
-    machine_set = {"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
-                   "metadata": {"name": "gpu", "namespace": "openshift-machine-api"}, **patch}
+    machine_set = {
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "MachineSet",
+        "metadata": {"name": "gpu", "namespace": "openshift-machine-api"},
+        **patch,
+    }
     jsonschema.validate(machine_set, schema)
-    assert patch["spec"]["template"]["spec"]["metadata"]["labels"] == {"gpu.example.com/pool": "a100"}
+    assert patch["spec"]["template"]["spec"]["metadata"]["labels"] == {
+        "gpu.example.com/pool": "a100"
+    }
 
 
 def test_openshift_readme_warns_that_entitlement_reboots_workers(tmp_path):
@@ -425,7 +457,9 @@ def test_openshift_readme_warns_that_entitlement_reboots_workers(tmp_path):
 @pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])
 def test_gke_node_pool_manifest_matches_the_config_connector_schema(tmp_path, profile):
     schema = json.loads(
-        (CRD_SCHEMAS / "container.cnrm.cloud.google.com" / "containernodepool_v1beta1.json").read_text()
+        (
+            CRD_SCHEMAS / "container.cnrm.cloud.google.com" / "containernodepool_v1beta1.json"
+        ).read_text()
     )
     rendering = rendered(tmp_path, profile, taints_config())
     pool = load_yaml(rendering.node_files["containernodepool.yaml"])
@@ -466,14 +500,16 @@ def test_core_objects_pass_strict_validation(tmp_path, profile, body):
 def test_user_gke_profile_without_installer_os_is_a_clear_error(tmp_path, cli):
     profiles = tmp_path / "profiles"
     profiles.mkdir()
-    (profiles / "gke-custom.yaml").write_text(textwrap.dedent("""\
+    (profiles / "gke-custom.yaml").write_text(
+        textwrap.dedent("""\
         apiVersion: gpustack.dev/v1alpha1
         kind: Profile
         extends: gke-cos
         metadata: {name: gke-custom, description: GKE with an unknown node image}
         facts:
           driver: {installerOS: null}
-        """))
+        """)
+    )
     config = write_config(tmp_path, "gke-custom", "driver: {mode: gke-installer}\n")
     result = cli("render", config, "--profiles-dir", profiles, "-o", tmp_path / "out")
     assert result.exit_code == 2
@@ -481,16 +517,21 @@ def test_user_gke_profile_without_installer_os_is_a_clear_error(tmp_path, cli):
     assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize(("version", "enabled", "warned"), [
-    ("1.31", True, False), ("1.32", True, True), ("1.33", False, False),
-])
+@pytest.mark.parametrize(
+    ("version", "enabled", "warned"),
+    [
+        ("1.31", True, False),
+        ("1.32", True, True),
+        ("1.33", False, False),
+    ],
+)
 def test_render_warns_when_gkes_managed_dcgm_exporter_would_run_beside_ours(
     cli, tmp_path, version, enabled, warned
 ):
     config = tmp_path / "gke.yaml"
     config.write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: gke}\n"
-        f"platform: {{profile: gke-ubuntu, kubernetesVersion: \"{version}\"}}\n"
+        f'platform: {{profile: gke-ubuntu, kubernetesVersion: "{version}"}}\n'
         f"dcgmExporter: {{enabled: {str(enabled).lower()}}}\n"
     )
     result = cli("render", config, "-o", tmp_path / "out")

@@ -110,8 +110,7 @@ def options(command: Any) -> set[str]:
 
 
 COMMANDS = cli_commands()
-LEAVES = {words: command for words, command in COMMANDS.items()
-          if words and not is_group(command)}
+LEAVES = {words: command for words, command in COMMANDS.items() if words and not is_group(command)}
 
 
 def mentions() -> list[tuple[str, tuple[str, ...], list[str]]]:
@@ -123,11 +122,13 @@ def mentions() -> list[tuple[str, tuple[str, ...], list[str]]]:
         for index, word in enumerate(words):
             if word != "gpustack" and not word.endswith("/gpustack"):
                 continue
-            rest = words[index + 1:]
+            rest = words[index + 1 :]
             while rest and rest[0] in options(COMMANDS[()]):
                 rest = rest[1:]
             command: tuple[str, ...] = ()
-            while rest and re.fullmatch(r"[a-z][a-z-]*", rest[0]) and is_group(COMMANDS.get(command)):
+            while (
+                rest and re.fullmatch(r"[a-z][a-z-]*", rest[0]) and is_group(COMMANDS.get(command))
+            ):
                 command, rest = (*command, rest[0]), rest[1:]
             if not command:
                 continue  # the project's name in prose, not a command
@@ -303,8 +304,11 @@ def _facts(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in data.items():
         path = prefix + key
-        nested = isinstance(value, dict) and value and "operator" not in value and all(
-            re.fullmatch(r"[A-Za-z]+", child) for child in value
+        nested = (
+            isinstance(value, dict)
+            and value
+            and "operator" not in value
+            and all(re.fullmatch(r"[A-Za-z]+", child) for child in value)
         )
         if nested:
             flat.update(_facts(value, path + "."))
@@ -395,9 +399,7 @@ def test_lint_table_lists_exactly_the_rules_with_their_severity():
 
 def test_examples_table_names_every_example_and_its_output_folder():
     rows = table_with_header(section("Write a config"), "example")
-    documented = {
-        code_key(row[0].split(" ")[0]): code_key(row[1]) for row in rows[1:]
-    }
+    documented = {code_key(row[0].split(" ")[0]): code_key(row[1]) for row in rows[1:]}
     examples = {}
     for path in sorted(EXAMPLES.glob("*.yaml")):
         name = YAML(typ="safe").load(path.read_text())["metadata"]["name"]

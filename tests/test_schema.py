@@ -92,7 +92,9 @@ def test_init_refreshes_its_own_schema_and_leaves_a_foreign_file_alone(cli, tmp_
     result = cli("init", tmp_path / "b.yaml")
     assert result.exit_code == 2
     assert "is not gpustack's config schema" in result.stderr
-    assert not (tmp_path / "b.yaml").exists() and schema.read_text() == '{"title": "something else"}'
+    assert (
+        not (tmp_path / "b.yaml").exists() and schema.read_text() == '{"title": "something else"}'
+    )
     # Pointing the modeline elsewhere writes no schema file.
     other = tmp_path / "elsewhere"
     url = "https://example.com/gpustack.schema.json"

@@ -11,9 +11,19 @@ from conftest import ROOT
 
 def test_validate_benchmark_runs_on_both_shapes():
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "validate.py"), "--resources", "40", "--streams", "2",
-         "--repeat", "1"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "validate.py"),
+            "--resources",
+            "40",
+            "--streams",
+            "2",
+            "--repeat",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     lines = result.stdout.splitlines()
     count = int(re.fullmatch(r"resources: (\d+); start-up \(one file\): [\d.]+ s", lines[0])[1])

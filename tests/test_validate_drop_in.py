@@ -19,8 +19,15 @@ from gpustack.commands.validate import KUBECONFORM_DEFAULTS, translate
 
 # kubeconform's meaning in gpustack's spelling: what its flags stand for.
 MEANING = [KUBECONFORM_DEFAULTS]
-STRICT_CASES = ["valid.yaml", "wrong-type.yaml", "unknown-field.yaml", "duplicate-key.yaml",
-                "unknown-kind.yaml", "list.yaml", "multi-with-broken.yaml"]
+STRICT_CASES = [
+    "valid.yaml",
+    "wrong-type.yaml",
+    "unknown-field.yaml",
+    "duplicate-key.yaml",
+    "unknown-kind.yaml",
+    "list.yaml",
+    "multi-with-broken.yaml",
+]
 
 
 def both(cli, kubeconform: list[str], gpustack: list[str], *paths):
@@ -35,10 +42,32 @@ def test_the_same_command_line_in_both_spellings_gives_the_same_report(cli, outp
     paths = [CORPUS / name for name in STRICT_CASES]
     result = both(
         cli,
-        ["-strict", "-summary", "-verbose", "-output", output, "-kubernetes-version", "1.31.0",
-         "-schema-location", "default", "-schema-location", "gpustack"],
-        ["--strict", "--summary", "--verbose", "--output", output, "--kubernetes-version", "1.31",
-         "--schema-location", "default", "--schema-location", "gpustack"],
+        [
+            "-strict",
+            "-summary",
+            "-verbose",
+            "-output",
+            output,
+            "-kubernetes-version",
+            "1.31.0",
+            "-schema-location",
+            "default",
+            "-schema-location",
+            "gpustack",
+        ],
+        [
+            "--strict",
+            "--summary",
+            "--verbose",
+            "--output",
+            output,
+            "--kubernetes-version",
+            "1.31",
+            "--schema-location",
+            "default",
+            "--schema-location",
+            "gpustack",
+        ],
         *paths,
     )
     assert result.exit_code == 1
@@ -46,16 +75,32 @@ def test_the_same_command_line_in_both_spellings_gives_the_same_report(cli, outp
 
 
 def test_go_flag_forms_are_accepted(cli):
-    spaced = cli("validate", "-summary", "-output", "json", "-kubernetes-version", "1.31.0",
-                 CORPUS / "valid.yaml")
-    joined = cli("validate", "-summary=true", "-output=json", "-kubernetes-version=1.31.0",
-                 CORPUS / "valid.yaml")
-    assert (spaced.exit_code, spaced.stdout) == (joined.exit_code, joined.stdout) == (
-        0, spaced.stdout
+    spaced = cli(
+        "validate",
+        "-summary",
+        "-output",
+        "json",
+        "-kubernetes-version",
+        "1.31.0",
+        CORPUS / "valid.yaml",
+    )
+    joined = cli(
+        "validate",
+        "-summary=true",
+        "-output=json",
+        "-kubernetes-version=1.31.0",
+        CORPUS / "valid.yaml",
+    )
+    assert (
+        (spaced.exit_code, spaced.stdout) == (joined.exit_code, joined.stdout) == (0, spaced.stdout)
     )
     assert json.loads(spaced.stdout)["summary"]["valid"] == 2
     assert translate(["-strict=false", "-verbose=0", "-n=2", "file.yaml"]) == [
-        KUBECONFORM_DEFAULTS, "--no-strict", "--jobs", "2", "file.yaml",
+        KUBECONFORM_DEFAULTS,
+        "--no-strict",
+        "--jobs",
+        "2",
+        "file.yaml",
     ]
 
 
@@ -75,8 +120,18 @@ def test_kubeconforms_spelling_requires_no_name_and_runs_no_lint(cli):
     assert cli("validate", CORPUS / "missing-name.yaml").exit_code == 1
     linted = cli("validate", CORPUS / "crd-valid.yaml")  # a ServiceMonitor selecting nothing
     assert linted.exit_code == 1 and "monitor-target-missing" in linted.stdout
-    assert cli("validate", "-strict", "-schema-location", "default", "-schema-location",
-               "gpustack", CORPUS / "crd-valid.yaml").exit_code == 0
+    assert (
+        cli(
+            "validate",
+            "-strict",
+            "-schema-location",
+            "default",
+            "-schema-location",
+            "gpustack",
+            CORPUS / "crd-valid.yaml",
+        ).exit_code
+        == 0
+    )
 
 
 def test_kubeconforms_default_location_has_only_the_core_kinds(cli):
@@ -90,18 +145,31 @@ def test_skip_reject_ignore_missing_schemas_and_filename_patterns(cli):
     both(cli, ["-skip", "Service", "-verbose"], ["--skip", "Service", "--verbose"], valid)
     rejected = both(cli, ["-reject", "Deployment"], ["--reject", "Deployment"], valid)
     assert "prohibited resource kind Deployment" in rejected.stdout
-    skipped = both(cli, ["-ignore-missing-schemas", "-summary"],
-                   ["--ignore-missing-schemas", "--summary"], unknown)
+    skipped = both(
+        cli,
+        ["-ignore-missing-schemas", "-summary"],
+        ["--ignore-missing-schemas", "--summary"],
+        unknown,
+    )
     assert "Skipped: 1" in skipped.stdout
-    ignored = both(cli, ["-ignore-filename-pattern", "unknown", "-summary"],
-                   ["--ignore-filename-pattern", "unknown", "--summary"], valid, unknown)
+    ignored = both(
+        cli,
+        ["-ignore-filename-pattern", "unknown", "-summary"],
+        ["--ignore-filename-pattern", "unknown", "--summary"],
+        valid,
+        unknown,
+    )
     assert "in 1 file" in ignored.stdout
 
 
 def test_exit_on_error_stops_at_the_first_failure(cli):
     paths = [CORPUS / "valid.yaml", CORPUS / "wrong-type.yaml", CORPUS / "unknown-field.yaml"]
-    stopped = both(cli, ["-strict", "-exit-on-error", "-summary"],
-                   ["--strict", "--exit-on-error", "--summary"], *paths)
+    stopped = both(
+        cli,
+        ["-strict", "-exit-on-error", "-summary"],
+        ["--strict", "--exit-on-error", "--summary"],
+        *paths,
+    )
     assert stopped.exit_code == 1
     assert stopped.stdout.splitlines()[-1].startswith("Summary: 3 resources found in 2 files")
 
@@ -116,8 +184,15 @@ def test_workers_give_the_same_report_as_one_process(cli):
 def test_pretty_is_kubeconforms_pretty_output(cli):
     """pkg/output/pretty.go: a green check mark for valid, a red cross for errors, invalid
     resources as in text; aurora's colour codes."""
-    result = cli("validate", "-strict", "-verbose", "-output", "pretty",
-                 CORPUS / "valid.yaml", CORPUS / "unknown-kind.yaml")
+    result = cli(
+        "validate",
+        "-strict",
+        "-verbose",
+        "-output",
+        "pretty",
+        CORPUS / "valid.yaml",
+        CORPUS / "unknown-kind.yaml",
+    )
     assert result.stdout.splitlines() == [
         "\x1b[92m\u2714\x1b[0m tests/data/validate/corpus/valid.yaml: "
         "\x1b[92mDeployment web is valid\x1b[0m",
@@ -140,11 +215,28 @@ def test_a_ci_script_replacing_kubeconform_runs_unchanged():
     from conftest import ROOT
 
     completed = subprocess.run(
-        [sys.executable, "-m", "gpustack", "validate", "-summary", "-output", "json",
-         "-kubernetes-version", "1.31.0", "-strict", str(CORPUS / "valid.yaml")],
-        capture_output=True, cwd=ROOT, check=False, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gpustack",
+            "validate",
+            "-summary",
+            "-output",
+            "json",
+            "-kubernetes-version",
+            "1.31.0",
+            "-strict",
+            str(CORPUS / "valid.yaml"),
+        ],
+        capture_output=True,
+        cwd=ROOT,
+        check=False,
+        text=True,
     )
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["summary"] == {
-        "valid": 2, "invalid": 0, "errors": 0, "skipped": 0,
+        "valid": 2,
+        "invalid": 0,
+        "errors": 0,
+        "skipped": 0,
     }

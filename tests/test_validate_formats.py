@@ -152,13 +152,15 @@ def test_all_valid_exits_zero_in_every_format(cli, output):
 def test_every_format_gives_the_line_and_column_of_the_field(cli):
     """wrong-type.yaml line 7: `  replicas: "3"`, the value starting in column 13."""
     wrong = CORPUS / "wrong-type.yaml"
-    assert '(line 7, column 13)' in cli("validate", "--no-lint", wrong).stdout
-    finding = json.loads(cli("validate", "-o", "json", "--no-lint", wrong).stdout)[
-        "resources"][0]["findings"][0]
+    assert "(line 7, column 13)" in cli("validate", "--no-lint", wrong).stdout
+    finding = json.loads(cli("validate", "-o", "json", "--no-lint", wrong).stdout)["resources"][0][
+        "findings"
+    ][0]
     assert (finding["line"], finding["column"], finding["field"]) == (7, 13, "spec.replicas")
     junit = ElementTree.fromstring(cli("validate", "-o", "junit", "--no-lint", wrong).stdout)
     assert next(junit.iter("failure")).text.startswith(
-        "tests/data/validate/corpus/wrong-type.yaml:7:13: spec.replicas:")
+        "tests/data/validate/corpus/wrong-type.yaml:7:13: spec.replicas:"
+    )
     tap = cli("validate", "-o", "tap", "--no-lint", wrong).stdout
     assert "      line: 7\n      column: 13\n" in tap
     sarif = json.loads(cli("validate", "-o", "sarif", "--no-lint", wrong).stdout)

@@ -47,16 +47,45 @@ def stand_in(tmp_path, monkeypatch):
 def test_command_line_uses_kubeconforms_flags_and_the_project_schemas(cli, tmp_path, monkeypatch):
     log = stand_in(tmp_path, monkeypatch)
     manifest = CORPUS / "valid.yaml"
-    result = cli("validate", "--engine", "kubeconform", "--kubernetes-version", "1.30",
-                 "-o", "junit", "--summary", "--verbose", "--skip", "Secret", "--skip", "Job",
-                 "--reject", "Pod", "--ignore-missing-schemas", manifest)
+    result = cli(
+        "validate",
+        "--engine",
+        "kubeconform",
+        "--kubernetes-version",
+        "1.30",
+        "-o",
+        "junit",
+        "--summary",
+        "--verbose",
+        "--skip",
+        "Secret",
+        "--skip",
+        "Job",
+        "--reject",
+        "Pod",
+        "--ignore-missing-schemas",
+        manifest,
+    )
     assert result.exit_code == 3  # kubeconform's own exit code is passed through
     assert result.stdout.startswith("Summary: 1 resource found")  # and its report
     assert json.loads(log.read_text())["argv"] == [
-        "-strict", "-kubernetes-version", "1.30.0", "-output", "junit",
-        "-schema-location", "default", "-schema-location", project_template(),
-        "-summary", "-verbose", "-skip", "Secret,Job", "-reject", "Pod",
-        "-ignore-missing-schemas", str(manifest),
+        "-strict",
+        "-kubernetes-version",
+        "1.30.0",
+        "-output",
+        "junit",
+        "-schema-location",
+        "default",
+        "-schema-location",
+        project_template(),
+        "-summary",
+        "-verbose",
+        "-skip",
+        "Secret,Job",
+        "-reject",
+        "Pod",
+        "-ignore-missing-schemas",
+        str(manifest),
     ]
     assert project_template().endswith(
         "schemas/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
@@ -66,12 +95,30 @@ def test_command_line_uses_kubeconforms_flags_and_the_project_schemas(cli, tmp_p
 def test_schema_locations_pass_through_and_stdin_is_forwarded(cli, tmp_path, monkeypatch):
     log = stand_in(tmp_path, monkeypatch)
     template = "crds/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
-    cli("validate", "--engine", "kubeconform", "--kubernetes-version", "1.31",
-        "--schema-location", template, "--schema-location", "gpustack", input="kind: X\n")
+    cli(
+        "validate",
+        "--engine",
+        "kubeconform",
+        "--kubernetes-version",
+        "1.31",
+        "--schema-location",
+        template,
+        "--schema-location",
+        "gpustack",
+        input="kind: X\n",
+    )
     recorded = json.loads(log.read_text())
     assert recorded["argv"] == [
-        "-strict", "-kubernetes-version", "1.31.0", "-output", "text",
-        "-schema-location", template, "-schema-location", project_template(), "-",
+        "-strict",
+        "-kubernetes-version",
+        "1.31.0",
+        "-output",
+        "text",
+        "-schema-location",
+        template,
+        "-schema-location",
+        project_template(),
+        "-",
     ]
     assert recorded["stdin"] == "kind: X\n"
 

@@ -92,7 +92,11 @@ def mig_strategy_without_a_mig_manager(folder: Path) -> None:
     edit(
         "configmap-nvidia-device-plugin-config.yaml",
         lambda obj: obj["data"].update(
-            {"config.yaml": obj["data"]["config.yaml"].replace("migStrategy: none", "migStrategy: single")}
+            {
+                "config.yaml": obj["data"]["config.yaml"].replace(
+                    "migStrategy: none", "migStrategy: single"
+                )
+            }
         ),
     )(folder)
     edit("daemonset-gpu-feature-discovery.yaml", lambda obj: env(obj, "MIG_STRATEGY", "single"))(
@@ -127,6 +131,8 @@ def cuda_job_without_gpu(folder: Path) -> None:
             },
         },
     )
+
+
 def cdi_without_toolkit(obj: Objects) -> None:
     obj["data"]["config.yaml"] = obj["data"]["config.yaml"].replace(
         "deviceListStrategy: envvar", "deviceListStrategy: cdi-cri"
@@ -140,7 +146,9 @@ def driver_container_beside_the_host_driver(folder: Path) -> None:
     driver["spec"]["selector"]["matchLabels"] = labels
     driver["spec"]["template"]["metadata"]["labels"] = labels
     pod(driver)["containers"][0].update(
-        image="nvcr.io/nvidia/driver:595.91.07-ubuntu22.04", command=["nvidia-driver"], args=["init"]
+        image="nvcr.io/nvidia/driver:595.91.07-ubuntu22.04",
+        command=["nvidia-driver"],
+        args=["init"],
     )
     save(folder, "daemonset-nvidia-driver.yaml", driver)
 

@@ -10,8 +10,14 @@ from conftest import ROOT
 
 def test_the_repository_validates_as_a_whole(cli):
     """Configs (examples/), profiles, rendered output and the schemas folder, in one run."""
-    result = cli("validate", "--summary", ROOT / "examples", ROOT / "profiles", ROOT / "out",
-                 ROOT / "schemas")
+    result = cli(
+        "validate",
+        "--summary",
+        ROOT / "examples",
+        ROOT / "profiles",
+        ROOT / "out",
+        ROOT / "schemas",
+    )
     assert result.exit_code == 0, result.stdout
     configs = len(list((ROOT / "examples").glob("*.yaml")))
     profiles = len(list((ROOT / "profiles").glob("*.yaml")))
@@ -22,9 +28,11 @@ def test_the_repository_validates_as_a_whole(cli):
 
 def test_a_bad_config_is_named_with_the_field_line_and_column(cli, tmp_path):
     config = tmp_path / "gpustack.yaml"
-    config.write_text("apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
-                      "platform:\n  profile: rke2\n  kubernetesVersion: \"1.31\"\n"
-                      "devicePlugin:\n  sharing: {strategy: time-slicing, replicaz: 4}\n")
+    config.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
+        'platform:\n  profile: rke2\n  kubernetesVersion: "1.31"\n'
+        "devicePlugin:\n  sharing: {strategy: time-slicing, replicaz: 4}\n"
+    )
     result = cli("validate", "--no-lint", config)
     assert result.exit_code == 1
     assert result.stdout == (
@@ -36,20 +44,25 @@ def test_a_bad_config_is_named_with_the_field_line_and_column(cli, tmp_path):
 def test_configs_are_read_as_gpustack_reads_them_yaml_1_2(cli, tmp_path):
     """`no` is a string in a gpustack config (YAML 1.2), where a manifest's would be false."""
     config = tmp_path / "gpustack.yaml"
-    config.write_text("apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
-                      "platform: {profile: rke2}\ndcgmExporter:\n  monitorLabels: {release: no}\n")
+    config.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        "platform: {profile: rke2}\ndcgmExporter:\n  monitorLabels: {release: no}\n"
+    )
     assert cli("validate", "--no-lint", config).exit_code == 0
     manifest = tmp_path / "cm.yaml"
-    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"
-                        "  labels: {release: no}\n")
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels: {release: no}\n"
+    )
     assert cli("validate", "--no-lint", manifest).exit_code == 1
 
 
 def test_json_schemas_are_not_manifests(cli, tmp_path):
     (tmp_path / "gpustack.schema.json").write_text(
-        (ROOT / "schemas" / "gpustack.schema.json").read_text())
-    (tmp_path / "widget_v1.json").write_text(json.dumps(
-        {"type": "object", "properties": {"spec": {"type": "object"}}}))
+        (ROOT / "schemas" / "gpustack.schema.json").read_text()
+    )
+    (tmp_path / "widget_v1.json").write_text(
+        json.dumps({"type": "object", "properties": {"spec": {"type": "object"}}})
+    )
     (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     result = cli("validate", "--summary", tmp_path, tmp_path / "gpustack.schema.json")
     assert result.exit_code == 0

@@ -64,7 +64,8 @@ def rendered(profile: str, extra: str, folder: Path) -> list[dict]:
     config = folder / "gpustack.yaml"
     config.write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
-        f"platform:\n  profile: {profile}\n" + extra, encoding="utf-8"
+        f"platform:\n  profile: {profile}\n" + extra,
+        encoding="utf-8",
     )
     return render(load_stack(config, None, None)).objects
 
@@ -130,8 +131,11 @@ MUTATIONS = [
     ("podmonitoring", ("spec", "endpoints", 0, "port"), DELETE),
     ("podmonitoring", ("spec", "selector"), DELETE),
     ("podmonitoring", ("spec", "targetLabels", "bogus"), []),
-    ("nodefeaturerule", ("spec", "rules", 0, "matchFeatures", 0, "matchExpressions", "vendor",
-                         "op"), "Equals"),
+    (
+        "nodefeaturerule",
+        ("spec", "rules", 0, "matchFeatures", 0, "matchExpressions", "vendor", "op"),
+        "Equals",
+    ),
     ("nodefeaturerule", ("spec", "rules", 0, "bogus"), 1),
     ("nodefeaturerule", ("spec", "rules", 0, "labels", "x"), 1),
     ("nodefeaturerule", ("spec", "rules", 0, "name"), DELETE),
@@ -187,8 +191,9 @@ def mutated(sample: str, path: tuple, value) -> dict:
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("sample, path, value", MUTATIONS,
-                         ids=[f"{s}:{'.'.join(map(str, p))}" for s, p, _ in MUTATIONS])
+@pytest.mark.parametrize(
+    "sample, path, value", MUTATIONS, ids=[f"{s}:{'.'.join(map(str, p))}" for s, p, _ in MUTATIONS]
+)
 def test_project_schema_rejects_what_upstream_rejects(sample, path, value):
     obj = mutated(sample, path, value)
     status, found = problems(obj, upstream())
@@ -199,8 +204,11 @@ def test_project_schema_rejects_what_upstream_rejects(sample, path, value):
 
 @pytest.mark.shared
 def test_every_project_schema_but_kustomizes_is_for_an_upstream_crd():
-    without = [path.relative_to(PROJECT_SCHEMAS) for path in CRD_SCHEMA_FILES
-               if not (UPSTREAM_CRDS / path.relative_to(PROJECT_SCHEMAS)).is_file()]
+    without = [
+        path.relative_to(PROJECT_SCHEMAS)
+        for path in CRD_SCHEMA_FILES
+        if not (UPSTREAM_CRDS / path.relative_to(PROJECT_SCHEMAS)).is_file()
+    ]
     assert without == [Path("kustomize.config.k8s.io/kustomization_v1beta1.json")]
 
 
@@ -216,8 +224,11 @@ def test_a_rendered_folder_validates_as_a_whole(cli, tmp_path):
 # --- the schema files themselves ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("schema_file", CRD_SCHEMA_FILES,
-                         ids=[str(p.relative_to(PROJECT_SCHEMAS)) for p in CRD_SCHEMA_FILES])
+@pytest.mark.parametrize(
+    "schema_file",
+    CRD_SCHEMA_FILES,
+    ids=[str(p.relative_to(PROJECT_SCHEMAS)) for p in CRD_SCHEMA_FILES],
+)
 def test_schema_files_follow_kubeconforms_layout_and_are_strict(schema_file):
     schema = json.loads(schema_file.read_text())
     api_version = schema["properties"]["apiVersion"]["enum"][0]

@@ -44,11 +44,15 @@ REF_VERDICTS = {
     "k8s-device-plugin/helm-Chart.yaml": ["error"],
     # The default locations have no schema for the GPU Operator's ClusterPolicy or OLM's Subscription.
     "gpu-operator/config__samples__v1_clusterpolicy.yaml": ["error"],
-    "openshift/openshift-docs__psap-installing-nfd-operator__extract.yaml":
-        ["valid", "error", "error"],
+    "openshift/openshift-docs__psap-installing-nfd-operator__extract.yaml": [
+        "valid",
+        "error",
+        "error",
+    ],
     # A kustomize JSON6902 patch is a list, not an object.
-    "openshift/gitops-catalog__gpu-operator-certified__operator__overlays__stable__patch-channel.yaml":
-        ["error"],
+    "openshift/gitops-catalog__gpu-operator-certified__operator__overlays__stable__patch-channel.yaml": [
+        "error"
+    ],
     # The operator's asset has the placeholder namespace "FILLED BY THE OPERATOR", which is not a
     # namespace name: the project's schemas check metadata, the upstream CRD schemas do not.
     "gpu-operator/state-dcgm-exporter__0500_service_monitor.yaml": ["invalid"],
@@ -67,8 +71,9 @@ def test_project_schemas_agree_with_upstream_schemas_on_the_upstream_custom_reso
     the same verdict from each, except for the one placeholder namespace the upstream schemas
     cannot see (above)."""
     ours = verdicts(cli, REFS)
-    theirs = verdicts(cli, "--schema-location", "default", "--schema-location", UPSTREAM_TEMPLATE,
-                      REFS)
+    theirs = verdicts(
+        cli, "--schema-location", "default", "--schema-location", UPSTREAM_TEMPLATE, REFS
+    )
     assert [(file, name) for file, name, _ in ours] == [(file, name) for file, name, _ in theirs]
     compared = [
         (file, name, mine, upstream)

@@ -27,15 +27,30 @@ GO_YAML_V2 = {
     **dict.fromkeys(["n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "FALSE"], False),
     **dict.fromkeys(["~", "null", "Null", "NULL", ""], None),
     "0755": 0o755,  # a leading 0 is octal (strconv.ParseInt with base 0)
-    "0o17": 15, "0x1F": 31, "0b101": 5, "-0b101": -5, "+12": 12, "1_000": 1000,
+    "0o17": 15,
+    "0x1F": 31,
+    "0b101": 5,
+    "-0b101": -5,
+    "+12": 12,
+    "1_000": 1000,
     "08": 8.0,  # not octal, so not an int: yamlStyleFloat reads it
-    "1e3": 1000.0, "1.": 1.0, ".5": 0.5, "-1.5e-3": -0.0015,
+    "1e3": 1000.0,
+    "1.": 1.0,
+    ".5": 0.5,
+    "-1.5e-3": -0.0015,
     "18446744073709551615": 2**64 - 1,  # strconv.ParseUint
     "99999999999999999999": 1e20,  # past uint64: a float
-    "1:30": "1:30", "190:20:30": "190:20:30",  # no base 60 in go-yaml v2
+    "1:30": "1:30",
+    "190:20:30": "190:20:30",  # no base 60 in go-yaml v2
     "2024-01-02": "2024-01-02",  # a timestamp, kept as its text in an interface{}
-    "yes please": "yes please", "nginx": "nginx", "-": "-", "0x": "0x", "1e400": "1e400",
-    "Yes!": "Yes!", "TRUE": True, "tRUE": "tRUE",
+    "yes please": "yes please",
+    "nginx": "nginx",
+    "-": "-",
+    "0x": "0x",
+    "1e400": "1e400",
+    "Yes!": "Yes!",
+    "TRUE": True,
+    "tRUE": "tRUE",
 }
 
 
@@ -72,7 +87,12 @@ def test_keys_that_read_as_booleans_or_numbers_become_their_json_spelling():
 
     [document] = load("on: a\ny: b\nno: c\n1: d\n0x10: e\n1.5: f\n'yes': g\n")
     assert document.data == {
-        "true": "b", "false": "c", "1": "d", "16": "e", "1.5": "f", "yes": "g",
+        "true": "b",
+        "false": "c",
+        "1": "d",
+        "16": "e",
+        "1.5": "f",
+        "yes": "g",
     }
     assert [problem.message for problem in document.duplicates] == ["duplicate key 'true'"]
 
@@ -93,8 +113,7 @@ def test_alias_bombs_are_refused():
     from gpustack.validation.kubeyaml import Problem, load
 
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join(['*' + chr(97 + n)] * 10)}]\n"
-        for n in range(5)
+        f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join(['*' + chr(97 + n)] * 10)}]\n" for n in range(5)
     )
     with pytest.raises(Problem, match="alias bomb"):
         list(load(bomb))

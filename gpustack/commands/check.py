@@ -62,7 +62,9 @@ def command(
     assignments: list[str] = common.SET,
     quiet: bool = common.QUIET,
     output_format: OutputFormat = typer.Option(
-        OutputFormat.text, "--output", metavar="FORMAT",
+        OutputFormat.text,
+        "--output",
+        metavar="FORMAT",
         help="text (what is stale, with a unified diff per file) or json.",
     ),
     color: common.ColorMode = common.COLOR,
@@ -213,7 +215,8 @@ def _print(report: Report, out: Path, color: bool) -> None:
     for relative, diff in report.diffs.items():
         lost = (
             " (its first line lost gpustack's marker: `gpustack render --force` overwrites it)"
-            if relative in report.unmarked else ""
+            if relative in report.unmarked
+            else ""
         )
         typer.echo(paint(f"{folder / relative}: changed{lost}", "changed", color), color=color)
         for line in diff.splitlines():

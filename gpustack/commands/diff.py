@@ -84,16 +84,12 @@ def command(
     if git_ref is not None:
         if against is not None or len(names) > 1:
             raise _usage("--git-ref compares the configs with themselves at REF")
-        fleet = _since_revision(
-            git_ref, paths, names[0] if names else None, profiles_dir, override
-        )
+        fleet = _since_revision(git_ref, paths, names[0] if names else None, profiles_dir, override)
         title = f"gpustack diff: {git_ref} → working tree"
     elif against is not None and (len(paths) > 1 or any(path.is_dir() for path in paths)):
         if len(names) > 1:
             raise _usage("--profile twice compares one config on two profiles")
-        fleet = _fleet_against(
-            paths, against, names[0] if names else None, profiles_dir, override
-        )
+        fleet = _fleet_against(paths, against, names[0] if names else None, profiles_dir, override)
         title = f"gpustack diff: {against} → rendered"
     else:
         cluster, single = _compare(paths, names, against, profiles_dir, override)
@@ -136,9 +132,7 @@ def _compare(
         if against is not None or len(configs) > 1:
             raise _usage("--profile twice compares one config on two profiles")
         path = configs[0] if configs else _default_config()
-        first, second = (
-            load_stack(path, name, profiles_dir, True, override) for name in profiles
-        )
+        first, second = (load_stack(path, name, profiles_dir, True, override) for name in profiles)
         difference = _between(first, profiles[0], second, profiles[1])
         left_out = tuple(
             (side, field, why)

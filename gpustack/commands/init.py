@@ -41,12 +41,16 @@ def command(
         Path("gpustack.yaml"),
         help="Where to write the config; a folder gets gpustack.yaml in it, named after the folder.",
     ),
-    profile: str = typer.Option("kubeadm", "--profile", metavar="NAME", help="Platform profile to start from."),
+    profile: str = typer.Option(
+        "kubeadm", "--profile", metavar="NAME", help="Platform profile to start from."
+    ),
     name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     profiles_dir: Path | None = common.PROFILES_DIR,
     schema: str | None = typer.Option(
-        None, "--schema", metavar="PATH|URL",
+        None,
+        "--schema",
+        metavar="PATH|URL",
         help=f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "
         "written or refreshed there).",
     ),
@@ -61,8 +65,9 @@ def command(
         folder_name = path.resolve().name
         path = path / "gpustack.yaml"
     if path.is_dir() or (path.exists() and not path.is_file()):
-        raise UserError("is not a regular file; init will not replace it",
-                        Location(display_path(path)))
+        raise UserError(
+            "is not a regular file; init will not replace it", Location(display_path(path))
+        )
     if path.exists() and not force:
         raise UserError("already exists (use --force to overwrite)", Location(display_path(path)))
     default_name = folder_name if folder_name and dns_label(folder_name) else "my-cluster"
@@ -127,42 +132,65 @@ def starter(
         (f"  name: {cluster}", "DNS-1123 label; names the output folder"),
         ("platform:", ""),
         (f"  profile: {profile_name}", " | ".join(profiles.available(profiles_dir))),
-        (f'  kubernetesVersion: "{platform.get("kubernetesVersion", "1.31")}"',
-         "target for schema validation and API deprecations"),
+        (
+            f'  kubernetesVersion: "{platform.get("kubernetesVersion", "1.31")}"',
+            "target for schema validation and API deprecations",
+        ),
     ]
     if platform.get("openshiftVersion"):
-        lines.append((f'  openshiftVersion: "{platform["openshiftVersion"]}"', "OpenShift minor version"))
+        lines.append(
+            (f'  openshiftVersion: "{platform["openshiftVersion"]}"', "OpenShift minor version")
+        )
     lines += [
         (f"namespace: {defaults.get('namespace', 'gpu-system')}", "DNS-1123 label"),
         ("nodes:", ""),
         ("  selector: {}", "labels GPU nodes carry, ANDed into every GPU workload's placement"),
-        ("  taints:" if taints else "  taints: []",
-         "every GPU workload tolerates these; node/ applies them"),
+        (
+            "  taints:" if taints else "  taints: []",
+            "every GPU workload tolerates these; node/ applies them",
+        ),
         *((f"  - {_flow(taint)}", "") for taint in taints),
         ("devicePlugin:", ""),
-        (f"  enabled: {_bool(defaults.get('devicePlugin', {}).get('enabled', True))}",
-         "GKE runs its own device plugin on GPU nodes" if gke_plugin else "NVIDIA's device plugin"),
+        (
+            f"  enabled: {_bool(defaults.get('devicePlugin', {}).get('enabled', True))}",
+            "GKE runs its own device plugin on GPU nodes"
+            if gke_plugin
+            else "NVIDIA's device plugin",
+        ),
         ("  migStrategy: none", "none | single | mixed"),
-        ("  deviceListStrategy: auto", "auto (cdi-cri with the toolkit, else envvar) | envvar "
-         "| cdi-cri | volume-mounts"),
+        (
+            "  deviceListStrategy: auto",
+            "auto (cdi-cri with the toolkit, else envvar) | envvar | cdi-cri | volume-mounts",
+        ),
         ("  sharing:", ""),
         ("    strategy: none", "none | time-slicing | mps"),
         ("    replicas: 4", "pods per GPU when sharing"),
         ("gfd:", ""),
-        (f"  enabled: {_bool(defaults.get('gfd', {}).get('enabled', True))}",
-         "GPU Feature Discovery: nvidia.com/gpu.* node labels"),
+        (
+            f"  enabled: {_bool(defaults.get('gfd', {}).get('enabled', True))}",
+            "GPU Feature Discovery: nvidia.com/gpu.* node labels",
+        ),
         ("nfd:", ""),
-        (f"  mode: {defaults.get('nfd', {}).get('mode', 'deploy')}",
-         "deploy | external (installed elsewhere) | disabled"),
+        (
+            f"  mode: {defaults.get('nfd', {}).get('mode', 'deploy')}",
+            "deploy | external (installed elsewhere) | disabled",
+        ),
         ("dcgmExporter:", ""),
         ("  enabled: true", "GPU metrics on port 9400"),
-        ("  monitor: auto", f"auto ({facts.monitoring} here) | servicemonitor | podmonitoring | none"),
+        (
+            "  monitor: auto",
+            f"auto ({facts.monitoring} here) | servicemonitor | podmonitoring | none",
+        ),
         ("  interval: 15s", "how often Prometheus scrapes the exporter"),
-        ("  monitorLabels: {}",
-         "labels Prometheus selects monitors by, e.g. {release: prometheus}"),
+        (
+            "  monitorLabels: {}",
+            "labels Prometheus selects monitors by, e.g. {release: prometheus}",
+        ),
         ("images:", ""),
-        ("  registry: null", "air-gapped: the mirror to pull every image from, e.g. "
-         "registry.example.com"),
+        (
+            "  registry: null",
+            "air-gapped: the mirror to pull every image from, e.g. registry.example.com",
+        ),
         ("  pullSecrets: []", "Secrets every pod pulls its images with"),
         ("smokeTest:", ""),
         ("  enabled: auto", "a GPU pod after every sync; auto: with gitops.tool argocd or flux"),
@@ -199,7 +227,9 @@ def _bool(value: object) -> str:
 
 def _flow(taint: dict[str, object]) -> str:
     """A taint as a one-line YAML mapping, in the order kubectl prints taints."""
-    fields = [f"{key}: {taint[key]}" for key in ("key", "value", "effect") if taint.get(key) is not None]
+    fields = [
+        f"{key}: {taint[key]}" for key in ("key", "value", "effect") if taint.get(key) is not None
+    ]
     return "{" + ", ".join(fields) + "}"
 
 

@@ -50,7 +50,9 @@ def diff(
     first: str = typer.Argument(..., metavar="A", help="Profile shown in the left column."),
     second: str = typer.Argument(..., metavar="B", help="Profile shown in the right column."),
     profiles_dir: Path | None = ProfilesDir,
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", help="text (a table) or json."),
+    output: OutputFormat = typer.Option(
+        OutputFormat.text, "--output", help="text (a table) or json."
+    ),
 ) -> None:
     """Show side by side the facts and defaults two profiles set differently (exit 1 if any)."""
     from gpustack import profiles
@@ -69,8 +71,9 @@ def diff(
         settings.append(_flatten({"facts": dumped["facts"], "defaults": dumped["defaults"]}))
     old, new = settings
     paths = sorted(old.keys() | new.keys(), key=lambda path: (not path.startswith("facts"), path))
-    rows = [(path, old.get(path), new.get(path)) for path in paths
-            if old.get(path) != new.get(path)]
+    rows = [
+        (path, old.get(path), new.get(path)) for path in paths if old.get(path) != new.get(path)
+    ]
     if output is OutputFormat.json:
         differences = [{"path": path, "a": a, "b": b} for path, a, b in rows]
         typer.echo(json.dumps({"a": first, "b": second, "differences": differences}, indent=2))

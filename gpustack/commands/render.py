@@ -22,28 +22,40 @@ class Report(str, Enum):
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
-        None, metavar="CONFIG|DIR",
+        None,
+        metavar="CONFIG|DIR",
         help="Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded "
         "kubeadm example).",
     ),
-    out: Path = typer.Option(Path("out"), "-o", "--out", metavar="DIR", help="Folder that gets <name>/ per cluster."),
-    profile: str | None = typer.Option(None, "--profile", metavar="NAME", help="Override platform.profile."),
+    out: Path = typer.Option(
+        Path("out"), "-o", "--out", metavar="DIR", help="Folder that gets <name>/ per cluster."
+    ),
+    profile: str | None = typer.Option(
+        None, "--profile", metavar="NAME", help="Override platform.profile."
+    ),
     profiles_dir: Path | None = common.PROFILES_DIR,
     assignments: list[str] = common.SET,
     stdout: bool = typer.Option(
         False, "--stdout", help="Print one YAML stream, write nothing (also -o -)."
     ),
     force: bool = typer.Option(
-        False, "--force",
+        False,
+        "--force",
         help="Overwrite files render would write even when they lost gpustack's marker line.",
     ),
     jobs: int | None = typer.Option(
-        None, "-j", "--jobs", min=1, metavar="N",
+        None,
+        "-j",
+        "--jobs",
+        min=1,
+        metavar="N",
         help="Worker processes that render a large fleet (default: none, render here).",
     ),
     quiet: bool = common.QUIET,
     report: Report = typer.Option(
-        Report.text, "--output", metavar="FORMAT",
+        Report.text,
+        "--output",
+        metavar="FORMAT",
         help="text (one summary line on stderr) or json (each cluster's files, on stdout).",
     ),
 ) -> None:
@@ -87,16 +99,21 @@ def command(
     progress = common.Progress(len(planned), "writing", not quiet)
     results: list[dict[str, Any]] = [
         {
-            "name": done.target.name, "folder": str(done.target), "files": len(done.files),
-            "written": done.written, "unchanged": len(done.files) - done.written,
+            "name": done.target.name,
+            "folder": str(done.target),
+            "files": len(done.files),
+            "written": done.written,
+            "unchanged": len(done.files) - done.written,
             "removed": done.removed,
         }
         for done in output.write_all(out, planned, modes, force, progress.advance)
         if done.files or done.removed
     ]
     progress.finish()
-    totals = {key: sum(int(result[key]) for result in results)
-              for key in ("files", "written", "unchanged", "removed")}
+    totals = {
+        key: sum(int(result[key]) for result in results)
+        for key in ("files", "written", "unchanged", "removed")
+    }
     if report is Report.json:
         typer.echo(json.dumps({**totals, "clusters": results}, indent=2))
     elif not quiet:

@@ -46,59 +46,115 @@ LABELS = {**selector_labels(NAME), COMPONENT_LABEL: COMPONENT}
 # exporter's own default list (etc/default-counters.csv); help texts must not contain commas,
 # since each line is read as exactly three comma-separated fields.
 COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
-    ("Clocks", (
-        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "Streaming multiprocessor clock in MHz."),
-        ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock in MHz."),
-    )),
-    ("Temperature", (
-        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU die temperature in degrees Celsius."),
-        ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "GPU memory temperature in degrees Celsius."),
-    )),
-    ("Power", (
-        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power drawn right now in watts."),
-        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
-         "Energy used since the driver loaded in millijoules."),
-    )),
-    ("Utilisation (the sampling window depends on the GPU model)", (
-        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "Share of time a kernel was running in percent."),
-        ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge",
-         "Share of time device memory was read or written in percent."),
-        ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Video encoder busy time in percent."),
-        ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Video decoder busy time in percent."),
-    )),
-    ("Framebuffer memory", (
-        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory not in use in MiB."),
-        ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory in use in MiB."),
-        ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory the driver keeps in MiB."),
-    )),
-    ("Errors and health", (
-        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Code of the most recent XID error."),
-        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe transfers that had to be retried."),
-        ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
-         "Memory rows remapped after uncorrectable errors."),
-        ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
-         "Memory rows remapped after correctable errors."),
-        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "1 when a memory row could not be remapped."),
-    )),
-    ("Interconnect", (
-        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
-         "NVLink bandwidth counter summed over all links."),
-    )),
-    ("Virtual GPUs", (
-        ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "Licence state of a vGPU."),
-    )),
-    ("Attached as a label to every sample", (
-        ("DCGM_FI_DRIVER_VERSION", "label", "NVIDIA driver version."),
-    )),
-    ("Profiling (Volta and newer datacenter GPUs; needs SYS_ADMIN)", (
-        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Fraction of time the graphics engine worked."),
-        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
-         "Fraction of cycles the tensor core pipe was busy."),
-        ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
-         "Fraction of cycles the memory interface was sending or receiving."),
-        ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "PCIe bytes sent per second with headers."),
-        ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe bytes received per second with headers."),
-    )),
+    (
+        "Clocks",
+        (
+            ("DCGM_FI_DEV_SM_CLOCK", "gauge", "Streaming multiprocessor clock in MHz."),
+            ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock in MHz."),
+        ),
+    ),
+    (
+        "Temperature",
+        (
+            ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU die temperature in degrees Celsius."),
+            ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "GPU memory temperature in degrees Celsius."),
+        ),
+    ),
+    (
+        "Power",
+        (
+            ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power drawn right now in watts."),
+            (
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+                "counter",
+                "Energy used since the driver loaded in millijoules.",
+            ),
+        ),
+    ),
+    (
+        "Utilisation (the sampling window depends on the GPU model)",
+        (
+            ("DCGM_FI_DEV_GPU_UTIL", "gauge", "Share of time a kernel was running in percent."),
+            (
+                "DCGM_FI_DEV_MEM_COPY_UTIL",
+                "gauge",
+                "Share of time device memory was read or written in percent.",
+            ),
+            ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Video encoder busy time in percent."),
+            ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Video decoder busy time in percent."),
+        ),
+    ),
+    (
+        "Framebuffer memory",
+        (
+            ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory not in use in MiB."),
+            ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory in use in MiB."),
+            ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory the driver keeps in MiB."),
+        ),
+    ),
+    (
+        "Errors and health",
+        (
+            ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Code of the most recent XID error."),
+            (
+                "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                "counter",
+                "PCIe transfers that had to be retried.",
+            ),
+            (
+                "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+                "counter",
+                "Memory rows remapped after uncorrectable errors.",
+            ),
+            (
+                "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+                "counter",
+                "Memory rows remapped after correctable errors.",
+            ),
+            (
+                "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+                "gauge",
+                "1 when a memory row could not be remapped.",
+            ),
+        ),
+    ),
+    (
+        "Interconnect",
+        (
+            (
+                "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+                "counter",
+                "NVLink bandwidth counter summed over all links.",
+            ),
+        ),
+    ),
+    ("Virtual GPUs", (("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "Licence state of a vGPU."),)),
+    (
+        "Attached as a label to every sample",
+        (("DCGM_FI_DRIVER_VERSION", "label", "NVIDIA driver version."),),
+    ),
+    (
+        "Profiling (Volta and newer datacenter GPUs; needs SYS_ADMIN)",
+        (
+            (
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                "gauge",
+                "Fraction of time the graphics engine worked.",
+            ),
+            (
+                "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+                "gauge",
+                "Fraction of cycles the tensor core pipe was busy.",
+            ),
+            (
+                "DCGM_FI_PROF_DRAM_ACTIVE",
+                "gauge",
+                "Fraction of cycles the memory interface was sending or receiving.",
+            ),
+            ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "PCIe bytes sent per second with headers."),
+            ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe bytes received per second with headers."),
+        ),
+    ),
 )
 
 

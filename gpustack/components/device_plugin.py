@@ -153,8 +153,14 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
     ]
     if stack.device_list_strategy == "cdi-cri":
         volumes.append(host_path_volume("driver-root", stack.driver_root, "Directory"))
-        mounts.append({"name": "driver-root", "mountPath": DRIVER_ROOT_MOUNT, "readOnly": True,
-                       "mountPropagation": "HostToContainer"})
+        mounts.append(
+            {
+                "name": "driver-root",
+                "mountPath": DRIVER_ROOT_MOUNT,
+                "readOnly": True,
+                "mountPropagation": "HostToContainer",
+            }
+        )
     if mps:
         volumes += [
             host_path_volume("mps-root", MPS_ROOT, "DirectoryOrCreate"),
@@ -212,8 +218,11 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon", "mount-shm"],
                     "securityContext": {"privileged": True},
                     "volumeMounts": [
-                        {"name": "mps-root", "mountPath": MPS_MOUNT,
-                         "mountPropagation": "Bidirectional"},
+                        {
+                            "name": "mps-root",
+                            "mountPath": MPS_MOUNT,
+                            "mountPropagation": "Bidirectional",
+                        },
                     ],
                 }
             ],
@@ -224,7 +233,10 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon"],
                     "env": [
                         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
-                        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        {
+                            "name": "NODE_NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                        },
                         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
                     ],

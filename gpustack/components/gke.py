@@ -79,7 +79,10 @@ def _installer(stack: Stack) -> dict[str, Any]:
     if operating_system == "cos":
         # Confidential nodes get upstream's separate `-confidential` installer.
         extra_affinity.append(
-            {"key": "cloud.google.com/gke-confidential-nodes-instance-type", "operator": "DoesNotExist"}
+            {
+                "key": "cloud.google.com/gke-confidential-nodes-instance-type",
+                "operator": "DoesNotExist",
+            }
         )
     os_label = stack.facts.nodeOSLabel
     if os_label is not None:
@@ -109,7 +112,9 @@ def _installer(stack: Stack) -> dict[str, Any]:
     # Named per OS (upstream: nvidia-driver-installer) so that the COS and Ubuntu installers of
     # a cluster with both kinds of pool can coexist in kube-system.
     name = f"{INSTALLER}-{operating_system}"
-    installer = daemonset(stack, name, pod_spec, component="driver-installer", labels=UPSTREAM_LABEL)
+    installer = daemonset(
+        stack, name, pod_spec, component="driver-installer", labels=UPSTREAM_LABEL
+    )
     installer["metadata"]["namespace"] = INSTALLER_NAMESPACE
     return installer
 

@@ -93,8 +93,19 @@ _STRING: dict[str, Any] = {"type": "string"}
 _STRINGS: dict[str, Any] = {"type": "array", "items": _STRING}
 # The operators of a MatchExpression (types.go MatchOp).
 _MATCH_OPS = [
-    "In", "NotIn", "InRegexp", "Exists", "DoesNotExist",
-    "Gt", "Ge", "Lt", "Le", "GtLt", "GeLe", "IsTrue", "IsFalse",
+    "In",
+    "NotIn",
+    "InRegexp",
+    "Exists",
+    "DoesNotExist",
+    "Gt",
+    "Ge",
+    "Lt",
+    "Le",
+    "GtLt",
+    "GeLe",
+    "IsTrue",
+    "IsFalse",
 ]
 
 
@@ -273,6 +284,7 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------------------------------------
 # Workloads (deployment/base and overlays/default, v0.19.0).
+
 
 def image(stack: Stack) -> str:
     return f"registry.k8s.io/nfd/node-feature-discovery:{stack.config.nfd.version}"

@@ -50,7 +50,8 @@ def _mig_note(stack: Stack) -> str:
 def _taint_strings(stack: Stack) -> list[str]:
     """`key=value:Effect` (or `key:Effect`), the kubelet's --register-with-taints syntax."""
     return [
-        f"{taint.key}={taint.value}:{taint.effect}" if taint.value is not None
+        f"{taint.key}={taint.value}:{taint.effect}"
+        if taint.value is not None
         else f"{taint.key}:{taint.effect}"
         for taint in stack.config.nodes.taints
     ]
@@ -59,8 +60,11 @@ def _taint_strings(stack: Stack) -> list[str]:
 def _taint_objects(stack: Stack) -> list[dict[str, Any]]:
     """Taints as core/v1 Node spec.taints entries (kubeadm and MachineSets use that shape)."""
     return [
-        {"key": taint.key, **({"value": taint.value} if taint.value is not None else {}),
-         "effect": taint.effect}
+        {
+            "key": taint.key,
+            **({"value": taint.value} if taint.value is not None else {}),
+            "effect": taint.effect,
+        }
         for taint in stack.config.nodes.taints
     ]
 
@@ -137,48 +141,65 @@ def _containerd_drop_in(stack: Stack) -> str:
 
 
 def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
-    join = {"apiVersion": KUBEADM_API, "kind": "JoinConfiguration",
-            "nodeRegistration": _node_registration(stack)}
+    join = {
+        "apiVersion": KUBEADM_API,
+        "kind": "JoinConfiguration",
+        "nodeRegistration": _node_registration(stack),
+    }
     files = {"join-configuration.yaml": _yaml(join)}
     where = [
-        ("join-configuration.yaml",
-         "merge `nodeRegistration` into the JoinConfiguration each GPU worker joins with "
-         "(`kubeadm join --config`, with your `discovery` section); kubelet applies the taints "
-         "when the node registers, so later edits need `kubectl taint`"),
+        (
+            "join-configuration.yaml",
+            "merge `nodeRegistration` into the JoinConfiguration each GPU worker joins with "
+            "(`kubeadm join --config`, with your `discovery` section); kubelet applies the taints "
+            "when the node registers, so later edits need `kubectl taint`",
+        ),
     ]
     if not stack.toolkit_enabled:
         # With the toolkit DaemonSet, it writes this drop-in itself.
         files["99-nvidia.toml"] = _containerd_drop_in(stack)
-        where.append((
-            "99-nvidia.toml",
-            "copy to `/etc/containerd/conf.d/99-nvidia.toml` on each GPU node (what `nvidia-ctk "
-            f"runtime configure --runtime=containerd` writes), make sure "
-            f"`{stack.facts.runtime.containerdConfig}` "
-            "has `imports = [\"/etc/containerd/conf.d/*.toml\"]`, then `systemctl restart "
-            "containerd`. It is containerd config version 2, which containerd 1.7 reads and "
-            "containerd 2.x migrates on load (a version 3 file would break containerd 1.7). "
-            f"The nvidia runtime uses the `{stack.config.nodes.cgroupDriver}` cgroup driver "
-            "(`nodes.cgroupDriver`), as runc and the kubelet must"
-            + ("; it is containerd's default runtime, since GPU pods name no RuntimeClass"
-               if not stack.runtime_class_enabled else "")))
+        where.append(
+            (
+                "99-nvidia.toml",
+                "copy to `/etc/containerd/conf.d/99-nvidia.toml` on each GPU node (what `nvidia-ctk "
+                f"runtime configure --runtime=containerd` writes), make sure "
+                f"`{stack.facts.runtime.containerdConfig}` "
+                'has `imports = ["/etc/containerd/conf.d/*.toml"]`, then `systemctl restart '
+                "containerd`. It is containerd config version 2, which containerd 1.7 reads and "
+                "containerd 2.x migrates on load (a version 3 file would break containerd 1.7). "
+                f"The nvidia runtime uses the `{stack.config.nodes.cgroupDriver}` cgroup driver "
+                "(`nodes.cgroupDriver`), as runc and the kubelet must"
+                + (
+                    "; it is containerd's default runtime, since GPU pods name no RuntimeClass"
+                    if not stack.runtime_class_enabled
+                    else ""
+                ),
+            )
+        )
     if stack.config.nodes.controlPlane:
         # A single-node cluster's node is made by `kubeadm init`, not join. Its registration lists
         # the GPU taints only, which drops kubeadm's default control-plane taint: the only node
         # must run every pod, and the control-plane taint would turn away all that do not
         # tolerate it (seed 001 removes it by hand). The GPU workloads here tolerate it anyway.
-        init = {"apiVersion": KUBEADM_API, "kind": "InitConfiguration",
-                "nodeRegistration": _node_registration(stack)}
+        init = {
+            "apiVersion": KUBEADM_API,
+            "kind": "InitConfiguration",
+            "nodeRegistration": _node_registration(stack),
+        }
         files["init-configuration.yaml"] = _yaml(init)
-        where.insert(0, (
-            "init-configuration.yaml",
-            "merge `nodeRegistration` into the InitConfiguration of `kubeadm init --config` on "
-            "the GPU control-plane node. It lists the GPU taints only, which drops kubeadm's "
-            "default `node-role.kubernetes.io/control-plane:NoSchedule` taint (a taint list "
-            "replaces the default): on a single-node cluster the only node must run every pod. "
-            "To keep the control-plane taint (several control-plane nodes), add it to the list. "
-            "The GPU taints stay, and they turn away every pod that does not tolerate them, "
-            "CoreDNS included: on a single-node cluster consider `nodes.taints: []`",
-        ))
+        where.insert(
+            0,
+            (
+                "init-configuration.yaml",
+                "merge `nodeRegistration` into the InitConfiguration of `kubeadm init --config` on "
+                "the GPU control-plane node. It lists the GPU taints only, which drops kubeadm's "
+                "default `node-role.kubernetes.io/control-plane:NoSchedule` taint (a taint list "
+                "replaces the default): on a single-node cluster the only node must run every pod. "
+                "To keep the control-plane taint (several control-plane nodes), add it to the list. "
+                "The GPU taints stay, and they turn away every pod that does not tolerate them, "
+                "CoreDNS included: on a single-node cluster consider `nodes.taints: []`",
+            ),
+        )
     notes = []
     if stack.toolkit_enabled:
         facts = stack.facts.runtime.toolkit
@@ -193,7 +214,7 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
         "ExtendedResourceToleration: this kube-apiserver admission plugin (off by default) gives "
         "every pod that requests `nvidia.com/gpu` a toleration for the `nvidia.com/gpu` taint, "
         "as GKE does. Enable it in the ClusterConfiguration with `apiServer.extraArgs: [{name: "
-        "enable-admission-plugins, value: \"NodeRestriction,ExtendedResourceToleration\"}]` "
+        'enable-admission-plugins, value: "NodeRestriction,ExtendedResourceToleration"}]` '
         "(keep NodeRestriction: the value replaces kubeadm's default). Other taints, such as a "
         "custom `nodetype=gpu`, still need tolerations in your pods."
     ]
@@ -217,21 +238,26 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
         "The NVIDIA Container Toolkit DaemonSet installs the toolkit into "
         "`/usr/local/nvidia/toolkit`; restart `rke2-agent` once its pod is Running: RKE2 then "
         "finds the nvidia runtime"
-        if stack.toolkit_enabled else
-        "RKE2 detects the nvidia runtime once the NVIDIA Container Toolkit is installed"
+        if stack.toolkit_enabled
+        else "RKE2 detects the nvidia runtime once the NVIDIA Container Toolkit is installed"
     )
     default = (
         f"; `default-runtime: {stack.config.runtimeClass.handler}` makes it containerd's default "
         "runtime, since GPU pods name no RuntimeClass"
-        if not stack.runtime_class_enabled else ""
+        if not stack.runtime_class_enabled
+        else ""
     )
     return (
         {"rke2-agent-config.yaml": _yaml(config)},
-        [("rke2-agent-config.yaml",
-          "merge into `/etc/rancher/rke2/config.yaml` on each GPU agent before it first joins "
-          f"(node-taint and node-label apply when the node registers){default}. {toolkit} and "
-          "writes it into containerd's config itself, so leave that file alone (to customise "
-          f"it, RKE2 reads the template `{stack.facts.runtime.containerdConfig}`)")],
+        [
+            (
+                "rke2-agent-config.yaml",
+                "merge into `/etc/rancher/rke2/config.yaml` on each GPU agent before it first joins "
+                f"(node-taint and node-label apply when the node registers){default}. {toolkit} and "
+                "writes it into containerd's config itself, so leave that file alone (to customise "
+                f"it, RKE2 reads the template `{stack.facts.runtime.containerdConfig}`)",
+            )
+        ],
         [],
     )
 
@@ -240,8 +266,11 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
 # GKE: the node pool is created with its taints, labels, image type and driver setting.
 
 # gcloud's and the GKE API's spelling of the taint effects (GKE NodeTaint.Effect).
-_GKE_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE",
-                "NoExecute": "NO_EXECUTE"}
+_GKE_EFFECTS = {
+    "NoSchedule": "NO_SCHEDULE",
+    "PreferNoSchedule": "PREFER_NO_SCHEDULE",
+    "NoExecute": "NO_EXECUTE",
+}
 
 
 def _gke_image_type(stack: Stack) -> str:
@@ -273,8 +302,11 @@ def _gke_script(stack: Stack) -> str:
     # gpu-driver-version=disabled leaves the driver to the installer DaemonSet (gke component).
     driver = "disabled" if stack.driver_mode == "gke-installer" else "default"
     pool = _gke_pool(stack)
-    accelerator = [f"type={pool.accelerator.type}", f"count={pool.accelerator.count}",
-                   f"gpu-driver-version={driver}"]
+    accelerator = [
+        f"type={pool.accelerator.type}",
+        f"count={pool.accelerator.count}",
+        f"gpu-driver-version={driver}",
+    ]
     if pool.accelerator.gpuPartitionSize:
         accelerator.append(f"gpu-partition-size={pool.accelerator.gpuPartitionSize}")
     sharing = _gke_sharing(stack)
@@ -320,7 +352,8 @@ def _gke_node_pool(stack: Stack) -> dict[str, Any]:
     if sharing:
         (_, strategy), clients = sharing
         accelerator["gpuSharingConfig"] = {
-            "gpuSharingStrategy": strategy, "maxSharedClientsPerGpu": clients
+            "gpuSharingStrategy": strategy,
+            "maxSharedClientsPerGpu": clients,
         }
     node_config: dict[str, Any] = {
         "machineType": pool.machineType,
@@ -347,23 +380,31 @@ def _gke(stack: Stack) -> tuple[Files, Where, Notes]:
     driver_text = (
         "`gpu-driver-version=disabled`: the `nvidia-driver-installer-"
         f"{stack.facts.driver.installerOS}` DaemonSet in kube-system installs the driver"
-        if installer else
-        "`gpu-driver-version=default`: GKE installs the driver"
+        if installer
+        else "`gpu-driver-version=default`: GKE installs the driver"
     )
     return (
-        {"gke-node-pool.sh": _gke_script(stack),
-         "containernodepool.yaml": _yaml(_gke_node_pool(stack))},
-        [("gke-node-pool.sh",
-          f"`sh gke-node-pool.sh` with CLUSTER and LOCATION (and optionally POOL) set creates "
-          f"the GPU node pool ({_gke_pool(stack).machineType} with "
-          f"{_gke_pool(stack).accelerator.count} {_gke_pool(stack).accelerator.type}) with the "
-          f"taints and labels the manifests expect and {driver_text}. GKE taints GPU pools "
-          "itself only when the cluster already has a non-GPU pool, so the taint is set "
-          "explicitly"),
-         ("containernodepool.yaml",
-          "the same pool as a Config Connector `ContainerNodePool`, for clusters managed "
-          "declaratively: replace CLUSTER and LOCATION and apply it where Config "
-          "Connector runs (not to the GPU cluster)")],
+        {
+            "gke-node-pool.sh": _gke_script(stack),
+            "containernodepool.yaml": _yaml(_gke_node_pool(stack)),
+        },
+        [
+            (
+                "gke-node-pool.sh",
+                f"`sh gke-node-pool.sh` with CLUSTER and LOCATION (and optionally POOL) set creates "
+                f"the GPU node pool ({_gke_pool(stack).machineType} with "
+                f"{_gke_pool(stack).accelerator.count} {_gke_pool(stack).accelerator.type}) with the "
+                f"taints and labels the manifests expect and {driver_text}. GKE taints GPU pools "
+                "itself only when the cluster already has a non-GPU pool, so the taint is set "
+                "explicitly",
+            ),
+            (
+                "containernodepool.yaml",
+                "the same pool as a Config Connector `ContainerNodePool`, for clusters managed "
+                "declaratively: replace CLUSTER and LOCATION and apply it where Config "
+                "Connector runs (not to the GPU cluster)",
+            ),
+        ],
         _gke_notes(stack),
     )
 
@@ -386,7 +427,8 @@ def _gke_notes(stack: Stack) -> Notes:
         return []
     return [
         "GKE's device plugin reads these from the pool, not from a config file: the pool "
-        + " and ".join(parts) + ". GKE fixes these when it creates the pool; changing them means "
+        + " and ".join(parts)
+        + ". GKE fixes these when it creates the pool; changing them means "
         "a new pool."
     ]
 
@@ -401,11 +443,15 @@ def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
         template_spec["metadata"] = {"labels": _node_labels(stack)}
     template_spec["taints"] = _taint_objects(stack)
     patch = {"spec": {"template": {"spec": template_spec}}}
-    where = [("machineset-patch.yaml",
-              "`oc patch machineset NAME -n openshift-machine-api --type merge --patch-file "
-              "machineset-patch.yaml` on each GPU MachineSet. A merge patch replaces the "
-              "MachineSet's taint list; machines created afterwards get the taints (scale the "
-              "MachineSet down and up, or taint existing nodes with `oc adm taint`)")]
+    where = [
+        (
+            "machineset-patch.yaml",
+            "`oc patch machineset NAME -n openshift-machine-api --type merge --patch-file "
+            "machineset-patch.yaml` on each GPU MachineSet. A merge patch replaces the "
+            "MachineSet's taint list; machines created afterwards get the taints (scale the "
+            "MachineSet down and up, or taint existing nodes with `oc adm taint`)",
+        )
+    ]
     notes = []
     if stack.entitlement_pem is not None:
         notes.append(

@@ -59,4 +59,3 @@ def run(argv: list[str], stdin: bytes | None) -> int:
     sys.stdout.write(completed.stdout.decode("utf-8", "replace"))
     sys.stderr.write(completed.stderr.decode("utf-8", "replace"))
     return completed.returncode
-

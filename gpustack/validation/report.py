@@ -27,7 +27,9 @@ from gpustack.validation.validator import (
 
 FORMATS = ("text", "json", "junit", "tap", "sarif", "pretty")
 _KUBECONFORM_STATUS = {
-    "valid": "statusValid", "invalid": "statusInvalid", "error": "statusError",
+    "valid": "statusValid",
+    "invalid": "statusInvalid",
+    "error": "statusError",
     "skipped": "statusSkipped",
 }
 
@@ -52,7 +54,11 @@ class Report:
 def render(report: Report, output: str, summary: bool = False, verbose: bool = False) -> str:
     report = _masked(report)
     writers: dict[str, Callable[[Report, bool, bool], str]] = {
-        "text": text, "json": json_, "junit": junit, "tap": tap, "sarif": sarif,
+        "text": text,
+        "json": json_,
+        "junit": junit,
+        "tap": tap,
+        "sarif": sarif,
         "pretty": pretty,
     }
     return writers[output](report, summary, verbose)
@@ -79,10 +85,7 @@ def summary_line(report: Report) -> str:
     """kubeconform's summary, word for word."""
     resources = len(report.results)
     files = len(dict.fromkeys(report.files))
-    found = (
-        "parsing stdin" if report.stdin_only
-        else f"in {files} file{'s' if files > 1 else ''}"
-    )
+    found = "parsing stdin" if report.stdin_only else f"in {files} file{'s' if files > 1 else ''}"
     return (
         f"Summary: {resources} resource{'s' if resources > 1 else ''} found {found} - "
         f"Valid: {report.count('valid')}, Invalid: {report.count('invalid')}, "
@@ -127,13 +130,17 @@ def pretty(report: Report, summary: bool, verbose: bool) -> str:
         elif result.status == "invalid":
             lines.append(f"{file} - {kind} {name} is invalid: {result.message}")
         elif result.status == "error":
-            what = f"{kind} failed validation: {name}" if kind and name else (
-                f"failed validation: {name}"
+            what = (
+                f"{kind} failed validation: {name}"
+                if kind and name
+                else (f"failed validation: {name}")
             )
             lines.append(f"{_RED}\u2716{_RESET} {file}: {_RED}{what} {result.message}{_RESET}")
         elif result.status == "skipped" and verbose:
-            what = f"{kind} {name} skipped" if kind and name else (
-                f"{kind} skipped" if kind else "skipped"
+            what = (
+                f"{kind} {name} skipped"
+                if kind and name
+                else (f"{kind} skipped" if kind else "skipped")
             )
             lines.append(f"{_YELLOW}-{_RESET} {file}: {_YELLOW}{what}{_RESET}")
         for finding in _warnings(result):
@@ -173,45 +180,58 @@ def json_(report: Report, summary: bool, verbose: bool) -> str:
         document["findings"] = [finding.as_dict() for finding in report.unplaced]
     if summary:
         document["summary"] = {
-            "valid": report.count("valid"), "invalid": report.count("invalid"),
-            "errors": report.count("error"), "skipped": report.count("skipped"),
+            "valid": report.count("valid"),
+            "invalid": report.count("invalid"),
+            "errors": report.count("error"),
+            "skipped": report.count("skipped"),
         }
     return json.dumps(document, indent=2) + "\n"
 
 
 def junit(report: Report, summary: bool, verbose: bool) -> str:
     """JUnit XML as Jenkins and GitLab read it: a testsuite per file, a testcase per resource."""
-    root = ElementTree.Element("testsuites", {
-        "name": "gpustack",
-        "tests": str(len(report.results)),
-        "failures": str(report.count("invalid")),
-        "errors": str(report.count("error")),
-        "disabled": str(report.count("skipped")),
-        "time": "0",
-    })
+    root = ElementTree.Element(
+        "testsuites",
+        {
+            "name": "gpustack",
+            "tests": str(len(report.results)),
+            "failures": str(report.count("invalid")),
+            "errors": str(report.count("error")),
+            "disabled": str(report.count("skipped")),
+            "time": "0",
+        },
+    )
     suites: dict[str, list[Result]] = {}
     for result in report.results:
         suites.setdefault(result.resource.file, []).append(result)
     if report.unplaced:
         suites.setdefault("lint", [])
     for number, (file, results) in enumerate(suites.items(), start=1):
-        suite = ElementTree.SubElement(root, "testsuite", {
-            "name": file,
-            "id": str(number),
-            "tests": str(len(results)),
-            "failures": str(sum(r.status == "invalid" for r in results)),
-            "errors": str(sum(r.status == "error" for r in results)),
-            "disabled": "0",
-            "skipped": str(sum(r.status == "skipped" for r in results)),
-            "time": "0",
-        })
+        suite = ElementTree.SubElement(
+            root,
+            "testsuite",
+            {
+                "name": file,
+                "id": str(number),
+                "tests": str(len(results)),
+                "failures": str(sum(r.status == "invalid" for r in results)),
+                "errors": str(sum(r.status == "error" for r in results)),
+                "disabled": "0",
+                "skipped": str(sum(r.status == "skipped" for r in results)),
+                "time": "0",
+            },
+        )
         for result in results:
             name = f"{result.namespace}/{result.name}" if result.namespace else result.name
-            case = ElementTree.SubElement(suite, "testcase", {
-                "name": name or f"line {result.resource.line}",
-                "classname": f"{result.kind}@{result.api_version}" if result.kind else "",
-                "time": "0",
-            })
+            case = ElementTree.SubElement(
+                suite,
+                "testcase",
+                {
+                    "name": name or f"line {result.resource.line}",
+                    "classname": f"{result.kind}@{result.api_version}" if result.kind else "",
+                    "time": "0",
+                },
+            )
             errors = [f for f in result.findings if f.severity == "error"]
             if result.status == "invalid":
                 failure = ElementTree.SubElement(
@@ -229,9 +249,11 @@ def junit(report: Report, summary: bool, verbose: bool) -> str:
             out = ElementTree.SubElement(suite, "system-out")
             out.text = "\n".join(f"{f.severity}: {describe(f)}" for f in report.unplaced)
     ElementTree.indent(root, "  ")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(
-        root, encoding="unicode"
-    ) + "\n"
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        + ElementTree.tostring(root, encoding="unicode")
+        + "\n"
+    )
 
 
 def _located(finding: Finding) -> str:
@@ -268,8 +290,11 @@ def tap(report: Report, summary: bool, verbose: bool) -> str:
 
 
 def _diagnostic(finding: Finding) -> dict[str, Any]:
-    return {key: value for key, value in finding.as_dict().items()
-            if value is not None and key != "object"}
+    return {
+        key: value
+        for key, value in finding.as_dict().items()
+        if value is not None and key != "object"
+    }
 
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -308,22 +333,33 @@ def sarif(report: Report, summary: bool, verbose: bool) -> str:
             "message": {"text": explain(finding)},
         }
         if finding.file:
-            entry["locations"] = [{"physicalLocation": {
-                "artifactLocation": {"uri": _uri(finding.file)},
-                "region": {"startLine": finding.line or 1, "startColumn": finding.column or 1},
-            }}]
+            entry["locations"] = [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": _uri(finding.file)},
+                        "region": {
+                            "startLine": finding.line or 1,
+                            "startColumn": finding.column or 1,
+                        },
+                    }
+                }
+            ]
         results.append(entry)
     document = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "gpustack",
-                "version": __version__,
-                "rules": rules,
-            }},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gpustack",
+                        "version": __version__,
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+            }
+        ],
     }
     return json.dumps(document, indent=2) + "\n"
 

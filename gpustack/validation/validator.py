@@ -152,9 +152,7 @@ def _check(
     paths: list[tuple[str | int, ...]] = []
     for problem in validator.iter_errors(data):
         path = tuple(problem.instance_path)
-        findings.append(
-            _error(SCHEMA, problem.message, data, ".".join(str(part) for part in path))
-        )
+        findings.append(_error(SCHEMA, problem.message, data, ".".join(str(part) for part in path)))
         # An unknown field is pointed at by its own key, not by the object holding it.
         unexpected = getattr(problem.kind, "unexpected", None)
         paths.append((*path, UnexpectedKey(unexpected[0])) if unexpected else path)
@@ -280,9 +278,10 @@ def _placed(
         written = resource.plain_scalar(path)
         if written is not None:
             # YAML 1.1 read an unquoted word or number as something else than the string typed.
-            message += f"; Kubernetes reads the unquoted `{written}` so: quote it (\"{written}\")"
-    return replace(finding, message=message, file=resource.file, line=line or None,
-                   column=column or None)
+            message += f'; Kubernetes reads the unquoted `{written}` so: quote it ("{written}")'
+    return replace(
+        finding, message=message, file=resource.file, line=line or None, column=column or None
+    )
 
 
 def field_path(data: Any, dotted: str) -> tuple[str | int, ...]:
