@@ -48,7 +48,7 @@ def gpu_node_affinity(stack: Stack, extra: list[dict[str, Any]] | None = None) -
 
 def gpu_tolerations(stack: Stack) -> list[dict[str, Any]]:
     """Tolerate every configured taint, any `nvidia.com/gpu` taint, and the control-plane taint
-    when GPU nodes are control-plane nodes (single-node clusters, seed 001)."""
+    when GPU nodes are control-plane nodes (single-node clusters)."""
     tolerations: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str]] = set()
 

@@ -306,7 +306,7 @@ def _service(stack: Stack, *, annotate: bool) -> dict[str, Any]:
 
 def _monitor_metadata(stack: Stack) -> dict[str, Any]:
     # monitorLabels: e.g. an existing kube-prometheus-stack selects only ServiceMonitors that
-    # carry its `release` label (seed 003).
+    # carry its `release` label.
     labels = {**LABELS, **stack.config.dcgmExporter.monitorLabels}
     return {"name": NAME, "namespace": stack.namespace, "labels": labels}
 

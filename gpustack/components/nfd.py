@@ -7,7 +7,7 @@ deployment/overlays/default): its CRDs, nfd-master, nfd-worker, nfd-gc, their RB
 Both `deploy` and `external` emit the NodeFeatureRule that gives NVIDIA GPU nodes the label every
 GPU workload selects on. NFD's own PCI label is `pci-<class>_<vendor>.present`, so a data-center GPU
 (class 0302, "3D controller") shows up as `pci-0302_10de.present` and a VGA-class one as
-`pci-0300_10de.present`, while the device plugin's chart, the GPU Operator and the seed clusters
+`pci-0300_10de.present`, while the device plugin's chart, the GPU Operator and the field reports
 expect `pci-10de.present`: the mismatch leaves the plugin at 0 pods (k8s-device-plugin #1213).
 """
 

@@ -180,7 +180,7 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
         # A single-node cluster's node is made by `kubeadm init`, not join. Its registration lists
         # the GPU taints only, which drops kubeadm's default control-plane taint: the only node
         # must run every pod, and the control-plane taint would turn away all that do not
-        # tolerate it (seed 001 removes it by hand). The GPU workloads here tolerate it anyway.
+        # tolerate it. The GPU workloads here tolerate it anyway.
         init = {
             "apiVersion": KUBEADM_API,
             "kind": "InitConfiguration",

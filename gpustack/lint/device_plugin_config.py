@@ -2,8 +2,7 @@
 config file from a ConfigMap; a file that does not parse, or asks for something the plugin
 refuses, crash-loops every plugin pod (failOnInitError) and takes GPUs off the nodes.
 
-Facts from NVIDIA/k8s-device-plugin v0.20.0 api/config/v1 and README
-(notes/device-plugin-gfd-nfd.md):
+Facts from NVIDIA/k8s-device-plugin v0.20.0 api/config/v1 and its README:
 config `version: v1`; migStrategy none|single|mixed; time-slicing and MPS are exclusive; replicas
 must be at least 2; MPS shares only full GPUs (`nvidia.com/gpu`, no MIG).
 """

@@ -1,5 +1,5 @@
 """duplicate-device-plugin: two device plugins advertising `nvidia.com/gpu` on one node make
-allocation nondeterministic (GKE's own plugin next to NVIDIA's: notes/gke-kubeadm.md, PR #1998)."""
+allocation nondeterministic (GKE's own plugin next to NVIDIA's: NVIDIA/k8s-device-plugin PR #1998)."""
 
 from __future__ import annotations
 

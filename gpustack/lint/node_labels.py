@@ -1,5 +1,5 @@
 """node-label-unsourced: a workload placed on a node label that nothing in the stack sets shows
-0 desired pods (seed 003; k8s-device-plugin #1213: NFD labels `pci-0302_10de`, not `pci-10de`).
+0 desired pods (k8s-device-plugin #1213: NFD labels `pci-0302_10de`, not `pci-10de`).
 
 Only labels whose publisher belongs to the GPU stack are checked: NFD's
 (`feature.node.kubernetes.io/`) and NVIDIA's (`nvidia.com/`). Platform labels (kubernetes.io,
@@ -33,8 +33,8 @@ _PCI_LABEL = re.compile(r"^pci-([0-9a-f]{4}(?:_[0-9a-f]{4})*)\.present$")
 # NFD's default `sources.pci.deviceLabelFields` (NFD customization guide).
 _DEFAULT_PCI_FIELDS = 2  # class, vendor
 # Labels under nvidia.com/ that GFD never sets: the GPU Operator writes these itself
-# (notes/gpu-operator-openshift-rke2-dcgm.md), and gpu.present is a manual override
-# (notes/device-plugin-gfd-nfd.md).
+# (NVIDIA/gpu-operator's controller, v26.7.0: its asset DaemonSets select on them), and
+# gpu.present is a manual override.
 _NOT_GFD = re.compile(r"^nvidia\.com/(gpu\.deploy\.|gpu\.present$)")
 
 

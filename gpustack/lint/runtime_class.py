@@ -1,5 +1,5 @@
 """runtime-class-missing: a pod naming a RuntimeClass that does not exist is rejected at
-admission, so its DaemonSet never creates a pod (seed 003: RKE2 needs RuntimeClass `nvidia`)."""
+admission, so its DaemonSet never creates a pod (RKE2 needs RuntimeClass `nvidia`)."""
 
 from __future__ import annotations
 

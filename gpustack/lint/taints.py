@@ -1,5 +1,5 @@
 """taint-not-tolerated: a GPU workload that does not tolerate the GPU nodes' taints never runs
-there (dcgm-exporter #731: zero pods scheduled; seed 000: GPU nodes are tainted)."""
+there (dcgm-exporter #731: zero pods scheduled)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from gpustack.lint._objects import (
 )
 
 # GPU nodes are tainted `nvidia.com/gpu` (GKE taints GPU pools `nvidia.com/gpu=present:NoSchedule`,
-# notes/gke-kubeadm.md; NVIDIA's manifests tolerate the key with Exists). The value varies between
+# Google Cloud docs, "Run GPUs in GKE Standard node pools"; NVIDIA's manifests tolerate the key
+# with Exists). The value varies between
 # clusters, so a workload must tolerate the key whatever its value.
 GPU_TAINT: dict[str, Any] = {"key": GPU_RESOURCE, "effect": "NoSchedule"}
 
