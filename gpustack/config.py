@@ -7,27 +7,24 @@ This is the only module that reads config files; everything after it works on pl
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 from gpustack import gke_accelerators, mig
 from gpustack import profiles as profile_store
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
+from gpustack.layers import (
+    Layer,
+    locate,
+    merge,
+    merge_layers,
+    nearest,
+    validate,
+)
 from gpustack.model import (
-    DNS1123_SUBDOMAIN,
-    DURATION,
-    EXTENDED_RESOURCE,
-    IMAGE,
-    QUANTITY,
-    REGISTRY,
-    REPO_URL,
-    ConflictError,
     GPUStack,
     NodeSelectorRequirement,
     Profile,
@@ -45,16 +42,6 @@ DRIVER_CONTAINER_MODES = ("container", "driver-toolkit")
 # Where a driver container's root filesystem appears on the host (NVIDIA/gpu-operator
 # controllers/object_controls.go DefaultDriverInstallDir, v26.7.0).
 DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One source of settings: a config file, a base it extends, or a profile's `defaults`."""
-
-    data: dict[str, Any]
-    source: SourceMap
-    prefix: tuple[str | int, ...] = ()
-    directory: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -176,16 +163,6 @@ class Stack:
         return result
 
 
-def merge(base: Any, override: Any) -> Any:
-    """Deep-merge mappings; lists and scalars in `override` replace those in `base`."""
-    if isinstance(base, dict) and isinstance(override, dict):
-        merged = dict(base)
-        for key, value in override.items():
-            merged[key] = merge(base[key], value) if key in base else value
-        return merged
-    return override
-
-
 class _OverrideSource(SourceMap):
     """Where `--set` values come from: the option itself, each value as the user typed it."""
 
@@ -269,14 +246,14 @@ def load_stack(
         top = layers[-1]
         raise UserError(
             "required field missing",
-            _locate(layers, ("platform", "profile")) or top.source.nearest(()),
+            locate(layers, ("platform", "profile")) or top.source.nearest(()),
             field="platform.profile",
             hint=f"one of: {', '.join(profile_store.available(profiles_dir))}",
         )
     # Where the profile was named is looked up only when it is unknown (positions cost a parse).
     known = profile_store.exists(name, profiles_dir)
     profile, profile_layer = profile_store.load(
-        name, profiles_dir, None if known else _locate(layers, ("platform", "profile"))
+        name, profiles_dir, None if known else locate(layers, ("platform", "profile"))
     )
     if profile_name:
         combined = merge(combined, {"platform": {"profile": profile_name}})
@@ -343,14 +320,6 @@ def _check_is_config(data: dict[str, Any], top: Layer) -> None:
         top.source.value(("kind",)) or top.source.nearest(()),
         hint=hint,
     )
-
-
-def merge_layers(layers: list[Layer]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for layer in layers:
-        merged = merge(merged, layer.data)
-    merged.pop("extends", None)
-    return merged
 
 
 def read_document(path: Path) -> Document:
@@ -507,320 +476,27 @@ def _extends_at(referencing: Reference | None) -> Location | None:
     return document.source.value(where) or document.source.value(("extends",))
 
 
-def _locate(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location | None:
-    """Where the winning value at `path` was written (the last layer that sets it)."""
-    for layer in reversed(layers):
-        full = (*layer.prefix, *path)
-        found = layer.source.key(full) if key else layer.source.value(full)
-        if found is None and key:
-            found = layer.source.value(full)
-        if found is not None:
-            return found
-    return None
-
-
-def _nearest(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location:
-    path = tuple(path)
-    while path:
-        found = _locate(layers, path, key)
-        if found:
-            return found
-        path = path[:-1]
-    top = layers[-1]
-    return top.source.nearest(())
-
-
-def validate(model: type[BaseModel], data: Any, layers: list[Layer]) -> Any:
-    """Validate `data` against `model`, turning the first error into a located UserError."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as errors:
-        raise located_error(model, data, errors.errors(), layers) from None
-
-
-def located_error(
-    model: type[BaseModel], data: Any, errors: list[Any], layers: list[Layer]
-) -> UserError:
-    """One UserError for every problem pydantic found, each at its file, line and column: the
-    first one raised, the others in its `also`, in the order they appear in the files."""
-    # A typo also makes the field it meant "missing": the typo is the one mistake to point at.
-    typos = [error for error in errors if error["type"] == "extra_forbidden"]
-    meant: dict[tuple[str | int, ...], str | None] = {}
-    for error in typos:
-        path = _data_path(data, error["loc"])
-        meant[path] = closest(str(path[-1]), _field_names(model, path[:-1]))
-    hidden = {(*path[:-1], word) for path, word in meant.items() if word}
-    problems: list[UserError] = []
-    for error in errors:
-        if error["type"] == "missing" and _data_path(data, error["loc"]) in hidden:
-            continue
-        problem = _one_error(model, data, error, layers, meant)
-        if str(problem) not in {str(other) for other in problems}:
-            problems.append(problem)
-    problems.sort(key=_position)
-    first, *rest = problems
-    first.also = tuple(rest)
-    return first
-
-
-def _position(problem: UserError) -> tuple[str, int, int]:
-    where = problem.location
-    return (where.file, where.line, where.column) if where else ("", 0, 0)
-
-
-def _one_error(
-    model: type[BaseModel],
-    data: Any,
-    error: Any,
-    layers: list[Layer],
-    meant: dict[tuple[str | int, ...], str | None],
-) -> UserError:
-    path = _data_path(data, error["loc"])
-    field = ".".join(str(part) for part in path) or None
-    kind = error["type"]
-    conflict = (error.get("ctx") or {}).get("error")
-    if isinstance(conflict, ConflictError):
-        path = conflict.path
-        return UserError(conflict.message, _nearest(layers, path), field=".".join(path))
-    if kind == "extra_forbidden":
-        word = meant.get(path)
-        return UserError(
-            f"unknown field '{path[-1]}'",
-            _nearest(layers, path, key=True),
-            field=field,
-            hint=f"did you mean '{word}'?" if word else _allowed(_field_names(model, path[:-1])),
-        )
-    if kind == "missing":
-        return UserError("required field missing", _nearest(layers, path[:-1]), field=field)
-    location = _nearest(layers, path)
-    got = error.get("input")
-    if kind in ("literal_error", "enum"):
-        expected = re.findall(r"'([^']*)'", error["ctx"]["expected"])
-        hint = did_you_mean(str(got), expected) if isinstance(got, str) else None
-        return UserError(
-            f"{describe(got)} is not one of {', '.join(expected)}", location, field, hint
-        )
-    if kind == "string_pattern_mismatch":
-        return UserError(f"{got!r} {_pattern_text(error['ctx']['pattern'])}", location, field)
-    if kind == "string_type" and isinstance(got, (int, float)):
-        # YAML reads 1.30 as the number 1.3 and true as a boolean: the fix is quoting.
-        what = "a boolean" if isinstance(got, bool) else "a number"
-        written = _written(layers, path)
-        if written is None:
-            return UserError(
-                f"expected a string, got {what} ({describe(got)})",
-                location,
-                field,
-                hint="quote the value",
-            )
-        if what == "a number" and str(got) != written:
-            what = f"the number {got!r}"
-        return UserError(
-            f"expected a string, but YAML reads {written} as {what}",
-            location,
-            field,
-            hint=f'quote it: "{written}"',
-        )
-    if kind == "string_too_long":
-        limit = (error.get("ctx") or {}).get("max_length")
-        shown = got if not isinstance(got, str) or len(got) <= 40 else f"{got[:40]}…"
-        return UserError(f"{shown!r} is longer than {limit} characters", location, _short(field))
-    if kind in _EXPECTED:
-        # A quoted "true" or "4": YAML made it a string; strict fields take no strings.
-        quoted = isinstance(got, str) and (
-            (kind == "bool_type" and got in ("true", "false"))
-            or (
-                kind in ("int_type", "float_type") and got.lstrip("-").replace(".", "", 1).isdigit()
-            )
-        )
-        return UserError(
-            f"expected {_EXPECTED[kind]}, got {describe(got)}",
-            location,
-            field,
-            hint="remove the quotes" if quoted else None,
-        )
-    if kind in _LIMITS:
-        return UserError(_LIMITS[kind](got, error.get("ctx") or {}), location, field)
-    message = error["msg"].removeprefix("Value error, ")
-    return UserError(message, location, field)
-
-
-def _length(got: Any) -> int:
-    return len(got) if hasattr(got, "__len__") else 0
-
-
-# pydantic's range and length errors, said the way a reviewer would.
-_LIMITS: dict[str, Any] = {
-    "greater_than_equal": lambda got, ctx: (
-        f"{describe(got)} is too small: the least allowed is {ctx.get('ge')}"
-    ),
-    "greater_than": lambda got, ctx: (
-        f"{describe(got)} is too small: it must be more than {ctx.get('gt')}"
-    ),
-    "less_than_equal": lambda got, ctx: (
-        f"{describe(got)} is too large: the most allowed is {ctx.get('le')}"
-    ),
-    "less_than": lambda got, ctx: (
-        f"{describe(got)} is too large: it must be less than {ctx.get('lt')}"
-    ),
-    "string_too_long": lambda got, ctx: (
-        f"{describe(got)} is {_length(got)} characters long: "
-        f"at most {ctx.get('max_length')} are allowed"
-    ),
-    "string_too_short": lambda got, ctx: (
-        "must not be empty"
-        if not got
-        else f"{describe(got)} is too short: at least {ctx.get('min_length')} characters"
-    ),
-    "too_long": lambda got, ctx: (
-        f"has {_length(got)} items: at most {ctx.get('max_length')} are allowed"
-    ),
-    "too_short": lambda got, ctx: (
-        f"has {_length(got)} items: at least {ctx.get('min_length')} are needed"
-    ),
-}
-
-
-def _short(field: str | None) -> str | None:
-    """A field path shortened when a key in it is very long (a label key of hundreds of bytes)."""
-    if field is None or len(field) <= 120:
-        return field
-    return f"{field[:117]}…"
-
-
-# pydantic's type errors, in the words of the YAML the user wrote.
-_EXPECTED = {
-    "string_type": "a string",
-    "int_type": "a whole number",
-    "int_parsing": "a whole number",
-    "int_from_float": "a whole number",
-    "float_type": "a number",
-    "float_parsing": "a number",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "list_type": "a list",
-    "dict_type": "a mapping",
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-}
-
-
-def _written(layers: list[Layer], path: tuple[str | int, ...]) -> str | None:
-    for layer in reversed(layers):
-        full = (*layer.prefix, *path)
-        if layer.source.value(full) is not None:
-            return layer.source.written(full)
-    return None
-
-
-def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
-    """pydantic's error location without its type tags (e.g. 'bool', 'literal[...]')."""
-    path: list[str | int] = []
-    node = data
-    for part in loc:
-        if (isinstance(node, dict) and part in node) or (
-            isinstance(node, list) and isinstance(part, int) and part < len(node)
-        ):
-            path.append(part)
-            node = node[part]
-        elif isinstance(node, dict) and isinstance(part, str) and not _is_type_tag(part):
-            path.append(part)  # a missing or unknown key
-            node = None
-    return tuple(path)
-
-
-def _is_type_tag(part: str) -> bool:
-    return part in {"bool", "str", "int", "float", "dict", "list"} or part.startswith(
-        ("literal[", "constrained-str", "function-")
-    )
-
-
-def _field_names(model: type[BaseModel], path: tuple[str | int, ...]) -> list[str]:
-    current: Any = model
-    for part in path:
-        if isinstance(part, int):
-            continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        info = current.model_fields.get(str(part))
-        if info is None:
-            return []
-        current = _model_in(info.annotation)
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
-
-
-def _model_in(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for argument in getattr(annotation, "__args__", ()):
-        found = _model_in(argument)
-        if found is not None:
-            return found
-    return None
-
-
-def _allowed(choices: list[str]) -> str | None:
-    return f"allowed: {', '.join(choices)}" if choices else None
-
-
-_PATTERNS = {
-    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "is not a valid DNS-1123 label (lowercase letters, digits "
-    "and '-', starting and ending with a letter or digit, at most 63 characters)",
-    r"^1\.[0-9]{2}$": "is not a Kubernetes minor version such as '1.31' (quote it in YAML)",
-    r"^4\.[0-9]{1,2}$": "is not an OpenShift minor version such as '4.16' (quote it in YAML)",
-    r"^v[0-9]+\.[0-9]+\.[0-9]+$": "is not a release tag such as 'v0.20.0'",
-    r"\{name\}": "must contain {name} (the cluster's metadata.name), e.g. 'out/{name}'",
-    DNS1123_SUBDOMAIN: "is not a valid DNS-1123 subdomain (lowercase letters, digits, '-' and "
-    "'.', starting and ending with a letter or digit)",
-    EXTENDED_RESOURCE: "is not an extended resource name with its domain, such as 'nvidia.com/gpu'",
-    IMAGE: "is not an image reference such as 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'",
-    QUANTITY: "is not a Kubernetes quantity such as '100m', '0.5', '512Mi' or '2Gi'",
-    REGISTRY: "is not a registry such as 'registry.example.com' or "
-    "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port, or "
-    "localhost, else container runtimes read it as a Docker Hub namespace)",
-}
-
-
-def _pattern_text(pattern: str) -> str:
-    if pattern in _PATTERNS:
-        return _PATTERNS[pattern]
-    if pattern == REPO_URL:
-        return "is not a Git repository URL (https://host/org/repo.git or git@host:org/repo.git)"
-    if pattern == DURATION:
-        return (
-            "is not a Prometheus duration such as '15s' or '1m30s' "
-            "(whole numbers, largest unit first)"
-        )
-    if pattern.startswith("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.["):
-        return "is not a valid label or taint key (e.g. 'nvidia.com/gpu')"
-    if pattern.startswith("^(([A-Za-z0-9]"):
-        return "is not a valid label value (at most 63 letters, digits, '-', '_' or '.')"
-    return f"does not match {pattern}"
-
-
 def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     facts = profile.facts
     name = profile.metadata.name
     if config.driver.mode != "auto" and config.driver.mode not in facts.driver.modes:
         raise UserError(
             f"driver mode {config.driver.mode!r} is not available on profile {name!r}",
-            _nearest(layers, ("driver", "mode")),
+            nearest(layers, ("driver", "mode")),
             field="driver.mode",
             hint=f"allowed: auto, {', '.join(facts.driver.modes)}",
         )
     if config.entitlement.enabled and not facts.machineConfigOperator:
         raise UserError(
             f"entitlement MachineConfigs exist only on OpenShift, not on profile {name!r}",
-            _nearest(layers, ("entitlement", "enabled")),
+            nearest(layers, ("entitlement", "enabled")),
             field="entitlement.enabled",
             hint="remove the entitlement section or use profile 'openshift'",
         )
     if config.platform.openshiftVersion and not facts.machineConfigOperator:
         raise UserError(
             f"platform.openshiftVersion applies only to OpenShift, not to profile {name!r}",
-            _nearest(layers, ("platform", "openshiftVersion")),
+            nearest(layers, ("platform", "openshiftVersion")),
             field="platform.openshiftVersion",
         )
     if config.devicePlugin.enabled and facts.devicePluginProvider == "gke":
@@ -833,7 +509,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             "NVIDIA's device plugin on GKE needs the NVIDIA Container Toolkit with CDI "
             "(NVIDIA's GKE guide), which gpustack does not deploy on GKE; GKE's own device "
             "plugin serves nvidia.com/gpu there",
-            _nearest(layers, ("devicePlugin", "enabled")),
+            nearest(layers, ("devicePlugin", "enabled")),
             field="devicePlugin.enabled",
             hint="set devicePlugin.enabled: false, or install the GPU Operator as NVIDIA's GKE "
             "guide describes",
@@ -843,7 +519,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
         raise UserError(
             f"with nfd.mode disabled nothing sets {nfd_labels}, the label profile {name!r} "
             "finds GPU nodes by, so GPU workloads would have no way to find GPU nodes",
-            _nearest(layers, ("nfd", "mode")),
+            nearest(layers, ("nfd", "mode")),
             field="nfd.mode",
             hint="put a label your GPU nodes carry in nodes.selector (the node/ files apply "
             "it where gpustack writes them), or set nfd.mode: deploy or external",
@@ -857,7 +533,7 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
     if config.toolkit.enabled is True and facts.runtime.toolkit is None:
         raise UserError(
             f"gpustack does not deploy the NVIDIA Container Toolkit on profile {name!r}",
-            _nearest(layers, ("toolkit", "enabled")),
+            nearest(layers, ("toolkit", "enabled")),
             field="toolkit.enabled",
             hint="set toolkit.enabled: auto",
         )
@@ -866,7 +542,7 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
         raise UserError(
             "a driver container needs the NVIDIA Container Toolkit DaemonSet: only it points the "
             f"container runtime at the driver in {DRIVER_CONTAINER_ROOT}",
-            _nearest(layers, ("toolkit", "enabled")),
+            nearest(layers, ("toolkit", "enabled")),
             field="toolkit.enabled",
             hint="set toolkit.enabled to auto or true",
         )
@@ -874,7 +550,7 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
         if not facts.driver.driverToolkitImage:
             raise UserError(
                 f"profile {name!r} names no default Driver Toolkit image",
-                _nearest(layers, ("driver", "mode")),
+                nearest(layers, ("driver", "mode")),
                 field="driver.driverToolkitImage",
                 hint="set driver.driverToolkitImage",
             )
@@ -883,7 +559,7 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
             raise UserError(
                 f"OpenShift {version}: the default Driver Toolkit image is RHEL 9 based (4.13 and "
                 "later); earlier releases need the cluster's own",
-                _nearest(layers, ("driver", "mode")),
+                nearest(layers, ("driver", "mode")),
                 field="driver.driverToolkitImage",
                 hint="set driver.driverToolkitImage to `oc adm release info "
                 "--image-for=driver-toolkit`",
@@ -906,14 +582,14 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
         if pool is not None:
             raise UserError(
                 f"GKE node pool settings do not apply to profile {name!r}",
-                _nearest(layers, ("nodes", "gke"), key=True),
+                nearest(layers, ("nodes", "gke"), key=True),
                 field="nodes.gke",
             )
         return
     if pool is None:
         raise UserError(
             f"profile {name!r} needs the GPU node pool's machine type and accelerator",
-            _nearest(layers, ("nodes",)),
+            nearest(layers, ("nodes",)),
             field="nodes.gke",
             hint="e.g. nodes: {gke: {machineType: g2-standard-8, accelerator: {type: nvidia-l4, "
             "count: 1}}}",
@@ -923,7 +599,7 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
     if accelerator.type not in gke_accelerators.accelerator_types():
         raise UserError(
             f"unknown GKE accelerator type {accelerator.type!r}",
-            _nearest(layers, (*here, "type")),
+            nearest(layers, (*here, "type")),
             field="nodes.gke.accelerator.type",
             hint=did_you_mean(accelerator.type, gke_accelerators.accelerator_types())
             or f"one of: {', '.join(gke_accelerators.accelerator_types())}",
@@ -931,11 +607,11 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
     problem = gke_accelerators.machine_type_problem(accelerator.type, pool.machineType)
     if problem:
         raise UserError(
-            problem, _nearest(layers, ("nodes", "gke", "machineType")), "nodes.gke.machineType"
+            problem, nearest(layers, ("nodes", "gke", "machineType")), "nodes.gke.machineType"
         )
     problem = gke_accelerators.count_problem(accelerator.type, pool.machineType, accelerator.count)
     if problem:
-        raise UserError(problem, _nearest(layers, (*here, "count")), "nodes.gke.accelerator.count")
+        raise UserError(problem, nearest(layers, (*here, "count")), "nodes.gke.accelerator.count")
     size = accelerator.gpuPartitionSize
     sizes = gke_accelerators.partition_sizes(accelerator.type)
     if size is not None and size not in sizes:
@@ -943,7 +619,7 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
             f"GKE does not partition {accelerator.type} into {size}"
             if sizes
             else f"GKE does not partition {accelerator.type} GPUs (no MIG)",
-            _nearest(layers, (*here, "gpuPartitionSize")),
+            nearest(layers, (*here, "gpuPartitionSize")),
             field="nodes.gke.accelerator.gpuPartitionSize",
             hint=f"one of: {', '.join(sizes)}" if sizes else None,
         )
@@ -958,7 +634,7 @@ def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
         raise UserError(
             f"MIG strategy {plugin.migStrategy!r} on GKE needs MIG partitions, which GKE creates "
             "from the node pool's partition size (there is no MIG manager on GKE)",
-            _nearest(layers, strategy),
+            nearest(layers, strategy),
             field="devicePlugin.migStrategy",
             hint="set nodes.gke.accelerator.gpuPartitionSize, e.g. 1g.10gb",
         )
@@ -968,7 +644,7 @@ def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
         raise UserError(
             "GKE's device plugin advertises every MIG partition as nvidia.com/gpu, which is "
             "strategy 'single'; 'mixed' cannot be set on a GKE node pool",
-            _nearest(layers, strategy),
+            nearest(layers, strategy),
             field="devicePlugin.migStrategy",
             hint="use migStrategy: single",
         )
@@ -977,7 +653,7 @@ def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
             "the node pool partitions its GPUs (nodes.gke.accelerator.gpuPartitionSize) and "
             "GKE's device plugin advertises each partition as one nvidia.com/gpu: that is MIG "
             "strategy 'single'",
-            _nearest(layers, strategy),
+            nearest(layers, strategy),
             field="devicePlugin.migStrategy",
             hint="set devicePlugin.migStrategy: single",
         )
@@ -985,14 +661,14 @@ def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
     if sharing.strategy != "none" and sharing.renameByDefault:
         raise UserError(
             "GKE's device plugin always advertises shared GPUs as nvidia.com/gpu",
-            _nearest(layers, ("devicePlugin", "sharing", "renameByDefault")),
+            nearest(layers, ("devicePlugin", "sharing", "renameByDefault")),
             field="devicePlugin.sharing.renameByDefault",
             hint="remove renameByDefault, or run NVIDIA's device plugin on the pool",
         )
     if sharing.strategy == "time-slicing" and not sharing.failRequestsGreaterThanOne:
         raise UserError(
             "GKE refuses containers that request more than one time-shared GPU",
-            _nearest(layers, ("devicePlugin", "sharing", "failRequestsGreaterThanOne")),
+            nearest(layers, ("devicePlugin", "sharing", "failRequestsGreaterThanOne")),
             field="devicePlugin.sharing.failRequestsGreaterThanOne",
             hint="remove failRequestsGreaterThanOne, or run NVIDIA's device plugin on the pool",
         )
@@ -1016,7 +692,7 @@ def _check_mig_manager(
         raise UserError(
             f"on profile {profile.metadata.name!r} the node pool creates the MIG partitions "
             "itself; NVIDIA's MIG manager would fight it",
-            _nearest(layers, ("migManager", "enabled")),
+            nearest(layers, ("migManager", "enabled")),
             field="migManager.enabled",
             hint="remove migManager.enabled and set the pool's partition size "
             "(nodes.gke.accelerator.gpuPartitionSize)",
@@ -1029,7 +705,7 @@ def _check_mig_manager(
                 isinstance(layer.data.get("migManager"), dict) and field in layer.data["migManager"]
                 for layer in layers[1:]
             ):
-                written = _nearest(layers[1:], ("migManager", field), key=True)
+                written = nearest(layers[1:], ("migManager", field), key=True)
                 why = (
                     "it runs with a MIG strategy, devicePlugin.migStrategy single or mixed, or "
                     "migManager.enabled: true"
@@ -1047,7 +723,7 @@ def _check_mig_manager(
         raise UserError(
             f"no MIG config named {settings.defaultConfig!r} (neither built in nor in "
             "migManager.config.file)",
-            _nearest(layers, ("migManager", "defaultConfig")),
+            nearest(layers, ("migManager", "defaultConfig")),
             field="migManager.defaultConfig",
             hint=did_you_mean(settings.defaultConfig, sorted(known)),
         )
@@ -1074,7 +750,7 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
     if not found:
         raise UserError(
             f"MIG config file {display_path(file)} not found",
-            _nearest(layers, path),
+            nearest(layers, path),
             field="migManager.config.file",
         )
     return mig.parse_user_configs(load_file(file))
@@ -1088,7 +764,7 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
     )
     base = owner.directory if owner and owner.directory else Path.cwd()
     pem_path = base / str(config.entitlement.pemFile)
-    location = _nearest(layers, path)
+    location = nearest(layers, path)
     try:
         content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
         mode = stat.S_IMODE(os.stat(pem_path).st_mode)

@@ -29,9 +29,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpustack.config import Layer, Stack, bases, load_stack, read_document
+from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
+from gpustack.layers import Layer
 from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.render import PICKLE, Rendering, render
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpustack.errors import Location, UserError, did_you_mean, display_path
+from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file
-
-if TYPE_CHECKING:
-    from gpustack.config import Layer
 
 BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
 
@@ -77,8 +75,6 @@ def load(
 def _load(
     name: str, profiles_dir: Path | None, referenced_at: Location | None
 ) -> tuple[Profile, Layer]:
-    from gpustack.config import Layer, merge_layers, validate
-
     layers: list[Layer] = []
     seen: list[str] = []
     current: str | None = name
@@ -135,8 +131,6 @@ def _load(
 
 def _merged_layer(layers: list[Layer]) -> Layer:
     """Fold several profiles' defaults into one layer whose positions point at the right file."""
-    from gpustack.config import Layer, merge
-
     data: dict[str, Any] = {}
     combined = SourceMap(layers[-1].source.file)
     for layer in layers:

@@ -3,8 +3,11 @@ pyproject.toml)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -29,3 +32,34 @@ def test_the_code_is_formatted():
     # Fix with `ruff format gpustack tests bench`.
     result = run("ruff", "format", "--check", "--no-cache", "gpustack", "tests", "bench")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+LINT_IMPORTS = "from importlinter.cli import lint_imports_command as c; c()"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter's contracts in `root`/pyproject.toml, checked on `root`/gpustack."""
+    return subprocess.run(
+        [sys.executable, "-c", LINT_IMPORTS, "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+
+
+def test_imports_follow_the_pipelines_layers():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
+    # The cycle the layers once had: profiles reaching up into config for its merging.
+    shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    profiles = tmp_path / "gpustack" / "profiles.py"
+    profiles.write_text(profiles.read_text() + "\nfrom gpustack import config  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "gpustack.profiles -> gpustack.config" in result.stdout

@@ -18,8 +18,9 @@ from gpustack.commands import common
 from gpustack.commands.common import ColorMode, handles_user_errors, use_color, warning
 
 if TYPE_CHECKING:
-    from gpustack.config import Layer, Stack
+    from gpustack.config import Stack
     from gpustack.diff import ClusterDiffs, Diff
+    from gpustack.layers import Layer
 
 
 class OutputFormat(str, Enum):

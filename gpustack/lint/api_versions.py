@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
+from gpustack.kubernetes_schemas import kubernetes_schemas_root
 from gpustack.lint._objects import Objects, Rule, describe, finding, mapping, sequence
-from gpustack.validation.schemas import kubernetes_schemas_root
 
 GroupVersionKind = tuple[str, str, str]
 

@@ -10,7 +10,6 @@ Locations are tried in order; the first that has a schema for a kind wins.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import jsonschema_rs
 
 from gpustack.errors import UserError
+from gpustack.kubernetes_schemas import kubernetes_schemas_root
 
 DEFAULT = "default"
 PROJECT = "gpustack"
@@ -46,14 +46,6 @@ CONFIG_SCHEMA = "gpustack.schema.json"
 PROFILE = ("gpustack.dev/v1alpha1", "Profile")
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 _VARIABLE = re.compile(r"^\.([A-Za-z]+)$")
-
-
-def kubernetes_schemas_root() -> Path:
-    # Located without importing kubernetes_validate, which would load jsonschema for nothing.
-    spec = importlib.util.find_spec("kubernetes_validate")
-    if spec is None or spec.origin is None:
-        raise RuntimeError("the kubernetes-validate package is not installed")
-    return Path(spec.origin).parent / "kubernetes-json-schema"
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,16 @@
+"""Where the Kubernetes API's JSON Schemas are: the kubernetes-validate package's data folder,
+one `v<version>-local[-strict]` folder per Kubernetes release. Validation reads the schemas from
+there, and the api-version lint rule reads which API versions each release serves."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+
+def kubernetes_schemas_root() -> Path:
+    # Located without importing kubernetes_validate, which would load jsonschema for nothing.
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the kubernetes-validate package is not installed")
+    return Path(spec.origin).parent / "kubernetes-json-schema"
