@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -23,7 +24,14 @@ def test_importing_the_cli_loads_no_heavy_module():
     assert loaded == []
 
 
-def test_validating_loads_neither_the_config_model_nor_the_renderer():
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "'-strict', '-schema-location', 'default', '-schema-location', 'gpustack'",  # kubeconform's
+        "'--no-lint'",  # gpustack's own spelling
+    ],
+)
+def test_validating_loads_neither_the_config_model_nor_the_renderer(flags):
     """`gpustack validate` with kubeconform's flags needs only the YAML reader and the schemas;
     the names it spells itself are the renderer's."""
     from gpustack import render
@@ -34,8 +42,8 @@ def test_validating_loads_neither_the_config_model_nor_the_renderer():
     assert schemas.schemas_dir() == data_dir("schemas")
     code = (
         "import sys\nfrom gpustack.cli import app\n"
-        "try:\n    app(['validate', '-strict', '-schema-location', 'default', '-schema-location',"
-        " 'gpustack', 'tests/data/validate/corpus/valid.yaml'])\nexcept SystemExit:\n    pass\n"
+        f"try:\n    app(['validate', {flags}, 'tests/data/validate/corpus/valid.yaml'])\n"
+        "except SystemExit:\n    pass\n"
         "print(' '.join(name for name in ['gpustack.model', 'gpustack.config', 'gpustack.render']"
         " if name in sys.modules))\n"
     )

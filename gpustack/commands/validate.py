@@ -8,6 +8,7 @@ and, when used, give kubeconform's meaning (see KUBECONFORM_DEFAULTS).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
@@ -214,11 +215,12 @@ def command(
 
 def _default_version() -> str:
     """platform.kubernetesVersion of ./gpustack.yaml when there is one, else the newest known."""
-    from gpustack.fleet import DEFAULT_CONFIG
     from gpustack.validation.schemas import supported_versions
 
-    if DEFAULT_CONFIG.is_file():
+    if Path("gpustack.yaml").is_file():  # what a bare `gpustack render` renders (fleet.py)
+        # Only then the config model: validate alone needs neither it nor the renderer.
         from gpustack.config import load_stack
+        from gpustack.fleet import DEFAULT_CONFIG
 
         return load_stack(DEFAULT_CONFIG, None, None).config.platform.kubernetesVersion
     return supported_versions()[-1]
