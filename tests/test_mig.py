@@ -362,13 +362,19 @@ def mounted_host_path(spec: dict[str, Any], container_path: str) -> str | None:
         ("rke2", {"mode": "container", "nodeOS": "ubuntu22.04"}),
         ("openshift", {"mode": "driver-toolkit"}),
         ("kubeadm", {"mode": "preinstalled"}),
+        # CDI without gpustack's toolkit: the host's toolkit package.
+        ("kubeadm", {"mode": "preinstalled", "cdi": True}),
     ],
 )
 def test_mig_manager_finds_the_driver_and_refreshes_cdi_specs(tmp_path, profile, driver):
     # k8s-mig-manager v0.15.0 runs `chroot $DRIVER_ROOT_CTR_PATH nvidia-smi` after a MIG change
     # and, with CDI_ENABLED, rewrites the management CDI spec in /var/run/cdi
     # (pkg/mig/reconfigure/reconfigure.go); the operator mounts the driver root and the CDI root.
-    sections: dict[str, Any] = {"devicePlugin": {"migStrategy": "single"}, "driver": driver}
+    driver = dict(driver)
+    plugin: dict[str, Any] = {"migStrategy": "single"}
+    if driver.pop("cdi", False):
+        plugin["deviceListStrategy"] = "cdi-cri"
+    sections: dict[str, Any] = {"devicePlugin": plugin, "driver": driver}
     if profile == "openshift":
         sections["driver"]["driverToolkitImage"] = "quay.io/openshift/driver-toolkit@sha256:" + (
             "0" * 64
@@ -386,5 +392,10 @@ def test_mig_manager_finds_the_driver_and_refreshes_cdi_specs(tmp_path, profile,
     if stack.device_list_strategy == "cdi-cri":
         assert env["CDI_ENABLED"] == "true"
         assert mounted_host_path(spec, "/var/run/cdi") == "/var/run/cdi"
+        # The spec it writes calls the same nvidia-cdi-hook as the device plugin's.
+        plugin = find(items, "ConfigMap", "nvidia-device-plugin-config")
+        flags = load(plugin["data"]["config.yaml"])["flags"]
+        assert env["NVIDIA_CDI_HOOK_PATH"] == flags["plugin"]["nvidiaCTKPath"]
+        assert env["NVIDIA_DEV_ROOT"] == flags["nvidiaDevRoot"]
     else:
         assert "CDI_ENABLED" not in env

@@ -19,7 +19,7 @@ import copy
 from typing import Any
 
 from gpustack import emit
-from gpustack.components import toolkit
+from gpustack.components import device_plugin, toolkit
 from gpustack.config import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
@@ -171,7 +171,11 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # runNvidiaSMI, handleCDI); without it the spec keeps the old MIG devices.
         env += [
             {"name": "CDI_ENABLED", "value": "true"},
-            {"name": "NVIDIA_CDI_HOOK_PATH", "value": toolkit.CDI_HOOK},
+            {
+                "name": "NVIDIA_CDI_HOOK_PATH",
+                # Without gpustack's toolkit the hook is the host package's.
+                "value": toolkit.CDI_HOOK if stack.toolkit_enabled else device_plugin.HOST_CDI_HOOK,
+            },
         ]
         mounts.append({"name": "cdi-root", "mountPath": toolkit.CDI_ROOT})
         volumes.append(host_path_volume("cdi-root", toolkit.CDI_ROOT, "DirectoryOrCreate"))
