@@ -342,3 +342,60 @@ def test_mig_manager_may_label_its_node_and_find_the_pods_it_waits_for(tmp_path)
         ("pods", "list"),
     } <= granted
     assert not any(verb in ("delete", "create", "*") for _, verb in granted)
+
+
+def mounted_host_path(spec: dict[str, Any], container_path: str) -> str | None:
+    """The host folder a container path of the MIG manager comes from."""
+    [container] = spec["containers"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for mount in container["volumeMounts"]:
+        if mount["mountPath"] == container_path:
+            host_path: str = volumes[mount["name"]]["hostPath"]["path"]
+            return host_path
+    return None
+
+
+@pytest.mark.parametrize(
+    ("profile", "driver"),
+    [
+        ("kubeadm", {"mode": "container", "nodeOS": "ubuntu22.04"}),
+        ("rke2", {"mode": "container", "nodeOS": "ubuntu22.04"}),
+        ("openshift", {"mode": "driver-toolkit"}),
+        ("kubeadm", {"mode": "preinstalled"}),
+        # CDI without gpustack's toolkit: the host's toolkit package.
+        ("kubeadm", {"mode": "preinstalled", "cdi": True}),
+    ],
+)
+def test_mig_manager_finds_the_driver_and_refreshes_cdi_specs(tmp_path, profile, driver):
+    # k8s-mig-manager v0.15.0 runs `chroot $DRIVER_ROOT_CTR_PATH nvidia-smi` after a MIG change
+    # and, with CDI_ENABLED, rewrites the management CDI spec in /var/run/cdi
+    # (pkg/mig/reconfigure/reconfigure.go); the operator mounts the driver root and the CDI root.
+    driver = dict(driver)
+    plugin: dict[str, Any] = {"migStrategy": "single"}
+    if driver.pop("cdi", False):
+        plugin["deviceListStrategy"] = "cdi-cri"
+    sections: dict[str, Any] = {"devicePlugin": plugin, "driver": driver}
+    if profile == "openshift":
+        sections["driver"]["driverToolkitImage"] = "quay.io/openshift/driver-toolkit@sha256:" + (
+            "0" * 64
+        )
+    stack = stack_for(tmp_path, profile, **sections)
+    items = render(stack).objects
+    spec = pod(find(items, "DaemonSet", "nvidia-mig-manager"))
+    [container] = spec["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    driver_root = "/" if driver["mode"] == "preinstalled" else "/run/nvidia/driver"
+    assert env["NVIDIA_DRIVER_ROOT"] == driver_root
+    ctr_path = env["DRIVER_ROOT_CTR_PATH"]
+    assert mounted_host_path(spec, ctr_path) == driver_root
+    assert env["WITH_SHUTDOWN_HOST_GPU_CLIENTS"] == str(driver_root == "/").lower()
+    if stack.device_list_strategy == "cdi-cri":
+        assert env["CDI_ENABLED"] == "true"
+        assert mounted_host_path(spec, "/var/run/cdi") == "/var/run/cdi"
+        # The spec it writes calls the same nvidia-cdi-hook as the device plugin's.
+        plugin = find(items, "ConfigMap", "nvidia-device-plugin-config")
+        flags = load(plugin["data"]["config.yaml"])["flags"]
+        assert env["NVIDIA_CDI_HOOK_PATH"] == flags["plugin"]["nvidiaCTKPath"]
+        assert env["NVIDIA_DEV_ROOT"] == flags["nvidiaDevRoot"]
+    else:
+        assert "CDI_ENABLED" not in env

@@ -19,6 +19,7 @@ import copy
 from typing import Any
 
 from gpustack import emit
+from gpustack.components import device_plugin, toolkit
 from gpustack.config import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
@@ -141,7 +142,43 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         {"name": "WITH_REBOOT", "value": "true" if settings.withReboot else "false"},
         # "" leaves the kubelet running (reconfigure.go skips an empty service name).
         {"name": "HOST_KUBELET_SYSTEMD_SERVICE", "value": stack.facts.kubeletSystemdService or ""},
+        # Where the driver and the device nodes are on the host and in this container, as the
+        # operator's validator hands them over (driver-ready file, sourced by the entrypoint);
+        # k8s-mig-manager v0.15.0 defaults both to /run/nvidia/driver (cmd/nvidia-mig-manager).
+        {"name": "NVIDIA_DRIVER_ROOT", "value": stack.driver_root},
+        {"name": "DRIVER_ROOT_CTR_PATH", "value": toolkit.container_path(stack.driver_root)},
+        {"name": "NVIDIA_DEV_ROOT", "value": stack.dev_root},
+        {"name": "DEV_ROOT_CTR_PATH", "value": toolkit.container_path(stack.dev_root)},
     ]
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    if stack.driver_root != "/":
+        # HostToContainer: the driver container mounts its root there after this pod starts.
+        mounts.append(
+            {
+                "name": "driver-install-dir",
+                "mountPath": toolkit.DRIVER_ROOT_MOUNT,
+                "mountPropagation": "HostToContainer",
+            }
+        )
+        volumes.append(
+            host_path_volume("driver-install-dir", stack.driver_root, "DirectoryOrCreate")
+        )
+    if toolkit.uses_cdi(stack):
+        # With CDI the runtime hands out devices from the specs in /var/run/cdi: after a MIG
+        # change the manager runs nvidia-smi in the driver root (it creates the nvidia-cap
+        # device nodes) and regenerates the management spec (pkg/mig/reconfigure
+        # runNvidiaSMI, handleCDI); without it the spec keeps the old MIG devices.
+        env += [
+            {"name": "CDI_ENABLED", "value": "true"},
+            {
+                "name": "NVIDIA_CDI_HOOK_PATH",
+                # Without gpustack's toolkit the hook is the host package's.
+                "value": toolkit.CDI_HOOK if stack.toolkit_enabled else device_plugin.HOST_CDI_HOOK,
+            },
+        ]
+        mounts.append({"name": "cdi-root", "mountPath": toolkit.CDI_ROOT})
+        volumes.append(host_path_volume("cdi-root", toolkit.CDI_ROOT, "DirectoryOrCreate"))
     pod_spec = gpu_pod_spec(stack)
     if stack.config.gfd.enabled:
         pod_spec["affinity"] = gpu_node_affinity(
@@ -172,6 +209,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                         },
                         {"name": "gpu-clients", "mountPath": GPU_CLIENTS_DIR, "readOnly": True},
                         {"name": "mig-parted-config", "mountPath": CONFIG_DIR, "readOnly": True},
+                        *mounts,
                     ],
                 }
             ],
@@ -180,6 +218,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 host_path_volume("host-root", "/", "Directory"),
                 {"name": "gpu-clients", "configMap": {"name": GPU_CLIENTS_CONFIG_MAP}},
                 {"name": "mig-parted-config", "configMap": {"name": CONFIG_MAP}},
+                *volumes,
             ],
         }
     )
