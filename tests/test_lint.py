@@ -533,6 +533,7 @@ def test_mig_strategy_on_a_gke_partitioned_pool():
     assert "mig-strategy-without-partitions" not in rules_hit(objects)
 
 
+@pytest.mark.shared
 def test_mig_upstream_static_gfd_with_mig_has_no_partitioner():
     # The static MIG manifests of k8s-device-plugin assume MIG devices exist already.
     objects = refs("k8s-device-plugin/gpu-feature-discovery-daemonset-with-mig-mixed.yaml")

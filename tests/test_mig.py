@@ -88,7 +88,12 @@ def test_a_mig_strategy_brings_the_mig_manager(tmp_path, profile, strategy):
     config = mig_config(items)
     assert config["version"] == "v1"
     assert "all-disabled" in config["mig-configs"]
-    for obj in items:
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("profile", MIG_PROFILES)
+def test_the_mig_stack_passes_the_upstream_schemas(tmp_path, profile):
+    for obj in objects(tmp_path, profile, devicePlugin={"migStrategy": "mixed"}):
         validate_upstream(obj)
 
 
