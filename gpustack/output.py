@@ -250,9 +250,9 @@ def write_all(
     return plans
 
 
-def write_tree(target: Path, files: dict[str, bytes], force: bool = False) -> tuple[int, int]:
+def write_tree(target: Path, files: dict[str, bytes]) -> tuple[int, int]:
     """Make the one folder `target` hold `files`; returns (files written, files removed)."""
-    done = write_all(target.parent, [(target, files)], force=force)[0]
+    done = write_all(target.parent, [(target, files)])[0]
     return done.written, done.removed
 
 
