@@ -82,7 +82,7 @@ def fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, Fiel
 
 
 def _doc(info: FieldInfo) -> Doc:
-    """The field's Doc, on the field or on the (aliased) type it is declared with."""
+    """The field's Doc: what the field says, else what the (aliased) type it holds says."""
     found = [item for item in info.metadata if isinstance(item, Doc)]
     stack = [info.annotation]
     while stack:
@@ -91,7 +91,11 @@ def _doc(info: FieldInfo) -> Doc:
         found += [item for item in metadata if isinstance(item, Doc)]
         if _is_union(inner):
             stack += [arg for arg in _args(inner) if arg is not type(None)]
-    return found[0] if found else Doc()
+    return Doc(
+        type=next((doc.type for doc in found if doc.type), None),
+        default=next((doc.default for doc in found if doc.default), None),
+        see=next((doc.see for doc in found if doc.see), None),
+    )
 
 
 def _type_words(annotation: Any, metadata: list[Any]) -> str:
@@ -117,7 +121,9 @@ def _type_words(annotation: Any, metadata: list[Any]) -> str:
     if annotation is int:
         low = next((item.ge for item in metadata if hasattr(item, "ge")), None)
         high = next((item.le for item in metadata if hasattr(item, "le")), None)
-        return "int" if low is None else f"int, {low} to {high}"
+        if low is None:
+            return "int"
+        return f"int, at least {low}" if high is None else f"int, {low} to {high}"
     if annotation is str:
         return "string"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -194,9 +200,7 @@ def config_fields() -> str:
         if resources and section in _WITH_RESOURCES:
             # One model for every component's container requirements, described per component.
             component = _WITH_RESOURCES[section]
-            description = description.replace(
-                "the container", f"the {component.container} container"
-            )
+            description = description.replace("the container", component.container)
             own = component.resource_defaults.get(leaf.removeprefix("."))
             default = f"none (gpustack's: {own})" if own else default
         if doc.see:
@@ -322,7 +326,7 @@ def generate(readme: str) -> str:
     def table(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in TABLES:
-            raise ValueError(f"README.md: no generated table '{name}' (known: {', '.join(TABLES)})")
+            raise ValueError(f"no generated table '{name}' (known: {', '.join(TABLES)})")
         seen.append(name)
         make, source = TABLES[name]
         marker = f"<!-- generated: {name} from {source} by {REGENERATE}: edit that, not this -->"
@@ -331,14 +335,19 @@ def generate(readme: str) -> str:
     result = _REGION.sub(table, readme)
     missing = [name for name in TABLES if name not in seen]
     if missing:
-        raise ValueError(f"README.md has no region <!-- generated: {missing[0]} -->")
+        raise ValueError(f"no region <!-- generated: {missing[0]} --> ... <!-- end generated -->")
     return result
 
 
 def main(argv: list[str]) -> int:
+    """`python -m gpustack.docs [README.md]`: rewrite the file's generated tables in place."""
     path = Path(argv[0] if argv else "README.md")
     text = path.read_text(encoding="utf-8")
-    new = generate(text)
+    try:
+        new = generate(text)
+    except ValueError as error:
+        print(f"error: {path}: {error}", file=sys.stderr)
+        return 2
     if new != text:
         path.write_text(new, encoding="utf-8")
     print(f"{path}: {'regenerated' if new != text else 'up to date'}")

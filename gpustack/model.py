@@ -199,8 +199,8 @@ class WithResources(Strict):
     gets the setting by deriving from this class."""
 
     components: ClassVar[tuple[str, ...]] = ()
-    # README's config reference: the main container, and gpustack's own requirements for it
-    # (what the component module sets when `resources` is unset).
+    # README's config reference: the main container ("the plugin container"), and gpustack's own
+    # requirements for it (what the component module sets when `resources` is unset).
     container: ClassVar[str] = ""
     resource_defaults: ClassVar[dict[str, str]] = {}
     resources: Annotated[ResourceRequirements | None, Doc(see="Resources")] = Field(
@@ -348,7 +348,7 @@ class Sharing(Strict):
 
 class DevicePlugin(WithResources):
     components = ("device-plugin",)
-    container = "plugin"
+    container = "the plugin container"
     resource_defaults = {"requests": "cpu `10m`, memory `64Mi`"}
     enabled: bool = Field(
         description="deploy NVIDIA's device plugin (GKE ships its own: `false` there)"
@@ -374,7 +374,7 @@ class DevicePlugin(WithResources):
 
 class GFD(WithResources):
     components = ("gpu-feature-discovery",)
-    container = "GFD"
+    container = "the GFD container"
     enabled: bool = Field(default=True, description="deploy GPU Feature Discovery")
 
 
@@ -397,7 +397,7 @@ class MigManagerConfig(Strict):
 
 class MigManager(WithResources):
     components = ("mig-manager",)
-    container = "MIG manager"
+    container = "the MIG manager container"
     enabled: bool | Literal["auto"] = Field(
         default="auto",
         description=(
@@ -430,7 +430,7 @@ class MigManager(WithResources):
 class NFD(WithResources):
     # The worker runs on every node, the part to size per node; master and gc keep upstream's.
     components = ("nfd-worker",)
-    container = "`nfd-worker`"
+    container = "the `nfd-worker` container (the NFD pod on every node)"
     resource_defaults = {"requests": "upstream's"}
     mode: Literal["deploy", "external", "disabled"] = Field(
         description=(
@@ -447,7 +447,7 @@ class NFD(WithResources):
 
 class DCGMExporter(WithResources):
     components = ("dcgm-exporter",)
-    container = "exporter"
+    container = "the exporter container"
     resource_defaults = {
         "requests": "cpu `100m`, memory `128Mi`",
         "limits": "memory `512Mi`",
@@ -517,7 +517,7 @@ DriverMode = Literal["preinstalled", "container", "driver-toolkit", "gke-managed
 
 class Driver(WithResources):
     components = ("nvidia-driver",)
-    container = "driver"
+    container = "the driver container"
     mode: Annotated[Literal["auto"] | DriverMode, Doc(see="Driver and container runtime")] = Field(
         default="auto",
         description=(
@@ -609,7 +609,7 @@ class Driver(WithResources):
 
 class Toolkit(WithResources):
     components = ("container-toolkit",)
-    container = "Container Toolkit"
+    container = "the Container Toolkit container"
     enabled: bool | Literal["auto"] = Field(
         default="auto",
         description=(

@@ -214,6 +214,29 @@ def test_the_generated_tables_are_current():
     )
 
 
+def test_regenerating_rewrites_only_the_tables(tmp_path):
+    """A stale table is rewritten from its source, the prose around it is kept; a README missing
+    a table's region, or naming a table that does not exist, is an error (exit 2)."""
+    stale = re.sub(r"\| `image-not-pinned` \|[^\n]*\n", "", README).replace(
+        "\n## Lint rules\n", "\n## Lint rules\n\nProse edited by hand.\n"
+    )
+    path = tmp_path / "README.md"
+    path.write_text(stale)
+    assert docs.main([str(path)]) == 0
+    regenerated = path.read_text()
+    assert "| `image-not-pinned` | error |" in regenerated
+    assert regenerated == README.replace(
+        "\n## Lint rules\n", "\n## Lint rules\n\nProse edited by hand.\n"
+    )
+    for broken in (
+        re.sub(r"<!-- generated: lint-rules .*?<!-- end generated -->", "", README, flags=re.S),
+        README + "\n<!-- generated: commands -->\n<!-- end generated -->\n",
+    ):
+        path.write_text(broken)
+        assert docs.main([str(path)]) == 2
+        assert path.read_text() == broken
+
+
 def test_every_section_link_names_a_heading():
     """Links such as `[Resources](#resources)`, hand-written or generated, point at a heading."""
     anchors = {
