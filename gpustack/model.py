@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -58,9 +59,22 @@ IMAGE = (
 # An extended resource name with its domain, as a device plugin advertises it.
 EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
-Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)]
-LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316)]
-LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63)]
+
+@dataclass(frozen=True)
+class Doc:
+    """How README's config reference (gpustack.docs) shows a field where its annotation does not
+    say it in words: `type` names the value ("DNS-1123 label"), `default` says what an unset
+    field means, `see` names the README section that explains it. Pydantic ignores it, so it
+    goes in `Annotated[...]`, on a field or on a type alias."""
+
+    type: str | None = None
+    default: str | None = None
+    see: str | None = None
+
+
+Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63), Doc(type="DNS-1123 label")]
+LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316), Doc(type="label key")]
+LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63), Doc(type="label value")]
 
 _DURATION_UNITS_MS = {
     "y": 365 * 86_400_000,
@@ -137,18 +151,28 @@ def _number_as_text(value: Any) -> Any:
     return value
 
 
-Quantity = Annotated[str, BeforeValidator(_number_as_text), Field(pattern=QUANTITY, max_length=64)]
-ResourceName = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=253)]
+Quantity = Annotated[
+    str,
+    BeforeValidator(_number_as_text),
+    Field(pattern=QUANTITY, max_length=64),
+    Doc(type="quantity"),
+]
+ResourceName = Annotated[
+    str, Field(pattern=QUALIFIED_KEY, max_length=253), Doc(type="resource name")
+]
 
 
 class ResourceRequirements(Strict):
     """A container's `resources`, as in a pod spec."""
 
-    requests: dict[ResourceName, Quantity] = Field(
-        default_factory=dict, description="Resources the scheduler reserves, e.g. cpu: 50m."
+    requests: Annotated[dict[ResourceName, Quantity], Doc(default="none")] = Field(
+        default_factory=dict,
+        description="requests of the container: what the scheduler reserves, e.g. `cpu: 50m`",
     )
-    limits: dict[ResourceName, Quantity] = Field(
-        default_factory=dict, description="Most the container may use, e.g. memory: 512Mi."
+    limits: Annotated[dict[ResourceName, Quantity], Doc(default="none")] = Field(
+        default_factory=dict,
+        description="limits of the container: the most it may use, e.g. `memory: 512Mi`; each "
+        "request at most its limit",
     )
 
     @model_validator(mode="after")
@@ -175,50 +199,92 @@ class WithResources(Strict):
     gets the setting by deriving from this class."""
 
     components: ClassVar[tuple[str, ...]] = ()
-    resources: ResourceRequirements | None = Field(
+    # README's config reference: the main container ("the plugin container"), and gpustack's own
+    # requirements for it (what the component module sets when `resources` is unset).
+    container: ClassVar[str] = ""
+    resource_defaults: ClassVar[dict[str, str]] = {}
+    resources: Annotated[ResourceRequirements | None, Doc(see="Resources")] = Field(
         default=None,
-        description="Requests and limits of the component's main container; replace gpustack's "
-        "defaults for it as a whole.",
+        description="requests and limits of the container; given, they replace gpustack's own "
+        "for it as a whole",
     )
 
 
 class Metadata(Strict):
-    name: Name = Field(description="Cluster name (DNS-1123 label); names the output folder.")
+    name: Name = Field(
+        description=(
+            "cluster name; names the output folder. With `gitops.tool` argocd at most 54 "
+            "characters, flux at most 43 (it becomes part of object names)"
+        )
+    )
 
 
 class Platform(Strict):
-    profile: str = Field(
-        description="openshift | gke-cos | gke-ubuntu | rke2 | kubeadm, or a user profile."
+    profile: Annotated[
+        str,
+        Doc(type="`openshift` | `gke-cos` | `gke-ubuntu` | `rke2` | `kubeadm` | a user profile"),
+    ] = Field(description="the platform profile")
+    kubernetesVersion: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$"), Doc(type='`"1.NN"`')] = (
+        Field(
+            description=(
+                "target Kubernetes minor version for schema validation and API deprecations, e.g."
+                " `1.31`"
+            )
+        )
     )
-    kubernetesVersion: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] = Field(
-        description="Target Kubernetes minor version for schemas and API deprecations, e.g. '1.31'."
-    )
-    openshiftVersion: Annotated[str, Field(pattern=r"^4\.[0-9]{1,2}$")] | None = Field(
-        default=None, description="OpenShift minor version (openshift profile only), e.g. '4.16'."
-    )
+    openshiftVersion: Annotated[
+        Annotated[str, Field(pattern=r"^4\.[0-9]{1,2}$")] | None, Doc(type='`"4.N"` or `"4.NN"`')
+    ] = Field(default=None, description="OpenShift minor version, e.g. `4.16`")
 
 
 class Taint(Strict):
-    key: LabelKey
-    value: LabelValue | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    key: LabelKey = Field(description="taint key")
+    value: LabelValue | None = Field(default=None, description="taint value")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        description="taint effect"
+    )
 
 
 class GKEAccelerator(Strict):
-    type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")] = Field(
-        description="GKE accelerator type, e.g. nvidia-l4, nvidia-tesla-a100, nvidia-h100-80gb."
+    type: Annotated[
+        str, Field(pattern=r"^nvidia-[a-z0-9-]+$"), Doc(type="GKE accelerator type")
+    ] = Field(
+        description=(
+            "e.g. `nvidia-l4`, `nvidia-tesla-a100`, `nvidia-a100-80gb`, `nvidia-h100-80gb`, "
+            "`nvidia-h200-141gb`, `nvidia-b200`, `nvidia-tesla-t4`"
+        )
     )
-    count: int = Field(ge=1, le=16, description="GPUs per node.")
-    gpuPartitionSize: Annotated[str, Field(pattern=r"^[0-9]+g\.[0-9]+gb$")] | None = Field(
+    count: int = Field(
+        ge=1,
+        le=16,
+        description="GPUs per node (fixed by A, G4 and G2 machine types; 1, 2, 4 or 8 on N1)",
+    )
+    gpuPartitionSize: Annotated[
+        Annotated[str, Field(pattern=r"^[0-9]+g\.[0-9]+gb$")] | None,
+        Doc(type="MIG size such as `1g.5gb`"),
+    ] = Field(
         default=None,
-        description="MIG partition size GKE cuts every GPU into (gpu-partition-size), e.g. 1g.5gb.",
+        description=(
+            "the MIG partition GKE cuts every GPU into (`gpu-partition-size`; A100, H100, "
+            "H200 only, GKE's sizes); needs `devicePlugin.migStrategy: single` with GKE's "
+            "plugin"
+        ),
     )
 
 
 class GKENodePool(Strict):
-    machineType: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")] = Field(
-        description="Compute Engine machine type of the GPU pool, e.g. g2-standard-8; it must "
-        "be one the accelerator attaches to."
+    machineType: Annotated[
+        str,
+        Field(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$"),
+        Doc(type="Compute Engine machine type"),
+    ] = Field(
+        description=(
+            "GKE profiles: the GPU pool's machine type; it must take the accelerator (A100 "
+            "40GB `a2-highgpu`/`a2-megagpu`, A100 80GB `a2-ultragpu`, H100 "
+            "`a3-highgpu`/`a3-edgegpu`, H100 Mega `a3-megagpu`, H200 `a3-ultragpu`, B200 "
+            "`a4-highgpu`, GB200 `a4x-highgpu`, L4 `g2-standard`, RTX PRO 6000 `g4-standard`,"
+            " T4/V100/P100/P4 `n1`) and come with `count` GPUs"
+        )
     )
     accelerator: GKEAccelerator
 
@@ -226,27 +292,33 @@ class GKENodePool(Strict):
 class Nodes(Strict):
     selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
-        description="Labels GPU nodes carry, ANDed into every GPU workload's placement.",
+        description="labels GPU nodes carry, ANDed into every GPU workload's placement",
     )
-    taints: list[Taint] = Field(
+    taints: Annotated[list[Taint], Doc(type="list of taints")] = Field(
         default_factory=list,
-        description="Taints GPU nodes carry; every GPU workload tolerates them and the node-side "
-        "artifacts apply them.",
+        description=(
+            "taints GPU nodes carry; every GPU workload tolerates them and the `node/` files "
+            "apply them; a key and effect may appear once"
+        ),
     )
     controlPlane: bool = Field(
         default=False,
-        description="GPU nodes are also control-plane nodes (single-node clusters): GPU workloads "
-        "tolerate the control-plane taint.",
+        description=(
+            "GPU nodes are also control-plane nodes (single-node clusters): GPU workloads "
+            "tolerate the control-plane taint"
+        ),
     )
     gke: GKENodePool | None = Field(
         default=None,
         description="GKE profiles: the GPU node pool's machine type and accelerator, written "
-        "into the node/ pool artifacts.",
+        "into the pool files in `node/`",
     )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
         default="systemd",
-        description="The nodes' cgroup driver (the kubelet's cgroupDriver): the nvidia runtime "
-        "in the containerd drop-in uses the same one as runc.",
+        description=(
+            "the nodes' cgroup driver (the kubelet's); the nvidia runtime in kubeadm's "
+            "`node/99-nvidia.toml` uses the same one as runc (`SystemdCgroup`)"
+        ),
     )
 
     @field_validator("taints")
@@ -261,64 +333,96 @@ class Nodes(Strict):
 
 
 class Sharing(Strict):
-    strategy: Literal["none", "time-slicing", "mps"] = "none"
-    replicas: int = Field(default=4, ge=2, le=48, description="Pods that may share one GPU.")
+    strategy: Literal["none", "time-slicing", "mps"] = Field(
+        default="none",
+        description="GPU sharing; `mps` not with MIG, `time-slicing` not with MIG `mixed`",
+    )
+    replicas: int = Field(default=4, ge=2, le=48, description="pods that may share one GPU")
     renameByDefault: bool = Field(
-        default=False, description="Advertise shared GPUs as nvidia.com/gpu.shared."
+        default=False, description="advertise shared GPUs as `nvidia.com/gpu.shared`"
     )
     failRequestsGreaterThanOne: bool = Field(
-        default=True, description="Refuse pods that request more than one shared GPU."
+        default=True, description="refuse pods that request more than one shared GPU"
     )
 
 
 class DevicePlugin(WithResources):
     components = ("device-plugin",)
-    enabled: bool = Field(description="Deploy NVIDIA's device plugin (GKE ships its own: false).")
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.20.0"
-    migStrategy: Literal["none", "single", "mixed"] = "none"
+    container = "the plugin container"
+    resource_defaults = {"requests": "cpu `10m`, memory `64Mi`"}
+    enabled: bool = Field(
+        description="deploy NVIDIA's device plugin (GKE ships its own: `false` there)"
+    )
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
+        Field(default="v0.20.0", description="device plugin (and GFD) image tag")
+    )
+    migStrategy: Literal["none", "single", "mixed"] = Field(
+        default="none", description="MIG strategy of the plugin and GFD"
+    )
     sharing: Sharing = Field(default_factory=Sharing)
-    deviceListStrategy: Literal["auto", "envvar", "cdi-cri", "volume-mounts"] = Field(
+    deviceListStrategy: Annotated[
+        Literal["auto", "envvar", "cdi-cri", "volume-mounts"],
+        Doc(see="Driver and container runtime"),
+    ] = Field(
         default="auto",
-        description="How the plugin hands allocated GPUs to the container runtime; auto: cdi-cri "
-        "where gpustack renders the NVIDIA Container Toolkit (which turns CDI on), else envvar.",
+        description=(
+            "how the plugin hands allocated GPUs to the runtime; `auto`: `cdi-cri` where "
+            "gpustack renders the Container Toolkit (it turns CDI on), else `envvar`"
+        ),
     )
 
 
 class GFD(WithResources):
     components = ("gpu-feature-discovery",)
-    enabled: bool = True
+    container = "the GFD container"
+    enabled: bool = Field(default=True, description="deploy GPU Feature Discovery")
 
 
 # A mig-parted config name (a node label value: nvidia.com/mig.config=<name>).
-MigConfigName = Annotated[str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63)]
+MigConfigName = Annotated[
+    str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63), Doc(type="MIG config name")
+]
 
 
 class MigManagerConfig(Strict):
-    file: str | None = Field(
+    file: Annotated[str | None, Doc(type="path")] = Field(
         default=None,
-        description="A mig-parted config file (`version: v1`, `mig-configs`), relative to the "
-        "config file: its MIG configs are added to the built-in ones (a config of the same name "
-        "replaces the built-in one).",
+        description=(
+            "a mig-parted config file (`version: v1`, `mig-configs`), relative to the config "
+            "file, whose configs are added to the built-in ones (same name: replaces it); "
+            "checked as mig-parted checks it"
+        ),
     )
 
 
 class MigManager(WithResources):
     components = ("mig-manager",)
+    container = "the MIG manager container"
     enabled: bool | Literal["auto"] = Field(
         default="auto",
-        description="Deploy NVIDIA's MIG manager; auto: with a MIG strategy, on platforms whose "
-        "node pools do not partition GPUs themselves.",
+        description=(
+            "deploy NVIDIA's MIG manager; `auto`: with `devicePlugin.migStrategy` `single` or"
+            " `mixed`, on profiles whose node pools do not partition GPUs themselves (not "
+            "GKE)"
+        ),
     )
     # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `migManager.version`.
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.15.0"
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
+        Field(
+            default="v0.15.0",
+            description="MIG manager image tag (`nvcr.io/nvidia/cloud-native/k8s-mig-manager`)",
+        )
+    )
     defaultConfig: MigConfigName = Field(
         default="all-disabled",
-        description="The MIG config the node/ files label GPU nodes with "
-        "(nvidia.com/mig.config), as the GPU Operator's migManager.config.default.",
+        description=(
+            "the MIG config the `node/` files label GPU nodes with (`nvidia.com/mig.config`);"
+            " a built-in config or one of `config.file`"
+        ),
     )
     withReboot: bool = Field(
         default=False,
-        description="Reboot the node when a MIG mode change does not take effect otherwise.",
+        description="reboot the node when a MIG mode change does not take effect otherwise",
     )
     config: MigManagerConfig = Field(default_factory=MigManagerConfig)
 
@@ -326,31 +430,60 @@ class MigManager(WithResources):
 class NFD(WithResources):
     # The worker runs on every node, the part to size per node; master and gc keep upstream's.
     components = ("nfd-worker",)
+    container = "the `nfd-worker` container (the NFD pod on every node)"
+    resource_defaults = {"requests": "upstream's"}
     mode: Literal["deploy", "external", "disabled"] = Field(
-        description="deploy: emit NFD; external: NFD is installed elsewhere; disabled: no NFD."
+        description=(
+            "`deploy`: emit NFD; `external`: NFD is installed elsewhere; `disabled`: no NFD, "
+            "so GPU workloads drop NFD's `pci-10de` label and select on `nodes.selector` "
+            "(required then, unless the profile finds GPU nodes by a platform label, as GKE "
+            "does)"
+        )
     )
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v0.19.0"
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
+        Field(default="v0.19.0", description="NFD image tag (with `deploy`)")
+    )
 
 
 class DCGMExporter(WithResources):
     components = ("dcgm-exporter",)
-    enabled: bool = True
+    container = "the exporter container"
+    resource_defaults = {
+        "requests": "cpu `100m`, memory `128Mi`",
+        "limits": "memory `512Mi`",
+    }
+    enabled: bool = Field(
+        default=True,
+        description=(
+            "deploy the DCGM exporter (`false` on GKE clusters whose managed DCGM metrics are on)"
+        ),
+    )
     # <DCGM version>-<exporter version>; gpu-operator deployments/gpu-operator/values.yaml
     # (a22dbf6) `dcgmExporter.version`, newer than dcgm-exporter's own chart (4.5.3-4.8.2).
-    version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\.[0-9]+\.[0-9]+$")] = (
-        "4.6.0-4.8.3"
+    version: Annotated[
+        str,
+        Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\.[0-9]+\.[0-9]+$"),
+        Doc(type="`X.Y.Z-X.Y.Z` (DCGM-exporter)"),
+    ] = Field(default="4.6.0-4.8.3", description="image tag, without the `-distroless` suffix")
+    monitor: Literal["auto", "servicemonitor", "podmonitoring", "none"] = Field(
+        default="auto",
+        description="how Prometheus finds the exporter; `auto`: the profile's choice",
     )
-    monitor: Literal["auto", "servicemonitor", "podmonitoring", "none"] = "auto"
     # min_length 2: the pattern alone would accept an empty string.
-    interval: Annotated[str, Field(pattern=DURATION, min_length=2)] = Field(
+    interval: Annotated[
+        str, Field(pattern=DURATION, min_length=2), Doc(type="Prometheus duration")
+    ] = Field(
         default="15s",
-        description="Scrape interval and the exporter's collection interval, as a Prometheus "
-        "duration ('15s', '1m30s').",
+        description=(
+            "scrape interval and the exporter's collection interval, e.g. `1m30s`; longer than zero"
+        ),
     )
     monitorLabels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
-        description="Extra labels on the ServiceMonitor/PodMonitoring, e.g. `release: "
-        "kube-prometheus-stack` so an existing Prometheus picks it up.",
+        description=(
+            "extra labels on the ServiceMonitor/PodMonitoring, e.g. `release: "
+            "kube-prometheus-stack`"
+        ),
     )
 
     @field_validator("interval")
@@ -365,10 +498,18 @@ class DCGMExporter(WithResources):
 
 class RuntimeClass(Strict):
     enabled: bool | Literal["auto"] = Field(
-        default="auto", description="auto: the profile decides whether GPU pods need it."
+        default="auto",
+        description=(
+            "emit the RuntimeClass and set `runtimeClassName` on GPU pods; `auto`: when the "
+            "profile's runtime needs it"
+        ),
     )
-    name: Annotated[str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253)] = "nvidia"
-    handler: Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)] = "nvidia"
+    name: Annotated[
+        str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253), Doc(type="DNS-1123 subdomain")
+    ] = Field(default="nvidia", description="RuntimeClass name")
+    handler: Annotated[
+        str, Field(pattern=DNS1123_LABEL, max_length=63), Doc(type="DNS-1123 label")
+    ] = Field(default="nvidia", description="the runtime name in the container runtime's config")
 
 
 DriverMode = Literal["preinstalled", "container", "driver-toolkit", "gke-managed", "gke-installer"]
@@ -376,44 +517,71 @@ DriverMode = Literal["preinstalled", "container", "driver-toolkit", "gke-managed
 
 class Driver(WithResources):
     components = ("nvidia-driver",)
-    mode: Literal["auto"] | DriverMode = Field(
-        default="auto", description="auto: the profile's default driver mode."
+    container = "the driver container"
+    mode: Annotated[Literal["auto"] | DriverMode, Doc(see="Driver and container runtime")] = Field(
+        default="auto",
+        description=(
+            "who installs the driver; `auto`: the profile's default; must be one of the "
+            "profile's modes"
+        ),
     )
     # gpu-operator deployments/gpu-operator/values.yaml `driver.version` (v26.7.0).
-    version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")] = Field(
+    version: Annotated[
+        str, Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"), Doc(type="driver version")
+    ] = Field(
         default="595.91.07",
-        description="NVIDIA driver version of the driver container (modes container and "
-        "driver-toolkit).",
+        description="NVIDIA driver of the driver container (GPU Operator v26.7.0's default)",
     )
-    nodeOS: Annotated[str, Field(pattern=r"^(ubuntu[0-9]{2}\.[0-9]{2}|rhel[0-9]+\.[0-9]+)$")] = (
-        Field(
-            default="ubuntu22.04",
-            description="The GPU nodes' OS (driver image tag suffix), e.g. ubuntu22.04, ubuntu24.04, "
-            "rhel9.6; mode container only (OpenShift's is RHCOS, from platform.openshiftVersion).",
-        )
+    nodeOS: Annotated[
+        str,
+        Field(pattern=r"^(ubuntu[0-9]{2}\.[0-9]{2}|rhel[0-9]+\.[0-9]+)$"),
+        Doc(type="`ubuntuNN.NN` | `rhelN.N`"),
+    ] = Field(
+        default="ubuntu22.04",
+        description=(
+            "the GPU nodes' OS, mode `container`: the image tag suffix (e.g. `ubuntu22.04`, "
+            "`ubuntu24.04`, `rhel9.6`), and the driver selects only nodes whose NFD "
+            "`system-os_release` labels match; OpenShift's is RHCOS, from "
+            "`platform.openshiftVersion`"
+        ),
     )
     precompiled: bool = Field(
         default=False,
-        description="Use NVIDIA's precompiled driver image for `kernelVersion` (Ubuntu only) "
-        "instead of building the driver on the node.",
+        description=(
+            "mode `container` on Ubuntu: NVIDIA's precompiled image for `kernelVersion` "
+            "instead of building the driver on the node"
+        ),
     )
-    kernelVersion: (
-        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$")] | None
-    ) = Field(
+    kernelVersion: Annotated[
+        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$")] | None,
+        Doc(type="kernel release", default="none (required with `precompiled`)"),
+    ] = Field(
         default=None,
-        description="The GPU nodes' kernel (`uname -r`, e.g. 6.8.0-60-generic); required with "
-        "precompiled.",
+        description=(
+            "the GPU nodes' `uname -r`, e.g. `6.8.0-60-generic`; the driver selects only "
+            "nodes with that kernel"
+        ),
     )
-    driverToolkitImage: str | None = Field(
+    driverToolkitImage: Annotated[
+        str | None, Doc(type="image", default="profile (`facts.driver.driverToolkitImage`)")
+    ] = Field(
         default=None,
-        description="OpenShift: the Driver Toolkit image matching the nodes' RHCOS kernel (`oc adm "
-        "release info --image-for=driver-toolkit`); default: Red Hat's image for "
-        "platform.openshiftVersion.",
+        description=(
+            "OpenShift: the Driver Toolkit image whose kernel matches the nodes' RHCOS (the "
+            "`driver-toolkit` image that `oc adm release info` lists for the cluster's "
+            "release)"
+        ),
     )
-    rhcosVersion: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+$")] | None = Field(
+    rhcosVersion: Annotated[
+        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+$")] | None,
+        Doc(type="RHCOS build"),
+    ] = Field(
         default=None,
-        description="OpenShift: pin the driver to nodes of this RHCOS build (NFD label "
-        "system-os_release.OSTREE_VERSION, e.g. 416.94.202410211619-0); needs driverToolkitImage.",
+        description=(
+            "OpenShift: run the driver only on nodes of this RHCOS build (NFD "
+            "`system-os_release.OSTREE_VERSION`, e.g. `416.94.202410211619-0`); needs "
+            "`driverToolkitImage`"
+        ),
     )
 
     @model_validator(mode="after")
@@ -441,34 +609,54 @@ class Driver(WithResources):
 
 class Toolkit(WithResources):
     components = ("container-toolkit",)
+    container = "the Container Toolkit container"
     enabled: bool | Literal["auto"] = Field(
         default="auto",
-        description="Deploy the NVIDIA Container Toolkit DaemonSet, which configures the "
-        "container runtime (nvidia runtime and CDI); auto: where the driver is a container or "
-        "the profile needs it.",
+        description=(
+            "deploy the NVIDIA Container Toolkit DaemonSet; `auto`: where the driver is a "
+            "container or the profile needs it (`facts.runtime.toolkit.required`)"
+        ),
     )
     # gpu-operator deployments/gpu-operator/values.yaml `toolkit.version` (v26.7.0).
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] = "v1.20.0"
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
+        Field(
+            default="v1.20.0",
+            description="Container Toolkit image tag (GPU Operator v26.7.0's default)",
+        )
+    )
 
 
 class Entitlement(Strict):
-    enabled: bool = False
-    pemFile: str | None = Field(
-        default=None, description="Entitlement PEM, relative to the config file."
+    enabled: bool = Field(
+        default=False, description="OpenShift, legacy clusters: emit the entitlement MachineConfigs"
+    )
+    pemFile: Annotated[str | None, Doc(type="path")] = Field(
+        default=None,
+        description="entitlement certificate, relative to the config file; required with `enabled`",
     )
 
 
 class Images(Strict):
-    registry: Annotated[str, Field(pattern=REGISTRY, max_length=255)] | None = Field(
+    registry: Annotated[
+        Annotated[str, Field(pattern=REGISTRY, max_length=255)] | None,
+        Doc(type="`host[:port][/path]`", see="Air-gapped clusters"),
+    ] = Field(
         default=None,
-        description="Pull every image from this registry (air-gapped clusters): the registry host "
-        "of each image is replaced, its repository path, tag and digest kept, e.g. "
-        "'registry.example.com' or 'registry.example.com:5000/mirror'.",
+        description=(
+            "pull every image from this registry (air-gapped clusters): each image's registry"
+            " host is replaced, its repository path, tag and digest kept, e.g. "
+            "`registry.example.com` or `registry.example.com:5000/mirror`"
+        ),
     )
-    pullSecrets: list[Annotated[str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253)]] = Field(
+    pullSecrets: Annotated[
+        list[Annotated[str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253)]],
+        Doc(type="list of Secret names"),
+    ] = Field(
         default_factory=list,
-        description="Secrets (kubernetes.io/dockerconfigjson) added as imagePullSecrets to every "
-        "pod gpustack emits; they must exist in each pod's namespace.",
+        description=(
+            "`imagePullSecrets` of every pod gpustack emits; each Secret must exist in the "
+            "pod's namespace"
+        ),
     )
 
     @field_validator("pullSecrets")
@@ -485,85 +673,100 @@ SMOKE_TEST_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 
 
 class SmokeTest(Strict):
-    enabled: bool | Literal["auto"] = Field(
+    enabled: Annotated[bool | Literal["auto"], Doc(see="The GPU smoke test")] = Field(
         default="auto",
-        description="Run a GPU pod after every sync; auto: with gitops.tool argocd or flux.",
+        description="run the GPU smoke test Job; `auto`: with `gitops.tool` `argocd` or `flux`",
     )
-    image: Annotated[str, Field(pattern=IMAGE, max_length=512)] = Field(
-        default=SMOKE_TEST_IMAGE,
-        description="Image of the GPU pod; its entrypoint must exit 0 only when the GPU works.",
+    image: Annotated[str, Field(pattern=IMAGE, max_length=512), Doc(type="image reference")] = (
+        Field(
+            default=SMOKE_TEST_IMAGE,
+            description="image of the GPU pod; its entrypoint must exit 0 only when the GPU works",
+        )
     )
-    command: list[str] | None = Field(
-        default=None, description="Command instead of the image's entrypoint."
-    )
-    resource: Annotated[str, Field(pattern=EXTENDED_RESOURCE, max_length=253)] | None = Field(
+    command: Annotated[list[str] | None, Doc(default="none (the image's entrypoint)")] = Field(
         default=None,
-        description="Extended resource the pod requests one of (default nvidia.com/gpu, or "
-        "nvidia.com/gpu.shared with sharing.renameByDefault).",
+        description="command to run instead, e.g. `[nvidia-smi]` with a CUDA base image",
+    )
+    resource: Annotated[
+        Annotated[str, Field(pattern=EXTENDED_RESOURCE, max_length=253)] | None,
+        Doc(
+            type="extended resource name",
+            default="none (`nvidia.com/gpu`, or `nvidia.com/gpu.shared` with `sharing.renameByDefault`)",
+        ),
+    ] = Field(
+        default=None,
+        description=(
+            "the resource the pod takes one of, e.g. `nvidia.com/mig-1g.10gb` with MIG "
+            "strategy `mixed`"
+        ),
     )
     activeDeadlineSeconds: int = Field(
-        default=300, ge=30, le=86400, description="The Job fails when it has not passed by then."
+        default=300, ge=30, le=86400, description="the Job fails when it has not passed by then"
     )
 
 
 # Where the rendered folder sits in the Git repository; `{name}` is the cluster's metadata.name.
-PathTemplate = Annotated[str, Field(pattern=r"\{name\}", max_length=1024)]
+PathTemplate = Annotated[
+    str, Field(pattern=r"\{name\}", max_length=1024), Doc(type="path with `{name}`")
+]
 # Argo CD's in-cluster destination (argo-cd docs, declarative setup: "in-cluster").
 IN_CLUSTER = "https://kubernetes.default.svc"
 
 
 class ArgoCDDestination(Strict):
-    server: str | None = Field(
-        default=None,
-        description=f"API server URL of the target cluster (default {IN_CLUSTER}); "
-        "not with `name`.",
+    server: Annotated[str | None, Doc(type="URL", default=f"none (in-cluster `{IN_CLUSTER}`)")] = (
+        Field(default=None, description="API server of the target cluster; not with `name`")
     )
     name: str | None = Field(
         default=None,
-        description="Cluster name registered in Argo CD; may use `{name}` (the cluster's "
-        "metadata.name); not with `server`.",
+        description="cluster name registered in Argo CD, may use `{name}`; not with `server`",
     )
-    namespace: Name | None = Field(
-        default=None, description="Default namespace of the Application (default: `namespace`)."
+    namespace: Annotated[Name | None, Doc(default="none (the stack's `namespace`)")] = Field(
+        default=None, description="default namespace of the Application"
     )
 
 
 class ArgoCDPlugin(Strict):
     name: Name = Field(
         default="gpustack",
-        description="ConfigManagementPlugin that runs `gpustack render --stdout` in Argo CD "
-        "(see `gpustack gitops plugin`).",
+        description=(
+            "the plugin's name; the plugin runs `gpustack render --stdout` (`gpustack gitops "
+            "plugin` prints it)"
+        ),
     )
 
 
 class ArgoCD(Strict):
-    repoURL: Annotated[str, Field(pattern=REPO_URL)] | None = Field(
-        default=None, description="Git repository Argo CD reads (required with tool argocd)."
-    )
-    targetRevision: str = Field(default="HEAD", description="Branch, tag or commit to follow.")
+    repoURL: Annotated[
+        Annotated[str, Field(pattern=REPO_URL)] | None,
+        Doc(type="URL", default="none (required with argocd)"),
+    ] = Field(default=None, description="Git repository Argo CD reads")
+    targetRevision: str = Field(default="HEAD", description="branch, tag or commit to follow")
     path: PathTemplate = Field(
         default="out/{name}",
-        description="Folder of the rendered output in the repository (with `plugin`: of the "
-        "config); `{name}` is the cluster's metadata.name.",
+        description=(
+            "rendered folder in the repository (with `plugin`: the config folder); `{name}` "
+            "is `metadata.name`"
+        ),
     )
-    project: str = Field(default="default", description="Argo CD AppProject.")
+    project: str = Field(default="default", description="Argo CD AppProject")
     namespace: Name = Field(
-        default="argocd", description="Namespace Argo CD watches for Applications."
+        default="argocd", description="namespace of the Application/ApplicationSet"
     )
     destination: ArgoCDDestination = Field(default_factory=ArgoCDDestination)
     applicationSet: bool = Field(
         default=False,
-        description="One ApplicationSet for the fleet (a Git directory generator over the "
-        "rendered folders) instead of an Application per cluster.",
+        description=(
+            "one ApplicationSet for the fleet (in `out/_gitops/`) instead of an Application "
+            "per cluster"
+        ),
     )
     plugin: ArgoCDPlugin | None = Field(
-        default=None,
-        description="Let Argo CD run gpustack itself (ConfigManagementPlugin) instead of "
-        "reading committed output.",
+        default=None, description="let Argo CD run gpustack itself (ConfigManagementPlugin)"
     )
-    automated: bool = Field(default=True, description="Sync automatically on every commit.")
-    prune: bool = Field(default=True, description="Delete objects removed from the output.")
-    selfHeal: bool = Field(default=True, description="Revert changes made in the cluster.")
+    automated: bool = Field(default=True, description="sync automatically on every commit")
+    prune: bool = Field(default=True, description="delete objects removed from the output")
+    selfHeal: bool = Field(default=True, description="revert changes made in the cluster")
 
     @model_validator(mode="after")
     def _one_destination(self) -> ArgoCD:
@@ -576,40 +779,54 @@ class ArgoCD(Strict):
 
 
 class FluxSourceRef(Strict):
-    kind: Literal["GitRepository", "OCIRepository", "Bucket"] = "GitRepository"
-    name: Name = Field(description="The Flux source holding this repository (e.g. flux-system).")
-    namespace: Name | None = Field(default=None, description="Default: gitops.flux.namespace.")
+    kind: Literal["GitRepository", "OCIRepository", "Bucket"] = Field(
+        default="GitRepository", description="source kind"
+    )
+    name: Name = Field(description="source name, e.g. `flux-system`")
+    namespace: Annotated[Name | None, Doc(default="none (`gitops.flux.namespace`)")] = Field(
+        default=None, description="source namespace"
+    )
 
 
 class FluxGitReference(Strict):
-    branch: str | None = None
-    tag: str | None = None
-    commit: str | None = None
+    branch: Annotated[str | None, Doc(default="`main` when no ref is given")] = Field(
+        default=None, description="branch to follow"
+    )
+    tag: str | None = Field(default=None, description="tag to follow")
+    commit: str | None = Field(default=None, description="commit to follow")
 
 
 class FluxGitRepository(Strict):
-    url: str = Field(description="Repository URL Flux clones.")
+    url: Annotated[str, Doc(type="URL")] = Field(description="repository Flux clones")
     ref: FluxGitReference = Field(default_factory=lambda: FluxGitReference(branch="main"))
-    interval: Annotated[str, Field(pattern=DURATION)] = "5m"
+    interval: Annotated[str, Field(pattern=DURATION), Doc(type="Prometheus-style duration")] = (
+        Field(default="5m", description="how often Flux fetches")
+    )
 
 
 class Flux(Strict):
-    sourceRef: FluxSourceRef | None = Field(
-        default=None, description="Source the Kustomizations read (required with tool flux)."
+    sourceRef: Annotated[FluxSourceRef | None, Doc(default="none (required with flux)")] = Field(
+        default=None, description="the Flux source the Kustomizations read"
     )
     gitRepository: FluxGitRepository | None = Field(
         default=None,
-        description="Also emit the GitRepository named by sourceRef (omit when Flux bootstrap "
-        "already created it).",
+        description=(
+            "also emit the GitRepository `sourceRef` names (needs kind `GitRepository`); "
+            "leave out when `flux bootstrap` made it"
+        ),
     )
-    namespace: Name = Field(default="flux-system", description="Namespace of the Kustomizations.")
-    path: PathTemplate = Field(
-        default="./out/{name}", description="Folder of the rendered output in the source."
+    namespace: Name = Field(default="flux-system", description="namespace of the Kustomizations")
+    path: PathTemplate = Field(default="./out/{name}", description="rendered folder in the source")
+    interval: Annotated[str, Field(pattern=DURATION), Doc(type="duration")] = Field(
+        default="10m", description="reconcile interval"
     )
-    interval: Annotated[str, Field(pattern=DURATION)] = "10m"
-    prune: bool = True
-    wait: bool = Field(default=True, description="Wait for every object to become ready.")
-    timeout: Annotated[str, Field(pattern=DURATION)] = "5m"
+    prune: bool = Field(default=True, description="delete removed objects")
+    wait: bool = Field(
+        default=True, description="wait for every object to become ready before dependents start"
+    )
+    timeout: Annotated[str, Field(pattern=DURATION), Doc(type="duration")] = Field(
+        default="5m", description="apply and health-check timeout"
+    )
 
     @model_validator(mode="after")
     def _repository_matches_source(self) -> Flux:
@@ -623,9 +840,11 @@ class Flux(Strict):
 
 
 class GitOps(Strict):
-    tool: Literal["none", "argocd", "flux"] = "none"
-    argocd: ArgoCD | None = Field(default=None, description="Settings for tool argocd.")
-    flux: Flux | None = Field(default=None, description="Settings for tool flux.")
+    tool: Literal["none", "argocd", "flux"] = Field(
+        default="none", description="emit GitOps objects into `gitops/`"
+    )
+    argocd: ArgoCD | None = Field(default=None, description="settings for tool argocd")
+    flux: Flux | None = Field(default=None, description="settings for tool flux")
 
 
 class GPUStack(Strict):
@@ -639,14 +858,17 @@ class GPUStack(Strict):
 
     apiVersion: Literal["gpustack.dev/v1alpha1"]
     kind: Literal["GPUStack"]
-    extends: str | list[str] | None = Field(
+    extends: Annotated[str | list[str] | None, Doc(type="path, or list of paths")] = Field(
         default=None,
-        description="A base config (path relative to this file) to inherit from, or a list of "
-        "them applied in order (later ones override earlier ones).",
+        description=(
+            "a base config (path relative to this file) to inherit from, or several applied "
+            "in order (later ones override earlier ones); in a folder render, a file that "
+            "others extend is a base, not a cluster"
+        ),
     )
     metadata: Metadata
     platform: Platform
-    namespace: Name
+    namespace: Name = Field(description="namespace of the GPU stack")
     nodes: Nodes = Field(default_factory=Nodes)
     devicePlugin: DevicePlugin
     gfd: GFD = Field(default_factory=GFD)

@@ -1,25 +1,23 @@
 """README.md stays true to the code: the commands and options it names exist (and every one is in
-its reference), the config reference lists exactly the model's fields with their defaults and
-allowed values, the profiles table says what `gpustack profiles show` says, the lint table lists
-exactly the rules, and CI runs the Quick start's test command."""
+its reference), its generated tables (config reference, profiles, lint rules) are what
+`python -m gpustack.docs README.md` writes, its examples work as written, and CI runs the Quick
+start's test command.
+
+Commands are found by the word `gpustack` followed by a subcommand; the regenerate command runs
+the module `gpustack.docs`, a word of its own, so it is not taken for one."""
 
 from __future__ import annotations
 
 import re
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
 import typer
 from conftest import EXAMPLES, ROOT
-from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 from ruamel.yaml import YAML
 
-from gpustack import lint, profiles
+from gpustack import docs
 from gpustack.cli import GLOBAL_FLAGS, app
-from gpustack.model import GPUStack
 
 README = (ROOT / "README.md").read_text()
 QUICK_START = [
@@ -205,161 +203,51 @@ def test_ci_runs_the_readme_test_command_as_written():
     assert runnable[0] == "set -euo pipefail"
 
 
-# --- config reference ------------------------------------------------------------------------
+# --- generated tables ------------------------------------------------------------------------
 
 
-def _models(annotation: Any) -> list[tuple[type[BaseModel], bool]]:
-    """The models inside a field's type, each with whether it is a list's item."""
-    origin = typing.get_origin(annotation)
-    arguments = typing.get_args(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [(annotation, False)]
-    if origin is list:
-        return [(model, True) for model, _ in _models(arguments[0])]
-    if origin in (typing.Union, types.UnionType):
-        return [found for argument in arguments for found in _models(argument)]
-    if origin is typing.Annotated:
-        return _models(arguments[0])
-    return []
+def test_the_generated_tables_are_current():
+    """The config reference, the profiles table and the lint table are generated (gpustack.docs)
+    from the model, the profiles and the rules; README.md must hold what the generator writes."""
+    assert docs.generate(README) == README, (
+        f"README.md's generated tables are stale: run `{docs.REGENERATE}` and commit the result"
+    )
 
 
-def _literals(annotation: Any) -> list[str]:
-    if typing.get_origin(annotation) is typing.Literal:
-        return [str(value) for value in typing.get_args(annotation)]
-    return [value for argument in typing.get_args(annotation) for value in _literals(argument)]
+def test_regenerating_rewrites_only_the_tables(tmp_path):
+    """A stale table is rewritten from its source, the prose around it is kept; a README missing
+    a table's region, or naming a table that does not exist, is an error (exit 2)."""
+    stale = re.sub(r"\| `image-not-pinned` \|[^\n]*\n", "", README).replace(
+        "\n## Lint rules\n", "\n## Lint rules\n\nProse edited by hand.\n"
+    )
+    path = tmp_path / "README.md"
+    path.write_text(stale)
+    assert docs.main([str(path)]) == 0
+    regenerated = path.read_text()
+    assert "| `image-not-pinned` | error |" in regenerated
+    assert regenerated == README.replace(
+        "\n## Lint rules\n", "\n## Lint rules\n\nProse edited by hand.\n"
+    )
+    for broken in (
+        re.sub(r"<!-- generated: lint-rules .*?<!-- end generated -->", "", README, flags=re.S),
+        README + "\n<!-- generated: commands -->\n<!-- end generated -->\n",
+    ):
+        path.write_text(broken)
+        assert docs.main([str(path)]) == 2
+        assert path.read_text() == broken
 
 
-def model_fields(model: type[BaseModel] = GPUStack, prefix: str = "") -> dict[str, Any]:
-    """Every field path of the config (list items as `[]`), with its pydantic FieldInfo."""
-    found: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        path = prefix + name
-        found[path] = info
-        for sub, is_list in _models(info.annotation):
-            found.update(model_fields(sub, path + ("[]." if is_list else ".")))
-    return found
-
-
-def _dotted(data: dict[str, Any], prefix: str = "") -> set[str]:
-    paths = set()
-    for key, value in data.items():
-        paths.add(prefix + key)
-        if isinstance(value, dict):
-            paths |= _dotted(value, f"{prefix}{key}.")
-    return paths
-
-
-def profile_defaults() -> set[str]:
-    """Config field paths some built-in profile's `defaults` set."""
-    return {path for name in profiles.BUILTIN for path in _dotted(profiles.load(name)[1].data)}
-
-
-def config_reference() -> dict[str, dict[str, str]]:
-    rows = table_with_header(section("Config reference"), "field")
-    header = [cell.lower() for cell in rows[0]]
-    assert header == ["field", "type", "default", "meaning"]
-    return {code_key(row[0]) or row[0]: dict(zip(header, row)) for row in rows[1:]}
-
-
-def test_config_reference_lists_exactly_the_model_fields():
-    fields = model_fields()
-    documented = config_reference()
-    leaves = {path for path, info in fields.items() if not _models(info.annotation)}
-    assert sorted(leaves - set(documented)) == [], "fields missing from README's config reference"
-    assert sorted(set(documented) - set(fields)) == [], "README documents fields the model lacks"
-
-
-def test_config_reference_gives_each_default_and_allowed_value():
-    documented = config_reference()
-    from_profile = profile_defaults()
-    for path, info in model_fields().items():
-        if path not in documented:
-            continue
-        row = documented[path]
-        default = info.default
-        if path in from_profile:
-            assert "profile" in row["default"], f"{path}: the profile supplies its default"
-        elif default is PydanticUndefined and info.default_factory is None:
-            assert "required" in row["default"], f"{path} is required"
-        if isinstance(default, bool):
-            assert f"`{str(default).lower()}`" in row["default"], path
-        elif isinstance(default, (str, int)):
-            assert f"`{default}`" in row["default"], f"{path}: default {default!r}"
-        for value in _literals(info.annotation):
-            assert f"`{value}`" in row["type"], f"{path}: allowed value {value!r} missing"
-
-
-# --- profiles --------------------------------------------------------------------------------
-
-
-def _shown(cli, name: str) -> dict[str, Any]:
-    result = cli("profiles", "show", name)
-    assert result.exit_code == 0, result.output
-    return YAML(typ="safe").load(result.stdout)
-
-
-def _facts(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A profile's facts and defaults as dotted paths; label maps, node selector requirements and
-    lists stay whole."""
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        path = prefix + key
-        nested = (
-            isinstance(value, dict)
-            and value
-            and "operator" not in value
-            and all(re.fullmatch(r"[A-Za-z]+", child) for child in value)
-        )
-        if nested:
-            flat.update(_facts(value, path + "."))
-        else:
-            flat[path] = value
-    return flat
-
-
-def _cell(value: Any) -> str:
-    """How the profiles table writes a value: Kubernetes' own notations for selectors, taints and
-    labels."""
-    if value is None or value == {} or value == []:
-        return "–"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, list):
-        return ", ".join(_cell(item) for item in value)
-    if isinstance(value, dict) and "operator" in value:
-        if value["operator"] == "Exists":
-            return value["key"]
-        return f"{value['key']} in ({', '.join(value['values'])})"
-    if isinstance(value, dict) and "effect" in value:
-        return f"{value['key']}={value.get('value') or ''}:{value['effect']}"
-    if isinstance(value, dict):
-        return ", ".join(f"{key}={item}" for key, item in value.items())
-    return str(value)
-
-
-def test_profiles_table_says_what_profiles_show_says(cli):
-    rows = table_with_header(section("Profiles"), "fact")
-    columns = rows[0][1:]
-    assert sorted(columns) == sorted(profiles.BUILTIN), "one column per built-in profile"
-    shown = {name: _shown(cli, name) for name in profiles.BUILTIN}
-    facts = {
-        name: _facts({"facts": data["facts"], "defaults": data.get("defaults", {})})
-        for name, data in shown.items()
+def test_every_section_link_names_a_heading():
+    """Links such as `[Resources](#resources)`, hand-written or generated, point at a heading."""
+    anchors = {
+        re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", FENCED.sub("", README), re.M)
     }
-    every_path = set().union(*facts.values())
-    table = {code_key(row[0]): row[1:] for row in rows[1:]}
-    assert sorted(every_path - set(table)) == [], "profile facts missing from README's table"
-    assert sorted(set(table) - every_path) == [], "README's table has rows no profile sets"
-    for path, cells in table.items():
-        for name, cell in zip(columns, cells):
-            assert cell.replace("`", "") == _cell(facts[name].get(path)), f"{name} {path}"
+    linked = set(re.findall(r"\]\(#([^)]+)\)", README))
+    assert sorted(linked - anchors) == [], "README links to sections it does not have"
 
 
-def test_profiles_section_names_every_built_in_profile():
-    text = section("Profiles")
-    for name in profiles.BUILTIN:
-        assert f"`{name}`" in text or f"| {name} |" in text, name
-    assert "extends:" in text and "--profiles-dir" in text
+# --- examples ----------------------------------------------------------------------------------
 
 
 def test_the_user_profile_example_works(cli, tmp_path, monkeypatch):
@@ -384,17 +272,6 @@ def test_the_user_profile_example_works(cli, tmp_path, monkeypatch):
     assert (rendered / f"namespace-{namespace}.yaml").is_file()
     plugin = (rendered / "daemonset-nvidia-device-plugin.yaml").read_text()
     assert f"path: {profile_data['facts']['kubeletRoot']}/device-plugins" in plugin
-
-
-# --- lint rules and examples -----------------------------------------------------------------
-
-
-def test_lint_table_lists_exactly_the_rules_with_their_severity():
-    rows = table_with_header(section("Lint rules"), "id")
-    documented = {code_key(row[0]): row[1] for row in rows[1:]}
-    assert documented == {rule.id: rule.severity for rule in lint.RULES}
-    for rule in lint.RULES:
-        assert any(f"`gpustack.dev/ignore: {rule.id}`" in row[-1] for row in rows), rule.id
 
 
 def test_examples_table_names_every_example_and_its_output_folder():

@@ -59,7 +59,9 @@ RULE = Rule(
     "error",
     "A container runs a CUDA image (`nvidia/cuda`, `nvidia/k8s/cuda-sample`) without an "
     "`nvidia.com/*` resource in its `limits` (e.g. a smoke test with the GPU only in "
-    "`requests`, or none).",
+    "`requests`, or none): the image sets `NVIDIA_VISIBLE_DEVICES=all`, so it sees every GPU "
+    "of a node whose default runtime is nvidia, outside the device plugin's allocation, and "
+    "none elsewhere.",
     "Request the GPU in `resources.limits` (`nvidia.com/gpu: 1`), or set "
     "`NVIDIA_VISIBLE_DEVICES` in the container when it must see no or all GPUs on purpose.",
     check,
