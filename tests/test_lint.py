@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 from gpustack import lint, render
 from gpustack.commands.init import starter
 from gpustack.config import load_stack
-from tests.conftest import EXAMPLES, ROOT, SHARED
+from tests.conftest import EXAMPLES, SHARED
 
 REFS = SHARED / "refs"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -174,14 +174,12 @@ def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
 # --- the registry and its docs ---------------------------------------------------------------
 
 
-def test_every_rule_has_a_kebab_case_id_severity_and_fix_and_a_readme_row():
-    readme = (ROOT / "README.md").read_text()
+def test_every_rule_has_a_kebab_case_id_severity_and_fix():
     ids = [rule.id for rule in lint.RULES]
     assert len(ids) == len(set(ids))
     for rule in lint.RULES:
         assert re.fullmatch(r"[a-z]+(-[a-z]+)+", rule.id)
         assert rule.severity in ("error", "warning") and rule.description and rule.fix
-        assert re.search(rf"^\| `{rule.id}` \| {rule.severity} \|", readme, re.MULTILINE), rule.id
 
 
 def test_the_correct_hand_made_stack_is_quiet():
