@@ -13,7 +13,8 @@ from typing import Any
 from gpustack import emit, gitops
 from gpustack.components import build_all
 from gpustack.config import Stack
-from gpustack.decorate import HEADER, decorate, file_name, layer
+from gpustack.decorate import HEADER, decorate, layer
+from gpustack.objects import file_name
 
 KUSTOMIZATION = "kustomization.yaml"
 NODE_DIR = "node"

@@ -176,7 +176,7 @@ def compare(target: Path, expected: dict[str, bytes]) -> Report:
 def _findings(
     report: Report, target: Path, objects: list[dict[str, Any]], findings: list[Finding]
 ) -> None:
-    from gpustack.decorate import file_name, identity
+    from gpustack.objects import file_name, identity
     from gpustack.secrets import mask_text
 
     files = {identity(obj): file_name(obj) for obj in objects}

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpustack.decorate import IGNORE_ANNOTATION, identity
+from gpustack.decorate import IGNORE_ANNOTATION
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Rule, mapping
+from gpustack.objects import identity
 
 if TYPE_CHECKING:
     from gpustack.config import Stack

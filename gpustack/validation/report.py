@@ -16,6 +16,7 @@ from xml.etree import ElementTree
 
 from gpustack import __version__, emit
 from gpustack.findings import Finding
+from gpustack.objects import namespaced
 from gpustack.validation.validator import (
     MANIFEST,
     SCHEMA,
@@ -222,7 +223,7 @@ def junit(report: Report, summary: bool, verbose: bool) -> str:
             },
         )
         for result in results:
-            name = f"{result.namespace}/{result.name}" if result.namespace else result.name
+            name = namespaced(result.namespace, result.name)
             case = ElementTree.SubElement(
                 suite,
                 "testcase",
