@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,11 +22,6 @@ if TYPE_CHECKING:
     from gpustack.review import OutputCheck
 
 
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
@@ -35,14 +29,12 @@ def command(
         metavar="CONFIG|DIR",
         help="Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
     ),
-    out: Path = typer.Option(
-        Path("out"), "-o", "--out", metavar="DIR", help="Folder holding <name>/ per cluster."
-    ),
+    out: Path = common.OUT,
     profiles_dir: Path | None = common.PROFILES_DIR,
     assignments: list[str] = common.SET,
     quiet: bool = common.QUIET,
-    output_format: OutputFormat = typer.Option(
-        OutputFormat.text,
+    output_format: common.TextOrJson = typer.Option(
+        common.TextOrJson.text,
         "--output",
         metavar="FORMAT",
         help="text (what is stale, with a unified diff per file) or json.",
@@ -70,7 +62,7 @@ def command(
     fleet_folder = any(path.is_dir() for path in configs or [])
     reports = check_output(renderings, fleet.check_all(renderings), out, fleet_folder)
     stale = [report for report in reports if report.stale]
-    if output_format is OutputFormat.json:
+    if output_format is common.TextOrJson.json:
         typer.echo(json.dumps(check_json(reports, out), indent=2, ensure_ascii=False))
     elif not quiet:
         painted = common.use_color(color)
@@ -91,7 +83,7 @@ def command(
         )
     if stale or errors:
         raise typer.Exit(1)
-    if not quiet and output_format is OutputFormat.text:
+    if not quiet and output_format is common.TextOrJson.text:
         typer.echo(
             f"{len(renderings)} cluster(s) checked: output in {out} is current and valid", err=True
         )
