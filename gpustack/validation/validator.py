@@ -14,10 +14,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpustack import objects
+from gpustack.errors import UserError, display_path
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
-from gpustack.validation.manifests import Resource
+from gpustack.validation.manifests import Resource, cluster_folder, files, read
 from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
+from gpustack.yamlio import load_all_text
 
 Status = Literal["valid", "invalid", "error", "skipped"]
 SCHEMA = "schema"
@@ -225,9 +227,6 @@ def _as_config(resource: Resource) -> dict[str, Any]:
     assert resource.data is not None
     if not resource.text or resource.path:
         return resource.data
-    from gpustack.errors import UserError
-    from gpustack.yamlio import load_all_text
-
     try:
         documents = list(load_all_text(resource.text, resource.file))
     except UserError:
@@ -317,9 +316,7 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
     context even when only some files were named (pre-commit passes just the staged ones), and
     two clusters of a fleet never see each other's objects. Everything else is one cluster.
     """
-    from gpustack import lint
-    from gpustack.errors import display_path
-    from gpustack.validation.manifests import cluster_folder, files, read
+    from gpustack import lint  # here, not on top: `validate --no-lint` loads no rules
 
     units: dict[str | None, list[Result]] = {}
     for result in results:
