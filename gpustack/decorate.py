@@ -1,6 +1,6 @@
-"""The one place for what all objects share: common labels, config hashes, apply order, Argo CD
-sync waves and Flux layers, and what every pod gets (images from the registry mirror, pull
-secrets, resources from the config).
+"""The one place for what all objects share: common labels, config hashes, Argo CD sync waves and
+Flux layers, and what every pod gets (images from the registry mirror, pull secrets, resources
+from the config); objects leave here sorted into apply order.
 
 Apply order is gpustack.objects' rank table; sync waves and Flux layers are cut from the same
 table, so they follow apply order.

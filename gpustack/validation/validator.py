@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpustack import objects
 from gpustack.errors import UserError, display_path
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
+from gpustack.objects import metadata as metadata_of
 from gpustack.validation.manifests import Resource, cluster_folder, files, read
 from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
 from gpustack.yamlio import load_all_text
@@ -54,7 +54,7 @@ class Result:
 
     @property
     def name(self) -> str:
-        metadata = objects.metadata(self.resource.data)
+        metadata = metadata_of(self.resource.data)
         name, generate_name = text(metadata, "name"), text(metadata, "generateName")
         return f"{generate_name}{{{{ generateName }}}}" if generate_name and not name else name
 
