@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gpustack import lint
+from gpustack import lint, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
@@ -38,7 +38,6 @@ from gpustack.gitops import FLEET_DIR
 from gpustack.layers import Layer
 from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.render import PICKLE, Rendering, render
-from gpustack.validation import validate_objects
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
 CONFIG_SUFFIXES = (".yaml", ".yml")
@@ -258,7 +257,7 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
 
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:
-    return [validate_objects([obj], version) for version, obj in items]
+    return [validation.validate_objects([obj], version) for version, obj in items]
 
 
 def output_folders(
