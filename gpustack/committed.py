@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpustack.decorate import identity
-from gpustack.diff import subject
 from gpustack.errors import Location, UserError, display_path
+from gpustack.objects import Identity, identity, qualified
 from gpustack.output import SUBFOLDERS, entries, is_ours, owned_name
 from gpustack.reading import read_bounded
 from gpustack.render import KUSTOMIZATION, NODE_DIR
@@ -99,7 +98,7 @@ def read(folder: Path) -> Committed:
         and stat.S_ISREG(mode)
         and is_ours(folder / relative, relative)
     ]
-    seen: dict[tuple[str, str, str, str], str] = {}
+    seen: dict[Identity, str] = {}
     for relative in sorted(set(listed) | set(ours)):
         path = folder / relative
         shown = display_path(path)
@@ -121,7 +120,7 @@ def read(folder: Path) -> Committed:
             key = identity(obj)
             if key in seen:
                 raise UserError(
-                    f"{subject(key)} is also defined in {seen[key]}", document.source.nearest(())
+                    f"{qualified(key)} is also defined in {seen[key]}", document.source.nearest(())
                 )
             seen[key] = shown
             committed.objects.append(obj)

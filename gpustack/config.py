@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,7 +32,7 @@ from gpustack.model import (
     ProfileFacts,
     WithResources,
 )
-from gpustack.reading import read_bounded
+from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast, load_text
 
 _MAX_EXTENDS_DEPTH = 16
@@ -347,10 +348,6 @@ _stdin: list[tuple[Any, Document]] = []  # read once per stdin: diff may load a 
 
 
 def _stdin_document() -> Document:
-    import sys
-
-    from gpustack.reading import MAX_FILE_BYTES
-
     for stream, document in _stdin:
         if stream is sys.stdin:
             return document

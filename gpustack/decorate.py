@@ -1,10 +1,9 @@
-"""The one place for what all objects share: common labels, config hashes, apply order, file names,
-and what every pod gets (images from the registry mirror, pull secrets, resources from the config).
+"""The one place for what all objects share: common labels, config hashes, Argo CD sync waves and
+Flux layers, and what every pod gets (images from the registry mirror, pull secrets, resources
+from the config); objects leave here sorted into apply order.
 
-Apply order follows lightkube's sort_objects idea: an explicit rank per kind, so that CRDs and
-Namespaces exist before the objects that need them, and monitors come after their targets.
-Argo CD sync waves and Flux layers are cut from the same rank table, so they follow apply order.
-Jobs come last: they check the stack once it runs (the GPU smoke test).
+Apply order is gpustack.objects' rank table; sync waves and Flux layers are cut from the same
+table, so they follow apply order.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
+
+from gpustack.objects import RANK, name_of, namespace_of, rank, sort_key
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpustack"}
 # Lint rules an object is exempt from (gpustack.lint), comma-separated.
@@ -27,40 +28,6 @@ SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 HOOK = "argocd.argoproj.io/hook"
 HOOK_DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
 COMPONENT_LABEL = "app.kubernetes.io/component"
-# Kinds not in the rank table go after the monitors and before the Jobs.
-UNRANKED = "(unranked)"
-
-RANK = {
-    kind: rank
-    for rank, kind in enumerate(
-        [
-            "CustomResourceDefinition",
-            "Namespace",
-            "SecurityContextConstraints",
-            "ResourceQuota",
-            "PriorityClass",
-            "RuntimeClass",
-            "ServiceAccount",
-            "Secret",
-            "ConfigMap",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "Role",
-            "RoleBinding",
-            "MachineConfig",
-            "NodeFeatureRule",
-            "Service",
-            "DaemonSet",
-            "Deployment",
-            "ServiceMonitor",
-            "PodMonitoring",
-            "PrometheusRule",
-            UNRANKED,
-            "Job",
-        ]
-    )
-}
-_UNRANKED = RANK[UNRANKED]
 _WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 
 # Flux layer of each sync wave: one Kustomization per layer, each depending on the one before.
@@ -68,40 +35,16 @@ SMOKE_TEST_LAYER = "smoke-test"
 LAYERS = {-2: "foundation", -1: "foundation", 0: "workloads", 1: "monitors", 2: SMOKE_TEST_LAYER}
 
 
-def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(group, kind, namespace, name): what makes an object itself in a cluster. Manifests from
-    elsewhere may be malformed (validate reports that); a field that is not a string counts as
-    empty here."""
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = {}
-    api_version, kind, namespace, name = (
-        value if isinstance(value, str) else ""
-        for value in (
-            obj.get("apiVersion"),
-            obj.get("kind"),
-            metadata.get("namespace"),
-            metadata.get("name"),
-        )
-    )
-    return (api_version.rpartition("/")[0], kind, namespace, name)
-
-
-def sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
-    _group, kind, namespace, name = identity(obj)
-    return (RANK.get(kind, _UNRANKED), kind, namespace, name)
-
-
 def sync_wave(obj: dict[str, Any]) -> int:
     """Argo CD sync wave: a step function of the rank, so waves never contradict apply order."""
-    rank = RANK.get(obj.get("kind", ""), _UNRANKED)
-    if rank < RANK["Namespace"]:
+    position = rank(obj)
+    if position < RANK["Namespace"]:
         return -2  # CRDs, established before any custom resource that needs them
-    if rank <= RANK["RuntimeClass"]:
+    if position <= RANK["RuntimeClass"]:
         return -1  # Namespaces, SCCs, quotas, priority and runtime classes the workloads use
-    if rank < RANK["ServiceMonitor"]:
+    if position < RANK["ServiceMonitor"]:
         return 0  # RBAC, configuration, services and the workloads themselves
-    if rank < RANK["Job"]:
+    if position < RANK["Job"]:
         return 1  # monitors (and kinds not in the table) once their targets exist
     return 2  # Jobs that check the running stack
 
@@ -109,12 +52,6 @@ def sync_wave(obj: dict[str, Any]) -> int:
 def layer(obj: dict[str, Any]) -> str:
     """The Flux layer (sub-folder of the rendered output) an object belongs to."""
     return LAYERS[sync_wave(obj)]
-
-
-def file_name(obj: dict[str, Any]) -> str:
-    """`<kind>-<name>.yaml`, lowercase; names are DNS-1123, so never a path."""
-    _, kind, _, name = identity(obj)
-    return f"{kind.lower()}-{name}.yaml"
 
 
 def decorate(
@@ -136,9 +73,7 @@ def decorate(
     `pull_secrets`, and the main container of a workload whose component label is a key of
     `resources` gets those requirements."""
     config_maps = {
-        (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]): obj
-        for obj in objects
-        if obj.get("kind") == "ConfigMap"
+        (namespace_of(obj), name_of(obj)): obj for obj in objects if obj.get("kind") == "ConfigMap"
     }
     workloads = [obj for obj in objects if obj.get("kind") in _WORKLOADS]
     for obj in objects:
@@ -219,7 +154,7 @@ def _annotate_sync(obj: dict[str, Any]) -> None:
 def _hash_config(workload: dict[str, Any], config_maps: dict[tuple[str, str], Any]) -> None:
     """Annotate the pod template with a hash of the ConfigMaps it mounts, so a config change
     rolls the pods (the helm chart's checksum/config, done for every workload)."""
-    namespace = workload["metadata"].get("namespace", "")
+    namespace = namespace_of(workload)
     template = workload["spec"]["template"]
     names = sorted(
         volume["configMap"]["name"]

@@ -1,6 +1,6 @@
 """What differs between two sets of rendered output: a pure engine over plain data.
 
-Objects are matched by `decorate.identity` (group, kind, namespace, name), so a renamed file or a
+Objects are matched by `objects.identity` (group, kind, namespace, name), so a renamed file or a
 reordered stream is no difference; every other file (kustomization.yaml, `node/`) is compared as
 text. Each change names the field paths that differ (`spec.template.spec.containers[0].image`) and
 carries a unified diff of the object as gpustack writes it.
@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpustack import emit, secrets
-from gpustack.decorate import file_name, identity, sort_key
 from gpustack.errors import UserError
+from gpustack.objects import Identity, file_name, identity, qualified, sort_key
 from gpustack.yamlio import load_text
 
-Identity = tuple[str, str, str, str]
 Status = Literal["added", "removed", "changed"]
 
 
@@ -170,19 +169,12 @@ def _embedded(old: str, new: str) -> tuple[Any, Any] | None:
 # --- building the diff -----------------------------------------------------------------------
 
 
-def subject(key: Identity) -> str:
-    """`Kind.group namespace/name`, the way kubectl names a resource."""
-    group, kind, namespace, name = key
-    kind_group = f"{kind}.{group}" if group else kind
-    return f"{kind_group} {namespace}/{name}" if namespace else f"{kind_group} {name}"
-
-
 def _index(objects: list[dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
     indexed: dict[Identity, dict[str, Any]] = {}
     for obj in objects:
         key = identity(obj)
         if key in indexed:
-            raise ValueError(f"{subject(key)} appears twice")
+            raise ValueError(f"{qualified(key)} appears twice")
         indexed[key] = obj
     return indexed
 
@@ -228,7 +220,7 @@ def diff_objects(
             status, paths = "removed", []
         else:
             status, paths = "changed", changed_paths(before, after)
-        changes.append(Change(status, subject(key), name, key, tuple(paths), unified))
+        changes.append(Change(status, qualified(key), name, key, tuple(paths), unified))
     return Diff(old_label, new_label, tuple(changes))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Identity = tuple[str, str, str, str]  # (group, kind, namespace, name), see decorate.identity
+from gpustack.objects import Identity
 
 
 @dataclass(frozen=True)

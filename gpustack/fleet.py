@@ -29,9 +29,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from gpustack import lint, validation
+from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
+from gpustack.gitops import FLEET_DIR
 from gpustack.layers import Layer
 from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.render import PICKLE, Rendering, render
@@ -241,8 +244,6 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
 def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
     """Schema findings (validate_all) then lint findings for each rendering: what `render`
     refuses to write and `check` reports. Lint looks across one cluster's objects at a time."""
-    from gpustack import lint
-
     return [
         schema
         + lint.run(
@@ -256,9 +257,7 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
 
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:
-    from gpustack.validation import validate_objects
-
-    return [validate_objects([obj], version) for version, obj in items]
+    return [validation.validate_objects([obj], version) for version, obj in items]
 
 
 def output_folders(
@@ -268,9 +267,6 @@ def output_folders(
     `_gitops/` with the fleet's ApplicationSet. When a fleet folder is rendered and its clusters
     no longer ask for one, `_gitops/` is empty (so a render prunes, and check reports, an
     ApplicationSet left from before); a render of single configs leaves it alone."""
-    from gpustack import render as rendering_files
-    from gpustack.gitops import FLEET_DIR
-
     folders = [(out / r.name, rendering_files.files(r)) for r in renderings]
     application = application_set(renderings)
     fleet = rendering_files.fleet_files(application) if application is not None else {}

@@ -11,7 +11,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -1110,3 +1110,32 @@ class Profile(Strict):
 
 def dns_label(value: str) -> bool:
     return bool(re.match(DNS1123_LABEL, value)) and len(value) <= 63
+
+
+def field_default(path: str) -> Any:
+    """The model's default for a config field named by its dotted path (`devicePlugin.sharing.
+    replicas` -> 4); a KeyError for a field that has none (the profile must set it)."""
+    model: type[BaseModel] = GPUStack
+    *sections, name = path.split(".")
+    for section in sections:
+        annotation = model.model_fields[section].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            raise KeyError(path)
+        model = annotation
+    field = model.model_fields[name]
+    if field.is_required():
+        raise KeyError(path)
+    return field.get_default(call_default_factory=True)
+
+
+def field_choices(path: str) -> tuple[str, ...]:
+    """The values a config field of a Literal type may take, in the model's order."""
+    model: type[BaseModel] = GPUStack
+    *sections, name = path.split(".")
+    for section in sections:
+        annotation = model.model_fields[section].annotation
+        assert isinstance(annotation, type) and issubclass(annotation, BaseModel), path
+        model = annotation
+    annotation = model.model_fields[name].annotation
+    assert get_origin(annotation) is Literal, path
+    return tuple(str(value) for value in get_args(annotation))

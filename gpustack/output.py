@@ -32,6 +32,7 @@ from pathlib import Path
 from gpustack import decorate
 from gpustack.errors import Location, UserError, display_path
 from gpustack.reading import MAX_FILE_BYTES, kind_of, read_bounded
+from gpustack.secrets import carries_secret
 
 # The exact first lines of gpustack's files: YAML, TOML and shell take the comment, Markdown
 # (node/README.md) the HTML comment.
@@ -258,8 +259,6 @@ def write_tree(target: Path, files: dict[str, bytes]) -> tuple[int, int]:
 
 def private_modes(files: dict[str, bytes], secret_mode: int) -> dict[str, int]:
     """The mode of each file that carries a secret: the secret's own bits, and at most 0644."""
-    from gpustack.secrets import carries_secret
-
     return {
         relative: secret_mode & 0o644
         for relative, content in files.items()

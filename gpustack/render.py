@@ -11,9 +11,10 @@ from functools import lru_cache
 from typing import Any
 
 from gpustack import emit, gitops
-from gpustack.components import build_all
+from gpustack.components import build_all, node
 from gpustack.config import Stack
-from gpustack.decorate import HEADER, decorate, file_name, layer
+from gpustack.decorate import HEADER, decorate, layer
+from gpustack.objects import file_name
 
 KUSTOMIZATION = "kustomization.yaml"
 NODE_DIR = "node"
@@ -45,8 +46,6 @@ class Rendering:
 
 
 def render(stack: Stack) -> Rendering:
-    from gpustack.components import node
-
     tool = stack.config.gitops.tool
     images = stack.config.images
     objects = decorate(

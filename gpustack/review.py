@@ -1,32 +1,158 @@
-"""Reviewing a change to a fleet: what a render would change in committed output, or what a
+"""Comparing committed output with a rendering: what a render would change in `out/`, or what a
 change to the configs (since a git revision) does to every cluster.
 
+    check_output(renderings, findings, out) -> per output folder, the files a render would add,
+        remove or change there (byte for byte) and the rendering's findings: `gpustack check`
     snapshot(rendering) -> a cluster's objects and its other files, split as committed.read does
     rendered(renderings) -> every cluster's snapshot, and the fleet's `_gitops/` when it has one
     committed_output(names, out) -> the snapshots `render -o out` left on disk for those clusters
-    compare(old, new, old_label, new_label) -> one Diff per cluster, in name order
+    compare(old, new, old_label, new_label) -> one Diff per cluster, in name order: `gpustack diff`
+    between(old, new, old_label, new_label) -> the Diff of two snapshots
     tree_at(ref, into) -> the repository's files at a git revision, extracted offline
 
-Objects are compared as objects, everything else (each kustomization.yaml, node/) as text, so a
-cluster reads the same whether it was rendered a moment ago or read back from disk.
+For `diff`, objects are compared as objects, everything else (each kustomization.yaml, node/) as
+text, so a cluster reads the same whether it was rendered a moment ago or read back from disk.
+Both read committed output through gpustack.committed, which never follows a link.
 """
 
 from __future__ import annotations
 
+import difflib
 import io
+import stat
 import subprocess
 import tarfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpustack import committed, render
+from gpustack import committed, fleet, output, render
 from gpustack.diff import Diff, diff_files, diff_objects
 from gpustack.errors import UserError
+from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR
+from gpustack.objects import file_name, identity
 from gpustack.render import Rendering
+from gpustack.secrets import mask_text
 
 Snapshot = tuple[list[dict[str, Any]], dict[str, bytes]]
+
+
+# --- check: committed files against the files a render would write ------------------------------
+
+
+@dataclass
+class OutputCheck:
+    """What `check` found in one output folder (`name` is the folder's): the files a render would
+    add, remove or change, and the findings on the rendering."""
+
+    name: str
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    diffs: dict[str, str] = field(default_factory=dict)
+    # Changed files whose first line lost gpustack's marker: only `render --force` replaces them.
+    unmarked: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    errors: int = 0
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.missing or self.extra or self.diffs)
+
+
+def check_output(
+    renderings: Sequence[Rendering],
+    findings: Sequence[list[Finding]],
+    out: Path,
+    fleet_folder: bool = True,
+) -> list[OutputCheck]:
+    """Each folder a render writes under `out` (fleet.output_folders) compared with what is
+    there, with the findings of each rendering (`findings`, in the renderings' order) placed at
+    the file of their object."""
+    by_name = dict(zip((rendering.name for rendering in renderings), findings))
+    objects = {rendering.name: rendering.objects for rendering in renderings}
+    reports = []
+    for target, files in fleet.output_folders(renderings, out, fleet_folder):
+        report = compare_folder(target, files)
+        _place(report, target, objects.get(target.name, []), by_name.get(target.name, []))
+        reports.append(report)
+    return reports
+
+
+def compare_folder(target: Path, expected: dict[str, bytes]) -> OutputCheck:
+    """What differs between the folder `target` and the files a render would write there."""
+    report = OutputCheck(target.name)
+    committed.refuse_link(target)
+    for relative, content in expected.items():
+        current = committed.read_file(target, relative)
+        if current is None:
+            report.missing.append(relative)
+        elif current != content:
+            report.diffs[relative] = _file_diff(target / relative, current, content)
+            if not output.is_ours(target / relative, relative):
+                report.unmarked.append(relative)
+    if target.is_dir():
+        report.extra = sorted(
+            relative
+            for relative, mode in output.entries(target).items()
+            if stat.S_ISREG(mode)
+            and output.is_ours(target / relative, relative)
+            and relative not in expected
+        )
+    return report
+
+
+def check_json(reports: Sequence[OutputCheck], out: Path) -> dict[str, Any]:
+    """`check --output json`: whether the output is current and valid, and each folder's report
+    (the fleet's `_gitops/` only when it is stale)."""
+    clusters = [
+        {
+            "name": report.name,
+            "folder": str(out / report.name),
+            "missing": report.missing,
+            "extra": report.extra,
+            "changed": list(report.diffs),
+            "unmarked": report.unmarked,
+            "diffs": report.diffs,
+            "findings": report.findings,
+        }
+        for report in reports
+        if report.name != FLEET_DIR or report.stale
+    ]
+    return {
+        "current": not any(report.stale for report in reports),
+        "valid": not any(report.errors for report in reports),
+        "clusters": clusters,
+    }
+
+
+def _place(
+    report: OutputCheck, target: Path, objects: list[dict[str, Any]], findings: list[Finding]
+) -> None:
+    files = {identity(obj): file_name(obj) for obj in objects}
+    for found in findings:
+        where = target / files.get(found.object, "") if found.object else target
+        field_path = f" ({found.field})" if found.field else ""
+        report.findings.append(
+            mask_text(f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}")
+        )
+        report.errors += found.severity == "error"
+
+
+def _file_diff(path: Path, current: bytes, wanted: bytes) -> str:
+    """A unified diff of a file's bytes (every line kept as written, so a line ending that alone
+    differs shows), with the entitlement certificate (and any PEM) redacted on both sides."""
+    lines = difflib.unified_diff(
+        mask_text(current.decode("utf-8", errors="replace")).splitlines(keepends=True),
+        mask_text(wanted.decode("utf-8", errors="replace")).splitlines(keepends=True),
+        fromfile=f"{path} (committed)",
+        tofile=f"{path} (rendered)",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+# --- diff: objects as objects, other files as text -----------------------------------------------
 
 
 def snapshot(rendering: Rendering) -> Snapshot:
@@ -43,10 +169,8 @@ def snapshot(rendering: Rendering) -> Snapshot:
 
 def rendered(renderings: Sequence[Rendering]) -> dict[str, Snapshot]:
     """Each cluster's snapshot by name, plus `_gitops` with the fleet's ApplicationSet."""
-    from gpustack.fleet import application_set
-
     result = {rendering.name: snapshot(rendering) for rendering in renderings}
-    fleet_object = application_set(renderings)
+    fleet_object = fleet.application_set(renderings)
     if fleet_object is not None:
         files = render.fleet_files(fleet_object)
         result[FLEET_DIR] = ([fleet_object], {render.KUSTOMIZATION: files[render.KUSTOMIZATION]})
@@ -60,9 +184,22 @@ def committed_output(names: Sequence[str], out: Path) -> dict[str, Snapshot]:
     for name in [*names, FLEET_DIR]:
         if name == FLEET_DIR and not (out / FLEET_DIR).is_dir():
             continue
-        found = committed.read(out / name)
-        result[name] = (found.objects, found.files)
+        result[name] = committed_snapshot(out / name)
     return result
+
+
+def committed_snapshot(folder: Path) -> Snapshot:
+    """What `folder` holds, split as a snapshot (committed.read; empty when it does not exist)."""
+    found = committed.read(folder)
+    return found.objects, found.files
+
+
+def between(old: Snapshot, new: Snapshot, old_label: str, new_label: str) -> Diff:
+    """What differs from `old` to `new`: objects matched by identity, other files as text."""
+    (old_objects, old_files), (new_objects, new_files) = old, new
+    return diff_objects(old_objects, new_objects, old_label, new_label) + diff_files(
+        old_files, new_files, old_label, new_label
+    )
 
 
 def compare(
@@ -75,21 +212,13 @@ def compare(
     removed), clusters by name and the fleet's `_gitops` last."""
     empty: Snapshot = ([], {})
     names = sorted(old.keys() | new.keys(), key=lambda name: (name == FLEET_DIR, name))
-    result = []
-    for name in names:
-        (old_objects, old_files), (new_objects, new_files) = (
-            old.get(name, empty),
-            new.get(name, empty),
+    return [
+        (
+            name,
+            between(old.get(name, empty), new.get(name, empty), old_label(name), new_label(name)),
         )
-        before, after = old_label(name), new_label(name)
-        result.append(
-            (
-                name,
-                diff_objects(old_objects, new_objects, before, after)
-                + diff_files(old_files, new_files, before, after),
-            )
-        )
-    return result
+        for name in names
+    ]
 
 
 # --- git ----------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from ruamel.yaml import YAML
 
 from gpustack import output, render
 from gpustack.config import Stack, load_stack
-from gpustack.decorate import identity
+from gpustack.objects import identity
 
 CRD_SCHEMAS = SHARED / "crd-schemas"
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"

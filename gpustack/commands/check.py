@@ -7,13 +7,10 @@ Exit 0 when current and clean, 1 when stale or invalid, 2 on a config error.
 
 from __future__ import annotations
 
-import difflib
 import json
 import shlex
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,30 +19,7 @@ from gpustack.commands.common import configs as discover
 from gpustack.commands.common import handles_user_errors
 
 if TYPE_CHECKING:
-    from gpustack.findings import Finding
-
-
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-@dataclass
-class Report:
-    """What `check` found for one cluster."""
-
-    name: str
-    missing: list[str] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
-    diffs: dict[str, str] = field(default_factory=dict)
-    # Changed files whose first line lost gpustack's marker: only `render --force` replaces them.
-    unmarked: list[str] = field(default_factory=list)
-    findings: list[str] = field(default_factory=list)
-    errors: int = 0
-
-    @property
-    def stale(self) -> bool:
-        return bool(self.missing or self.extra or self.diffs)
+    from gpustack.review import OutputCheck
 
 
 @handles_user_errors
@@ -55,14 +29,12 @@ def command(
         metavar="CONFIG|DIR",
         help="Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
     ),
-    out: Path = typer.Option(
-        Path("out"), "-o", "--out", metavar="DIR", help="Folder holding <name>/ per cluster."
-    ),
+    out: Path = common.OUT,
     profiles_dir: Path | None = common.PROFILES_DIR,
     assignments: list[str] = common.SET,
     quiet: bool = common.QUIET,
-    output_format: OutputFormat = typer.Option(
-        OutputFormat.text,
+    output_format: common.TextOrJson = typer.Option(
+        common.TextOrJson.text,
         "--output",
         metavar="FORMAT",
         help="text (what is stale, with a unified diff per file) or json.",
@@ -73,6 +45,7 @@ def command(
     from gpustack import fleet
     from gpustack.config import overrides
     from gpustack.errors import Location, UserError, display_path
+    from gpustack.review import check_json, check_output
 
     found = discover(configs)
     progress = common.Progress(len(found), "checking", not quiet)
@@ -86,17 +59,11 @@ def command(
             Location(display_path(out)),
             hint="give -o the folder `gpustack render -o` wrote, or render into it first",
         )
-    findings = dict(zip((r.name for r in renderings), fleet.check_all(renderings)))
-    objects = {r.name: r.objects for r in renderings}
-    reports = []
     fleet_folder = any(path.is_dir() for path in configs or [])
-    for target, files in fleet.output_folders(renderings, out, fleet_folder):
-        report = compare(target, files)
-        _findings(report, target, objects.get(target.name, []), findings.get(target.name, []))
-        reports.append(report)
+    reports = check_output(renderings, fleet.check_all(renderings), out, fleet_folder)
     stale = [report for report in reports if report.stale]
-    if output_format is OutputFormat.json:
-        typer.echo(json.dumps(_as_json(reports, out), indent=2, ensure_ascii=False))
+    if output_format is common.TextOrJson.json:
+        typer.echo(json.dumps(check_json(reports, out), indent=2, ensure_ascii=False))
     elif not quiet:
         painted = common.use_color(color)
         for report in reports:
@@ -116,93 +83,13 @@ def command(
         )
     if stale or errors:
         raise typer.Exit(1)
-    if not quiet and output_format is OutputFormat.text:
+    if not quiet and output_format is common.TextOrJson.text:
         typer.echo(
             f"{len(renderings)} cluster(s) checked: output in {out} is current and valid", err=True
         )
 
 
-def _as_json(reports: list[Report], out: Path) -> dict[str, Any]:
-    from gpustack.gitops import FLEET_DIR
-
-    clusters = [
-        {
-            "name": report.name,
-            "folder": str(out / report.name),
-            "missing": report.missing,
-            "extra": report.extra,
-            "changed": list(report.diffs),
-            "unmarked": report.unmarked,
-            "diffs": report.diffs,
-            "findings": report.findings,
-        }
-        for report in reports
-        if report.name != FLEET_DIR or report.stale
-    ]
-    return {
-        "current": not any(report.stale for report in reports),
-        "valid": not any(report.errors for report in reports),
-        "clusters": clusters,
-    }
-
-
-def compare(target: Path, expected: dict[str, bytes]) -> Report:
-    """What differs between the folder `target` and the files a render would write there."""
-    import stat
-
-    from gpustack import committed, output
-
-    report = Report(target.name)
-    committed.refuse_link(target)
-    for relative, content in expected.items():
-        current = committed.read_file(target, relative)
-        if current is None:
-            report.missing.append(relative)
-        elif current != content:
-            report.diffs[relative] = _diff(target / relative, current, content)
-            if not output.is_ours(target / relative, relative):
-                report.unmarked.append(relative)
-    if target.is_dir():
-        report.extra = sorted(
-            relative
-            for relative, mode in output.entries(target).items()
-            if stat.S_ISREG(mode)
-            and output.is_ours(target / relative, relative)
-            and relative not in expected
-        )
-    return report
-
-
-def _findings(
-    report: Report, target: Path, objects: list[dict[str, Any]], findings: list[Finding]
-) -> None:
-    from gpustack.decorate import file_name, identity
-    from gpustack.secrets import mask_text
-
-    files = {identity(obj): file_name(obj) for obj in objects}
-    for found in findings:
-        where = target / files.get(found.object, "") if found.object else target
-        field_path = f" ({found.field})" if found.field else ""
-        report.findings.append(
-            mask_text(f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}")
-        )
-        report.errors += found.severity == "error"
-
-
-def _diff(path: Path, current: bytes, wanted: bytes) -> str:
-    """A unified diff with the entitlement certificate (and any PEM) redacted on both sides."""
-    from gpustack.diff import mask_text
-
-    lines = difflib.unified_diff(
-        mask_text(current.decode("utf-8", errors="replace")).splitlines(keepends=True),
-        mask_text(wanted.decode("utf-8", errors="replace")).splitlines(keepends=True),
-        fromfile=f"{path} (committed)",
-        tofile=f"{path} (rendered)",
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
-def _print(report: Report, out: Path, color: bool) -> None:
+def _print(report: OutputCheck, out: Path, color: bool) -> None:
     from gpustack.diff import paint, paint_diff_line
 
     folder = out / report.name

@@ -34,6 +34,17 @@ SET: Any = typer.Option(
     "(e.g. devicePlugin.sharing.replicas=8); repeatable, the last one wins.",
 )
 
+OUT: Any = typer.Option(
+    Path("out"), "-o", "--out", metavar="DIR", help="Folder holding <name>/ per cluster."
+)
+
+
+class TextOrJson(str, Enum):
+    """`--output` of the commands that print text or JSON."""
+
+    text = "text"
+    json = "json"
+
 
 def error(message: str) -> None:
     typer.echo(f"error: {message}", err=True)

@@ -180,31 +180,21 @@ def _default_config() -> Path | None:
 
 
 def _between(old_stack: Stack, old_label: str, new_stack: Stack, new_label: str) -> Diff:
-    from gpustack import render
-    from gpustack.diff import diff_files, diff_objects
-    from gpustack.review import snapshot
+    from gpustack import render, review
 
-    old_objects, old_files = snapshot(render.render(old_stack))
-    new_objects, new_files = snapshot(render.render(new_stack))
-    return diff_objects(old_objects, new_objects, old_label, new_label) + diff_files(
-        old_files, new_files, old_label, new_label
-    )
+    old, new = (review.snapshot(render.render(stack)) for stack in (old_stack, new_stack))
+    return review.between(old, new, old_label, new_label)
 
 
 def _against_committed(stack: Stack, folder: Path) -> Diff:
-    from gpustack import committed, render
-    from gpustack.diff import diff_files, diff_objects
+    from gpustack import render, review
     from gpustack.errors import display_path
-    from gpustack.review import snapshot
 
     shown = display_path(folder)
     if not folder.is_dir():
         warning(f"{shown} does not exist: a render would write every file")
-    old = committed.read(folder)
-    new_objects, new_files = snapshot(render.render(stack))
-    return diff_objects(old.objects, new_objects, shown, "rendered") + diff_files(
-        old.files, new_files, shown, "rendered"
-    )
+    old = review.committed_snapshot(folder)
+    return review.between(old, review.snapshot(render.render(stack)), shown, "rendered")
 
 
 def _fleet_against(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import typer
 
@@ -99,8 +100,6 @@ def command(
 
 def _is_gpustack_schema(path: Path) -> bool:
     """Whether `path` holds a gpustack config schema (of any version), so it may be refreshed."""
-    import json
-
     from gpustack.commands.schema import SCHEMA_ID
 
     try:
@@ -118,13 +117,36 @@ def starter(
 ) -> str:
     """The starter config: the profile's defaults written out, each choice explained."""
     from gpustack import profiles
+    from gpustack.model import field_choices, field_default
 
     profile, layer = profiles.load(profile_name, profiles_dir)
     defaults = layer.data
     facts = profile.facts
-    platform = defaults.get("platform", {})
     gke_plugin = facts.devicePluginProvider == "gke"
-    taints = defaults.get("nodes", {}).get("taints", [])
+
+    def setting(path: str, fallback: object = None) -> object:
+        """The profile's default for a config field, else the model's, else `fallback` (for a
+        field the config model requires and a user profile left open)."""
+        node: object = defaults
+        for key in path.split("."):
+            if not isinstance(node, dict) or key not in node:
+                try:
+                    return field_default(path)
+                except KeyError:
+                    return fallback
+            node = node[key]
+        return node
+
+    def line(path: str, comment: str, value: object) -> tuple[str, str]:
+        """`  field: value` at the field's depth, with its comment."""
+        name = path.rpartition(".")[2]
+        return (f"{'  ' * path.count('.')}{name}: {_value(value)}", comment)
+
+    def model_line(path: str, comment: str) -> tuple[str, str]:
+        """A field the starter writes with the model's default (whatever the profile says)."""
+        return line(path, comment, field_default(path))
+
+    taints = cast("list[dict[str, object]]", setting("nodes.taints"))
     lines: list[tuple[str, str]] = [
         ("apiVersion: gpustack.dev/v1alpha1", ""),
         ("kind: GPUStack", ""),
@@ -133,75 +155,94 @@ def starter(
         ("platform:", ""),
         (f"  profile: {profile_name}", " | ".join(profiles.available(profiles_dir))),
         (
-            f'  kubernetesVersion: "{platform.get("kubernetesVersion", "1.31")}"',
+            f'  kubernetesVersion: "{setting("platform.kubernetesVersion", "1.31")}"',
             "target for schema validation and API deprecations",
         ),
     ]
-    if platform.get("openshiftVersion"):
+    if setting("platform.openshiftVersion"):
         lines.append(
-            (f'  openshiftVersion: "{platform["openshiftVersion"]}"', "OpenShift minor version")
+            (
+                f'  openshiftVersion: "{setting("platform.openshiftVersion")}"',
+                "OpenShift minor version",
+            )
         )
     lines += [
-        (f"namespace: {defaults.get('namespace', 'gpu-system')}", "DNS-1123 label"),
+        line("namespace", "DNS-1123 label", setting("namespace", "gpu-system")),
         ("nodes:", ""),
-        ("  selector: {}", "labels GPU nodes carry, ANDed into every GPU workload's placement"),
+        model_line(
+            "nodes.selector", "labels GPU nodes carry, ANDed into every GPU workload's placement"
+        ),
         (
             "  taints:" if taints else "  taints: []",
             "every GPU workload tolerates these; node/ applies them",
         ),
         *((f"  - {_flow(taint)}", "") for taint in taints),
         ("devicePlugin:", ""),
-        (
-            f"  enabled: {_bool(defaults.get('devicePlugin', {}).get('enabled', True))}",
+        line(
+            "devicePlugin.enabled",
             "GKE runs its own device plugin on GPU nodes"
             if gke_plugin
             else "NVIDIA's device plugin",
+            setting("devicePlugin.enabled", True),
         ),
-        ("  migStrategy: none", "none | single | mixed"),
-        (
-            "  deviceListStrategy: auto",
+        model_line(
+            "devicePlugin.migStrategy", " | ".join(field_choices("devicePlugin.migStrategy"))
+        ),
+        model_line(
+            "devicePlugin.deviceListStrategy",
             "auto (cdi-cri with the toolkit, else envvar) | envvar | cdi-cri | volume-mounts",
         ),
         ("  sharing:", ""),
-        ("    strategy: none", "none | time-slicing | mps"),
-        ("    replicas: 4", "pods per GPU when sharing"),
+        model_line(
+            "devicePlugin.sharing.strategy",
+            " | ".join(field_choices("devicePlugin.sharing.strategy")),
+        ),
+        model_line("devicePlugin.sharing.replicas", "pods per GPU when sharing"),
         ("gfd:", ""),
-        (
-            f"  enabled: {_bool(defaults.get('gfd', {}).get('enabled', True))}",
+        line(
+            "gfd.enabled",
             "GPU Feature Discovery: nvidia.com/gpu.* node labels",
+            setting("gfd.enabled"),
         ),
         ("nfd:", ""),
-        (
-            f"  mode: {defaults.get('nfd', {}).get('mode', 'deploy')}",
+        line(
+            "nfd.mode",
             "deploy | external (installed elsewhere) | disabled",
+            setting("nfd.mode", "deploy"),
         ),
         ("dcgmExporter:", ""),
-        ("  enabled: true", "GPU metrics on port 9400"),
-        (
-            "  monitor: auto",
+        model_line("dcgmExporter.enabled", "GPU metrics on port 9400"),
+        model_line(
+            "dcgmExporter.monitor",
             f"auto ({facts.monitoring} here) | servicemonitor | podmonitoring | none",
         ),
-        ("  interval: 15s", "how often Prometheus scrapes the exporter"),
-        (
-            "  monitorLabels: {}",
+        model_line("dcgmExporter.interval", "how often Prometheus scrapes the exporter"),
+        model_line(
+            "dcgmExporter.monitorLabels",
             "labels Prometheus selects monitors by, e.g. {release: prometheus}",
         ),
         ("images:", ""),
-        (
-            "  registry: null",
+        model_line(
+            "images.registry",
             "air-gapped: the mirror to pull every image from, e.g. registry.example.com",
         ),
-        ("  pullSecrets: []", "Secrets every pod pulls its images with"),
+        model_line("images.pullSecrets", "Secrets every pod pulls its images with"),
         ("smokeTest:", ""),
-        ("  enabled: auto", "a GPU pod after every sync; auto: with gitops.tool argocd or flux"),
+        model_line(
+            "smokeTest.enabled", "a GPU pod after every sync; auto: with gitops.tool argocd or flux"
+        ),
         ("runtimeClass:", ""),
-        ("  enabled: auto", f"auto: {RUNTIME_CLASS_AUTO[facts.runtime.runtimeClass]}"),
-        ("  name: nvidia", _provided_note(facts.runtime.providedRuntimeClasses)),
-        ("  handler: nvidia", "the runtime name in the container runtime's config"),
+        model_line(
+            "runtimeClass.enabled", f"auto: {RUNTIME_CLASS_AUTO[facts.runtime.runtimeClass]}"
+        ),
+        model_line("runtimeClass.name", _provided_note(facts.runtime.providedRuntimeClasses)),
+        model_line("runtimeClass.handler", "the runtime name in the container runtime's config"),
         ("driver:", ""),
-        ("  mode: auto", f"auto ({facts.driver.default}) | {' | '.join(facts.driver.modes)}"),
+        model_line(
+            "driver.mode", f"auto ({facts.driver.default}) | {' | '.join(facts.driver.modes)}"
+        ),
         ("toolkit:", ""),
-        ("  enabled: auto", _toolkit_note(facts)),
+        model_line("toolkit.enabled", _toolkit_note(facts)),
     ]
     header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
     return header + "".join(_line(text, comment) for text, comment in lines)
@@ -221,8 +262,15 @@ def _line(text: str, comment: str) -> str:
     return f"{text.ljust(COMMENT_COLUMN - 1)} # {comment}\n"
 
 
-def _bool(value: object) -> str:
-    return "true" if value else "false"
+def _value(value: object) -> str:
+    """A default as YAML: booleans and null spelled out, mappings and lists in flow style."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
 
 
 def _flow(taint: dict[str, object]) -> str:

@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from gpustack.commands.common import PROFILES_DIR, handles_user_errors
+from gpustack.commands.common import PROFILES_DIR, TextOrJson, handles_user_errors
 
 app = typer.Typer(help="List, show and compare platform profiles.", no_args_is_help=True)
-
-ProfilesDir = PROFILES_DIR
-
-
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
 
 
 @app.command("list")
 @handles_user_errors
-def list_(profiles_dir: Path | None = ProfilesDir) -> None:
+def list_(profiles_dir: Path | None = PROFILES_DIR) -> None:
     """List the available profiles with a one-line description."""
     from gpustack import profiles
 
@@ -36,7 +28,7 @@ def list_(profiles_dir: Path | None = ProfilesDir) -> None:
 
 @app.command("show")
 @handles_user_errors
-def show(name: str, profiles_dir: Path | None = ProfilesDir) -> None:
+def show(name: str, profiles_dir: Path | None = PROFILES_DIR) -> None:
     """Print a profile with its `extends:` chain merged, as YAML."""
     from gpustack import emit, profiles
 
@@ -49,10 +41,8 @@ def show(name: str, profiles_dir: Path | None = ProfilesDir) -> None:
 def diff(
     first: str = typer.Argument(..., metavar="A", help="Profile shown in the left column."),
     second: str = typer.Argument(..., metavar="B", help="Profile shown in the right column."),
-    profiles_dir: Path | None = ProfilesDir,
-    output: OutputFormat = typer.Option(
-        OutputFormat.text, "--output", help="text (a table) or json."
-    ),
+    profiles_dir: Path | None = PROFILES_DIR,
+    output: TextOrJson = typer.Option(TextOrJson.text, "--output", help="text (a table) or json."),
 ) -> None:
     """Show side by side the facts and defaults two profiles set differently (exit 1 if any)."""
     from gpustack import profiles
@@ -74,7 +64,7 @@ def diff(
     rows = [
         (path, old.get(path), new.get(path)) for path in paths if old.get(path) != new.get(path)
     ]
-    if output is OutputFormat.json:
+    if output is TextOrJson.json:
         differences = [{"path": path, "a": a, "b": b} for path, a, b in rows]
         typer.echo(json.dumps({"a": first, "b": second, "differences": differences}, indent=2))
     elif rows:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,6 @@ from gpustack.commands.common import configs as discover
 from gpustack.commands.common import error, handles_user_errors, warning
 
 
-class Report(str, Enum):
-    text = "text"
-    json = "json"
-
-
 @handles_user_errors
 def command(
     configs: list[Path] = typer.Argument(
@@ -27,9 +21,7 @@ def command(
         help="Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded "
         "kubeadm example).",
     ),
-    out: Path = typer.Option(
-        Path("out"), "-o", "--out", metavar="DIR", help="Folder that gets <name>/ per cluster."
-    ),
+    out: Path = common.OUT,
     profile: str | None = typer.Option(
         None, "--profile", metavar="NAME", help="Override platform.profile."
     ),
@@ -52,8 +44,8 @@ def command(
         help="Worker processes that render a large fleet (default: none, render here).",
     ),
     quiet: bool = common.QUIET,
-    report: Report = typer.Option(
-        Report.text,
+    report: common.TextOrJson = typer.Option(
+        common.TextOrJson.text,
         "--output",
         metavar="FORMAT",
         help="text (one summary line on stderr) or json (each cluster's files, on stdout).",
@@ -114,7 +106,7 @@ def command(
         key: sum(int(result[key]) for result in results)
         for key in ("files", "written", "unchanged", "removed")
     }
-    if report is Report.json:
+    if report is common.TextOrJson.json:
         typer.echo(json.dumps({**totals, "clusters": results}, indent=2))
     elif not quiet:
         typer.echo(

@@ -16,36 +16,37 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpustack.decorate import IGNORE_ANNOTATION, identity
+from gpustack.decorate import IGNORE_ANNOTATION
 from gpustack.findings import Finding
+from gpustack.lint import (
+    api_versions,
+    cdi_toolkit,
+    config_maps,
+    daemonset_selectors,
+    device_plugin_config,
+    device_plugins,
+    driver_containers,
+    gpu_requests,
+    images,
+    mig_partitions,
+    mig_strategy,
+    monitors,
+    node_labels,
+    runtime_class,
+    taints,
+)
 from gpustack.lint._objects import Objects, Rule, mapping
+from gpustack.objects import identity
 
 if TYPE_CHECKING:
-    from gpustack.config import Stack
+    from gpustack.config import Stack  # for the annotation only: validate loads no config model
 
 __all__ = ["IGNORE_ANNOTATION", "RULES", "Rule", "run", "run_for_stack"]
 
 
-def _rules() -> tuple[Rule, ...]:
-    from gpustack.lint import (
-        api_versions,
-        cdi_toolkit,
-        config_maps,
-        daemonset_selectors,
-        device_plugin_config,
-        device_plugins,
-        driver_containers,
-        gpu_requests,
-        images,
-        mig_partitions,
-        mig_strategy,
-        monitors,
-        node_labels,
-        runtime_class,
-        taints,
-    )
-
-    modules = (
+RULES: tuple[Rule, ...] = tuple(
+    module.RULE
+    for module in (
         taints,
         node_labels,
         runtime_class,
@@ -62,10 +63,7 @@ def _rules() -> tuple[Rule, ...]:
         daemonset_selectors,
         gpu_requests,
     )
-    return tuple(module.RULE for module in modules)
-
-
-RULES: tuple[Rule, ...] = _rules()
+)
 
 
 def run(

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpustack import yamlio
-from gpustack.decorate import identity
 from gpustack.errors import UserError
 from gpustack.findings import Finding
+from gpustack.objects import identity, name_of, namespace_of
 
 # Kinds whose `spec.template` is a pod template, and where that template sits.
 POD_TEMPLATE_KINDS = {
@@ -38,16 +38,6 @@ def mapping(value: Any) -> dict[str, Any]:
 
 def sequence(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
-
-
-def namespace_of(obj: dict[str, Any]) -> str:
-    # An object without a namespace lands in the namespace kubectl applies it to: treat all such
-    # objects as sharing one ("default" in practice).
-    return str(mapping(obj.get("metadata")).get("namespace") or "")
-
-
-def name_of(obj: dict[str, Any]) -> str:
-    return str(mapping(obj.get("metadata")).get("name") or "")
 
 
 def labels_match(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
@@ -220,12 +210,6 @@ class Rule:
 
 def finding(rule: Rule, obj: dict[str, Any], message: str, field: str | None = None) -> Finding:
     return Finding(rule.id, rule.severity, message, object=identity(obj), field=field)
-
-
-def describe(obj: dict[str, Any]) -> str:
-    """`DaemonSet gpu-system/nvidia-device-plugin`, as a user would name it."""
-    namespace = namespace_of(obj)
-    return f"{obj.get('kind')} {namespace + '/' if namespace else ''}{name_of(obj)}"
 
 
 # --- What kind of pod this is -------------------------------------------------------------------

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 from gpustack.findings import Finding
 from gpustack.kubernetes_schemas import kubernetes_schemas_root
-from gpustack.lint._objects import Objects, Rule, describe, finding, mapping, sequence
+from gpustack.lint._objects import Objects, Rule, finding, mapping, sequence
+from gpustack.objects import describe
 
 GroupVersionKind = tuple[str, str, str]
 

@@ -18,12 +18,12 @@ from gpustack.lint._objects import (
     Pod,
     Rule,
     containers_running,
-    describe,
     finding,
     mapping,
     sequence,
 )
 from gpustack.lint.device_plugin_config import mounted_configs, parse
+from gpustack.objects import describe
 
 # The Container Toolkit's image (gpu-operator values.yaml toolkit.repository/image).
 TOOLKIT_IMAGE = "container-toolkit"

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Pod, Rule, describe, finding, mapping, sequence
+from gpustack.lint._objects import Objects, Pod, Rule, finding, mapping, sequence
+from gpustack.objects import describe
 
 
 def references(pod: Pod) -> Iterator[tuple[str, list[str], str]]:

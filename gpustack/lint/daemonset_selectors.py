@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpustack.decorate import identity
 from gpustack.findings import Finding
-from gpustack.lint._objects import (
-    Objects,
-    Rule,
-    describe,
-    finding,
-    labels_match,
-    mapping,
-    namespace_of,
-)
+from gpustack.lint._objects import Objects, Rule, finding, labels_match, mapping
+from gpustack.objects import describe, identity, namespace_of
 
 
 def check(objects: Objects) -> Iterator[Finding]:

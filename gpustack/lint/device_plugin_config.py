@@ -18,12 +18,12 @@ from gpustack.lint._objects import (
     Pod,
     Rule,
     containers_running,
-    describe,
     finding,
     mapping,
     parse_yaml,
     sequence,
 )
+from gpustack.objects import describe
 
 CONFIG_READERS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-daemon")
 MIG_STRATEGIES = ("none", "single", "mixed")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpustack.decorate import identity
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Pod, Rule, containers_running, describe, finding
+from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding
+from gpustack.objects import describe, identity
 
 # GKE's plugin image (container-engine-accelerators cmd/nvidia_gpu/device-plugin.yaml).
 GKE_PLUGIN_IMAGE = "nvidia-gpu-device-plugin"

@@ -15,20 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from gpustack.decorate import identity
 from gpustack.findings import Finding
-from gpustack.lint._objects import (
-    Objects,
-    Pod,
-    Rule,
-    containers_running,
-    describe,
-    finding,
-    mapping,
-)
+from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding, mapping
 from gpustack.lint.cdi_toolkit import TOOLKIT_IMAGE
 from gpustack.lint.device_plugin_config import mounted_configs, parse
 from gpustack.lint.device_plugins import may_share_a_node
+from gpustack.objects import describe, identity
 
 # NVIDIA's driver image (nvcr.io/nvidia/driver) and Google's installers.
 _DRIVER_IMAGE = re.compile(r"(^|/)nvidia/driver[:@]|(cos|gke)-nvidia-installer[:@]")

@@ -15,15 +15,8 @@ import re
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import (
-    NVIDIA_LABEL_PREFIX,
-    Objects,
-    Rule,
-    describe,
-    finding,
-    mapping,
-    sequence,
-)
+from gpustack.lint._objects import NVIDIA_LABEL_PREFIX, Objects, Rule, finding, mapping, sequence
+from gpustack.objects import describe
 
 # CUDA base images and the CUDA samples (nvcr.io/nvidia/cuda, nvidia/cuda on Docker Hub,
 # nvcr.io/nvidia/k8s/cuda-sample), also under a mirror's path.

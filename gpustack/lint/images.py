@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Rule, describe, finding, mapping, sequence
+from gpustack.lint._objects import Objects, Rule, finding, mapping, sequence
+from gpustack.objects import describe
 
 
 def tag(image: str) -> str | None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Pod, Rule, containers_running, describe, finding
+from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding
 from gpustack.lint.mig_strategy import strategy
+from gpustack.objects import describe
 
 # The node label NVIDIA's MIG manager applies, and the one GKE gives partitioned pools.
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"

@@ -9,16 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import (
-    Objects,
-    Pod,
-    Rule,
-    containers_running,
-    describe,
-    finding,
-    mapping,
-)
+from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding, mapping
 from gpustack.lint.device_plugin_config import mounted_configs, parse
+from gpustack.objects import describe
 
 DEFAULT = "none"  # k8s-device-plugin flag default
 

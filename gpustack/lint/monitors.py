@@ -8,16 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import (
-    Objects,
-    Rule,
-    describe,
-    finding,
-    labels_match,
-    mapping,
-    namespace_of,
-    sequence,
-)
+from gpustack.lint._objects import Objects, Rule, finding, labels_match, mapping, sequence
+from gpustack.objects import describe, namespace_of
 
 
 def _in_namespaces(monitor: dict[str, Any], namespace: str) -> bool:

@@ -20,13 +20,13 @@ from gpustack.lint._objects import (
     Pod,
     Rule,
     containers_running,
-    describe,
     finding,
     is_nfd_worker,
     mapping,
     parse_yaml,
     sequence,
 )
+from gpustack.objects import describe
 
 # NFD's PCI label is `pci-<fields>.present`, the fields joined by '_' (NFD docs, pci source).
 _PCI_LABEL = re.compile(r"^pci-([0-9a-f]{4}(?:_[0-9a-f]{4})*)\.present$")

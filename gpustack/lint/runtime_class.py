@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Rule, describe, finding
+from gpustack.lint._objects import Objects, Rule, finding
+from gpustack.objects import describe
 
 
 def check(objects: Objects) -> Iterator[Finding]:

@@ -12,13 +12,13 @@ from gpustack.lint._objects import (
     Objects,
     Pod,
     Rule,
-    describe,
     finding,
     is_gpu_pod,
     is_nfd_worker,
     mapping,
     sequence,
 )
+from gpustack.objects import describe
 
 # GPU nodes are tainted `nvidia.com/gpu` (GKE taints GPU pools `nvidia.com/gpu=present:NoSchedule`,
 # Google Cloud docs, "Run GPUs in GKE Standard node pools"; NVIDIA's manifests tolerate the key

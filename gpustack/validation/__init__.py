@@ -6,7 +6,6 @@ Core kinds are checked against the strict schemas that the `kubernetes-validate`
 each Kubernetes minor version; CRD kinds against the project's own `schemas/` folder
 (kubeconform layout: `{group}/{kind}_{version}.json`). Each schema is compiled once per
 (Kubernetes version, apiVersion, kind), with the jsonschema-rs validator.
-`check_rendering` adds the lint rules: what every render must pass before it is written.
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str) -> 
     """Findings for every object that does not match its schema, has no schema, or no name.
 
     An unsupported kubernetes_version raises UserError."""
+    # Here, not on top: the package is imported by commands that never validate (diff), which
+    # must not load the schema engine (jsonschema-rs).
     from gpustack.validation.schemas import store
     from gpustack.validation.validator import check_object
 
@@ -28,10 +29,3 @@ def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str) -> 
     for obj in objects:
         findings.extend(check_object(obj, schemas)[1])
     return findings
-
-
-def check_rendering(objects: list[dict[str, Any]], kubernetes_version: str) -> list[Finding]:
-    """Schema findings, then lint findings, for one cluster's rendered objects."""
-    from gpustack import lint
-
-    return validate_objects(objects, kubernetes_version) + lint.run(objects, kubernetes_version)

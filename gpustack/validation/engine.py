@@ -166,6 +166,7 @@ def check_files(
                 batches.append([])
                 filled = 0
     batches = [batch for batch in batches if batch]
+    # Here, not on top: only inputs large enough for worker processes pay for importing it.
     from concurrent.futures import ProcessPoolExecutor
 
     current: tuple[str, list[Result]] | None = None

@@ -19,6 +19,7 @@ import base64
 import binascii
 import math
 import re
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -283,7 +284,6 @@ def _tag_of(value: Any) -> str:
 def _go_float_key(value: float) -> str:
     """strconv.FormatFloat(v, 'g', -1, 32), as sigs.k8s.io/yaml spells a float key: the
     shortest digits that read back as the same float32, in e-notation below 1e-4 or from 1e6."""
-    import struct
 
     def as_float32(number: float) -> float:
         return float(struct.unpack("f", struct.pack("f", number))[0])

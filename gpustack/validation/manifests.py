@@ -113,6 +113,7 @@ def cluster_folder(file: str) -> str | None:
     kustomization.yaml gpustack wrote (Flux layers and gitops/ are sub-folders of a cluster's)."""
     if file == "stdin":
         return None
+    # Here, not on top: output loads ctypes for its swaps, which only lint's question pays for.
     from gpustack.output import is_ours
 
     found = None
@@ -127,6 +128,7 @@ def _host_side(folder: str) -> bool:
     """A rendered cluster's `node/` folder: named `node`, beside a kustomization gpustack wrote."""
     if os.path.basename(folder) != NODE_DIR:
         return False
+    # Here, not on top: output loads ctypes for its swaps, paid only for a folder named node/.
     from gpustack.output import is_ours
 
     return is_ours(Path(folder).parent / KUSTOMIZATION)

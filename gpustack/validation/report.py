@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 from xml.etree import ElementTree
 
 from gpustack import __version__, emit
 from gpustack.findings import Finding
+from gpustack.objects import namespaced
+from gpustack.secrets import mask_text
 from gpustack.validation.validator import (
     MANIFEST,
     SCHEMA,
@@ -66,9 +68,6 @@ def render(report: Report, output: str, summary: bool = False, verbose: bool = F
 
 def _masked(report: Report) -> Report:
     """`report` with every secret in a finding's message redacted (gpustack.secrets)."""
-    from dataclasses import replace
-
-    from gpustack.secrets import mask_text
 
     def masked(findings: list[Finding]) -> list[Finding]:
         return [replace(finding, message=mask_text(finding.message)) for finding in findings]
@@ -222,7 +221,7 @@ def junit(report: Report, summary: bool, verbose: bool) -> str:
             },
         )
         for result in results:
-            name = f"{result.namespace}/{result.name}" if result.namespace else result.name
+            name = namespaced(result.namespace, result.name)
             case = ElementTree.SubElement(
                 suite,
                 "testcase",
@@ -306,7 +305,7 @@ _RULE_TEXT = {
 
 def sarif(report: Report, summary: bool, verbose: bool) -> str:
     """SARIF 2.1.0: one run, a rule per finding rule id, a result per finding."""
-    from gpustack.lint import RULES
+    from gpustack.lint import RULES  # here, not on top: `validate --no-lint` loads no rules
 
     findings = [f for result in report.results for f in result.findings] + report.unplaced
     # Every rule gpustack can report, so code-scanning tools show the catalogue and its fixes.

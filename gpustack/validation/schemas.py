@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import jsonschema_rs
 
@@ -261,7 +262,7 @@ def _profile_validator() -> Any:
     """A platform profile file, as `gpustack.profiles` reads it: the Profile model's schema; a
     profile that extends another may leave out what that one supplies (as `gpustack schema`
     relaxes the config schema, nested fields are required only of the merged profile)."""
-    from gpustack.model import Profile
+    from gpustack.model import Profile  # here, not on top: validate must not load pydantic models
 
     schema = Profile.model_json_schema()
     for name, definition in schema.get("$defs", {}).items():
@@ -293,6 +294,4 @@ def _local_schema(uri: str) -> Any:
     """$refs between local schema files (kubernetes-json-schema's non-standalone trees)."""
     if not uri.startswith("file://"):
         raise ValueError(f"{uri}: only local schema references can be followed offline")
-    from urllib.parse import unquote, urlparse
-
     return json.loads(Path(unquote(urlparse(uri).path)).read_text(encoding="utf-8"))

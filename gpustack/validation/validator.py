@@ -13,9 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpustack.findings import Finding, Identity
-from gpustack.validation.manifests import Resource
+from gpustack.errors import UserError, display_path
+from gpustack.findings import Finding
+from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
+from gpustack.objects import metadata as metadata_of
+from gpustack.validation.manifests import Resource, cluster_folder, files, read
 from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
+from gpustack.yamlio import load_all_text
 
 Status = Literal["valid", "invalid", "error", "skipped"]
 SCHEMA = "schema"
@@ -42,24 +46,21 @@ class Result:
 
     @property
     def kind(self) -> str:
-        return _text(self.resource.data, "kind")
+        return kind_of(self.resource.data)
 
     @property
     def api_version(self) -> str:
-        return _text(self.resource.data, "apiVersion")
+        return text(self.resource.data, "apiVersion")
 
     @property
     def name(self) -> str:
-        metadata = (self.resource.data or {}).get("metadata")
-        if not isinstance(metadata, dict):
-            return ""
-        name, generate_name = _text(metadata, "name"), _text(metadata, "generateName")
+        metadata = metadata_of(self.resource.data)
+        name, generate_name = text(metadata, "name"), text(metadata, "generateName")
         return f"{generate_name}{{{{ generateName }}}}" if generate_name and not name else name
 
     @property
     def namespace(self) -> str:
-        metadata = (self.resource.data or {}).get("metadata")
-        return _text(metadata, "namespace") if isinstance(metadata, dict) else ""
+        return namespace_of(self.resource.data)
 
 
 class UnexpectedKey(str):
@@ -79,11 +80,6 @@ def header(data: dict[str, Any] | None) -> dict[str, Any] | None:
     return kept
 
 
-def _text(data: dict[str, Any] | None, key: str) -> str:
-    value = (data or {}).get(key)
-    return value if isinstance(value, str) else ""
-
-
 def describe(finding: Finding) -> str:
     """`[rule] field: message`; schema and manifest findings go without the rule."""
     prefix = f"[{finding.rule}] " if finding.rule not in (SCHEMA, MANIFEST) else ""
@@ -93,30 +89,17 @@ def describe(finding: Finding) -> str:
 
 def located(finding: Finding) -> str:
     """describe() and where: `field: message (line 12, column 7)`."""
-    text = describe(finding)
+    shown = describe(finding)
     if finding.line and "(line " not in finding.message:
-        text += f" (line {finding.line}, column {finding.column or 1})"
-    return text
+        shown += f" (line {finding.line}, column {finding.column or 1})"
+    return shown
 
 
 def explain(finding: Finding) -> str:
     """describe() with the object it is about: `DaemonSet ns/name: field: message`."""
     if not finding.object or not finding.object[1]:
         return describe(finding)
-    _, kind, namespace, name = finding.object
-    return f"{kind} {namespace + '/' if namespace else ''}{name}: {describe(finding)}"
-
-
-def identity_of(data: dict[str, Any]) -> Identity:
-    """decorate.identity, tolerant of the odd shapes hand-written manifests have."""
-    metadata = data.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    return (
-        _text(data, "apiVersion").rpartition("/")[0],
-        _text(data, "kind"),
-        _text(metadata, "namespace"),
-        _text(metadata, "name"),
-    )
+    return f"{display(finding.object)}: {describe(finding)}"
 
 
 def check_object(
@@ -165,7 +148,7 @@ def _check(
 
 
 def _error(rule: str, message: str, data: dict[str, Any], field: str | None = None) -> Finding:
-    return Finding(rule, "error", message, object=identity_of(data), field=field or None)
+    return Finding(rule, "error", message, object=identity(data), field=field or None)
 
 
 def validate_resources(
@@ -194,7 +177,7 @@ def validate_resources(
             results.append(Result(resource, "error", [finding]))
             continue
         data = resource.data
-        signature = {_text(data, "kind"), f"{_text(data, 'apiVersion')}/{_text(data, 'kind')}"}
+        signature = {text(data, "kind"), f"{text(data, 'apiVersion')}/{text(data, 'kind')}"}
         if signature & skip:
             results.append(Result(resource, "skipped"))
             continue
@@ -202,8 +185,8 @@ def validate_resources(
             finding = Finding(
                 MANIFEST,
                 "error",
-                f"prohibited resource kind {_text(data, 'kind')}",
-                object=identity_of(data),
+                f"prohibited resource kind {text(data, 'kind')}",
+                object=identity(data),
             )
             results.append(Result(resource, "error", [_placed(finding, resource, ())]))
             continue
@@ -216,12 +199,12 @@ def validate_resources(
                 f"{message} (line {line}, column {column})",
                 resource.file,
                 line,
-                identity_of(data),
+                identity(data),
                 column=column,
             )
             results.append(Result(resource, "error", [finding]))
             continue
-        if (_text(data, "apiVersion"), _text(data, "kind")) in (CONFIG, PROFILE):
+        if (text(data, "apiVersion"), text(data, "kind")) in (CONFIG, PROFILE):
             # gpustack reads its configs and profiles as YAML 1.2; a base config has no name.
             data = _as_config(resource)
             status, findings, paths = _check(data, schemas, ignore_missing_schemas, False)
@@ -244,9 +227,6 @@ def _as_config(resource: Resource) -> dict[str, Any]:
     assert resource.data is not None
     if not resource.text or resource.path:
         return resource.data
-    from gpustack.errors import UserError
-    from gpustack.yamlio import load_all_text
-
     try:
         documents = list(load_all_text(resource.text, resource.file))
     except UserError:
@@ -315,7 +295,7 @@ def attach_lint(results: list[Result], findings: list[Finding]) -> list[Finding]
     by_identity: dict[Identity, Result] = {}
     for result in results:
         if result.resource.data is not None and result.status != "skipped":
-            by_identity.setdefault(identity_of(result.resource.data), result)
+            by_identity.setdefault(identity(result.resource.data), result)
     unplaced: list[Finding] = []
     for finding in findings:
         owner = by_identity.get(finding.object) if finding.object else None
@@ -336,9 +316,7 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
     context even when only some files were named (pre-commit passes just the staged ones), and
     two clusters of a fleet never see each other's objects. Everything else is one cluster.
     """
-    from gpustack import lint
-    from gpustack.errors import display_path
-    from gpustack.validation.manifests import cluster_folder, files, read
+    from gpustack import lint  # here, not on top: `validate --no-lint` loads no rules
 
     units: dict[str | None, list[Result]] = {}
     for result in results:
@@ -347,7 +325,7 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
     unplaced: list[Finding] = []
     for folder, members in units.items():
         objects = [result.resource.data for result in members if result.resource.data is not None]
-        named = {identity_of(obj) for obj in objects}
+        named = {identity(obj) for obj in objects}
         context: set[Identity] = set()
         if folder is not None:
             seen = {result.resource.file for result in members}
@@ -355,9 +333,9 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
                 if display_path(path) in seen:
                     continue
                 for resource in read(path):
-                    if resource.data is not None and identity_of(resource.data) not in named:
+                    if resource.data is not None and identity(resource.data) not in named:
                         objects.append(resource.data)
-                        context.add(identity_of(resource.data))
+                        context.add(identity(resource.data))
         leftover = attach_lint(members, lint.run(objects, kubernetes_version))
         unplaced += [finding for finding in leftover if finding.object not in context]
     return unplaced
