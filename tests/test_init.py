@@ -143,3 +143,33 @@ def test_init_never_overwrites_without_force(cli, tmp_path: Path) -> None:
     forced = cli("init", "--profile", "rke2", "--force", path)
     assert forced.exit_code == 0, forced.output
     assert load_stack(path).profile.metadata.name == "rke2"
+
+
+def test_a_user_profiles_defaults_are_what_its_starter_writes(cli, tmp_path: Path) -> None:
+    """A user profile may set defaults the built-in ones leave to the model: the starter writes
+    the profile's values, so the four required fields alone still render the same files."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "lab.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
+        "metadata: {name: lab, description: a lab}\n"
+        "defaults:\n"
+        "  dcgmExporter: {interval: 60s}\n"
+        "  devicePlugin: {migStrategy: single, sharing: {strategy: time-slicing, replicas: 4}}\n"
+    )
+    path = tmp_path / "lab.yaml"
+    result = cli("init", "--profile", "lab", "--profiles-dir", profiles, path)
+    assert result.exit_code == 0, result.output
+    written = commented_fields(path.read_text())
+    assert written["dcgmExporter.interval"][0] == "60s"
+    assert written["devicePlugin.migStrategy"][0] == "single"
+    assert written["devicePlugin.sharing.replicas"][0] == "4"
+    minimal = tmp_path / "minimal.yaml"
+    minimal.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        "metadata: {name: lab}\nplatform: {profile: lab}\n"
+    )
+    stack = load_stack(path, profiles_dir=profiles)
+    assert render.files(render.render(load_stack(minimal, profiles_dir=profiles))) == render.files(
+        render.render(stack)
+    )

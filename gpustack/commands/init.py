@@ -142,9 +142,9 @@ def starter(
         name = path.rpartition(".")[2]
         return (f"{'  ' * path.count('.')}{name}: {_value(value)}", comment)
 
-    def model_line(path: str, comment: str) -> tuple[str, str]:
-        """A field the starter writes with the model's default (whatever the profile says)."""
-        return line(path, comment, field_default(path))
+    def default_line(path: str, comment: str) -> tuple[str, str]:
+        """A field written with its default: the profile's, else the model's."""
+        return line(path, comment, setting(path))
 
     taints = cast("list[dict[str, object]]", setting("nodes.taints"))
     lines: list[tuple[str, str]] = [
@@ -169,7 +169,7 @@ def starter(
     lines += [
         line("namespace", "DNS-1123 label", setting("namespace", "gpu-system")),
         ("nodes:", ""),
-        model_line(
+        default_line(
             "nodes.selector", "labels GPU nodes carry, ANDed into every GPU workload's placement"
         ),
         (
@@ -185,19 +185,19 @@ def starter(
             else "NVIDIA's device plugin",
             setting("devicePlugin.enabled", True),
         ),
-        model_line(
+        default_line(
             "devicePlugin.migStrategy", " | ".join(field_choices("devicePlugin.migStrategy"))
         ),
-        model_line(
+        default_line(
             "devicePlugin.deviceListStrategy",
             "auto (cdi-cri with the toolkit, else envvar) | envvar | cdi-cri | volume-mounts",
         ),
         ("  sharing:", ""),
-        model_line(
+        default_line(
             "devicePlugin.sharing.strategy",
             " | ".join(field_choices("devicePlugin.sharing.strategy")),
         ),
-        model_line("devicePlugin.sharing.replicas", "pods per GPU when sharing"),
+        default_line("devicePlugin.sharing.replicas", "pods per GPU when sharing"),
         ("gfd:", ""),
         line(
             "gfd.enabled",
@@ -211,38 +211,38 @@ def starter(
             setting("nfd.mode", "deploy"),
         ),
         ("dcgmExporter:", ""),
-        model_line("dcgmExporter.enabled", "GPU metrics on port 9400"),
-        model_line(
+        default_line("dcgmExporter.enabled", "GPU metrics on port 9400"),
+        default_line(
             "dcgmExporter.monitor",
             f"auto ({facts.monitoring} here) | servicemonitor | podmonitoring | none",
         ),
-        model_line("dcgmExporter.interval", "how often Prometheus scrapes the exporter"),
-        model_line(
+        default_line("dcgmExporter.interval", "how often Prometheus scrapes the exporter"),
+        default_line(
             "dcgmExporter.monitorLabels",
             "labels Prometheus selects monitors by, e.g. {release: prometheus}",
         ),
         ("images:", ""),
-        model_line(
+        default_line(
             "images.registry",
             "air-gapped: the mirror to pull every image from, e.g. registry.example.com",
         ),
-        model_line("images.pullSecrets", "Secrets every pod pulls its images with"),
+        default_line("images.pullSecrets", "Secrets every pod pulls its images with"),
         ("smokeTest:", ""),
-        model_line(
+        default_line(
             "smokeTest.enabled", "a GPU pod after every sync; auto: with gitops.tool argocd or flux"
         ),
         ("runtimeClass:", ""),
-        model_line(
+        default_line(
             "runtimeClass.enabled", f"auto: {RUNTIME_CLASS_AUTO[facts.runtime.runtimeClass]}"
         ),
-        model_line("runtimeClass.name", _provided_note(facts.runtime.providedRuntimeClasses)),
-        model_line("runtimeClass.handler", "the runtime name in the container runtime's config"),
+        default_line("runtimeClass.name", _provided_note(facts.runtime.providedRuntimeClasses)),
+        default_line("runtimeClass.handler", "the runtime name in the container runtime's config"),
         ("driver:", ""),
-        model_line(
+        default_line(
             "driver.mode", f"auto ({facts.driver.default}) | {' | '.join(facts.driver.modes)}"
         ),
         ("toolkit:", ""),
-        model_line("toolkit.enabled", _toolkit_note(facts)),
+        default_line("toolkit.enabled", _toolkit_note(facts)),
     ]
     header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
     return header + "".join(_line(text, comment) for text, comment in lines)
