@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.errors import UserError, display_path
-from gpustack.reading import read_bounded
+from gpustack.reading import decode, read_bounded
 from gpustack.validation import kubeyaml
-from gpustack.yamlio import decode
 
 STDIN = "-"
 EXTENSIONS = (".yaml", ".yml", ".json")

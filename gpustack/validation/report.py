@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
-from xml.etree import ElementTree
 
 from gpustack import __version__, emit
 from gpustack.findings import Finding
@@ -190,6 +189,8 @@ def json_(report: Report, summary: bool, verbose: bool) -> str:
 
 def junit(report: Report, summary: bool, verbose: bool) -> str:
     """JUnit XML as Jenkins and GitLab read it: a testsuite per file, a testcase per resource."""
+    from xml.etree import ElementTree  # deferred: start-up time of validate in other formats
+
     root = ElementTree.Element(
         "testsuites",
         {
