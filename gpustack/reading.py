@@ -33,7 +33,7 @@ def kind_of(mode: int) -> str:
 
 
 def read_bounded(
-    path: Path,
+    path: Path | str,
     limit: int = MAX_FILE_BYTES,
     what: str = "a YAML file",
     follow: bool = True,
@@ -56,11 +56,11 @@ def read_bounded(
     try:
         if "\x00" in str(path):
             raise refused("a file name cannot contain a NUL byte")
-        if not follow and path.is_symlink():
+        if not follow and os.path.islink(path):
             raise refused("is a symbolic link; gpustack does not follow links here")
         descriptor = os.open(path, flags)
     except FileNotFoundError:
-        if path.is_symlink():
+        if os.path.islink(path):
             raise refused("file not found (a symbolic link to a missing file)") from None
         raise refused("file not found") from None
     except PermissionError:

@@ -112,8 +112,9 @@ def _lighten(result: Result, keep_objects: bool) -> None:
 
 def _moved(result: Result, file: str, lines: int) -> Result:
     """A result reused for the same document at another place (file and line offset)."""
-    resource = result.resource
-    moved = replace(resource, file=file, line=resource.line + lines, offset=resource.offset + lines)
+    moved = Resource.__new__(Resource)  # a shallow copy: dataclasses.replace takes longer
+    moved.__dict__.update(result.resource.__dict__)
+    moved.file, moved.line, moved.offset = file, moved.line + lines, moved.offset + lines
     findings = [
         replace(finding, file=file, line=finding.line + lines if finding.line else None)
         for finding in result.findings
@@ -132,11 +133,14 @@ def _work(arguments: tuple[Settings, list[tuple[str, int, int]]]) -> list[list[R
     return [_read_and_check(_worker, path, (number, parts)) for path, number, parts in batch]
 
 
-def _read_and_check(checker: _Checker, path: str, part: tuple[int, int]) -> list[Result]:
-    resources = manifests.read_text(path)
+def _read_and_check(
+    checker: _Checker, path: str, part: tuple[int, int], shown: str | None = None
+) -> list[Result]:
+    shown = shown or manifests.shown(path)
+    resources = manifests.read_text(path, name=shown)
     if isinstance(resources, Resource):
         return validate_resources([resources], checker.schemas) if part[0] == 0 else []
-    return checker.text(resources, manifests.shown(path), part)
+    return checker.text(resources, shown, part)
 
 
 def check_files(
@@ -152,7 +156,8 @@ def check_files(
             if path == manifests.STDIN:
                 yield "stdin", _stdin(checker, stdin)
             else:
-                yield manifests.shown(path), _read_and_check(checker, path, (0, 1))
+                shown = manifests.shown(path)
+                yield shown, _read_and_check(checker, path, (0, 1), shown)
         return
     # Work units: a file, or one of the parts a large file is split into; batched by size.
     batches: list[list[tuple[str, int, int]]] = [[]]

@@ -150,13 +150,15 @@ def read(path: str, stdin: Any = None) -> list[Resource]:
     return list(parse(text, shown(path)))
 
 
-def read_text(path: str, stdin: Any = None) -> str | Resource:
-    """The text of a file (or stdin), or an error Resource saying why it cannot be read."""
+def read_text(path: str, stdin: Any = None, name: str | None = None) -> str | Resource:
+    """The text of a file (or stdin), or an error Resource saying why it cannot be read; `name`
+    is the path as reports show it (shown(path)), when the caller has it already."""
+    name = name or shown(path)
     try:
-        return decode(_read_bytes(path, stdin), shown(path))
+        return decode(_read_bytes(path, stdin), name)
     except UserError as error:
         line, column = (error.location.line, error.location.column) if error.location else (0, 0)
-        return Resource(shown(path), line, error=_at(error.message, line, column), column=column)
+        return Resource(name, line, error=_at(error.message, line, column), column=column)
 
 
 def _at(message: str, line: int, column: int) -> str:
@@ -170,7 +172,7 @@ def _read_bytes(path: str, stdin: Any) -> bytes:
         if len(raw) > MAX_MANIFEST_BYTES:
             raise UserError(f"more than {MAX_MANIFEST_BYTES} bytes on stdin")
         return raw
-    return read_bounded(Path(path), MAX_MANIFEST_BYTES, "a manifest file")
+    return read_bounded(path, MAX_MANIFEST_BYTES, "a manifest file")
 
 
 def parse(text: str, shown: str) -> Iterator[Resource]:
@@ -193,7 +195,9 @@ def parse_chunk(chunk: str, offset: int, shown: str) -> Iterator[Resource]:
 
 def documents(text: str) -> Iterator[tuple[int, str]]:
     """(first line, text) of each `---`-separated document; lines keep their numbers' offset."""
-    starts = [0] + [match.start() for match in _SEPARATOR.finditer(text)]
+    starts = [0]
+    if "---" in text:  # most files hold one document: no need to scan them line by line
+        starts += [match.start() for match in _SEPARATOR.finditer(text)]
     line = 1
     for begin, end in zip(starts, starts[1:] + [len(text)]):
         chunk = text[begin:end]

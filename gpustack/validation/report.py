@@ -72,7 +72,10 @@ def _masked(report: Report) -> Report:
     def masked(findings: list[Finding]) -> list[Finding]:
         return [replace(finding, message=mask_text(finding.message)) for finding in findings]
 
-    results = [replace(result, findings=masked(result.findings)) for result in report.results]
+    results = [
+        replace(result, findings=masked(result.findings)) if result.findings else result
+        for result in report.results
+    ]
     return replace(report, results=results, unplaced=masked(report.unplaced))
 
 
