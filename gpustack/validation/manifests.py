@@ -107,18 +107,24 @@ def files(paths: list[str]) -> Iterator[str]:
             yield path
 
 
-def cluster_folder(file: str) -> str | None:
+def cluster_folder(file: str, known: dict[str, str | None] | None = None) -> str | None:
     """The rendered cluster folder `file` belongs to: the outermost folder around it whose
-    kustomization.yaml gpustack wrote (Flux layers and gitops/ are sub-folders of a cluster's)."""
+    kustomization.yaml gpustack wrote (Flux layers and gitops/ are sub-folders of a cluster's).
+    `known` remembers the answer per folder for the files of one run."""
     if file == "stdin":
         return None
     from gpustack.output import is_ours
 
+    parent = os.path.dirname(os.path.abspath(file))
+    if known is not None and parent in known:
+        return known[parent]
     found = None
-    folder = Path(os.path.abspath(file)).parent
+    folder = Path(parent)
     while is_ours(folder / KUSTOMIZATION):
         found = str(folder)
         folder = folder.parent
+    if known is not None:
+        known[parent] = found
     return found
 
 

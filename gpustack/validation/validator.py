@@ -337,13 +337,13 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
     two clusters of a fleet never see each other's objects. Everything else is one cluster.
     """
     from gpustack import lint
-    from gpustack.errors import display_path
-    from gpustack.validation.manifests import cluster_folder, files, read
+    from gpustack.validation.manifests import cluster_folder, files, read, shown
 
     units: dict[str | None, list[Result]] = {}
+    folders: dict[str, str | None] = {}
     for result in results:
         if result.resource.data is not None and result.status != "skipped":
-            units.setdefault(cluster_folder(result.resource.file), []).append(result)
+            units.setdefault(cluster_folder(result.resource.file, folders), []).append(result)
     unplaced: list[Finding] = []
     for folder, members in units.items():
         objects = [result.resource.data for result in members if result.resource.data is not None]
@@ -352,7 +352,7 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
         if folder is not None:
             seen = {result.resource.file for result in members}
             for path in files([folder]):
-                if display_path(path) in seen:
+                if shown(path) in seen:
                     continue
                 for resource in read(path):
                     if resource.data is not None and identity_of(resource.data) not in named:
