@@ -262,3 +262,30 @@ def test_a_ci_script_replacing_kubeconform_runs_unchanged():
         "errors": 0,
         "skipped": 0,
     }
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["-ojson", "--verbose"],
+        ["--output=tap", "--skip", "ConfigMap", "--skip=Deployment,Service"],
+        ["-o", "junit", "--reject", "Service", "--no-strict", "--strict"],
+        ["--ignore-filename-pattern", "dup", "--ignore-missing-schemas", "--summary"],
+        ["-strict=false", "-summary", "-output=json", "-n", "2"],
+        ["-verbose", "-kubernetes-version", "1.30.2", "-exit-on-error"],
+        ["--jobs", "1", "--no-lint", "-o", "sarif", "--", "-o"],
+        ["--kubeconform-defaults", "--schema-location", "default", "--output", "pretty"],
+    ],
+)
+def test_a_global_option_before_the_command_changes_nothing(cli, arguments):
+    """The same command line, with and without `--profiles-dir` in front: the report does not
+    depend on how the command line is read."""
+    paths = [str(CORPUS / name) for name in STRICT_CASES]
+    plain = cli("validate", *arguments, *paths)
+    behind = cli("--profiles-dir", CORPUS, "validate", *arguments, *paths)
+    assert (plain.exit_code, plain.stdout, plain.stderr) == (
+        behind.exit_code,
+        behind.stdout,
+        behind.stderr,
+    )
+    assert plain.exit_code in (0, 1), plain.output

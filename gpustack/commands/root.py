@@ -62,7 +62,18 @@ class Group(core.TyperGroup):
             head, tail = args, []
         flags = [arg for arg in head if arg in GLOBAL_FLAGS]
         rest = [arg for arg in head if arg not in GLOBAL_FLAGS]
-        command = next((n for n, arg in enumerate(rest) if not arg.startswith("-")), None)
+        # The command is the first word that is neither an option nor an option's value.
+        valued = {
+            opt
+            for param in self.params
+            if not getattr(param, "is_flag", True)
+            for opt in param.opts
+        }
+        command, index = None, 0
+        while index < len(rest) and command is None:
+            if not rest[index].startswith("-"):
+                command = index
+            index += 2 if rest[index] in valued else 1
         if command is not None and rest[command] == "validate":
             rest = [*rest[: command + 1], *validate.translate(rest[command + 1 :])]
         return list(super().parse_args(ctx, [*flags, *rest, *tail]))
