@@ -11,16 +11,13 @@ import sys
 from typing import Any
 
 from gpustack import tune_gc
-from gpustack.commands import GLOBAL_FLAGS
+from gpustack.commands import GLOBAL_FLAGS, validate
 
 __all__ = ["GLOBAL_FLAGS", "main"]  # and `app` (below)
 
 
 def main() -> None:
     tune_gc()
-    # Deferred: typer is imported only when a command needs it (start-up time of validate).
-    from gpustack.commands import validate
-
     try:
         code = validate.main(sys.argv[1:])
     except BrokenPipeError:  # as click: a closed pipe (`| head`) ends the run quietly

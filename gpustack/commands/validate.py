@@ -11,6 +11,7 @@ from them, and so is the small parser a plain run goes through (`main`), which s
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.commands import GLOBAL_FLAGS
-from gpustack.errors import UserError
+from gpustack.errors import UserError, did_you_mean
 
 ENGINES = ("builtin", "kubeconform")
 KUBECONFORM_DEFAULTS = "--kubeconform-defaults"
@@ -195,8 +196,7 @@ def translate(args: list[str]) -> list[str]:
 def typer_command() -> Callable[..., None]:
     """The command as typer declares it (help, shell completion, and the command lines `main`
     leaves to typer), made from OPTIONS."""
-    import inspect
-
+    # Deferred: a plain run of validate needs neither (start-up time of validate).
     import typer
 
     from gpustack.commands.common import handles_user_errors
@@ -344,7 +344,7 @@ def run(
     kubeconform_defaults: bool = False,
 ) -> int:
     """Validate; the exit code (0 valid, 1 invalid; UserError for a usage error)."""
-    from gpustack.errors import did_you_mean
+    # Deferred, as each validation import here: this module loads for every command line.
     from gpustack.validation import report, schemas
 
     if output not in report.FORMATS:
