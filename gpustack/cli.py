@@ -1,4 +1,5 @@
-"""The `gpustack` command. Each subcommand lives in `gpustack/commands/<name>.py`.
+"""The `gpustack` command. Each subcommand lives in `gpustack/commands/<name>.py`, and
+`gpustack/commands/root.py` puts them together as a typer application (`app`).
 
 Exit codes: 0 success, 1 findings (invalid, stale, different), 2 usage or config error.
 """
@@ -6,121 +7,36 @@ Exit codes: 0 success, 1 findings (invalid, stale, different), 2 usage or config
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import sys
 from typing import Any
 
-import typer
-from typer import core
+from gpustack import tune_gc
+from gpustack.commands import GLOBAL_FLAGS, validate
 
-from gpustack import __version__, tune_gc
-from gpustack.commands import (
-    check,
-    common,
-    completion,
-    diff,
-    gitops,
-    init,
-    profiles,
-    render,
-    schema,
-    validate,
-)
-
-# Options of the whole program, which also work after the command (`gpustack render --debug`).
-GLOBAL_FLAGS = ("--debug",)
-
-
-class Group(core.TyperGroup):
-    """The root command: a global flag given after the command moves in front of it, and
-    `validate` also takes kubeconform's single-dash flags."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if "--" in args:
-            head, tail = args[: args.index("--")], args[args.index("--") :]
-        else:
-            head, tail = args, []
-        flags = [arg for arg in head if arg in GLOBAL_FLAGS]
-        rest = [arg for arg in head if arg not in GLOBAL_FLAGS]
-        command = next((n for n, arg in enumerate(rest) if not arg.startswith("-")), None)
-        if command is not None and rest[command] == "validate":
-            rest = [*rest[: command + 1], *validate.translate(rest[command + 1 :])]
-        return list(super().parse_args(ctx, [*flags, *rest, *tail]))
-
-
-_typer_display_type = core._TyperParameter.display_type
-
-
-def _plain_display_type(self: Any, ctx: Any) -> str:
-    """Help names a value by its metavar (or the option's name), never by a Python type such as
-    `<list[Path]>`: an argument by its name alone, a choice by its values."""
-    if isinstance(self, core.TyperArgument):
-        return ""
-    if self.type_descriptor.is_choice:
-        return str(_typer_display_type(self, ctx)).strip("<>")
-    return str(self.metavar or (self.name or "value").upper())
-
-
-core._TyperParameter.display_type = _plain_display_type  # type: ignore[method-assign]
-
-
-app = typer.Typer(
-    cls=Group,
-    name="gpustack",
-    help="Render, validate and diff the NVIDIA GPU stack for Kubernetes, per platform profile.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"gpustack {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    context: typer.Context,
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-    profiles_dir: Path | None = common.PROFILES_DIR,
-) -> None:
-    common.DEBUG = debug
-    if profiles_dir is not None:
-        # The commands' own --profiles-dir (on their command line) still wins.
-        context.default_map = _defaults(context.command, {"profiles_dir": str(profiles_dir)})
-
-
-def _defaults(command: Any, values: dict[str, str]) -> dict[str, Any]:
-    """A click default_map giving `values` to every subcommand that has such parameters."""
-    result: dict[str, Any] = {}
-    for name, sub in getattr(command, "commands", {}).items():
-        if hasattr(sub, "commands"):
-            result[name] = _defaults(sub, values)
-        else:
-            known = {parameter.name for parameter in sub.params}
-            result[name] = {key: value for key, value in values.items() if key in known}
-    return result
-
-
-app.command("render")(render.command)
-app.command("init")(init.command)
-app.add_typer(profiles.app, name="profiles")
-app.command("schema")(schema.command)
-app.command("validate")(validate.command)
-app.command("check")(check.command)
-app.command("diff")(diff.command)
-app.add_typer(gitops.app, name="gitops")
-app.command("completion")(completion.command)
+__all__ = ["GLOBAL_FLAGS", "main"]  # and `app` (below)
 
 
 def main() -> None:
     tune_gc()
+    try:
+        code = validate.main(sys.argv[1:])
+    except BrokenPipeError:  # as click: a closed pipe (`| head`) ends the run quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    if code is not None:
+        sys.exit(code)
+    # Deferred: typer's application, for every other command line (start-up time of validate).
+    from gpustack.commands import completion, root
+
     if completion.COMPLETE_VARIABLE in os.environ:
         completion.prepare()
-    app(prog_name="gpustack", complete_var=completion.COMPLETE_VARIABLE)
+    root.app(prog_name="gpustack", complete_var=completion.COMPLETE_VARIABLE)
+
+
+def __getattr__(name: str) -> Any:
+    """`app`, the typer application, loaded on first use (start-up time of validate)."""
+    if name == "app":
+        from gpustack.commands.root import app  # deferred: start-up time of validate
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,9 +22,9 @@ from typing import Any
 from gpustack.errors import Location, UserError, display_path
 from gpustack.objects import Identity, identity, qualified
 from gpustack.output import SUBFOLDERS, entries, is_ours, owned_name
-from gpustack.reading import read_bounded
+from gpustack.reading import decode, read_bounded
 from gpustack.render import KUSTOMIZATION, NODE_DIR
-from gpustack.yamlio import decode, load_all_text, load_text
+from gpustack.yamlio import load_all_text, load_text
 
 # A rendered file is at most a few hundred kilobytes (the largest are CRDs).
 MAX_COMMITTED_BYTES = 16 * 1024 * 1024

@@ -33,7 +33,7 @@ def kind_of(mode: int) -> str:
 
 
 def read_bounded(
-    path: Path,
+    path: Path | str,
     limit: int = MAX_FILE_BYTES,
     what: str = "a YAML file",
     follow: bool = True,
@@ -41,35 +41,36 @@ def read_bounded(
 ) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them, or a UserError that names
     the file (at `location` when given) and never quotes its content."""
-    # A NUL byte cannot be in a file name; shown escaped, since a terminal would hide it.
-    shown = str(path).replace("\x00", "\\0") if "\x00" in str(path) else display_path(path)
-    where = location or Location(shown)
-    prefix = "" if location is None else f"{shown}: "
+
+    def refused(message: str) -> UserError:
+        # The file's name is worked out only for an error: that takes longer than reading it.
+        # A NUL byte cannot be in a file name; shown escaped, since a terminal would hide it.
+        shown = str(path).replace("\x00", "\\0") if "\x00" in str(path) else display_path(path)
+        if location is None:
+            return UserError(message, Location(shown))
+        return UserError(f"{shown}: {message}", location)
+
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow:
         flags |= os.O_NOFOLLOW
     try:
         if "\x00" in str(path):
-            raise UserError(f"{prefix}a file name cannot contain a NUL byte", where)
-        if not follow and path.is_symlink():
-            raise UserError(
-                f"{prefix}is a symbolic link; gpustack does not follow links here", where
-            )
+            raise refused("a file name cannot contain a NUL byte")
+        if not follow and os.path.islink(path):
+            raise refused("is a symbolic link; gpustack does not follow links here")
         descriptor = os.open(path, flags)
     except FileNotFoundError:
-        if path.is_symlink():
-            raise UserError(
-                f"{prefix}file not found (a symbolic link to a missing file)", where
-            ) from None
-        raise UserError(f"{prefix}file not found", where) from None
+        if os.path.islink(path):
+            raise refused("file not found (a symbolic link to a missing file)") from None
+        raise refused("file not found") from None
     except PermissionError:
-        raise UserError(f"{prefix}permission denied", where) from None
+        raise refused("permission denied") from None
     except OSError as error:
-        raise UserError(f"{prefix}cannot read file: {error.strerror}", where) from None
+        raise refused(f"cannot read file: {error.strerror}") from None
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
-            raise UserError(f"{prefix}is {kind_of(mode)}, expected {what}", where)
+            raise refused(f"is {kind_of(mode)}, expected {what}")
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
@@ -79,16 +80,32 @@ def read_bounded(
             chunks.append(chunk)
             size += len(chunk)
     except OSError as error:
-        raise UserError(f"{prefix}cannot read file: {error.strerror}", where) from None
+        raise refused(f"cannot read file: {error.strerror}") from None
     finally:
         os.close(descriptor)
     if size > limit:
-        raise UserError(
-            f"{prefix}file has more than {limit} bytes ({_size(limit)}), the most {what} may have",
-            where,
+        raise refused(
+            f"file has more than {limit} bytes ({_size(limit)}), the most {what} may have"
         )
     return b"".join(chunks)
 
 
 def _size(limit: int) -> str:
     return f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
+
+
+def decode(raw: bytes, shown: str) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = raw[: error.start]
+        line = before.count(b"\n") + 1
+        column = error.start - (before.rfind(b"\n") + 1) + 1
+        raise UserError(
+            f"not valid UTF-8 (byte 0x{raw[error.start]:02x})",
+            Location(shown, line, column),
+            hint="save the file as UTF-8",
+        ) from None
+    if "\x00" in text:
+        raise UserError("binary file (contains NUL bytes), expected YAML", Location(shown))
+    return text.removeprefix("\ufeff")

@@ -22,7 +22,7 @@ from ruamel.yaml.reader import ReaderError
 
 from gpustack.emit import _RESOLVES
 from gpustack.errors import Location, UserError, display_path
-from gpustack.reading import MAX_FILE_BYTES, read_bounded
+from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 
 # Deeper than any real config or manifest, and the parser's cost grows faster than the depth.
 MAX_NESTING = 100
@@ -115,23 +115,6 @@ class Document:
 def read_text(path: Path) -> str:
     """Read a user file as UTF-8, refusing huge, binary or mis-encoded files with a clear message."""
     return decode(read_bounded(path, MAX_FILE_BYTES, "a config or profile"), display_path(path))
-
-
-def decode(raw: bytes, shown: str) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        before = raw[: error.start]
-        line = before.count(b"\n") + 1
-        column = error.start - (before.rfind(b"\n") + 1) + 1
-        raise UserError(
-            f"not valid UTF-8 (byte 0x{raw[error.start]:02x})",
-            Location(shown, line, column),
-            hint="save the file as UTF-8",
-        ) from None
-    if "\x00" in text:
-        raise UserError("binary file (contains NUL bytes), expected YAML", Location(shown))
-    return text.removeprefix("\ufeff")
 
 
 def load_file(path: Path) -> Document:

@@ -181,6 +181,28 @@ def test_workers_give_the_same_report_as_one_process(cli):
     assert "Summary: " in two.stdout
 
 
+@pytest.mark.parametrize("repeated", [False, True])
+def test_many_files_give_the_same_report_whether_or_not_workers_take_over(
+    cli, monkeypatch, tmp_path, repeated
+):
+    """Of many files, the first are checked in the command's own process; workers take over the
+    rest unless those first files mostly repeat each other (a fleet's clusters)."""
+    from gpustack.validation import engine
+
+    names = sorted(path.name for path in CORPUS.iterdir())
+    for number in range(6):
+        for name in names:
+            copy = tmp_path / f"{number}-{name}"
+            text = (CORPUS / name).read_text()
+            copy.write_text(text if repeated else f"{text}\n# copy {number}\n")
+    one = cli("validate", "--summary", "--verbose", "-o", "json", "--jobs", "1", tmp_path)
+    monkeypatch.setattr(engine, "PARALLEL_FROM_FILES", 2)
+    monkeypatch.setattr(engine, "PROBE_FILES", 4 * len(names))
+    default = cli("validate", "--summary", "--verbose", "-o", "json", tmp_path)
+    assert (one.exit_code, one.stdout) == (default.exit_code, default.stdout)
+    assert len(json.loads(default.stdout)["resources"]) > 6 * len(names)
+
+
 def test_pretty_is_kubeconforms_pretty_output(cli):
     """pkg/output/pretty.go: a green check mark for valid, a red cross for errors, invalid
     resources as in text; aurora's colour codes."""
@@ -240,3 +262,30 @@ def test_a_ci_script_replacing_kubeconform_runs_unchanged():
         "errors": 0,
         "skipped": 0,
     }
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["-ojson", "--verbose"],
+        ["--output=tap", "--skip", "ConfigMap", "--skip=Deployment,Service"],
+        ["-o", "junit", "--reject", "Service", "--no-strict", "--strict"],
+        ["--ignore-filename-pattern", "dup", "--ignore-missing-schemas", "--summary"],
+        ["-strict=false", "-summary", "-output=json", "-n", "2"],
+        ["-verbose", "-kubernetes-version", "1.30.2", "-exit-on-error"],
+        ["--jobs", "1", "--no-lint", "-o", "sarif", "--", "-o"],
+        ["--kubeconform-defaults", "--schema-location", "default", "--output", "pretty"],
+    ],
+)
+def test_a_global_option_before_the_command_changes_nothing(cli, arguments):
+    """The same command line, with and without `--profiles-dir` in front: the report does not
+    depend on how the command line is read."""
+    paths = [str(CORPUS / name) for name in STRICT_CASES]
+    plain = cli("validate", *arguments, *paths)
+    behind = cli("--profiles-dir", CORPUS, "validate", *arguments, *paths)
+    assert (plain.exit_code, plain.stdout, plain.stderr) == (
+        behind.exit_code,
+        behind.stdout,
+        behind.stderr,
+    )
+    assert plain.exit_code in (0, 1), plain.output

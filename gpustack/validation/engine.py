@@ -16,6 +16,7 @@ resource no schema location knows is checked again against them at the end.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,10 +26,13 @@ from gpustack.validation.manifests import Resource
 from gpustack.validation.schemas import SchemaStore, store
 from gpustack.validation.validator import Result, header, validate_resources
 
-# Below this many files (or this much input), starting workers costs more than it saves: each
-# worker compiles its own schemas and meets for itself the documents a fleet repeats.
-PARALLEL_FROM_FILES = 2000
+# Below this many files (or this much input), starting workers costs more than it saves.
+PARALLEL_FROM_FILES = 1000
 PARALLEL_FROM_BYTES = 64 * 1024 * 1024
+# Of many files (fewer bytes than PARALLEL_FROM_BYTES), this many are checked here first. When
+# most of their documents are repeats, as a fleet's clusters repeat their objects, the rest is
+# checked here too: a repeat costs less than taking its result back from a worker.
+PROBE_FILES = 256
 # A file this large is split between workers by its documents.
 SPLIT_FROM_BYTES = 16 * 1024 * 1024
 # Documents remembered for reuse (a fleet repeats its clusters' objects every few dozen files).
@@ -58,6 +62,7 @@ class _Checker:
         self.settings = settings
         self.schemas = settings.schemas()
         self.seen: dict[str, list[Result]] = {}
+        self.documents = self.repeats = 0
 
     def text(self, text: str, shown: str, part: tuple[int, int] = (0, 1)) -> list[Result]:
         documents = list(manifests.documents(text))
@@ -70,7 +75,9 @@ class _Checker:
 
     def chunk(self, chunk: str, offset: int, shown: str) -> list[Result]:
         known = self.seen.get(chunk)
+        self.documents += 1
         if known is not None:
+            self.repeats += 1
             return [_moved(result, shown, offset) for result in known]
         settings = self.settings
         results = validate_resources(
@@ -112,8 +119,9 @@ def _lighten(result: Result, keep_objects: bool) -> None:
 
 def _moved(result: Result, file: str, lines: int) -> Result:
     """A result reused for the same document at another place (file and line offset)."""
-    resource = result.resource
-    moved = replace(resource, file=file, line=resource.line + lines, offset=resource.offset + lines)
+    moved = Resource.__new__(Resource)  # a shallow copy: dataclasses.replace takes longer
+    moved.__dict__.update(result.resource.__dict__)
+    moved.file, moved.line, moved.offset = file, moved.line + lines, moved.offset + lines
     findings = [
         replace(finding, file=file, line=finding.line + lines if finding.line else None)
         for finding in result.findings
@@ -132,11 +140,14 @@ def _work(arguments: tuple[Settings, list[tuple[str, int, int]]]) -> list[list[R
     return [_read_and_check(_worker, path, (number, parts)) for path, number, parts in batch]
 
 
-def _read_and_check(checker: _Checker, path: str, part: tuple[int, int]) -> list[Result]:
-    resources = manifests.read_text(path)
+def _read_and_check(
+    checker: _Checker, path: str, part: tuple[int, int], shown: str | None = None
+) -> list[Result]:
+    shown = shown or manifests.shown(path)
+    resources = manifests.read_text(path, name=shown)
     if isinstance(resources, Resource):
         return validate_resources([resources], checker.schemas) if part[0] == 0 else []
-    return checker.text(resources, manifests.shown(path), part)
+    return checker.text(resources, shown, part)
 
 
 def check_files(
@@ -144,15 +155,24 @@ def check_files(
 ) -> Generator[tuple[str, list[Result]], None, None]:
     """(file as shown, its results) for each path, in order; stdin for `-`. Closing it early
     stops the workers."""
+    global _worker
     sizes = [_size(path) for path in paths]
     workers = 1 if manifests.STDIN in paths else _workers(len(paths), sum(sizes), jobs)
     checker = _Checker(settings)
+    if workers > 1 and jobs is None and sum(sizes) < PARALLEL_FROM_BYTES:
+        for path in paths[:PROBE_FILES]:
+            shown = manifests.shown(path)
+            yield shown, _read_and_check(checker, path, (0, 1), shown)
+        paths, sizes = paths[PROBE_FILES:], sizes[PROBE_FILES:]
+        if checker.repeats * 2 >= checker.documents:
+            workers = 1
     if workers <= 1:
         for path in paths:
             if path == manifests.STDIN:
                 yield "stdin", _stdin(checker, stdin)
             else:
-                yield manifests.shown(path), _read_and_check(checker, path, (0, 1))
+                shown = manifests.shown(path)
+                yield shown, _read_and_check(checker, path, (0, 1), shown)
         return
     # Work units: a file, or one of the parts a large file is split into; batched by size.
     batches: list[list[tuple[str, int, int]]] = [[]]
@@ -166,11 +186,15 @@ def check_files(
                 batches.append([])
                 filled = 0
     batches = [batch for batch in batches if batch]
-    # Here, not on top: only inputs large enough for worker processes pay for importing it.
+    # Deferred: only large inputs start workers (start-up time of validate).
     from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
 
     current: tuple[str, list[Result]] | None = None
-    with ProcessPoolExecutor(workers) as pool:
+    # Forked workers start with this checker: its compiled schemas, the documents it has met.
+    _worker = checker
+    fork = get_context("fork") if sys.platform == "linux" else None
+    with ProcessPoolExecutor(workers, mp_context=fork) as pool:
         outputs = pool.map(_work, [(settings, batch) for batch in batches])
         try:
             for batch, output in zip(batches, outputs):
@@ -184,6 +208,7 @@ def check_files(
                     current = (file, results)
         finally:  # the caller stopped early (--exit-on-error): drop the work not started
             pool.shutdown(cancel_futures=True)
+            _worker = None
     if current is not None:
         yield current
 

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.errors import UserError, display_path
-from gpustack.reading import read_bounded
+from gpustack.reading import decode, read_bounded
 from gpustack.validation import kubeyaml
-from gpustack.yamlio import decode
 
 STDIN = "-"
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -108,19 +107,25 @@ def files(paths: list[str]) -> Iterator[str]:
             yield path
 
 
-def cluster_folder(file: str) -> str | None:
+def cluster_folder(file: str, known: dict[str, str | None] | None = None) -> str | None:
     """The rendered cluster folder `file` belongs to: the outermost folder around it whose
-    kustomization.yaml gpustack wrote (Flux layers and gitops/ are sub-folders of a cluster's)."""
+    kustomization.yaml gpustack wrote (Flux layers and gitops/ are sub-folders of a cluster's).
+    `known` remembers the answer per folder for the files of one run."""
     if file == "stdin":
         return None
     # Here, not on top: output loads ctypes for its swaps, which only lint's question pays for.
     from gpustack.output import is_ours
 
+    parent = os.path.dirname(os.path.abspath(file))
+    if known is not None and parent in known:
+        return known[parent]
     found = None
-    folder = Path(os.path.abspath(file)).parent
+    folder = Path(parent)
     while is_ours(folder / KUSTOMIZATION):
         found = str(folder)
         folder = folder.parent
+    if known is not None:
+        known[parent] = found
     return found
 
 
@@ -153,13 +158,15 @@ def read(path: str, stdin: Any = None) -> list[Resource]:
     return list(parse(text, shown(path)))
 
 
-def read_text(path: str, stdin: Any = None) -> str | Resource:
-    """The text of a file (or stdin), or an error Resource saying why it cannot be read."""
+def read_text(path: str, stdin: Any = None, name: str | None = None) -> str | Resource:
+    """The text of a file (or stdin), or an error Resource saying why it cannot be read; `name`
+    is the path as reports show it (shown(path)), when the caller has it already."""
+    name = name or shown(path)
     try:
-        return decode(_read_bytes(path, stdin), shown(path))
+        return decode(_read_bytes(path, stdin), name)
     except UserError as error:
         line, column = (error.location.line, error.location.column) if error.location else (0, 0)
-        return Resource(shown(path), line, error=_at(error.message, line, column), column=column)
+        return Resource(name, line, error=_at(error.message, line, column), column=column)
 
 
 def _at(message: str, line: int, column: int) -> str:
@@ -173,7 +180,7 @@ def _read_bytes(path: str, stdin: Any) -> bytes:
         if len(raw) > MAX_MANIFEST_BYTES:
             raise UserError(f"more than {MAX_MANIFEST_BYTES} bytes on stdin")
         return raw
-    return read_bounded(Path(path), MAX_MANIFEST_BYTES, "a manifest file")
+    return read_bounded(path, MAX_MANIFEST_BYTES, "a manifest file")
 
 
 def parse(text: str, shown: str) -> Iterator[Resource]:
@@ -196,7 +203,9 @@ def parse_chunk(chunk: str, offset: int, shown: str) -> Iterator[Resource]:
 
 def documents(text: str) -> Iterator[tuple[int, str]]:
     """(first line, text) of each `---`-separated document; lines keep their numbers' offset."""
-    starts = [0] + [match.start() for match in _SEPARATOR.finditer(text)]
+    starts = [0]
+    if "---" in text:  # most files hold one document: no need to scan them line by line
+        starts += [match.start() for match in _SEPARATOR.finditer(text)]
     line = 1
     for begin, end in zip(starts, starts[1:] + [len(text)]):
         chunk = text[begin:end]

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
-from xml.etree import ElementTree
 
 from gpustack import __version__, emit
 from gpustack.findings import Finding
@@ -72,7 +71,10 @@ def _masked(report: Report) -> Report:
     def masked(findings: list[Finding]) -> list[Finding]:
         return [replace(finding, message=mask_text(finding.message)) for finding in findings]
 
-    results = [replace(result, findings=masked(result.findings)) for result in report.results]
+    results = [
+        replace(result, findings=masked(result.findings)) if result.findings else result
+        for result in report.results
+    ]
     return replace(report, results=results, unplaced=masked(report.unplaced))
 
 
@@ -189,6 +191,8 @@ def json_(report: Report, summary: bool, verbose: bool) -> str:
 
 def junit(report: Report, summary: bool, verbose: bool) -> str:
     """JUnit XML as Jenkins and GitLab read it: a testsuite per file, a testcase per resource."""
+    from xml.etree import ElementTree  # deferred: start-up time of validate in other formats
+
     root = ElementTree.Element(
         "testsuites",
         {

@@ -13,13 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpustack.errors import UserError, display_path
+from gpustack.errors import UserError
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
 from gpustack.objects import metadata as metadata_of
-from gpustack.validation.manifests import Resource, cluster_folder, files, read
+from gpustack.validation.manifests import Resource, cluster_folder, files, read, shown
 from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
-from gpustack.yamlio import load_all_text
 
 Status = Literal["valid", "invalid", "error", "skipped"]
 SCHEMA = "schema"
@@ -227,6 +226,9 @@ def _as_config(resource: Resource) -> dict[str, Any]:
     assert resource.data is not None
     if not resource.text or resource.path:
         return resource.data
+    # Here, not on top: ruamel.yaml loads only when a config is among validate's inputs.
+    from gpustack.yamlio import load_all_text
+
     try:
         documents = list(load_all_text(resource.text, resource.file))
     except UserError:
@@ -319,9 +321,10 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
     from gpustack import lint  # here, not on top: `validate --no-lint` loads no rules
 
     units: dict[str | None, list[Result]] = {}
+    folders: dict[str, str | None] = {}
     for result in results:
         if result.resource.data is not None and result.status != "skipped":
-            units.setdefault(cluster_folder(result.resource.file), []).append(result)
+            units.setdefault(cluster_folder(result.resource.file, folders), []).append(result)
     unplaced: list[Finding] = []
     for folder, members in units.items():
         objects = [result.resource.data for result in members if result.resource.data is not None]
@@ -330,7 +333,7 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
         if folder is not None:
             seen = {result.resource.file for result in members}
             for path in files([folder]):
-                if display_path(path) in seen:
+                if shown(path) in seen:
                     continue
                 for resource in read(path):
                     if resource.data is not None and identity(resource.data) not in named:
