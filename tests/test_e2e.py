@@ -7,7 +7,6 @@ list of components, so they hold for components added later as much as for today
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -16,10 +15,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import kubernetes_validate
 import pytest
-from conftest import ROOT, SHARED
+from conftest import ROOT, SHARED, crd_validator, run_gpustack
 from example_renders import committed_files, example_configs, expected_out, render_example
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
@@ -101,11 +99,9 @@ def test_every_object_passes_strict_schema_validation(example: str) -> None:
                 f"{label(obj)}: no upstream CRD schema {schema_file.relative_to(SHARED)}"
             )
             continue
-        schema = json.loads(schema_file.read_text())
-        validator = jsonschema.validators.validator_for(schema)(schema)
         problems += [
             f"{label(obj)}: {error.message} at {list(error.absolute_path)}"
-            for error in validator.iter_errors(obj)
+            for error in crd_validator(schema_file).iter_errors(obj)
         ]
     assert not problems, "\n".join(problems)
 
@@ -358,9 +354,10 @@ def test_kustomize_builds_the_rendered_folder_into_exactly_the_rendered_objects(
 # (d) determinism ------------------------------------------------------------------------------
 
 
-def run_gpustack(
+def run_process(
     *args: str, cwd: Path = ROOT, **environment: str
 ) -> subprocess.CompletedProcess[str]:
+    """`python -m gpustack ARGS...` in a new interpreter (its own hash seed)."""
     return subprocess.run(
         [sys.executable, "-m", "gpustack", *args],
         cwd=cwd,
@@ -376,8 +373,8 @@ def test_separate_processes_with_different_hash_seeds_render_the_same_bytes(tmp_
     outputs = []
     for seed in ("0", "4242"):
         out = tmp_path / f"seed-{seed}"
-        files = run_gpustack("render", *configs, "-o", str(out), PYTHONHASHSEED=seed)
-        stream = run_gpustack("render", *configs, "--stdout", PYTHONHASHSEED=seed)
+        files = run_process("render", *configs, "-o", str(out), PYTHONHASHSEED=seed)
+        stream = run_process("render", *configs, "--stdout", PYTHONHASHSEED=seed)
         assert files.returncode == 0 and stream.returncode == 0, files.stderr + stream.stderr
         outputs.append((committed_files(out), stream.stdout))
     assert outputs[0] == outputs[1]
