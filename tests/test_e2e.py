@@ -17,7 +17,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from conftest import ROOT, SHARED, crd_validator, run_gpustack
+from conftest import ROOT, SHARED, crd_validator, read_manifests, run_gpustack
 from example_renders import committed_files, example_configs, expected_out, render_example
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
@@ -347,7 +347,7 @@ def test_kustomize_builds_the_rendered_folder_into_exactly_the_rendered_objects(
         [kubectl(), "kustomize", str(folder)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
-    built = [document for document in YAML(typ="safe").load_all(result.stdout) if document]
+    built = [document for document in read_manifests(result.stdout) if document]
     assert by_identity(built) == by_identity(rendering.objects)
 
 
