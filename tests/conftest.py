@@ -25,6 +25,28 @@ SHARED_MISSING = (
 )
 
 
+# Generated-input tests (hypothesis) give their example counts as examples(N). The `ci` profile,
+# the default and what .ci/run uses, runs N: the counts the tests promise. `dev` runs a fifth
+# (at least 10) for a quick local run: HYPOTHESIS_PROFILE=dev pytest ...
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+
+
+def _register_hypothesis_profiles() -> None:
+    from hypothesis import settings
+
+    settings.register_profile("ci", deadline=None, print_blob=True)
+    settings.register_profile("dev", deadline=None)
+    settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+_register_hypothesis_profiles()
+
+
+def examples(count: int) -> int:
+    """The number of generated examples a test runs under the current hypothesis profile."""
+    return count if HYPOTHESIS_PROFILE == "ci" else max(10, count // 5)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "shared: compares with the upstream references beside the repository"

@@ -7,10 +7,11 @@ with a generated value put at a generated place.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +52,9 @@ FIELDS = [
 ]
 
 
+RKE2 = load_file(EXAMPLES / "rke2.yaml").data  # parsed once; each example changes a copy
+
+
 def loads_or_explains(path: Path) -> None:
     try:
         render(load_stack(path))
@@ -58,9 +62,7 @@ def loads_or_explains(path: Path) -> None:
         assert str(error)  # a message for the user, never empty
 
 
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     name=st.sampled_from(sorted(EXAMPLE_TEXTS)),
     cut=st.integers(min_value=0, max_value=2000),
@@ -93,12 +95,10 @@ values = st.recursive(
 )
 
 
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(field=st.sampled_from(FIELDS), value=values)
 def test_any_value_in_any_field_loads_or_is_explained(tmp_path, field, value):
-    config: dict[str, Any] = load_file(EXAMPLES / "rke2.yaml").data
+    config: dict[str, Any] = copy.deepcopy(RKE2)
     node = config
     for key in field[:-1]:
         node = node.setdefault(key, {}) if isinstance(node.get(key, {}), dict) else {}
@@ -122,7 +122,7 @@ manifest_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(documents=st.lists(manifest_values, min_size=1, max_size=3), noise=st.binary(max_size=8))
 def test_validate_reports_any_input_without_a_traceback(documents, noise):
     """`gpustack validate` on whatever arrives (pre-commit passes any staged YAML): every
@@ -156,7 +156,7 @@ def paths_in(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 
 # Each example validates a whole rendered folder (about 0.13 s): fewer examples than the others.
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(file=st.sampled_from(RENDERED), pick=st.integers(min_value=0), value=values)
 def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, value):
     """A committed manifest edited into any shape gets verdicts, not an exception."""
