@@ -84,9 +84,8 @@ def _fresh_caches() -> None:
     from gpustack import errors, profiles
     from gpustack.validation import schemas
 
-    profiles._load.cache_clear()
-    errors._display_path.cache_clear()
-    schemas._store.cache_clear()
+    for cached in (profiles._load, errors._display_path, schemas._store):
+        cached.cache_clear()
 
 
 class _TimedOut(BaseException):

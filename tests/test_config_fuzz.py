@@ -8,6 +8,7 @@ with a generated value put at a generated place.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -138,10 +139,13 @@ def test_validate_reports_any_input_without_a_traceback(documents, noise):
 
 
 RENDERED = sorted((EXAMPLES.parent / "out").glob("*/*.yaml"))
-FOLDERS = {
-    folder: [load_file(path).data for path in sorted(folder.glob("*.yaml"))]
-    for folder in {path.parent for path in RENDERED}
-}
+
+
+@functools.cache
+def folder_objects(folder: Path) -> list[Any]:
+    """The objects of a committed folder, read when a test first needs them (not at collection,
+    in every worker); the test only reads them."""
+    return [load_file(path).data for path in sorted(folder.glob("*.yaml"))]
 
 
 def paths_in(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -173,7 +177,7 @@ def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, va
     for key in parents:
         node = node[key]
     node[last] = value
-    neighbours = FOLDERS[file.parent]
+    neighbours = folder_objects(file.parent)
     stream = emit.dump_all([obj, *neighbours]).encode()
     result = CliRunner().invoke(app, ["validate", "-o", "sarif", "-"], input=stream)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
