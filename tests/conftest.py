@@ -141,11 +141,8 @@ def run_gpustack(
     stderr = result.stderr
     returncode = result.exit_code
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        if isinstance(result.exception, _TimedOut):
-            raise subprocess.TimeoutExpired(["gpustack", *argv], timeout or 0)
-        stderr += "Traceback (most recent call last):\n" + "".join(
-            traceback.format_exception(*result.exc_info)
-        )
+        assert result.exc_info is not None
+        stderr += "".join(traceback.format_exception(*result.exc_info))  # "Traceback (most ..."
         returncode = 1
     return subprocess.CompletedProcess(["gpustack", *argv], returncode, result.stdout, stderr)
 
