@@ -1,4 +1,9 @@
-"""Shared fixtures: the repository's folders and a CLI runner that calls gpustack in-process."""
+"""Shared fixtures: the repository's folders and a CLI runner that calls gpustack in-process.
+
+The suite runs in one worker process per CPU (pytest-xdist, `-n auto` in pyproject.toml's
+addopts); `-n 0` runs it in this process, e.g. under a debugger. `HYPOTHESIS_PROFILE=dev` runs
+fewer generated examples while iterating; CI runs them all (the default `ci` profile).
+"""
 
 from __future__ import annotations
 
