@@ -586,17 +586,23 @@ def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
     assert profile["facts"]["runtime"]["runtimeClass"] == "required"
 
 
-def test_the_built_wheel_works_outside_the_repository(wheel: Path, tmp_path: Path) -> None:
-    target, cwd = tmp_path / "site", tmp_path / "work"
-    cwd.mkdir()
+@pytest.fixture(scope="module")
+def wheel_site(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed (pip --target) once for the tests that run it; they only read it."""
+    target = tmp_path_factory.mktemp("wheel-site") / "site"
     pip_install_target(wheel, target)
+    return target
+
+
+def test_the_built_wheel_works_outside_the_repository(wheel_site: Path, tmp_path: Path) -> None:
+    target, cwd = wheel_site, tmp_path / "work"
+    cwd.mkdir()
     check_installation(target, cwd, [sys.executable, "-m", "gpustack"])
 
 
-def test_the_console_script_of_the_wheel_works(wheel: Path, tmp_path: Path) -> None:
-    target, cwd = tmp_path / "site", tmp_path / "work"
+def test_the_console_script_of_the_wheel_works(wheel_site: Path, tmp_path: Path) -> None:
+    target, cwd = wheel_site, tmp_path / "work"
     cwd.mkdir()
-    pip_install_target(wheel, target)
     script = target / "bin" / "gpustack"
     assert script.is_file()
     check_installation(target, cwd, [str(script)])
