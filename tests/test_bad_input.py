@@ -1,25 +1,24 @@
 """The bad-input corpus: every mistake a user can make in a config gets one clear line on stderr.
 
 Each case is `tests/cases/bad/<case>.yaml` (the input) and `<case>.expected` (exactly what the user
-sees on stderr: one `error:` line per mistake). The harness runs the real command from the
-repository root, `gpustack render <case>.yaml -o OUT` unless `<case>.args` gives another command
-line (`{config}` is the case's file, `{out}` the output folder), so paths print as a user in a
-checkout would see them, and checks that nothing on disk changed: the output folder holds a
-previous render and a user's own files, and both must come through byte-identical.
-Inputs too large to commit are generated at run time (GENERATED).
+sees on stderr: one `error:` line per mistake). The harness runs the real command line (in-process,
+conftest.run_gpustack) from the repository root, `gpustack render <case>.yaml -o OUT` unless
+`<case>.args` gives another command line (`{config}` is the case's file, `{out}` the output
+folder), so paths print as a user in a checkout would see them, and checks that nothing on disk
+changed: the output folder holds a previous render and a user's own files, and both must come
+through byte-identical. Inputs too large to commit are generated at run time (GENERATED), into a
+copy of the checkout's layout in a temporary folder (the command runs there), never into the
+repository, which tests running in parallel share.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_gpustack
 
 from gpustack.yamlio import MAX_FILE_BYTES
 
@@ -43,18 +42,6 @@ def case_names() -> list[str]:
     return sorted(path.stem for path in CASES.glob("*.expected"))
 
 
-def run_gpustack(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "gpustack", *args],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def snapshot(folder: Path) -> dict[str, bytes | None]:
     """Every file (bytes) and folder (None) below `folder`."""
     return {
@@ -75,13 +62,13 @@ def previous_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def generated_inputs() -> Iterator[None]:
-    paths = [CASES / f"{name}.yaml" for name in GENERATED]
-    for path in paths:
-        GENERATED[path.stem](path)
-    yield
-    for path in paths:
-        path.unlink()
+def generated_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder laid out like the checkout (tests/cases/bad/) holding the generated inputs."""
+    root = tmp_path_factory.mktemp("checkout")
+    (root / CASES.relative_to(ROOT)).mkdir(parents=True)
+    for name, generate in GENERATED.items():
+        generate(root / CASES.relative_to(ROOT) / f"{name}.yaml")
+    return root
 
 
 def test_every_case_has_an_input_and_an_expected_message() -> None:
@@ -91,7 +78,7 @@ def test_every_case_has_an_input_and_an_expected_message() -> None:
 
 @pytest.mark.parametrize("case", case_names())
 def test_bad_input(
-    case: str, previous_output: Path, generated_inputs: None, tmp_path: Path
+    case: str, previous_output: Path, generated_checkout: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     shutil.copytree(previous_output, out)
@@ -101,7 +88,10 @@ def test_bad_input(
     arguments = CASES / f"{case}.args"
     command = arguments.read_text() if arguments.exists() else "render {config} -o {out}"
     config = f"tests/cases/bad/{case}.yaml"
-    result = run_gpustack(*(word.format(config=config, out=out) for word in command.split()))
+    result = run_gpustack(
+        *(word.format(config=config, out=out) for word in command.split()),
+        cwd=generated_checkout if case in GENERATED else ROOT,
+    )
 
     assert "Traceback" not in result.stderr
     assert result.stderr == expected

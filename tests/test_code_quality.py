@@ -18,8 +18,10 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_package_passes_mypy_strict(tmp_path):
-    result = run("mypy", "--cache-dir", str(tmp_path), "gpustack")
+def test_the_package_passes_mypy_strict():
+    # mypy's incremental cache in .mypy_cache (git-ignored): it re-checks only modules that
+    # changed, or that depend on one that did, since the last run; a fresh clone checks them all.
+    result = run("mypy", "gpustack")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

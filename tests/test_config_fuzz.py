@@ -7,10 +7,12 @@ with a generated value put at a generated place.
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, examples, read_manifest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +53,9 @@ FIELDS = [
 ]
 
 
+RKE2 = load_file(EXAMPLES / "rke2.yaml").data  # parsed once; each example changes a copy
+
+
 def loads_or_explains(path: Path) -> None:
     try:
         render(load_stack(path))
@@ -58,9 +63,7 @@ def loads_or_explains(path: Path) -> None:
         assert str(error)  # a message for the user, never empty
 
 
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     name=st.sampled_from(sorted(EXAMPLE_TEXTS)),
     cut=st.integers(min_value=0, max_value=2000),
@@ -93,12 +96,10 @@ values = st.recursive(
 )
 
 
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(field=st.sampled_from(FIELDS), value=values)
 def test_any_value_in_any_field_loads_or_is_explained(tmp_path, field, value):
-    config: dict[str, Any] = load_file(EXAMPLES / "rke2.yaml").data
+    config: dict[str, Any] = copy.deepcopy(RKE2)
     node = config
     for key in field[:-1]:
         node = node.setdefault(key, {}) if isinstance(node.get(key, {}), dict) else {}
@@ -122,7 +123,7 @@ manifest_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(documents=st.lists(manifest_values, min_size=1, max_size=3), noise=st.binary(max_size=8))
 def test_validate_reports_any_input_without_a_traceback(documents, noise):
     """`gpustack validate` on whatever arrives (pre-commit passes any staged YAML): every
@@ -138,10 +139,19 @@ def test_validate_reports_any_input_without_a_traceback(documents, noise):
 
 
 RENDERED = sorted((EXAMPLES.parent / "out").glob("*/*.yaml"))
-FOLDERS = {
-    folder: [load_file(path).data for path in sorted(folder.glob("*.yaml"))]
-    for folder in {path.parent for path in RENDERED}
-}
+
+
+@functools.cache
+def committed_object(path: Path) -> Any:
+    """A committed file's object, read once (with libyaml: the same data as gpustack's own
+    reader gives for every committed file, faster); callers that change it take a copy."""
+    return read_manifest(path.read_text())
+
+
+def folder_objects(folder: Path) -> list[Any]:
+    """The objects of a committed folder, read when a test first needs them (not at collection,
+    in every worker); the test only reads them."""
+    return [committed_object(path) for path in sorted(folder.glob("*.yaml"))]
 
 
 def paths_in(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -156,7 +166,7 @@ def paths_in(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 
 # Each example validates a whole rendered folder (about 0.13 s): fewer examples than the others.
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(file=st.sampled_from(RENDERED), pick=st.integers(min_value=0), value=values)
 def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, value):
     """A committed manifest edited into any shape gets verdicts, not an exception."""
@@ -164,7 +174,7 @@ def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, va
 
     from gpustack.cli import app
 
-    obj = load_file(file).data
+    obj = copy.deepcopy(committed_object(file))
     paths = paths_in(obj)[1:]
     if not paths:
         return
@@ -173,7 +183,7 @@ def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, va
     for key in parents:
         node = node[key]
     node[last] = value
-    neighbours = FOLDERS[file.parent]
+    neighbours = folder_objects(file.parent)
     stream = emit.dump_all([obj, *neighbours]).encode()
     result = CliRunner().invoke(app, ["validate", "-o", "sarif", "-"], input=stream)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

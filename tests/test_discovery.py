@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-from conftest import SHARED, is_core, stack_for, validate_upstream
+from conftest import SHARED, is_core, read_manifests, stack_for, validate_upstream
 from kubernetes_validate.utils import SchemaNotFoundError
 from ruamel.yaml import YAML
 
@@ -636,7 +636,7 @@ def test_rendered_folder_builds_with_kustomize(cli, tmp_path, profile):
         text=True,
         check=True,
     ).stdout
-    documents = list(YAML(typ="safe").load_all(built))
+    documents = read_manifests(built)
     built_kinds = {(d["kind"], d["metadata"]["name"]) for d in documents}
     assert built_kinds >= NFD_DEPLOYED
     assert ("NodeFeatureRule", "nvidia-gpu-pci-10de") in built_kinds

@@ -7,7 +7,6 @@ list of components, so they hold for components added later as much as for today
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -16,10 +15,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import kubernetes_validate
 import pytest
-from conftest import ROOT, SHARED
+from conftest import ROOT, SHARED, crd_validator, read_manifests, run_gpustack
 from example_renders import committed_files, example_configs, expected_out, render_example
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
@@ -101,11 +99,9 @@ def test_every_object_passes_strict_schema_validation(example: str) -> None:
                 f"{label(obj)}: no upstream CRD schema {schema_file.relative_to(SHARED)}"
             )
             continue
-        schema = json.loads(schema_file.read_text())
-        validator = jsonschema.validators.validator_for(schema)(schema)
         problems += [
             f"{label(obj)}: {error.message} at {list(error.absolute_path)}"
-            for error in validator.iter_errors(obj)
+            for error in crd_validator(schema_file).iter_errors(obj)
         ]
     assert not problems, "\n".join(problems)
 
@@ -351,16 +347,17 @@ def test_kustomize_builds_the_rendered_folder_into_exactly_the_rendered_objects(
         [kubectl(), "kustomize", str(folder)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
-    built = [document for document in YAML(typ="safe").load_all(result.stdout) if document]
+    built = [document for document in read_manifests(result.stdout) if document]
     assert by_identity(built) == by_identity(rendering.objects)
 
 
 # (d) determinism ------------------------------------------------------------------------------
 
 
-def run_gpustack(
+def run_process(
     *args: str, cwd: Path = ROOT, **environment: str
 ) -> subprocess.CompletedProcess[str]:
+    """`python -m gpustack ARGS...` in a new interpreter (its own hash seed)."""
     return subprocess.run(
         [sys.executable, "-m", "gpustack", *args],
         cwd=cwd,
@@ -376,8 +373,8 @@ def test_separate_processes_with_different_hash_seeds_render_the_same_bytes(tmp_
     outputs = []
     for seed in ("0", "4242"):
         out = tmp_path / f"seed-{seed}"
-        files = run_gpustack("render", *configs, "-o", str(out), PYTHONHASHSEED=seed)
-        stream = run_gpustack("render", *configs, "--stdout", PYTHONHASHSEED=seed)
+        files = run_process("render", *configs, "-o", str(out), PYTHONHASHSEED=seed)
+        stream = run_process("render", *configs, "--stdout", PYTHONHASHSEED=seed)
         assert files.returncode == 0 and stream.returncode == 0, files.stderr + stream.stderr
         outputs.append((committed_files(out), stream.stdout))
     assert outputs[0] == outputs[1]
@@ -589,17 +586,23 @@ def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
     assert profile["facts"]["runtime"]["runtimeClass"] == "required"
 
 
-def test_the_built_wheel_works_outside_the_repository(wheel: Path, tmp_path: Path) -> None:
-    target, cwd = tmp_path / "site", tmp_path / "work"
-    cwd.mkdir()
+@pytest.fixture(scope="module")
+def wheel_site(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed (pip --target) once for the tests that run it; they only read it."""
+    target = tmp_path_factory.mktemp("wheel-site") / "site"
     pip_install_target(wheel, target)
+    return target
+
+
+def test_the_built_wheel_works_outside_the_repository(wheel_site: Path, tmp_path: Path) -> None:
+    target, cwd = wheel_site, tmp_path / "work"
+    cwd.mkdir()
     check_installation(target, cwd, [sys.executable, "-m", "gpustack"])
 
 
-def test_the_console_script_of_the_wheel_works(wheel: Path, tmp_path: Path) -> None:
-    target, cwd = tmp_path / "site", tmp_path / "work"
+def test_the_console_script_of_the_wheel_works(wheel_site: Path, tmp_path: Path) -> None:
+    target, cwd = wheel_site, tmp_path / "work"
     cwd.mkdir()
-    pip_install_target(wheel, target)
     script = target / "bin" / "gpustack"
     assert script.is_file()
     check_installation(target, cwd, [str(script)])

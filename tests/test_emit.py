@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml as pyyaml
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
@@ -167,7 +168,7 @@ documents = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(st.dictionaries(st.text(), documents, min_size=1, max_size=4))
 def test_any_json_like_document_reads_back(data):
     assert_round_trip(data)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, read_manifests
 from gitops_helpers import (
     by_identity,
     kustomize,
@@ -304,9 +304,8 @@ def test_plugin_runs_render_stdout_where_argo_cd_finds_gpustack_yaml(cli, tmp_pa
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=True,
     )
-    from ruamel.yaml import YAML
 
-    streamed = [doc for doc in YAML(typ="safe").load_all(generated.stdout) if doc]
+    streamed = [doc for doc in read_manifests(generated.stdout) if doc]
     assert by_identity(streamed) == by_identity(kustomize(tmp_path / "out" / "gpu-east"))
     assert not (folder / "out").exists(), "--stdout must write nothing"
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import read_manifests
 from ruamel.yaml import YAML
 
 CLUSTER = """\
@@ -20,7 +21,7 @@ platform: {profile: kubeadm}
 def rendered(cli, *arguments: object) -> dict[str, dict]:
     result = cli("render", *arguments, "--stdout")
     assert result.exit_code == 0, result.output
-    objects = [obj for obj in YAML(typ="safe").load_all(result.stdout) if obj]
+    objects = [obj for obj in read_manifests(result.stdout) if obj]
     return {f"{obj['kind']}/{obj['metadata']['name']}": obj for obj in objects}
 
 

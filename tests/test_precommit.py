@@ -25,7 +25,7 @@ from typing import Any
 from pre_commit.clientlib import load_manifest
 
 from gpustack.emit import dump
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_gpustack
 
 MANIFEST = ROOT / ".pre-commit-hooks.yaml"
 
@@ -82,13 +82,9 @@ class Repository:
         )
 
     def gpustack(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gpustack", *args],
-            cwd=self.path,
-            env=self.env,
-            capture_output=True,
-            text=True,
-        )
+        """The user's own steps around the hooks (init, render), in-process; the hooks
+        themselves run as pre-commit starts them, on a real `git commit`."""
+        return run_gpustack(*args, cwd=self.path, env=self.env)
 
     def commit(self, message: str) -> subprocess.CompletedProcess[str]:
         self.git("add", "-A")

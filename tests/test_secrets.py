@@ -4,15 +4,13 @@ command follows a symbolic link out of committed output or quotes a file that is
 from __future__ import annotations
 
 import base64
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_gpustack
 
 from gpustack.secrets import mask_text
 
@@ -23,14 +21,9 @@ CERTIFICATE_FILE = f"{FOLDER}/machineconfig-50-entitlement-pem.yaml"
 
 
 def gpustack(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpustack", *map(str, args)],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """The command's exit code and everything it prints (in-process: all of it goes through
+    sys.stdout and sys.stderr, which the runner captures)."""
+    return run_gpustack(*args, cwd=cwd, env={"NO_COLOR": "1"})
 
 
 def secret_pieces() -> list[str]:

@@ -16,8 +16,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from conftest import ROOT
-from ruamel.yaml import YAML
+from conftest import ROOT, read_manifest
 
 from gpustack import emit, lint
 from gpustack.decorate import HEADER
@@ -29,7 +28,7 @@ Objects = dict[str, Any]
 
 
 def load(folder: Path, name: str) -> Objects:
-    return YAML(typ="safe").load((folder / name).read_text())
+    return read_manifest((folder / name).read_text())
 
 
 def save(folder: Path, name: str, obj: Objects) -> None:
