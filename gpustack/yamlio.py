@@ -82,14 +82,17 @@ class LazySourceMap(SourceMap):
     """The positions of a document read by the fast path, found (by the full parser) only when
     something asks for one, which in practice is an error message."""
 
-    def __init__(self, file: str, text: str) -> None:
+    def __init__(self, file: str, text: str, index: int = 0) -> None:
         self.file = file
         self._text = text
+        self._index = index  # which document of the file
         self._full: SourceMap | None = None
 
     def _positions(self) -> SourceMap:
         if self._full is None:
-            self._full = load_text(self._text, self.file).source
+            documents = list(load_all_text(self._text, self.file))
+            found = documents[self._index] if self._index < len(documents) else None
+            self._full = found.source if found else SourceMap(self.file, text=self._text)
         return self._full
 
     # Read-only properties where SourceMap has fields: positions come from the full parse.
@@ -128,13 +131,21 @@ def load_file_fast(path: Path) -> Document:
     errors) goes to the full parser, which also reports every problem with its position."""
     text = read_text(path)
     shown = display_path(path)
-    data = _fast_data(text)
-    if data is _UNSURE:
+    documents = _fast_documents(text)
+    if documents is None or len(documents) != 1:
         return load_text(text, shown)
-    return Document(data, LazySourceMap(shown, text))
+    return Document(documents[0], LazySourceMap(shown, text))
 
 
-_UNSURE = object()
+def load_all_fast(text: str, shown: str) -> list[Document]:
+    """load_all_text by the fast path where it is sure to read the same data (gpustack's own
+    output always is), positions computed only when asked for."""
+    documents = _fast_documents(text)
+    if documents is None:
+        return list(load_all_text(text, shown))
+    return [
+        Document(data, LazySourceMap(shown, text, index)) for index, data in enumerate(documents)
+    ]
 
 
 class _Unsure(Exception):
@@ -177,14 +188,14 @@ _FastLoader.add_implicit_resolver("tag:gpustack,unsure", _RESOLVES, None)
 _FastLoader.add_constructor("tag:gpustack,unsure", _FastLoader.construct_unsure)
 
 
-def _fast_data(text: str) -> Any:
+def _fast_documents(text: str) -> list[Any] | None:
+    """The documents' data as libyaml reads them, or None where the full parser must decide."""
     if "&" in text or "*" in text or "!" in text:
-        return _UNSURE  # anchors, aliases and tags: the full parser checks alias bombs and tags
+        return None  # anchors, aliases and tags: the full parser checks alias bombs and tags
     try:
-        documents = list(libyaml.load_all(text, Loader=_FastLoader))
+        return list(libyaml.load_all(text, Loader=_FastLoader))
     except (libyaml.YAMLError, _Unsure, RecursionError, ValueError, TypeError):
-        return _UNSURE
-    return documents[0] if len(documents) == 1 else _UNSURE
+        return None
 
 
 def load_text(text: str, shown: str) -> Document:
