@@ -12,14 +12,21 @@ import functools
 import os
 import signal
 import subprocess
+import sys
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-from typer.testing import CliRunner
+# Compiled once, kept in __pycache__ (ignored by git): with PYTHONDONTWRITEBYTECODE in the
+# environment every xdist worker would rewrite and compile all the test modules again (about 3 s
+# of each worker's collection) and recompile gpustack, as would every `python -m gpustack`
+# subprocess a test starts (they read the cached bytecode the workers write).
+sys.dont_write_bytecode = False
+
+import pytest  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
