@@ -143,6 +143,27 @@ def _keep_shipped_data_cached() -> None:
 _keep_shipped_data_cached()
 
 
+def _build_each_click_command_once() -> None:
+    """typer turns the application into a click command on every CliRunner.invoke, inspecting
+    every command's signature and type hints again (about 10 ms a call, several hundred in-process
+    calls in the suite); the application does not change during a run, so each is built once.
+    A new process builds it once too."""
+    import typer.testing
+
+    build = typer.testing._get_command
+    built: dict[int, tuple[Any, Any]] = {}
+
+    def get_command(app: Any) -> Any:
+        if id(app) not in built:
+            built[id(app)] = (app, build(app))  # the app kept alive: its id stays its own
+        return built[id(app)][1]
+
+    typer.testing._get_command = get_command
+
+
+_build_each_click_command_once()
+
+
 def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What
