@@ -12,14 +12,21 @@ import functools
 import os
 import signal
 import subprocess
+import sys
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-from typer.testing import CliRunner
+# Compiled once, kept in __pycache__ (ignored by git): with PYTHONDONTWRITEBYTECODE in the
+# environment every xdist worker would rewrite and compile all the test modules again (about 3 s
+# of each worker's collection) and recompile gpustack, as would every `python -m gpustack`
+# subprocess a test starts (they read the cached bytecode the workers write).
+sys.dont_write_bytecode = False
+
+import pytest  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -95,9 +102,72 @@ def cli():
     return run
 
 
+class _KeptCache:
+    """A gpustack function's cache (in place of its functools.lru_cache) whose entries for the
+    data gpustack ships (built-in profiles, the default schema locations) outlive
+    _fresh_caches: no test edits those files, and reading them again for every in-process
+    command was about 40 ms each time. Entries that read the user's files are forgotten."""
+
+    def __init__(self, cached: Any, shipped: Any) -> None:
+        self._function = cached.__wrapped__  # the function lru_cache wraps
+        self._shipped = shipped  # (args) -> whether the result depends only on shipped files
+        self._entries: dict[tuple[Any, ...], Any] = {}
+        functools.update_wrapper(self, self._function)
+
+    def __call__(self, *args: Any) -> Any:
+        try:
+            return self._entries[args]
+        except KeyError:
+            value = self._entries[args] = self._function(*args)  # exceptions are not kept
+            return value
+
+    def cache_clear(self) -> None:
+        self._entries = {
+            args: value for args, value in self._entries.items() if self._shipped(*args)
+        }
+
+
+def _keep_shipped_data_cached() -> None:
+    from gpustack import profiles
+    from gpustack.validation import schemas
+
+    # _load(name, profiles_dir, referenced_at): profiles_dir None is the built-in profiles only.
+    profiles._load = _KeptCache(profiles._load, lambda name, folder, where: folder is None)  # type: ignore[assignment]
+    # _store(version, locations, strict): the installed Kubernetes schemas and the project's.
+    schemas._store = _KeptCache(  # type: ignore[assignment]
+        schemas._store,
+        lambda version, locations, strict: set(locations) <= set(schemas.DEFAULT_LOCATIONS),
+    )
+
+
+_keep_shipped_data_cached()
+
+
+def _build_each_click_command_once() -> None:
+    """typer turns the application into a click command on every CliRunner.invoke, inspecting
+    every command's signature and type hints again (about 10 ms a call, several hundred in-process
+    calls in the suite); the application does not change during a run, so each is built once.
+    A new process builds it once too."""
+    import typer.testing
+
+    build = typer.testing._get_command
+    built: dict[int, tuple[Any, Any]] = {}
+
+    def get_command(app: Any) -> Any:
+        if id(app) not in built:
+            built[id(app)] = (app, build(app))  # the app kept alive: its id stays its own
+        return built[id(app)][1]
+
+    typer.testing._get_command = get_command
+
+
+_build_each_click_command_once()
+
+
 def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
-    path displays), as a new process would: a test may change them between two commands."""
+    path displays), as a new process would: a test may change them between two commands. What
+    it caches about its own data files stays (_KeptCache)."""
     from gpustack import errors, profiles
     from gpustack.validation import schemas
 

@@ -157,13 +157,18 @@ def _big_fleet(root: Path, count: int) -> Path:
 
 
 def test_parallel_rendering_is_byte_identical_to_serial(cli, tmp_path):
-    fleet = _big_fleet(tmp_path / "clusters", 60)
+    # 18 clusters: each of the 9 profile x GitOps-tool combinations twice, in 6 chunks for the 2
+    # workers (more chunks than workers, results arriving out of order), and 134 distinct objects,
+    # above fleet.PARALLEL_FROM, so the default run validates in workers too. 60 clusters made
+    # each of the five renders three times longer and exercised nothing more.
+    clusters = 18
+    fleet = _big_fleet(tmp_path / "clusters", clusters)
     serial = cli("render", fleet, "-o", tmp_path / "serial", "--jobs", "1")
     parallel = cli("render", fleet, "-o", tmp_path / "parallel", "--jobs", "2")
     default = cli("render", fleet, "-o", tmp_path / "default")
     assert serial.exit_code == parallel.exit_code == default.exit_code == 0, parallel.output
     expected = tree(tmp_path / "serial")
-    assert len([p for p in (tmp_path / "serial").iterdir()]) == 60
+    assert len([p for p in (tmp_path / "serial").iterdir()]) == clusters
     assert tree(tmp_path / "parallel") == expected
     assert tree(tmp_path / "default") == expected
     stdout_serial = cli("render", fleet, "--stdout", "--jobs", "1").stdout

@@ -18,11 +18,12 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import pytest
+import render_process
 from conftest import ROOT, run_gpustack
 
 from gpustack import output
@@ -49,16 +50,10 @@ def gpustack(*args: object, cwd: Path = ROOT) -> subprocess.CompletedProcess[str
     return run_gpustack(*args, cwd=cwd)
 
 
-def gpustack_process(*args: object) -> subprocess.Popen[bytes]:
-    """`gpustack ARGS...` in a process of its own (its own session, so killpg reaches it)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpustack", *map(str, args)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+def gpustack_process(*args: object) -> BaseProcess:
+    """`gpustack ARGS...` in a process of its own (its own session, so killpg reaches it), forked
+    from a server with gpustack already imported (render_process)."""
+    return render_process.start(*args, cwd=ROOT)
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -107,9 +102,11 @@ def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(
     make_fleet(fleet, clusters, namespace="gpu-new")
     finished = tmp_path / "finished"
     shutil.copytree(pristine, finished)
-    # Timed as the killed renders below run: in a process of their own, start-up included.
+    # Timed as the killed renders below run: in a process of their own, from its start.
     started = time.monotonic()
-    assert gpustack_process("render", fleet, "-o", finished).wait() == 0
+    process = gpustack_process("render", fleet, "-o", finished)
+    process.join()
+    assert process.exitcode == 0
     duration = time.monotonic() - started
     new = folders(finished)
     assert all(old[name] != new[name] for name in old)
@@ -118,7 +115,10 @@ def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(
     outcomes = set()
     for attempt in range(8):
         out = tmp_path / f"out{attempt}"
-        shutil.copytree(pristine, out)
+        # Hard links, not copies (432 files a time): gpustack never writes into an existing file
+        # (it writes new files and swaps folders), so pristine stays as it is; were one written
+        # in place, its bytes would differ from `old` and the comparison below would fail.
+        shutil.copytree(pristine, out, copy_function=os.link)
         listing = _listing(out)
         process = gpustack_process("render", fleet, "-o", out)
         # Most kill points just after the writing starts (something new appears in the output
@@ -126,12 +126,12 @@ def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(
         if attempt % 4 == 3:
             time.sleep(duration * chooser.uniform(0.3, 1.0))
         else:
-            while process.poll() is None and not _writing_started(out, listing):
+            while process.is_alive() and not _writing_started(out, listing):
                 time.sleep(0.002)
             time.sleep(chooser.uniform(0, 0.3))
         with contextlib.suppress(ProcessLookupError):  # it may have finished
             os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        process.join()
         for name, files in folders(out).items():
             if name.startswith("."):
                 continue  # staging leftovers: hidden, removed by the next render
