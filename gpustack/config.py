@@ -439,14 +439,17 @@ def _add_layers(
             "must name at least one base config", document.source.value(("extends",)), "extends"
         )
     for entry, where in entries:
-        field = ".".join(str(part) for part in where)
-        at = document.source.value(where) or document.source.value(("extends",))
         if not isinstance(entry, str) or not entry:
-            raise UserError("must be a path to a base config, or a list of them", at, field)
-        if "\x00" in entry:
-            raise UserError("a file name cannot contain a NUL byte", at, field)
-        if not entry.endswith(CONFIG_SUFFIXES):
-            raise UserError("must name a YAML config file (.yaml or .yml)", at, field)
+            problem = "must be a path to a base config, or a list of them"
+        elif "\x00" in entry:
+            problem = "a file name cannot contain a NUL byte"
+        elif not entry.endswith(CONFIG_SUFFIXES):
+            problem = "must name a YAML config file (.yaml or .yml)"
+        else:
+            continue
+        # Positions only for the error: a fast read finds them by parsing the file again.
+        at = document.source.value(where) or document.source.value(("extends",))
+        raise UserError(problem, at, ".".join(str(part) for part in where))
     for entry, where in entries:
         _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
     chain.append(Layer(document.data, document.source, (), current.parent))
