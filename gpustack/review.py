@@ -4,15 +4,16 @@ change to the configs (since a git revision) does to every cluster.
     check_output(renderings, findings, out) -> per output folder, the files a render would add,
         remove or change there (byte for byte) and the rendering's findings: `gpustack check`
     snapshot(rendering) -> a cluster's objects and its other files, split as committed.read does
-    rendered(renderings) -> every cluster's snapshot, and the fleet's `_gitops/` when it has one
-    committed_output(names, out) -> the snapshots `render -o out` left on disk for those clusters
+    rendered(renderings, out, fleet_folder) -> what a render writes under `out`, folder by folder
+    against_output(renderings, out, fleet_folder) -> those folders as committed and as rendered
     compare(old, new, old_label, new_label) -> one Diff per cluster, in name order: `gpustack diff`
     between(old, new, old_label, new_label) -> the Diff of two snapshots
     tree_at(ref, into) -> the repository's files at a git revision, extracted offline
 
 For `diff`, objects are compared as objects, everything else (each kustomization.yaml, node/) as
 text, so a cluster reads the same whether it was rendered a moment ago or read back from disk.
-Both read committed output through gpustack.committed, which never follows a link.
+Both compare the folders a render writes (fleet.output_folders, as `render` writes them) and read
+committed output through gpustack.committed, which never follows a link.
 """
 
 from __future__ import annotations
@@ -158,34 +159,40 @@ def _file_diff(path: Path, current: bytes, wanted: bytes) -> str:
 def snapshot(rendering: Rendering) -> Snapshot:
     """The cluster's objects (its own and its GitOps objects) and its other files (every
     kustomization.yaml, node/) as bytes: the same split `committed.read` makes of a folder."""
-    objects = [*rendering.objects, *rendering.gitops_objects]
-    files = {
+    return _split([*rendering.objects, *rendering.gitops_objects], render.files(rendering))
+
+
+def _split(objects: list[dict[str, Any]], files: dict[str, bytes]) -> Snapshot:
+    return objects, {
         path: content
-        for path, content in render.files(rendering).items()
+        for path, content in files.items()
         if path.rpartition("/")[2] == render.KUSTOMIZATION or path.startswith(f"{render.NODE_DIR}/")
     }
-    return objects, files
 
 
-def rendered(renderings: Sequence[Rendering]) -> dict[str, Snapshot]:
-    """Each cluster's snapshot by name, plus `_gitops` with the fleet's ApplicationSet."""
-    result = {rendering.name: snapshot(rendering) for rendering in renderings}
-    fleet_object = fleet.application_set(renderings)
-    if fleet_object is not None:
-        files = render.fleet_files(fleet_object)
-        result[FLEET_DIR] = ([fleet_object], {render.KUSTOMIZATION: files[render.KUSTOMIZATION]})
-    return result
+def rendered(
+    renderings: Sequence[Rendering], out: Path = Path(), fleet_folder: bool = False
+) -> dict[Path, Snapshot]:
+    """What a render writes under `out`, folder by folder, as `render` and `check` see it
+    (fleet.output_folders): each cluster's snapshot, and `_gitops/` with the fleet's
+    ApplicationSet (empty where a render of a fleet folder would prune it)."""
+    application = fleet.application_set(renderings)
+    objects = {r.name: [*r.objects, *r.gitops_objects] for r in renderings}
+    objects[FLEET_DIR] = [application] if application is not None else []
+    return {
+        folder: _split(objects[folder.name], files)
+        for folder, files in fleet.output_folders(renderings, out, fleet_folder)
+    }
 
 
-def committed_output(names: Sequence[str], out: Path) -> dict[str, Snapshot]:
-    """What `out/<name>/` holds for each cluster (nothing when the folder is missing), and
-    `out/_gitops/` when there is one."""
-    result = {}
-    for name in [*names, FLEET_DIR]:
-        if name == FLEET_DIR and not (out / FLEET_DIR).is_dir():
-            continue
-        result[name] = committed_snapshot(out / name)
-    return result
+def against_output(
+    renderings: Sequence[Rendering], out: Path, fleet_folder: bool
+) -> tuple[dict[str, Snapshot], dict[str, Snapshot]]:
+    """Every folder a render writes under `out`, as committed there and as rendered: the
+    folders `check` compares byte for byte, by name."""
+    folders = rendered(renderings, out, fleet_folder)
+    old = {folder.name: committed_snapshot(folder) for folder in folders}
+    return old, {folder.name: found for folder, found in folders.items()}
 
 
 def committed_snapshot(folder: Path) -> Snapshot:
@@ -212,6 +219,10 @@ def compare(
     removed), clusters by name and the fleet's `_gitops` last."""
     empty: Snapshot = ([], {})
     names = sorted(old.keys() | new.keys(), key=lambda name: (name == FLEET_DIR, name))
+    # A folder neither side has (a fleet's `_gitops/` never written) is no cluster to report.
+    names = [
+        name for name in names if old.get(name, empty) != empty or new.get(name, empty) != empty
+    ]
     return [
         (
             name,

@@ -325,3 +325,21 @@ def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):
     (extra / "kustomization.yaml").write_text("resources: [../workloads]\n")
     result = cli("diff", config, "--against", out)
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("given", ["folder", "files"])
+def test_diff_and_check_agree_on_an_application_set_no_longer_asked_for(cli, tmp_path, given):
+    # A render of the fleet folder prunes `_gitops/`; a render of some configs leaves it alone.
+    clusters = fleet(tmp_path, LAYOUTS["argocd-application-set"])
+    out = tmp_path / "out"
+    assert cli("render", clusters, "-o", out).exit_code == 0
+    base = clusters / "base.yaml"
+    base.write_text(base.read_text().replace("applicationSet: true", "applicationSet: false"))
+    configs = [clusters] if given == "folder" else sorted(clusters.glob("gpu-*.yaml"))
+    assert cli("render", *configs, "-o", out).exit_code == 0
+    pruned = not (out / "_gitops").exists()
+    assert pruned == (given == "folder")
+    check = cli("check", *configs, "-o", out)
+    difference = cli("diff", *configs, "--against", out)
+    assert check.exit_code == difference.exit_code == 0, difference.stdout + check.output
+    assert difference.stdout == "no differences in 3 cluster(s)\n"

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from gpustack.config import Stack
     from gpustack.diff import ClusterDiffs, Diff
     from gpustack.layers import Layer
+    from gpustack.render import Rendering
+    from gpustack.review import Snapshot
 
 
 class OutputFormat(str, Enum):
@@ -211,8 +213,8 @@ def _fleet_against(
 
     _check_folder(against)
     renderings = fleet.render_all(configs(paths), profile, profiles_dir, override=override)
-    new = review.rendered(renderings)
-    old = review.committed_output([rendering.name for rendering in renderings], against)
+    fleet_folder = any(path.is_dir() for path in paths)
+    old, new = review.against_output(renderings, against, fleet_folder)
     shown = display_path(against)
     return review.compare(old, new, lambda name: f"{shown}/{name}", lambda name: f"rendered/{name}")
 
@@ -250,9 +252,15 @@ def _since_revision(
                     raise
         if not given:
             old_configs = [None]  # the embedded example, the same on both sides
-        old = review.rendered(fleet.render_all(old_configs, profile, old_dir, override=override))
-    new = review.rendered(fleet.render_all(new_configs, profile, profiles_dir, override=override))
+        old = _by_name(fleet.render_all(old_configs, profile, old_dir, override=override))
+    new = _by_name(fleet.render_all(new_configs, profile, profiles_dir, override=override))
     return review.compare(old, new, lambda name: f"{ref}/{name}", lambda name: f"worktree/{name}")
+
+
+def _by_name(renderings: list[Rendering]) -> dict[str, Snapshot]:
+    from gpustack import review
+
+    return {folder.name: found for folder, found in review.rendered(renderings).items()}
 
 
 def _inside(path: Path, top: Path) -> bool:
