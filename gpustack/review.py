@@ -4,8 +4,9 @@ change to the configs (since a git revision) does to every cluster.
     check_output(renderings, findings, out) -> per output folder, the files a render would add,
         remove or change there (byte for byte) and the rendering's findings: `gpustack check`
     snapshot(rendering) -> a cluster's objects and its other files, split as committed.read does
-    rendered(renderings, out, fleet_folder) -> what a render writes under `out`, folder by folder
-    against_output(renderings, out, fleet_folder) -> those folders as committed and as rendered
+    rendered(renderings) -> every cluster's snapshot, and the fleet's `_gitops/` when it has one
+    against(folder, objects, files, label) -> what a render writing `files` would change there
+    against_output(renderings, out, fleet_folder) -> the same for every folder a render writes
     compare(old, new, old_label, new_label) -> one Diff per cluster, in name order: `gpustack diff`
     between(old, new, old_label, new_label) -> the Diff of two snapshots
     tree_at(ref, into) -> the repository's files at a git revision, extracted offline
@@ -29,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from gpustack import committed, fleet, output, render
-from gpustack.diff import Diff, diff_files, diff_objects
-from gpustack.errors import UserError
+from gpustack.diff import Change, Diff, Status, diff_files, diff_objects
+from gpustack.errors import UserError, display_path
 from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR
 from gpustack.objects import file_name, identity
@@ -90,7 +91,10 @@ def compare_folder(target: Path, expected: dict[str, bytes]) -> OutputCheck:
         if current is None:
             report.missing.append(relative)
         elif current != content:
-            report.diffs[relative] = _file_diff(target / relative, current, content)
+            path = target / relative
+            report.diffs[relative] = _file_diff(
+                current, content, f"{path} (committed)", f"{path} (rendered)"
+            )
             if not output.is_ours(target / relative, relative):
                 report.unmarked.append(relative)
     if target.is_dir():
@@ -141,14 +145,14 @@ def _place(
         report.errors += found.severity == "error"
 
 
-def _file_diff(path: Path, current: bytes, wanted: bytes) -> str:
+def _file_diff(current: bytes, wanted: bytes, fromfile: str, tofile: str) -> str:
     """A unified diff of a file's bytes (every line kept as written, so a line ending that alone
     differs shows), with the entitlement certificate (and any PEM) redacted on both sides."""
     lines = difflib.unified_diff(
         mask_text(current.decode("utf-8", errors="replace")).splitlines(keepends=True),
         mask_text(wanted.decode("utf-8", errors="replace")).splitlines(keepends=True),
-        fromfile=f"{path} (committed)",
-        tofile=f"{path} (rendered)",
+        fromfile,
+        tofile,
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
@@ -170,29 +174,70 @@ def _split(objects: list[dict[str, Any]], files: dict[str, bytes]) -> Snapshot:
     }
 
 
-def rendered(
-    renderings: Sequence[Rendering], out: Path = Path(), fleet_folder: bool = False
-) -> dict[Path, Snapshot]:
-    """What a render writes under `out`, folder by folder, as `render` and `check` see it
-    (fleet.output_folders): each cluster's snapshot, and `_gitops/` with the fleet's
-    ApplicationSet (empty where a render of a fleet folder would prune it)."""
-    application = fleet.application_set(renderings)
-    objects = {r.name: [*r.objects, *r.gitops_objects] for r in renderings}
-    objects[FLEET_DIR] = [application] if application is not None else []
+def rendered(renderings: Sequence[Rendering]) -> dict[str, Snapshot]:
+    """Each cluster's snapshot by name, and `_gitops` with the fleet's ApplicationSet when the
+    renderings make one (the folders a render writes, fleet.output_folders)."""
     return {
-        folder: _split(objects[folder.name], files)
-        for folder, files in fleet.output_folders(renderings, out, fleet_folder)
+        folder.name: _split(objects, files)
+        for folder, objects, files in _output(renderings, Path(), fleet_folder=False)
     }
 
 
 def against_output(
     renderings: Sequence[Rendering], out: Path, fleet_folder: bool
-) -> tuple[dict[str, Snapshot], dict[str, Snapshot]]:
-    """Every folder a render writes under `out`, as committed there and as rendered: the
-    folders `check` compares byte for byte, by name."""
-    folders = rendered(renderings, out, fleet_folder)
-    old = {folder.name: committed_snapshot(folder) for folder in folders}
-    return old, {folder.name: found for folder, found in folders.items()}
+) -> list[tuple[str, Diff]]:
+    """What a render would change under `out`, per folder it writes or prunes there (the folders
+    `check` compares), clusters by name and `_gitops` last: see `against`."""
+    diffs = [
+        (folder.name, against(folder, objects, files, f"rendered/{folder.name}"))
+        for folder, objects, files in _output(renderings, out, fleet_folder)
+        if files or folder.is_dir()
+    ]
+    return sorted(diffs, key=lambda pair: (pair[0] == FLEET_DIR, pair[0]))
+
+
+def against(
+    folder: Path, objects: list[dict[str, Any]], files: dict[str, bytes], new_label: str
+) -> Diff:
+    """What a render writing `files` (holding `objects`) would change in `folder`: the objects
+    and files that differ
+    (between), then every other file whose bytes it would add, rewrite or remove (a comment, a
+    line ending, a renamed file), as `check` finds them (compare_folder)."""
+    old_label = display_path(folder)
+    difference = between(committed_snapshot(folder), _split(objects, files), old_label, new_label)
+    # Files an object or file change already names (an object's file by its name in any folder).
+    object_files = {change.file for change in difference.changes if change.identity}
+    covered = {change.file for change in difference.changes if not change.identity}
+    report = compare_folder(folder, files)
+    changes = []
+    for relative in sorted([*report.missing, *report.extra, *report.diffs]):
+        name = relative.rpartition("/")[2]
+        if relative in covered or (name != render.KUSTOMIZATION and name in object_files):
+            continue
+        before = committed.read_file(folder, relative) if relative not in report.missing else None
+        after = files.get(relative)
+        status: Status = "added" if before is None else "removed" if after is None else "changed"
+        unified = _file_diff(
+            before or b"",
+            after or b"",
+            f"{old_label}/{relative}" if before is not None else "/dev/null",
+            f"{new_label}/{relative}" if after is not None else "/dev/null",
+        )
+        changes.append(Change(status, relative, relative, None, (), unified))
+    return difference + Diff(old_label, new_label, tuple(changes))
+
+
+def _output(
+    renderings: Sequence[Rendering], out: Path, fleet_folder: bool
+) -> list[tuple[Path, list[dict[str, Any]], dict[str, bytes]]]:
+    """fleet.output_folders, each folder with the objects its files hold."""
+    application = fleet.application_set(renderings)
+    objects = {r.name: [*r.objects, *r.gitops_objects] for r in renderings}
+    objects[FLEET_DIR] = [application] if application is not None else []
+    return [
+        (folder, objects[folder.name], files)
+        for folder, files in fleet.output_folders(renderings, out, fleet_folder)
+    ]
 
 
 def committed_snapshot(folder: Path) -> Snapshot:
@@ -219,10 +264,6 @@ def compare(
     removed), clusters by name and the fleet's `_gitops` last."""
     empty: Snapshot = ([], {})
     names = sorted(old.keys() | new.keys(), key=lambda name: (name == FLEET_DIR, name))
-    # A folder neither side has (a fleet's `_gitops/` never written) is no cluster to report.
-    names = [
-        name for name in names if old.get(name, empty) != empty or new.get(name, empty) != empty
-    ]
     return [
         (
             name,

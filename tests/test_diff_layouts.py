@@ -343,3 +343,57 @@ def test_diff_and_check_agree_on_an_application_set_no_longer_asked_for(cli, tmp
     difference = cli("diff", *configs, "--against", out)
     assert check.exit_code == difference.exit_code == 0, difference.stdout + check.output
     assert difference.stdout == "no differences in 3 cluster(s)\n"
+
+
+# --- diff --against and check: the same folders, the same files --------------------------------
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    path.write_bytes(path.read_bytes().replace(old.encode(), new.encode()))
+
+
+def _rename(folder: Path, old: str, new: str) -> None:
+    (folder / old).rename(folder / new)
+    _edit(folder / "kustomization.yaml", old, new)
+
+
+PLUGIN = "daemonset-nvidia-device-plugin.yaml"
+MUTATIONS = {
+    "none": lambda folder: None,
+    "a comment appended": lambda folder: (
+        (folder / "runtimeclass-nvidia.yaml").open("a").write("# note\n")
+    ),
+    "CRLF line endings": lambda folder: _edit(folder / "runtimeclass-nvidia.yaml", "\n", "\r\n"),
+    "a field edited": lambda folder: _edit(folder / PLUGIN, "system-node-critical", "other"),
+    "a file deleted": lambda folder: (folder / PLUGIN).unlink(),
+    "a file renamed in the kustomization too": lambda folder: _rename(
+        folder, PLUGIN, "plugin.yaml"
+    ),
+    "an old rendered file left": lambda folder: (folder / "runtimeclass-old.yaml").write_bytes(
+        (folder / "runtimeclass-nvidia.yaml").read_bytes().replace(b"name: nvidia", b"name: old")
+    ),
+    "a file of the user's": lambda folder: (folder / "notes.yaml").write_text("a: 1\n"),
+    "the kustomization reordered": lambda folder: _edit(
+        folder / "kustomization.yaml", "resources:\n", "resources:\n  - runtimeclass-nvidia.yaml\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_diff_against_reports_every_file_check_finds_stale(cli, tmp_path, mutation):
+    # `diff --against` is what a render would change: whatever makes `check` fail shows there,
+    # named by its file, even when the objects read back the same (a comment, line endings).
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    MUTATIONS[mutation](out / "lab")
+    check = json.loads(cli("check", config, "-o", out, "--output", "json").stdout)
+    difference = cli("diff", config, "--against", out, "--output", "json")
+    assert difference.exit_code in (0, 1), difference.output
+    assert (difference.exit_code == 1) == (not check["current"]), difference.stdout
+    (cluster,) = check["clusters"]
+    stale = {*cluster["missing"], *cluster["extra"], *cluster["changed"]}
+    named = {change["file"] for change in json.loads(difference.stdout)["changes"]}
+    assert stale <= named, (stale, named)
+    assert (mutation in ("none", "a file of the user's")) == (not stale)

@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from gpustack.config import Stack
     from gpustack.diff import ClusterDiffs, Diff
     from gpustack.layers import Layer
-    from gpustack.render import Rendering
-    from gpustack.review import Snapshot
 
 
 class OutputFormat(str, Enum):
@@ -195,8 +193,9 @@ def _against_committed(stack: Stack, folder: Path) -> Diff:
     shown = display_path(folder)
     if not folder.is_dir():
         warning(f"{shown} does not exist: a render would write every file")
-    old = review.committed_snapshot(folder)
-    return review.between(old, review.snapshot(render.render(stack)), shown, "rendered")
+    rendering = render.render(stack)
+    objects = [*rendering.objects, *rendering.gitops_objects]
+    return review.against(folder, objects, render.files(rendering), "rendered")
 
 
 def _fleet_against(
@@ -209,14 +208,10 @@ def _fleet_against(
     """Every cluster the paths name against `against/<name>/` (and the fleet's `_gitops/`)."""
     from gpustack import fleet, review
     from gpustack.commands.common import configs
-    from gpustack.errors import display_path
 
     _check_folder(against)
     renderings = fleet.render_all(configs(paths), profile, profiles_dir, override=override)
-    fleet_folder = any(path.is_dir() for path in paths)
-    old, new = review.against_output(renderings, against, fleet_folder)
-    shown = display_path(against)
-    return review.compare(old, new, lambda name: f"{shown}/{name}", lambda name: f"rendered/{name}")
+    return review.against_output(renderings, against, any(path.is_dir() for path in paths))
 
 
 def _since_revision(
@@ -252,15 +247,9 @@ def _since_revision(
                     raise
         if not given:
             old_configs = [None]  # the embedded example, the same on both sides
-        old = _by_name(fleet.render_all(old_configs, profile, old_dir, override=override))
-    new = _by_name(fleet.render_all(new_configs, profile, profiles_dir, override=override))
+        old = review.rendered(fleet.render_all(old_configs, profile, old_dir, override=override))
+    new = review.rendered(fleet.render_all(new_configs, profile, profiles_dir, override=override))
     return review.compare(old, new, lambda name: f"{ref}/{name}", lambda name: f"worktree/{name}")
-
-
-def _by_name(renderings: list[Rendering]) -> dict[str, Snapshot]:
-    from gpustack import review
-
-    return {folder.name: found for folder, found in review.rendered(renderings).items()}
 
 
 def _inside(path: Path, top: Path) -> bool:
