@@ -200,9 +200,8 @@ def against(
     folder: Path, objects: list[dict[str, Any]], files: dict[str, bytes], new_label: str
 ) -> Diff:
     """What a render writing `files` (holding `objects`) would change in `folder`: the objects
-    and files that differ
-    (between), then every other file whose bytes it would add, rewrite or remove (a comment, a
-    line ending, a renamed file), as `check` finds them (compare_folder)."""
+    and files that differ (between), then every other file whose bytes it would add, rewrite or
+    remove (a comment, a line ending, a renamed file), as `check` finds them (compare_folder)."""
     old_label = display_path(folder)
     difference = between(committed_snapshot(folder), _split(objects, files), old_label, new_label)
     # Files an object or file change already names (an object's file by its name in any folder).
