@@ -394,6 +394,11 @@ def test_diff_against_reports_every_file_check_finds_stale(cli, tmp_path, mutati
     assert (difference.exit_code == 1) == (not check["current"]), difference.stdout
     (cluster,) = check["clusters"]
     stale = {*cluster["missing"], *cluster["extra"], *cluster["changed"]}
-    named = {change["file"] for change in json.loads(difference.stdout)["changes"]}
-    assert stale <= named, (stale, named)
+    changes = json.loads(difference.stdout)["changes"]
+    assert stale <= {change["file"] for change in changes}, (stale, changes)
+    if mutation == "CRLF line endings":  # lines that would look the same are explained
+        assert [change["diff"] for change in changes] == [
+            f"Line endings differ: {out / 'lab' / 'runtimeclass-nvidia.yaml'} has CRLF where "
+            "rendered/runtimeclass-nvidia.yaml has LF\n"
+        ]
     assert (mutation in ("none", "a file of the user's")) == (not stale)
