@@ -119,11 +119,20 @@ class Stack:
         return bool(enabled)
 
     @property
-    def device_list_strategy(self) -> str:
+    def device_list_strategy(self) -> list[str]:
+        """How the device plugin hands GPUs to the runtime. `auto` with the toolkit: CDI through
+        annotations and the CRI field both, as the GPU Operator sets DEVICE_LIST_STRATEGY
+        (controllers/object_controls.go, v26.7.0): the CRI field (CDIDevices) reaches the
+        runtime only from Kubernetes 1.29 (KEP-4009), the annotations on every version."""
         strategy = self.config.devicePlugin.deviceListStrategy
         if strategy == "auto":
-            return "cdi-cri" if self.toolkit_enabled else "envvar"
-        return strategy
+            return ["cdi-annotations", "cdi-cri"] if self.toolkit_enabled else ["envvar"]
+        return [strategy]
+
+    @property
+    def uses_cdi(self) -> bool:
+        """The device plugin requests GPUs as CDI devices: the runtime must resolve them."""
+        return any(strategy.startswith("cdi") for strategy in self.device_list_strategy)
 
     @property
     def monitor(self) -> str:

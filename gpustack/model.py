@@ -361,13 +361,14 @@ class DevicePlugin(WithResources):
     )
     sharing: Sharing = Field(default_factory=Sharing)
     deviceListStrategy: Annotated[
-        Literal["auto", "envvar", "cdi-cri", "volume-mounts"],
+        Literal["auto", "envvar", "cdi-annotations", "cdi-cri", "volume-mounts"],
         Doc(see="Driver and container runtime"),
     ] = Field(
         default="auto",
         description=(
-            "how the plugin hands allocated GPUs to the runtime; `auto`: `cdi-cri` where "
-            "gpustack renders the Container Toolkit (it turns CDI on), else `envvar`"
+            "how the plugin hands allocated GPUs to the runtime; `auto`: `cdi-annotations` and "
+            "`cdi-cri` where gpustack renders the Container Toolkit (it turns CDI on), as the "
+            "GPU Operator does, else `envvar`"
         ),
     )
 

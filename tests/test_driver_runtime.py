@@ -38,6 +38,11 @@ DRIVER_IMAGE = "nvcr.io/nvidia/driver"
 TOOLKIT_IMAGE = "nvcr.io/nvidia/k8s/container-toolkit"
 CONTAINER = {"driver": {"mode": "container"}}
 
+# What the GPU Operator sets where its toolkit turns CDI on: the annotations work on every
+# Kubernetes version, the CRI field from 1.29 (gpu-operator controllers/object_controls.go,
+# DEVICE_LIST_STRATEGY; k8s-device-plugin README, DEVICE_LIST_STRATEGY).
+CDI = ["cdi-annotations", "cdi-cri"]
+
 # profile, config sections, who installs the driver, who configures the runtime,
 # driver root, dev root, device list strategy (None: no NVIDIA device plugin).
 CASES = [
@@ -49,7 +54,7 @@ CASES = [
         "nvidia-container-toolkit-daemonset",
         CONTAINER_ROOT,
         CONTAINER_ROOT,
-        "cdi-cri",
+        CDI,
     ),
     # RKE2 writes its own containerd config once the toolkit is on the host (rke2-docs).
     ("rke2", {}, "host", "platform", HOST, HOST, "envvar"),
@@ -60,7 +65,7 @@ CASES = [
         "nvidia-container-toolkit-daemonset",
         CONTAINER_ROOT,
         CONTAINER_ROOT,
-        "cdi-cri",
+        CDI,
     ),
     # OpenShift: the GPU Operator's way, DTK driver and the toolkit configuring CRI-O.
     (
@@ -70,7 +75,7 @@ CASES = [
         "nvidia-container-toolkit-daemonset",
         CONTAINER_ROOT,
         CONTAINER_ROOT,
-        "cdi-cri",
+        CDI,
     ),
     (
         "openshift",
@@ -79,7 +84,7 @@ CASES = [
         "nvidia-container-toolkit-daemonset",
         HOST,
         HOST,
-        "cdi-cri",
+        CDI,
     ),
     ("gke-cos", {}, "GKE", "platform", None, None, None),
     (
@@ -183,7 +188,7 @@ def test_who_installs_the_driver_and_configures_the_runtime_and_everyone_agrees(
         assert toolkit["NVIDIA_DRIVER_ROOT"] == driver_root
         assert toolkit["NVIDIA_DEV_ROOT"] == dev_root
         # CDI strategies need the runtime's CDI turned on by the toolkit (docs/cdi.md).
-        assert (toolkit.get("CDI_ENABLED") == "true") == strategy.startswith("cdi")
+        assert (toolkit.get("CDI_ENABLED") == "true") == (strategy == CDI)
         # With CDI the GPU stack's own pods run under the nvidia handler, runc stays default.
         assert runtime_class is not None
         handler = classes.get(runtime_class, runtime_class)  # RKE2 ships its own class
@@ -486,6 +491,24 @@ def test_cdi_without_toolkit_is_flagged(tmp_path):
     assert "cdi-cri" in message
     with_toolkit = rendered(tmp_path, "kubeadm", CONTAINER)
     assert rule_hits(with_toolkit.objects, "cdi-without-toolkit") == []
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.28", "1.29", "1.31"])
+def test_gpu_pods_get_their_devices_on_every_kubernetes_version(tmp_path, version):
+    # The CRI's CDI field reaches the runtime from Kubernetes 1.29 (KEP-4009 beta); before, only
+    # the CDI annotations do. gpustack's default with the toolkit sends both, as the GPU Operator.
+    sections = {**CONTAINER, "platform": {"profile": "kubeadm", "kubernetesVersion": version}}
+    default = rendered(tmp_path, "kubeadm", sections)
+    assert plugin_flags(default)["plugin"]["deviceListStrategy"] == CDI
+    assert [f for f in lint.run(default.objects, version) if f.rule == "cdi-cri-unsupported"] == []
+    sections["devicePlugin"] = {"deviceListStrategy": "cdi-cri"}
+    explicit = rendered(tmp_path, "kubeadm", sections)
+    found = [f.message for f in lint.run(explicit.objects, version) if f.rule.startswith("cdi-")]
+    if version < "1.29":
+        (message,) = found
+        assert f"Kubernetes {version} does not pass" in message and "cdi-annotations" in message
+    else:
+        assert found == []
 
 
 def test_second_driver_container_is_flagged(tmp_path):

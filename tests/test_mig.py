@@ -394,7 +394,7 @@ def test_mig_manager_finds_the_driver_and_refreshes_cdi_specs(tmp_path, profile,
     ctr_path = env["DRIVER_ROOT_CTR_PATH"]
     assert mounted_host_path(spec, ctr_path) == driver_root
     assert env["WITH_SHUTDOWN_HOST_GPU_CLIENTS"] == str(driver_root == "/").lower()
-    if stack.device_list_strategy == "cdi-cri":
+    if stack.uses_cdi:
         assert env["CDI_ENABLED"] == "true"
         assert mounted_host_path(spec, "/var/run/cdi") == "/var/run/cdi"
         # The spec it writes calls the same nvidia-cdi-hook as the device plugin's.

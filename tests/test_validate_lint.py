@@ -187,6 +187,8 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
     ),
     "gpu-not-requested": cuda_job_without_gpu,
     "cdi-without-toolkit": edit("configmap-nvidia-device-plugin-config.yaml", cdi_without_toolkit),
+    # The same edit, validated for Kubernetes 1.28: the CRI field alone reaches no runtime there.
+    "cdi-cri-unsupported": edit("configmap-nvidia-device-plugin-config.yaml", cdi_without_toolkit),
     "driver-container-conflict": driver_container_beside_the_host_driver,
 }
 
@@ -237,8 +239,12 @@ def folder(tmp_path: Path) -> Path:
     return copy
 
 
-def validate(cli: Any, folder: Path, output: str) -> Any:
-    return cli("validate", "-o", output, "--kubernetes-version", "1.31", folder)
+# The Kubernetes version a rule's mistake needs (default 1.31, the example's).
+VERSIONS = {"cdi-cri-unsupported": "1.28"}
+
+
+def validate(cli: Any, folder: Path, output: str, version: str = "1.31") -> Any:
+    return cli("validate", "-o", output, "--kubernetes-version", version, folder)
 
 
 @pytest.mark.parametrize("output", FORMATS)
@@ -252,7 +258,7 @@ def test_gpustacks_own_output_is_quiet_in_every_format(cli, folder, output):
 @pytest.mark.parametrize("rule", sorted(MISTAKES))
 def test_each_rule_reports_its_mistake_in_every_format(cli, folder, rule, output):
     MISTAKES[rule](folder)
-    result = validate(cli, folder, output)
+    result = validate(cli, folder, output, VERSIONS.get(rule, "1.31"))
     assert result.exit_code == 1, result.output
     assert rule in rules_reported(output, result.stdout)
 
@@ -267,7 +273,8 @@ def test_the_ignore_annotation_silences_a_rule(cli, folder, rule):
         obj = load(folder, path.name)
         obj["metadata"].setdefault("annotations", {})[lint.IGNORE_ANNOTATION] = rule
         save(folder, path.name, obj)
-    assert rule not in rules_reported("json", validate(cli, folder, "json").stdout)
+    result = validate(cli, folder, "json", VERSIONS.get(rule, "1.31"))
+    assert rule not in rules_reported("json", result.stdout)
 
 
 def test_every_committed_render_validates_on_its_own(cli):

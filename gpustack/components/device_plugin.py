@@ -49,6 +49,7 @@ def image(stack: Stack) -> str:
 def plugin_config(stack: Stack) -> dict[str, Any]:
     """The plugin's config file (api/config/v1), the single place its flags are set."""
     plugin = stack.config.devicePlugin
+    strategy = stack.device_list_strategy
     config: dict[str, Any] = {
         "version": "v1",
         "flags": {
@@ -62,12 +63,13 @@ def plugin_config(stack: Stack) -> dict[str, Any]:
                 # Where no nvidia runtime reads NVIDIA_VISIBLE_DEVICES (GKE), GPU pods get their
                 # device nodes only if the plugin hands them to the kubelet, as GKE's plugin does.
                 "passDeviceSpecs": stack.facts.driver.hostMount is not None,
-                "deviceListStrategy": stack.device_list_strategy,
+                # A string or a list (api/config/v1/flags.go deviceListStrategyFlag).
+                "deviceListStrategy": strategy[0] if len(strategy) == 1 else strategy,
                 "deviceIDStrategy": "uuid",
             },
         },
     }
-    if stack.device_list_strategy == "cdi-cri":
+    if stack.uses_cdi:
         # The plugin writes CDI specs for the devices it allocates: it reads the driver from the
         # host driver root mounted here, and the specs call the toolkit's nvidia-cdi-hook
         # (gpu-operator transformDevicePluginCtrForCDI, NVIDIA_CDI_HOOK_PATH).
@@ -151,7 +153,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         {"name": "cdi-root", "mountPath": "/var/run/cdi"},
         *driver_mounts,
     ]
-    if stack.device_list_strategy == "cdi-cri":
+    if stack.uses_cdi:
         volumes.append(host_path_volume("driver-root", stack.driver_root, "Directory"))
         mounts.append(
             {
@@ -189,7 +191,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         }
     )
     workload = daemonset(stack, NAME, pod_spec, component="device-plugin")
-    if stack.device_list_strategy.startswith("cdi") and not stack.toolkit_enabled:
+    if stack.uses_cdi and not stack.toolkit_enabled:
         # CDI chosen with the host's own toolkit: the nodes' runtime turns CDI on (kubeadm's
         # node/99-nvidia.toml does), which no manifest here shows.
         ignore(workload, "cdi-without-toolkit")

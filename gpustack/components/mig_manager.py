@@ -164,7 +164,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         volumes.append(
             host_path_volume("driver-install-dir", stack.driver_root, "DirectoryOrCreate")
         )
-    if toolkit.uses_cdi(stack):
+    if stack.uses_cdi:
         # With CDI the runtime hands out devices from the specs in /var/run/cdi: after a MIG
         # change the manager runs nvidia-smi in the driver root (it creates the nvidia-cap
         # device nodes) and regenerates the management spec (pkg/mig/reconfigure

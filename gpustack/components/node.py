@@ -118,7 +118,7 @@ def _containerd_drop_in(stack: Stack) -> str:
     table = f"{containerd}.runtimes.{handler}"
     systemd = "true" if stack.config.nodes.cgroupDriver == "systemd" else "false"
     default = ""
-    if stack.device_list_strategy.startswith("cdi"):
+    if stack.uses_cdi:
         # The device plugin hands out CDI devices: containerd resolves them from these folders
         # (containerd 1.7 CRI config `enable_cdi`, `cdi_spec_dirs`; k8s-device-plugin docs/cdi.md).
         default += (

@@ -51,11 +51,6 @@ def image(stack: Stack) -> str:
     return f"{IMAGE}:{stack.config.toolkit.version}"
 
 
-def uses_cdi(stack: Stack) -> bool:
-    """The device plugin requests GPUs through CDI, so the runtime must resolve CDI devices."""
-    return stack.device_list_strategy == "cdi-cri"
-
-
 def container_path(host_path: str) -> str:
     """Where a host folder the toolkit reads (driver root, dev root) appears in its container."""
     return HOST_ROOT if host_path == "/" else DRIVER_ROOT_MOUNT
@@ -147,17 +142,17 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         {"name": "DEV_ROOT_CTR_PATH", "value": container_path(dev_root)},
         {"name": "NVIDIA_RUNTIME_SET_AS_DEFAULT", "value": default_runtime},
     ]
-    if uses_cdi(stack):
+    if stack.uses_cdi:
         env += [
             {"name": "CDI_ENABLED", "value": "true"},
             {"name": "NVIDIA_CONTAINER_RUNTIME_MODE", "value": "cdi"},
             {"name": "CRIO_CONFIG_MODE", "value": "config"},
         ]
-    elif stack.device_list_strategy == "volume-mounts":
+    elif "volume-mounts" in stack.device_list_strategy:
         # The runtime reads the device list from the plugin's volume mounts only when told to
         # (k8s-device-plugin README, "deviceListStrategy"; toolkit installer flag of that name).
         env.append({"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"})
-    if not uses_cdi(stack) and stack.facts.runtime.engine == "cri-o":
+    if not stack.uses_cdi and stack.facts.runtime.engine == "cri-o":
         # Without CDI the operator installs CRI-O's OCI prestart hook instead of a handler.
         env.append({"name": "CRIO_CONFIG_MODE", "value": "hook"})
     runtime_env, runtime_mounts, runtime_volumes = _runtime_env(stack)

@@ -20,6 +20,7 @@ from gpustack.decorate import IGNORE_ANNOTATION
 from gpustack.findings import Finding
 from gpustack.lint import (
     api_versions,
+    cdi_cri,
     cdi_toolkit,
     config_maps,
     daemonset_selectors,
@@ -57,6 +58,7 @@ RULES: tuple[Rule, ...] = tuple(
         mig_partitions,
         device_plugins,
         cdi_toolkit,
+        cdi_cri,
         driver_containers,
         api_versions,
         images,
