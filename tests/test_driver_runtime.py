@@ -227,6 +227,27 @@ def test_driver_container_updates_only_when_its_pod_is_deleted(tmp_path):
     assert workload["spec"]["updateStrategy"] == {"type": "OnDelete"}
 
 
+@pytest.mark.parametrize("profile", ["kubeadm", "openshift"])
+def test_a_restarted_driver_pod_keeps_the_driver_gpu_pods_hold(tmp_path, profile):
+    """The driver container unloads the kernel modules when it starts, which fails while GPU pods
+    hold them (a crash loop), unless DRIVER_CONFIG_DIGEST equals the digest the running driver
+    stored: then it installs only the user-space files (gpu-driver-container
+    `_should_skip_kernel_module_reload`; the GPU Operator sets the digest on both containers)."""
+
+    def digests(driver: dict[str, Any], **sections: Any) -> set[str | None]:
+        mode = {"mode": "container"} if profile == "kubeadm" else {}
+        config = {"driver": {**mode, **driver}, **sections}
+        workload = daemonsets(rendered(tmp_path, profile, config))["nvidia-driver-daemonset"]
+        return {env(c).get("DRIVER_CONFIG_DIGEST") for c in pod(workload)["containers"]}
+
+    first = digests({})
+    (digest,) = first  # the same on every driver container (the DTK sidecar too)
+    assert digest
+    assert digests({}) == first
+    assert digests({}, nodes={"taints": []}) == first  # not what the driver installs
+    assert digests({"version": "580.178.04"}) != first  # a new driver: a full install
+
+
 def _affinity(workload: dict[str, Any]) -> dict[str, list[str]]:
     (term,) = pod(workload)["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"

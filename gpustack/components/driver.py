@@ -22,6 +22,8 @@ What the operator adds at run time and gpustack cannot (it runs nothing in the c
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
@@ -218,6 +220,15 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 ],
             }
         )
+    # A driver pod that restarts (an eviction, a crash, a node reboot's race) must not unload the
+    # modules GPU pods hold: that fails ("in use") and the pod crash-loops. With a digest of what
+    # it installs, equal to the one the running driver stored in /run/nvidia/nvidia-driver.state,
+    # it installs the user-space files only (gpu-driver-container ubuntu22.04/nvidia-driver and
+    # rhel9/common.sh `_should_skip_kernel_module_reload`; gpu-operator sets it on both containers,
+    # controllers/object_controls.go DRIVER_CONFIG_DIGEST, v26.7.0).
+    digest = _digest({"containers": containers, "volumes": volumes})
+    for container in containers:
+        container["env"].append({"name": "DRIVER_CONFIG_DIGEST", "value": digest})
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
@@ -247,6 +258,12 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # elsewhere (Red Hat's operator included) is not among these manifests.
         ignore(workload, "node-label-unsourced")
     return workload
+
+
+def _digest(install: dict[str, Any]) -> str:
+    """What the driver containers install (images, commands, env, mounts), hashed."""
+    text = json.dumps(install, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _labels_published(stack: Stack) -> bool:
