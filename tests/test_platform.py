@@ -409,6 +409,19 @@ def test_single_node_control_plane_gets_an_init_configuration(tmp_path):
     assert "node-role.kubernetes.io/control-plane" in tolerated
 
 
+@pytest.mark.parametrize("tainted", [True, False])
+def test_the_init_configuration_note_says_what_its_taint_list_does(tmp_path, tainted):
+    config = (
+        taints_config(controlPlane=True) if tainted else "nodes: {controlPlane: true, taints: []}\n"
+    )
+    rendering = rendered(tmp_path, "kubeadm", config)
+    [init] = load_all_yaml(rendering.node_files["init-configuration.yaml"])
+    readme = rendering.node_files["README.md"]
+    assert bool(init["nodeRegistration"]["taints"]) == tainted
+    assert ("The GPU taints stay" in readme) == tainted
+    assert ("the list is empty, so the node takes every pod" in readme) == (not tainted)
+
+
 def test_containerd_drop_in_registers_the_runtime_class_handler(tmp_path):
     rendering = rendered(tmp_path, "kubeadm", "runtimeClass: {handler: nvidia-gpu}\n")
     drop_in = tomllib.loads(rendering.node_files["99-nvidia.toml"])

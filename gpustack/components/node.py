@@ -187,6 +187,13 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
             "nodeRegistration": _node_registration(stack),
         }
         files["init-configuration.yaml"] = _yaml(init)
+        taints = (
+            "The GPU taints stay, and they turn away every pod that does not tolerate them, "
+            "CoreDNS included: on a single-node cluster consider `nodes.taints: []`"
+            if stack.config.nodes.taints
+            else "With no GPU taints (`nodes.taints: []`) the list is empty, so the node takes "
+            "every pod"
+        )
         where.insert(
             0,
             (
@@ -195,9 +202,8 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
                 "the GPU control-plane node. It lists the GPU taints only, which drops kubeadm's "
                 "default `node-role.kubernetes.io/control-plane:NoSchedule` taint (a taint list "
                 "replaces the default): on a single-node cluster the only node must run every pod. "
-                "To keep the control-plane taint (several control-plane nodes), add it to the list. "
-                "The GPU taints stay, and they turn away every pod that does not tolerate them, "
-                "CoreDNS included: on a single-node cluster consider `nodes.taints: []`",
+                f"To keep the control-plane taint (several control-plane nodes), add it to the "
+                f"list. {taints}",
             ),
         )
     notes = []
