@@ -422,6 +422,16 @@ def test_the_init_configuration_note_says_what_its_taint_list_does(tmp_path, tai
     assert ("the list is empty, so the node takes every pod" in readme) == (not tainted)
 
 
+@pytest.mark.parametrize("name", ["nvidia", "nvidia-gpu"])
+def test_rke2_says_which_release_provides_the_runtime_class_it_leaves_to_rke2(tmp_path, name):
+    rendering = rendered(tmp_path, "rke2", f"runtimeClass: {{name: {name}}}\n")
+    classes = [o for o in rendering.objects if o["kind"] == "RuntimeClass"]
+    leaves_it = not classes  # RKE2 ships `nvidia` (rancher/rke2 #7242), not `nvidia-gpu`
+    assert leaves_it == (name == "nvidia")
+    readme = rendering.node_files["README.md"]
+    assert ("v1.31.5" in readme and f"runtimeclass {name}" in readme) == leaves_it
+
+
 def test_containerd_drop_in_registers_the_runtime_class_handler(tmp_path):
     rendering = rendered(tmp_path, "kubeadm", "runtimeClass: {handler: nvidia-gpu}\n")
     drop_in = tomllib.loads(rendering.node_files["99-nvidia.toml"])

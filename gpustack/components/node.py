@@ -253,6 +253,16 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
         if not stack.runtime_class_enabled
         else ""
     )
+    notes = []
+    name = stack.config.runtimeClass.name
+    if stack.runtime_class_enabled and name in stack.facts.runtime.providedRuntimeClasses:
+        notes.append(
+            f"RuntimeClass `{name}`: GPU pods name it and RKE2 provides it, through its "
+            "`rke2-runtimeclasses` chart in RKE2 v1.29.13, v1.30.9, v1.31.5, v1.32.1 and later "
+            f"(rancher/rke2 #7242). On an older RKE2 `kubectl get runtimeclass {name}` finds "
+            "nothing and every GPU pod is refused: upgrade RKE2, or set `runtimeClass.name` to "
+            "another name so that gpustack renders the class."
+        )
     return (
         {"rke2-agent-config.yaml": _yaml(config)},
         [
@@ -264,7 +274,7 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
                 f"it, RKE2 reads the template `{stack.facts.runtime.containerdConfig}`)",
             )
         ],
-        [],
+        notes,
     )
 
 
