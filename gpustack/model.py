@@ -701,8 +701,11 @@ class SmokeTest(Strict):
             "strategy `mixed`"
         ),
     )
+    # The clock runs from the Job's start, Pending included; on a first install the GPU comes only
+    # after NFD labels the node, the driver container builds (upstream's startup probe allows it
+    # 60 s + 120 x 10 s) and MIG is partitioned (mig-parted waits up to 5 min for GPU clients).
     activeDeadlineSeconds: int = Field(
-        default=300, ge=30, le=86400, description="the Job fails when it has not passed by then"
+        default=1800, ge=30, le=86400, description="the Job fails when it has not passed by then"
     )
 
 

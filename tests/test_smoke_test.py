@@ -58,8 +58,21 @@ def test_argo_cd_runs_the_smoke_test_after_every_sync(tmp_path, profile):
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
-    assert job["spec"]["backoffLimit"] >= 0 and job["spec"]["activeDeadlineSeconds"] == 300
+    assert job["spec"]["backoffLimit"] >= 0
     validate_upstream(job)
+
+
+def test_the_smoke_test_waits_out_a_first_install_with_a_driver_container(tmp_path):
+    # The Job's deadline runs while its pod is Pending: it must outlast the driver container's
+    # build, which its startup probe allows (initial delay + period x failures).
+    rendering = render(
+        stack_for(tmp_path, "kubeadm", driver={"mode": "container"}, smokeTest={"enabled": True})
+    )
+    (job,) = jobs(rendering.objects)
+    (driver,) = [o for o in rendering.objects if o["metadata"]["name"] == "nvidia-driver-daemonset"]
+    probe = driver["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
+    build = probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"]
+    assert job["spec"]["activeDeadlineSeconds"] > build
 
 
 @pytest.mark.shared
