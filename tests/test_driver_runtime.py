@@ -378,7 +378,9 @@ def test_openshift_release_without_a_driver_image_is_refused(tmp_path, release):
 
 def test_an_older_release_takes_a_driver_published_for_it_or_a_host_driver(tmp_path):
     platform = {"profile": "openshift", "openshiftVersion": "4.16"}
-    older = {"version": "580.82.07"}  # released with rhcos4.14 to rhcos4.18 images
+    # NVIDIA/gpu-driver-container added 580.82.07 (commit 2a97658) while its .nvidia-ci.yml
+    # released every driver as rhcos4.14 to rhcos4.18.
+    older = {"version": "580.82.07"}
     workload = daemonsets(
         render(stack_for(tmp_path, "openshift", platform=platform, driver=older))
     )["nvidia-driver-daemonset"]
@@ -611,3 +613,20 @@ def test_driver_container_beside_a_host_driver_is_flagged(tmp_path):
     ]
     (message,) = rule_hits([*host, *driver], "driver-container-conflict")
     assert "nvidiaDriverRoot '/'" in message
+
+
+def test_without_nfd_the_driver_is_placed_by_the_configured_labels_alone(tmp_path):
+    """NFD's os-release labels keep a driver image off nodes it was not built for; with
+    nfd.mode disabled nothing sets them, and requiring them would leave the driver unscheduled."""
+    workload = daemonsets(
+        rendered(
+            tmp_path,
+            "kubeadm",
+            {
+                **CONTAINER,
+                "nfd": {"mode": "disabled"},
+                "nodes": {"selector": {"example.com/gpu": "true"}},
+            },
+        )
+    )["nvidia-driver-daemonset"]
+    assert list(_affinity(workload)) == ["example.com/gpu"]
