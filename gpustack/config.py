@@ -43,6 +43,25 @@ DRIVER_CONTAINER_MODES = ("container", "driver-toolkit")
 # Where a driver container's root filesystem appears on the host (NVIDIA/gpu-operator
 # controllers/object_controls.go DefaultDriverInstallDir, v26.7.0).
 DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
+# Distributions whose driver images are tagged by major version only (NVIDIA/gpu-operator
+# internal/state/nodepool.go getOSTag and controllers/state_manager.go getGPUNodeOSInfo, v26.7.0).
+MAJOR_VERSION_TAGGED = ("ol", "rocky", "rhel")
+
+
+def split_node_os(node_os: str) -> tuple[str, str]:
+    """`rhel9.6` -> ('rhel', '9.6'): NFD's system-os_release.ID and VERSION_ID labels."""
+    os_id = node_os.rstrip("0123456789.")
+    return os_id, node_os.removeprefix(os_id)
+
+
+def driver_os_tag(node_os: str) -> str:
+    """The OS suffix of the driver image tag the GPU Operator pulls for nodes of `node_os`:
+    ID and VERSION_ID, the major version only for RHEL, Rocky and Oracle Linux (`rhel9.6` ->
+    `rhel9`, `rhcos4.18` -> `rhcos4.18`)."""
+    os_id, version = split_node_os(node_os)
+    if os_id in MAJOR_VERSION_TAGGED:
+        version = version.split(".")[0]
+    return f"{os_id}{version}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +128,16 @@ class Stack:
         if self.driver_container:
             return DRIVER_CONTAINER_ROOT
         return self.facts.driver.devRoot or self.facts.driver.root
+
+    @property
+    def node_os(self) -> str:
+        """The GPU nodes' OS as `<os-release ID><VERSION_ID>`: the platform's for its version
+        (OpenShift: RHCOS of `platform.openshiftVersion`), else `driver.nodeOS`. Load refuses a
+        platform version the profile does not know (check_platform_os)."""
+        by_version = self.facts.driver.nodeOS
+        if by_version:
+            return by_version[self.config.platform.openshiftVersion or ""]
+        return self.config.driver.nodeOS
 
     @property
     def toolkit_enabled(self) -> bool:
@@ -534,6 +563,48 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             "it where gpustack writes them), or set nfd.mode: deploy or external",
         )
     _check_toolkit(config, profile, layers)
+    _check_platform_os(config, profile, layers)
+
+
+def _check_platform_os(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """A driver container on a platform whose node OS follows its version (OpenShift): the
+    version must be one the profile knows, and NVIDIA must publish the driver for that OS."""
+    facts = profile.facts.driver
+    stack = Stack(config, profile, "")
+    if not facts.nodeOS or not stack.driver_container:
+        return
+    name = profile.metadata.name
+    version = config.platform.openshiftVersion
+    where = nearest(layers, ("platform", "openshiftVersion"))
+    known = sorted(facts.nodeOS, key=lambda v: tuple(int(part) for part in v.split(".")))
+    if version not in facts.nodeOS:
+        raise UserError(
+            f"profile {name!r} does not know the node OS of OpenShift {version}, which picks the "
+            "driver image"
+            if version
+            else f"the driver image on profile {name!r} follows platform.openshiftVersion",
+            where,
+            field="platform.openshiftVersion",
+            hint=f"one of {known[0]} to {known[-1]}; for another release, a profile of your own "
+            f"that extends {name!r} with its facts.driver.nodeOS (`cat /etc/os-release` on a "
+            "node: ID and VERSION_ID)",
+        )
+    published = facts.publishedImages
+    tag = driver_os_tag(stack.node_os)
+    driver = config.driver.version
+    if published and driver in published.drivers and tag not in published.osTags:
+        served = [v for v in known if driver_os_tag(facts.nodeOS[v]) in published.osTags]
+        upgrade = f"upgrade to OpenShift {served[0]} or later, " if served else ""
+        raise UserError(
+            f"NVIDIA publishes no driver {driver} image for OpenShift {version} "
+            f"(nvcr.io/nvidia/driver:{driver}-{tag}): its tags for this platform are "
+            f"{', '.join(published.osTags)}"
+            + (f" (OpenShift {served[0]} to {served[-1]})" if served else ""),
+            where,
+            field="platform.openshiftVersion",
+            hint=f"{upgrade}set driver.version to a driver whose NGC nvidia/driver tags include "
+            f"-{tag}, or install the driver on the nodes (driver.mode: preinstalled)",
+        )
 
 
 def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:

@@ -234,7 +234,13 @@ class Platform(Strict):
     )
     openshiftVersion: Annotated[
         Annotated[str, Field(pattern=r"^4\.[0-9]{1,2}$")] | None, Doc(type='`"4.N"` or `"4.NN"`')
-    ] = Field(default=None, description="OpenShift minor version, e.g. `4.16`")
+    ] = Field(
+        default=None,
+        description=(
+            "OpenShift minor version, e.g. `4.20`; names the nodes' RHCOS, and with it the "
+            "driver image and the Driver Toolkit"
+        ),
+    )
 
 
 class Taint(Strict):
@@ -1003,6 +1009,19 @@ class HostMount(Strict):
     mountPath: HostPath
 
 
+# An OpenShift minor version, as platform.openshiftVersion takes it.
+OpenShiftMinor = Annotated[str, Field(pattern=r"^4\.[0-9]{1,2}$")]
+# A node OS as the driver image tags and NFD's labels name it: os-release ID then VERSION_ID.
+NodeOS = Annotated[str, Field(pattern=r"^[a-z]+[0-9]+(\.[0-9]+)?$")]
+
+
+class PublishedDriverImages(Strict):
+    drivers: list[Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")]] = Field(
+        min_length=1
+    )
+    osTags: list[Annotated[str, Field(pattern=r"^[a-z]+[0-9]+(\.[0-9]+)?$")]] = Field(min_length=1)
+
+
 class DriverFacts(Strict):
     modes: list[DriverMode]
     default: DriverMode
@@ -1014,10 +1033,15 @@ class DriverFacts(Strict):
         default=None,
         description="Where /dev with the GPU device nodes is, when not under the driver root.",
     )
-    containerOS: Literal["rhcos"] | None = Field(
+    nodeOS: dict[OpenShiftMinor, NodeOS] = Field(
+        default_factory=dict,
+        description="OpenShift: the nodes' OS per OpenShift minor, `<os-release ID><VERSION_ID>` "
+        "as NFD labels it (system-os_release.ID, .VERSION_ID); it replaces driver.nodeOS.",
+    )
+    publishedImages: PublishedDriverImages | None = Field(
         default=None,
-        description="The driver container's OS tag is the platform's (rhcos<openshiftVersion>) "
-        "rather than driver.nodeOS.",
+        description="The OS tags under which NVIDIA publishes these drivers' images for the "
+        "platform's nodes; a driver named here has no image under any other tag.",
     )
     driverToolkitImage: str | None = Field(
         default=None,
@@ -1073,6 +1097,11 @@ class ProfileFacts(Strict):
         description="The platform's own NFD (nfd.mode external) reads NodeFeature objects "
         "(nfd.k8s-sigs.io/v1alpha1), so GFD publishes its labels through the API; false: that NFD "
         "reads only the features.d files on each node, where GFD then writes them.",
+    )
+    nodeFeatureRuleGroup: str = Field(
+        default="nfd.k8s-sigs.io",
+        description="API group of the NodeFeatureRule that the platform's own NFD serves "
+        "(nfd.mode external); gpustack's own NFD (deploy) serves upstream's nfd.k8s-sigs.io.",
     )
     nodeOSLabel: NodeSelectorRequirement | None = None
     migPartitioning: Literal["mig-manager", "node-pool"] = Field(

@@ -286,15 +286,33 @@ def crd_validator(schema_file: Path) -> Any:
     return cls(schema)
 
 
+# Groups that serve an upstream kind under another name, with the upstream kind's spec: Red Hat's
+# NFD operator serves NodeFeatureRule as nfd.openshift.io (openshift/cluster-nfd-operator
+# manifests/stable/manifests/nfd.openshift.io_nodefeaturerules.yaml; from release-4.19 it copies
+# each such rule, spec as is, into nfd.k8s-sigs.io, internal/controllers/
+# nodefeaturerule_reconciler.go). shared/crd-schemas has upstream's group only.
+UPSTREAM_GROUP = {"nfd.openshift.io": "nfd.k8s-sigs.io"}
+
+
+def as_upstream(obj: dict) -> dict:
+    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), else as is."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    if group not in UPSTREAM_GROUP:
+        return obj
+    return {**obj, "apiVersion": f"{UPSTREAM_GROUP[group]}/{version}"}
+
+
 def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
     """Strict validation against an independent oracle: kubernetes-validate's strict schemas for
-    core kinds, the upstream CRD schemas in shared/crd-schemas for custom resources."""
+    core kinds, the upstream CRD schemas in shared/crd-schemas for custom resources (a kind served
+    under another group, as upstream's: UPSTREAM_GROUP)."""
     import jsonschema
     import kubernetes_validate
 
     if is_core(obj["apiVersion"]):
         kubernetes_validate.validate(obj, kubernetes_version, strict=True)
         return
+    obj = as_upstream(obj)
     group, _, version = obj["apiVersion"].rpartition("/")
     schema = CRD_SCHEMAS / group / f"{obj['kind'].lower()}_{version}.json"
     # What jsonschema.validate(obj, schema) does, with the validator built once per schema.

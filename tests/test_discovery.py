@@ -400,6 +400,49 @@ def test_node_feature_rule_sets_the_label_gpu_workloads_select(tmp_path, profile
     assert not schedulable(plugin, {"feature.node.kubernetes.io/pci-0302_10de.present": "true"}, [])
 
 
+# The group the NFD in charge serves NodeFeatureRule in. Upstream NFD, which gpustack deploys
+# (and which kubeadm's and RKE2's external NFD is), serves nfd.k8s-sigs.io. Red Hat's NFD operator
+# (OperatorHub, OpenShift's external NFD) serves nfd.openshift.io in every release: up to 4.18 its
+# only group, the one its nfd-master reads (openshift/cluster-nfd-operator release-4.18 manifests/
+# stable/manifests, openshift/node-feature-discovery release-4.18 api/nfd/v1alpha1/register.go);
+# from 4.19 beside nfd.k8s-sigs.io, into which the operator copies each nfd.openshift.io rule
+# (cluster-nfd-operator release-4.19 internal/controllers/nodefeaturerule_reconciler.go). A rule
+# in a group the cluster does not serve fails to apply ("no matches for kind").
+NODE_FEATURE_RULE_GROUPS = [
+    ("openshift", "external", "nfd.openshift.io"),
+    ("openshift", "deploy", "nfd.k8s-sigs.io"),
+    ("kubeadm", "external", "nfd.k8s-sigs.io"),
+    ("kubeadm", "deploy", "nfd.k8s-sigs.io"),
+    ("rke2", "deploy", "nfd.k8s-sigs.io"),
+]
+
+
+@pytest.mark.parametrize(("profile", "mode", "group"), NODE_FEATURE_RULE_GROUPS)
+def test_node_feature_rule_is_in_the_group_its_nfd_serves(tmp_path, profile, mode, group):
+    rendered = objects(tmp_path, profile, nfd={"mode": mode})
+    (rule,) = node_feature_rules(rendered)
+    assert rule["apiVersion"] == f"{group}/v1alpha1"
+    definitions = [o for o in rendered if o["kind"] == "CustomResourceDefinition"]
+    if mode == "deploy":
+        # The rule's kind is among the CRDs rendered with it, which the sync applies first.
+        served = {
+            (d["spec"]["group"], d["spec"]["names"]["kind"], v["name"])
+            for d in definitions
+            for v in d["spec"]["versions"]
+            if v["served"]
+        }
+        assert (group, "NodeFeatureRule", "v1alpha1") in served
+    else:
+        assert not definitions
+
+
+@pytest.mark.parametrize("release", ["4.18", "4.19", "4.22"])
+def test_openshift_rule_group_holds_for_every_release(tmp_path, release):
+    platform = {"profile": "openshift", "openshiftVersion": release}
+    (rule,) = node_feature_rules(objects(tmp_path, "openshift", platform=platform))
+    assert rule["apiVersion"] == "nfd.openshift.io/v1alpha1"
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize("mode", ["deploy", "external"])
 def test_node_feature_rule_matches_the_upstream_schema(tmp_path, mode):

@@ -327,32 +327,137 @@ def test_no_toolkit_where_gpustack_cannot_deploy_it(tmp_path):
 
 
 def test_openshift_driver_toolkit_pairs_the_driver_with_a_dtk_sidecar(tmp_path):
-    workload = daemonsets(rendered(tmp_path, "openshift", {}))["nvidia-driver-daemonset"]
+    workload = daemonsets(
+        rendered(tmp_path, "openshift", {"platform": {"profile": "openshift", **OCP_4_18}})
+    )["nvidia-driver-daemonset"]
     spec = pod(workload)
     driver, dtk = spec["containers"]
-    assert driver["image"] == f"{DRIVER_IMAGE}:595.91.07-rhcos4.16"
-    assert dtk["image"] == "registry.redhat.io/openshift4/driver-toolkit-rhel9:v4.16"
+    assert driver["image"] == f"{DRIVER_IMAGE}:595.91.07-rhcos4.18"
+    assert dtk["image"] == "registry.redhat.io/openshift4/driver-toolkit-rhel9:v4.18"
     shared = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
     for container in (driver, dtk):
         assert shared & {m["name"] for m in container["volumeMounts"]}, container["name"]
-    assert env(driver)["OPENSHIFT_VERSION"] == "4.16"
+    assert env(driver)["OPENSHIFT_VERSION"] == "4.18"
+
+
+OCP_4_18 = {"openshiftVersion": "4.18", "kubernetesVersion": "1.31"}
+# What each OpenShift release's RHCOS says in /etc/os-release, which NFD labels
+# (system-os_release.ID, .VERSION_ID): ID=rhcos and the OpenShift minor up to 4.18 (4.14:
+# gpu-operator internal/state/nodepool_test.go, v26.7.0); from 4.19 the RHEL it is built from,
+# ID=rhel (OpenShift 4.19 release notes, "RHCOS split into layers"; NVIDIA cloud-native-docs
+# openshift/steps-overview.rst: 4.19 to 4.21 RHEL 9.6, 4.22 RHEL 9.8). The tag GPU Operator
+# v26.7.0 pulls for it: ID and VERSION_ID, RHEL's major version only (controllers/
+# state_manager.go getGPUNodeOSInfo; cloud-native-docs gpu-operator/platform-support.rst,
+# "ID=rhel and VERSION_ID=9.8 produce rhel9").
+OPENSHIFT_RELEASES = [
+    ("4.18", "1.31", "rhcos", "4.18", "595.91.07-rhcos4.18"),
+    ("4.19", "1.32", "rhel", "9.6", "595.91.07-rhel9"),
+    ("4.20", "1.33", "rhel", "9.6", "595.91.07-rhel9"),
+    ("4.21", "1.34", "rhel", "9.6", "595.91.07-rhel9"),
+    ("4.22", "1.35", "rhel", "9.8", "595.91.07-rhel9"),
+]
+
+
+@pytest.mark.parametrize(
+    ("release", "kubernetes", "os_id", "os_version", "tag"), OPENSHIFT_RELEASES
+)
+def test_openshift_driver_image_is_the_one_the_gpu_operator_pulls_for_the_release(
+    tmp_path, release, kubernetes, os_id, os_version, tag
+):
+    platform = {
+        "profile": "openshift",
+        "openshiftVersion": release,
+        "kubernetesVersion": kubernetes,
+    }
+    rendering = rendered(tmp_path, "openshift", {"platform": platform})
+    workload = daemonsets(rendering)["nvidia-driver-daemonset"]
+    driver, dtk = pod(workload)["containers"]
+    assert driver["image"] == f"{DRIVER_IMAGE}:{tag}"
+    assert dtk["image"] == f"registry.redhat.io/openshift4/driver-toolkit-rhel9:v{release}"
+    # The driver runs only where NFD's os-release labels say the image fits.
+    affinity = _affinity(workload)
+    assert affinity["feature.node.kubernetes.io/system-os_release.ID"] == [os_id]
+    assert affinity["feature.node.kubernetes.io/system-os_release.VERSION_ID"] == [os_version]
+    findings = lint.run(
+        rendering.objects,
+        rendering.kubernetes_version,
+        taints=rendering.taints,
+        node_labels=rendering.node_labels,
+    )
+    assert not [f.message for f in findings if f.severity == "error"]
+
+
+# NVIDIA publishes the drivers it builds now (gpu-driver-container versions.mk DRIVER_VERSIONS:
+# 580.178.04, 595.91.07, 610.57.04) for RHCOS as rhcos4.18 and rhel9 only: the release jobs for
+# rhcos4.14 to rhcos4.17 went with commit e21b629 (.nvidia-ci.yml); GPU Operator v26.7.0 supports
+# OpenShift 4.18 to 4.22 (bundle/metadata/annotations.yaml).
+@pytest.mark.parametrize("release", ["4.14", "4.16", "4.17"])
+def test_openshift_release_without_a_driver_image_is_refused(tmp_path, release):
+    platform = {"profile": "openshift", "openshiftVersion": release}
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "openshift", platform=platform)
+    assert raised.value.field == "platform.openshiftVersion"
+    assert f"595.91.07-rhcos{release}" in str(raised.value)
+    for fix in ("driver.version", "driver.mode: preinstalled", "4.18"):
+        assert fix in (raised.value.hint or ""), fix
+
+
+def test_an_older_release_takes_a_driver_published_for_it_or_a_host_driver(tmp_path):
+    platform = {"profile": "openshift", "openshiftVersion": "4.16"}
+    # NVIDIA/gpu-driver-container added 580.82.07 (commit 2a97658) while its .nvidia-ci.yml
+    # released every driver as rhcos4.14 to rhcos4.18.
+    older = {"version": "580.82.07"}
+    workload = daemonsets(
+        render(stack_for(tmp_path, "openshift", platform=platform, driver=older))
+    )["nvidia-driver-daemonset"]
+    assert pod(workload)["containers"][0]["image"] == f"{DRIVER_IMAGE}:580.82.07-rhcos4.16"
+    host = render(
+        stack_for(tmp_path, "openshift", platform=platform, driver={"mode": "preinstalled"})
+    )
+    assert "nvidia-driver-daemonset" not in daemonsets(host)
+
+
+def test_an_openshift_release_the_profile_does_not_know_is_refused(tmp_path):
+    platform = {"profile": "openshift", "openshiftVersion": "4.30"}
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "openshift", platform=platform)
+    assert raised.value.field == "platform.openshiftVersion"
+    assert "facts.driver.nodeOS" in (raised.value.hint or "")
+
+
+def test_refused_release_is_reported_at_its_line_and_nothing_is_written(tmp_path, cli):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        'platform:\n  profile: openshift\n  openshiftVersion: "4.16"\n'
+    )
+    result = cli("render", config, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "cluster.yaml:6:" in result.output and "platform.openshiftVersion" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
 
 
 def test_rhcos_version_pins_the_driver_to_its_build(tmp_path):
     image = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "0" * 64
+    # OSTREE_VERSION of an OpenShift 4.19 node (RHEL 9.6 based RHCOS builds are 9.6.<date>-<n>).
+    build = "9.6.20250916-0"
     workload = daemonsets(
         rendered(
             tmp_path,
             "openshift",
-            {"driver": {"rhcosVersion": "416.94.202410211619-0", "driverToolkitImage": image}},
+            {
+                "platform": {"profile": "openshift", "openshiftVersion": "4.19"},
+                "driver": {"rhcosVersion": build, "driverToolkitImage": image},
+            },
         )
     )["nvidia-driver-daemonset"]
     assert _affinity(workload)["feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"] == [
-        "416.94.202410211619-0"
+        build
     ]
     dtk = pod(workload)["containers"][1]
     assert dtk["image"] == image
-    assert env(dtk)["RHCOS_VERSION"] == "416.94.202410211619-0"
+    assert env(dtk)["RHCOS_VERSION"] == build
 
 
 def test_rhcos_version_needs_its_dtk_image(tmp_path):
@@ -552,3 +657,20 @@ def test_driver_container_beside_a_host_driver_is_flagged(tmp_path):
     ]
     (message,) = rule_hits([*host, *driver], "driver-container-conflict")
     assert "nvidiaDriverRoot '/'" in message
+
+
+def test_without_nfd_the_driver_is_placed_by_the_configured_labels_alone(tmp_path):
+    """NFD's os-release labels keep a driver image off nodes it was not built for; with
+    nfd.mode disabled nothing sets them, and requiring them would leave the driver unscheduled."""
+    workload = daemonsets(
+        rendered(
+            tmp_path,
+            "kubeadm",
+            {
+                **CONTAINER,
+                "nfd": {"mode": "disabled"},
+                "nodes": {"selector": {"example.com/gpu": "true"}},
+            },
+        )
+    )["nvidia-driver-daemonset"]
+    assert list(_affinity(workload)) == ["example.com/gpu"]

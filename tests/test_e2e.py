@@ -17,7 +17,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from conftest import ROOT, SHARED, crd_validator, read_manifests, run_gpustack
+from conftest import ROOT, SHARED, as_upstream, crd_validator, read_manifests, run_gpustack
 from example_renders import committed_files, example_configs, expected_out, render_example
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
@@ -92,7 +92,9 @@ def test_every_object_passes_strict_schema_validation(example: str) -> None:
                     f"{label(obj)}: Kubernetes {version} has no {obj['apiVersion']} {kind}"
                 )
             continue
-        api_version = obj["apiVersion"].rpartition("/")[2]
+        # Red Hat's NodeFeatureRule is upstream's under another group (conftest.UPSTREAM_GROUP).
+        obj = as_upstream(obj)
+        group, api_version = obj["apiVersion"].rpartition("/")[::2]
         schema_file = CRD_SCHEMAS / group / f"{kind.lower()}_{api_version}.json"
         if not schema_file.is_file():
             problems.append(

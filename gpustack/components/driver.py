@@ -8,8 +8,9 @@ Driver Toolkit), deployments/gpu-operator/values.yaml (`driver.version`, `driver
 
 What the operator adds at run time and gpustack cannot (it runs nothing in the cluster):
 - the node's OS and kernel, read from NFD labels, pick the image tag; here the config says them
-  (`driver.nodeOS`, `driver.kernelVersion`) and the DaemonSet selects only nodes whose NFD labels
-  match, so an image never lands on a node it does not fit;
+  (`driver.nodeOS`, `driver.kernelVersion`; on OpenShift the profile's RHCOS for
+  `platform.openshiftVersion`, `facts.driver.nodeOS`) and the DaemonSet selects only nodes whose
+  NFD labels match, so an image never lands on a node it does not fit;
 - on OpenShift the Driver Toolkit (DTK) image per RHCOS build, read from the cluster's
   `openshift/driver-toolkit` ImageStream, one DaemonSet per RHCOS build selected on NFD's
   `system-os_release.OSTREE_VERSION`; here `driver.driverToolkitImage` (default: Red Hat's DTK
@@ -26,7 +27,7 @@ import hashlib
 import json
 from typing import Any
 
-from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
+from gpustack.config import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.decorate import ignore
 from gpustack.workload import (
     daemonset,
@@ -64,8 +65,10 @@ RHEL_SUBSCRIPTION = (
 
 def image(stack: Stack) -> str:
     driver = stack.config.driver
-    if stack.facts.driver.containerOS == "rhcos":
-        return f"{IMAGE}:{driver.version}-rhcos{stack.config.platform.openshiftVersion}"
+    if stack.facts.driver.nodeOS:
+        # The platform's OS for its version, tagged as the GPU Operator tags it: RHCOS up to
+        # OpenShift 4.18 is `rhcos4.18`, from 4.19 RHCOS reports its RHEL (`rhel9.6` -> `rhel9`).
+        return f"{IMAGE}:{driver.version}-{driver_os_tag(stack.node_os)}"
     if driver.precompiled:
         # Precompiled tags are <branch>-<kernel>-<os> (gpu-operator golden precompiled render).
         branch = driver.version.split(".")[0]
@@ -96,19 +99,21 @@ def build(stack: Stack) -> list[dict[str, Any]]:
 def _node_requirements(stack: Stack) -> list[dict[str, Any]]:
     """NFD labels that keep the image on nodes it was built for."""
     driver = stack.config.driver
-    if stack.driver_mode == "driver-toolkit":
-        if not driver.rhcosVersion:
-            return []
-        return [
-            {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [driver.rhcosVersion]}
-        ]
-    # nodeOS is <os-release ID><VERSION_ID>, e.g. ubuntu22.04 or rhel9.6.
-    os_id = driver.nodeOS.rstrip("0123456789.")
-    version = driver.nodeOS.removeprefix(os_id)
+    if stack.config.nfd.mode == "disabled":
+        # Nothing sets NFD's labels: the nodes are found by nodes.selector alone.
+        return []
+    # The node OS is <os-release ID><VERSION_ID>, e.g. ubuntu22.04, rhel9.6, or on OpenShift
+    # RHCOS's for the release (rhcos4.18; from 4.19 rhel9.6).
+    os_id, version = split_node_os(stack.node_os)
     requirements = [
         {"key": f"{NFD_OS}.ID", "operator": "In", "values": [os_id]},
         {"key": f"{NFD_OS}.VERSION_ID", "operator": "In", "values": [version]},
     ]
+    if stack.driver_mode == "driver-toolkit" and driver.rhcosVersion:
+        # One RHCOS build, as the GPU Operator's DaemonSet per build selects it.
+        requirements.append(
+            {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [driver.rhcosVersion]}
+        )
     if driver.precompiled:
         requirements.append(
             {"key": NFD_KERNEL, "operator": "In", "values": [str(driver.kernelVersion)]}
@@ -152,11 +157,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "nv-firmware", f"{DRIVER_CONTAINER_ROOT}/lib/firmware", "DirectoryOrCreate"
         ),
     ]
-    if (
-        not dtk
-        and stack.facts.driver.containerOS is None
-        and stack.config.driver.nodeOS.startswith("rhel")
-    ):
+    if not dtk and split_node_os(stack.node_os)[0] == "rhel":
         # A RHEL driver container installs kernel headers from Red Hat's repositories with the
         # host's subscription (gpu-operator controllers/object_controls.go SubscriptionPathMap).
         for name, host, target, kind in RHEL_SUBSCRIPTION:

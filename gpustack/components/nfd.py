@@ -5,7 +5,8 @@ deployment/overlays/default): its CRDs, nfd-master, nfd-worker, nfd-gc, their RB
 `external` assumes NFD is installed (e.g. OpenShift's NFD operator) and `disabled` emits nothing.
 
 Both `deploy` and `external` emit the NodeFeatureRule that gives NVIDIA GPU nodes the label every
-GPU workload selects on. NFD's own PCI label is `pci-<class>_<vendor>.present`, so a data-center GPU
+GPU workload selects on, in the API group of the NFD that reads it (`facts.nodeFeatureRuleGroup`
+for an external one: Red Hat's NFD operator serves nfd.openshift.io). NFD's own PCI label is `pci-<class>_<vendor>.present`, so a data-center GPU
 (class 0302, "3D controller") shows up as `pci-0302_10de.present` and a VGA-class one as
 `pci-0300_10de.present`, while the device plugin's chart, the GPU Operator and the field reports
 expect `pci-10de.present`: the mismatch leaves the plugin at 0 pods (k8s-device-plugin #1213).
@@ -32,7 +33,6 @@ from gpustack.workload import (
 )
 
 GROUP = "nfd.k8s-sigs.io"
-API_VERSION = f"{GROUP}/v1alpha1"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 NVIDIA_PCI_VENDOR = "10de"
 MASTER = "nfd-master"
@@ -48,7 +48,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     mode = stack.config.nfd.mode
     if mode == "disabled":
         return []
-    objects = [node_feature_rule()]
+    objects = [node_feature_rule(stack)]
     if mode == "deploy":
         objects += [
             *custom_resource_definitions(),
@@ -59,11 +59,16 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     return objects
 
 
-def node_feature_rule() -> dict[str, Any]:
+def node_feature_rule(stack: Stack) -> dict[str, Any]:
     """`pci-10de.present=true` on nodes with an NVIDIA (vendor 10de) display controller (class
-    03xx: 0300 VGA, 0302 3D), whatever label NFD's PCI source is configured to produce."""
+    03xx: 0300 VGA, 0302 3D), whatever label NFD's PCI source is configured to produce.
+
+    In the API group the NFD in charge serves: gpustack's own (`deploy`) upstream's, an NFD
+    installed elsewhere (`external`) the profile's, e.g. Red Hat's NFD operator nfd.openshift.io."""
+    external = stack.config.nfd.mode == "external"
+    group = stack.facts.nodeFeatureRuleGroup if external else GROUP
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": f"{group}/v1alpha1",
         "kind": "NodeFeatureRule",
         "metadata": {"name": "nvidia-gpu-pci-10de"},
         "spec": {
