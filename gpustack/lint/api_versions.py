@@ -10,11 +10,10 @@ Other custom kinds are left to schema validation.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.kubernetes_schemas import kubernetes_schemas_root
+from gpustack.kubernetes_schemas import definitions, kubernetes_schemas_root
 from gpustack.lint._objects import Objects, Rule, finding, mapping, sequence
 from gpustack.objects import describe
 
@@ -36,11 +35,9 @@ def _schema_versions() -> dict[str, str]:
 
 @functools.cache
 def served(version: str) -> frozenset[GroupVersionKind]:
-    folder = _schema_versions()[version]
-    path = kubernetes_schemas_root() / folder / "_definitions.json"
-    definitions = json.loads(path.read_text(encoding="utf-8"))
+    parsed = definitions(_schema_versions()[version])
     found = set()
-    for schema in definitions.get("definitions", definitions.get("$defs", {})).values():
+    for schema in parsed.get("definitions", parsed.get("$defs", {})).values():
         for gvk in schema.get("x-kubernetes-group-version-kind", []):
             found.add((gvk["group"], gvk["version"], gvk["kind"]))
     return frozenset(found)
