@@ -73,3 +73,18 @@ def test_other_schema_files_are_read_for_the_built_in_api_groups(monkeypatch):
         assert api_versions.built_in_groups() == api_versions.read_built_in_groups()
     finally:
         api_versions.built_in_groups.cache_clear()
+
+
+def test_a_plain_command_line_never_loads_typer(tmp_path):
+    """render, check, diff and validate read a plain command line with their own parser:
+    typer (and the pydantic adapters it builds for every option) is left for help and mistakes."""
+    code = (
+        "import sys\nfrom gpustack.commands import declared\n"
+        "lines = [['render', 'missing.yaml'], ['check', 'missing.yaml', '-o', 'out'], ['diff'],"
+        " ['validate', 'missing.yaml'], ['--version']]\n"
+        "print([declared.main(line) for line in lines], 'typer' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split("\n")[-2] == "[2, 2, 2, 1, 0] False", done.stdout + done.stderr
