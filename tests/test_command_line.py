@@ -94,19 +94,25 @@ TYPER = [
 ]
 
 
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """Configs, a user profile and a rendered `out/`, made once: each way of each command line
+    runs in a copy of its own."""
+    folder = tmp_path_factory.mktemp("template")
+    (folder / "lab.yaml").write_text(CONFIG.replace("NAME", "lab").replace("PROFILE", "kubeadm"))
+    (folder / "rke2.yaml").write_text(CONFIG.replace("NAME", "lab").replace("PROFILE", "rke2"))
+    (folder / "k3s.yaml").write_text(CONFIG.replace("NAME", "k3s").replace("PROFILE", "k3s"))
+    (folder / "prof").mkdir()
+    (folder / "prof" / "k3s.yaml").write_text(USER_PROFILE)
+    assert run_gpustack("render", "lab.yaml", "-o", "out", "-q", cwd=folder).returncode == 0
+    return folder
+
+
 @pytest.fixture
-def folder(tmp_path, monkeypatch):
-    """Configs, a user profile and a rendered `out/`: each way runs in a copy of its own."""
-    tmp_path = tmp_path / "template"
-    tmp_path.mkdir()
-    (tmp_path / "lab.yaml").write_text(CONFIG.replace("NAME", "lab").replace("PROFILE", "kubeadm"))
-    (tmp_path / "rke2.yaml").write_text(CONFIG.replace("NAME", "lab").replace("PROFILE", "rke2"))
-    (tmp_path / "k3s.yaml").write_text(CONFIG.replace("NAME", "k3s").replace("PROFILE", "k3s"))
-    (tmp_path / "prof").mkdir()
-    (tmp_path / "prof" / "k3s.yaml").write_text(USER_PROFILE)
-    assert run_gpustack("render", "lab.yaml", "-o", "out", "-q", cwd=tmp_path).returncode == 0
+def folder(template, tmp_path, monkeypatch):
     monkeypatch.delenv("GPUSTACK_PROFILES_DIR", raising=False)
-    return tmp_path
+    shutil.copytree(template, tmp_path / "template", symlinks=True)
+    return tmp_path / "template"
 
 
 def both_ways(line: str, folder, monkeypatch) -> tuple[list[object], bool]:
