@@ -30,7 +30,7 @@ PLAIN = [
     "render lab.yaml -o fresh --output json",
     "render lab.yaml -ofresh --output=json -q",
     "render --out=fresh lab.yaml --force",
-    "render -j1 --jobs 007 lab.yaml -o -",
+    "render -j2 --jobs 01 lab.yaml -o -",
     "render lab.yaml --set devicePlugin.sharing.replicas=8 --set=devicePlugin.sharing.replicas=4 -o -",
     "render lab.yaml --set bad",
     "render --profile=nope lab.yaml --stdout",
