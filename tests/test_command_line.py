@@ -1,4 +1,4 @@
-"""A plain command line of render, check, diff or validate runs by the commands' own small parser
+"""A plain command line of render, check, diff, validate or schema runs by the commands' own small parser
 (gpustack/commands/declared.py) rather than typer's; anything else goes to typer. Both must give
 the user the same: stdout, stderr and exit code, for plain runs and for mistakes alike."""
 
@@ -55,6 +55,8 @@ PLAIN = [
     "diff lab.yaml rke2.yaml k3s.yaml",
     "validate out",
     "validate -strict -output json out",
+    "schema",
+    "--debug schema",
 ]
 # Command lines left to typer: help, mistakes, and what typer reads its own way.
 TYPER = [
@@ -90,6 +92,8 @@ TYPER = [
     "diff --output xml lab.yaml rke2.yaml",
     "validate --jobs 0 out",
     "validate --bogus",
+    "schema extra",
+    "schema --bogus",
     "profiles list",
 ]
 

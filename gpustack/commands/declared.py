@@ -27,6 +27,7 @@ COMMANDS = {
     "validate": "gpustack.commands.validate",
     "check": "gpustack.commands.check",
     "diff": "gpustack.commands.diff",
+    "schema": "gpustack.commands.schema",
 }
 
 

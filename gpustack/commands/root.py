@@ -1,7 +1,7 @@
 """The `gpustack` command as a typer application: the root command and every subcommand
 (`gpustack/commands/<name>.py`). `gpustack.cli.main` runs it for what a plain run of a declared
-command (render, validate, check, diff; `declared.main`) does not cover: help, completion, every
-mistake on the command line, and the other commands.
+command (render, validate, check, diff, schema; `declared.main`) does not cover: help,
+completion, every mistake on the command line, and the other commands.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def _defaults(command: Any, values: dict[str, str]) -> dict[str, Any]:
 app.command("render")(declared.typer_command(render.COMMAND))
 app.command("init")(init.command)
 app.add_typer(profiles.app, name="profiles")
-app.command("schema")(schema.command)
+app.command("schema")(declared.typer_command(schema.COMMAND))
 app.command("validate")(declared.typer_command(validate.COMMAND))
 app.command("check")(declared.typer_command(check.COMMAND))
 app.command("diff")(declared.typer_command(diff.COMMAND))
