@@ -115,7 +115,11 @@ class Strict(BaseModel):
     """Unknown fields are errors: a misspelled field must never be silently ignored."""
 
     # strict: "true" is not a boolean and "4" not a number (YAML already types values).
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False, strict=True)
+    # defer_build: validators are built on first use, not at import: a run validates a few
+    # top-level models, whose validators hold their nested models' (start-up time).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=False, strict=True, defer_build=True
+    )
 
 
 _QUANTITY_SUFFIXES = {

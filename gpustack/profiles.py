@@ -14,7 +14,7 @@ from typing import Any
 from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
-from gpustack.yamlio import SourceMap, load_file
+from gpustack.yamlio import SourceMap, load_file_fast
 
 BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
 
@@ -78,15 +78,23 @@ def _load(
     layers: list[Layer] = []
     seen: list[str] = []
     current: str | None = name
-    where = referenced_at
+    # Where `current` is named, for an error: looked up only then (positions cost a full parse).
+    referrer: SourceMap | None = None
+
+    def named_at() -> Location | None:
+        return referenced_at if referrer is None else referrer.value(("extends",))
+
     while current is not None:
         if current in seen:
             raise UserError(
-                f"profile extends forms a cycle: {' -> '.join([*seen, current])}", where, "extends"
+                f"profile extends forms a cycle: {' -> '.join([*seen, current])}",
+                named_at(),
+                "extends",
             )
         seen.append(current)
         path = _find(current, profiles_dir)
         if path is None and not _NAME.fullmatch(current):
+            where = named_at()
             shown = current if len(current) <= 40 else f"{current[:40]}…"
             raise UserError(
                 f"{shown!r} is not a profile name (lowercase letters, digits and '-', at most "
@@ -100,6 +108,7 @@ def _load(
                 hint="a user profile is found by name in --profiles-dir",
             )
         if path is None:
+            where = named_at()
             choices = available(profiles_dir)
             raise UserError(
                 f"unknown profile {current!r}",
@@ -112,12 +121,12 @@ def _load(
                 else "extends",
                 hint=did_you_mean(current, choices) or f"available: {', '.join(choices)}",
             )
-        document = load_file(path)
+        document = load_file_fast(path)
         if not isinstance(document.data, dict):
             raise UserError("expected a Profile mapping", document.source.nearest(()))
         layers.append(Layer(document.data, document.source, (), path.parent))
         parent = document.data.get("extends")
-        where = document.source.value(("extends",))
+        referrer = document.source
         current = parent if isinstance(parent, str) else None
     layers.reverse()
     data = merge_layers(layers)
@@ -132,13 +141,43 @@ def _load(
 def _merged_layer(layers: list[Layer]) -> Layer:
     """Fold several profiles' defaults into one layer whose positions point at the right file."""
     data: dict[str, Any] = {}
-    combined = SourceMap(layers[-1].source.file)
     for layer in layers:
         data = merge(data, layer.data)
-        for path, location in layer.source.values.items():
-            if path[: len(layer.prefix)] == layer.prefix:
-                combined.values[path[len(layer.prefix) :]] = location
-        for path, location in layer.source.keys.items():
-            if path[: len(layer.prefix)] == layer.prefix:
-                combined.keys[path[len(layer.prefix) :]] = location
-    return Layer(data, combined, (), layers[-1].directory)
+    return Layer(data, _MergedSourceMap(layers), (), layers[-1].directory)
+
+
+class _MergedSourceMap(SourceMap):
+    """The positions of several profiles' defaults, each in its own file, put together only when
+    something asks for one (in practice an error message): the profiles are read by the fast
+    path, whose positions cost a full parse."""
+
+    def __init__(self, layers: list[Layer]) -> None:
+        self.file = layers[-1].source.file
+        self._layers = layers
+        self._full: SourceMap | None = None
+
+    def _positions(self) -> SourceMap:
+        if self._full is None:
+            combined = SourceMap(self.file)
+            for layer in self._layers:
+                for path, location in layer.source.values.items():
+                    if path[: len(layer.prefix)] == layer.prefix:
+                        combined.values[path[len(layer.prefix) :]] = location
+                for path, location in layer.source.keys.items():
+                    if path[: len(layer.prefix)] == layer.prefix:
+                        combined.keys[path[len(layer.prefix) :]] = location
+            self._full = combined
+        return self._full
+
+    # Read-only properties where SourceMap has fields, as yamlio.LazySourceMap.
+    @property
+    def values(self) -> dict[tuple[str | int, ...], Location]:  # type: ignore[override]
+        return self._positions().values
+
+    @property
+    def keys(self) -> dict[tuple[str | int, ...], Location]:  # type: ignore[override]
+        return self._positions().keys
+
+    @property
+    def text(self) -> str:  # type: ignore[override]
+        return ""

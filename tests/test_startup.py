@@ -51,3 +51,40 @@ def test_validating_loads_neither_the_config_model_nor_the_renderer(flags):
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert completed.stdout.splitlines()[-1:] in ([], [""]), completed.stdout
+
+
+def test_the_built_in_api_groups_are_known_without_reading_every_version():
+    """api-version-not-served takes the built-in API groups from a list kept beside the sizes of
+    the schema files it was read from, rather than parsing every Kubernetes version's schemas on
+    each run: the installed files are those, and reading them gives that list."""
+    from gpustack.lint import api_versions
+
+    assert api_versions.definition_sizes() == api_versions.SHIPPED_SIZES
+    assert api_versions.read_built_in_groups() == api_versions.SHIPPED_GROUPS
+
+
+def test_other_schema_files_are_read_for_the_built_in_api_groups(monkeypatch):
+    from gpustack.lint import api_versions
+
+    monkeypatch.setattr(api_versions, "SHIPPED_GROUPS", frozenset({"example.com"}))
+    monkeypatch.setattr(api_versions, "SHIPPED_SIZES", {})
+    api_versions.built_in_groups.cache_clear()
+    try:
+        assert api_versions.built_in_groups() == api_versions.read_built_in_groups()
+    finally:
+        api_versions.built_in_groups.cache_clear()
+
+
+def test_a_plain_command_line_never_loads_typer(tmp_path):
+    """render, check, diff and validate read a plain command line with their own parser:
+    typer (and the pydantic adapters it builds for every option) is left for help and mistakes."""
+    code = (
+        "import sys\nfrom gpustack.commands import declared\n"
+        "lines = [['render', 'missing.yaml'], ['check', 'missing.yaml', '-o', 'out'], ['diff'],"
+        " ['validate', 'missing.yaml'], ['--version']]\n"
+        "print([declared.main(line) for line in lines], 'typer' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split("\n")[-2] == "[2, 2, 2, 1, 0] False", done.stdout + done.stderr

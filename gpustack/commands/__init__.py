@@ -5,3 +5,6 @@ the command line, and a run then pays only for what its command uses (start-up t
 
 # Options of the whole program, which also work after the command (`gpustack render --debug`).
 GLOBAL_FLAGS = ("--debug",)
+
+# Set when a shell asks for completions (`gpustack completion SHELL` prints the scripts that set it).
+COMPLETE_VARIABLE = "_GPUSTACK_COMPLETE"

@@ -12,35 +12,46 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
 from gpustack.commands import common
 from gpustack.commands.common import configs as discover
-from gpustack.commands.common import handles_user_errors
+from gpustack.commands.common import echo
+from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.review import OutputCheck
 
-
-@handles_user_errors
-def command(
-    configs: list[Path] = typer.Argument(
-        None,
-        metavar="CONFIG|DIR",
-        help="Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
-    ),
-    out: Path = common.OUT,
-    profiles_dir: Path | None = common.PROFILES_DIR,
-    assignments: list[str] = common.SET,
-    quiet: bool = common.QUIET,
-    output_format: common.TextOrJson = typer.Option(
+ARGUMENTS = Arguments(
+    "configs",
+    "CONFIG|DIR",
+    "Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
+    Path,
+)
+OPTIONS = (
+    common.OUT,
+    common.PROFILES_DIR,
+    common.SET,
+    common.QUIET,
+    Option(
+        "output_format",
+        ("--output",),
+        "text (what is stale, with a unified diff per file) or json.",
+        common.TextOrJson,
         common.TextOrJson.text,
-        "--output",
         metavar="FORMAT",
-        help="text (what is stale, with a unified diff per file) or json.",
     ),
-    color: common.ColorMode = common.COLOR,
-) -> None:
+    common.COLOR,
+)
+
+
+def run(
+    configs: list[Path] | None,
+    out: Path,
+    profiles_dir: Path | None,
+    assignments: list[str] | None,
+    quiet: bool,
+    output_format: common.TextOrJson,
+    color: common.ColorMode,
+) -> int:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
     from gpustack import fleet
     from gpustack.config import overrides
@@ -63,7 +74,7 @@ def command(
     reports = check_output(renderings, fleet.check_all(renderings), out, fleet_folder)
     stale = [report for report in reports if report.stale]
     if output_format is common.TextOrJson.json:
-        typer.echo(json.dumps(check_json(reports, out), indent=2, ensure_ascii=False))
+        echo(json.dumps(check_json(reports, out), indent=2, ensure_ascii=False))
     elif not quiet:
         painted = common.use_color(color)
         for report in reports:
@@ -72,21 +83,23 @@ def command(
     if stale:
         force = ["--force"] if any(report.unmarked for report in stale) else []
         again = shlex.join(["gpustack", "render", *map(str, configs or []), "-o", str(out), *force])
-        typer.echo(
+        echo(
             f"error: {', '.join(str(out / r.name) for r in stale)}: committed output is stale; "
             f"run `{again}` and commit the result",
             err=True,
         )
     if errors:
-        typer.echo(
-            f"error: {errors} finding(s) in the rendered manifests; fix the config", err=True
-        )
+        echo(f"error: {errors} finding(s) in the rendered manifests; fix the config", err=True)
     if stale or errors:
-        raise typer.Exit(1)
+        return 1
     if not quiet and output_format is common.TextOrJson.text:
-        typer.echo(
+        echo(
             f"{len(renderings)} cluster(s) checked: output in {out} is current and valid", err=True
         )
+    return 0
+
+
+COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)
 
 
 def _print(report: OutputCheck, out: Path, color: bool) -> None:
@@ -95,18 +108,18 @@ def _print(report: OutputCheck, out: Path, color: bool) -> None:
     folder = out / report.name
     for relative in report.missing:
         line = f"{folder / relative}: missing (a render would write it)"
-        typer.echo(paint(line, "added", color), color=color)
+        echo(paint(line, "added", color), color=color)
     for relative in report.extra:
         line = f"{folder / relative}: extra (a render would remove it)"
-        typer.echo(paint(line, "removed", color), color=color)
+        echo(paint(line, "removed", color), color=color)
     for relative, diff in report.diffs.items():
         lost = (
             " (its first line lost gpustack's marker: `gpustack render --force` overwrites it)"
             if relative in report.unmarked
             else ""
         )
-        typer.echo(paint(f"{folder / relative}: changed{lost}", "changed", color), color=color)
+        echo(paint(f"{folder / relative}: changed{lost}", "changed", color), color=color)
         for line in diff.splitlines():
-            typer.echo(paint_diff_line(line, color), color=color)
+            echo(paint_diff_line(line, color), color=color)
     for line in report.findings:
-        typer.echo(line)
+        echo(line)

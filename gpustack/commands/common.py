@@ -1,41 +1,49 @@
-"""What every command shares: turning user errors into a message and exit code 2."""
+"""What every command shares: its common options, printing, and turning user errors into a
+message and exit code 2. Nothing here loads typer (start-up time of a plain run)."""
 
 from __future__ import annotations
 
+import codecs
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-import typer
-
+from gpustack.commands.declared import Option
 from gpustack.errors import UserError
 
 DEBUG = False
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Options several commands share, declared once.
-PROFILES_DIR: Any = typer.Option(
-    None,
-    "--profiles-dir",
-    envvar="GPUSTACK_PROFILES_DIR",
+PROFILES_DIR = Option(
+    "profiles_dir",
+    ("--profiles-dir",),
+    "Folder of user profiles, searched before the built-in ones (default: $GPUSTACK_PROFILES_DIR).",
+    Path,
     metavar="DIR",
-    help="Folder of user profiles, searched before the built-in ones "
-    "(default: $GPUSTACK_PROFILES_DIR).",
+    envvar="GPUSTACK_PROFILES_DIR",
 )
-SET: Any = typer.Option(
-    None,
-    "--set",
-    metavar="FIELD=VALUE",
-    help="Override a config field, read as YAML and checked like the file "
+SET = Option(
+    "assignments",
+    ("--set",),
+    "Override a config field, read as YAML and checked like the file "
     "(e.g. devicePlugin.sharing.replicas=8); repeatable, the last one wins.",
+    str,
+    repeatable=True,
+    metavar="FIELD=VALUE",
 )
-
-OUT: Any = typer.Option(
-    Path("out"), "-o", "--out", metavar="DIR", help="Folder holding <name>/ per cluster."
+OUT = Option(
+    "out",
+    ("-o", "--out"),
+    "Folder holding <name>/ per cluster.",
+    Path,
+    Path("out"),
+    metavar="DIR",
 )
 
 
@@ -46,12 +54,49 @@ class TextOrJson(str, Enum):
     json = "json"
 
 
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
+
+
+def echo(message: str = "", nl: bool = True, err: bool = False, color: bool | None = None) -> None:
+    """Print as typer.echo (click.echo) does, without loading typer: colour codes are left out
+    unless the stream is a terminal or `color` is true, a stream that says it is ASCII gets
+    UTF-8 (with replacement characters), and the stream is flushed."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    text = message + "\n" if nl else message
+    if not _isatty(stream) if color is None else not color:
+        text = _ANSI.sub("", text)
+    binary = getattr(stream, "buffer", None)
+    if binary is not None and _ascii(getattr(stream, "encoding", None) or "ascii"):
+        stream.flush()
+        binary.write(text.encode("utf-8", "replace"))
+        binary.flush()
+        return
+    stream.write(text)
+    stream.flush()
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except Exception:
+        return False
+
+
+def _ascii(encoding: str) -> bool:
+    try:
+        return codecs.lookup(encoding).name == "ascii"
+    except LookupError:
+        return False
+
+
 def error(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
 
 
 def warning(message: str) -> None:
-    typer.echo(f"warning: {message}", err=True)
+    echo(f"warning: {message}", err=True)
 
 
 class ColorMode(str, Enum):
@@ -60,13 +105,15 @@ class ColorMode(str, Enum):
     never = "never"
 
 
-COLOR: Any = typer.Option(
+COLOR = Option(
+    "color",
+    ("--color",),
+    "Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
+    ColorMode,
     ColorMode.auto,
-    "--color",
     metavar="WHEN",
-    help="Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
 )
-QUIET: Any = typer.Option(False, "-q", "--quiet", help="Print nothing but warnings and errors.")
+QUIET = Option("quiet", ("-q", "--quiet"), "Print nothing but warnings and errors.", default=False)
 
 
 def use_color(mode: ColorMode) -> bool:
@@ -101,7 +148,7 @@ class Progress:
 
 
 def note(message: str) -> None:
-    typer.echo(f"note: {message}", err=True)
+    echo(f"note: {message}", err=True)
 
 
 def configs(paths: list[Path] | None) -> list[Path | None]:
@@ -118,10 +165,13 @@ def configs(paths: list[Path] | None) -> list[Path | None]:
 
 
 def handles_user_errors(function: F) -> F:
-    """Print a UserError as `error: file:line:col: field: message` and exit 2, no traceback."""
+    """Print a UserError as `error: file:line:col: field: message` and exit 2, no traceback (the
+    commands declared in typer's way; declared.invoke does this for the others)."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import typer
+
         try:
             return function(*args, **kwargs)
         except UserError as problem:

@@ -9,9 +9,10 @@ from enum import Enum
 
 import typer
 
+from gpustack.commands import COMPLETE_VARIABLE
 from gpustack.commands.common import handles_user_errors
 
-COMPLETE_VARIABLE = "_GPUSTACK_COMPLETE"
+__all__ = ["COMPLETE_VARIABLE", "Shell", "command", "prepare"]
 
 
 class Shell(str, Enum):

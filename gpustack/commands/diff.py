@@ -12,10 +12,9 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
 from gpustack.commands import common
-from gpustack.commands.common import ColorMode, handles_user_errors, use_color, warning
+from gpustack.commands.common import ColorMode, echo, use_color, warning
+from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.config import Stack
@@ -36,44 +35,61 @@ USAGE = (
 )
 
 
-@handles_user_errors
-def command(
-    configs: list[Path] = typer.Argument(
-        None,
-        metavar="CONFIG|DIR",
-        help="One config (default ./gpustack.yaml, else the embedded kubeadm example), or two; "
-        "with --against or --git-ref, any configs and fleet folders.",
-    ),
-    profiles: list[str] = typer.Option(
-        None,
-        "--profile",
+ARGUMENTS = Arguments(
+    "configs",
+    "CONFIG|DIR",
+    "One config (default ./gpustack.yaml, else the embedded kubeadm example), or two; with "
+    "--against or --git-ref, any configs and fleet folders.",
+    Path,
+)
+OPTIONS = (
+    Option(
+        "profiles",
+        ("--profile",),
+        "Twice: compare the config on two profiles. Once: override platform.profile.",
+        str,
+        repeatable=True,
         metavar="NAME",
-        help="Twice: compare the config on two profiles. Once: override platform.profile.",
     ),
-    against: Path | None = typer.Option(
-        None,
-        "-o",
-        "--against",
-        metavar="DIR",
-        help="Compare a render with the output committed in DIR/<metadata.name>/ (the folder "
+    Option(
+        "against",
+        ("-o", "--against"),
+        "Compare a render with the output committed in DIR/<metadata.name>/ (the folder "
         "render -o wrote).",
+        Path,
+        metavar="DIR",
     ),
-    git_ref: str | None = typer.Option(
-        None,
-        "--git-ref",
+    Option(
+        "git_ref",
+        ("--git-ref",),
+        "Compare the configs as they were at git revision REF with the working tree's.",
+        str,
         metavar="REF",
-        help="Compare the configs as they were at git revision REF with the working tree's.",
     ),
-    profiles_dir: Path | None = common.PROFILES_DIR,
-    assignments: list[str] = common.SET,
-    output: OutputFormat = typer.Option(
+    common.PROFILES_DIR,
+    common.SET,
+    Option(
+        "output",
+        ("--output",),
+        "text (summary, then unified diff), json, or markdown (a review comment).",
+        OutputFormat,
         OutputFormat.text,
-        "--output",
         metavar="FORMAT",
-        help="text (summary, then unified diff), json, or markdown (a review comment).",
     ),
-    color: ColorMode = common.COLOR,
-) -> None:
+    common.COLOR,
+)
+
+
+def run(
+    configs: list[Path] | None,
+    profiles: list[str] | None,
+    against: Path | None,
+    git_ref: str | None,
+    profiles_dir: Path | None,
+    assignments: list[str] | None,
+    output: OutputFormat,
+    color: ColorMode,
+) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.config import overrides
     from gpustack.diff import as_json, fleet_json, render_fleet_text, render_markdown, render_text
@@ -97,16 +113,19 @@ def command(
         fleet = [(cluster, single)]
         title = f"gpustack diff: {single.old_label} → {single.new_label}"
     if output is OutputFormat.markdown:
-        typer.echo(render_markdown(fleet, title), nl=False)
+        echo(render_markdown(fleet, title), nl=False)
     elif output is OutputFormat.json:
         data = as_json(single) if single is not None else fleet_json(fleet)
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         painted = use_color(color)
         text = render_text(single, painted) if single else render_fleet_text(fleet, painted)
         # click strips escape codes when stdout is no terminal unless told the colour is wanted.
-        typer.echo(text, nl=False, color=painted)
-    raise typer.Exit(0 if all(diff.is_empty for _, diff in fleet) else 1)
+        echo(text, nl=False, color=painted)
+    return 0 if all(diff.is_empty for _, diff in fleet) else 1
+
+
+COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)
 
 
 def _usage(message: str) -> Exception:

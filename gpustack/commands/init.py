@@ -47,7 +47,7 @@ def command(
     ),
     name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    profiles_dir: Path | None = common.PROFILES_DIR,
+    profiles_dir: Path | None = common.PROFILES_DIR.typer(),
     schema: str | None = typer.Option(
         None,
         "--schema",

@@ -8,7 +8,10 @@ from typing import Any
 
 import typer
 
-from gpustack.commands.common import PROFILES_DIR, TextOrJson, handles_user_errors
+from gpustack.commands import common
+from gpustack.commands.common import TextOrJson, handles_user_errors
+
+PROFILES_DIR = common.PROFILES_DIR.typer()
 
 app = typer.Typer(help="List, show and compare platform profiles.", no_args_is_help=True)
 

@@ -6,51 +6,64 @@ import json
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from gpustack.commands import common
 from gpustack.commands.common import configs as discover
-from gpustack.commands.common import error, handles_user_errors, warning
+from gpustack.commands.common import echo, error, warning
+from gpustack.commands.declared import Arguments, Command, Option
 
-
-@handles_user_errors
-def command(
-    configs: list[Path] = typer.Argument(
-        None,
-        metavar="CONFIG|DIR",
-        help="Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded "
-        "kubeadm example).",
+ARGUMENTS = Arguments(
+    "configs",
+    "CONFIG|DIR",
+    "Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded kubeadm "
+    "example).",
+    Path,
+)
+OPTIONS = (
+    common.OUT,
+    Option("profile", ("--profile",), "Override platform.profile.", str, metavar="NAME"),
+    common.PROFILES_DIR,
+    common.SET,
+    Option(
+        "stdout", ("--stdout",), "Print one YAML stream, write nothing (also -o -).", default=False
     ),
-    out: Path = common.OUT,
-    profile: str | None = typer.Option(
-        None, "--profile", metavar="NAME", help="Override platform.profile."
+    Option(
+        "force",
+        ("--force",),
+        "Overwrite files render would write even when they lost gpustack's marker line.",
+        default=False,
     ),
-    profiles_dir: Path | None = common.PROFILES_DIR,
-    assignments: list[str] = common.SET,
-    stdout: bool = typer.Option(
-        False, "--stdout", help="Print one YAML stream, write nothing (also -o -)."
-    ),
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="Overwrite files render would write even when they lost gpustack's marker line.",
-    ),
-    jobs: int | None = typer.Option(
-        None,
-        "-j",
-        "--jobs",
-        min=1,
+    Option(
+        "jobs",
+        ("-j", "--jobs"),
+        "Worker processes that render a large fleet (default: none, render here).",
+        int,
         metavar="N",
-        help="Worker processes that render a large fleet (default: none, render here).",
+        minimum=1,
     ),
-    quiet: bool = common.QUIET,
-    report: common.TextOrJson = typer.Option(
+    common.QUIET,
+    Option(
+        "report",
+        ("--output",),
+        "text (one summary line on stderr) or json (each cluster's files, on stdout).",
+        common.TextOrJson,
         common.TextOrJson.text,
-        "--output",
         metavar="FORMAT",
-        help="text (one summary line on stderr) or json (each cluster's files, on stdout).",
     ),
-) -> None:
+)
+
+
+def run(
+    configs: list[Path] | None,
+    out: Path,
+    profile: str | None,
+    profiles_dir: Path | None,
+    assignments: list[str] | None,
+    stdout: bool,
+    force: bool,
+    jobs: int | None,
+    quiet: bool,
+    report: common.TextOrJson,
+) -> int:
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
     from gpustack.config import overrides
@@ -76,10 +89,10 @@ def command(
             mask_text(f"{name}: {explain(finding)}")
         )
     if any(finding.severity == "error" for _, finding in findings):
-        raise typer.Exit(1)  # an invalid rendering writes nothing
+        return 1  # an invalid rendering writes nothing
     if stdout:
-        typer.echo(render.stream(renderings), nl=False)
-        return
+        echo(render.stream(renderings), nl=False)
+        return 0
     planned = fleet.output_folders(
         renderings, out, fleet_folder=any(p.is_dir() for p in configs or [])
     )
@@ -107,10 +120,14 @@ def command(
         for key in ("files", "written", "unchanged", "removed")
     }
     if report is common.TextOrJson.json:
-        typer.echo(json.dumps({**totals, "clusters": results}, indent=2))
+        echo(json.dumps({**totals, "clusters": results}, indent=2))
     elif not quiet:
-        typer.echo(
+        echo(
             f"rendered {len(renderings)} cluster(s) into {out}: {totals['written']} files "
             f"written, {totals['unchanged']} unchanged, {totals['removed']} removed",
             err=True,
         )
+    return 0
+
+
+COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)

@@ -1,6 +1,7 @@
 """The `gpustack` command as a typer application: the root command and every subcommand
-(`gpustack/commands/<name>.py`). `gpustack.cli.main` runs it; a plain run of `validate` goes
-by the command's own parser (`validate.main`) instead.
+(`gpustack/commands/<name>.py`). `gpustack.cli.main` runs it for what a plain run of a declared
+command (render, validate, check, diff, schema; `declared.main`) does not cover: help,
+completion, every mistake on the command line, and the other commands.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gpustack.commands import (
     check,
     common,
     completion,
+    declared,
     diff,
     gitops,
     init,
@@ -43,10 +45,10 @@ class Group(core.TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
-        # A plain run of validate goes by its own parser, as `gpustack validate` does.
+        # A plain run of a declared command goes by its own parser, as `gpustack` does.
         completing = (complete_var or completion.COMPLETE_VARIABLE) in os.environ
         arguments = list(sys.argv[1:] if args is None else args)
-        code = None if completing else validate.main(arguments)
+        code = None if completing else declared.main(arguments)
         if code is None:
             return super().main(
                 args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra
@@ -120,7 +122,7 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
-    profiles_dir: Path | None = common.PROFILES_DIR,
+    profiles_dir: Path | None = common.PROFILES_DIR.typer(),
 ) -> None:
     common.DEBUG = debug
     if profiles_dir is not None:
@@ -140,12 +142,12 @@ def _defaults(command: Any, values: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-app.command("render")(render.command)
+app.command("render")(declared.typer_command(render.COMMAND))
 app.command("init")(init.command)
 app.add_typer(profiles.app, name="profiles")
-app.command("schema")(schema.command)
-app.command("validate")(validate.typer_command())
-app.command("check")(check.command)
-app.command("diff")(diff.command)
+app.command("schema")(declared.typer_command(schema.COMMAND))
+app.command("validate")(declared.typer_command(validate.COMMAND))
+app.command("check")(declared.typer_command(check.COMMAND))
+app.command("diff")(declared.typer_command(diff.COMMAND))
 app.add_typer(gitops.app, name="gitops")
 app.command("completion")(completion.command)

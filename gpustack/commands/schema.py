@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import typer
+from gpustack.commands.common import echo
+from gpustack.commands.declared import Command
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://gpustack.dev/schemas/gpustack.schema.json"
@@ -44,6 +45,10 @@ def render_schema() -> str:
     return json.dumps(config_schema(), indent=2, sort_keys=True) + "\n"
 
 
-def command() -> None:
+def run() -> int:
     """Print the JSON Schema of the GPUStack config file."""
-    typer.echo(render_schema(), nl=False)
+    echo(render_schema(), nl=False)
+    return 0
+
+
+COMMAND = Command(run.__doc__ or "", run, ())

@@ -4,49 +4,21 @@ It is also a drop-in for kubeconform: kubeconform's single-dash flags (`-strict`
 `-output json`, `-kubernetes-version=1.31.0`...) are translated before the command line is parsed
 and, when used, give kubeconform's meaning (see KUBECONFORM_DEFAULTS).
 
-Its options are declared once, in OPTIONS: the typer command (`--help`, shell completion) is made
-from them, and so is the small parser a plain run goes through (`main`), which spares
-`gpustack validate` the start-up of typer's option machinery, as kubeconform has none.
+Its options are declared once, in OPTIONS (gpustack/commands/declared.py): a plain run goes by a
+small parser rather than typer's option machinery, whose start-up kubeconform users would notice.
 """
 
 from __future__ import annotations
 
-import inspect
-import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from gpustack.commands import GLOBAL_FLAGS
+from gpustack.commands.common import echo
+from gpustack.commands.declared import Arguments, Command, Option
 from gpustack.errors import UserError, did_you_mean
 
 ENGINES = ("builtin", "kubeconform")
 KUBECONFORM_DEFAULTS = "--kubeconform-defaults"
-
-
-@dataclass(frozen=True)
-class Option:
-    """One option of the command: its parameter, gpustack's spellings, kubeconform's."""
-
-    parameter: str
-    names: tuple[str, ...]  # a switch with a negative form: "--strict/--no-strict"
-    help: str
-    value: type | None = None  # what it takes (str, int); None for a switch
-    default: Any = None
-    repeatable: bool = False
-    # kubeconform's spelling (yannh/kubeconform pkg/config/config.go)
-    kubeconform: str = ""
-    minimum: int | None = None
-
-    @property
-    def annotation(self) -> Any:
-        """The parameter's type, as typer reads it."""
-        if self.repeatable:
-            return list[str]
-        kind = self.value or bool
-        return kind if self.default is not None else kind | None
 
 
 PATHS_METAVAR = "[PATH ... | -]"
@@ -58,7 +30,6 @@ OPTIONS = (
         "Target version (default: platform.kubernetesVersion of ./gpustack.yaml, else the "
         "newest with installed schemas).",
         str,
-        kubeconform="-kubernetes-version",
     ),
     Option(
         "schema_locations",
@@ -68,7 +39,6 @@ OPTIONS = (
         ".json. Default: default, then gpustack.",
         str,
         repeatable=True,
-        kubeconform="-schema-location",
     ),
     Option(
         "skip",
@@ -76,7 +46,6 @@ OPTIONS = (
         "Kinds (or apiVersion/Kind) to skip, comma-separated (repeatable).",
         str,
         repeatable=True,
-        kubeconform="-skip",
     ),
     Option(
         "reject",
@@ -84,14 +53,12 @@ OPTIONS = (
         "Kinds (or apiVersion/Kind) to reject, comma-separated (repeatable).",
         str,
         repeatable=True,
-        kubeconform="-reject",
     ),
     Option(
         "ignore_missing_schemas",
         ("--ignore-missing-schemas",),
         "Skip resources whose kind has no schema.",
         default=False,
-        kubeconform="-ignore-missing-schemas",
     ),
     Option(
         "ignore_filename_patterns",
@@ -99,7 +66,6 @@ OPTIONS = (
         "Regular expression of file paths to leave out (repeatable).",
         str,
         repeatable=True,
-        kubeconform="-ignore-filename-pattern",
     ),
     Option(
         "output",
@@ -107,21 +73,18 @@ OPTIONS = (
         "text, json, junit, tap, sarif or pretty.",
         str,
         "text",
-        kubeconform="-output",
     ),
     Option(
         "summary",
         ("--summary",),
         "Print a summary line (text, json).",
         default=False,
-        kubeconform="-summary",
     ),
     Option(
         "verbose",
         ("--verbose",),
         "Also report valid and skipped resources.",
         default=False,
-        kubeconform="-verbose",
     ),
     Option("no_lint", ("--no-lint",), "Schema validation only, no lint rules.", default=False),
     Option(
@@ -136,21 +99,18 @@ OPTIONS = (
         ("--strict/--no-strict",),
         "Unknown fields and duplicate keys are errors (default: on; with kubeconform's "
         "flags, off unless -strict).",
-        kubeconform="-strict",
     ),
     Option(
         "exit_on_error",
         ("--exit-on-error",),
         "Stop at the first resource that is invalid or in error.",
         default=False,
-        kubeconform="-exit-on-error",
     ),
     Option(
         "jobs",
         ("--jobs",),
         "Worker processes (default: one per CPU for large inputs).",
         int,
-        kubeconform="-n",
         minimum=1,
     ),
     Option(
@@ -161,12 +121,33 @@ OPTIONS = (
         default=False,
     ),
 )
+# kubeconform's spelling of the options it has (yannh/kubeconform pkg/config/config.go).
+KUBECONFORM = {
+    "kubernetes_version": "-kubernetes-version",
+    "schema_locations": "-schema-location",
+    "skip": "-skip",
+    "reject": "-reject",
+    "ignore_missing_schemas": "-ignore-missing-schemas",
+    "ignore_filename_patterns": "-ignore-filename-pattern",
+    "output": "-output",
+    "summary": "-summary",
+    "verbose": "-verbose",
+    "strict": "-strict",
+    "exit_on_error": "-exit-on-error",
+    "jobs": "-n",
+}
 # kubeconform's flags and gpustack's spelling of each.
 KUBECONFORM_SWITCHES = {
-    **{o.kubeconform: o.names[-1].split("/")[0] for o in OPTIONS if o.kubeconform and not o.value},
+    **{
+        KUBECONFORM[o.parameter]: o.names[-1].split("/")[0]
+        for o in OPTIONS
+        if o.parameter in KUBECONFORM and not o.value
+    },
     "-h": "--help",
 }
-KUBECONFORM_VALUES = {o.kubeconform: o.names[-1] for o in OPTIONS if o.kubeconform and o.value}
+KUBECONFORM_VALUES = {
+    KUBECONFORM[o.parameter]: o.names[-1] for o in OPTIONS if o.parameter in KUBECONFORM and o.value
+}
 _FALSE = {"false", "0", "f", "F", "FALSE", "False"}  # Go's strconv.ParseBool
 
 
@@ -191,138 +172,6 @@ def translate(args: list[str]) -> list[str]:
         else:
             translated.append(argument)
     return ([KUBECONFORM_DEFAULTS] if kubeconform else []) + translated
-
-
-def typer_command() -> Callable[..., None]:
-    """The command as typer declares it (help, shell completion, and the command lines `main`
-    leaves to typer), made from OPTIONS."""
-    # Deferred: a plain run of validate needs neither (start-up time of validate).
-    import typer
-
-    from gpustack.commands.common import handles_user_errors
-
-    parameters = [
-        inspect.Parameter(
-            "paths",
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=typer.Argument(None, metavar=PATHS_METAVAR, help=PATHS_HELP),
-            annotation=list[str],
-        )
-    ]
-    for option in OPTIONS:
-        declared = typer.Option(option.default, *option.names, help=option.help, min=option.minimum)
-        parameters.append(
-            inspect.Parameter(
-                option.parameter,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=declared,
-                annotation=option.annotation,
-            )
-        )
-
-    @handles_user_errors
-    def command(**values: Any) -> None:
-        """Validate Kubernetes manifests against strict schemas, offline; exit 1 if any is invalid."""
-        raise typer.Exit(run(**values))
-
-    command.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
-    return command
-
-
-def main(arguments: list[str]) -> int | None:
-    """`gpustack ARGUMENTS` when it is a run of `validate` (global flags before or after the
-    command): its exit code. None for anything else (another command, help, a mistake on the
-    command line), which the typer application then handles, with its messages."""
-    head, tail = (arguments, []) if "--" not in arguments else _split(arguments)
-    rest = [argument for argument in head if argument not in GLOBAL_FLAGS]
-    debug = "--debug" in head
-    if not rest or rest[0] != "validate" or set(head) & set(GLOBAL_FLAGS) - {"--debug"}:
-        return None
-    values = parse([*translate(rest[1:]), *tail])
-    if values is None:
-        return None
-    try:
-        return run(**values)
-    except UserError as problem:
-        if debug:
-            raise
-        for each in problem.every():
-            _echo(f"error: {each}\n", err=True)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-def _split(arguments: list[str]) -> tuple[list[str], list[str]]:
-    at = arguments.index("--")
-    return arguments[:at], arguments[at:]
-
-
-def parse(arguments: list[str]) -> dict[str, Any] | None:
-    """The arguments after `validate` (in gpustack's spelling) as the command's parameters,
-    read as click reads them; None when they ask for help or are a mistake."""
-    long: dict[str, tuple[Option, bool]] = {}
-    for option in OPTIONS:
-        for name in option.names:
-            positive, _, negative = name.partition("/")
-            long[positive] = (option, True)
-            if negative:
-                long[negative] = (option, False)
-    short = {name: long.pop(name)[0] for name in list(long) if len(name) == 2}
-    values: dict[str, Any] = {option.parameter: option.default for option in OPTIONS}
-    paths: list[str] = []
-    pending = list(reversed(arguments))
-    while pending:
-        argument = pending.pop()
-        if argument == "--":
-            paths.extend(reversed(pending))
-            break
-        if not argument.startswith("-") or argument == "-":
-            paths.append(argument)
-            continue
-        name, equals, attached = argument.partition("=")
-        if name in long:
-            option, switch = long[name]
-            if option.value is None:
-                if equals:
-                    return None  # click: the option does not take a value
-                values[option.parameter] = switch
-                continue
-            if equals:
-                pending.append(attached)
-        elif argument[:2] in short:
-            option = short[argument[:2]]  # click: `-ojson` is `-o json`
-            if len(argument) > 2:
-                pending.append(argument[2:])
-        else:
-            return None  # unknown, or -h/--help: typer says so
-        if not pending:
-            return None  # click: the option requires an argument
-        value: Any = pending.pop()
-        if option.value is int:
-            try:
-                value = int(value)
-            except ValueError:
-                return None
-            if option.minimum is not None and value < option.minimum:
-                return None
-        if option.repeatable:
-            values[option.parameter] = [*(values[option.parameter] or []), value]
-        else:
-            values[option.parameter] = value
-    return {"paths": paths, **values}
-
-
-_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
-
-
-def _echo(text: str, err: bool = False, color: bool | None = None) -> None:
-    """click.echo's way: colour codes are left out unless on a terminal (or `color`)."""
-    stream = sys.stderr if err else sys.stdout
-    if not color and (color is False or not stream.isatty()):
-        text = _ANSI.sub("", text)
-    stream.write(text)
-    stream.flush()
 
 
 def run(
@@ -427,7 +276,7 @@ def run(
     outcome = report.Report(results, shown, unplaced, stdin_only=targets == ["-"])
     # pretty is coloured even into a pipe, as kubeconform's is.
     color = True if output == "pretty" else None
-    _echo(report.render(outcome, output, summary, verbose), color=color)
+    echo(report.render(outcome, output, summary, verbose), nl=False, color=color)
     return 1 if outcome.failed else 0
 
 
@@ -463,13 +312,13 @@ def _run_kubeconform(
     from gpustack.validation import kubeconform
 
     if output == "sarif":
-        _echo("error: kubeconform has no sarif output; use --engine builtin for sarif\n", err=True)
+        echo("error: kubeconform has no sarif output; use --engine builtin for sarif", err=True)
         return 2
     binary = kubeconform.find()
     if binary is None:
-        _echo(
+        echo(
             "error: --engine kubeconform: no kubeconform binary on PATH "
-            "(install kubeconform, or use the builtin engine, which needs nothing else)\n",
+            "(install kubeconform, or use the builtin engine, which needs nothing else)",
             err=True,
         )
         return 2
@@ -488,3 +337,12 @@ def _run_kubeconform(
     )
     stdin = sys.stdin.buffer.read() if "-" in targets else None
     return kubeconform.run(argv, stdin)
+
+
+COMMAND = Command(
+    "Validate Kubernetes manifests against strict schemas, offline; exit 1 if any is invalid.",
+    run,
+    OPTIONS,
+    Arguments("paths", PATHS_METAVAR, PATHS_HELP),
+    translate,
+)

@@ -10,11 +10,10 @@ Other custom kinds are left to schema validation.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.kubernetes_schemas import kubernetes_schemas_root
+from gpustack.kubernetes_schemas import definitions, kubernetes_schemas_root
 from gpustack.lint._objects import Objects, Rule, finding, mapping, sequence
 from gpustack.objects import describe
 
@@ -36,18 +35,84 @@ def _schema_versions() -> dict[str, str]:
 
 @functools.cache
 def served(version: str) -> frozenset[GroupVersionKind]:
-    folder = _schema_versions()[version]
-    path = kubernetes_schemas_root() / folder / "_definitions.json"
-    definitions = json.loads(path.read_text(encoding="utf-8"))
+    parsed = definitions(_schema_versions()[version])
     found = set()
-    for schema in definitions.get("definitions", definitions.get("$defs", {})).values():
+    for schema in parsed.get("definitions", parsed.get("$defs", {})).values():
         for gvk in schema.get("x-kubernetes-group-version-kind", []):
             found.add((gvk["group"], gvk["version"], gvk["kind"]))
     return frozenset(found)
 
 
+# built_in_groups() of the kubernetes-validate schemas the project is tested with, and the size of
+# each `_definitions.json` it was read from: while the installed files are these, the groups are
+# known without parsing all of them (about 20 MB of JSON) on every run. A test compares both with
+# the installed files; other files (another kubernetes-validate) are read.
+SHIPPED_GROUPS = frozenset(
+    {
+        "",
+        "admission.k8s.io",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+        "apps",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "autoscaling",
+        "batch",
+        "certificates.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "extensions",
+        "flowcontrol.apiserver.k8s.io",
+        "imagepolicy.k8s.io",
+        "internal.apiserver.k8s.io",
+        "lifecycle.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "storagemigration.k8s.io",
+    }
+)
+SHIPPED_SIZES = {
+    "v1.25.0-local-strict": 1000395,
+    "v1.26.0-local-strict": 1042600,
+    "v1.27.0-local-strict": 1078923,
+    "v1.28.0-local-strict": 1148824,
+    "v1.29.0-local-strict": 1166231,
+    "v1.30.0-local-strict": 1267624,
+    "v1.31.0-local-strict": 1298098,
+    "v1.32.0-local-strict": 1311762,
+    "v1.33.0-local-strict": 1455047,
+    "v1.34.0-local-strict": 1528732,
+    "v1.35.0-local-strict": 1535915,
+    "v1.36.0-local-strict": 1629563,
+    "v1.37.0-local-strict": 1811586,
+}
+
+
+def definition_sizes() -> dict[str, int]:
+    """The size of each installed version's `_definitions.json`, by schema folder."""
+    root = kubernetes_schemas_root()
+    return {
+        folder: (root / folder / "_definitions.json").stat().st_size
+        for folder in _schema_versions().values()
+    }
+
+
 @functools.cache
 def built_in_groups() -> frozenset[str]:
+    if definition_sizes() == SHIPPED_SIZES:
+        return SHIPPED_GROUPS
+    return read_built_in_groups()
+
+
+def read_built_in_groups() -> frozenset[str]:
+    """The API groups of every installed version's schemas, read from the files."""
     return frozenset(group for version in _schema_versions() for group, _, _ in served(version))
 
 

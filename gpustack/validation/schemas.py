@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse
 import jsonschema_rs
 
 from gpustack.errors import UserError
-from gpustack.kubernetes_schemas import kubernetes_schemas_root
+from gpustack.kubernetes_schemas import definitions, kubernetes_schemas_root
 
 DEFAULT = "default"
 PROJECT = "gpustack"
@@ -233,9 +233,9 @@ def _store(version: str, locations: tuple[str, ...], strict: bool) -> SchemaStor
 
 @lru_cache(maxsize=8)
 def _core_registry(version: str, strict: bool = True) -> tuple[Path, Any]:
-    folder = kubernetes_schemas_root() / f"v{version}.0-local{'-strict' if strict else ''}"
-    definitions = json.loads((folder / "_definitions.json").read_text(encoding="utf-8"))
-    return folder, jsonschema_rs.Registry([(definitions["$id"], definitions)])
+    name = f"v{version}.0-local{'-strict' if strict else ''}"
+    found = definitions(name)
+    return kubernetes_schemas_root() / name, jsonschema_rs.Registry([(found["$id"], found)])
 
 
 def _core_validator(version: str, api_version: str, kind: str, strict: bool = True) -> Any:
