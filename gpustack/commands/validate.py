@@ -226,7 +226,13 @@ def run(
     targets = list(paths or ["-"])
 
     if engine == "kubeconform":
-        return _run_kubeconform(
+        from gpustack.validation import kubeconform
+
+        binary = _kubeconform_binary(output)
+        if binary is None:
+            return 2
+        argv = kubeconform.command_line(
+            binary,
             targets,
             version,
             locations,
@@ -238,6 +244,7 @@ def run(
             ignore_missing_schemas,
             ignore_filename_patterns or [],
         )
+        return kubeconform.run(argv, sys.stdin.buffer.read() if "-" in targets else None)
 
     from gpustack.validation import engine as checks
     from gpustack.validation import manifests
@@ -297,23 +304,13 @@ def _kinds(values: list[str] | None) -> list[str]:
     return [kind.strip() for value in values or [] for kind in value.split(",") if kind.strip()]
 
 
-def _run_kubeconform(
-    targets: list[str],
-    version: str,
-    locations: tuple[str, ...],
-    output: str,
-    summary: bool,
-    verbose: bool,
-    skip: list[str],
-    reject: list[str],
-    ignore_missing_schemas: bool,
-    ignore_filename_patterns: list[str],
-) -> int:
+def _kubeconform_binary(output: str) -> str | None:
+    """The kubeconform binary to run, or None (the reason printed) when it cannot run."""
     from gpustack.validation import kubeconform
 
     if output == "sarif":
         echo("error: kubeconform has no sarif output; use --engine builtin for sarif", err=True)
-        return 2
+        return None
     binary = kubeconform.find()
     if binary is None:
         echo(
@@ -321,22 +318,7 @@ def _run_kubeconform(
             "(install kubeconform, or use the builtin engine, which needs nothing else)",
             err=True,
         )
-        return 2
-    argv = kubeconform.command_line(
-        binary,
-        targets,
-        version,
-        locations,
-        output,
-        summary,
-        verbose,
-        skip,
-        reject,
-        ignore_missing_schemas,
-        ignore_filename_patterns,
-    )
-    stdin = sys.stdin.buffer.read() if "-" in targets else None
-    return kubeconform.run(argv, stdin)
+    return binary
 
 
 COMMAND = Command(
