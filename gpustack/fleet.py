@@ -223,8 +223,8 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
     unique: dict[tuple[str, bytes], dict[str, Any]] = {}
     for rendering in renderings:
         rendering_keys = []
-        for obj in rendering.objects:
-            key = (rendering.kubernetes_version, pickle.dumps(obj, PICKLE))
+        for obj, content in zip(rendering.objects, rendering.content_keys):
+            key = (rendering.kubernetes_version, content)
             unique.setdefault(key, obj)
             rendering_keys.append(key)
         keys.append(rendering_keys)
@@ -243,17 +243,26 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
 
 def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
     """Schema findings (validate_all) then lint findings for each rendering: what `render`
-    refuses to write and `check` reports. Lint looks across one cluster's objects at a time."""
-    return [
-        schema
-        + lint.run(
-            rendering.objects,
-            rendering.kubernetes_version,
-            taints=rendering.taints,
-            node_labels=rendering.node_labels,
-        )
-        for rendering, schema in zip(renderings, validate_all(renderings, jobs))
-    ]
+    refuses to write and `check` reports. Lint looks across one cluster's objects at a time.
+
+    Clusters of a fleet often render exactly the same objects from the same node settings
+    (they differ in name and GitOps paths only): such clusters are linted once.
+    """
+    # Lint findings by what lint.run reads: the objects (in order) and the GPU nodes' settings.
+    linted: dict[tuple[tuple[bytes, ...], bytes], list[Finding]] = {}
+    results = []
+    for rendering, schema in zip(renderings, validate_all(renderings, jobs)):
+        nodes = (rendering.kubernetes_version, rendering.taints, rendering.node_labels)
+        key = (tuple(rendering.content_keys), pickle.dumps(nodes, PICKLE))
+        if key not in linted:
+            linted[key] = lint.run(
+                rendering.objects,
+                rendering.kubernetes_version,
+                taints=rendering.taints,
+                node_labels=rendering.node_labels,
+            )
+        results.append(schema + linted[key])
+    return results
 
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:

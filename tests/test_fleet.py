@@ -311,3 +311,24 @@ def test_fleet_benchmark_runs():
         check=True,
     )
     assert "clusters: 6," in result.stdout and "findings: 0" in result.stdout
+
+
+def test_clusters_with_the_same_objects_but_other_gpu_nodes_are_linted_apart(tmp_path):
+    """check_all lints clusters with identical objects once: a cluster whose GPU nodes carry a
+    taint its objects do not tolerate must still get its own finding, and each cluster the
+    findings a lint of it alone gives."""
+    import dataclasses
+
+    from gpustack import fleet, lint
+
+    write(tmp_path, {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")})
+    a, b = fleet.render_all([tmp_path / "a.yaml", tmp_path / "b.yaml"])
+    assert a.objects == b.objects
+    tainted = dataclasses.replace(
+        b, taints=[*b.taints, {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    )
+    found = fleet.check_all([a, tainted, b], jobs=1)
+    assert found[0] == found[2] == []
+    assert any(f.rule == "taint-not-tolerated" and "dedicated=gpu" in f.message for f in found[1])
+    alone = lint.run(tainted.objects, tainted.kubernetes_version, taints=tainted.taints)
+    assert found[1] == alone
