@@ -32,7 +32,7 @@ from typing import Any
 from gpustack import lint, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
-from gpustack.errors import Location, UserError, display_path
+from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR
 from gpustack.layers import Layer
@@ -63,7 +63,7 @@ def discover(paths: Sequence[Path]) -> list[Path | None]:
     for path in paths:
         chosen = _folder_configs(path) if path.is_dir() else [path]
         for config in chosen:
-            found.setdefault(config.resolve(), config)
+            found.setdefault(real_path(config), config)
     return list(found.values())
 
 
@@ -114,7 +114,7 @@ def _folder_configs(folder: Path) -> list[Path]:
             hint="a config is a YAML file with 'kind: GPUStack'; `gpustack init` writes one",
         )
     extended = {base for config in configs for base in bases(config)}
-    return [config for config in configs if config.resolve() not in extended]
+    return [config for config in configs if real_path(config) not in extended]
 
 
 def _yaml_files(folder: Path) -> list[Path]:

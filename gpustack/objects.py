@@ -124,5 +124,5 @@ def rank(obj: Any) -> int:
 
 def sort_key(obj: Any) -> tuple[int, str, str, str]:
     """Apply order: by rank, then kind, namespace and name."""
-    _, kind, namespace, name = identity(obj)
-    return (rank(obj), kind, namespace, name)
+    kind = kind_of(obj)
+    return (RANK.get(kind, RANK[UNRANKED]), kind, namespace_of(obj), name_of(obj))
