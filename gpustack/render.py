@@ -129,14 +129,14 @@ def _folder(
     layers: dict[str, list[str]] = {}
     if keys is None:
         keys = [pickle.dumps(obj, PICKLE) for obj in objects]
-    for obj, key in zip(objects, keys):
-        name = file_name(obj)
+    for key in keys:
+        name, object_layer, emitted = _written(key)
         if layered:
-            layers.setdefault(layer(obj), []).append(name)
-            name = f"{layer(obj)}/{name}"
+            layers.setdefault(object_layer, []).append(name)
+            name = f"{object_layer}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
-        result[name] = _emitted(key)
+        result[name] = emitted
         resources.append(name)
     result[KUSTOMIZATION] = _kustomization(resources)
     for folder, names in layers.items():
@@ -151,8 +151,10 @@ PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 @lru_cache(maxsize=8192)
-def _emitted(content: bytes) -> bytes:
-    return (HEADER + emit.dump(pickle.loads(content))).encode()
+def _written(content: bytes) -> tuple[str, str, bytes]:
+    """The object's file name, Flux layer and file content."""
+    obj = pickle.loads(content)
+    return file_name(obj), layer(obj), (HEADER + emit.dump(obj)).encode()
 
 
 def _kustomization(resources: list[str]) -> bytes:
@@ -161,7 +163,7 @@ def _kustomization(resources: list[str]) -> bytes:
         "kind": "Kustomization",
         "resources": resources,
     }
-    return _emitted(pickle.dumps(kustomization, PICKLE))
+    return _written(pickle.dumps(kustomization, PICKLE))[2]
 
 
 def stream(renderings: list[Rendering]) -> str:
