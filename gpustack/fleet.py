@@ -210,7 +210,21 @@ def _render_chunk(
     arguments: tuple[list[Path | None], str | None, Path | None, Layer | None],
 ) -> list[Rendering]:
     configs, profile, profiles_dir, override = arguments
-    return [render(load_stack(path, profile, profiles_dir, override=override)) for path in configs]
+    renderings = [
+        render(load_stack(path, profile, profiles_dir, override=override)) for path in configs
+    ]
+    # The result goes back pickled, and pickle sends an object referred to many times once:
+    # equal objects of the chunk's clusters become one object (read-only after rendering), so
+    # what the clusters have in common crosses over once per chunk, not once per cluster.
+    shared: dict[bytes, tuple[bytes, dict[str, Any]]] = {}
+    for rendering in renderings:
+        pairs = [
+            shared.setdefault(key, (key, obj))
+            for key, obj in zip(rendering.content_keys, rendering.objects)
+        ]
+        rendering.content_keys = [key for key, _ in pairs]
+        rendering.objects = [obj for _, obj in pairs]
+    return renderings
 
 
 def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:

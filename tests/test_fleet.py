@@ -332,3 +332,23 @@ def test_clusters_with_the_same_objects_but_other_gpu_nodes_are_linted_apart(tmp
     assert any(f.rule == "taint-not-tolerated" and "dedicated=gpu" in f.message for f in found[1])
     alone = lint.run(tainted.objects, tainted.kubernetes_version, taints=tainted.taints)
     assert found[1] == alone
+
+
+def test_workers_send_shared_objects_once_and_each_cluster_gets_its_own_output(tmp_path):
+    """A worker sends back an object its clusters have in common once; every cluster still gets
+    the files and findings of a serial run, its name and GitOps paths included."""
+    from gpustack import fleet, render
+
+    flux = "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n"
+    # Neighbours (which share a chunk) differ in name only; every other pair uses Flux.
+    files = {"base.yaml": BASE}
+    for index in range(16):
+        extra = flux if index // 2 % 2 else ""
+        files[f"c{index:02}.yaml"] = cluster(f"c{index:02}", extra=extra)
+    write(tmp_path, files)
+    configs = sorted(tmp_path.glob("c*.yaml"))
+    serial = fleet.render_all(configs, jobs=1)
+    parallel = fleet.render_all(configs, jobs=2)
+    assert [render.files(r) for r in parallel] == [render.files(r) for r in serial]
+    assert fleet.check_all(parallel, jobs=1) == fleet.check_all(serial, jobs=1)
+    assert render.files(parallel[0]) != render.files(parallel[1])  # names differ
