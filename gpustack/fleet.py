@@ -41,8 +41,6 @@ from gpustack.render import PICKLE, Rendering, render
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
 CONFIG_SUFFIXES = (".yaml", ".yml")
-# Below this many distinct objects to validate, starting workers costs more than it saves.
-PARALLEL_FROM = 48
 
 
 def discover(paths: Sequence[Path]) -> list[Path | None]:
@@ -197,15 +195,6 @@ def render_all(
     return renderings
 
 
-def _workers(count: int, jobs: int | None) -> int:
-    """`jobs`, or by default one worker per CPU once there is enough work to share."""
-    if jobs is not None:
-        return max(1, min(jobs, count))
-    if count < PARALLEL_FROM:
-        return 1
-    return min(len(os.sched_getaffinity(0)), count // (PARALLEL_FROM // 2))
-
-
 def _render_chunk(
     arguments: tuple[list[Path | None], str | None, Path | None, Layer | None],
 ) -> list[Rendering]:
@@ -228,7 +217,7 @@ def _render_chunk(
 
 
 def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
-    """Schema findings for each rendering's objects.
+    """Schema findings for each rendering's objects, in `jobs` worker processes (default: here).
 
     Clusters of a fleet share most objects byte for byte (same profile, same settings), so each
     distinct object is validated once per Kubernetes version and its findings shared.
@@ -243,7 +232,7 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
             rendering_keys.append(key)
         keys.append(rendering_keys)
     items = [(version, obj) for (version, _), obj in unique.items()]
-    workers = _workers(len(items), jobs)
+    workers = max(1, min(jobs or 1, len(items)))
     if workers <= 1:
         results = _validate_chunk(items)
     else:
