@@ -174,8 +174,10 @@ def render_all(
     workers = max(1, min(jobs or 1, len(configs)))
     if workers <= 1:
         renderings = []
+        shared: Shared = {}
         for path in configs:
-            renderings.append(render(load_stack(path, profile, profiles_dir, override=override)))
+            stack = load_stack(path, profile, profiles_dir, override=override)
+            renderings.append(_share(render(stack), shared))
             if progress:
                 progress(1)
     else:
@@ -199,21 +201,29 @@ def _render_chunk(
     arguments: tuple[list[Path | None], str | None, Path | None, Layer | None],
 ) -> list[Rendering]:
     configs, profile, profiles_dir, override = arguments
-    renderings = [
-        render(load_stack(path, profile, profiles_dir, override=override)) for path in configs
+    shared: Shared = {}
+    return [
+        _share(render(load_stack(path, profile, profiles_dir, override=override)), shared)
+        for path in configs
     ]
-    # The result goes back pickled, and pickle sends an object referred to many times once:
-    # equal objects of the chunk's clusters become one object (read-only after rendering), so
-    # what the clusters have in common crosses over once per chunk, not once per cluster.
-    shared: dict[bytes, tuple[bytes, dict[str, Any]]] = {}
-    for rendering in renderings:
-        pairs = [
-            shared.setdefault(key, (key, obj))
-            for key, obj in zip(rendering.content_keys, rendering.objects)
-        ]
-        rendering.content_keys = [key for key, _ in pairs]
-        rendering.objects = [obj for _, obj in pairs]
-    return renderings
+
+
+# Each distinct object met so far, by content key (render.Rendering.content_keys).
+Shared = dict[bytes, tuple[bytes, dict[str, Any]]]
+
+
+def _share(rendering: Rendering, shared: Shared) -> Rendering:
+    """`rendering` with each of its objects (and content key) replaced by an equal one met
+    before. A fleet's clusters mostly render the same objects: shared, they take memory once,
+    and a worker's result (pickled: pickle sends an object referred to many times once) carries
+    them once. Safe because nothing changes an object once it is rendered."""
+    pairs = [
+        shared.setdefault(key, (key, obj))
+        for key, obj in zip(rendering.content_keys, rendering.objects)
+    ]
+    rendering.content_keys = [key for key, _ in pairs]
+    rendering.objects = [obj for _, obj in pairs]
+    return rendering
 
 
 def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:

@@ -334,21 +334,30 @@ def test_clusters_with_the_same_objects_but_other_gpu_nodes_are_linted_apart(tmp
     assert found[1] == alone
 
 
-def test_workers_send_shared_objects_once_and_each_cluster_gets_its_own_output(tmp_path):
-    """A worker sends back an object its clusters have in common once; every cluster still gets
-    the files and findings of a serial run, its name and GitOps paths included."""
-    from gpustack import fleet, render
+def test_clusters_sharing_objects_each_get_the_output_of_a_render_of_their_own(tmp_path):
+    """render_all makes the objects clusters have in common one object (in this process and in
+    each worker, which sends it back once); every cluster must still get the files and findings
+    of a render of its config alone, its name and GitOps paths included."""
+    from gpustack import fleet, lint, render
+    from gpustack.config import load_stack
 
     flux = "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n"
-    # Neighbours (which share a chunk) differ in name only; every other pair uses Flux.
+    sharing = "devicePlugin:\n  sharing: {strategy: time-slicing}\n"
+    # Neighbours (which share a worker's chunk) differ in name only; pairs differ in GitOps
+    # tool and GPU sharing (which changes the device plugin's objects).
     files = {"base.yaml": BASE}
     for index in range(16):
-        extra = flux if index // 2 % 2 else ""
+        extra = (flux if index // 2 % 2 else "") + (sharing if index // 4 % 2 else "")
         files[f"c{index:02}.yaml"] = cluster(f"c{index:02}", extra=extra)
     write(tmp_path, files)
     configs = sorted(tmp_path.glob("c*.yaml"))
-    serial = fleet.render_all(configs, jobs=1)
-    parallel = fleet.render_all(configs, jobs=2)
-    assert [render.files(r) for r in parallel] == [render.files(r) for r in serial]
-    assert fleet.check_all(parallel, jobs=1) == fleet.check_all(serial, jobs=1)
-    assert render.files(parallel[0]) != render.files(parallel[1])  # names differ
+    alone = [render.render(load_stack(path)) for path in configs]
+    expected_files = [render.files(rendering) for rendering in alone]
+    expected_findings = [lint.run(r.objects, r.kubernetes_version, taints=r.taints) for r in alone]
+    assert expected_files[0] != expected_files[1]  # the names differ
+    assert alone[0].objects != alone[4].objects  # so does GPU sharing
+    for jobs in (1, 2):
+        renderings = fleet.render_all(configs, jobs=jobs)
+        assert [render.files(rendering) for rendering in renderings] == expected_files
+        assert fleet.check_all(renderings, jobs=jobs) == expected_findings
+        assert [render.files(rendering) for rendering in renderings] == expected_files
