@@ -119,6 +119,8 @@ def _entry(value: Any, indent: int, lines: list[str], line_prefix: str) -> None:
         # Lists inside mappings are indented by two, the style kubectl and Helm charts use.
         for item in value:
             _item(item, indent + 2, lines, None)
+    elif isinstance(value, str) and "\n" not in value:  # the most common case, made short
+        lines.append(f"{line_prefix} {_string(value)}")
     else:
         lines.append(f"{line_prefix} {_inline(value, indent + 2)}")
         if isinstance(value, str) and "\n" in value and _literal_ok(value):
@@ -134,6 +136,8 @@ def _item(value: Any, indent: int, lines: list[str], prefix: str | None) -> None
         lines.append(dash)
         for child in value:
             _item(child, indent + 2, lines, None)
+    elif isinstance(value, str) and "\n" not in value:
+        lines.append(f"{dash} {_string(value)}")
     else:
         lines.append(f"{dash} {_inline(value, indent + 2)}")
         if isinstance(value, str) and "\n" in value and _literal_ok(value):

@@ -124,5 +124,5 @@ def rank(obj: Any) -> int:
 
 def sort_key(obj: Any) -> tuple[int, str, str, str]:
     """Apply order: by rank, then kind, namespace and name."""
-    kind = kind_of(obj)
-    return (RANK.get(kind, RANK[UNRANKED]), kind, namespace_of(obj), name_of(obj))
+    kind, found = kind_of(obj), metadata(obj)  # each field read once: fleets sort many objects
+    return (RANK.get(kind, RANK[UNRANKED]), kind, text(found, "namespace"), text(found, "name"))
