@@ -11,12 +11,14 @@
 A base is a config another config in the folder extends: it holds shared defaults and is not a
 cluster itself. Everything is loaded and checked before a caller writes anything.
 
-Work is shared rather than repeated: a base and a profile are read once for the whole fleet, an
-object many clusters have in common is emitted once (render.py) and validated once (validate_all).
-Worker processes pay off where much work comes back as little data: validating distinct objects
-does by default; rendering does only when asked (`jobs`), since sending a cluster's objects back
-from a worker costs about as much as rendering them. Results come back in input order, so the
-output is the same bytes as a serial run, and so is the first error reported.
+Work is shared rather than repeated: a base and a profile are read once for the whole fleet; an
+object many clusters have in common is one object in memory (render_all), emitted once
+(render.py) and validated once (validate_all); clusters with the same objects and GPU-node
+settings are linted once (check_all). Everything runs in this process unless `jobs` asks for
+workers. A render worker sends back an object the clusters of its chunk share once, so rendering
+a large fleet in workers pays when the CPUs are free; validating in workers does not (sending an
+object to a worker costs about as much as validating it). Results come back in input order, so
+the output is the same bytes as a serial run, and so is the first error reported.
 """
 
 from __future__ import annotations

@@ -178,9 +178,9 @@ def _big_fleet(root: Path, count: int) -> Path:
 
 def test_parallel_rendering_is_byte_identical_to_serial(cli, tmp_path):
     # 18 clusters: each of the 9 profile x GitOps-tool combinations twice, in 6 chunks for the 2
-    # workers (more chunks than workers, results arriving out of order), and 134 distinct objects,
-    # above fleet.PARALLEL_FROM, so the default run validates in workers too. 60 clusters made
-    # each of the five renders three times longer and exercised nothing more.
+    # workers (more chunks than workers, results arriving out of order), whose 134 distinct
+    # objects the --jobs 2 run validates in workers too. 60 clusters made each of the five
+    # renders three times longer and exercised nothing more.
     clusters = 18
     fleet = _big_fleet(tmp_path / "clusters", clusters)
     serial = cli("render", fleet, "-o", tmp_path / "serial", "--jobs", "1")
