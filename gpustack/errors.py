@@ -80,7 +80,10 @@ def _display_path(path: str, cwd: str) -> str:
 
 def real_path(path: Path | str) -> Path:
     """`Path(path).resolve()`, cheaper where many files share a few folders."""
-    folder, name = os.path.split(os.path.abspath(path))
+    # Not os.path.abspath: it drops `link/..` before the link is followed, the OS does not.
+    folder, name = os.path.split(os.path.join(os.getcwd(), path))
+    if name in ("", ".", ".."):
+        return Path(path).resolve()
     joined = _real_folder(folder) / name
     return joined.resolve() if joined.is_symlink() else joined
 

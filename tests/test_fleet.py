@@ -361,3 +361,23 @@ def test_clusters_sharing_objects_each_get_the_output_of_a_render_of_their_own(t
         assert [render.files(rendering) for rendering in renderings] == expected_files
         assert fleet.check_all(renderings, jobs=jobs) == expected_findings
         assert [render.files(rendering) for rendering in renderings] == expected_files
+
+
+def test_real_path_finds_the_file_resolve_finds(tmp_path, monkeypatch):
+    """Configs and their bases are told apart by real path (errors.real_path, which looks each
+    folder up once): through a linked folder, `..` after a link, and a linked file, it must name
+    the file Path.resolve names."""
+    from gpustack.errors import real_path
+
+    site = tmp_path / "real" / "site"
+    site.mkdir(parents=True)
+    (tmp_path / "real" / "base.yaml").write_text(BASE)
+    (site / "a.yaml").write_text(cluster("a", "../base.yaml"))
+    (site / "link.yaml").symlink_to("a.yaml")
+    (tmp_path / "clusters").symlink_to(site)
+    monkeypatch.chdir(tmp_path)
+    paths = ["clusters/a.yaml", "clusters/../base.yaml", "clusters/link.yaml", "clusters/.."]
+    paths += ["clusters/missing.yaml", ".", "real/./site/../base.yaml", str(site / "a.yaml")]
+    for path in paths:
+        assert real_path(path) == Path(path).resolve(), path
+    assert real_path("clusters/../base.yaml") == tmp_path / "real" / "base.yaml"
