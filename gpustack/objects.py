@@ -81,11 +81,12 @@ def name_of(obj: Any) -> str:
 
 def identity(obj: Any) -> Identity:
     """(group, kind, namespace, name) of `obj`."""
+    found = metadata(obj)
     return (
         text(obj, "apiVersion").rpartition("/")[0],
-        kind_of(obj),
-        namespace_of(obj),
-        name_of(obj),
+        text(obj, "kind"),
+        text(found, "namespace"),
+        text(found, "name"),
     )
 
 
