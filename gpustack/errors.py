@@ -79,18 +79,19 @@ def _display_path(path: str, cwd: str) -> str:
 
 
 def real_path(path: Path | str) -> Path:
-    """`Path(path).resolve()`, cheaper where many files share a few folders."""
-    # Not os.path.abspath: it drops `link/..` before the link is followed, the OS does not.
-    folder, name = os.path.split(os.path.join(os.getcwd(), path))
-    if name in ("", ".", ".."):
-        return Path(path).resolve()
-    joined = _real_folder(folder) / name
-    return joined.resolve() if joined.is_symlink() else joined
+    """`Path(path).resolve()`, looked up once per path (a fleet asks for the same files many
+    times over: discovery, each config's `extends:` chain, rendering)."""
+    return _real_path(str(path), os.getcwd())
+
+
+@functools.cache
+def _real_path(path: str, cwd: str) -> Path:
+    return Path(cwd, path).resolve()
 
 
 @functools.cache
 def _real_folder(folder: str) -> Path:
-    # Once per folder and process, like the paths shown: a fleet's configs share a few folders.
+    # Once per folder: a fleet's configs share a few folders.
     return Path(folder).resolve()
 
 
