@@ -78,7 +78,7 @@ def run(jobs: int | None) -> tuple[dict[str, float], int, int, int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=1000)
-    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: auto)")
+    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: none)")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions; the fastest counts")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as temporary:

@@ -16,7 +16,15 @@ from typing import Any
 
 from gpustack import gke_accelerators, mig
 from gpustack import profiles as profile_store
-from gpustack.errors import Location, UserError, closest, describe, did_you_mean, display_path
+from gpustack.errors import (
+    Location,
+    UserError,
+    closest,
+    describe,
+    did_you_mean,
+    display_path,
+    real_path,
+)
 from gpustack.layers import (
     Layer,
     locate,
@@ -403,7 +411,7 @@ def _stdin_document() -> Document:
 
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
-    return {Path(layer.source.file).resolve() for layer in _config_layers(path)[:-1]}
+    return {real_path(layer.source.file) for layer in _config_layers(path)[:-1]}
 
 
 def _config_layers(path: Path) -> list[Layer]:
@@ -425,7 +433,7 @@ Reference = tuple[
 def _add_layers(
     current: Path, chain: list[Layer], seen: list[Path], referencing: Reference | None
 ) -> None:
-    resolved = current.resolve()
+    resolved = real_path(current)
     if resolved in seen:
         cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
         raise UserError(

@@ -11,6 +11,7 @@ string; everything else is double-quoted with JSON escapes, which YAML reads bac
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -67,14 +68,20 @@ def scalar(value: Any) -> str:
     if isinstance(value, float):
         return _float(value)
     if isinstance(value, str):
-        if value and _PLAIN.fullmatch(value) and not _RESOLVES.fullmatch(value):
-            return value
-        return _UNSAFE.sub(_escape, json.dumps(value, ensure_ascii=False))
+        return _string(value)
     raise TypeError(f"cannot write {type(value).__name__} to YAML")
 
 
+@functools.lru_cache(maxsize=16384)
+def _string(value: str) -> str:
+    # Cached: manifests repeat the same keys and values (names, labels, images) many times.
+    if value and _PLAIN.fullmatch(value) and not _RESOLVES.fullmatch(value):
+        return value
+    return _UNSAFE.sub(_escape, json.dumps(value, ensure_ascii=False))
+
+
 def _key(key: Any) -> str:
-    return scalar(key if isinstance(key, str) else str(key))
+    return _string(key if isinstance(key, str) else str(key))
 
 
 def _node(value: Any, indent: int, lines: list[str], prefix: str | None) -> None:
@@ -112,6 +119,8 @@ def _entry(value: Any, indent: int, lines: list[str], line_prefix: str) -> None:
         # Lists inside mappings are indented by two, the style kubectl and Helm charts use.
         for item in value:
             _item(item, indent + 2, lines, None)
+    elif isinstance(value, str) and "\n" not in value:  # the most common case, made short
+        lines.append(f"{line_prefix} {_string(value)}")
     else:
         lines.append(f"{line_prefix} {_inline(value, indent + 2)}")
         if isinstance(value, str) and "\n" in value and _literal_ok(value):
@@ -127,6 +136,8 @@ def _item(value: Any, indent: int, lines: list[str], prefix: str | None) -> None
         lines.append(dash)
         for child in value:
             _item(child, indent + 2, lines, None)
+    elif isinstance(value, str) and "\n" not in value:
+        lines.append(f"{dash} {_string(value)}")
     else:
         lines.append(f"{dash} {_inline(value, indent + 2)}")
         if isinstance(value, str) and "\n" in value and _literal_ok(value):

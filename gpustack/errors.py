@@ -71,11 +71,28 @@ def display_path(path: Path | str) -> str:
 def _display_path(path: str, cwd: str) -> str:
     # Cached: a fleet names the same few thousand files many times over.
     # The folder resolved, the name kept: a symbolic link is shown as itself, not its target.
-    absolute = Path(os.path.abspath(os.path.join(cwd, path)))
+    folder, name = os.path.split(os.path.abspath(os.path.join(cwd, path)))
     try:
-        return str((absolute.parent.resolve() / absolute.name).relative_to(Path(cwd).resolve()))
+        return str((_real_folder(folder) / name).relative_to(_real_folder(cwd)))
     except ValueError:
         return path
+
+
+def real_path(path: Path | str) -> Path:
+    """`Path(path).resolve()`, looked up once per path (a fleet asks for the same files many
+    times over: discovery, each config's `extends:` chain, rendering)."""
+    return _real_path(str(path), os.getcwd())
+
+
+@functools.cache
+def _real_path(path: str, cwd: str) -> Path:
+    return Path(cwd, path).resolve()
+
+
+@functools.cache
+def _real_folder(folder: str) -> Path:
+    # Once per folder: a fleet's configs share a few folders.
+    return Path(folder).resolve()
 
 
 def closest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:

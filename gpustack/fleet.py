@@ -11,12 +11,14 @@
 A base is a config another config in the folder extends: it holds shared defaults and is not a
 cluster itself. Everything is loaded and checked before a caller writes anything.
 
-Work is shared rather than repeated: a base and a profile are read once for the whole fleet, an
-object many clusters have in common is emitted once (render.py) and validated once (validate_all).
-Worker processes pay off where much work comes back as little data: validating distinct objects
-does by default; rendering does only when asked (`jobs`), since sending a cluster's objects back
-from a worker costs about as much as rendering them. Results come back in input order, so the
-output is the same bytes as a serial run, and so is the first error reported.
+Work is shared rather than repeated: a base and a profile are read once for the whole fleet; an
+object many clusters have in common is one object in memory (render_all), emitted once
+(render.py) and validated once (validate_all); clusters with the same objects and GPU-node
+settings are linted once (check_all). Everything runs in this process unless `jobs` asks for
+workers. A render worker sends back an object the clusters of its chunk share once, so rendering
+a large fleet in workers pays when the CPUs are free; validating in workers does not (sending an
+object to a worker costs about as much as validating it). Results come back in input order, so
+the output is the same bytes as a serial run, and so is the first error reported.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 from gpustack import lint, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
-from gpustack.errors import Location, UserError, display_path
+from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR
 from gpustack.layers import Layer
@@ -41,8 +43,6 @@ from gpustack.render import PICKLE, Rendering, render
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
 CONFIG_SUFFIXES = (".yaml", ".yml")
-# Below this many distinct objects to validate, starting workers costs more than it saves.
-PARALLEL_FROM = 48
 
 
 def discover(paths: Sequence[Path]) -> list[Path | None]:
@@ -63,7 +63,7 @@ def discover(paths: Sequence[Path]) -> list[Path | None]:
     for path in paths:
         chosen = _folder_configs(path) if path.is_dir() else [path]
         for config in chosen:
-            found.setdefault(config.resolve(), config)
+            found.setdefault(real_path(config), config)
     return list(found.values())
 
 
@@ -114,7 +114,7 @@ def _folder_configs(folder: Path) -> list[Path]:
             hint="a config is a YAML file with 'kind: GPUStack'; `gpustack init` writes one",
         )
     extended = {base for config in configs for base in bases(config)}
-    return [config for config in configs if config.resolve() not in extended]
+    return [config for config in configs if real_path(config) not in extended]
 
 
 def _yaml_files(folder: Path) -> list[Path]:
@@ -176,8 +176,10 @@ def render_all(
     workers = max(1, min(jobs or 1, len(configs)))
     if workers <= 1:
         renderings = []
+        shared: Shared = {}
         for path in configs:
-            renderings.append(render(load_stack(path, profile, profiles_dir, override=override)))
+            stack = load_stack(path, profile, profiles_dir, override=override)
+            renderings.append(_share(render(stack), shared))
             if progress:
                 progress(1)
     else:
@@ -197,24 +199,37 @@ def render_all(
     return renderings
 
 
-def _workers(count: int, jobs: int | None) -> int:
-    """`jobs`, or by default one worker per CPU once there is enough work to share."""
-    if jobs is not None:
-        return max(1, min(jobs, count))
-    if count < PARALLEL_FROM:
-        return 1
-    return min(len(os.sched_getaffinity(0)), count // (PARALLEL_FROM // 2))
-
-
 def _render_chunk(
     arguments: tuple[list[Path | None], str | None, Path | None, Layer | None],
 ) -> list[Rendering]:
     configs, profile, profiles_dir, override = arguments
-    return [render(load_stack(path, profile, profiles_dir, override=override)) for path in configs]
+    shared: Shared = {}
+    return [
+        _share(render(load_stack(path, profile, profiles_dir, override=override)), shared)
+        for path in configs
+    ]
+
+
+# Each distinct object met so far, by content key (render.Rendering.content_keys).
+Shared = dict[bytes, tuple[bytes, dict[str, Any]]]
+
+
+def _share(rendering: Rendering, shared: Shared) -> Rendering:
+    """`rendering` with each of its objects (and content key) replaced by an equal one met
+    before. A fleet's clusters mostly render the same objects: shared, they take memory once,
+    and a worker's result (pickled: pickle sends an object referred to many times once) carries
+    them once. Safe because nothing changes an object once it is rendered."""
+    pairs = [
+        shared.setdefault(key, (key, obj))
+        for key, obj in zip(rendering.content_keys, rendering.objects)
+    ]
+    rendering.content_keys = [key for key, _ in pairs]
+    rendering.objects = [obj for _, obj in pairs]
+    return rendering
 
 
 def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
-    """Schema findings for each rendering's objects.
+    """Schema findings for each rendering's objects, in `jobs` worker processes (default: here).
 
     Clusters of a fleet share most objects byte for byte (same profile, same settings), so each
     distinct object is validated once per Kubernetes version and its findings shared.
@@ -223,13 +238,13 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
     unique: dict[tuple[str, bytes], dict[str, Any]] = {}
     for rendering in renderings:
         rendering_keys = []
-        for obj in rendering.objects:
-            key = (rendering.kubernetes_version, pickle.dumps(obj, PICKLE))
+        for obj, content in zip(rendering.objects, rendering.content_keys):
+            key = (rendering.kubernetes_version, content)
             unique.setdefault(key, obj)
             rendering_keys.append(key)
         keys.append(rendering_keys)
     items = [(version, obj) for (version, _), obj in unique.items()]
-    workers = _workers(len(items), jobs)
+    workers = max(1, min(jobs or 1, len(items)))
     if workers <= 1:
         results = _validate_chunk(items)
     else:
@@ -243,17 +258,26 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
 
 def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[list[Finding]]:
     """Schema findings (validate_all) then lint findings for each rendering: what `render`
-    refuses to write and `check` reports. Lint looks across one cluster's objects at a time."""
-    return [
-        schema
-        + lint.run(
-            rendering.objects,
-            rendering.kubernetes_version,
-            taints=rendering.taints,
-            node_labels=rendering.node_labels,
-        )
-        for rendering, schema in zip(renderings, validate_all(renderings, jobs))
-    ]
+    refuses to write and `check` reports. Lint looks across one cluster's objects at a time.
+
+    Clusters of a fleet often render exactly the same objects from the same node settings
+    (they differ in name and GitOps paths only): such clusters are linted once.
+    """
+    # Lint findings by what lint.run reads: the objects (in order) and the GPU nodes' settings.
+    linted: dict[tuple[tuple[bytes, ...], bytes], list[Finding]] = {}
+    results = []
+    for rendering, schema in zip(renderings, validate_all(renderings, jobs)):
+        nodes = (rendering.kubernetes_version, rendering.taints, rendering.node_labels)
+        key = (tuple(rendering.content_keys), pickle.dumps(nodes, PICKLE))
+        if key not in linted:
+            linted[key] = lint.run(
+                rendering.objects,
+                rendering.kubernetes_version,
+                taints=rendering.taints,
+                node_labels=rendering.node_labels,
+            )
+        results.append(schema + linted[key])
+    return results
 
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:

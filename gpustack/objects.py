@@ -81,11 +81,12 @@ def name_of(obj: Any) -> str:
 
 def identity(obj: Any) -> Identity:
     """(group, kind, namespace, name) of `obj`."""
+    found = metadata(obj)
     return (
         text(obj, "apiVersion").rpartition("/")[0],
-        kind_of(obj),
-        namespace_of(obj),
-        name_of(obj),
+        text(obj, "kind"),
+        text(found, "namespace"),
+        text(found, "name"),
     )
 
 
@@ -124,5 +125,5 @@ def rank(obj: Any) -> int:
 
 def sort_key(obj: Any) -> tuple[int, str, str, str]:
     """Apply order: by rank, then kind, namespace and name."""
-    _, kind, namespace, name = identity(obj)
-    return (rank(obj), kind, namespace, name)
+    kind, found = kind_of(obj), metadata(obj)  # each field read once: fleets sort many objects
+    return (RANK.get(kind, RANK[UNRANKED]), kind, text(found, "namespace"), text(found, "name"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from gpustack import emit, gitops
@@ -43,6 +43,13 @@ class Rendering:
     node_labels: dict[str, str] = field(default_factory=dict)
     # The entitlement PEM's permission bits: files carrying the certificate get no more than these.
     secret_file_mode: int | None = None
+
+    @cached_property
+    def content_keys(self) -> list[bytes]:
+        """Each object pickled (see PICKLE): equal keys mean equal objects, so what a fleet's
+        clusters share is emitted, validated and linted once. Made once per rendering: its
+        objects are not changed after render()."""
+        return [pickle.dumps(obj, PICKLE) for obj in self.objects]
 
 
 def render(stack: Stack) -> Rendering:
@@ -97,7 +104,7 @@ def _minor(version: str) -> tuple[int, ...]:
 
 def files(rendering: Rendering) -> dict[str, bytes]:
     """Every file of `out/<name>/`, keyed by its path relative to that folder."""
-    result = _folder(rendering.objects, rendering.layered)
+    result = _folder(rendering.objects, rendering.layered, rendering.content_keys)
     if rendering.gitops_objects:
         for name, emitted in _folder(rendering.gitops_objects).items():
             result[f"{gitops.CLUSTER_DIR}/{name}"] = emitted
@@ -111,20 +118,25 @@ def fleet_files(application_set: dict[str, Any]) -> dict[str, bytes]:
     return _folder([application_set])
 
 
-def _folder(objects: list[dict[str, Any]], layered: bool = False) -> dict[str, bytes]:
+def _folder(
+    objects: list[dict[str, Any]], layered: bool = False, keys: list[bytes] | None = None
+) -> dict[str, bytes]:
     """One file per object and a kustomization.yaml listing them all in apply order; `layered`
-    puts each object in its layer's sub-folder, which gets a kustomization.yaml of its own."""
+    puts each object in its layer's sub-folder, which gets a kustomization.yaml of its own.
+    `keys`: the objects' content keys, when already made."""
     result: dict[str, bytes] = {}
     resources: list[str] = []
     layers: dict[str, list[str]] = {}
-    for obj in objects:
-        name = file_name(obj)
+    if keys is None:
+        keys = [pickle.dumps(obj, PICKLE) for obj in objects]
+    for key in keys:
+        name, object_layer, emitted = _written(key)
         if layered:
-            layers.setdefault(layer(obj), []).append(name)
-            name = f"{layer(obj)}/{name}"
+            layers.setdefault(object_layer, []).append(name)
+            name = f"{object_layer}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
-        result[name] = _emitted(pickle.dumps(obj, PICKLE))
+        result[name] = emitted
         resources.append(name)
     result[KUSTOMIZATION] = _kustomization(resources)
     for folder, names in layers.items():
@@ -139,8 +151,10 @@ PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 @lru_cache(maxsize=8192)
-def _emitted(content: bytes) -> bytes:
-    return (HEADER + emit.dump(pickle.loads(content))).encode()
+def _written(content: bytes) -> tuple[str, str, bytes]:
+    """The object's file name, Flux layer and file content."""
+    obj = pickle.loads(content)
+    return file_name(obj), layer(obj), (HEADER + emit.dump(obj)).encode()
 
 
 def _kustomization(resources: list[str]) -> bytes:
@@ -149,7 +163,7 @@ def _kustomization(resources: list[str]) -> bytes:
         "kind": "Kustomization",
         "resources": resources,
     }
-    return _emitted(pickle.dumps(kustomization, PICKLE))
+    return _written(pickle.dumps(kustomization, PICKLE))[2]
 
 
 def stream(renderings: list[Rendering]) -> str:

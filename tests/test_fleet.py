@@ -178,9 +178,9 @@ def _big_fleet(root: Path, count: int) -> Path:
 
 def test_parallel_rendering_is_byte_identical_to_serial(cli, tmp_path):
     # 18 clusters: each of the 9 profile x GitOps-tool combinations twice, in 6 chunks for the 2
-    # workers (more chunks than workers, results arriving out of order), and 134 distinct objects,
-    # above fleet.PARALLEL_FROM, so the default run validates in workers too. 60 clusters made
-    # each of the five renders three times longer and exercised nothing more.
+    # workers (more chunks than workers, results arriving out of order), whose 134 distinct
+    # objects the --jobs 2 run validates in workers too. 60 clusters made each of the five
+    # renders three times longer and exercised nothing more.
     clusters = 18
     fleet = _big_fleet(tmp_path / "clusters", clusters)
     serial = cli("render", fleet, "-o", tmp_path / "serial", "--jobs", "1")
@@ -311,3 +311,73 @@ def test_fleet_benchmark_runs():
         check=True,
     )
     assert "clusters: 6," in result.stdout and "findings: 0" in result.stdout
+
+
+def test_clusters_with_the_same_objects_but_other_gpu_nodes_are_linted_apart(tmp_path):
+    """check_all lints clusters with identical objects once: a cluster whose GPU nodes carry a
+    taint its objects do not tolerate must still get its own finding, and each cluster the
+    findings a lint of it alone gives."""
+    import dataclasses
+
+    from gpustack import fleet, lint
+
+    write(tmp_path, {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")})
+    a, b = fleet.render_all([tmp_path / "a.yaml", tmp_path / "b.yaml"])
+    assert a.objects == b.objects
+    tainted = dataclasses.replace(
+        b, taints=[*b.taints, {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    )
+    found = fleet.check_all([a, tainted, b], jobs=1)
+    assert found[0] == found[2] == []
+    assert any(f.rule == "taint-not-tolerated" and "dedicated=gpu" in f.message for f in found[1])
+    alone = lint.run(tainted.objects, tainted.kubernetes_version, taints=tainted.taints)
+    assert found[1] == alone
+
+
+def test_clusters_sharing_objects_each_get_the_output_of_a_render_of_their_own(tmp_path):
+    """render_all makes the objects clusters have in common one object (in this process and in
+    each worker, which sends it back once); every cluster must still get the files and findings
+    of a render of its config alone, its name and GitOps paths included."""
+    from gpustack import fleet, lint, render
+    from gpustack.config import load_stack
+
+    flux = "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n"
+    sharing = "devicePlugin:\n  sharing: {strategy: time-slicing}\n"
+    # Neighbours (which share a worker's chunk) differ in name only; pairs differ in GitOps
+    # tool and GPU sharing (which changes the device plugin's objects).
+    files = {"base.yaml": BASE}
+    for index in range(16):
+        extra = (flux if index // 2 % 2 else "") + (sharing if index // 4 % 2 else "")
+        files[f"c{index:02}.yaml"] = cluster(f"c{index:02}", extra=extra)
+    write(tmp_path, files)
+    configs = sorted(tmp_path.glob("c*.yaml"))
+    alone = [render.render(load_stack(path)) for path in configs]
+    expected_files = [render.files(rendering) for rendering in alone]
+    expected_findings = [lint.run(r.objects, r.kubernetes_version, taints=r.taints) for r in alone]
+    assert expected_files[0] != expected_files[1]  # the names differ
+    assert alone[0].objects != alone[4].objects  # so does GPU sharing
+    for jobs in (1, 2):
+        renderings = fleet.render_all(configs, jobs=jobs)
+        assert [render.files(rendering) for rendering in renderings] == expected_files
+        assert fleet.check_all(renderings, jobs=jobs) == expected_findings
+        assert [render.files(rendering) for rendering in renderings] == expected_files
+
+
+def test_real_path_finds_the_file_resolve_finds(tmp_path, monkeypatch):
+    """Configs and their bases are told apart by real path (errors.real_path, which looks each
+    folder up once): through a linked folder, `..` after a link, and a linked file, it must name
+    the file Path.resolve names."""
+    from gpustack.errors import real_path
+
+    site = tmp_path / "real" / "site"
+    site.mkdir(parents=True)
+    (tmp_path / "real" / "base.yaml").write_text(BASE)
+    (site / "a.yaml").write_text(cluster("a", "../base.yaml"))
+    (site / "link.yaml").symlink_to("a.yaml")
+    (tmp_path / "clusters").symlink_to(site)
+    monkeypatch.chdir(tmp_path)
+    paths = ["clusters/a.yaml", "clusters/../base.yaml", "clusters/link.yaml", "clusters/.."]
+    paths += ["clusters/missing.yaml", ".", "real/./site/../base.yaml", str(site / "a.yaml")]
+    for path in paths:
+        assert real_path(path) == Path(path).resolve(), path
+    assert real_path("clusters/../base.yaml") == tmp_path / "real" / "base.yaml"

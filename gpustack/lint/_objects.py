@@ -134,6 +134,16 @@ class Pod:
             keys.update(str(e.get("key")) for e in term)
         return keys
 
+    @functools.cached_property
+    def plugin_binaries(self) -> list[tuple[dict[str, Any], str | None]]:
+        """Each container with the k8s-device-plugin binary it runs, if any; worked out once
+        per pod, as most rules ask."""
+        return [
+            (container, _plugin_binary(self, container))
+            for container in sequence(self.spec.get("containers"))
+            if isinstance(container, dict)
+        ]
+
     def requests_gpu(self) -> bool:
         for container in self.containers:
             resources = mapping(container.get("resources"))
@@ -262,11 +272,7 @@ def _plugin_binary(pod: Pod, container: dict[str, Any]) -> str | None:
 
 
 def containers_running(pod: Pod, binary: str) -> list[dict[str, Any]]:
-    return [
-        c
-        for c in sequence(pod.spec.get("containers"))
-        if isinstance(c, dict) and _plugin_binary(pod, c) == binary
-    ]
+    return [container for container, runs in pod.plugin_binaries if runs == binary]
 
 
 @functools.lru_cache(maxsize=4096)
