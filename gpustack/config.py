@@ -583,7 +583,6 @@ def _check_platform_os(config: GPUStack, profile: Profile, layers: list[Layer]) 
         return
     name = profile.metadata.name
     version = config.platform.openshiftVersion
-    where = nearest(layers, ("platform", "openshiftVersion"))
     known = sorted(facts.nodeOS, key=lambda v: tuple(int(part) for part in v.split(".")))
     if version not in facts.nodeOS:
         raise UserError(
@@ -591,7 +590,7 @@ def _check_platform_os(config: GPUStack, profile: Profile, layers: list[Layer]) 
             "driver image"
             if version
             else f"the driver image on profile {name!r} follows platform.openshiftVersion",
-            where,
+            nearest(layers, ("platform", "openshiftVersion")),
             field="platform.openshiftVersion",
             hint=f"one of {known[0]} to {known[-1]}; for another release, a profile of your own "
             f"that extends {name!r} with its facts.driver.nodeOS (`cat /etc/os-release` on a "
@@ -608,7 +607,7 @@ def _check_platform_os(config: GPUStack, profile: Profile, layers: list[Layer]) 
             f"(nvcr.io/nvidia/driver:{driver}-{tag}): its tags for this platform are "
             f"{', '.join(published.osTags)}"
             + (f" (OpenShift {served[0]} to {served[-1]})" if served else ""),
-            where,
+            nearest(layers, ("platform", "openshiftVersion")),
             field="platform.openshiftVersion",
             hint=f"{upgrade}set driver.version to a driver whose NGC nvidia/driver tags include "
             f"-{tag}, or install the driver on the nodes (driver.mode: preinstalled)",

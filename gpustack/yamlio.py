@@ -188,9 +188,16 @@ _FastLoader.add_implicit_resolver("tag:gpustack,unsure", _RESOLVES, None)
 _FastLoader.add_constructor("tag:gpustack,unsure", _FastLoader.construct_unsure)
 
 
+# Where an anchor (&), alias (*) or tag (!) can start: a node's first character, after a space,
+# a line start or flow punctuation. The same characters inside a word (`conf.d/*.toml`,
+# `gke-*`) are plain text; in a comment or a quoted string after a space they only cost the
+# full parser.
+_INDICATOR = re.compile(r"(?:^|[\s\[{,:])[&*!]", re.MULTILINE)
+
+
 def _fast_documents(text: str) -> list[Any] | None:
     """The documents' data as libyaml reads them, or None where the full parser must decide."""
-    if "&" in text or "*" in text or "!" in text:
+    if _INDICATOR.search(text):
         return None  # anchors, aliases and tags: the full parser checks alias bombs and tags
     try:
         return list(libyaml.load_all(text, Loader=_FastLoader))

@@ -26,11 +26,14 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 def test_a_well_formed_fleet_is_read_without_the_slow_parser(monkeypatch, tmp_path):
     """Positions are worked out (by ruamel's pure-Python parser, about 25 ms a file) only for an
-    error: discovering a fleet whose configs extend a base must not parse any of them that way,
-    or a fleet of 1,000 configs takes seconds before anything renders."""
-    from gpustack import fleet, yamlio
+    error: discovering and rendering a fleet whose configs extend a base must not parse any of
+    them that way, or a fleet of 1,000 configs takes seconds before anything renders."""
+    from gpustack import fleet, profiles, yamlio
 
-    clusters = {f"c{index}.yaml": cluster(f"c{index}") for index in range(5)}
+    clusters = {
+        f"c{index}.yaml": cluster(f"c{index}", extra=f"platform:\n  profile: {profile}\n")
+        for index, profile in enumerate(sorted(profiles.BUILTIN))
+    }
     write(tmp_path, {"base.yaml": BASE, **clusters})
     parsed: list[str] = []
     slow = yamlio.load_all_text
@@ -40,7 +43,10 @@ def test_a_well_formed_fleet_is_read_without_the_slow_parser(monkeypatch, tmp_pa
         return slow(text, shown)
 
     monkeypatch.setattr(yamlio, "load_all_text", counted)
-    assert len(fleet.discover([tmp_path])) == 5
+    configs = fleet.discover([tmp_path])
+    assert len(configs) == len(clusters)
+    assert parsed == []
+    assert len(fleet.render_all(configs)) == len(clusters)
     assert parsed == []
 
 
