@@ -11,7 +11,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from gpustack import emit, gitops
-from gpustack.components import build_all, node
+from gpustack.components import build_all, driver, node
 from gpustack.config import Stack
 from gpustack.decorate import HEADER, decorate, layer
 from gpustack.objects import file_name
@@ -76,6 +76,13 @@ def render(stack: Stack) -> Rendering:
             f"Kubernetes {version} on {stack.profile.metadata.name}: new clusters run the "
             "platform's managed DCGM exporter too; set dcgmExporter.enabled: false or turn the "
             "managed one off, so that one exporter runs per GPU node"
+        )
+    if stack.driver_mode == "driver-toolkit" and not stack.config.driver.driverToolkitImage:
+        warnings.append(
+            f"the driver is built with {driver.driver_toolkit_image(stack)}, whose kernel is the "
+            f"newest OpenShift {stack.config.platform.openshiftVersion} z-stream's: on nodes of "
+            "an older z-stream the build fails; set driver.driverToolkitImage to the cluster's "
+            "(`oc adm release info --image-for=driver-toolkit`)"
         )
     if stack.entitlement_pem is not None:
         warnings.append(

@@ -466,6 +466,16 @@ def test_rhcos_version_needs_its_dtk_image(tmp_path):
     assert raised.value.field == "driver.driverToolkitImage"
 
 
+def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
+    # Red Hat's per-minor DTK tag carries the newest z-stream's kernel; the build needs the nodes'.
+    default = rendered(tmp_path, "openshift", {})
+    (warning,) = [w for w in default.warnings if "driver.driverToolkitImage" in w]
+    assert "oc adm release info --image-for=driver-toolkit" in warning
+    image = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "0" * 64
+    pinned = rendered(tmp_path, "openshift", {"driver": {"driverToolkitImage": image}})
+    assert not [w for w in pinned.warnings if "driver.driverToolkitImage" in w]
+
+
 @pytest.mark.shared
 def test_dtk_driver_matches_the_gpu_operators_openshift_render(tmp_path):
     golden = next(
