@@ -27,9 +27,8 @@ import os
 import pickle
 import re
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpustack import lint, validation
 from gpustack import render as rendering_files
@@ -40,6 +39,9 @@ from gpustack.gitops import FLEET_DIR
 from gpustack.layers import Layer
 from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.render import PICKLE, Rendering, render
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 DEFAULT_CONFIG = Path("gpustack.yaml")
 CONFIG_SUFFIXES = (".yaml", ".yml")
@@ -185,7 +187,7 @@ def render_all(
     else:
         size = max(1, -(-len(configs) // (workers * 4)))  # a few chunks per worker balance load
         chunks = [list(configs[start : start + size]) for start in range(0, len(configs), size)]
-        with ProcessPoolExecutor(workers) as pool:
+        with _pool(workers) as pool:
             results = pool.map(
                 _render_chunk, [(chunk, profile, profiles_dir, override) for chunk in chunks]
             )
@@ -250,7 +252,7 @@ def validate_all(renderings: Sequence[Rendering], jobs: int | None = None) -> li
     else:
         size = -(-len(items) // (workers * 4))
         chunks = [items[start : start + size] for start in range(0, len(items), size)]
-        with ProcessPoolExecutor(workers) as pool:
+        with _pool(workers) as pool:
             results = [found for chunk in pool.map(_validate_chunk, chunks) for found in chunk]
     findings = dict(zip(unique, results))
     return [[finding for key in each for finding in findings[key]] for each in keys]
@@ -282,6 +284,13 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:
     return [validation.validate_objects([obj], version) for version, obj in items]
+
+
+def _pool(workers: int) -> Executor:
+    # Deferred: loading the process pool costs every run ~20 ms, and only --jobs uses it.
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(workers)
 
 
 def output_folders(

@@ -129,8 +129,11 @@ def load_file_fast(path: Path) -> Document:
     the data, and positions are computed only when asked for. Anything the fast path is not sure
     to read exactly as the full parser does (aliases, tags, duplicate keys, YAML 1.1-only scalars,
     errors) goes to the full parser, which also reports every problem with its position."""
-    text = read_text(path)
-    shown = display_path(path)
+    return load_text_fast(read_text(path), display_path(path))
+
+
+def load_text_fast(text: str, shown: str) -> Document:
+    """load_text by the fast path, as load_file_fast."""
     documents = _fast_documents(text)
     if documents is None or len(documents) != 1:
         return load_text(text, shown)
