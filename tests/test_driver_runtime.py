@@ -477,6 +477,37 @@ def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
 
 
 @pytest.mark.shared
+def test_driver_container_mounts_the_host_paths_the_gpu_operators_mounts(tmp_path):
+    golden = next(
+        doc
+        for doc in YAML(typ="safe").load_all(
+            (SHARED / "refs/gpu-operator/golden__driver-minimal.yaml").read_text()
+        )
+        if doc and doc["kind"] == "DaemonSet"
+    )
+
+    def host_paths(workload: dict[str, Any]) -> dict[str, str]:
+        volumes = {v["name"]: v.get("hostPath", {}).get("path") for v in pod(workload)["volumes"]}
+        (container,) = [c for c in pod(workload)["containers"] if c["name"] == "nvidia-driver-ctr"]
+        return {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+
+    ours = host_paths(
+        daemonsets(rendered(tmp_path, "kubeadm", CONTAINER))["nvidia-driver-daemonset"]
+    )
+    theirs = host_paths(golden)
+    # Left out: Mellanox OFED sources (GPUDirect RDMA, not deployed) and the operator's startup
+    # probe script (a ConfigMap; gpustack's probe is inline).
+    left_out = {
+        "/run/mellanox/drivers",
+        "/run/mellanox/drivers/usr/src",
+        "/usr/local/bin/startup-probe.sh",
+    }
+    assert {
+        path: host for path, host in theirs.items() if path not in left_out
+    }.items() <= ours.items()
+
+
+@pytest.mark.shared
 def test_dtk_driver_matches_the_gpu_operators_openshift_render(tmp_path):
     golden = next(
         doc

@@ -145,6 +145,12 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         {"name": "host-os-release", "mountPath": "/host-etc/os-release", "readOnly": True},
         {"name": "firmware-search-path", "mountPath": "/sys/module/firmware_class/parameters/path"},
         {"name": "nv-firmware", "mountPath": "/lib/firmware"},
+        # On NVSwitch systems (HGX) the driver container runs the fabric manager and topologyd,
+        # which keep their state here for the host; /sys/devices/system for bringing the GPU's
+        # memory and CPUs online (gpu-operator assets/state-driver/0500_daemonset.yaml).
+        {"name": "run-nvidia-fabricmanager", "mountPath": "/run/nvidia-fabricmanager"},
+        {"name": "run-nvidia-topologyd", "mountPath": "/run/nvidia-topologyd"},
+        {"name": "host-sys-devices-system", "mountPath": "/sys/devices/system"},
     ]
     volumes = [
         host_path_volume("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
@@ -156,6 +162,11 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         host_path_volume(
             "nv-firmware", f"{DRIVER_CONTAINER_ROOT}/lib/firmware", "DirectoryOrCreate"
         ),
+        host_path_volume(
+            "run-nvidia-fabricmanager", "/run/nvidia-fabricmanager", "DirectoryOrCreate"
+        ),
+        host_path_volume("run-nvidia-topologyd", "/run/nvidia-topologyd", "DirectoryOrCreate"),
+        host_path_volume("host-sys-devices-system", "/sys/devices/system", "Directory"),
     ]
     if not dtk and split_node_os(stack.node_os)[0] == "rhel":
         # A RHEL driver container installs kernel headers from Red Hat's repositories with the
