@@ -149,7 +149,7 @@ def _file_diff(current: bytes, wanted: bytes, fromfile: str, tofile: str) -> str
     """A unified diff of a file's bytes (every line kept as written, so a line ending that alone
     differs shows), with the entitlement certificate (and any PEM) redacted on both sides. A
     file whose only difference is CRLF line endings says so (its lines would look the same)."""
-    if current.replace(b"\r\n", b"\n") == wanted.replace(b"\r\n", b"\n"):
+    if current and wanted and current.replace(b"\r\n", b"\n") == wanted.replace(b"\r\n", b"\n"):
         return f"Line endings differ: {fromfile} has CRLF where {tofile} has LF\n"
     lines = difflib.unified_diff(
         mask_text(current.decode("utf-8", errors="replace")).splitlines(keepends=True),
