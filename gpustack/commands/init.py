@@ -190,7 +190,10 @@ def starter(
         ),
         default_line(
             "devicePlugin.deviceListStrategy",
-            "auto (cdi-cri with the toolkit, else envvar) | envvar | cdi-cri | volume-mounts",
+            "auto (cdi-annotations and cdi-cri with the toolkit, else envvar) | "
+            + " | ".join(
+                c for c in field_choices("devicePlugin.deviceListStrategy") if c != "auto"
+            ),
         ),
         ("  sharing:", ""),
         default_line(

@@ -42,8 +42,8 @@ def check(objects: Objects) -> Iterator[Finding]:
                 f"{describe(pod.owner)} hands out GPUs only through the CRI's CDI field "
                 f"(deviceListStrategy cdi-cri), which Kubernetes {objects.kubernetes_version} "
                 "does not pass to the runtime (from 1.29): GPU pods would start without GPUs; "
-                "add cdi-annotations (gpustack: devicePlugin.deviceListStrategy auto or "
-                "cdi-annotations)",
+                "add cdi-annotations to the plugin's deviceListStrategy (gpustack: "
+                "devicePlugin.deviceListStrategy auto, which sends both, or cdi-annotations)",
                 f"{pod.path}.containers",
             )
 
@@ -53,8 +53,9 @@ RULE = Rule(
     "error",
     "The device plugin's only `deviceListStrategy` is `cdi-cri`, but the target Kubernetes is "
     "older than 1.29, whose kubelet is the first to pass CDI devices to the runtime by default.",
-    "Add `cdi-annotations` (`deviceListStrategy: [cdi-annotations, cdi-cri]`; gpustack's `auto` "
-    "does), or target Kubernetes 1.29 or later; on 1.28 with the `DevicePluginCDIDevices` feature "
-    "gate on, suppress the rule.",
+    "Add `cdi-annotations` to the plugin's `deviceListStrategy` (gpustack: "
+    "`devicePlugin.deviceListStrategy: auto`, which sends both, or `cdi-annotations`), or target "
+    "Kubernetes 1.29 or later; on 1.28 with the `DevicePluginCDIDevices` feature gate on, "
+    "suppress the rule.",
     check,
 )
