@@ -61,7 +61,8 @@ def owned_name(relative: str) -> bool:
 
 
 def has_header(path: Path) -> bool:
-    """The first line of the regular file `path` (never a link) is gpustack's header."""
+    """The first line of the regular file `path` (never a link) is gpustack's header (ended by
+    LF or CRLF)."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -74,7 +75,9 @@ def has_header(path: Path) -> bool:
         return False
     finally:
         os.close(descriptor)
-    return any(start.startswith(header) for header in HEADERS)
+    # A checkout with CRLF line endings (git's core.autocrlf on Windows) keeps the marker.
+    first = start.replace(b"\r\n", b"\n", 1)
+    return any(first.startswith(header) for header in HEADERS)
 
 
 def is_ours(path: Path, relative: str | None = None) -> bool:

@@ -164,3 +164,18 @@ def test_a_stale_entitlement_is_reported_without_showing_the_certificate(cli, tm
         encoded = base64.b64encode(secret).decode()
         fragments = [encoded[i : i + 24] for i in range(0, len(encoded) - 24, 24)]
         assert not [f for f in fragments if f in result.output]
+
+
+def test_a_crlf_checkout_is_stale_but_still_gpustacks_own(cli, tmp_path):
+    # git's core.autocrlf (Windows) writes CRLF: the files are still gpustack's, so check asks
+    # for a plain render (not --force) and render replaces them.
+    config = gke_config(tmp_path)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    for path in (out / "edge").glob("*.yaml"):
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    result = cli("check", config, "-o", out)
+    assert result.exit_code == 1
+    assert "Line endings differ" in result.stdout and "--force" not in result.output
+    assert cli("render", config, "-o", out).exit_code == 0
+    assert cli("check", config, "-o", out).exit_code == 0
