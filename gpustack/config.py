@@ -300,7 +300,13 @@ def load_stack(
     # Where the profile was named is looked up only when it is unknown (positions cost a parse).
     known = profile_store.exists(name, profiles_dir)
     profile, profile_layer = profile_store.load(
-        name, profiles_dir, None if known else locate(layers, ("platform", "profile"))
+        name,
+        profiles_dir,
+        None
+        if known
+        else Location("--profile")
+        if profile_name
+        else locate(layers, ("platform", "profile")),
     )
     if profile_name:
         combined = merge(combined, {"platform": {"profile": profile_name}})
