@@ -126,7 +126,7 @@ def test_an_unknown_profile_is_a_usage_error_with_a_suggestion(cli):
     assert "did you mean 'rke2'?" in result.stderr
     assert result.stdout == ""
     # The mistake is on the command line, not in the config file that names another profile.
-    assert result.stderr.startswith("error: --profile: "), result.stderr
+    assert "error: --profile: " in result.stderr, result.stderr
 
 
 # --- gpustack diff OLD NEW --------------------------------------------------------------------
