@@ -41,6 +41,22 @@ def test_a_bad_config_is_named_with_the_field_line_and_column(cli, tmp_path):
     )
 
 
+def test_a_fleet_base_validates_and_a_cluster_still_needs_its_profile(cli, tmp_path):
+    """A base that clusters extend names no cluster and may leave the profile to them; a
+    cluster that extends nothing must name both."""
+    header = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+    (tmp_path / "base.yaml").write_text(header + "nodes:\n  taints: []\n")
+    (tmp_path / "a.yaml").write_text(
+        header + "extends: base.yaml\nmetadata: {name: a}\nplatform: {profile: rke2}\n"
+    )
+    assert cli("validate", "--no-lint", tmp_path).exit_code == 0
+    assert cli("render", tmp_path, "-o", tmp_path.parent / "out").exit_code == 0
+    (tmp_path / "b.yaml").write_text(header + "metadata: {name: b}\n")
+    result = cli("validate", "--no-lint", tmp_path)
+    assert result.exit_code == 1
+    assert '"platform" is a required property' in result.stdout
+
+
 def test_configs_are_read_as_gpustack_reads_them_yaml_1_2(cli, tmp_path):
     """`no` is a string in a gpustack config (YAML 1.2), where a manifest's would be false."""
     config = tmp_path / "gpustack.yaml"

@@ -19,8 +19,9 @@ SCHEMA_ID = "https://gpustack.dev/schemas/gpustack.schema.json"
 # List items (taints) replace rather than merge, and profiles may not set metadata: these keep
 # their required fields in a file.
 KEEP_REQUIRED = {"Taint", "Metadata"}
-# What a config file without `extends:` must carry itself.
+# What a config file without `extends:` must carry itself: a cluster's, and a base's.
 STANDALONE_REQUIRED = ["apiVersion", "kind", "metadata", "platform"]
+BASE_REQUIRED = ["apiVersion", "kind"]
 
 
 def config_schema() -> dict[str, Any]:
@@ -31,10 +32,16 @@ def config_schema() -> dict[str, Any]:
         if name not in KEEP_REQUIRED:
             definition.pop("required", None)
     schema.pop("required", None)
+    # A file that extends none is a cluster, or a base that clusters extend: a base names no
+    # cluster (no `metadata`) and may leave the profile to them.
     schema["if"] = {"not": {"required": ["extends"]}}
     schema["then"] = {
-        "required": STANDALONE_REQUIRED,
-        "properties": {"platform": {"required": ["profile"]}},
+        "required": BASE_REQUIRED,
+        "if": {"required": ["metadata"]},
+        "then": {
+            "required": STANDALONE_REQUIRED,
+            "properties": {"platform": {"required": ["profile"]}},
+        },
     }
     schema["$schema"] = JSON_SCHEMA_DIALECT
     schema["$id"] = SCHEMA_ID
