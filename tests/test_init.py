@@ -131,6 +131,15 @@ def test_starter_metrics_comment_is_true(starter) -> None:
     assert 9400 in ports
 
 
+def test_a_folder_to_be_gets_a_config_named_after_it(cli, tmp_path: Path) -> None:
+    result = cli("init", tmp_path / "gpu-west")  # no .yaml: a folder, made
+    assert result.exit_code == 0, result.output
+    config = tmp_path / "gpu-west" / "gpustack.yaml"
+    assert "name: gpu-west" in config.read_text()
+    assert cli("render", config, "-o", tmp_path / "out").exit_code == 0
+    assert (tmp_path / "out" / "gpu-west").is_dir()
+
+
 def test_init_never_overwrites_without_force(cli, tmp_path: Path) -> None:
     path = tmp_path / "gpustack.yaml"
     path.write_text("# my own config\n")

@@ -40,7 +40,8 @@ RUNTIME_CLASS_AUTO = {
 def command(
     path: Path = typer.Argument(
         Path("gpustack.yaml"),
-        help="Where to write the config; a folder gets gpustack.yaml in it, named after the folder.",
+        help="Where to write the config; a folder (or a path not ending in .yaml) gets gpustack.yaml "
+        "in it, named after the folder.",
     ),
     profile: str = typer.Option(
         "kubeadm", "--profile", metavar="NAME", help="Platform profile to start from."
@@ -62,7 +63,8 @@ def command(
     from gpustack.model import dns_label
 
     folder_name = None
-    if path.is_dir():
+    # A folder, existing or to be made (a path not ending in .yaml or .yml: `init gpu-west/`).
+    if path.is_dir() or (not path.exists() and path.suffix not in (".yaml", ".yml")):
         folder_name = path.resolve().name
         path = path / "gpustack.yaml"
     if path.is_dir() or (path.exists() and not path.is_file()):
@@ -75,7 +77,10 @@ def command(
     cluster = name or (path.stem if path.stem != "gpustack" else default_name)
     if not dns_label(cluster):
         raise UserError(
-            f"{cluster!r} is not a valid DNS-1123 label; pass --name", field="metadata.name"
+            f"{cluster!r} is not a valid DNS-1123 label"
+            + ("" if name else "; pass --name")
+            + " (lowercase letters, digits and '-', at most 63 characters)",
+            field="metadata.name",
         )
     text = starter(profile, cluster, profiles_dir, str(path), schema or SCHEMA_FILE)
     schema_path = path.parent / SCHEMA_FILE
