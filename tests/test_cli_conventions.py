@@ -66,6 +66,8 @@ def test_a_bare_render_in_an_empty_folder_says_it_renders_the_example(cli, tmp_p
     assert result.exit_code == 0, result.output
     assert "embedded example" in result.stderr
     assert (tmp_path / "out" / "kubeadm-lab" / "kustomization.yaml").is_file()
+    # -q prints nothing but warnings and errors.
+    assert cli("render", "-q").stderr == cli("check", "-q").stderr == ""
 
 
 def test_a_bare_render_reads_gpustack_yaml_without_a_note(cli, tmp_path, monkeypatch):

@@ -58,7 +58,7 @@ def run(
     from gpustack.errors import Location, UserError, display_path
     from gpustack.review import check_json, check_output
 
-    found = discover(configs)
+    found = discover(configs, quiet)
     progress = common.Progress(len(found), "checking", not quiet)
     renderings = fleet.render_all(
         found, None, profiles_dir, override=overrides(assignments or []), progress=progress.advance

@@ -151,12 +151,13 @@ def note(message: str) -> None:
     echo(f"note: {message}", err=True)
 
 
-def configs(paths: list[Path] | None) -> list[Path | None]:
-    """The configs a command reads (fleet.discover), saying so when it is the embedded example."""
+def configs(paths: list[Path] | None, quiet: bool = False) -> list[Path | None]:
+    """The configs a command reads (fleet.discover), saying so when it is the embedded example
+    (unless `quiet`: `-q` prints only warnings and errors)."""
     from gpustack import fleet
 
     found = fleet.discover(paths or [])
-    if found == [None]:
+    if found == [None] and not quiet:
         note(
             "no ./gpustack.yaml here: using the embedded example (kubeadm, cluster kubeadm-lab); "
             "`gpustack init` writes a config of your own"

@@ -72,7 +72,7 @@ def run(
 
     stdout = stdout or str(out) == "-"
     override = overrides(assignments or [])
-    paths = discover(configs)
+    paths = discover(configs, quiet)
     progress = common.Progress(len(paths), "rendering", not quiet and not stdout)
     renderings = fleet.render_all(paths, profile, profiles_dir, jobs, override, progress.advance)
     progress.finish()
