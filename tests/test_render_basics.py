@@ -26,3 +26,15 @@ def test_rendering_twice_gives_identical_bytes(cli, tmp_path):
     assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for name in files:
         assert (first / name).read_bytes() == (second / name).read_bytes()
+
+
+def test_stdout_with_several_clusters_warns_that_the_stream_holds_them_all(cli, tmp_path):
+    for name in ("east", "west"):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {{name: {name}}}\n"
+            "platform: {profile: rke2}\n"
+        )
+    both = cli("render", tmp_path / "east.yaml", tmp_path / "west.yaml", "--stdout")
+    assert both.exit_code == 0
+    assert "one stream holds the objects of 2 clusters (east, west)" in both.stderr
+    assert "warning" not in cli("render", tmp_path / "east.yaml", "--stdout").stderr

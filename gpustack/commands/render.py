@@ -91,6 +91,12 @@ def run(
     if any(finding.severity == "error" for _, finding in findings):
         return 1  # an invalid rendering writes nothing
     if stdout:
+        if len(renderings) > 1:
+            warning(
+                f"--stdout: one stream holds the objects of {len(renderings)} clusters "
+                f"({', '.join(r.name for r in renderings[:3])}{', ...' if len(renderings) > 3 else ''}); "
+                "apply it to no single cluster (name one config for that)"
+            )
         echo(render.stream(renderings), nl=False)
         return 0
     planned = fleet.output_folders(
