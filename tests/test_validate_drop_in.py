@@ -226,6 +226,14 @@ def test_pretty_is_kubeconforms_pretty_output(cli):
     ]
 
 
+def test_pretty_has_no_colour_when_no_color_is_set(cli, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")  # https://no-color.org
+    result = cli("validate", "-verbose", "-output", "pretty", CORPUS / "valid.yaml")
+    assert result.exit_code == 0
+    assert "\u2714 tests/data/validate/corpus/valid.yaml: Deployment web is valid" in result.stdout
+    assert "\x1b[" not in result.stdout
+
+
 def test_help_and_only_validate_takes_kubeconforms_flags(cli):
     helped = cli("validate", "-h")
     assert helped.exit_code == 0 and "--kubeconform-defaults" in helped.stdout

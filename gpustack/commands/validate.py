@@ -10,6 +10,7 @@ small parser rather than typer's option machinery, whose start-up kubeconform us
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -281,8 +282,9 @@ def run(
         results = results[: failed[0] + 1] if failed else results
     unplaced = lint_results(results, version) if lint else []
     outcome = report.Report(results, shown, unplaced, stdin_only=targets == ["-"])
-    # pretty is coloured even into a pipe, as kubeconform's is.
-    color = True if output == "pretty" else None
+    # pretty is coloured even into a pipe, as kubeconform's is, but never when NO_COLOR is set
+    # (https://no-color.org).
+    color = (not os.environ.get("NO_COLOR")) if output == "pretty" else None
     echo(report.render(outcome, output, summary, verbose), nl=False, color=color)
     return 1 if outcome.failed else 0
 
