@@ -9,9 +9,10 @@ import pytest
 from conftest import ROOT
 from manifests import gpu_workloads, pod_spec, runtime_users, workloads
 
-from gpustack import render
+from gpustack import profiles, render
 from gpustack.config import Stack, load_stack
 from gpustack.profiles import BUILTIN, available
+from gpustack.yamlio import load_text
 
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 
@@ -68,6 +69,10 @@ def test_starter_spells_out_exactly_the_profile_defaults(starter, tmp_path: Path
         f"metadata: {{name: {stack.name}}}\nplatform: {{profile: {profile}}}\n"
     )
     assert render.files(render.render(load_stack(minimal))) == render.files(render.render(stack))
+    # What the profile sets about the GPU nodes is written out, e.g. GKE's node pool.
+    written = load_text(path.read_text(), str(path)).data["nodes"]
+    profile_nodes = profiles.load(profile)[1].data.get("nodes", {})
+    assert {key: written[key] for key in profile_nodes} == profile_nodes
 
 
 def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:

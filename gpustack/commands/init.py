@@ -182,6 +182,11 @@ def starter(
             "every GPU workload tolerates these; node/ applies them",
         ),
         *((f"  - {_flow(taint)}", "") for taint in taints),
+        *(
+            [line("nodes.gke", "the GPU node pool node/ creates", setting("nodes.gke"))]
+            if setting("nodes.gke")
+            else []
+        ),
         ("devicePlugin:", ""),
         line(
             "devicePlugin.enabled",
