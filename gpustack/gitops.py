@@ -142,6 +142,14 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
             # dependsOn waits until the previous layer is Ready (with wait: all its objects).
             spec["dependsOn"] = [{"name": previous}]
         timeout = flux.timeout
+        startup = max(
+            (_startup_seconds(obj) for obj in rendered if layer(obj) == folder), default=0
+        )
+        if startup:
+            # A pod is Ready only once its startup probe passed, which may take the probe's whole
+            # budget (the driver container's build: 60 s + 120 x 10 s, as the GPU Operator
+            # allows); the layer's own timeout is left for the rest once it has.
+            timeout = f"{startup + duration_ms(timeout) // 1000}s"
         if folder == SMOKE_TEST_LAYER:
             deadline = stack.config.smokeTest.activeDeadlineSeconds + 60
             if deadline * 1000 > duration_ms(timeout):
@@ -193,6 +201,25 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
             }
         )
     return objects
+
+
+def _startup_seconds(obj: dict[str, Any]) -> int:
+    """The longest a container of a workload's pod may take to start: its startup probe's
+    initial delay plus period x failure threshold (Kubernetes' probe defaults: 0, 10 s, 3)."""
+    template = obj.get("spec", {}).get("template", {}).get("spec", {})
+    probes = [
+        container["startupProbe"]
+        for container in template.get("containers", [])
+        if "startupProbe" in container
+    ]
+    return max(
+        (
+            probe.get("initialDelaySeconds", 0)
+            + probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3)
+            for probe in probes
+        ),
+        default=0,
+    )
 
 
 def plugin() -> dict[str, Any]:

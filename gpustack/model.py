@@ -882,7 +882,10 @@ class GPUStack(Strict):
     )
     metadata: Metadata
     platform: Platform
-    namespace: Name = Field(description="namespace of the GPU stack")
+    namespace: Name = Field(
+        description="namespace of the GPU stack; gpustack writes its Namespace unless Kubernetes "
+        "or the platform owns it (`default`, `kube-*`, the profile's `platformNamespaces`)"
+    )
     nodes: Nodes = Field(default_factory=Nodes)
     devicePlugin: DevicePlugin
     gfd: GFD = Field(default_factory=GFD)
@@ -1081,6 +1084,12 @@ class ProfileFacts(Strict):
     )
     monitoring: Literal["servicemonitor", "podmonitoring", "none"]
     namespaceLabels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    platformNamespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9][-a-z0-9]*\*?$")]] = Field(
+        default_factory=list,
+        description="Namespaces the platform owns besides Kubernetes' own (`default`, `kube-*`), "
+        "a trailing `*` matching any rest: gpustack deploys into them but never writes their "
+        "Namespace object.",
+    )
     securityContextConstraints: bool = Field(
         default=False, description="OpenShift: privileged pods need SCC `use` RBAC."
     )

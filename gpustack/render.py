@@ -11,7 +11,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from gpustack import emit, gitops
-from gpustack.components import build_all, driver, node
+from gpustack.components import build_all, driver, namespace, node
 from gpustack.config import Stack
 from gpustack.decorate import HEADER, decorate, layer
 from gpustack.objects import file_name
@@ -83,6 +83,14 @@ def render(stack: Stack) -> Rendering:
             f"newest OpenShift {stack.config.platform.openshiftVersion} z-stream's: on nodes of "
             "an older z-stream the build fails; set driver.driverToolkitImage to the cluster's "
             "(`oc adm release info --image-for=driver-toolkit`)"
+        )
+    if namespace.platform_owned(stack):
+        labels = " ".join(f"{k}={v}" for k, v in stack.facts.namespaceLabels.items())
+        warnings.append(
+            f"namespace {stack.namespace} is the platform's own, so gpustack writes no Namespace "
+            "for it (a pruning GitOps tool would delete it): it must exist and admit privileged "
+            "pods; check its pod-security.kubernetes.io labels and the API server's Pod Security "
+            "defaults and exemptions" + (f", and that it carries {labels}" if labels else "")
         )
     if stack.entitlement_pem is not None:
         warnings.append(

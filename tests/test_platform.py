@@ -392,6 +392,39 @@ def test_kubeadm_join_configuration_has_the_v1beta4_shape(tmp_path):
     ]
 
 
+# kubeadm's config API per release (kubernetes.io, "kubeadm Configuration (v1beta4)": v1beta4
+# from kubeadm 1.31; "kubeadm Configuration (v1beta3)": kubeletExtraArgs is a map[string]string).
+@pytest.mark.parametrize(
+    ("version", "api", "labels"),
+    [
+        ("1.29", "v1beta3", {"node-labels": "gpu.example.com/pool=a100"}),
+        ("1.30", "v1beta3", {"node-labels": "gpu.example.com/pool=a100"}),
+        ("1.31", "v1beta4", [{"name": "node-labels", "value": "gpu.example.com/pool=a100"}]),
+    ],
+)
+def test_kubeadm_files_use_the_config_api_kubeadm_of_the_target_version_reads(
+    tmp_path, version, api, labels
+):
+    body = (
+        taints_config(controlPlane=True) + "  selector: {gpu.example.com/pool: a100}\n"
+    ).replace("nodes:", f'platform: {{profile: kubeadm, kubernetesVersion: "{version}"}}\nnodes:')
+    path = tmp_path / "lab.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n" + body
+    )
+    rendering = render(load_stack(path))
+    for name in ("join-configuration.yaml", "init-configuration.yaml"):
+        [document] = load_all_yaml(rendering.node_files[name])
+        assert document["apiVersion"] == f"kubeadm.k8s.io/{api}", name
+        assert document["nodeRegistration"]["kubeletExtraArgs"] == labels, name
+        assert [t["key"] for t in document["nodeRegistration"]["taints"]] == [
+            t["key"] for t in TAINTS
+        ]
+    readme = rendering.node_files["README.md"]
+    assert f"`kubeadm.k8s.io/{api}`" in readme
+    assert f"`kubeadm.k8s.io/{api}` ClusterConfiguration" in readme
+
+
 def test_single_node_control_plane_gets_an_init_configuration(tmp_path):
     rendering = rendered(tmp_path, "kubeadm", taints_config(controlPlane=True))
     [init] = load_all_yaml(rendering.node_files["init-configuration.yaml"])

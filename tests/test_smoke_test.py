@@ -75,6 +75,44 @@ def test_the_smoke_test_waits_out_a_first_install_with_a_driver_container(tmp_pa
     assert job["spec"]["activeDeadlineSeconds"] > build
 
 
+def seconds(duration: str) -> int:
+    """Seconds in a Flux timeout as gpustack writes them (`5m`, `1560s`)."""
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+@pytest.mark.parametrize(
+    ("profile", "driver"),
+    [("kubeadm", {"mode": "container"}), ("rke2", {"mode": "container"}), ("openshift", {})],
+)
+def test_flux_waits_out_the_driver_containers_build_in_its_layer(tmp_path, profile, driver):
+    # OpenShift's default driver is a driver container built with the Driver Toolkit.
+    rendering = render(stack_for(tmp_path, profile, driver=driver, gitops=FLUX))
+    (daemonset,) = [
+        o for o in rendering.objects if o["metadata"]["name"] == "nvidia-driver-daemonset"
+    ]
+    (probe,) = [
+        c["startupProbe"]
+        for c in daemonset["spec"]["template"]["spec"]["containers"]
+        if "startupProbe" in c
+    ]
+    build = probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"]
+    by_path = {k["spec"]["path"].rsplit("/", 1)[1]: k["spec"] for k in rendering.gitops_objects}
+    # The driver DaemonSet is Ready only after its build: its layer must not time out first,
+    # and keeps the configured timeout (5m) for the pods that start after the driver.
+    assert seconds(by_path["workloads"]["timeout"]) >= build + 5 * 60
+    assert by_path["workloads"]["wait"] is True
+    for folder in ("foundation", "monitors"):
+        assert by_path[folder]["timeout"] == "5m"
+    (job,) = jobs(rendering.objects)
+    assert seconds(by_path["smoke-test"]["timeout"]) > job["spec"]["activeDeadlineSeconds"]
+
+
+def test_flux_keeps_the_configured_timeout_without_a_driver_container(tmp_path):
+    rendering = render(stack_for(tmp_path, "kubeadm", gitops=FLUX))
+    by_path = {k["spec"]["path"].rsplit("/", 1)[1]: k["spec"] for k in rendering.gitops_objects}
+    assert by_path["workloads"]["timeout"] == "5m"
+
+
 @pytest.mark.shared
 def test_flux_puts_the_smoke_test_in_the_last_layer_and_waits_for_it(tmp_path):
     rendering = render(stack_for(tmp_path, "rke2", gitops=FLUX))

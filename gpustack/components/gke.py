@@ -34,7 +34,8 @@ INSTALLER_CPU = "150m"
 
 def build(stack: Stack) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
-    if stack.facts.criticalPodsQuota is not None:
+    # In kube-system the quota is not needed, and it would cap the platform's own critical pods.
+    if stack.facts.criticalPodsQuota is not None and stack.namespace != INSTALLER_NAMESPACE:
         objects.append(_critical_pods_quota(stack, stack.facts.criticalPodsQuota))
     if stack.driver_mode == "gke-installer":
         objects.append(_installer(stack))

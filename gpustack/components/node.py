@@ -16,7 +16,9 @@ from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
 from gpustack.model import GKENodePool
 
-KUBEADM_API = "kubeadm.k8s.io/v1beta4"
+# kubeadm reads v1beta4 from 1.31 on; older kubeadm knows v1beta3 only (kubernetes.io, "kubeadm
+# Configuration (v1beta4)", changes listed from v1.31).
+KUBEADM_V1BETA4_FROM = (1, 31)
 # Placeholders the user replaces in the GKE node pool files (the README says so).
 CLUSTER, LOCATION = "CLUSTER", "LOCATION"
 
@@ -91,6 +93,15 @@ def _yaml(*documents: dict[str, Any]) -> str:
 # control plane), and the containerd runtime the RuntimeClass's handler names.
 
 
+def _v1beta4(stack: Stack) -> bool:
+    major, minor = stack.config.platform.kubernetesVersion.split(".")
+    return (int(major), int(minor)) >= KUBEADM_V1BETA4_FROM
+
+
+def _kubeadm_api(stack: Stack) -> str:
+    return f"kubeadm.k8s.io/{'v1beta4' if _v1beta4(stack) else 'v1beta3'}"
+
+
 def _node_registration(stack: Stack) -> dict[str, Any]:
     registration: dict[str, Any] = {
         "criSocket": f"unix://{stack.facts.runtime.containerdSocket}",
@@ -99,8 +110,12 @@ def _node_registration(stack: Stack) -> dict[str, Any]:
     }
     labels = _label_strings(stack)
     if labels:
-        # kubeadm v1beta4 turned kubeletExtraArgs into a list of {name, value} (kubernetes #125029).
-        registration["kubeletExtraArgs"] = [{"name": "node-labels", "value": ",".join(labels)}]
+        value = ",".join(labels)
+        # kubeadm v1beta4 turned kubeletExtraArgs into a list of {name, value} (kubernetes #125029);
+        # in v1beta3 it is a map of flag to value.
+        registration["kubeletExtraArgs"] = (
+            [{"name": "node-labels", "value": value}] if _v1beta4(stack) else {"node-labels": value}
+        )
     return registration
 
 
@@ -142,7 +157,7 @@ def _containerd_drop_in(stack: Stack) -> str:
 
 def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
     join = {
-        "apiVersion": KUBEADM_API,
+        "apiVersion": _kubeadm_api(stack),
         "kind": "JoinConfiguration",
         "nodeRegistration": _node_registration(stack),
     }
@@ -152,7 +167,9 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
             "join-configuration.yaml",
             "merge `nodeRegistration` into the JoinConfiguration each GPU worker joins with "
             "(`kubeadm join --config`, with your `discovery` section); kubelet applies the taints "
-            "when the node registers, so later edits need `kubectl taint`",
+            "when the node registers, so later edits need `kubectl taint`. It is "
+            f"`{_kubeadm_api(stack)}`, what kubeadm {stack.config.platform.kubernetesVersion} "
+            "reads (`platform.kubernetesVersion`: v1beta4 from 1.31, v1beta3 before)",
         ),
     ]
     if not stack.toolkit_enabled:
@@ -182,7 +199,7 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
         # must run every pod, and the control-plane taint would turn away all that do not
         # tolerate it. The GPU workloads here tolerate it anyway.
         init = {
-            "apiVersion": KUBEADM_API,
+            "apiVersion": _kubeadm_api(stack),
             "kind": "InitConfiguration",
             "nodeRegistration": _node_registration(stack),
         }
@@ -216,11 +233,17 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
             "containerd on each GPU node; nothing to copy by hand (remove a `99-nvidia.toml` "
             "written earlier by `nvidia-ctk`, the toolkit replaces it)."
         )
+    plugins = '"NodeRestriction,ExtendedResourceToleration"'
+    extra_args = (
+        f"[{{name: enable-admission-plugins, value: {plugins}}}]"
+        if _v1beta4(stack)
+        else f"{{enable-admission-plugins: {plugins}}}"
+    )
     notes += [
         "ExtendedResourceToleration: this kube-apiserver admission plugin (off by default) gives "
         "every pod that requests `nvidia.com/gpu` a toleration for the `nvidia.com/gpu` taint, "
-        "as GKE does. Enable it in the ClusterConfiguration with `apiServer.extraArgs: [{name: "
-        'enable-admission-plugins, value: "NodeRestriction,ExtendedResourceToleration"}]` '
+        f"as GKE does. Enable it in the `{_kubeadm_api(stack)}` ClusterConfiguration with "
+        f"`apiServer.extraArgs: {extra_args}` "
         "(keep NodeRestriction: the value replaces kubeadm's default). Other taints, such as a "
         "custom `nodetype=gpu`, still need tolerations in your pods."
     ]

@@ -1,0 +1,63 @@
+"""A stack in a namespace that Kubernetes or the platform owns: gpustack deploys into it but never
+writes its Namespace object, which a pruning GitOps tool would otherwise delete with the stack."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import stack_for
+
+from gpustack import profiles
+from gpustack.render import files, render
+
+# Kubernetes' initial namespaces (kubernetes.io, concepts/overview/working-with-objects/namespaces).
+KUBERNETES_OWN = ["default", "kube-node-lease", "kube-public", "kube-system"]
+FLUX = {"tool": "flux", "flux": {"sourceRef": {"name": "flux-system"}}}
+
+
+def rendering_in(tmp_path, profile: str, namespace: str, **sections: object):
+    return render(stack_for(tmp_path, profile, namespace=namespace, **sections))
+
+
+def kinds(rendering) -> set[str]:
+    return {obj["kind"] for obj in rendering.objects}
+
+
+@pytest.mark.parametrize("profile", sorted(profiles.BUILTIN))
+@pytest.mark.parametrize("namespace", KUBERNETES_OWN)
+def test_kubernetes_own_namespaces_are_used_but_never_written(tmp_path, profile, namespace):
+    rendering = rendering_in(tmp_path, profile, namespace, gitops=FLUX)
+    assert "Namespace" not in kinds(rendering)
+    assert not [name for name in files(rendering) if "namespace-" in name]
+    namespaced = [obj for obj in rendering.objects if "namespace" in obj["metadata"]]
+    assert namespaced
+    assert {obj["metadata"]["namespace"] for obj in namespaced} == {namespace}
+    (warning,) = [w for w in rendering.warnings if f"namespace {namespace} " in w]
+    assert "privileged" in warning and "pod-security.kubernetes.io" in warning
+
+
+@pytest.mark.parametrize("namespace", ["openshift-operators", "openshift"])
+def test_openshift_namespaces_belong_to_openshift_only(tmp_path, namespace):
+    on_openshift = rendering_in(tmp_path, "openshift", namespace)
+    assert "Namespace" not in kinds(on_openshift)
+    # The ServiceMonitor is scraped only from namespaces with the monitoring label: said, not set.
+    (warning,) = [w for w in on_openshift.warnings if f"namespace {namespace} " in w]
+    assert "openshift.io/cluster-monitoring=true" in warning
+    elsewhere = rendering_in(tmp_path, "kubeadm", namespace)
+    (created,) = [obj for obj in elsewhere.objects if obj["kind"] == "Namespace"]
+    assert created["metadata"]["name"] == namespace
+    assert not [w for w in elsewhere.warnings if f"namespace {namespace} " in w]
+
+
+def test_a_namespace_of_the_stack_is_still_written_and_labelled(tmp_path):
+    rendering = rendering_in(tmp_path, "kubeadm", "gpu-system")
+    (namespace,) = [obj for obj in rendering.objects if obj["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert not [w for w in rendering.warnings if "namespace gpu-system" in w]
+
+
+@pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])
+def test_gke_caps_no_critical_pods_of_kube_system(tmp_path, profile):
+    # kube-system admits system-node-critical pods without a quota; a quota there would count
+    # (and cap) the platform's own critical pods too.
+    assert "ResourceQuota" in kinds(rendering_in(tmp_path, profile, "gpu-system"))
+    assert "ResourceQuota" not in kinds(rendering_in(tmp_path, profile, "kube-system"))
