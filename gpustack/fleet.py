@@ -308,6 +308,48 @@ def output_folders(
     return folders
 
 
+def strays(renderings: Sequence[Rendering], out: Path) -> list[Path]:
+    """Folders directly under `out` holding gpustack's output (a kustomization.yaml with its
+    marker) that no cluster of `renderings` writes: a cluster renamed or removed from the fleet.
+    A render never removes them (another fleet folder may render into `out` too); render and
+    check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not."""
+    from gpustack import output
+
+    names = {rendering.name for rendering in renderings} | {FLEET_DIR}
+    try:
+        children = sorted(os.scandir(out), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    return [
+        out / entry.name
+        for entry in children
+        if entry.name not in names
+        and not entry.name.startswith(".")
+        and entry.is_dir(follow_symlinks=False)
+        and output.is_ours(out / entry.name / "kustomization.yaml")
+    ]
+
+
+def stray_message(folder: Path, configs: Sequence[Path], deployed: bool) -> str:
+    """What render and check say about a stray folder (strays); `deployed`: the fleet's
+    ApplicationSet makes an Application of every folder in the output folder."""
+    import shlex
+
+    given = " ".join(str(path) for path in configs)
+    out = display_path(folder.parent)
+    how = (
+        f"the ApplicationSet in {out}/{FLEET_DIR} deploys every folder in {out}"
+        if deployed
+        else "its Application keeps deploying it while it is committed"
+    )
+    return (
+        f"{display_path(folder)}: gpustack's output for a cluster that no config in {given} "
+        f"renders (renamed or removed?); {how}. If the cluster is gone, run "
+        f"`rm -r {shlex.quote(str(folder))}` and commit; if another fleet folder renders into "
+        f"{out}, render and check both in one command"
+    )
+
+
 def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:
     """Refuse two configs (name, config file) that would render into the same folder."""
     first: dict[str, str] = {}
