@@ -350,6 +350,43 @@ def stray_message(folder: Path, configs: Sequence[Path], deployed: bool) -> str:
     )
 
 
+def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
+    """A warning for each GitOps path template (Rendering.gitops_path) that does not point at
+    the folder this render writes under `out`, both taken in the repository: from its top (the
+    nearest folder above `out` holding `.git`), or from the working folder outside one. Nothing
+    when `out` lies outside that folder (where the repository reads it cannot be told)."""
+    import posixpath
+
+    wanted = [(r.name, r.gitops_path) for r in renderings if r.gitops_path is not None]
+    if not wanted:
+        return []
+    folder = Path(os.path.abspath(out))
+    top = next((p for p in (folder, *folder.parents) if (p / ".git").exists()), Path.cwd())
+    try:
+        relative = folder.relative_to(top).as_posix()
+    except ValueError:
+        return []
+    found: dict[tuple[str, str], tuple[str, str, str]] = {}
+    for name, (setting, template) in wanted:
+        points = posixpath.normpath(template.replace("{name}", name))
+        writes = posixpath.normpath(posixpath.join(relative, name))
+        if points != writes:
+            found.setdefault((setting, template), (name, points, writes))
+    messages = []
+    for (setting, template), (name, points, writes) in found.items():
+        suggested = posixpath.join(relative, "{name}") if relative != "." else "{name}"
+        if template.startswith("./"):
+            suggested = f"./{suggested}"
+        reader = "Argo CD" if setting.startswith("gitops.argocd") else "Flux"
+        where = "the repository's top" if (top / ".git").exists() else "the working folder"
+        messages.append(
+            f"{setting} is {template}, so {reader} reads {points} for cluster {name}, "
+            f"but this render writes {writes} (from {where}, {top}): set "
+            f"{setting} to {suggested}, or render into the folder it names"
+        )
+    return messages
+
+
 def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:
     """Refuse two configs (name, config file) that would render into the same folder."""
     first: dict[str, str] = {}

@@ -94,6 +94,8 @@ def run(
             f"run `{again}` and commit the result",
             err=True,
         )
+    for message in fleet.misplaced(renderings, out):
+        echo(f"warning: {message}", err=True)
     for stray in strays:
         prefix = "error" if deployed else "warning"
         echo(f"{prefix}: {fleet.stray_message(stray, configs or [], deployed)}", err=True)

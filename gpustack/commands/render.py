@@ -93,6 +93,8 @@ def run(
     if stdout:
         echo(render.stream(renderings), nl=False)
         return 0
+    for message in fleet.misplaced(renderings, out):
+        warning(message)
     fleet_folder = any(p.is_dir() for p in configs or [])
     planned = fleet.output_folders(renderings, out, fleet_folder)
     if fleet_folder:
