@@ -3,6 +3,8 @@ parallel rendering byte-identical to serial."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -424,8 +426,6 @@ def test_a_renamed_clusters_old_folder_is_named_by_render_and_check(cli, tmp_pat
     single = cli("render", "clusters/west.yaml", "-o", "out")
     assert single.exit_code == 0 and "warning" not in single.stderr, single.stderr
     # Once removed, nothing is said.
-    import shutil
-
     shutil.rmtree(tmp_path / "out/west")
     quiet = cli("check", "clusters", "-o", "out")
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr, quiet.stderr
@@ -443,8 +443,6 @@ def test_a_stray_folder_an_application_set_deploys_makes_check_fail(cli, tmp_pat
     assert "current and valid" not in checked.stderr
     as_json = cli("check", "clusters", "-o", "out", "--output", "json")
     assert as_json.exit_code == 1
-    import json
-
     report = json.loads(as_json.stdout)
     assert report["current"] is False and report["strays"] == ["out/west"]
     # Both fleet folders rendering into one out/ are checked together: nothing is stray then.
