@@ -308,6 +308,85 @@ def output_folders(
     return folders
 
 
+def strays(renderings: Sequence[Rendering], out: Path) -> list[Path]:
+    """Folders directly under `out` holding gpustack's output (a kustomization.yaml with its
+    marker) that no cluster of `renderings` writes: a cluster renamed or removed from the fleet.
+    A render never removes them (another fleet folder may render into `out` too); render and
+    check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not."""
+    from gpustack import output
+
+    names = {rendering.name for rendering in renderings} | {FLEET_DIR}
+    try:
+        children = sorted(os.scandir(out), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    return [
+        out / entry.name
+        for entry in children
+        if entry.name not in names
+        and not entry.name.startswith(".")
+        and entry.is_dir(follow_symlinks=False)
+        and output.is_ours(out / entry.name / "kustomization.yaml")
+    ]
+
+
+def stray_message(folder: Path, configs: Sequence[Path], deployed: bool) -> str:
+    """What render and check say about a stray folder (strays); `deployed`: the fleet's
+    ApplicationSet makes an Application of every folder in the output folder."""
+    import shlex
+
+    given = " ".join(str(path) for path in configs)
+    out = display_path(folder.parent)
+    how = (
+        f"the ApplicationSet in {out}/{FLEET_DIR} deploys every folder in {out}"
+        if deployed
+        else "its Application keeps deploying it while it is committed"
+    )
+    return (
+        f"{display_path(folder)}: gpustack's output for a cluster that no config in {given} "
+        f"renders (renamed or removed?); {how}. If the cluster is gone, run "
+        f"`rm -r {shlex.quote(str(folder))}` and commit; if another fleet folder renders into "
+        f"{out}, render and check both in one command"
+    )
+
+
+def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
+    """A warning for each GitOps path template (Rendering.gitops_path) that does not point at
+    the folder this render writes under `out`, both taken in the repository: from its top (the
+    nearest folder above `out` holding `.git`), or from the working folder outside one. Nothing
+    when `out` lies outside that folder (where the repository reads it cannot be told)."""
+    import posixpath
+
+    wanted = [(r.name, r.gitops_path) for r in renderings if r.gitops_path is not None]
+    if not wanted:
+        return []
+    folder = Path(os.path.abspath(out))
+    top = next((p for p in (folder, *folder.parents) if (p / ".git").exists()), Path.cwd())
+    try:
+        relative = folder.relative_to(top).as_posix()
+    except ValueError:
+        return []
+    found: dict[tuple[str, str], tuple[str, str, str]] = {}
+    for name, (setting, template) in wanted:
+        points = posixpath.normpath(template.replace("{name}", name))
+        writes = posixpath.normpath(posixpath.join(relative, name))
+        if points != writes:
+            found.setdefault((setting, template), (name, points, writes))
+    messages = []
+    for (setting, template), (name, points, writes) in found.items():
+        suggested = posixpath.join(relative, "{name}") if relative != "." else "{name}"
+        if template.startswith("./"):
+            suggested = f"./{suggested}"
+        reader = "Argo CD" if setting.startswith("gitops.argocd") else "Flux"
+        where = "the repository's top" if (top / ".git").exists() else "the working folder"
+        messages.append(
+            f"{setting} is {template}, so {reader} reads {points} for cluster {name}, "
+            f"but this render writes {writes} (from {where}, {top}): set "
+            f"{setting} to {suggested}, or render into the folder it names"
+        )
+    return messages
+
+
 def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:
     """Refuse two configs (name, config file) that would render into the same folder."""
     first: dict[str, str] = {}

@@ -43,6 +43,9 @@ class Rendering:
     node_labels: dict[str, str] = field(default_factory=dict)
     # The entitlement PEM's permission bits: files carrying the certificate get no more than these.
     secret_file_mode: int | None = None
+    # The setting and path template of the rendered folder the GitOps objects point at (in the
+    # repository), e.g. ("gitops.argocd.path", "out/{name}"); None without them or with a plugin.
+    gitops_path: tuple[str, str] | None = None
 
     @cached_property
     def content_keys(self) -> list[bytes]:
@@ -110,7 +113,18 @@ def render(stack: Stack) -> Rendering:
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
         node_labels=dict(stack.config.nodes.selector),
         secret_file_mode=stack.entitlement_mode,
+        gitops_path=_gitops_path(stack),
     )
+
+
+def _gitops_path(stack: Stack) -> tuple[str, str] | None:
+    """The setting naming the rendered folder Argo CD or Flux read, and its template."""
+    gitops = stack.config.gitops
+    if gitops.tool == "argocd" and gitops.argocd is not None and gitops.argocd.plugin is None:
+        return "gitops.argocd.path", gitops.argocd.path
+    if gitops.tool == "flux" and gitops.flux is not None:
+        return "gitops.flux.path", gitops.flux.path
+    return None
 
 
 def _minor(version: str) -> tuple[int, ...]:

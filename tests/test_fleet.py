@@ -3,6 +3,8 @@ parallel rendering byte-identical to serial."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -387,3 +389,64 @@ def test_real_path_finds_the_file_resolve_finds(tmp_path, monkeypatch):
     for path in paths:
         assert real_path(path) == Path(path).resolve(), path
     assert real_path("clusters/../base.yaml") == tmp_path / "real" / "base.yaml"
+
+
+ARGOCD = "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/fleet.git\n"
+
+
+def _renamed_fleet(cli, root: Path, gitops: str) -> None:
+    """A fleet rendered into out/, then its cluster `west` renamed `west2` and rendered again."""
+    write(root, {"clusters/base.yaml": BASE + gitops, "clusters/west.yaml": cluster("west")})
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    (root / "clusters/west.yaml").write_text(cluster("west2"))
+
+
+def test_a_renamed_clusters_old_folder_is_named_by_render_and_check(cli, tmp_path, monkeypatch):
+    """A render never removes a whole folder (another fleet folder may render into out/), so the
+    old folder of a renamed cluster stays: render and check say so, and how to remove it."""
+    monkeypatch.chdir(tmp_path)
+    _renamed_fleet(cli, tmp_path, ARGOCD)
+    (tmp_path / "out/notes").mkdir()  # a folder of the user's, not gpustack's: never named
+    result = cli("render", "clusters", "-o", "out")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out/west/kustomization.yaml").exists(), "render removed a whole folder"
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert "out/west:" in warnings[0] and "`rm -r out/west`" in warnings[0]
+    assert "notes" not in result.stderr and "_gitops" not in result.stderr
+    # Each cluster's own Application keeps syncing its folder: check warns, the output is current.
+    checked = cli("check", "clusters", "-o", "out")
+    assert checked.exit_code == 0, checked.output
+    assert "warning: out/west:" in checked.stderr and "`rm -r out/west`" in checked.stderr
+    # diff against the output shows what a render changes (nothing), and names the folder too.
+    diffed = cli("diff", "clusters", "-o", "out")
+    assert diffed.exit_code == 0, diffed.output
+    assert "warning: out/west:" in diffed.stderr and "`rm -r out/west`" in diffed.stderr
+    # Rendering one config names no other folder, as before.
+    single = cli("render", "clusters/west.yaml", "-o", "out")
+    assert single.exit_code == 0 and "warning" not in single.stderr, single.stderr
+    # Once removed, nothing is said.
+    shutil.rmtree(tmp_path / "out/west")
+    quiet = cli("check", "clusters", "-o", "out")
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr, quiet.stderr
+
+
+def test_a_stray_folder_an_application_set_deploys_makes_check_fail(cli, tmp_path, monkeypatch):
+    """With the ApplicationSet, every folder under out/ is an Application: a renamed cluster's
+    old folder is deployed for sure, so check reports it stale (exit 1), in text and in JSON."""
+    monkeypatch.chdir(tmp_path)
+    _renamed_fleet(cli, tmp_path, ARGOCD + "    applicationSet: true\n")
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    checked = cli("check", "clusters", "-o", "out")
+    assert checked.exit_code == 1, checked.output
+    assert "error: out/west:" in checked.stderr and "ApplicationSet" in checked.stderr
+    assert "current and valid" not in checked.stderr
+    as_json = cli("check", "clusters", "-o", "out", "--output", "json")
+    assert as_json.exit_code == 1
+    report = json.loads(as_json.stdout)
+    assert report["current"] is False and report["strays"] == ["out/west"]
+    # Both fleet folders rendering into one out/ are checked together: nothing is stray then.
+    write(tmp_path, {"other/base.yaml": BASE + ARGOCD + "    applicationSet: true\n"})
+    write(tmp_path, {"other/west.yaml": cluster("west")})
+    together = cli("check", "clusters", "other", "-o", "out")
+    assert together.exit_code == 0, together.output

@@ -77,6 +77,8 @@ def _run(cli, command: str) -> None:
         arguments = words[1:redirect] if redirect else words[1:]
         result = cli(*arguments)
         assert result.exit_code == 0, f"{command}: {result.output}"
+        # The walk-through's output folder is where its Applications and Kustomizations read.
+        assert ".path is" not in result.stderr, f"{command}: {result.stderr}"
         if redirect:
             Path(words[redirect + 1]).write_text(result.stdout)
     elif words[:2] == ["kubectl", "kustomize"]:
@@ -401,3 +403,55 @@ def test_flux_layers_build_with_kustomize_including_crds_and_monitors(tmp_path):
     assert sorted(kinds["workloads"]) == ["DaemonSet", "ServiceAccount"]
     assert kinds["monitors"] == ["ServiceMonitor"]
     assert by_identity(kustomize(tmp_path)) == by_identity(rendering.objects)
+
+
+@pytest.mark.parametrize(
+    ("tool", "setting", "suggested"),
+    [
+        ("argocd", "gitops.argocd.path", "rendered/{name}"),
+        ("flux", "gitops.flux.path", "./rendered/{name}"),
+    ],
+)
+def test_output_folder_elsewhere_than_the_gitops_path_is_warned_about(
+    cli, tmp_path, monkeypatch, tool, setting, suggested
+):
+    """`-o rendered` while the Applications (or Kustomizations) read out/<name>: they would
+    point at a folder that is not there. Render and check say so, naming both and the setting."""
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, tool)
+    for command in ("render", "check"):
+        result = cli(command, "clusters", "-o", "rendered")
+        assert result.exit_code == 0, result.output
+        warnings = [line for line in result.stderr.splitlines() if setting in line]
+        assert len(warnings) == 1, result.stderr  # one per setting, not one per cluster
+        assert warnings[0].startswith("warning:") and suggested in warnings[0]
+        assert "reads out/gpu-" in warnings[0] and "writes rendered/gpu-" in warnings[0]
+    # The path follows the setting: set to where the render writes, nothing is said.
+    base = tmp_path / "clusters/base.yaml"
+    base.write_text(base.read_text().replace(f"  {tool}:\n", f"  {tool}:\n    path: {suggested}\n"))
+    quiet = cli("render", "clusters", "-o", "rendered")
+    assert quiet.exit_code == 0 and setting not in quiet.stderr, quiet.stderr
+
+
+def test_the_gitops_path_is_taken_from_the_repository_top(cli, tmp_path, monkeypatch):
+    """In a Git repository the path is the repository's, wherever gpustack runs: rendering from a
+    subfolder into the top's out/ is right, into the subfolder's out/ is not."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    readme_files(tmp_path, "flux")
+    monkeypatch.chdir(tmp_path / "clusters")
+    right = cli("render", ".", "-o", "../out")
+    assert right.exit_code == 0 and "gitops.flux.path" not in right.stderr, right.stderr
+    wrong = cli("render", ".", "-o", "out")
+    assert wrong.exit_code == 0, wrong.output
+    assert "clusters/out/gpu-" in wrong.stderr and "./clusters/out/{name}" in wrong.stderr
+    assert str(tmp_path) in wrong.stderr  # the top it measured from
+
+
+def test_a_plugin_path_names_the_config_folder_and_is_not_compared(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, "argocd")
+    base = tmp_path / "clusters/base.yaml"
+    plugin = "    path: clusters/{name}\n    plugin: {name: gpustack}\n"
+    base.write_text(base.read_text().replace("  argocd:\n", "  argocd:\n" + plugin))
+    result = cli("render", "clusters", "-o", "out")
+    assert result.exit_code == 0 and "gitops.argocd.path" not in result.stderr, result.stderr

@@ -242,7 +242,11 @@ def test_rendering_one_cluster_keeps_the_fleets_application_set(cli, tmp_path, m
     )
     assert cli("render", lone, "-o", "out").exit_code == 0
     assert Path("out/_gitops/applicationset-gpustack.yaml").read_bytes() == application_set
-    assert cli("check", "fleet", "-o", "out").exit_code == 0
+    # The fleet's output is current, but its ApplicationSet makes an Application of out/lone too,
+    # which no config of the fleet renders: check says so.
+    checked = cli("check", "fleet", "-o", "out")
+    assert checked.exit_code == 1
+    assert "error: out/lone:" in checked.stderr and "stale" not in checked.stderr
 
 
 # --- 4. gpustack's files recognised exactly --------------------------------------------------

@@ -73,8 +73,14 @@ def run(
     fleet_folder = any(path.is_dir() for path in configs or [])
     reports = check_output(renderings, fleet.check_all(renderings), out, fleet_folder)
     stale = [report for report in reports if report.stale]
+    # A folder of no cluster here: stale when the ApplicationSet deploys every folder in `out`.
+    strays = fleet.strays(renderings, out) if fleet_folder else []
+    deployed = fleet.application_set(renderings) is not None
     if output_format is common.TextOrJson.json:
-        echo(json.dumps(check_json(reports, out), indent=2, ensure_ascii=False))
+        result = check_json(reports, out)
+        result["strays"] = [str(folder) for folder in strays]
+        result["current"] = result["current"] and not (strays and deployed)
+        echo(json.dumps(result, indent=2, ensure_ascii=False))
     elif not quiet:
         painted = common.use_color(color)
         for report in reports:
@@ -88,9 +94,14 @@ def run(
             f"run `{again}` and commit the result",
             err=True,
         )
+    for message in fleet.misplaced(renderings, out):
+        echo(f"warning: {message}", err=True)
+    for stray in strays:
+        prefix = "error" if deployed else "warning"
+        echo(f"{prefix}: {fleet.stray_message(stray, configs or [], deployed)}", err=True)
     if errors:
         echo(f"error: {errors} finding(s) in the rendered manifests; fix the config", err=True)
-    if stale or errors:
+    if stale or errors or (strays and deployed):
         return 1
     if not quiet and output_format is common.TextOrJson.text:
         echo(

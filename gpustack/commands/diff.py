@@ -230,7 +230,12 @@ def _fleet_against(
 
     _check_folder(against)
     renderings = fleet.render_all(configs(paths), profile, profiles_dir, override=override)
-    return review.against_output(renderings, against, any(path.is_dir() for path in paths))
+    fleet_folder = any(path.is_dir() for path in paths)
+    if fleet_folder:  # a render leaves them, so they are no difference; but they are deployed
+        deployed = fleet.application_set(renderings) is not None
+        for stray in fleet.strays(renderings, against):
+            warning(fleet.stray_message(stray, paths, deployed))
+    return review.against_output(renderings, against, fleet_folder)
 
 
 def _since_revision(

@@ -99,9 +99,14 @@ def run(
             )
         echo(render.stream(renderings), nl=False)
         return 0
-    planned = fleet.output_folders(
-        renderings, out, fleet_folder=any(p.is_dir() for p in configs or [])
-    )
+    for message in fleet.misplaced(renderings, out):
+        warning(message)
+    fleet_folder = any(p.is_dir() for p in configs or [])
+    planned = fleet.output_folders(renderings, out, fleet_folder)
+    if fleet_folder:
+        deployed = fleet.application_set(renderings) is not None
+        for stray in fleet.strays(renderings, out):
+            warning(fleet.stray_message(stray, configs or [], deployed))
     modes = {
         out / r.name: output.private_modes(render.files(r), r.secret_file_mode)
         for r in renderings
