@@ -336,6 +336,33 @@ def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
     assert "render" in completed, completed
 
 
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("gpustack render --profile o", ["openshift"]),
+        ("gpustack diff --profile gke", ["gke-cos", "gke-ubuntu"]),
+        ("gpustack init --profile k", ["kubeadm"]),
+        ("gpustack profiles show r", ["rke2"]),
+        ("gpustack validate --output j", ["json", "junit"]),
+    ],
+)
+def test_profile_names_and_formats_complete(tmp_path, words, expected):
+    env = {
+        **os.environ,
+        "_GPUSTACK_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - 1),
+    }
+    assert run_real(env=env, cwd=tmp_path).split() == expected
+
+
+def test_validate_completes_the_formats_it_reports():
+    from gpustack.commands import validate
+    from gpustack.validation import report
+
+    assert validate.OUTPUTS == report.FORMATS
+
+
 def test_completion_of_an_unknown_shell_is_exit_2(cli):
     result = cli("completion", "tcsh")
     assert result.exit_code == 2

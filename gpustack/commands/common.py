@@ -19,6 +19,16 @@ from gpustack.errors import UserError
 DEBUG = False
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+def profile_names(incomplete: str) -> list[str]:
+    """Shell completion of a profile name: the built-in ones and $GPUSTACK_PROFILES_DIR's."""
+    from gpustack import profiles
+
+    folder = os.environ.get("GPUSTACK_PROFILES_DIR")
+    names = profiles.available(Path(folder) if folder else None)
+    return [name for name in names if name.startswith(incomplete)]
+
+
 # Options several commands share, declared once.
 PROFILES_DIR = Option(
     "profiles_dir",

@@ -45,6 +45,7 @@ class Option:
     metavar: str | None = None
     minimum: int | None = None
     envvar: str | None = None  # read when the option is not given (a non-empty value)
+    complete: Callable[[str], list[str]] | None = None  # the shell's completions of a value
 
     @property
     def annotation(self) -> Any:
@@ -65,6 +66,7 @@ class Option:
             metavar=self.metavar,
             min=self.minimum,
             envvar=self.envvar,
+            autocompletion=self.complete,
         )
 
 

@@ -50,6 +50,7 @@ OPTIONS = (
         str,
         repeatable=True,
         metavar="NAME",
+        complete=common.profile_names,
     ),
     Option(
         "against",

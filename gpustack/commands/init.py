@@ -44,7 +44,11 @@ def command(
         "in it, named after the folder.",
     ),
     profile: str = typer.Option(
-        "kubeadm", "--profile", metavar="NAME", help="Platform profile to start from."
+        "kubeadm",
+        "--profile",
+        metavar="NAME",
+        help="Platform profile to start from.",
+        autocompletion=common.profile_names,
     ),
     name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),

@@ -31,7 +31,10 @@ def list_(profiles_dir: Path | None = PROFILES_DIR) -> None:
 
 @app.command("show")
 @handles_user_errors
-def show(name: str, profiles_dir: Path | None = PROFILES_DIR) -> None:
+def show(
+    name: str = typer.Argument(..., metavar="NAME", autocompletion=common.profile_names),
+    profiles_dir: Path | None = PROFILES_DIR,
+) -> None:
     """Print a profile with its `extends:` chain merged, as YAML."""
     from gpustack import emit, profiles
 
@@ -42,8 +45,18 @@ def show(name: str, profiles_dir: Path | None = PROFILES_DIR) -> None:
 @app.command("diff")
 @handles_user_errors
 def diff(
-    first: str = typer.Argument(..., metavar="A", help="Profile shown in the left column."),
-    second: str = typer.Argument(..., metavar="B", help="Profile shown in the right column."),
+    first: str = typer.Argument(
+        ...,
+        metavar="A",
+        help="Profile shown in the left column.",
+        autocompletion=common.profile_names,
+    ),
+    second: str = typer.Argument(
+        ...,
+        metavar="B",
+        help="Profile shown in the right column.",
+        autocompletion=common.profile_names,
+    ),
     profiles_dir: Path | None = PROFILES_DIR,
     output: TextOrJson = typer.Option(TextOrJson.text, "--output", help="text (a table) or json."),
 ) -> None:

@@ -20,7 +20,14 @@ ARGUMENTS = Arguments(
 )
 OPTIONS = (
     common.OUT,
-    Option("profile", ("--profile",), "Override platform.profile.", str, metavar="NAME"),
+    Option(
+        "profile",
+        ("--profile",),
+        "Override platform.profile.",
+        str,
+        metavar="NAME",
+        complete=common.profile_names,
+    ),
     common.PROFILES_DIR,
     common.SET,
     Option(

@@ -19,6 +19,8 @@ from gpustack.commands.declared import Arguments, Command, Option
 from gpustack.errors import UserError, did_you_mean
 
 ENGINES = ("builtin", "kubeconform")
+# validation.report.FORMATS, which a test keeps equal (here: completion must not load it).
+OUTPUTS = ("text", "json", "junit", "tap", "sarif", "pretty")
 KUBECONFORM_DEFAULTS = "--kubeconform-defaults"
 
 
@@ -74,6 +76,7 @@ OPTIONS = (
         "text, json, junit, tap, sarif or pretty.",
         str,
         "text",
+        complete=lambda incomplete: [f for f in OUTPUTS if f.startswith(incomplete)],
     ),
     Option(
         "summary",
