@@ -225,6 +225,9 @@ def test_help_shows_no_python_types(cli):
         result = cli(*words, "--help")
         assert result.exit_code == 0, words
         assert not PYTHON_TYPES.search(result.stdout), (words, result.stdout)
+        # A value is named by what it is (DIR, NAME, FORMAT), not by a parameter's name.
+        named_by_parameter = re.findall(r"--[a-z-]+ ([A-Z]+_[A-Z_]+)", result.stdout)
+        assert not named_by_parameter, (words, named_by_parameter)
 
 
 def test_global_options_work_after_the_command(cli, tmp_path):

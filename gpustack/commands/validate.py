@@ -33,6 +33,7 @@ OPTIONS = (
         "Target version (default: platform.kubernetesVersion of ./gpustack.yaml, else the "
         "newest with installed schemas).",
         str,
+        metavar="VERSION",
     ),
     Option(
         "schema_locations",
@@ -42,6 +43,7 @@ OPTIONS = (
         ".json. Default: default, then gpustack.",
         str,
         repeatable=True,
+        metavar="LOCATION",
     ),
     Option(
         "skip",
@@ -49,6 +51,7 @@ OPTIONS = (
         "Kinds (or apiVersion/Kind) to skip, comma-separated (repeatable).",
         str,
         repeatable=True,
+        metavar="KINDS",
     ),
     Option(
         "reject",
@@ -56,6 +59,7 @@ OPTIONS = (
         "Kinds (or apiVersion/Kind) to reject, comma-separated (repeatable).",
         str,
         repeatable=True,
+        metavar="KINDS",
     ),
     Option(
         "ignore_missing_schemas",
@@ -69,6 +73,7 @@ OPTIONS = (
         "Regular expression of file paths to leave out (repeatable).",
         str,
         repeatable=True,
+        metavar="REGEX",
     ),
     Option(
         "output",
@@ -77,6 +82,7 @@ OPTIONS = (
         str,
         "text",
         complete=lambda incomplete: [f for f in OUTPUTS if f.startswith(incomplete)],
+        metavar="FORMAT",
     ),
     Option(
         "summary",
@@ -97,6 +103,7 @@ OPTIONS = (
         "builtin, or kubeconform (a kubeconform binary on PATH).",
         str,
         "builtin",
+        metavar="ENGINE",
     ),
     Option(
         "strict",
@@ -116,6 +123,7 @@ OPTIONS = (
         "Worker processes (default: one per CPU for large inputs).",
         int,
         minimum=1,
+        metavar="N",
     ),
     Option(
         "kubeconform_defaults",
