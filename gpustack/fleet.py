@@ -26,11 +26,12 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpustack import lint, validation
+from gpustack import lint, output, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path, real_path
@@ -313,8 +314,6 @@ def strays(renderings: Sequence[Rendering], out: Path) -> list[Path]:
     marker) that no cluster of `renderings` writes: a cluster renamed or removed from the fleet.
     A render never removes them (another fleet folder may render into `out` too); render and
     check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not."""
-    from gpustack import output
-
     names = {rendering.name for rendering in renderings} | {FLEET_DIR}
     try:
         children = sorted(os.scandir(out), key=lambda entry: entry.name)
@@ -333,8 +332,6 @@ def strays(renderings: Sequence[Rendering], out: Path) -> list[Path]:
 def stray_message(folder: Path, configs: Sequence[Path], deployed: bool) -> str:
     """What render and check say about a stray folder (strays); `deployed`: the fleet's
     ApplicationSet makes an Application of every folder in the output folder."""
-    import shlex
-
     given = " ".join(str(path) for path in configs)
     out = display_path(folder.parent)
     how = (
