@@ -66,10 +66,12 @@ def read_file(folder: Path, relative: str) -> bytes | None:
 
 @dataclass
 class Committed:
-    """What a folder holds: objects, and the other files keyed by path relative to the folder."""
+    """What a folder holds: objects (with the file each came from) and the other files, keyed by
+    path relative to the folder."""
 
     objects: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
+    paths: dict[Identity, str] = field(default_factory=dict)
 
 
 def read(folder: Path) -> Committed:
@@ -124,6 +126,7 @@ def read(folder: Path) -> Committed:
                 )
             seen[key] = shown
             committed.objects.append(obj)
+            committed.paths[key] = relative
     for relative, mode in found.items():
         if (
             relative.startswith(f"{NODE_DIR}/")

@@ -191,8 +191,10 @@ def diff_objects(
     new: list[dict[str, Any]],
     old_label: str = "old",
     new_label: str = "new",
+    files: dict[Identity, str] | None = None,
 ) -> Diff:
-    """Objects added, removed or changed from `old` to `new`, matched by identity."""
+    """Objects added, removed or changed from `old` to `new`, matched by identity; each named by
+    its file (`files`, relative to the folder; else the name gpustack gives it)."""
     old_by_key = {key: mask(obj) for key, obj in _index(old).items()}
     new_by_key = {key: mask(obj) for key, obj in _index(new).items()}
     keys = sorted(
@@ -204,7 +206,7 @@ def diff_objects(
         before, after = old_by_key.get(key), new_by_key.get(key)
         if before == after:
             continue
-        name = file_name(new_by_key.get(key) or old_by_key[key])
+        name = (files or {}).get(key) or file_name(new_by_key.get(key) or old_by_key[key])
         old_text = emit.dump(before) if before is not None else ""
         new_text = emit.dump(after) if after is not None else ""
         unified = _unified(

@@ -14,7 +14,7 @@ from gpustack import emit, gitops
 from gpustack.components import build_all, driver, namespace, node
 from gpustack.config import Stack
 from gpustack.decorate import HEADER, decorate, layer
-from gpustack.objects import file_name
+from gpustack.objects import Identity, file_name, identity
 
 KUSTOMIZATION = "kustomization.yaml"
 NODE_DIR = "node"
@@ -140,6 +140,17 @@ def files(rendering: Rendering) -> dict[str, bytes]:
     for name, text in sorted(rendering.node_files.items()):
         result[f"{NODE_DIR}/{name}"] = text.encode()
     return dict(sorted(result.items()))
+
+
+def object_paths(rendering: Rendering) -> dict[Identity, str]:
+    """Where files() writes each object, relative to `out/<name>/`."""
+    paths = {
+        identity(obj): f"{layer(obj)}/{file_name(obj)}" if rendering.layered else file_name(obj)
+        for obj in rendering.objects
+    }
+    for obj in rendering.gitops_objects:
+        paths[identity(obj)] = f"{gitops.CLUSTER_DIR}/{file_name(obj)}"
+    return paths
 
 
 def fleet_files(application_set: dict[str, Any]) -> dict[str, bytes]:

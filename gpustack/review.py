@@ -27,18 +27,25 @@ import tarfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpustack import committed, fleet, output, render
 from gpustack.diff import Change, Diff, Status, diff_files, diff_objects
 from gpustack.errors import UserError, display_path
 from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR
-from gpustack.objects import file_name, identity
+from gpustack.objects import Identity, file_name, identity
 from gpustack.render import Rendering
 from gpustack.secrets import mask_text
 
-Snapshot = tuple[list[dict[str, Any]], dict[str, bytes]]
+
+class Snapshot(NamedTuple):
+    """A cluster folder as diff compares it: its objects, its other files (every
+    kustomization.yaml, node/) as bytes, and the file each object is in, relative to the folder."""
+
+    objects: list[dict[str, Any]]
+    files: dict[str, bytes]
+    paths: dict[Identity, str]
 
 
 # --- check: committed files against the files a render would write ------------------------------
@@ -166,23 +173,27 @@ def _file_diff(current: bytes, wanted: bytes, fromfile: str, tofile: str) -> str
 def snapshot(rendering: Rendering) -> Snapshot:
     """The cluster's objects (its own and its GitOps objects) and its other files (every
     kustomization.yaml, node/) as bytes: the same split `committed.read` makes of a folder."""
-    return _split([*rendering.objects, *rendering.gitops_objects], render.files(rendering))
+    objects = [*rendering.objects, *rendering.gitops_objects]
+    return _split(objects, render.files(rendering), render.object_paths(rendering))
 
 
-def _split(objects: list[dict[str, Any]], files: dict[str, bytes]) -> Snapshot:
-    return objects, {
+def _split(
+    objects: list[dict[str, Any]], files: dict[str, bytes], paths: dict[Identity, str]
+) -> Snapshot:
+    others = {
         path: content
         for path, content in files.items()
         if path.rpartition("/")[2] == render.KUSTOMIZATION or path.startswith(f"{render.NODE_DIR}/")
     }
+    return Snapshot(objects, others, paths)
 
 
 def rendered(renderings: Sequence[Rendering]) -> dict[str, Snapshot]:
     """Each cluster's snapshot by name, and `_gitops` with the fleet's ApplicationSet when the
     renderings make one (the folders a render writes, fleet.output_folders)."""
     return {
-        folder.name: _split(objects, files)
-        for folder, objects, files in _output(renderings, Path(), fleet_folder=False)
+        folder.name: _split(objects, files, paths)
+        for folder, objects, files, paths in _output(renderings, Path(), fleet_folder=False)
     }
 
 
@@ -192,29 +203,33 @@ def against_output(
     """What a render would change under `out`, per folder it writes or prunes there (the folders
     `check` compares), clusters by name and `_gitops` last: see `against`."""
     diffs = [
-        (folder.name, against(folder, objects, files, f"rendered/{folder.name}"))
-        for folder, objects, files in _output(renderings, out, fleet_folder)
+        (
+            folder.name,
+            against(folder, _split(objects, files, paths), files, f"rendered/{folder.name}"),
+        )
+        for folder, objects, files, paths in _output(renderings, out, fleet_folder)
         if files or folder.is_dir()
     ]
     return sorted(diffs, key=lambda pair: (pair[0] == FLEET_DIR, pair[0]))
 
 
-def against(
-    folder: Path, objects: list[dict[str, Any]], files: dict[str, bytes], new_label: str
-) -> Diff:
-    """What a render writing `files` (holding `objects`) would change in `folder`: the objects
-    and files that differ (between), then every other file whose bytes it would add, rewrite or
+def against(folder: Path, new: Snapshot, files: dict[str, bytes], new_label: str) -> Diff:
+    """What a render writing `files` (split as `new`) would change in `folder`: the objects and
+    files that differ (between), then every other file whose bytes it would add, rewrite or
     remove (a comment, a line ending, a renamed file), as `check` finds them (compare_folder)."""
     old_label = display_path(folder)
-    difference = between(committed_snapshot(folder), _split(objects, files), old_label, new_label)
-    # Files an object or file change already names (an object's file by its name in any folder).
+    difference = between(committed_snapshot(folder), new, old_label, new_label)
+    # Files an object or file change already names (an object's file by its path, or by the
+    # name gpustack gives it where its path is not known).
     object_files = {change.file for change in difference.changes if change.identity}
     covered = {change.file for change in difference.changes if not change.identity}
     report = compare_folder(folder, files)
     changes = []
     for relative in sorted([*report.missing, *report.extra, *report.diffs]):
         name = relative.rpartition("/")[2]
-        if relative in covered or (name != render.KUSTOMIZATION and name in object_files):
+        if relative in covered | object_files or (
+            name != render.KUSTOMIZATION and name in object_files
+        ):
             continue
         before = committed.read_file(folder, relative) if relative not in report.missing else None
         after = files.get(relative)
@@ -231,13 +246,14 @@ def against(
 
 def _output(
     renderings: Sequence[Rendering], out: Path, fleet_folder: bool
-) -> list[tuple[Path, list[dict[str, Any]], dict[str, bytes]]]:
-    """fleet.output_folders, each folder with the objects its files hold."""
+) -> list[tuple[Path, list[dict[str, Any]], dict[str, bytes], dict[Identity, str]]]:
+    """fleet.output_folders, each folder with the objects its files hold and where."""
     application = fleet.application_set(renderings)
     objects = {r.name: [*r.objects, *r.gitops_objects] for r in renderings}
     objects[FLEET_DIR] = [application] if application is not None else []
+    paths = {r.name: render.object_paths(r) for r in renderings}
     return [
-        (folder, objects[folder.name], files)
+        (folder, objects[folder.name], files, paths.get(folder.name, {}))
         for folder, files in fleet.output_folders(renderings, out, fleet_folder)
     ]
 
@@ -245,14 +261,14 @@ def _output(
 def committed_snapshot(folder: Path) -> Snapshot:
     """What `folder` holds, split as a snapshot (committed.read; empty when it does not exist)."""
     found = committed.read(folder)
-    return found.objects, found.files
+    return Snapshot(found.objects, found.files, found.paths)
 
 
 def between(old: Snapshot, new: Snapshot, old_label: str, new_label: str) -> Diff:
     """What differs from `old` to `new`: objects matched by identity, other files as text."""
-    (old_objects, old_files), (new_objects, new_files) = old, new
-    return diff_objects(old_objects, new_objects, old_label, new_label) + diff_files(
-        old_files, new_files, old_label, new_label
+    paths = {**old.paths, **new.paths}
+    return diff_objects(old.objects, new.objects, old_label, new_label, paths) + diff_files(
+        old.files, new.files, old_label, new_label
     )
 
 
@@ -264,7 +280,7 @@ def compare(
 ) -> list[tuple[str, Diff]]:
     """One Diff per cluster found on either side (a cluster on one side only is all added or all
     removed), clusters by name and the fleet's `_gitops` last."""
-    empty: Snapshot = ([], {})
+    empty = Snapshot([], {}, {})
     names = sorted(old.keys() | new.keys(), key=lambda name: (name == FLEET_DIR, name))
     return [
         (

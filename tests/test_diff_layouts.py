@@ -63,6 +63,10 @@ def test_a_hand_edit_in_a_flux_layer_is_reported_once(cli, tmp_path):
     (change,) = document["changes"]
     assert (change["kind"], change["name"]) == ("DaemonSet", "nvidia-device-plugin")
     assert change["paths"] == ["spec.template.spec.priorityClassName"]
+    # Named by the file it is in, layer folder included, in the JSON and the diff's headers.
+    assert change["file"] == "workloads/daemonset-nvidia-device-plugin.yaml"
+    header = f"--- {out / 'lab' / 'workloads' / 'daemonset-nvidia-device-plugin.yaml'}\n"
+    assert header in change["diff"]
 
 
 def test_a_flux_config_change_counts_each_object_once(cli, tmp_path):

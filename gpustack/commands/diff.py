@@ -214,8 +214,7 @@ def _against_committed(stack: Stack, folder: Path) -> Diff:
     if not folder.is_dir():
         warning(f"{shown} does not exist: a render would write every file")
     rendering = render.render(stack)
-    objects = [*rendering.objects, *rendering.gitops_objects]
-    return review.against(folder, objects, render.files(rendering), "rendered")
+    return review.against(folder, review.snapshot(rendering), render.files(rendering), "rendered")
 
 
 def _fleet_against(
