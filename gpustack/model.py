@@ -75,6 +75,8 @@ class Doc:
 Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63), Doc(type="DNS-1123 label")]
 LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316), Doc(type="label key")]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63), Doc(type="label value")]
+# An image tag that is a release version (the device plugin's, the toolkit's, MIG manager's).
+ReleaseTag = Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")]
 
 _DURATION_UNITS_MS = {
     "y": 365 * 86_400_000,
@@ -363,9 +365,7 @@ class DevicePlugin(WithResources):
     enabled: bool = Field(
         description="deploy NVIDIA's device plugin (GKE ships its own: `false` there)"
     )
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
-        Field(default="v0.20.0", description="device plugin (and GFD) image tag")
-    )
+    version: ReleaseTag = Field(default="v0.20.0", description="device plugin (and GFD) image tag")
     migStrategy: Literal["none", "single", "mixed"] = Field(
         default="none", description="MIG strategy of the plugin and GFD"
     )
@@ -418,11 +418,9 @@ class MigManager(WithResources):
         ),
     )
     # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `migManager.version`.
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
-        Field(
-            default="v0.15.0",
-            description="MIG manager image tag (`nvcr.io/nvidia/cloud-native/k8s-mig-manager`)",
-        )
+    version: ReleaseTag = Field(
+        default="v0.15.0",
+        description="MIG manager image tag (`nvcr.io/nvidia/cloud-native/k8s-mig-manager`)",
     )
     defaultConfig: MigConfigName = Field(
         default="all-disabled",
@@ -451,9 +449,7 @@ class NFD(WithResources):
             "does)"
         )
     )
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
-        Field(default="v0.19.0", description="NFD image tag (with `deploy`)")
-    )
+    version: ReleaseTag = Field(default="v0.19.0", description="NFD image tag (with `deploy`)")
 
 
 class DCGMExporter(WithResources):
@@ -629,11 +625,9 @@ class Toolkit(WithResources):
         ),
     )
     # gpu-operator deployments/gpu-operator/values.yaml `toolkit.version` (v26.7.0).
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")] = (
-        Field(
-            default="v1.20.0",
-            description="Container Toolkit image tag (GPU Operator v26.7.0's default)",
-        )
+    version: ReleaseTag = Field(
+        default="v1.20.0",
+        description="Container Toolkit image tag (GPU Operator v26.7.0's default)",
     )
 
 

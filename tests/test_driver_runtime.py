@@ -476,15 +476,15 @@ def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
     assert not [w for w in pinned.warnings if "driver.driverToolkitImage" in w]
 
 
+def golden_daemonset(name: str) -> dict[str, Any]:
+    """The DaemonSet of one of the GPU Operator's golden driver renders (internal/state/testdata)."""
+    text = (SHARED / "refs/gpu-operator" / name).read_text()
+    return next(d for d in YAML(typ="safe").load_all(text) if d and d["kind"] == "DaemonSet")
+
+
 @pytest.mark.shared
 def test_driver_container_mounts_the_host_paths_the_gpu_operators_mounts(tmp_path):
-    golden = next(
-        doc
-        for doc in YAML(typ="safe").load_all(
-            (SHARED / "refs/gpu-operator/golden__driver-minimal.yaml").read_text()
-        )
-        if doc and doc["kind"] == "DaemonSet"
-    )
+    golden = golden_daemonset("golden__driver-minimal.yaml")
 
     def host_paths(workload: dict[str, Any]) -> dict[str, str]:
         volumes = {v["name"]: v.get("hostPath", {}).get("path") for v in pod(workload)["volumes"]}
@@ -509,13 +509,7 @@ def test_driver_container_mounts_the_host_paths_the_gpu_operators_mounts(tmp_pat
 
 @pytest.mark.shared
 def test_dtk_driver_matches_the_gpu_operators_openshift_render(tmp_path):
-    golden = next(
-        doc
-        for doc in YAML(typ="safe").load_all(
-            (SHARED / "refs/gpu-operator/golden__driver-openshift-drivertoolkit.yaml").read_text()
-        )
-        if doc and doc["kind"] == "DaemonSet"
-    )
+    golden = golden_daemonset("golden__driver-openshift-drivertoolkit.yaml")
     theirs = {c["name"]: c for c in pod(golden)["containers"]}
     ours = {
         c["name"]: c
