@@ -639,13 +639,31 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
             field="toolkit.enabled",
             hint="set toolkit.enabled to auto or true",
         )
-    if stack.driver_mode == "driver-toolkit" and not config.driver.driverToolkitImage:
+    if config.driver.rhcosBuilds and stack.driver_mode != "driver-toolkit":
+        raise UserError(
+            f"driver.rhcosBuilds is for driver.mode driver-toolkit (OpenShift); the driver mode "
+            f"here is {stack.driver_mode}, which would ignore it",
+            nearest(layers, ("driver", "rhcosBuilds")),
+            field="driver.rhcosBuilds",
+            hint="remove driver.rhcosBuilds, or set driver.mode: driver-toolkit",
+        )
+    if (config.driver.rhcosBuilds or config.driver.rhcosVersion) and config.nfd.mode == "disabled":
+        field = "rhcosBuilds" if config.driver.rhcosBuilds else "rhcosVersion"
+        raise UserError(
+            "a driver DaemonSet per RHCOS build selects its nodes by NFD's "
+            "system-os_release.OSTREE_VERSION label, which nothing sets with nfd.mode disabled",
+            nearest(layers, ("driver", field)),
+            field=f"driver.{field}",
+            hint="set nfd.mode to deploy or external (OpenShift: the NFD operator)",
+        )
+    pinned = config.driver.driverToolkitImage or config.driver.rhcosBuilds
+    if stack.driver_mode == "driver-toolkit" and not pinned:
         if not facts.driver.driverToolkitImage:
             raise UserError(
                 f"profile {name!r} names no default Driver Toolkit image",
                 nearest(layers, ("driver", "mode")),
                 field="driver.driverToolkitImage",
-                hint="set driver.driverToolkitImage",
+                hint="set driver.rhcosBuilds (or driver.driverToolkitImage)",
             )
         version = config.platform.openshiftVersion or ""
         if version and tuple(int(part) for part in version.split(".")) < (4, 13):

@@ -18,9 +18,11 @@ from gpustack.model import (
     DURATION,
     EXTENDED_RESOURCE,
     IMAGE,
+    IMAGE_BY_DIGEST,
     QUANTITY,
     REGISTRY,
     REPO_URL,
+    RHCOS_BUILD,
     ConflictError,
 )
 from gpustack.yamlio import SourceMap
@@ -128,7 +130,11 @@ def _one_error(
     conflict = (error.get("ctx") or {}).get("error")
     if isinstance(conflict, ConflictError):
         path = conflict.path
-        return UserError(conflict.message, nearest(layers, path), field=".".join(path))
+        return UserError(
+            conflict.message,
+            nearest(layers, path),
+            field=".".join(str(part) for part in path),
+        )
     if kind == "extra_forbidden":
         word = meant.get(path)
         return UserError(
@@ -323,6 +329,11 @@ _PATTERNS = {
     "'.', starting and ending with a letter or digit)",
     EXTENDED_RESOURCE: "is not an extended resource name with its domain, such as 'nvidia.com/gpu'",
     IMAGE: "is not an image reference such as 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'",
+    IMAGE_BY_DIGEST: "is not an image by digest such as "
+    "'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:<64 hex digits>' (a tag alone may "
+    "move to another build)",
+    RHCOS_BUILD: "is not an RHCOS build such as '418.94.202501221327-0' or '9.6.20250916-0' (NFD's "
+    "system-os_release.OSTREE_VERSION)",
     QUANTITY: "is not a Kubernetes quantity such as '100m', '0.5', '512Mi' or '2Gi'",
     REGISTRY: "is not a registry such as 'registry.example.com' or "
     "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port, or "

@@ -56,6 +56,14 @@ REGISTRY = rf"^({_HOST}(:[0-9]{{1,5}})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[
 IMAGE = (
     r"^[a-z0-9][-a-z0-9._/:]*[a-z0-9](:[A-Za-z0-9_][-A-Za-z0-9_.]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
+# The same, pinned by digest: an image that must be exactly one build's.
+IMAGE_BY_DIGEST = (
+    r"^[a-z0-9][-a-z0-9._/:]*[a-z0-9](:[A-Za-z0-9_][-A-Za-z0-9_.]{0,127})?@sha256:[0-9a-f]{64}$"
+)
+# An RHCOS build as NFD labels it (system-os_release.OSTREE_VERSION) and as the cluster's
+# `openshift/driver-toolkit` ImageStream names its tags: `416.94.202410211619-0` up to
+# OpenShift 4.18, `9.6.20250916-0` from 4.19.
+RHCOS_BUILD = r"^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,14}-[0-9]{1,4}$"
 # An extended resource name with its domain, as a device plugin advertises it.
 EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
@@ -519,6 +527,19 @@ class RuntimeClass(Strict):
     ] = Field(default="nvidia", description="the runtime name in the container runtime's config")
 
 
+class RhcosBuild(Strict):
+    """One RHCOS build of an OpenShift cluster and the Driver Toolkit image made for it."""
+
+    rhcosVersion: Annotated[str, Field(pattern=RHCOS_BUILD), Doc(type="RHCOS build")] = Field(
+        description="the build, as NFD's `system-os_release.OSTREE_VERSION` label names it",
+    )
+    driverToolkitImage: Annotated[
+        str, Field(pattern=IMAGE_BY_DIGEST), Doc(type="image by digest")
+    ] = Field(
+        description="that build's Driver Toolkit image, by digest (the ImageStream tag's image)",
+    )
+
+
 DriverMode = Literal["preinstalled", "container", "driver-toolkit", "gke-managed", "gke-installer"]
 
 
@@ -580,14 +601,28 @@ class Driver(WithResources):
         ),
     )
     rhcosVersion: Annotated[
-        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+$")] | None,
+        Annotated[str, Field(pattern=RHCOS_BUILD)] | None,
         Doc(type="RHCOS build"),
     ] = Field(
         default=None,
         description=(
             "OpenShift: run the driver only on nodes of this RHCOS build (NFD "
             "`system-os_release.OSTREE_VERSION`, e.g. `416.94.202410211619-0`); needs "
-            "`driverToolkitImage`"
+            "`driverToolkitImage`; the one-build form of `rhcosBuilds`"
+        ),
+    )
+    rhcosBuilds: Annotated[
+        list[RhcosBuild],
+        Doc(
+            type="list of `{rhcosVersion, driverToolkitImage}`", see="Driver and container runtime"
+        ),
+    ] = Field(
+        default_factory=list,
+        description=(
+            "OpenShift: one driver DaemonSet per RHCOS build, each on the nodes of its build "
+            "with that build's Driver Toolkit image (by digest), as the GPU Operator runs "
+            "them; `gpustack driver-toolkit-builds` fills it from the cluster's "
+            "`openshift/driver-toolkit` ImageStream"
         ),
     )
 
@@ -605,6 +640,21 @@ class Driver(WithResources):
                 "NVIDIA publishes precompiled driver images for Ubuntu only; set "
                 "driver.precompiled: false",
             )
+        if self.rhcosBuilds and (self.rhcosVersion or self.driverToolkitImage):
+            raise ConflictError(
+                ("driver", "rhcosVersion" if self.rhcosVersion else "driverToolkitImage"),
+                "driver.rhcosBuilds names each RHCOS build's Driver Toolkit image: drop "
+                "driver.rhcosVersion and driver.driverToolkitImage (the one-build form)",
+            )
+        seen: set[str] = set()
+        for index, build in enumerate(self.rhcosBuilds):
+            if build.rhcosVersion in seen:
+                raise ConflictError(
+                    ("driver", "rhcosBuilds", index, "rhcosVersion"),
+                    f"RHCOS build {build.rhcosVersion} is listed twice in driver.rhcosBuilds: "
+                    "one driver DaemonSet per build",
+                )
+            seen.add(build.rhcosVersion)
         if self.rhcosVersion and not self.driverToolkitImage:
             raise ConflictError(
                 ("driver", "driverToolkitImage"),
@@ -945,7 +995,7 @@ class GPUStack(Strict):
 class ConflictError(ValueError):
     """Two settings contradict each other; `path` names the field to point the user at."""
 
-    def __init__(self, path: tuple[str, ...], message: str) -> None:
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.path = path
         self.message = message

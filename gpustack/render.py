@@ -80,12 +80,15 @@ def render(stack: Stack) -> Rendering:
             "platform's managed DCGM exporter too; set dcgmExporter.enabled: false or turn the "
             "managed one off, so that one exporter runs per GPU node"
         )
-    if stack.driver_mode == "driver-toolkit" and not stack.config.driver.driverToolkitImage:
+    pinned = stack.config.driver.driverToolkitImage or stack.config.driver.rhcosBuilds
+    if stack.driver_mode == "driver-toolkit" and not pinned:
         warnings.append(
             f"the driver is built with {driver.driver_toolkit_image(stack)}, whose kernel is the "
             f"newest OpenShift {stack.config.platform.openshiftVersion} z-stream's: on nodes of "
-            "an older z-stream the build fails; set driver.driverToolkitImage to the cluster's "
-            "(`oc adm release info --image-for=driver-toolkit`)"
+            "an older z-stream, and after every cluster upgrade until it is published, the build "
+            "fails; set driver.rhcosBuilds to the cluster's builds (`gpustack "
+            "driver-toolkit-builds` reads them from `oc get imagestream driver-toolkit -n "
+            "openshift -o yaml`)"
         )
     if namespace.platform_owned(stack):
         labels = " ".join(f"{k}={v}" for k, v in stack.facts.namespaceLabels.items())

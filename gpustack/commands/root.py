@@ -23,6 +23,7 @@ from gpustack.commands import (
     completion,
     declared,
     diff,
+    driver_toolkit,
     gitops,
     init,
     profiles,
@@ -148,6 +149,7 @@ app.add_typer(profiles.app, name="profiles")
 app.command("schema")(declared.typer_command(schema.COMMAND))
 app.command("validate")(declared.typer_command(validate.COMMAND))
 app.command("check")(declared.typer_command(check.COMMAND))
+app.command("driver-toolkit-builds")(driver_toolkit.command)
 app.command("diff")(declared.typer_command(diff.COMMAND))
 app.add_typer(gitops.app, name="gitops")
 app.command("completion")(completion.command)

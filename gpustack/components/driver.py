@@ -13,9 +13,11 @@ What the operator adds at run time and gpustack cannot (it runs nothing in the c
   NFD labels match, so an image never lands on a node it does not fit;
 - on OpenShift the Driver Toolkit (DTK) image per RHCOS build, read from the cluster's
   `openshift/driver-toolkit` ImageStream, one DaemonSet per RHCOS build selected on NFD's
-  `system-os_release.OSTREE_VERSION`; here `driver.driverToolkitImage` (default: Red Hat's DTK
-  for `platform.openshiftVersion`, whose kernel is the newest z-stream's) and, to pin the build,
-  `driver.rhcosVersion`;
+  `system-os_release.OSTREE_VERSION`; here `driver.rhcosBuilds` lists the builds and their DTK
+  images (`gpustack driver-toolkit-builds` reads them from a saved ImageStream), with
+  `driver.rhcosVersion` and `driver.driverToolkitImage` as the one-build form; with neither,
+  one DaemonSet for every node with `driver.driverToolkitImage` or Red Hat's DTK for
+  `platform.openshiftVersion`, whose kernel is the newest z-stream's;
 - k8s-driver-manager, which cordons and drains before a driver upgrade by coordinating with the
   operator's node labels; without the operator the DaemonSet updates OnDelete (as upstream's
   always does): drain a node, then delete its driver pod.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from gpustack.config import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
@@ -84,6 +87,32 @@ def driver_toolkit_image(stack: Stack) -> str:
     return template.replace("{openshiftVersion}", stack.config.platform.openshiftVersion or "")
 
 
+@dataclass(frozen=True)
+class RhcosPin:
+    """One RHCOS build whose nodes get a driver DaemonSet of their own, and its DTK image."""
+
+    version: str
+    driver_toolkit_image: str
+
+
+def rhcos_pins(stack: Stack) -> list[RhcosPin | None]:
+    """The driver DaemonSets to render, one per pinned RHCOS build; None: one for every node."""
+    driver = stack.config.driver
+    if stack.driver_mode != "driver-toolkit":
+        return [None]
+    if driver.rhcosBuilds:
+        return [RhcosPin(each.rhcosVersion, each.driverToolkitImage) for each in driver.rhcosBuilds]
+    if driver.rhcosVersion and driver.driverToolkitImage:
+        return [RhcosPin(driver.rhcosVersion, driver.driverToolkitImage)]
+    return [None]
+
+
+def daemonset_name(pin: RhcosPin | None) -> str:
+    # The GPU Operator names a build's DaemonSet `<name>-<RHCOS version>`
+    # (controllers/object_controls.go transformOpenShiftDriverToolkitContainer, v26.7.0).
+    return f"{NAME}-{pin.version}" if pin else NAME
+
+
 def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.driver_container:
         return []
@@ -92,11 +121,11 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     rules = scc_rules(stack)
     if rules:
         objects += role_with_binding(stack, ACCOUNT, rules)
-    objects.append(_daemonset(stack))
+    objects += [_daemonset(stack, pin) for pin in rhcos_pins(stack)]
     return objects
 
 
-def _node_requirements(stack: Stack) -> list[dict[str, Any]]:
+def _node_requirements(stack: Stack, pin: RhcosPin | None) -> list[dict[str, Any]]:
     """NFD labels that keep the image on nodes it was built for."""
     driver = stack.config.driver
     if stack.config.nfd.mode == "disabled":
@@ -109,10 +138,10 @@ def _node_requirements(stack: Stack) -> list[dict[str, Any]]:
         {"key": f"{NFD_OS}.ID", "operator": "In", "values": [os_id]},
         {"key": f"{NFD_OS}.VERSION_ID", "operator": "In", "values": [version]},
     ]
-    if stack.driver_mode == "driver-toolkit" and driver.rhcosVersion:
+    if pin:
         # One RHCOS build, as the GPU Operator's DaemonSet per build selects it.
         requirements.append(
-            {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [driver.rhcosVersion]}
+            {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [pin.version]}
         )
     if driver.precompiled:
         requirements.append(
@@ -130,7 +159,7 @@ def _privileged(stack: Stack) -> dict[str, Any]:
     return security
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
+def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
     dtk = stack.driver_mode == "driver-toolkit"
     env: list[dict[str, Any]] = [
         # The driver container must not be handed GPUs by an nvidia runtime (upstream).
@@ -202,12 +231,12 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     containers = [driver_container]
     if dtk:
         dtk_env: list[dict[str, Any]] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
-        if stack.config.driver.rhcosVersion:
-            dtk_env.insert(0, {"name": "RHCOS_VERSION", "value": stack.config.driver.rhcosVersion})
+        if pin:
+            dtk_env.insert(0, {"name": "RHCOS_VERSION", "value": pin.version})
         containers.append(
             {
                 "name": "openshift-driver-toolkit-ctr",
-                "image": driver_toolkit_image(stack),
+                "image": pin.driver_toolkit_image if pin else driver_toolkit_image(stack),
                 "command": ["bash", "-xc"],
                 "args": [
                     f"until [ -f {SHARED_DTK}/dir_prepared ]; do echo Waiting for {CONTAINER} "
@@ -244,7 +273,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
-    requirements = _node_requirements(stack)
+    requirements = _node_requirements(stack, pin)
     if requirements:
         terms = pod_spec["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"
@@ -258,7 +287,15 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    workload = daemonset(stack, NAME, pod_spec, component="nvidia-driver")
+    # A build's DaemonSet carries the labels the GPU Operator finds its builds' DaemonSets by
+    # (controllers/state_manager.go ocpDriverToolkitIdentificationLabel and
+    # ocpDriverToolkitVersionLabel, v26.7.0).
+    labels = {"openshift.driver-toolkit": "true"} if pin else None
+    workload = daemonset(
+        stack, daemonset_name(pin), pod_spec, component="nvidia-driver", labels=labels
+    )
+    if pin:
+        workload["metadata"]["labels"]["openshift.driver-toolkit.rhcos"] = pin.version
     # A driver pod restarting unloads the driver under running GPU pods: never roll it (upstream's
     # driver DaemonSet is always OnDelete).
     workload["spec"]["updateStrategy"] = {"type": "OnDelete"}

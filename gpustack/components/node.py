@@ -19,6 +19,9 @@ from gpustack.model import GKENodePool
 # kubeadm reads v1beta4 from 1.31 on; older kubeadm knows v1beta3 only (kubernetes.io, "kubeadm
 # Configuration (v1beta4)", changes listed from v1.31).
 KUBEADM_V1BETA4_FROM = (1, 31)
+# NFD's label for a node's RHCOS build, which each pinned driver DaemonSet selects (gpu-operator
+# internal/state/nodepool.go nfdOSTreeVersionLabelKey, v26.7.0).
+OSTREE_VERSION_LABEL = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
 # Placeholders the user replaces in the GKE node pool files (the README says so).
 CLUSTER, LOCATION = "CLUSTER", "LOCATION"
 
@@ -492,6 +495,17 @@ def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
         )
     ]
     notes = []
+    builds = _rhcos_builds(stack)
+    if builds:
+        notes.append(
+            "RHCOS builds: the driver runs only on nodes whose NFD label "
+            f"`{OSTREE_VERSION_LABEL}` is one of {', '.join(f'`{b}`' for b in builds)} (one "
+            f"driver DaemonSet each). `oc get nodes -L {OSTREE_VERSION_LABEL}` shows each "
+            "node's build. A node of another build gets no driver pod: its toolkit pod waits in "
+            "`Init` for the driver and the node offers no `nvidia.com/gpu`. Before an OpenShift "
+            "upgrade add the new build (`gpustack driver-toolkit-builds` reads the cluster's "
+            "`driver-toolkit` ImageStream), and remove the old one once no node runs it."
+        )
     if stack.entitlement_pem is not None:
         notes.append(
             "Entitlement: the three MachineConfigs (`50-rhsm-conf`, `50-entitlement-pem`, "
@@ -500,6 +514,16 @@ def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
             "as the worker MachineConfigPool's `maxUnavailable` allows, default 1): plan for it."
         )
     return {"machineset-patch.yaml": _yaml(patch)}, where, notes
+
+
+def _rhcos_builds(stack: Stack) -> list[str]:
+    """The RHCOS builds the driver DaemonSets are pinned to (none: one for every node)."""
+    driver = stack.config.driver
+    if stack.driver_mode != "driver-toolkit":
+        return []
+    if driver.rhcosBuilds:
+        return [build.rhcosVersion for build in driver.rhcosBuilds]
+    return [driver.rhcosVersion] if driver.rhcosVersion else []
 
 
 _WRITERS = {
