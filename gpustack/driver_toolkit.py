@@ -100,7 +100,7 @@ def read_builds(path: Path) -> list[RhcosBuild]:
                 "<image>@sha256:<digest>) nor an imported image in status.tags",
                 source.nearest((*path_, "from")),
                 field=f"{field}.from",
-                hint="the cluster has not imported this build's image yet; wait and save again",
+                hint=SAVE_HINT,
             )
         builds[name] = RhcosBuild(rhcosVersion=name, driverToolkitImage=image)
     if not builds:

@@ -451,7 +451,7 @@ def test_rhcos_version_pins_the_driver_to_its_build(tmp_path):
                 "driver": {"rhcosVersion": build, "driverToolkitImage": image},
             },
         )
-    )["nvidia-driver-daemonset"]
+    )[f"nvidia-driver-daemonset-{build}"]  # the GPU Operator's name for a build's DaemonSet
     assert _affinity(workload)["feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"] == [
         build
     ]
@@ -469,11 +469,20 @@ def test_rhcos_version_needs_its_dtk_image(tmp_path):
 def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
     # Red Hat's per-minor DTK tag carries the newest z-stream's kernel; the build needs the nodes'.
     default = rendered(tmp_path, "openshift", {})
-    (warning,) = [w for w in default.warnings if "driver.driverToolkitImage" in w]
-    assert "oc adm release info --image-for=driver-toolkit" in warning
+    (warning,) = [w for w in default.warnings if "driver-toolkit-rhel9:v4.20" in w]
+    assert "newest OpenShift 4.20 z-stream" in warning
+    # The fix it names: the cluster's builds, read from its driver-toolkit ImageStream.
+    assert "driver.rhcosBuilds" in warning and "gpustack driver-toolkit-builds" in warning
+    assert "oc get imagestream driver-toolkit -n openshift -o yaml" in warning
     image = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "0" * 64
     pinned = rendered(tmp_path, "openshift", {"driver": {"driverToolkitImage": image}})
-    assert not [w for w in pinned.warnings if "driver.driverToolkitImage" in w]
+    builds = {
+        "nfd": {"mode": "external"},
+        "driver": {"rhcosBuilds": [{"rhcosVersion": "9.6.20250916-0", "driverToolkitImage": image}]},
+    }
+    listed = rendered(tmp_path, "openshift", builds)
+    for quiet in (pinned, listed):
+        assert not [w for w in quiet.warnings if "z-stream" in w]
 
 
 def golden_daemonset(name: str) -> dict[str, Any]:
