@@ -478,7 +478,9 @@ def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
     pinned = rendered(tmp_path, "openshift", {"driver": {"driverToolkitImage": image}})
     builds = {
         "nfd": {"mode": "external"},
-        "driver": {"rhcosBuilds": [{"rhcosVersion": "9.6.20250916-0", "driverToolkitImage": image}]},
+        "driver": {
+            "rhcosBuilds": [{"rhcosVersion": "9.6.20250916-0", "driverToolkitImage": image}]
+        },
     }
     listed = rendered(tmp_path, "openshift", builds)
     for quiet in (pinned, listed):
