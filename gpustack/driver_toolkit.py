@@ -29,7 +29,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gpustack.errors import Location, UserError, display_path
 from gpustack.model import IMAGE_BY_DIGEST, RHCOS_BUILD, RhcosBuild
-from gpustack.yamlio import Path_, load_file, load_text, read_text
+from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
+from gpustack.yamlio import Path_, load_all_text, load_text, read_text
 
 NAME = "driver-toolkit"
 API_GROUP = "image.openshift.io/"
@@ -43,8 +44,16 @@ SAVE_HINT = "save it with `oc get imagestream driver-toolkit -n openshift -o yam
 def read_builds(path: Path) -> list[RhcosBuild]:
     """The RHCOS builds and their DTK images in a saved `driver-toolkit` ImageStream, in build
     order (a re-run after the ImageStream's tags moved about gives the same list)."""
-    document = load_file(path)
-    source, data = document.source, document.data
+    shown = display_path(path)
+    text = decode(read_bounded(path, MAX_FILE_BYTES, "a saved ImageStream"), shown)
+    documents = [each for each in load_all_text(text, shown) if each.data is not None]
+    if len(documents) != 1:
+        raise UserError(
+            f"holds {len(documents)} YAML documents; expected the one ImageStream",
+            documents[1].source.nearest(()) if documents else Location(shown),
+            hint=SAVE_HINT,
+        )
+    source, data = documents[0].source, documents[0].data
     if (
         not isinstance(data, dict)
         or data.get("kind") != "ImageStream"

@@ -85,8 +85,8 @@ def render(stack: Stack) -> Rendering:
         warnings.append(
             f"the driver is built with {driver.driver_toolkit_image(stack)}, whose kernel is the "
             f"newest OpenShift {stack.config.platform.openshiftVersion} z-stream's: on nodes of "
-            "an older z-stream, and after every cluster upgrade until it is published, the build "
-            "fails; set driver.rhcosBuilds to the cluster's builds (`gpustack "
+            "any other z-stream (an older one, or one the tag has moved past) the build fails; "
+            "set driver.rhcosBuilds to the cluster's builds (`gpustack "
             "driver-toolkit-builds` reads them from `oc get imagestream driver-toolkit -n "
             "openshift -o yaml`)"
         )

@@ -395,6 +395,8 @@ SECRET = "s3cr3t-t0ken-value"
     ("text", "message"),
     [
         ("not: [valid", "YAML"),
+        (f"kind: ImageStream\n---\nkind: {SECRET}\n", "expected the one ImageStream"),
+        ("# nothing but a comment\n", "expected the one ImageStream"),
         (f"- {SECRET}\n", "is not an ImageStream"),
         (
             "apiVersion: image.openshift.io/v1\nkind: ImageStream\n"
@@ -445,6 +447,8 @@ def test_only_a_regular_file_is_read(tmp_path, cli, kind):
     result = cli("driver-toolkit-builds", path)
     assert result.exit_code == 2
     assert "imagestream.yaml" in result.stderr and "Traceback" not in result.output
+    if kind != "missing":
+        assert "expected a saved ImageStream" in result.stderr, result.stderr
 
 
 def test_a_config_that_is_not_a_mapping_is_left_alone(tmp_path, cli):
@@ -455,3 +459,14 @@ def test_a_config_that_is_not_a_mapping_is_left_alone(tmp_path, cli):
     assert result.exit_code == 2
     assert "ocp.yaml:2:" in result.stderr and "driver" in result.stderr, result.stderr
     assert config.read_bytes() == before
+
+
+def test_an_oversized_file_is_refused_before_it_is_parsed(tmp_path, cli):
+    saved = tmp_path / "imagestream.yaml"
+    text = FIXTURE.read_text()
+    # The fixture, padded past 1 MiB with comments: valid YAML, but no ImageStream is that big.
+    saved.write_text(text + "#" * (1024 * 1024 + 1 - len(text.encode())) + "\n")
+    result = cli("driver-toolkit-builds", saved)
+    assert result.exit_code == 2
+    assert "the most a saved ImageStream may have" in result.stderr, result.stderr
+    assert result.stdout == ""
