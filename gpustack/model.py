@@ -1004,6 +1004,12 @@ class RuntimeFacts(Strict):
         description="RuntimeClasses the platform creates itself: GPU pods may name them, and "
         "gpustack does not emit one of the same name (it would fight the platform's copy).",
     )
+    providedHandlers: list[str] = Field(
+        default_factory=list,
+        description="The nvidia runtime handlers the platform adds to its runtime itself (RKE2 "
+        "when it finds the toolkit): runtimeClass.handler must name one of them, since nothing "
+        "else configures that runtime. Empty: whichever handler the toolkit or node/ names.",
+    )
     containerdConfig: HostPath | None = None
     containerdSocket: HostPath | None = None
     toolkit: ToolkitFacts | None = Field(

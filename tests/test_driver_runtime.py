@@ -664,6 +664,20 @@ def test_rke2_toolkit_installs_the_runtime_where_rke2_finds_it_and_restarts_rke2
     assert set(agent) <= {"node-taint", "node-label"}
 
 
+def test_rke2_takes_only_the_handlers_rke2_adds(tmp_path):
+    # RKE2 adds nvidia and nvidia-experimental; kubeadm's runtime gets whatever handler the
+    # toolkit is told to write (CONTAINERD_RUNTIME_CLASS).
+    experimental = {**CONTAINER, "runtimeClass": {"handler": "nvidia-experimental"}}
+    (main,) = toolkit_pod(rendered(tmp_path, "rke2", experimental))["containers"]
+    assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-experimental"
+    own = {**CONTAINER, "runtimeClass": {"handler": "nvidia-gpu"}}
+    (main,) = toolkit_pod(rendered(tmp_path, "kubeadm", own))["containers"]
+    assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
+    with pytest.raises(UserError, match=r"runtimeClass\.handler") as error:
+        rendered(tmp_path, "rke2", own)
+    assert "nvidia, nvidia-experimental" in str(error.value)
+
+
 def test_rke2_node_readme_needs_no_restart_by_hand(tmp_path):
     readme = rendered(tmp_path, "rke2", CONTAINER).node_files["README.md"]
     assert "nothing to do by hand on any GPU node, new or autoscaled" in readme
