@@ -584,7 +584,9 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             "would exist, and every GPU pod would fail to start",
             nearest(layers, ("runtimeClass", "handler")),
             field="runtimeClass.handler",
-            hint=f"set runtimeClass.handler to one of {', '.join(handlers)}",
+            hint=f"set runtimeClass.handler to one of {', '.join(handlers)}; a runtime of your "
+            f"own (a containerd template on the nodes) needs a profile that extends {name!r} "
+            "and lists it in facts.runtime.providedHandlers",
         )
     _check_toolkit(config, profile, layers)
     _check_platform_os(config, profile, layers)
