@@ -576,6 +576,18 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             hint="put a label your GPU nodes carry in nodes.selector (the node/ files apply "
             "it where gpustack writes them), or set nfd.mode: deploy or external",
         )
+    handlers = facts.runtime.providedHandlers
+    if handlers and config.runtimeClass.handler not in handlers:
+        raise UserError(
+            f"profile {name!r} configures its runtime's nvidia handlers itself "
+            f"({', '.join(handlers)}): no runtime named {config.runtimeClass.handler!r} "
+            "would exist, and every GPU pod would fail to start",
+            nearest(layers, ("runtimeClass", "handler")),
+            field="runtimeClass.handler",
+            hint=f"set runtimeClass.handler to one of {', '.join(handlers)}; a runtime of your "
+            f"own (a containerd template on the nodes) needs a profile that extends {name!r} "
+            "and lists it in facts.runtime.providedHandlers",
+        )
     _check_toolkit(config, profile, layers)
     _check_platform_os(config, profile, layers)
 

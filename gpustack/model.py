@@ -1029,6 +1029,14 @@ class ToolkitFacts(Strict):
         default=None, description="The drop-in file the toolkit writes the nvidia runtime to."
     )
     socket: HostPath | None = Field(default=None, description="The runtime's socket on the host.")
+    restartMode: Literal["signal", "systemd", "none"] | None = Field(
+        default=None,
+        description="How the toolkit makes the runtime load what it configured (the installer's "
+        "RUNTIME_RESTART_MODE): signal: SIGHUP to the process behind the socket, which exits and "
+        "its supervisor starts it again; systemd: `systemctl restart` of the runtime's unit on "
+        "the host; none: nothing, someone restarts it by hand. Unset: the installer's default "
+        "(containerd: signal, CRI-O: systemd).",
+    )
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment of the toolkit container."
     )
@@ -1045,6 +1053,12 @@ class RuntimeFacts(Strict):
         default_factory=list,
         description="RuntimeClasses the platform creates itself: GPU pods may name them, and "
         "gpustack does not emit one of the same name (it would fight the platform's copy).",
+    )
+    providedHandlers: list[str] = Field(
+        default_factory=list,
+        description="The nvidia runtime handlers the platform adds to its runtime itself (RKE2 "
+        "when it finds the toolkit): runtimeClass.handler must name one of them, since nothing "
+        "else configures that runtime. Empty: whichever handler the toolkit or node/ names.",
     )
     containerdConfig: HostPath | None = None
     containerdSocket: HostPath | None = None

@@ -565,17 +565,156 @@ def test_toolkit_mounts_what_the_gpu_operators_toolkit_mounts(tmp_path):
     } in our_main["env"]
 
 
-def test_rke2_toolkit_talks_to_rke2s_containerd(tmp_path):
-    toolkit = pod(
-        daemonsets(rendered(tmp_path, "rke2", CONTAINER))["nvidia-container-toolkit-daemonset"]
-    )
-    hosts = {v["name"]: v["hostPath"]["path"] for v in toolkit["volumes"] if "hostPath" in v}
-    (main,) = toolkit["containers"]
-    socket_dir = {
-        m["mountPath"]: hosts[m["name"]] for m in main["volumeMounts"] if m["name"] in hosts
-    }["/runtime/sock-dir/"]
-    assert socket_dir == "/run/k3s/containerd"
-    assert env(main)["CONTAINERD_SOCKET"] == "/runtime/sock-dir/containerd.sock"
+# ---------------------------------------------------------------------------------------------
+# Container mode needs no hand on any node: the toolkit configures the runtime where that
+# distribution's containerd reads it and restarts it the way upstream does.
+#
+# Upstream facts the expectations below come from:
+# - the installer (NVIDIA/nvidia-container-toolkit v1.20.0, cmd/nvidia-ctk-installer): containerd
+#   defaults config /etc/containerd/config.toml, drop-in /etc/containerd/conf.d/99-nvidia.toml,
+#   socket /run/containerd/containerd.sock, restart mode `signal` (runtime/containerd/
+#   containerd.go), which sends SIGHUP to the PID behind the socket (containerd_linux.go);
+#   it installs the runtime into <ROOT>/toolkit (main.go, toolkitSubDir); it adds
+#   `<host folder of RUNTIME_DROP_IN_CONFIG_HOST_PATH>/*.toml` to the top-level config's
+#   `imports` (pkg/config/engine/containerd/config_drop_in.go, ensureImports, importPattern);
+# - containerd reads /etc/containerd/config.toml by default and does not handle SIGHUP, so it
+#   exits and its unit (containerd.service: Restart=always) starts it again;
+# - RKE2's containerd listens on /run/k3s/containerd/containerd.sock and NVIDIA's RKE2 setup
+#   sets only that socket; "The NVIDIA operator restarts containerd with a hangup call which
+#   restarts RKE2" (rke2-docs add-ons/gpu_operators.md); RKE2 regenerates
+#   /var/lib/rancher/rke2/agent/etc/containerd/config.toml at every start (rke2-docs
+#   advanced.md) and adds the runtimes `nvidia` and `nvidia-experimental` when it finds
+#   nvidia-container-runtime in /usr/local/nvidia/toolkit (k3s-io/k3s pkg/agent/containerd/
+#   runtimes.go); a toolkit pointed at RKE2's config or template replaced it (gpu-operator
+#   #623, #992).
+
+RKE2_CONTAINERD_DIR = "/var/lib/rancher/rke2/agent/etc/containerd"
+RKE2_RUNTIME_DIR = "/usr/local/nvidia/toolkit"
+RKE2_RUNTIMES = {"nvidia", "nvidia-experimental"}
+
+
+def toolkit_pod(rendering: Rendering) -> dict[str, Any]:
+    return pod(daemonsets(rendering)["nvidia-container-toolkit-daemonset"])
+
+
+def host_mount(spec: dict[str, Any], path: str) -> tuple[dict[str, Any], str] | None:
+    """The toolkit container's hostPath mount that holds a path (the deepest one) and where
+    that path is on the host, or None when no host folder is mounted there."""
+    volumes = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    (main,) = spec["containers"]
+    holding = [
+        m
+        for m in main["volumeMounts"]
+        if m["name"] in volumes and Path(path).is_relative_to(m["mountPath"])
+    ]
+    if not holding:
+        return None
+    mount = max(holding, key=lambda m: len(Path(m["mountPath"]).parts))
+    return mount, str(Path(volumes[mount["name"]]) / Path(path).relative_to(mount["mountPath"]))
+
+
+def host_path(spec: dict[str, Any], path: str) -> str | None:
+    found = host_mount(spec, path)
+    return found[1] if found else None
+
+
+def writable(spec: dict[str, Any], path: str) -> bool:
+    found = host_mount(spec, path)
+    return found is not None and not found[0].get("readOnly", False)
+
+
+def test_kubeadm_toolkit_drop_in_is_imported_by_containerds_config_and_loaded(tmp_path):
+    spec = toolkit_pod(rendered(tmp_path, "kubeadm", CONTAINER))
+    (main,) = spec["containers"]
+    variables = env(main)
+    # The drop-in lands where the installer says it is on the host, so the `imports` it adds
+    # to containerd's own config names the folder the file is really in.
+    drop_in = variables["RUNTIME_DROP_IN_CONFIG"]
+    assert host_path(spec, drop_in) == variables["RUNTIME_DROP_IN_CONFIG_HOST_PATH"]
+    assert host_path(spec, drop_in) == "/etc/containerd/conf.d/99-nvidia.toml"
+    import_pattern = str(Path(variables["RUNTIME_DROP_IN_CONFIG_HOST_PATH"]).parent / "*.toml")
+    assert import_pattern == "/etc/containerd/conf.d/*.toml"
+    # ...and that `imports` goes into the config containerd reads, which the toolkit can write.
+    config = variables["CONTAINERD_CONFIG"]
+    assert variables["RUNTIME_CONFIG"] == config
+    assert host_path(spec, config) == "/etc/containerd/config.toml"
+    assert writable(spec, config) and writable(spec, drop_in)
+    # Loaded without a hand on the node: SIGHUP through the host's containerd socket to a PID
+    # of the host's PID namespace.
+    assert host_path(spec, variables["CONTAINERD_SOCKET"]) == "/run/containerd/containerd.sock"
+    assert variables["RUNTIME_SOCKET"] == variables["CONTAINERD_SOCKET"]
+    assert variables["RUNTIME_RESTART_MODE"] == "signal"
+    assert spec["hostPID"] is True
+
+
+def test_rke2_toolkit_installs_the_runtime_where_rke2_finds_it_and_restarts_rke2(tmp_path):
+    rendering = rendered(tmp_path, "rke2", CONTAINER)
+    spec = toolkit_pod(rendering)
+    (main,) = spec["containers"]
+    variables = env(main)
+    # RKE2 adds the runtime itself when it finds the binary the toolkit installs.
+    assert host_path(spec, variables["ROOT"] + "/toolkit") == RKE2_RUNTIME_DIR
+    assert writable(spec, variables["ROOT"] + "/toolkit")
+    # It does so when it starts: the toolkit restarts RKE2 through its containerd's socket.
+    assert host_path(spec, variables["CONTAINERD_SOCKET"]) == "/run/k3s/containerd/containerd.sock"
+    assert variables["RUNTIME_SOCKET"] == variables["CONTAINERD_SOCKET"]
+    assert variables["RUNTIME_RESTART_MODE"] == "signal"
+    assert spec["hostPID"] is True
+    # The handler GPU pods ask for is one RKE2 adds (its RuntimeClass `nvidia` names it).
+    assert variables["CONTAINERD_RUNTIME_CLASS"] in RKE2_RUNTIMES
+    assert not any(o["kind"] == "RuntimeClass" for o in rendering.objects)
+    # The toolkit writes nothing RKE2 generates or renders its containerd config from.
+    for name in ("CONTAINERD_CONFIG", "RUNTIME_DROP_IN_CONFIG"):
+        written = host_path(spec, variables[name])
+        assert written is not None
+        assert not written.startswith(RKE2_CONTAINERD_DIR), name
+    assert "RUNTIME_CONFIG_SOURCE" not in variables
+    # Nothing to put on the node for the runtime: no containerd template or drop-in in node/.
+    assert sorted(rendering.node_files) == ["README.md", "rke2-agent-config.yaml"]
+    agent = YAML(typ="safe").load(rendering.node_files["rke2-agent-config.yaml"])
+    assert set(agent) <= {"node-taint", "node-label"}
+
+
+def test_rke2_takes_only_the_handlers_rke2_adds(tmp_path):
+    # RKE2 adds nvidia and nvidia-experimental; kubeadm's runtime gets whatever handler the
+    # toolkit is told to write (CONTAINERD_RUNTIME_CLASS).
+    experimental = {**CONTAINER, "runtimeClass": {"handler": "nvidia-experimental"}}
+    (main,) = toolkit_pod(rendered(tmp_path, "rke2", experimental))["containers"]
+    assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-experimental"
+    own = {**CONTAINER, "runtimeClass": {"handler": "nvidia-gpu"}}
+    (main,) = toolkit_pod(rendered(tmp_path, "kubeadm", own))["containers"]
+    assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
+    with pytest.raises(UserError, match=r"runtimeClass\.handler") as error:
+        rendered(tmp_path, "rke2", own)
+    assert "nvidia, nvidia-experimental" in str(error.value)
+
+
+def test_rke2_node_readme_needs_no_restart_by_hand(tmp_path):
+    readme = rendered(tmp_path, "rke2", CONTAINER).node_files["README.md"]
+    assert "nothing to do by hand on any GPU node, new or autoscaled" in readme
+    assert "restart `rke2-agent` once" not in readme
+    assert f"grep nvidia {RKE2_CONTAINERD_DIR}/config.toml" in readme
+    assert "/run/k3s/containerd/containerd.sock" in readme
+    # With the host's toolkit there is no DaemonSet to restart RKE2: the README says when RKE2
+    # looks for the runtime.
+    host = rendered(tmp_path, "rke2", {}).node_files["README.md"]
+    assert "before RKE2 starts, or restart `rke2-agent` once after" in host
+
+
+@pytest.mark.parametrize(
+    ("profile", "sections", "mode"),
+    [
+        ("kubeadm", CONTAINER, "signal"),
+        ("rke2", CONTAINER, "signal"),
+        # CRI-O: the installer's default, `systemctl restart crio` (crio.go DefaultRestartMode),
+        # as the GPU Operator leaves it on OpenShift.
+        ("openshift", {}, None),
+    ],
+)
+def test_no_profile_leaves_the_runtime_restart_to_a_person(tmp_path, profile, sections, mode):
+    (main,) = toolkit_pod(rendered(tmp_path, profile, sections))["containers"]
+    assert env(main).get("RUNTIME_RESTART_MODE") == mode
+    assert env(main).get("RUNTIME_RESTART_MODE") != "none"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,6 +158,20 @@ def _containerd_drop_in(stack: Stack) -> str:
     )
 
 
+def _containerd_restart(mode: str | None) -> str:
+    """How the toolkit gets containerd to load the drop-in (profile fact `restartMode`)."""
+    if mode in (None, "signal"):
+        # containerd does not handle SIGHUP: it exits, and its unit (containerd's own
+        # containerd.service: Restart=always, KillMode=process) starts it again.
+        return (
+            "restarts containerd (SIGHUP: containerd exits and systemd starts it again, as the "
+            "`Restart=always` of containerd's unit does; running containers keep running)"
+        )
+    if mode == "systemd":
+        return "restarts containerd (`systemctl restart containerd` on the host)"
+    return "leaves containerd running: restart it once on each GPU node (`restartMode: none`)"
+
+
 def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
     join = {
         "apiVersion": _kubeadm_api(stack),
@@ -232,9 +246,10 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
         assert facts is not None
         notes.append(
             "containerd: the NVIDIA Container Toolkit DaemonSet writes the `nvidia` runtime to "
-            f"`{facts.dropInConfigFile}`, adds its import to `{facts.configFile}` and restarts "
-            "containerd on each GPU node; nothing to copy by hand (remove a `99-nvidia.toml` "
-            "written earlier by `nvidia-ctk`, the toolkit replaces it)."
+            f"`{facts.dropInConfigFile}`, adds its folder to the `imports` of "
+            f"`{facts.configFile}` and {_containerd_restart(facts.restartMode)} on each GPU "
+            "node, new and autoscaled ones included; nothing to copy by hand (remove a "
+            "`99-nvidia.toml` written earlier by `nvidia-ctk`, the toolkit replaces it)."
         )
     plugins = '"NodeRestriction,ExtendedResourceToleration"'
     extra_args = (
@@ -266,12 +281,13 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
         # GPU pods name no RuntimeClass: RKE2's `default-runtime` makes nvidia containerd's
         # default (rke2-docs, agent configuration; k3s `--default-runtime`).
         config["default-runtime"] = stack.config.runtimeClass.handler
-    toolkit = (
-        "The NVIDIA Container Toolkit DaemonSet installs the toolkit into "
-        "`/usr/local/nvidia/toolkit`; restart `rke2-agent` once its pod is Running: RKE2 then "
-        "finds the nvidia runtime"
+    runtime = (
+        "RKE2 adds the nvidia runtime to containerd's config itself each time it starts and "
+        "finds `nvidia-container-runtime`: the toolkit DaemonSet puts it there and restarts RKE2"
         if stack.toolkit_enabled
-        else "RKE2 detects the nvidia runtime once the NVIDIA Container Toolkit is installed"
+        else "RKE2 adds the nvidia runtime to containerd's config itself when it starts and finds "
+        "the NVIDIA Container Toolkit on the host (install it before RKE2 starts, or restart "
+        "`rke2-agent` once after)"
     )
     default = (
         f"; `default-runtime: {stack.config.runtimeClass.handler}` makes it containerd's default "
@@ -280,6 +296,8 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
         else ""
     )
     notes = []
+    if stack.toolkit_enabled:
+        notes.append(_rke2_toolkit_note(stack))
     name = stack.config.runtimeClass.name
     if stack.runtime_class_enabled and name in stack.facts.runtime.providedRuntimeClasses:
         notes.append(
@@ -295,12 +313,32 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
             (
                 "rke2-agent-config.yaml",
                 "merge into `/etc/rancher/rke2/config.yaml` on each GPU agent before it first joins "
-                f"(node-taint and node-label apply when the node registers){default}. {toolkit} and "
-                "writes it into containerd's config itself, so leave that file alone (to customise "
-                f"it, RKE2 reads the template `{stack.facts.runtime.containerdConfig}`)",
+                f"(node-taint and node-label apply when the node registers){default}. {runtime}, "
+                f"so leave `{stack.facts.runtime.containerdConfig}` alone (RKE2 regenerates it at "
+                "every start; to customise it, RKE2 reads a template beside it, "
+                "`config-v3.toml.tmpl` with containerd 2 or `config.toml.tmpl`)",
             )
         ],
         notes,
+    )
+
+
+def _rke2_toolkit_note(stack: Stack) -> str:
+    """What the toolkit DaemonSet does to RKE2 on every GPU node, so that nobody has to."""
+    facts = stack.facts.runtime.toolkit
+    assert facts is not None  # toolkit_enabled implies it
+    generated = stack.facts.runtime.containerdConfig
+    return (
+        "Container runtime: nothing to do by hand on any GPU node, new or autoscaled. The NVIDIA "
+        "Container Toolkit DaemonSet installs the toolkit into `/usr/local/nvidia/toolkit`, then "
+        f"sends SIGHUP to RKE2's containerd through `{facts.socket}`: containerd exits, RKE2 "
+        "exits with it and systemd starts `rke2-agent` (`rke2-server` on a server node) again "
+        "(`Restart=always`), which finds the runtime and adds `nvidia` to "
+        f"`{generated}`. Running pods keep running; the kubelet and containerd are back "
+        "within seconds. It happens again each time a toolkit pod starts (after a reboot, on a "
+        f"toolkit upgrade). Check it with `grep nvidia {generated}`. The toolkit also writes "
+        f"`{facts.dropInConfigFile}` and an `imports` line in `{facts.configFile}`, its defaults, "
+        "which RKE2's containerd does not read."
     )
 
 

@@ -71,7 +71,12 @@ def build(stack: Stack) -> list[dict[str, Any]]:
 def _runtime_env(
     stack: Stack,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """transformForRuntime: the runtime's config, drop-in and socket, mounted from the host."""
+    """transformForRuntime: the runtime's config, drop-in and socket, mounted from the host, and
+    how the runtime is restarted to load them.
+
+    The installer adds the drop-in's folder to the top-level config's `imports` itself, naming it
+    by RUNTIME_DROP_IN_CONFIG_HOST_PATH (nvidia-container-toolkit pkg/config/engine/containerd/
+    config_drop_in.go ensureImports, v1.20.0), so the config's folder is mounted writable."""
     facts = stack.facts.runtime.toolkit
     assert facts is not None  # toolkit_enabled implies it
     containerd = stack.facts.runtime.engine == "containerd"
@@ -117,6 +122,12 @@ def _runtime_env(
         ]
         mounts.append({"name": f"{runtime}-socket", "mountPath": SOCKET_DIR})
         volumes.append(host_path_volume(f"{runtime}-socket", posixpath.dirname(facts.socket)))
+    if facts.restartMode:
+        # How the installer makes the runtime load the config it wrote (nvidia-ctk-installer
+        # container/container.go Restart: signal sends SIGHUP to the process behind the socket,
+        # which needs this pod's host PID namespace; systemd runs `chroot /host systemctl
+        # restart`; v1.20.0).
+        env.append({"name": "RUNTIME_RESTART_MODE", "value": facts.restartMode})
     env += [{"name": name, "value": value} for name, value in sorted(facts.env.items())]
     return env, mounts, volumes
 
