@@ -192,7 +192,7 @@ def test_sync_waves_follow_apply_order(argocd_out):
             assert by_kind["RuntimeClass"] < by_kind["DaemonSet"]
 
 
-def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
+def test_flux_layers_depend_on_what_they_need(flux_out):
     out = flux_out
     cluster = out / "gpu-west"
     kustomizations = [
