@@ -117,8 +117,8 @@ def _application_spec(argocd: ArgoCD, path: str, destination: dict[str, str]) ->
     if argocd.automated:
         sync_policy["automated"] = {"prune": argocd.prune, "selfHeal": argocd.selfHeal}
     # Automated sync never tries a commit again once its sync failed (argo-cd v3.5.1,
-    # docs/user-guide/auto_sync.md; without this policy the controller retries an automated sync
-    # five times within about three minutes, a manual one never). The PostSync smoke test of a
+    # docs/user-guide/auto_sync.md; without this policy controller/appcontroller.go retries an
+    # automated sync five times within about three minutes, a manual one never). The PostSync smoke test of a
     # first sync made before any GPU node joined fails at its deadline; a retry, which runs the
     # hooks again, passes once one has.
     backoff = argocd.retry.backoff

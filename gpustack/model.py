@@ -762,7 +762,7 @@ class ArgoCDBackoff(Strict):
 class ArgoCDRetry(Strict):
     # Each attempt waits up to smokeTest.activeDeadlineSeconds (30 min) for a GPU before its
     # PostSync smoke test fails; with these defaults a first sync made before the GPU nodes
-    # join keeps trying for about five hours.
+    # join keeps trying for about five and a half hours (9 attempts, 55 minutes of waits).
     limit: int = Field(
         default=8, ge=-1, description="retries of a failed sync (`-1`: no limit, `0`: none)"
     )
