@@ -30,28 +30,61 @@ HOOK_DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 _WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 
-# Flux layer of each sync wave: one Kustomization per layer, each depending on the one before.
+# Flux layers (sub-folders of the rendered output), one Kustomization each, in apply order; each
+# depends on the layer named beside it, so that nothing waits for what it does not need. The GPU
+# DaemonSets (the driver and everything that needs it on its node) are in `workloads`: after a
+# driver change its rollout may take hours (one node at a time, each rebuilding the driver), and
+# kstatus keeps the layer InProgress until every node runs the new pod. Only the smoke test, which
+# proves the driver, depends on it; the monitors need only the namespace. An object keeps its layer
+# across gpustack versions: Flux prunes an object that leaves a Kustomization before another
+# Kustomization has taken it over.
 SMOKE_TEST_LAYER = "smoke-test"
-LAYERS = {-2: "foundation", -1: "foundation", 0: "workloads", 1: "monitors", 2: SMOKE_TEST_LAYER}
+LAYER_DEPENDENCIES: dict[str, str | None] = {
+    "foundation": None,
+    "workloads": "foundation",
+    "monitors": "foundation",
+    SMOKE_TEST_LAYER: "workloads",
+}
+LAYERS = tuple(LAYER_DEPENDENCIES)
 
 
 def sync_wave(obj: dict[str, Any]) -> int:
-    """Argo CD sync wave: a step function of the rank, so waves never contradict apply order."""
+    """Argo CD sync wave: a step function of the rank, so waves never contradict apply order.
+
+    Argo CD applies a wave only once every object of the waves before it is healthy (argo-cd
+    v3.5.1, gitops-engine/pkg/sync/sync_context.go): the monitors share the workloads' wave, so
+    that a driver rollout, healthy only once every node runs the new driver pod, holds back
+    nothing but the smoke test, and a monitor whose CRD is missing still lets every other object
+    of its wave be applied."""
     position = rank(obj)
     if position < RANK["Namespace"]:
         return -2  # CRDs, established before any custom resource that needs them
     if position <= RANK["RuntimeClass"]:
         return -1  # Namespaces, SCCs, quotas, priority and runtime classes the workloads use
-    if position < RANK["ServiceMonitor"]:
-        return 0  # RBAC, configuration, services and the workloads themselves
     if position < RANK["Job"]:
-        return 1  # monitors (and kinds not in the table) once their targets exist
-    return 2  # Jobs that check the running stack
+        return 0  # RBAC, configuration, services, the workloads and their monitors
+    return 1  # Jobs that check the running stack (PostSync hooks)
 
 
 def layer(obj: dict[str, Any]) -> str:
     """The Flux layer (sub-folder of the rendered output) an object belongs to."""
-    return LAYERS[sync_wave(obj)]
+    position = rank(obj)
+    if position <= RANK["RuntimeClass"]:
+        return "foundation"
+    if position < RANK["ServiceMonitor"]:
+        return "workloads"
+    if position < RANK["Job"]:
+        return "monitors"  # and kinds not in the rank table
+    return SMOKE_TEST_LAYER
+
+
+def layer_dependency(folder: str, present: Collection[str]) -> str | None:
+    """The layer `folder`'s Kustomization depends on among the `present` (non-empty) ones: its
+    own, or the nearest one that one depends on."""
+    dependency = LAYER_DEPENDENCIES[folder]
+    while dependency is not None and dependency not in present:
+        dependency = LAYER_DEPENDENCIES[dependency]
+    return dependency
 
 
 def decorate(
@@ -145,7 +178,7 @@ def _annotate_sync(obj: dict[str, Any]) -> None:
         # Client-side apply stores the whole object in an annotation limited to 256 KiB, which
         # large CRDs exceed (argo-cd sync-options docs, ServerSideApply).
         annotations[SYNC_OPTIONS] = "ServerSideApply=true"
-    elif wave == 1:
+    elif layer(obj) == "monitors":
         # A monitor's CRD comes from the monitoring stack; if it is not installed yet, the dry run
         # must not block the GPU stack (argo-cd sync-options docs, SkipDryRunOnMissingResource).
         annotations[SYNC_OPTIONS] = "SkipDryRunOnMissingResource=true"

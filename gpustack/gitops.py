@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.config import Stack
-from gpustack.decorate import SMOKE_TEST_LAYER, layer
+from gpustack.decorate import SMOKE_TEST_LAYER, layer, layer_dependency
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
 
 # Folder (beside the clusters' folders) for objects that belong to the whole fleet.
@@ -113,17 +113,34 @@ def _application_spec(argocd: ArgoCD, path: str, destination: dict[str, str]) ->
         "source": source,
         "destination": destination,
     }
+    sync_policy: dict[str, Any] = {}
     if argocd.automated:
-        spec["syncPolicy"] = {"automated": {"prune": argocd.prune, "selfHeal": argocd.selfHeal}}
+        sync_policy["automated"] = {"prune": argocd.prune, "selfHeal": argocd.selfHeal}
+    # Automated sync never tries a commit again once its sync failed (argo-cd v3.5.1,
+    # docs/user-guide/auto_sync.md; without this policy controller/appcontroller.go retries an
+    # automated sync five times within about three minutes, a manual one never). The PostSync smoke test of a
+    # first sync made before any GPU node joined fails at its deadline; a retry, which runs the
+    # hooks again, passes once one has.
+    backoff = argocd.retry.backoff
+    sync_policy["retry"] = {
+        "limit": argocd.retry.limit,
+        "backoff": {
+            "duration": backoff.duration,
+            "factor": backoff.factor,
+            "maxDuration": backoff.maxDuration,
+        },
+    }
+    spec["syncPolicy"] = sync_policy
     return spec
 
 
 def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A Kustomization per layer, each depending on the previous one, and the GitRepository when
-    the config describes it.
+    """A Kustomization per layer, each depending on the layer decorate.LAYER_DEPENDENCIES names
+    (or the nearest one rendered), and the GitRepository when the config describes it.
 
-    The smoke-test layer comes last and is Ready only when its Job passed: `wait` health-checks
-    every object, a Job by its completion (kstatus), and without `wait` the Job is named in
+    The smoke-test layer depends on the workloads and is Ready only when its Job passed: `wait`
+    health-checks every object, a Job by its completion (fluxcd/pkg runtime/statusreaders/job.go,
+    which kustomize-controller uses for Jobs), and without `wait` the Job is named in
     `healthChecks`. Its timeout covers the Job's deadline, so a failure reports the Job's reason
     rather than a timeout (Flux docs, use-cases/running-jobs)."""
     layers = list(dict.fromkeys(layer(obj) for obj in rendered))
@@ -134,13 +151,13 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
         source_ref["namespace"] = flux.sourceRef.namespace
     path = flux.path.replace("{name}", stack.name)
     objects: list[dict[str, Any]] = []
-    previous: str | None = None
     for folder in layers:
         name = f"{application_name(stack.name)}-{folder}"
         spec: dict[str, Any] = {"interval": flux.interval}
-        if previous:
-            # dependsOn waits until the previous layer is Ready (with wait: all its objects).
-            spec["dependsOn"] = [{"name": previous}]
+        dependency = layer_dependency(folder, layers)
+        if dependency:
+            # dependsOn waits until that layer is Ready (with wait: all its objects).
+            spec["dependsOn"] = [{"name": f"{application_name(stack.name)}-{dependency}"}]
         timeout = flux.timeout
         startup = max(
             (_startup_seconds(obj) for obj in rendered if layer(obj) == folder), default=0
@@ -182,7 +199,6 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
                 "spec": spec,
             }
         )
-        previous = name
     if flux.gitRepository:
         repository = flux.gitRepository
         objects.append(

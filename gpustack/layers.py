@@ -17,6 +17,7 @@ from gpustack.model import (
     DNS1123_SUBDOMAIN,
     DURATION,
     EXTENDED_RESOURCE,
+    GO_DURATION,
     IMAGE,
     IMAGE_BY_DIGEST,
     QUANTITY,
@@ -328,6 +329,8 @@ _PATTERNS = {
     DNS1123_SUBDOMAIN: "is not a valid DNS-1123 subdomain (lowercase letters, digits, '-' and "
     "'.', starting and ending with a letter or digit)",
     EXTENDED_RESOURCE: "is not an extended resource name with its domain, such as 'nvidia.com/gpu'",
+    GO_DURATION: "is not a duration as Argo CD reads it: seconds such as '30', or '90s', '10m', "
+    "'1h30m'",
     IMAGE: "is not an image reference such as 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'",
     IMAGE_BY_DIGEST: "is not an image by digest such as "
     "'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:<64 hex digits>' (a tag alone may "

@@ -794,6 +794,31 @@ class ArgoCDPlugin(Strict):
     )
 
 
+# A duration as Argo CD's sync retry reads it: seconds, or a Go duration (argo-cd v3.5.1,
+# pkg/apis/application/v1alpha1/types.go, parseStringToDuration).
+GO_DURATION = r"^([0-9]+|([0-9]+(ns|us|ms|s|m|h))+)$"
+
+
+class ArgoCDBackoff(Strict):
+    duration: Annotated[str, Field(pattern=GO_DURATION), Doc(type="duration")] = Field(
+        default="1m", description="wait before the first retry"
+    )
+    factor: int = Field(default=2, ge=1, description="the wait is multiplied by this after each")
+    maxDuration: Annotated[str, Field(pattern=GO_DURATION), Doc(type="duration")] = Field(
+        default="10m", description="the longest wait between two attempts"
+    )
+
+
+class ArgoCDRetry(Strict):
+    # Each attempt waits up to smokeTest.activeDeadlineSeconds (30 min) for a GPU before its
+    # PostSync smoke test fails; with these defaults a first sync made before the GPU nodes
+    # join keeps trying for about five and a half hours (9 attempts, 55 minutes of waits).
+    limit: int = Field(
+        default=8, ge=-1, description="retries of a failed sync (`-1`: no limit, `0`: none)"
+    )
+    backoff: ArgoCDBackoff = Field(default_factory=ArgoCDBackoff)
+
+
 class ArgoCD(Strict):
     repoURL: Annotated[
         Annotated[str, Field(pattern=REPO_URL)] | None,
@@ -825,6 +850,13 @@ class ArgoCD(Strict):
     automated: bool = Field(default=True, description="sync automatically on every commit")
     prune: bool = Field(default=True, description="delete objects removed from the output")
     selfHeal: bool = Field(default=True, description="revert changes made in the cluster")
+    retry: ArgoCDRetry = Field(
+        default_factory=ArgoCDRetry,
+        description=(
+            "`syncPolicy.retry`: a failed sync (e.g. the smoke test before any GPU node joined) "
+            "is tried again"
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_destination(self) -> ArgoCD:

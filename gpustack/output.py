@@ -41,7 +41,7 @@ HEADERS = (decorate.HEADER.encode(), f"<!-- {decorate.GENERATED} -->\n".encode()
 # kustomization.yaml, at the top or in a Flux layer or gitops/ folder; host-side files in node/.
 _OBJECT_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.yaml")
 _NODE_FILE = re.compile(r"(?:README\.md|[a-z0-9][a-z0-9.-]*\.(?:yaml|toml|sh|conf|json))")
-SUBFOLDERS = {"node", "gitops", *decorate.LAYERS.values()}
+SUBFOLDERS = {"node", "gitops", *decorate.LAYERS}
 # A staged folder (`new`), or an old one set aside by a two-rename swap (`old`, non-Linux).
 _STAGING = re.compile(r"\.(?P<name>.+)\.gpustack-(?P<role>new|old)-[0-9a-f]{12}")
 # renameat2(2): exchange two paths atomically; AT_FDCWD: paths relative to the working folder.

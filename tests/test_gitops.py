@@ -192,7 +192,7 @@ def test_sync_waves_follow_apply_order(argocd_out):
             assert by_kind["RuntimeClass"] < by_kind["DaemonSet"]
 
 
-def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
+def test_flux_layers_depend_on_what_they_need(flux_out):
     out = flux_out
     cluster = out / "gpu-west"
     kustomizations = [
@@ -203,6 +203,9 @@ def test_flux_layers_depend_on_each_other_in_apply_order(flux_out):
     workloads = by_name["gpustack-gpu-west-workloads"]
     assert "dependsOn" not in foundation["spec"]
     assert workloads["spec"]["dependsOn"] == [{"name": "gpustack-gpu-west-foundation"}]
+    # The monitors need only their namespace: a driver rollout in the workloads holds them not.
+    monitors = by_name["gpustack-gpu-west-monitors"]
+    assert monitors["spec"]["dependsOn"] == [{"name": "gpustack-gpu-west-foundation"}]
     for kustomization in kustomizations:
         assert kustomization["spec"]["prune"] is True and kustomization["spec"]["wait"] is True
         assert kustomization["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "gpu-fleet"}
@@ -250,6 +253,8 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     template = application_set["spec"]["template"]
     assert template["spec"]["source"]["path"] == "{{path}}"
     assert template["spec"]["destination"] == {"name": "{{path.basename}}"}
+    # Every generated Application retries a failed sync, as a per-cluster Application does.
+    assert template["spec"]["syncPolicy"]["retry"]["limit"] > 0
     assert by_identity(kustomize(tmp_path / "out" / "_gitops")) == by_identity([application_set])
 
 
@@ -362,19 +367,21 @@ def _objects_of_every_phase() -> list[dict]:
     ]
 
 
-def test_sync_waves_put_crds_and_namespaces_first_and_monitors_last():
+def test_sync_waves_put_crds_and_namespaces_first_and_monitors_with_the_workloads():
     from gpustack.decorate import decorate
 
     objects = decorate(_objects_of_every_phase(), sync_waves=True)
     annotations = {o["kind"]: o["metadata"]["annotations"] for o in objects}
     waves = {kind: int(a["argocd.argoproj.io/sync-wave"]) for kind, a in annotations.items()}
+    # Monitors share the DaemonSets' wave: Argo CD applies a wave only once the ones before it
+    # are healthy, and a DaemonSet rolling out a new driver is not, for hours.
     assert waves == {
         "CustomResourceDefinition": -2,
         "Namespace": -1,
         "RuntimeClass": -1,
         "ServiceAccount": 0,
         "DaemonSet": 0,
-        "ServiceMonitor": 1,
+        "ServiceMonitor": 0,
     }
     assert [waves[o["kind"]] for o in objects] == sorted(waves.values())  # apply order agrees
     crd = annotations["CustomResourceDefinition"]

@@ -114,7 +114,7 @@ def test_flux_keeps_the_configured_timeout_without_a_driver_container(tmp_path):
 
 
 @pytest.mark.shared
-def test_flux_puts_the_smoke_test_in_the_last_layer_and_waits_for_it(tmp_path):
+def test_flux_runs_the_smoke_test_after_the_workloads_and_waits_for_it(tmp_path):
     rendering = render(stack_for(tmp_path, "rke2", gitops=FLUX))
     folder = write(tmp_path, rendering)
     (job,) = jobs(rendering.objects)
@@ -130,14 +130,17 @@ def test_flux_puts_the_smoke_test_in_the_last_layer_and_waits_for_it(tmp_path):
         for kustomization in kustomizations
         for dependency in kustomization["spec"].get("dependsOn", [])
     }
-    # The chain of layers ends with the smoke test: nothing depends on it, and it depends on
-    # the layer before, so it starts once every other layer is ready.
-    (last,) = [k for k in kustomizations if k["metadata"]["name"] not in depended_on]
-    assert last["metadata"]["name"] == "gpustack-lab-smoke-test"
-    assert last["spec"]["path"].endswith("/smoke-test")
-    assert last["spec"]["dependsOn"] == [{"name": "gpustack-lab-monitors"}]
+    # Nothing depends on the smoke test, and it depends on the workloads only: it starts once
+    # the GPU stack is ready, whether or not the monitoring stack's CRDs are installed.
+    last = [k for k in kustomizations if k["metadata"]["name"] not in depended_on]
+    assert sorted(k["metadata"]["name"] for k in last) == [
+        "gpustack-lab-monitors",
+        "gpustack-lab-smoke-test",
+    ]
+    (smoke,) = [k for k in last if k["spec"]["path"].endswith("/smoke-test")]
+    assert smoke["spec"]["dependsOn"] == [{"name": "gpustack-lab-workloads"}]
     # Ready only once the Job completed (kstatus health of every object it applies).
-    assert last["spec"]["wait"] is True
+    assert smoke["spec"]["wait"] is True
     for kustomization in kustomizations:
         assert schema_errors(kustomization) == []
 
