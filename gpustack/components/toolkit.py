@@ -15,7 +15,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from gpustack.components import driver
+from gpustack.components import driver, validator
 from gpustack.config import Stack
 from gpustack.workload import (
     daemonset,
@@ -59,11 +59,19 @@ def container_path(host_path: str) -> str:
 def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.toolkit_enabled:
         return []
-    # The installer never calls the API server.
-    objects = [service_account(stack, ACCOUNT, calls_api=False)]
-    rules = scc_rules(stack)
-    if rules:
-        objects += role_with_binding(stack, ACCOUNT, rules)
+    # The installer never calls the API server; its driver validation lists the driver
+    # DaemonSets (state-container-toolkit/0200_role.yaml: daemonsets list).
+    objects = [
+        service_account(stack, ACCOUNT),
+        *role_with_binding(
+            stack,
+            ACCOUNT,
+            [
+                {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
+                *scc_rules(stack),
+            ],
+        ),
+    ]
     objects.append(_daemonset(stack))
     return objects
 
@@ -214,29 +222,11 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    if stack.driver_container:
-        # Configure the runtime only once the driver container has loaded the driver (upstream
-        # waits for its validator's driver-ready file).
-        pod_spec["initContainers"] = [
-            {
-                "name": "driver-ready",
-                "image": image(stack),
-                "command": ["sh", "-c"],
-                "args": [
-                    f"until [ -f {driver.READY_FILE} ]; do echo waiting for the NVIDIA driver "
-                    "container; sleep 5; done"
-                ],
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-                "volumeMounts": [
-                    {
-                        "name": "run-nvidia-validations",
-                        "mountPath": driver.VALIDATIONS,
-                        "readOnly": True,
-                    },
-                ],
-            }
-        ]
+    # Configure the runtime only once the driver runs, and leave the /dev/char symlinks and the
+    # driver-ready file behind, as upstream's toolkit DaemonSet does with the validator's driver
+    # validation as its init container.
+    validation, validation_volumes = validator.driver_validation(stack)
+    pod_spec["initContainers"] = [validation]
+    named = {volume["name"] for volume in volumes}
+    volumes += [volume for volume in validation_volumes if volume["name"] not in named]
     return daemonset(stack, NAME, pod_spec, component="container-toolkit")
