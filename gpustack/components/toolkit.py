@@ -5,8 +5,9 @@ CDI specs of the node's GPUs.
 Facts from NVIDIA/gpu-operator v26.7.0: assets/state-container-toolkit/0500_daemonset.yaml and
 controllers/object_controls.go (TransformToolkit, transformForRuntime, transformToolkitCtrForCDI:
 env names, the /runtime/config-dir/, /runtime/config-dir.d/ and /runtime/sock-dir/ mounts). The
-operator reads the driver's and device nodes' roots from its validator's `driver-ready` file; with
-no validator, gpustack sets them from the driver mode (`Stack.driver_root`, `Stack.dev_root`).
+operator reads the driver's and device nodes' roots from the `driver-ready` file its driver
+validation writes; gpustack sets them from the driver mode (`Stack.driver_root`, `Stack.dev_root`),
+which are the roots that file names.
 Where the runtime's files are is profile data (`facts.runtime.toolkit`).
 """
 
@@ -60,7 +61,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.toolkit_enabled:
         return []
     # The installer never calls the API server; its driver validation lists the driver
-    # DaemonSets (state-container-toolkit/0200_role.yaml: daemonsets list).
+    # DaemonSets, so the account gets a token (state-container-toolkit/0200_role.yaml: list).
     objects = [
         service_account(stack, ACCOUNT),
         *role_with_binding(
