@@ -130,6 +130,9 @@ def test_validator_runs_upstreams_steps_with_upstreams_env_and_host_paths(
 ):
     ours = pod(daemonsets(rendered(tmp_path, profile, sections))[VALIDATOR])
     theirs = pod(upstream_validator())
+    values = upstream("helm__values.yaml")["validator"]
+    repository = f"{values['repository']}/{values['image']}"
+    assert {c["image"].rpartition(":")[0] for c in ours["initContainers"]} == {repository}
     assert [c["name"] for c in ours["initContainers"]] == [
         c["name"] for c in theirs["initContainers"]
     ]
