@@ -201,6 +201,8 @@ def test_rbac_is_what_the_validator_calls(tmp_path):
     quiet = rendered(tmp_path, "kubeadm", {"validator": {"cudaWorkload": False}})
     role = named(quiet, "Role", VALIDATOR)
     assert role is not None and all(r["resources"] != ["pods"] for r in role["rules"])
+    (daemonset_rule,) = [r for r in role["rules"] if r["resources"] == ["daemonsets"]]
+    assert daemonset_rule["verbs"] == ["list"]  # no workload pod: no Get of the DaemonSet
     (cuda,) = [
         c
         for c in pod(daemonsets(quiet)[VALIDATOR])["initContainers"]

@@ -140,8 +140,8 @@ def driver_validation(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]
 def after_toolkit_ready(stack: Stack, pod_spec: dict[str, Any]) -> dict[str, Any]:
     """`pod_spec` held until the validator has proven the node's driver and runtime
     (`toolkit-ready`) by a first init container, as the operator's device plugin, GFD, DCGM
-    exporter and MIG manager DaemonSets are (their `toolkit-validation` init container); as it
-    is where the validator is not deployed."""
+    exporter and MIG manager DaemonSets are (their `toolkit-validation` init container);
+    unchanged where the validator is not deployed."""
     if not stack.validator_enabled:
         return pod_spec
     wait = {
@@ -160,13 +160,13 @@ def after_toolkit_ready(stack: Stack, pod_spec: dict[str, Any]) -> dict[str, Any
         },
         "volumeMounts": [{"name": VALIDATIONS_VOLUME, "mountPath": VALIDATIONS, "readOnly": True}],
     }
+    volumes = list(pod_spec.get("volumes", []))
+    if all(volume["name"] != VALIDATIONS_VOLUME for volume in volumes):
+        volumes.append(host_path_volume(VALIDATIONS_VOLUME, VALIDATIONS, "DirectoryOrCreate"))
     return {
         **pod_spec,
         "initContainers": [wait, *pod_spec.get("initContainers", [])],
-        "volumes": [
-            *pod_spec.get("volumes", []),
-            host_path_volume(VALIDATIONS_VOLUME, VALIDATIONS, "DirectoryOrCreate"),
-        ],
+        "volumes": volumes,
     }
 
 
@@ -175,12 +175,17 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         return []
     settings = stack.config.validator
     plugin = stack.config.devicePlugin.enabled
+    workloads = settings.cudaWorkload or (plugin and settings.pluginWorkload)
     rules: list[dict[str, Any]] = [
         # Driver validation lists the driver DaemonSets (isDriverManagedByOperator); the CUDA and
         # plugin workloads read this DaemonSet for its tolerations (runWorkload).
-        {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list"]},
+        {
+            "apiGroups": ["apps"],
+            "resources": ["daemonsets"],
+            "verbs": ["get", "list"] if workloads else ["list"],
+        },
     ]
-    if settings.cudaWorkload or (plugin and settings.pluginWorkload):
+    if workloads:
         # runWorkload lists the node's previous workload pod, deletes it, creates the new one
         # and polls it (waitForPod) until it has succeeded; upstream's Role also grants watch,
         # update and patch, which the validator never uses.
