@@ -156,6 +156,13 @@ class Stack:
         return bool(enabled)
 
     @property
+    def validator_enabled(self) -> bool:
+        enabled = self.config.validator.enabled
+        if enabled == "auto":
+            return validator_finds_driver(self.config, self.profile)
+        return bool(enabled)
+
+    @property
     def device_list_strategy(self) -> list[str]:
         """How the device plugin hands GPUs to the runtime. `auto` with the toolkit: CDI through
         annotations and the CRI field both, as the GPU Operator sets DEVICE_LIST_STRATEGY
@@ -589,6 +596,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             "and lists it in facts.runtime.providedHandlers",
         )
     _check_toolkit(config, profile, layers)
+    _check_validator(config, profile, layers)
     _check_platform_os(config, profile, layers)
 
 
@@ -687,6 +695,31 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
                 hint="set driver.driverToolkitImage to `oc adm release info "
                 "--image-for=driver-toolkit`",
             )
+
+
+def validator_finds_driver(config: GPUStack, profile: Profile) -> bool:
+    """NVIDIA's driver validation looks for nvidia-smi on the host's root (/usr/bin, /usr/sbin,
+    /bin, /sbin, /opt/bin) and else in a driver container's root, /run/nvidia/driver
+    (NVIDIA/gpu-operator cmd/nvidia-validator/main.go hostNvidiaSMISearchPaths and
+    validateDriverContainer, v26.7.0): a driver kept elsewhere (GKE's /home/kubernetes/bin/nvidia)
+    it never finds."""
+    stack = Stack(config, profile, "")
+    return stack.driver_container or (
+        stack.driver_mode == "preinstalled" and profile.facts.driver.root == "/"
+    )
+
+
+def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    if config.validator.enabled is True and not validator_finds_driver(config, profile):
+        raise UserError(
+            f"NVIDIA's validator cannot validate the driver on profile "
+            f"{profile.metadata.name!r}: it finds a driver on the host's root or in a driver "
+            f"container ({DRIVER_CONTAINER_ROOT}) only, and its runtime validation needs an "
+            "nvidia runtime",
+            nearest(layers, ("validator", "enabled")),
+            field="validator.enabled",
+            hint="set validator.enabled: auto",
+        )
 
 
 def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorRequirement]:

@@ -681,6 +681,38 @@ class Toolkit(WithResources):
     )
 
 
+class Validator(WithResources):
+    components = ("operator-validator",)
+    container = "the validator's main container"
+    resource_defaults = {"requests": "cpu `10m`, memory `16Mi`"}
+    enabled: Annotated[bool | Literal["auto"], Doc(see="Per-node validation")] = Field(
+        default="auto",
+        description=(
+            "deploy NVIDIA's validator DaemonSet, which proves each GPU node (driver, "
+            "/dev/char symlinks, runtime, CUDA, device plugin) and writes the ready files the "
+            "other GPU DaemonSets wait for; `auto`: where its driver validation finds the "
+            "driver (a driver container, or a host driver at `/`): not on GKE"
+        ),
+    )
+    # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `validator`: the
+    # operator's own image (repository nvcr.io/nvidia, image gpu-operator, the chart's version).
+    version: ReleaseTag = Field(
+        default="v26.7.0",
+        description="validator image tag (`nvcr.io/nvidia/gpu-operator`, which carries "
+        "`nvidia-validator`); also the Container Toolkit's driver validation",
+    )
+    cudaWorkload: bool = Field(
+        default=True,
+        description="the CUDA validation runs NVIDIA's vectorAdd pod on each node (`false`: "
+        "it only writes `cuda-ready`)",
+    )
+    pluginWorkload: bool = Field(
+        default=False,
+        description="the device plugin validation also runs a pod that takes one GPU from the "
+        "plugin (upstream's default: it checks the node advertises GPUs)",
+    )
+
+
 class Entitlement(Strict):
     enabled: bool = Field(
         default=False, description="OpenShift, legacy clusters: emit the entitlement MachineConfigs"
@@ -971,6 +1003,7 @@ class GPUStack(Strict):
     runtimeClass: RuntimeClass = Field(default_factory=RuntimeClass)
     driver: Driver = Field(default_factory=Driver)
     toolkit: Toolkit = Field(default_factory=Toolkit)
+    validator: Validator = Field(default_factory=Validator)
     entitlement: Entitlement = Field(default_factory=Entitlement)
     images: Images = Field(default_factory=Images)
     smokeTest: SmokeTest = Field(default_factory=SmokeTest)

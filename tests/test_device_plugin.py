@@ -54,7 +54,9 @@ def test_plugin_and_mps_daemon_meet_in_the_folder_both_binaries_use(tmp_path):
 
 def test_mps_daemon_shares_a_tmpfs_shm_with_the_host(tmp_path):
     pod = find(mps_objects(tmp_path), MPS_DAEMON)["spec"]["template"]["spec"]
-    (init,) = pod["initContainers"]
+    # After the validator's toolkit-ready wait, which every GPU DaemonSet starts with.
+    wait, init = pod["initContainers"]
+    assert wait["name"] == "toolkit-validation"
     assert init["command"] == ["mps-control-daemon", "mount-shm"]
     (mount,) = init["volumeMounts"]
     # mount-shm mounts a tmpfs at /mps/shm; only a Bidirectional (so privileged) mount of the

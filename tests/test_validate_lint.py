@@ -190,6 +190,10 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
     # The same edit, validated for Kubernetes 1.28: the CRI field alone reaches no runtime there.
     "cdi-cri-unsupported": edit("configmap-nvidia-device-plugin-config.yaml", cdi_without_toolkit),
     "driver-container-conflict": driver_container_beside_the_host_driver,
+    # A hand edit that drops the exporter's wait for the validator.
+    "validation-not-awaited": edit(
+        "daemonset-nvidia-dcgm-exporter.yaml", lambda obj: pod(obj).pop("initContainers")
+    ),
 }
 
 

@@ -260,6 +260,8 @@ def starter(
         ),
         ("toolkit:", ""),
         default_line("toolkit.enabled", _toolkit_note(facts)),
+        ("validator:", ""),
+        default_line("validator.enabled", _validator_note(facts)),
     ]
     header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
     return header + "".join(_line(text, comment) for text, comment in lines)
@@ -271,6 +273,15 @@ def _toolkit_note(facts: ProfileFacts) -> str:
     if facts.runtime.toolkit.required:
         return "NVIDIA Container Toolkit DaemonSet: on here (the runtime needs it)"
     return "NVIDIA Container Toolkit DaemonSet: on with a driver container"
+
+
+def _validator_note(facts: ProfileFacts) -> str:
+    # What validator.enabled auto decides with the profile's default driver mode
+    # (gpustack.config.validator_finds_driver).
+    container = facts.driver.default in ("container", "driver-toolkit")
+    if container or (facts.driver.default == "preinstalled" and facts.driver.root == "/"):
+        return "NVIDIA's per-node validation, which GPU DaemonSets wait for: on here"
+    return "NVIDIA's per-node validation: not here (it cannot find this platform's driver)"
 
 
 def _line(text: str, comment: str) -> str:

@@ -22,6 +22,7 @@ from gpustack.components import (
     runtime_class,
     smoke_test,
     toolkit,
+    validator,
 )
 from gpustack.config import Stack
 
@@ -33,6 +34,7 @@ COMPONENTS: tuple[Builder, ...] = (
     nfd.build,
     driver.build,
     toolkit.build,
+    validator.build,
     device_plugin.build,
     gfd.build,
     mig_manager.build,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack.components import validator
 from gpustack.config import Stack
 from gpustack.model import duration_ms
 from gpustack.workload import (
@@ -281,7 +282,9 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             ],
         }
     )
-    return daemonset(stack, NAME, pod_spec, component=COMPONENT)
+    return daemonset(
+        stack, NAME, validator.after_toolkit_ready(stack, pod_spec), component=COMPONENT
+    )
 
 
 def _service(stack: Stack, *, annotate: bool) -> dict[str, Any]:

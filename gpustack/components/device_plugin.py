@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
-from gpustack.components import toolkit
+from gpustack.components import toolkit, validator
 from gpustack.config import Stack
 from gpustack.decorate import ignore
 from gpustack.workload import (
@@ -190,7 +190,9 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    workload = daemonset(stack, NAME, pod_spec, component="device-plugin")
+    workload = daemonset(
+        stack, NAME, validator.after_toolkit_ready(stack, pod_spec), component="device-plugin"
+    )
     if stack.uses_cdi and not stack.toolkit_enabled:
         # CDI chosen with the host's own toolkit: the nodes' runtime turns CDI on (kubeadm's
         # node/99-nvidia.toml does), which no manifest here shows.
@@ -258,4 +260,9 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
             ],
         }
     )
-    return daemonset(stack, MPS_DAEMON, pod_spec, component="mps-control-daemon")
+    return daemonset(
+        stack,
+        MPS_DAEMON,
+        validator.after_toolkit_ready(stack, pod_spec),
+        component="mps-control-daemon",
+    )

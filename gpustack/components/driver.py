@@ -47,8 +47,9 @@ CONTAINER = "nvidia-driver-ctr"
 # gpu-operator values.yaml `driver.repository`/`driver.image`.
 IMAGE = "nvcr.io/nvidia/driver"
 VALIDATIONS = "/run/nvidia/validations"
-# Written by the driver pod's startup probe once nvidia-smi answers; the toolkit waits for it
-# (gpu-operator's driver startup probe writes the same file).
+# Written by the driver pod's startup probe once nvidia-smi answers, as gpu-operator's startup
+# probe writes it. NVIDIA's validator waits for it only for a driver DaemonSet the operator owns
+# (cmd/nvidia-validator/main.go isDriverManagedByOperator), else for nvidia-smi in the driver root.
 READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
 SHARED_DTK = "/mnt/shared-nvidia-driver-toolkit"
 NFD_OS = "feature.node.kubernetes.io/system-os_release"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.components import device_plugin
+from gpustack.components import device_plugin, validator
 from gpustack.components.nfd import FEATURES_D
 from gpustack.config import Stack
 from gpustack.workload import (
@@ -125,4 +125,9 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    return daemonset(stack, NAME, pod_spec, component="gpu-feature-discovery")
+    return daemonset(
+        stack,
+        NAME,
+        validator.after_toolkit_ready(stack, pod_spec),
+        component="gpu-feature-discovery",
+    )

@@ -19,7 +19,7 @@ import copy
 from typing import Any
 
 from gpustack import emit
-from gpustack.components import device_plugin, toolkit
+from gpustack.components import device_plugin, toolkit, validator
 from gpustack.config import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
@@ -222,7 +222,9 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             ],
         }
     )
-    return daemonset(stack, NAME, pod_spec, component="mig-manager")
+    return daemonset(
+        stack, NAME, validator.after_toolkit_ready(stack, pod_spec), component="mig-manager"
+    )
 
 
 def pause_gpu_clients(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -5,8 +5,9 @@ CDI specs of the node's GPUs.
 Facts from NVIDIA/gpu-operator v26.7.0: assets/state-container-toolkit/0500_daemonset.yaml and
 controllers/object_controls.go (TransformToolkit, transformForRuntime, transformToolkitCtrForCDI:
 env names, the /runtime/config-dir/, /runtime/config-dir.d/ and /runtime/sock-dir/ mounts). The
-operator reads the driver's and device nodes' roots from its validator's `driver-ready` file; with
-no validator, gpustack sets them from the driver mode (`Stack.driver_root`, `Stack.dev_root`).
+operator reads the driver's and device nodes' roots from the `driver-ready` file its driver
+validation writes; gpustack sets them from the driver mode (`Stack.driver_root`, `Stack.dev_root`),
+which are the roots that file names.
 Where the runtime's files are is profile data (`facts.runtime.toolkit`).
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from gpustack.components import driver
+from gpustack.components import driver, validator
 from gpustack.config import Stack
 from gpustack.workload import (
     daemonset,
@@ -59,11 +60,19 @@ def container_path(host_path: str) -> str:
 def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.toolkit_enabled:
         return []
-    # The installer never calls the API server.
-    objects = [service_account(stack, ACCOUNT, calls_api=False)]
-    rules = scc_rules(stack)
-    if rules:
-        objects += role_with_binding(stack, ACCOUNT, rules)
+    # The installer never calls the API server; its driver validation lists the driver
+    # DaemonSets, so the account gets a token (state-container-toolkit/0200_role.yaml: list).
+    objects = [
+        service_account(stack, ACCOUNT),
+        *role_with_binding(
+            stack,
+            ACCOUNT,
+            [
+                {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
+                *scc_rules(stack),
+            ],
+        ),
+    ]
     objects.append(_daemonset(stack))
     return objects
 
@@ -225,29 +234,11 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    if stack.driver_container:
-        # Configure the runtime only once the driver container has loaded the driver (upstream
-        # waits for its validator's driver-ready file).
-        pod_spec["initContainers"] = [
-            {
-                "name": "driver-ready",
-                "image": image(stack),
-                "command": ["sh", "-c"],
-                "args": [
-                    f"until [ -f {driver.READY_FILE} ]; do echo waiting for the NVIDIA driver "
-                    "container; sleep 5; done"
-                ],
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-                "volumeMounts": [
-                    {
-                        "name": "run-nvidia-validations",
-                        "mountPath": driver.VALIDATIONS,
-                        "readOnly": True,
-                    },
-                ],
-            }
-        ]
+    # Configure the runtime only once the driver runs, and leave the /dev/char symlinks and the
+    # driver-ready file behind, as upstream's toolkit DaemonSet does with the validator's driver
+    # validation as its init container.
+    validation, validation_volumes = validator.driver_validation(stack)
+    pod_spec["initContainers"] = [validation]
+    named = {volume["name"] for volume in volumes}
+    volumes += [volume for volume in validation_volumes if volume["name"] not in named]
     return daemonset(stack, NAME, pod_spec, component="container-toolkit")

@@ -35,6 +35,7 @@ from gpustack.lint import (
     node_labels,
     runtime_class,
     taints,
+    validation_wait,
 )
 from gpustack.lint._objects import Objects, Rule, mapping
 from gpustack.objects import identity
@@ -64,6 +65,7 @@ RULES: tuple[Rule, ...] = tuple(
         images,
         daemonset_selectors,
         gpu_requests,
+        validation_wait,
     )
 )
 
