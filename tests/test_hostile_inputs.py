@@ -247,3 +247,73 @@ def test_a_backtracking_file_name_pattern_is_refused(tmp_path):
         "gpustack refuses patterns that can take exponential time (write the repetition once, "
         "e.g. 'a+$' for '(a+)+$')\n"
     )
+
+
+# --- init writes only files of its own, and never fails with a traceback ------------------------
+
+
+def test_init_never_writes_the_schema_through_a_dangling_link(tmp_path):
+    (tmp_path / "gpustack.schema.json").symlink_to(tmp_path / "elsewhere" / "planted.json")
+    (tmp_path / "elsewhere").mkdir()
+    result = run_gpustack("init", "gpu-west.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: gpustack.schema.json: is a symbolic link;")
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_init_never_writes_the_config_through_a_link(tmp_path, force):
+    target = tmp_path / "target.yaml"
+    target.write_text("the user's file\n")
+    (tmp_path / "gpu-west.yaml").symlink_to(target)
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "planted.yaml")
+    for name in ("gpu-west.yaml", "dangling.yaml"):
+        result = run_gpustack("init", name, *force, cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"error: {name}: is a symbolic link;"), result.stderr
+    assert target.read_text() == "the user's file\n"
+    assert not (tmp_path / "planted.yaml").exists()
+
+
+def test_a_line_break_in_init_schema_cannot_inject_keys(tmp_path):
+    result = run_gpustack(
+        "init", "c.yaml", "--schema", "x.json\nnamespace: kube-system", cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --schema: cannot hold a line break")
+    assert not (tmp_path / "c.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [
+        ("/proc/gpustack.yaml", "cannot write"),
+        ("/proc/self/gpu/c.yaml", "cannot create the folder"),
+        ("/sys/gpustack-test/c.yaml", "cannot create the folder"),
+    ],
+)
+def test_init_into_proc_or_sys_is_one_message(tmp_path, where, problem):
+    result = run_gpustack("init", where, cwd=tmp_path)
+    assert result.returncode == 2
+    assert problem in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_init_on_a_read_only_file_system_is_one_message(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro", "none", str(folder)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("this machine does not let the tests mount a read-only file system")
+    try:
+        for path, problem in [
+            ("ro/c.yaml", "error: ro/c.yaml: cannot write: Read-only file system\n"),
+            ("ro/sub/c.yaml", "error: ro/sub: cannot create the folder: Read-only file system\n"),
+        ]:
+            result = run_gpustack("init", path, cwd=tmp_path)
+            assert (result.returncode, result.stderr) == (2, problem)
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
