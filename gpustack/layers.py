@@ -325,8 +325,8 @@ _PATTERNS = {
     IMAGE: "is not an image reference such as 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'",
     QUANTITY: "is not a Kubernetes quantity such as '100m', '0.5', '512Mi' or '2Gi'",
     REGISTRY: "is not a registry such as 'registry.example.com' or "
-    "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port, or "
-    "localhost, else container runtimes read it as a Docker Hub namespace)",
+    "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port from 1 to "
+    "65535, or localhost, else container runtimes read it as a Docker Hub namespace)",
 }
 
 

@@ -6,12 +6,13 @@ shadow a built-in one. Found in the package after installation, or beside it in 
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpustack.errors import Location, UserError, did_you_mean, display_path
+from gpustack.errors import Location, UserError, describe, did_you_mean, display_path
 from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file_fast
@@ -33,10 +34,12 @@ def _search_path(profiles_dir: Path | None) -> list[Path]:
 
 
 def available(profiles_dir: Path | None = None) -> list[str]:
+    """Every profile name: the built-in ones, and each `<name>.yaml` entry in `profiles_dir`
+    (a broken one too: loading it says what is wrong, rather than the built-in taking its place)."""
     names: set[str] = set()
     for folder in _search_path(profiles_dir):
         if folder.is_dir():
-            names.update(path.stem for path in folder.glob("*.yaml") if path.is_file())
+            names.update(path.stem for path in folder.glob("*.yaml") if _NAME.fullmatch(path.stem))
     return sorted(names)
 
 
@@ -53,7 +56,9 @@ def _find(name: str, profiles_dir: Path | None) -> Path | None:
         return None
     for folder in _search_path(profiles_dir):
         candidate = folder / f"{name}.yaml"
-        if candidate.is_file():
+        # A user's entry shadows the built-in profile even when it cannot be read (a broken link,
+        # a folder, a FIFO): reading it then says so, instead of the built-in silently serving.
+        if os.path.lexists(candidate):
             return candidate
     return None
 
@@ -126,8 +131,15 @@ def _load(
             raise UserError("expected a Profile mapping", document.source.nearest(()))
         layers.append(Layer(document.data, document.source, (), path.parent))
         parent = document.data.get("extends")
+        if parent is not None and not isinstance(parent, str):
+            raise UserError(
+                f"a profile extends one profile, by name, not {describe(parent)}",
+                document.source.value(("extends",)) or document.source.nearest(()),
+                "extends",
+                hint="e.g. extends: kubeadm; a config's extends: takes a list, a profile's does not",
+            )
         referrer = document.source
-        current = parent if isinstance(parent, str) else None
+        current = parent
     layers.reverse()
     data = merge_layers(layers)
     profile = validate(Profile, data, layers)

@@ -307,7 +307,11 @@ def test_a_render_into_a_folder_inside_another_renders_output_stops(tmp_path):
     descriptor = _held(tmp_path / "out", fcntl.LOCK_EX)
     try:
         inner = gpustack(
-            "render", ROOT / "examples" / "kubeadm.yaml", "-o", "out/kubeadm-lab/extra", cwd=tmp_path
+            "render",
+            ROOT / "examples" / "kubeadm.yaml",
+            "-o",
+            "out/kubeadm-lab/extra",
+            cwd=tmp_path,
         )
     finally:
         os.close(descriptor)
@@ -353,9 +357,7 @@ def rendered(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["bind", "tmpfs"])
-def test_a_mount_inside_a_cluster_folder_is_refused_and_its_files_survive(
-    tmp_path, rendered, kind
-):
+def test_a_mount_inside_a_cluster_folder_is_refused_and_its_files_survive(tmp_path, rendered, kind):
     """A bind mount of the user's data (same file system) or another file system mounted
     inside a cluster's output folder: the swap would move it and the removal of the old folder
     would delete the mounted files through it."""
@@ -372,8 +374,13 @@ def test_a_mount_inside_a_cluster_folder_is_refused_and_its_files_survive(
     try:
         before = tree(rendered)
         result = gpustack(
-            "render", ROOT / "examples" / "kubeadm.yaml", "-o", "out", "--set",
-            "devicePlugin.sharing.replicas=3", cwd=tmp_path,
+            "render",
+            ROOT / "examples" / "kubeadm.yaml",
+            "-o",
+            "out",
+            "--set",
+            "devicePlugin.sharing.replicas=3",
+            cwd=tmp_path,
         )
         assert result.returncode == 2
         assert result.stderr.startswith(
@@ -433,9 +440,7 @@ def test_a_render_as_root_keeps_the_users_folders_the_users(tmp_path):
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     os.chown(checkout, USER, USER)
-    first = gpustack(
-        "render", ROOT / "examples" / "rke2.yaml", "-o", "checkout/out", cwd=tmp_path
-    )
+    first = gpustack("render", ROOT / "examples" / "rke2.yaml", "-o", "checkout/out", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     cluster = checkout / "out" / "rke2-mig"
     mine = checkout / "out" / "rke2-mig" / "notes"
@@ -446,8 +451,13 @@ def test_a_render_as_root_keeps_the_users_folders_the_users(tmp_path):
     os.chown(mine / "todo.txt", USER + 1, USER + 1)
     os.chmod(cluster, 0o750)
     second = gpustack(
-        "render", ROOT / "examples" / "rke2.yaml", "-o", "checkout/out", "--set",
-        "devicePlugin.sharing.replicas=3", cwd=tmp_path,
+        "render",
+        ROOT / "examples" / "rke2.yaml",
+        "-o",
+        "checkout/out",
+        "--set",
+        "devicePlugin.sharing.replicas=3",
+        cwd=tmp_path,
     )
     assert second.returncode == 0, second.stderr
     # Every folder and file gpustack created is owned like the folder it is in, new or not.

@@ -68,7 +68,9 @@ def command(
     from gpustack.errors import Location, UserError, display_path
     from gpustack.model import dns_label
 
-    if schema is not None and any(ord(character) < 0x20 or ord(character) == 0x7F for character in schema):
+    if schema is not None and any(
+        ord(character) < 0x20 or ord(character) == 0x7F for character in schema
+    ):
         # A newline would end the modeline comment and start keys of the config.
         raise UserError(
             "cannot hold a line break or another control character",
