@@ -444,10 +444,7 @@ class _Revision:
     def bring_folder(self, folder: str) -> None:
         """Every YAML file below `folder` at the revision (a fleet folder is listed by name)."""
         folder = folder.strip("/")
-        if folder in ("", "."):
-            spec = []
-        else:
-            spec = ["--", f"{folder}/"]
+        spec = [] if folder in ("", ".") else ["--", f"{folder}/"]
         listed = _git(
             "ls-tree", "-r", "-z", "--name-only", "--full-tree", self.commit, *spec, cwd=self.top
         )

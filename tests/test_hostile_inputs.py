@@ -317,3 +317,167 @@ def test_init_on_a_read_only_file_system_is_one_message(tmp_path):
             assert (result.returncode, result.stderr) == (2, problem)
     finally:
         subprocess.run(["umount", str(folder)], check=False)
+
+
+# --- no error quotes a file named by a path field -------------------------------------------------
+
+SECRET = "s3cr3t-TOKEN-value"
+MIG_CONFIG = (
+    "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: a}\n"
+    "platform: {profile: rke2}\ndevicePlugin: {migStrategy: single}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"{SECRET}\n",  # plain text
+        f"token: {SECRET}\n",  # a mapping of another file
+        f"- {SECRET}\n",  # a list
+        f'password: "{SECRET}\n',  # invalid YAML
+        f"a: !{SECRET} x\n",  # a tag
+        f"a: *{SECRET}\n",  # an alias
+        f"{SECRET}: 1\n{SECRET}: 2\n",  # a duplicate key
+        f"version: {SECRET}\nmig-configs: {{x: []}}\n",
+        f"version: v1\nmig-configs: {{}}\n{SECRET}: 1\n",
+    ],
+)
+@pytest.mark.parametrize("named", ["file", "--set"])
+def test_a_file_named_by_mig_manager_config_file_is_never_quoted(tmp_path, content, named):
+    (tmp_path / "token").write_text(content)
+    if named == "file":
+        (tmp_path / "c.yaml").write_text(MIG_CONFIG + "migManager: {config: {file: token}}\n")
+        result = run_gpustack("render", "c.yaml", cwd=tmp_path)
+    else:
+        (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+        result = run_gpustack(
+            "render", "c.yaml", "--set", "migManager.config.file=token", cwd=tmp_path
+        )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: token:")
+    assert SECRET not in result.stderr + result.stdout
+
+
+def test_a_base_that_is_another_tools_yaml_is_never_quoted(tmp_path):
+    """`extends:` may name a kubeconfig or an agent config holding a token."""
+    (tmp_path / "kubeconfig.yaml").write_text(
+        f"apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user: {{token: {SECRET}}}\n"
+        f"current-context: {SECRET}\n"
+    )
+    (tmp_path / "agent.yaml").write_text(f"token: {SECRET}\nnode-name: {SECRET}\n")
+    for base in ("kubeconfig.yaml", "agent.yaml"):
+        (tmp_path / "c.yaml").write_text(
+            MIG_CONFIG.replace("kind: GPUStack\n", f"kind: GPUStack\nextends: {base}\n")
+        )
+        result = run_gpustack("render", "c.yaml", cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"error: c.yaml:3:10: extends: base config {base} is not a")
+        assert SECRET not in result.stderr
+
+
+# --- merges count their work ------------------------------------------------------------------
+
+
+def test_a_base_repetition_bomb_is_refused_at_once(tmp_path):
+    """Two bases at each of 15 levels, each extending both below: 2**15 layers to merge."""
+    (tmp_path / "a0.yaml").write_text("namespace: gpu-a\n")
+    (tmp_path / "b0.yaml").write_text("namespace: gpu-b\n")
+    for level in range(1, 15):
+        below = level - 1
+        (tmp_path / f"a{level}.yaml").write_text(f"extends: [a{below}.yaml, b{below}.yaml]\n")
+        (tmp_path / f"b{level}.yaml").write_text(f"extends: [b{below}.yaml, a{below}.yaml]\n")
+    (tmp_path / "c.yaml").write_text(
+        MIG_CONFIG.replace("kind: GPUStack\n", "kind: GPUStack\nextends: a14.yaml\n")
+    )
+    result = run_gpustack("render", "c.yaml", cwd=tmp_path, timeout=20)
+    assert result.returncode == 2
+    assert "extends applies more than 64 bases in all" in result.stderr
+
+
+def test_a_base_named_twice_in_one_list_is_refused(tmp_path):
+    (tmp_path / "base.yaml").write_text("namespace: gpu-a\n")
+    (tmp_path / "c.yaml").write_text(
+        MIG_CONFIG.replace(
+            "kind: GPUStack\n", "kind: GPUStack\nextends: [base.yaml, ./base.yaml]\n"
+        )
+    )
+    result = run_gpustack("render", "c.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "error: c.yaml:3:22: extends.1: names the base ./base.yaml a second time"
+    )
+
+
+# --- wrong accepts ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "folder", "fifo"])
+def test_a_broken_user_profile_shadowing_a_built_in_is_an_error(tmp_path, kind):
+    profiles_dir = tmp_path / "profiles"
+    profiles_dir.mkdir()
+    shadow = profiles_dir / "rke2.yaml"
+    if kind == "dangling link":
+        shadow.symlink_to(tmp_path / "missing.yaml")
+    elif kind == "folder":
+        shadow.mkdir()
+    else:
+        os.mkfifo(shadow)
+    (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+    result = run_gpustack(
+        "render", "c.yaml", "--profiles-dir", "profiles", cwd=tmp_path, timeout=20
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: profiles/rke2.yaml: ")
+    assert not (tmp_path / "out").exists()  # never rendered with the built-in rke2
+
+
+def test_profiles_list_names_every_broken_user_profile_and_lists_the_rest(tmp_path):
+    (tmp_path / "aaa.yaml").mkdir()
+    (tmp_path / "zzz.yaml").symlink_to(tmp_path / "missing.yaml")
+    result = run_gpustack("profiles", "list", "--profiles-dir", ".", cwd=tmp_path)
+    assert result.returncode == 2
+    listed = [line.split()[0] for line in result.stdout.splitlines()]
+    assert listed == ["gke-cos", "gke-ubuntu", "kubeadm", "openshift", "rke2"]
+    assert result.stderr.splitlines() == [
+        "error: aaa.yaml: is a folder, expected a config or profile",
+        "error: zzz.yaml: file not found (a symbolic link to a missing file)",
+    ]
+
+
+def test_a_profiles_extends_list_is_refused(tmp_path):
+    (tmp_path / "mine.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nmetadata: {name: mine}\n"
+        "extends: [rke2, kubeadm]\n"
+    )
+    result = run_gpustack("profiles", "show", "mine", "--profiles-dir", ".", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "error: mine.yaml:4:10: extends: a profile extends one profile, by name, not a list"
+    )
+
+
+def test_set_extends_is_refused(tmp_path):
+    (tmp_path / "base.yaml").write_text("namespace: gpu-a\n")
+    (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+    result = run_gpustack("render", "c.yaml", "--set", "extends=base.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --set: extends: extends cannot be set with --set")
+
+
+@pytest.mark.parametrize(
+    ("registry", "accepted"),
+    [
+        ("registry.example.com:99999", False),
+        ("registry.example.com:65536", False),
+        ("registry.example.com:0", False),
+        ("mirror:70000/nvidia", False),
+        ("registry.example.com:65535", True),
+        ("mirror:5000/nvidia", True),
+    ],
+)
+def test_a_registry_port_is_a_tcp_port(tmp_path, registry, accepted):
+    (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+    result = run_gpustack("render", "c.yaml", "--set", f"images.registry={registry}", cwd=tmp_path)
+    assert result.returncode == (0 if accepted else 2), result.stderr
+    if not accepted:
+        assert "a port from 1 to 65535" in result.stderr

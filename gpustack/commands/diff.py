@@ -246,6 +246,8 @@ def _since_revision(
     override: Layer | None,
 ) -> ClusterDiffs:
     """The clusters the paths name, rendered from git revision `ref` and from the working tree."""
+    from contextlib import suppress
+
     from gpustack import fleet, review
     from gpustack.commands.common import configs
     from gpustack.errors import UserError
@@ -275,10 +277,8 @@ def _since_revision(
             old_configs: list[Path | None] = []
             for path in old_paths:
                 if not path.is_dir():
-                    try:
+                    with suppress(UserError):
                         read_bounded(path)  # brings the revision's file, when it has one
-                    except UserError:
-                        pass
                 if not path.exists():
                     continue  # a file or folder the change adds: its clusters are all new
                 try:
