@@ -294,9 +294,13 @@ def compare(
 # --- git ----------------------------------------------------------------------------------------
 
 
-def _git(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+def _git(
+    *arguments: str, cwd: Path, input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     try:
-        return subprocess.run(["git", *arguments], cwd=cwd, capture_output=True, check=False)
+        return subprocess.run(
+            ["git", *arguments], cwd=cwd, capture_output=True, check=False, input=input
+        )
     except FileNotFoundError:
         raise UserError("--git-ref needs git, which is not installed") from None
 
@@ -318,12 +322,16 @@ _SYMLINK, _GITLINK = "120000", "160000"
 
 
 @contextmanager
-def tree_at(ref: str, top: Path, into: Path, folders: Sequence[Path] = ()) -> Iterator[None]:
+def tree_at(
+    ref: str, top: Path, into: Path, folders: Sequence[Path] = (), outside: Sequence[Path] = ()
+) -> Iterator[None]:
     """While in this context, `into` stands for the repository at revision `ref`: the YAML files
     below `folders` (the fleet folders and the profiles folder the command names) are there, and
     any other file of the revision is brought there, as the revision has it, when gpustack reads
     it (`git cat-file`, offline, bounded: nothing else of the tree is read). A symbolic link is
-    followed only inside the repository; a path outside the repository is refused."""
+    followed only inside the repository; a path outside the repository is refused, except in
+    gpustack's own data and the folders `outside` names (a --profiles-dir elsewhere: the same
+    for both sides)."""
     if ref.startswith("-"):
         raise UserError(f"--git-ref {ref!r} is not a revision")
     commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=top)
@@ -336,6 +344,7 @@ def tree_at(ref: str, top: Path, into: Path, folders: Sequence[Path] = ()) -> It
     for folder in folders:
         revision.bring_folder(at_revision(folder, top, Path("")).as_posix())
     allowed = [os.path.abspath(profiles.data_dir(name)) for name in ("profiles", "examples")]
+    allowed += [os.path.abspath(folder) for folder in outside]
 
     def guard(path: str) -> None:
         if path == str(revision.into) or path.startswith(f"{revision.into}/"):
@@ -379,6 +388,9 @@ class _Revision:
         """Where the regular file `path` of the revision is: (repository, object, size), following
         links inside the repository and into checked-out submodules; None when there is none."""
         repository, commit, prefix = self.top, self.commit, ""
+        direct = self._entry(repository, commit, path)
+        if direct is not None and direct[0] in ("100644", "100755"):
+            return repository, direct[1], direct[2]  # the usual case: one look-up
         parts = [part for part in path.split("/") if part not in ("", ".")]
         links = 0
         index = 0
@@ -445,13 +457,39 @@ class _Revision:
         """Every YAML file below `folder` at the revision (a fleet folder is listed by name)."""
         folder = folder.strip("/")
         spec = [] if folder in ("", ".") else ["--", f"{folder}/"]
-        listed = _git(
-            "ls-tree", "-r", "-z", "--name-only", "--full-tree", self.commit, *spec, cwd=self.top
-        )
+        listed = _git("ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, *spec, cwd=self.top)
+        regular: dict[str, str] = {}
         for record in listed.stdout.split(b"\0"):
-            name = record.decode(errors="replace")
-            if name.endswith((".yaml", ".yml")):
-                self.bring(name)
+            meta, _, raw_name = record.partition(b"\t")
+            name = raw_name.decode(errors="replace")
+            if not name.endswith((".yaml", ".yml")) or name in self.done:
+                continue
+            mode, _kind, obj, listed_size = meta.decode().split()
+            small = listed_size.isdigit() and int(listed_size) <= reading.MAX_FILE_BYTES
+            if mode in ("100644", "100755") and small:
+                regular[name] = obj
+                continue
+            self.bring(name)  # a link, a submodule or a file too large: one at a time
+        # The folder's YAML files in one `git cat-file --batch`, each at most the reader's limit.
+        batch = _git(
+            "cat-file",
+            "--batch",
+            cwd=self.top,
+            input="".join(f"{obj}\n" for obj in regular.values()).encode(),
+        )
+        data, position = batch.stdout, 0
+        for name, obj in regular.items():
+            header_end = data.index(b"\n", position)
+            header = data[position:header_end].split()
+            length = int(header[2]) if len(header) == 3 and header[0].decode() == obj else -1
+            if length < 0:
+                break
+            content = data[header_end + 1 : header_end + 1 + length]
+            position = header_end + 1 + length + 1
+            self.done.add(name)
+            destination = self.into / name
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(content)
 
 
 def at_revision(path: Path, top: Path, tree: Path) -> Path:

@@ -499,8 +499,8 @@ def test_git_ref_brings_no_unrelated_file_onto_the_disk(cli, repository, monkeyp
     original = review.tree_at
 
     @contextlib.contextmanager
-    def watched(ref, top, into, folders=()):
-        with original(ref, top, into, folders):
+    def watched(ref, top, into, folders=(), outside=()):
+        with original(ref, top, into, folders, outside):
             yield
             seen.append({str(p.relative_to(into)) for p in into.rglob("*") if p.is_file()})
 
@@ -508,3 +508,26 @@ def test_git_ref_brings_no_unrelated_file_onto_the_disk(cli, repository, monkeyp
     result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
     assert result.exit_code == 0, result.output
     assert seen == [{"clusters/gpu-west.yaml", "clusters/base.yaml"}]
+
+
+def test_git_ref_reads_a_profiles_dir_outside_the_repository_on_both_sides(
+    cli, repository, tmp_path_factory
+):
+    """A --profiles-dir the command line names outside the repository is not the revision's:
+    both sides read it (only what the configs name is confined to the repository)."""
+    profiles_dir = tmp_path_factory.mktemp("my-profiles")
+    (profiles_dir / "mine.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nmetadata: {name: mine}\n"
+        "extends: kubeadm\ndefaults: {namespace: gpu-mine}\n"
+    )
+    (repository / "clusters" / "gpu-mine.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: gpu-mine}\n"
+        "platform: {profile: mine}\n"
+    )
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "a cluster on a profile of my own")
+    result = cli(
+        "diff", "--git-ref", "HEAD", "clusters/gpu-mine.yaml", "--profiles-dir", str(profiles_dir)
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 1 cluster(s)\n"

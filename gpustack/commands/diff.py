@@ -269,7 +269,8 @@ def _since_revision(
     with tempfile.TemporaryDirectory(prefix="gpustack-git-ref-") as temporary:
         tree = Path(temporary) / "repository"
         tree.mkdir()
-        with review.tree_at(ref, top, tree, folders):
+        elsewhere = [profiles_dir] if profiles_dir is not None and not inside_profiles else []
+        with review.tree_at(ref, top, tree, folders, elsewhere):
             old_paths = [review.at_revision(path, top, tree) for path in given]
             old_dir = profiles_dir
             if inside_profiles and profiles_dir is not None:
