@@ -428,7 +428,7 @@ def _stdin_document() -> Document:
 
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
-    return {real_path(layer.source.file) for layer in _config_layers(path)[:-1]}
+    return {real_path(layer.path) for layer in _config_layers(path)[:-1] if layer.path}
 
 
 def _config_layers(path: Path) -> list[Layer]:
@@ -533,7 +533,7 @@ def _add_layers(
             )
     for entry, where in entries:
         _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
-    chain.append(Layer(document.data, document.source, (), current.parent))
+    chain.append(Layer(document.data, document.source, (), current.parent, current))
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml")

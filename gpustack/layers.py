@@ -34,6 +34,7 @@ class Layer:
     source: SourceMap
     prefix: tuple[str | int, ...] = ()
     directory: Path | None = None
+    path: Path | None = None  # the file, as read (its source names it as shown to the user)
 
 
 def merge(base: Any, override: Any) -> Any:

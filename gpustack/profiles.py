@@ -129,6 +129,7 @@ def _load(
         document = load_file_fast(path)
         if not isinstance(document.data, dict):
             raise UserError("expected a Profile mapping", document.source.nearest(()))
+        _check_is_profile(document.data, path)
         layers.append(Layer(document.data, document.source, (), path.parent))
         parent = document.data.get("extends")
         if parent is not None and not isinstance(parent, str):
@@ -148,6 +149,25 @@ def _load(
         for layer in layers
     ]
     return profile, _merged_layer(defaults_layers)
+
+
+_PROFILE_FIELDS = frozenset(field.alias or name for name, field in Profile.model_fields.items())
+
+
+def _check_is_profile(data: dict[str, Any], path: Path) -> None:
+    """A file in a profiles folder must look like a profile before any of it is judged as one:
+    it may be a link to any YAML file on the machine, and a field error would quote it."""
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if (
+        (kind is not None and kind != "Profile")
+        or (api_version is not None and not str(api_version).startswith("gpustack."))
+        or not (set(data) & _PROFILE_FIELDS)
+    ):
+        raise UserError(
+            "not a gpustack profile (apiVersion gpustack.dev/v1alpha1, kind Profile); its "
+            "content is not shown",
+            Location(display_path(path)),
+        )
 
 
 def _merged_layer(layers: list[Layer]) -> Layer:

@@ -64,7 +64,10 @@ def read_bounded(
         if not follow and os.path.islink(path):
             raise refused("is a symbolic link; gpustack does not follow links here")
         if revision_guard is not None:
-            revision_guard(os.path.abspath(path))
+            try:
+                revision_guard(os.path.abspath(path))
+            except UserError as problem:
+                raise refused(problem.message) from None
         descriptor = os.open(path, flags)
     except FileNotFoundError:
         if os.path.islink(path):

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gpustack import committed, fleet, output, profiles, reading, render
+from gpustack import committed, errors, fleet, output, profiles, reading, render
 from gpustack.diff import Change, Diff, Status, diff_files, diff_objects
-from gpustack.errors import UserError, display_path
+from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR
 from gpustack.objects import Identity, file_name, identity
@@ -351,16 +351,19 @@ def tree_at(
             revision.bring(Path(path).relative_to(revision.into).as_posix())
         elif not any(path.startswith(f"{folder}/") for folder in allowed):
             raise UserError(
-                f"{display_path(path)} is outside the git repository: --git-ref reads only the "
-                f"repository's files as {ref} has them",
+                f"is outside the git repository: --git-ref reads only the repository's files as "
+                f"{ref} has them",
+                Location(display_path(path)),
                 hint="keep bases, PEM and MIG files in the repository",
             )
 
     previous, reading.revision_guard = reading.revision_guard, guard
+    errors.shown_as.append((str(revision.into), ref))
     try:
         yield
     finally:
         reading.revision_guard = previous
+        errors.shown_as.remove((str(revision.into), ref))
 
 
 class _Revision:
@@ -406,12 +409,13 @@ class _Revision:
                 joined = os.path.normpath(os.path.join(os.path.dirname(current), target))
                 if target.startswith("/") or joined == ".." or joined.startswith("../"):
                     raise UserError(
-                        f"{path} is a symbolic link at {self.ref} pointing outside the repository; "
-                        "gpustack does not follow it",
+                        "is a symbolic link pointing outside the repository; gpustack does not "
+                        "follow it",
+                        Location(f"{self.ref}:{path}"),
                         hint="--git-ref reads only the repository's own files",
                     )
                 if links > _MAX_LINKS:
-                    raise UserError(f"{path}: too many symbolic links at {self.ref}")
+                    raise UserError("too many symbolic links", Location(f"{self.ref}:{path}"))
                 parts = [p for p in joined.split("/") if p not in ("", ".")] + parts[index + 1 :]
                 repository, commit, prefix, index = self.top, self.commit, "", 0
                 continue

@@ -429,7 +429,10 @@ def test_git_ref_is_not_crashed_by_a_link_pointing_outside_the_repository(cli, r
     git(repository, "commit", "-qam", "base through a link")
     result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
     assert result.exit_code == 2
-    assert "pointing outside the repository; gpustack does not follow it" in result.stderr
+    assert result.stderr.startswith(
+        "error: HEAD:clusters/gpu-west.yaml:1:10: extends: base config HEAD:clusters/escape.yaml: "
+        "is a symbolic link pointing outside the repository; gpustack does not follow it"
+    )
     assert "root:" not in result.output
 
 
@@ -439,8 +442,10 @@ def test_git_ref_never_reads_a_base_outside_the_repository_from_a_temporary_fold
     git(repository, "commit", "-qam", "a base outside the repository")
     result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
     assert result.exit_code == 2
-    assert "is outside the git repository: --git-ref reads only the repository's files" in (
-        result.stderr
+    assert result.stderr.startswith(
+        "error: HEAD:clusters/gpu-west.yaml:1:10: extends: base config HEAD:../planted.yaml: "
+        "is outside the git repository: --git-ref reads only the repository's files as HEAD has "
+        "them"
     )
 
 
@@ -531,3 +536,19 @@ def test_git_ref_reads_a_profiles_dir_outside_the_repository_on_both_sides(
     )
     assert result.exit_code == 0, result.output
     assert result.stdout == "no differences in 1 cluster(s)\n"
+
+
+def test_git_ref_refuses_a_loop_of_links_in_the_repository(cli, repository):
+    clusters = repository / "clusters"
+    (clusters / "loop-a.yaml").symlink_to("loop-b.yaml")
+    (clusters / "loop-b.yaml").symlink_to("loop-a.yaml")
+    config = clusters / "gpu-west.yaml"
+    config.write_text(config.read_text().replace("base.yaml", "loop-a.yaml"))
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "a loop of links")
+    result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: HEAD:clusters/gpu-west.yaml:1:10: extends: base config HEAD:clusters/loop-a.yaml: "
+        "too many symbolic links"
+    )

@@ -481,3 +481,15 @@ def test_a_registry_port_is_a_tcp_port(tmp_path, registry, accepted):
     assert result.returncode == (0 if accepted else 2), result.stderr
     if not accepted:
         assert "a port from 1 to 65535" in result.stderr
+
+
+def test_a_user_profile_that_is_another_files_link_is_never_quoted(tmp_path):
+    """A pull request can put a link in a profiles folder to any YAML file on the CI machine."""
+    (tmp_path / "agent.yaml").write_text(f"token: {SECRET}\nnode-name: {SECRET}\n")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "mine.yaml").symlink_to(tmp_path / "agent.yaml")
+    for command in (["profiles", "show", "mine"], ["profiles", "list"]):
+        result = run_gpustack(*command, "--profiles-dir", "profiles", cwd=tmp_path)
+        assert result.returncode == 2
+        assert "error: profiles/mine.yaml: not a gpustack profile" in result.stderr
+        assert SECRET not in result.stderr + result.stdout

@@ -498,3 +498,22 @@ def test_files_carrying_the_certificate_keep_the_pems_permissions(tmp_path):
     pem.chmod(0o666)
     assert gpustack("render", "openshift.yaml", "-o", "out", cwd=tmp_path).returncode == 0
     assert (folder / "machineconfig-50-entitlement-pem.yaml").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_planted_staging_leftover_is_removed_never_followed(tmp_path):
+    """A leftover's name is gpustack's, but a pull request can commit one: as a link to the
+    user's data, or as a folder holding such links. Recovery removes the links, never their
+    targets."""
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "data.txt").write_text("the user's data\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".kubeadm-lab.gpustack-new-0123456789ab").symlink_to(precious)
+    folder = out / ".other.gpustack-new-ba9876543210"
+    folder.mkdir()
+    (folder / "through").symlink_to(precious)
+    result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(out)) == ["kubeadm-lab"]
+    assert (precious / "data.txt").read_text() == "the user's data\n"
