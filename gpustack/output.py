@@ -227,7 +227,7 @@ def entries(target: Path) -> dict[str, int]:
 def mounts_below(target: Path, device: int | None = None) -> list[Path]:
     """The mount points inside the folder `target` (not `target` itself): folders on another
     device, and bind mounts of the same file system as /proc/self/mountinfo lists them."""
-    top = os.path.abspath(target)
+    top = os.path.realpath(target)  # the mount table names folders by their real path
     found = {Path(point) for point in _mount_table() if point.startswith(f"{top}/")}
     if device is not None:
         pending = [top]
@@ -276,11 +276,12 @@ def remove_tree(path: Path) -> bool:
             return False
         return True
     mounted = set(_mount_table())
-    return _remove_folder(os.fspath(path), status.st_dev, mounted)
+    # By its real path, as the mount table names folders (`path` itself is no link: lstat).
+    return _remove_folder(os.path.realpath(path), status.st_dev, mounted)
 
 
 def _remove_folder(folder: str, device: int, mounted: set[str]) -> bool:
-    if os.path.abspath(folder) in mounted:
+    if folder in mounted:
         return False
     emptied = True
     try:

@@ -24,7 +24,7 @@ import os
 import stat
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -318,6 +318,7 @@ def repository_top(folder: Path) -> Path:
 
 # Symbolic links followed inside the repository at a revision, at most, for one path.
 _MAX_LINKS = 16
+_MAX_LINK_TARGET = 4096  # PATH_MAX: a longer link target is no path
 _SYMLINK, _GITLINK = "120000", "160000"
 
 
@@ -405,7 +406,11 @@ class _Revision:
             mode, obj, size = entry
             if mode == _SYMLINK:
                 links += 1
-                target = self._blob(repository, obj, 4096).decode(errors="replace")
+                if size > _MAX_LINK_TARGET:
+                    raise UserError(
+                        "is not a symbolic link git makes", Location(f"{self.ref}:{path}")
+                    )
+                target = self._blob(repository, obj, _MAX_LINK_TARGET).decode(errors="replace")
                 joined = os.path.normpath(os.path.join(os.path.dirname(current), target))
                 if target.startswith("/") or joined == ".." or joined.startswith("../"):
                     raise UserError(
@@ -473,7 +478,10 @@ class _Revision:
             if mode in ("100644", "100755") and small:
                 regular[name] = obj
                 continue
-            self.bring(name)  # a link, a submodule or a file too large: one at a time
+            # A link, a submodule or a file too large: one at a time. A link out of the repository
+            # is left out, as the working tree's discovery leaves out what is not a config.
+            with suppress(UserError):
+                self.bring(name)
         # The folder's YAML files in one `git cat-file --batch`, each at most the reader's limit.
         batch = _git(
             "cat-file",

@@ -422,6 +422,9 @@ def test_git_ref_is_not_crashed_by_a_link_pointing_outside_the_repository(cli, r
     result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
     assert result.exit_code == 0, result.output
     assert result.stdout == "no differences in 1 cluster(s)\n"
+    result = cli("diff", "--git-ref", "HEAD", "clusters")  # the link in the fleet folder
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 3 cluster(s)\n"
     # A config whose base is such a link: refused at the revision, never read through it.
     (repository / "clusters" / "gpu-west.yaml").write_text(
         (repository / "clusters" / "gpu-west.yaml").read_text().replace("base.yaml", "escape.yaml")
