@@ -517,3 +517,35 @@ def test_a_planted_staging_leftover_is_removed_never_followed(tmp_path):
     assert result.returncode == 0, result.stderr
     assert sorted(os.listdir(out)) == ["kubeadm-lab"]
     assert (precious / "data.txt").read_text() == "the user's data\n"
+
+
+@pytest.mark.parametrize(
+    ("out", "problem"),
+    [
+        ("/proc", "cannot write: No such file or directory; the output was left as it was"),
+        ("/sys/kernel", "cannot write: Operation not permitted; the output was left as it was"),
+        ("/proc/self/gpustack", "cannot create the output folder: No such file or directory"),
+    ],
+)
+def test_a_render_into_proc_or_sys_is_one_message(tmp_path, out, problem):
+    result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", out, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.endswith(f"{problem}\n")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_render_onto_a_read_only_file_system_is_one_message(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    _mount("-t", "tmpfs", "-o", "ro", "none", str(folder))
+    try:
+        for out, problem in [
+            ("ro", "cannot write: Read-only file system; the output was left as it was"),
+            ("ro/sub", "error: ro/sub: cannot create the output folder: Read-only file system"),
+        ]:
+            result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", out, cwd=tmp_path)
+            assert result.returncode == 2
+            assert result.stderr.endswith(f"{problem}\n")
+            assert len(result.stderr.splitlines()) == 1
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
