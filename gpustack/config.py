@@ -40,10 +40,14 @@ from gpustack.model import (
     ProfileFacts,
     WithResources,
 )
-from gpustack.reading import MAX_FILE_BYTES, read_bounded
+from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast, load_text
 
 _MAX_EXTENDS_DEPTH = 16
+# Bases in all, counted as they are applied (one named twice, or by two files, counts twice): each
+# costs a merge, so files that name each other's bases many times over would cost minutes and
+# gigabytes (a base-repetition bomb). A real fleet's chain is a handful.
+MAX_LAYERS = 64
 # Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
 # Driver modes in which NVIDIA's driver container installs the driver.
@@ -247,6 +251,13 @@ def overrides(assignments: list[str] | tuple[str, ...]) -> Layer | None:
     for assignment in assignments:
         path_text, equals, value = assignment.partition("=")
         path = tuple(part.replace("\0", ".") for part in path_text.replace("\\.", "\0").split("."))
+        if path[0] == "extends":
+            raise UserError(
+                "extends cannot be set with --set: bases are files the config names",
+                Location("--set"),
+                "extends",
+                hint="name the base in the config's extends:, or give another --set per field",
+            )
         if not equals or not all(path):
             raise UserError(
                 f"expected FIELD=VALUE, got {assignment!r}",
@@ -424,7 +435,7 @@ def _stdin_document() -> Document:
 
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
-    return {real_path(layer.source.file) for layer in _config_layers(path)[:-1]}
+    return {real_path(layer.path) for layer in _config_layers(path)[:-1] if layer.path}
 
 
 def _config_layers(path: Path) -> list[Layer]:
@@ -454,6 +465,14 @@ def _add_layers(
         )
     if len(seen) >= _MAX_EXTENDS_DEPTH:
         raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
+    if len(chain) >= MAX_LAYERS:
+        raise UserError(
+            f"extends applies more than {MAX_LAYERS} bases in all (counting each time a base is "
+            "named, also through other bases)",
+            _extends_at(referencing),
+            field="extends",
+            hint="name each base once; a base that several bases share needs naming only once",
+        )
     try:
         document = _stdin_document() if str(current) == STDIN else read_document(current)
     except UserError as error:
@@ -485,6 +504,8 @@ def _add_layers(
             f"found {_kind_of_value(document.data)}",
             document.source.nearest(()),
         )
+    if referencing is not None:
+        _check_is_base(document, current, referencing)
     extends = document.data.get("extends")
     entries: list[tuple[Any, tuple[str | int, ...]]] = (
         [(item, ("extends", index)) for index, item in enumerate(extends)]
@@ -509,12 +530,43 @@ def _add_layers(
         # Positions only for the error: a fast read finds them by parsing the file again.
         at = document.source.value(where) or document.source.value(("extends",))
         raise UserError(problem, at, ".".join(str(part) for part in where))
+    named = [real_path(current.parent / entry) for entry, _ in entries]
+    for index, (entry, where) in enumerate(entries):
+        if named[index] in named[:index]:
+            raise UserError(
+                f"names the base {entry} a second time; each base is applied once",
+                document.source.value(where) or document.source.value(("extends",)),
+                ".".join(str(part) for part in where),
+            )
     for entry, where in entries:
         _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
-    chain.append(Layer(document.data, document.source, (), current.parent))
+    chain.append(Layer(document.data, document.source, (), current.parent, current))
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
+_CONFIG_FIELDS = frozenset(field.alias or name for name, field in GPUStack.model_fields.items()) | {
+    "extends"
+}
+
+
+def _check_is_base(document: Document, path: Path, referencing: Reference) -> None:
+    """A file `extends:` names must look like a gpustack config before any of it is judged as
+    one: an `extends:` may name any YAML file on the machine (a kubeconfig, an agent config with
+    a token), and a field error would quote its keys and values."""
+    data = document.data
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    foreign = (
+        (kind is not None and kind != "GPUStack")
+        or (api_version is not None and not str(api_version).startswith("gpustack."))
+        or not (set(data) & _CONFIG_FIELDS)
+    )
+    if foreign:
+        raise UserError(
+            f"base config {display_path(path)} is not a gpustack config (its kind, apiVersion or "
+            "fields are another file's); its content is not shown",
+            _extends_at(referencing),
+            field="extends",
+        )
 
 
 def _kind_of_value(value: Any) -> str:
@@ -899,17 +951,24 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
     )
     base = owner.directory if owner and owner.directory else Path.cwd()
     file = base / str(config.migManager.config.file)
+    location = nearest(layers, path)
     try:
-        found = file.is_file()
-    except (OSError, ValueError):  # a name the file system cannot hold, e.g. with a NUL
-        found = False
-    if not found:
+        text = decode(read_bounded(file, what="a mig-parted config", location=location), str(file))
+        document = load_text(text, display_path(file))
+    except UserError as error:
+        if error.message.endswith("file not found"):
+            error = UserError(f"MIG config file {display_path(file)} not found", location)
+        elif error.location is not None and error.location.line:
+            # A YAML error may quote what it stumbled on (a key, a tag, an alias): the file
+            # is named with the place, never with its content.
+            error = UserError(
+                "not valid YAML, expected a mig-parted config; its content is not shown",
+                error.location,
+            )
         raise UserError(
-            f"MIG config file {display_path(file)} not found",
-            nearest(layers, path),
-            field="migManager.config.file",
-        )
-    return mig.parse_user_configs(load_file(file))
+            error.message, error.location, "migManager.config.file", error.hint
+        ) from None
+    return mig.parse_user_configs(document)
 
 
 def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:

@@ -62,8 +62,18 @@ class UserError(Exception):
         return "".join(parts)
 
 
+# Folders named otherwise, as (absolute folder, label): while `diff --git-ref` reads a revision
+# into a temporary folder, its files are shown as git names them (`REF:path`), never by that folder;
+# so is a path that leaves it for the private folder holding it (`REF:../base.yaml`).
+shown_as: list[tuple[str, str]] = []
+
+
 def display_path(path: Path | str) -> str:
     """A path as the user would type it: relative to the working directory when it is below it."""
+    for folder, label in shown_as:
+        absolute = os.path.abspath(path)
+        if absolute.startswith(f"{os.path.dirname(folder)}/"):
+            return f"{label}:{os.path.relpath(absolute, folder)}"
     return _display_path(str(path), os.getcwd())
 
 

@@ -37,6 +37,7 @@ class Layer:
     source: SourceMap
     prefix: tuple[str | int, ...] = ()
     directory: Path | None = None
+    path: Path | None = None  # the file, as read (its source names it as shown to the user)
 
 
 def merge(base: Any, override: Any) -> Any:
@@ -339,8 +340,8 @@ _PATTERNS = {
     "system-os_release.OSTREE_VERSION)",
     QUANTITY: "is not a Kubernetes quantity such as '100m', '0.5', '512Mi' or '2Gi'",
     REGISTRY: "is not a registry such as 'registry.example.com' or "
-    "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port, or "
-    "localhost, else container runtimes read it as a Docker Hub namespace)",
+    "'registry.example.com:5000/mirror' (no scheme; a host with a dot or a port from 1 to "
+    "65535, or localhost, else container runtimes read it as a Docker Hub namespace)",
 }
 
 

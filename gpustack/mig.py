@@ -72,17 +72,21 @@ def parse_user_configs(document: Document) -> Configs:
         )
         return UserError(message, source.nearest(path), shown or None, hint)
 
-    if not isinstance(data, dict):
+    # Until the file is recognisably a mig-parted config, nothing of it is quoted: a path field
+    # may name any file on the machine (a key, a token), and errors end up in CI logs.
+    if not isinstance(data, dict) or "mig-configs" not in data:
         raise fail(
-            f"expected a mig-parted config (version, mig-configs), found {describe(data)}", ()
+            "not a mig-parted config (a mapping with version and mig-configs); its content is "
+            "not shown",
+            (),
         )
     unknown = sorted(set(data) - {"version", "mig-configs"}, key=str)
     if unknown:
-        raise fail(f"unknown field {unknown[0]!r}", (unknown[0],), "allowed: version, mig-configs")
-    if data.get("version") != VERSION:
-        raise fail(
-            f"version must be {VERSION!r}, not {describe(data.get('version'))}", ("version",)
+        raise UserError(
+            "unknown field", source.nearest((unknown[0],)), hint="allowed: version, mig-configs"
         )
+    if data.get("version") != VERSION:
+        raise fail(f"version must be {VERSION!r}", ("version",))
     configs = data.get("mig-configs")
     if not isinstance(configs, dict) or not configs:
         raise fail("expected a mapping with at least one MIG config", ("mig-configs",))

@@ -51,7 +51,11 @@ _HOST = (
     r"(localhost|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)+)"
 )
 _PATH_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
-REGISTRY = rf"^({_HOST}(:[0-9]{{1,5}})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[0-9]{{1,5}})(/{_PATH_COMPONENT})*$"
+# A TCP port, 1 to 65535.
+_PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+REGISTRY = (
+    rf"^({_HOST}(:{_PORT})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:{_PORT})(/{_PATH_COMPONENT})*$"
+)
 # A container image reference: name, optional tag, optional digest (pinning is lint's business).
 IMAGE = (
     r"^[a-z0-9][-a-z0-9._/:]*[a-z0-9](:[A-Za-z0-9_][-A-Za-z0-9_.]{0,127})?(@sha256:[0-9a-f]{64})?$"

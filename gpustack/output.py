@@ -10,6 +10,13 @@ when every folder is staged does the first swap happen, and a failed swap swaps 
 The old folders, now at the staging names, are removed last; leftovers of an interrupted render
 are removed (or, for a half-done two-rename swap, put back) by the next one.
 
+Nothing is removed across a file system boundary: a mount inside a cluster's folder is refused
+before anything is written, and `remove_tree`, the one way this module removes a folder, never
+descends into a mount and never follows a link. A render locks its output folder exclusively and
+every folder above it shared, so a render into a folder nested inside another render's output
+stops instead of being swapped away. Run as root, every folder and file it creates is owned like
+the folder it replaces, or like its parent when new: a user's checkout stays the user's.
+
 A file is gpustack's when its name is one gpustack writes and its first line is exactly the
 generated-file header; nothing else is overwritten or pruned.
 """
@@ -139,6 +146,15 @@ def plan(
         )
     folders = {"/".join(r.split("/")[:i]) for r in files for i in range(1, r.count("/") + 1)}
     existing = entries(target)
+    mounted = mounts_below(target, status.st_dev)
+    if mounted:
+        raise UserError(
+            "is a mount point (another file system, or a bind mount) inside the output folder; "
+            "gpustack replaces a cluster's folder whole and will not move or remove what is "
+            "mounted there",
+            Location(display_path(mounted[0])),
+            hint="unmount it, or mount it outside the output folder",
+        )
     for relative, mode in existing.items():
         path = target / relative
         if relative in folders:
@@ -208,6 +224,89 @@ def entries(target: Path) -> dict[str, int]:
     return dict(sorted(entries.items()))
 
 
+def mounts_below(target: Path, device: int | None = None) -> list[Path]:
+    """The mount points inside the folder `target` (not `target` itself): folders on another
+    device, and bind mounts of the same file system as /proc/self/mountinfo lists them."""
+    top = os.path.realpath(target)  # the mount table names folders by their real path
+    found = {Path(point) for point in _mount_table() if point.startswith(f"{top}/")}
+    if device is not None:
+        pending = [top]
+        while pending:
+            folder = pending.pop()
+            try:
+                with os.scandir(folder) as listing:
+                    for entry in listing:
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.stat(follow_symlinks=False).st_dev != device:
+                                found.add(Path(entry.path))
+                            else:
+                                pending.append(entry.path)
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def _mount_table() -> list[str]:
+    """Every mount point of this process (Linux); empty where the system does not say."""
+    try:
+        raw = read_bounded("/proc/self/mountinfo", 16 * MAX_FILE_BYTES, "the mount table")
+    except UserError:
+        return []
+    points = []
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            # Spaces, tabs, newlines and backslashes in a mount point are written as octal escapes.
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4]))
+    return points
+
+
+def remove_tree(path: Path) -> bool:
+    """Remove `path` and, when it is a folder, everything in it, without ever following a link
+    or crossing into another file system (a folder on another device is left, and so are the
+    folders above it). Returns whether everything was removed; errors are not raised."""
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return True
+    if not stat.S_ISDIR(status.st_mode):
+        try:
+            os.unlink(path)
+        except OSError:
+            return False
+        return True
+    mounted = set(_mount_table())
+    # By its real path, as the mount table names folders (`path` itself is no link: lstat).
+    return _remove_folder(os.path.realpath(path), status.st_dev, mounted)
+
+
+def _remove_folder(folder: str, device: int, mounted: set[str]) -> bool:
+    if folder in mounted:
+        return False
+    emptied = True
+    try:
+        with os.scandir(folder) as listing:
+            children = list(listing)
+    except OSError:
+        return False
+    for entry in children:
+        try:
+            status = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(status.st_mode):
+                if status.st_dev != device or not _remove_folder(entry.path, device, mounted):
+                    emptied = False
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            emptied = False
+    if emptied:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return False
+    return emptied
+
+
 def write_all(
     out: Path,
     folders: Sequence[tuple[Path, dict[str, bytes]]],
@@ -232,7 +331,7 @@ def write_all(
                 staged_one()
         except OSError as error:
             for _, folder in staged:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
             raise _write_error(error) from None
         swapped: list[tuple[Path, Path, bool]] = []
         try:
@@ -244,10 +343,10 @@ def write_all(
             for folder, target, existed in reversed(swapped):
                 _swap(folder, target, existed, undo=True)
             for _, folder in staged:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
             raise _write_error(error) from None
         for each, folder in staged:
-            shutil.rmtree(folder, ignore_errors=True)  # the old folders, now at staging names
+            remove_tree(folder)  # the old folders, now at staging names
             if not each.files and not each.keep:
                 with suppress(OSError):
                     os.rmdir(each.target)  # nothing of gpustack's or the user's is left
@@ -276,16 +375,14 @@ def _write_error(error: OSError) -> UserError:
 
 @contextmanager
 def _locked(out: Path) -> Iterator[None]:
-    """An exclusive lock on `out` for the whole write: a second render waits for none, it stops."""
+    """An exclusive lock on `out` for the whole write, and a shared one on every folder above it:
+    a second render into the same folder, into one above it or into one inside it waits for
+    none, it stops. (Renders into sibling folders share the locks above them and run.)"""
     shown = display_path(out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        _make_folders(out)
         descriptor = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
-    except FileExistsError:
-        raise UserError(
-            "is not a folder; -o names the folder that gets one folder per cluster", Location(shown)
-        ) from None
-    except NotADirectoryError:
+    except (FileExistsError, NotADirectoryError):
         raise UserError(
             "is not a folder; -o names the folder that gets one folder per cluster", Location(shown)
         ) from None
@@ -293,17 +390,60 @@ def _locked(out: Path) -> Iterator[None]:
         raise UserError(
             f"cannot create the output folder: {error.strerror}", Location(shown)
         ) from None
+    held = [descriptor]
+    busy = UserError(
+        "another gpustack render is writing to this folder, or to a folder above or inside it; "
+        "run again once it is done",
+        Location(shown),
+    )
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserError(
-                "another gpustack render is writing to this folder; run again once it is done",
-                Location(shown),
-            ) from None
+            raise busy from None
+        for above in Path(os.path.abspath(out)).parents:
+            try:
+                folder = os.open(above, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue  # a folder this user cannot read cannot be another render's output
+            held.append(folder)
+            try:
+                fcntl.flock(folder, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise busy from None
+            except OSError:
+                continue
         yield
     finally:
-        os.close(descriptor)  # releases the lock
+        for each in held:
+            os.close(each)  # releases the locks
+
+
+def _make_folders(folder: Path) -> None:
+    """`mkdir -p`, each new folder owned like its parent (see _own_like)."""
+    missing: list[Path] = []
+    current = Path(os.path.abspath(folder))
+    while not os.path.lexists(current):
+        missing.append(current)
+        current = current.parent
+    for each in reversed(missing):
+        try:
+            os.mkdir(each)
+        except FileExistsError:
+            continue
+        _own_like(each, each.parent)
+
+
+def _own_like(path: Path, model: Path) -> None:
+    """Run as root, give `path` the owner and group of `model`: a folder or file that root
+    creates in a user's checkout stays the user's. A no-op for anyone else."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return
+    try:
+        status = os.stat(model, follow_symlinks=False)
+        os.chown(path, status.st_uid, status.st_gid, follow_symlinks=False)
+    except OSError:
+        pass
 
 
 def recover(out: Path) -> None:
@@ -321,7 +461,7 @@ def recover(out: Path) -> None:
         if match["role"] == "old" and not os.path.lexists(target):
             os.rename(leftover, target)  # died between the two renames of a swap: put it back
         else:
-            shutil.rmtree(leftover, ignore_errors=True)
+            remove_tree(leftover)
 
 
 def _stage(each: Plan) -> Path:
@@ -333,12 +473,14 @@ def _stage(each: Plan) -> Path:
     try:
         source_mode = os.stat(target).st_mode if os.path.lexists(target) else None
         os.chmod(staged, stat.S_IMODE(source_mode) if source_mode else 0o777 & ~umask)
+        _own_like(staged, target if source_mode else target.parent)
         for relative in each.keep:
             source, copy = target / relative, staged / relative
             _parents(target, staged, relative)
             if os.path.isdir(source) and not os.path.islink(source):
                 os.mkdir(copy)
                 shutil.copymode(source, copy)
+                _own_like(copy, source)
             else:
                 try:
                     os.link(source, copy, follow_symlinks=False)
@@ -347,6 +489,7 @@ def _stage(each: Plan) -> Path:
                         os.symlink(os.readlink(source), copy)
                     else:
                         shutil.copy2(source, copy)
+                    _own_like(copy, source)
         for relative, content in each.files.items():
             path = staged / relative
             _parents(target, staged, relative)
@@ -359,8 +502,9 @@ def _stage(each: Plan) -> Path:
                     view = view[os.write(descriptor, view) :]
             finally:
                 os.close(descriptor)
+            _own_like(path, path.parent)
     except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
+        remove_tree(staged)
         raise
     return staged
 
@@ -373,8 +517,10 @@ def _parents(target: Path, staged: Path, relative: str) -> None:
         copy = staged / folder
         if not os.path.isdir(copy):
             os.mkdir(copy)
-            if os.path.isdir(target / folder):
-                shutil.copymode(target / folder, copy)
+            existing = target / folder
+            if os.path.isdir(existing):
+                shutil.copymode(existing, copy)
+            _own_like(copy, existing if os.path.isdir(existing) else copy.parent)
 
 
 def _swap(staged: Path, target: Path, existed: bool, undo: bool = False) -> None:

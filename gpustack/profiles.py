@@ -6,12 +6,13 @@ shadow a built-in one. Found in the package after installation, or beside it in 
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpustack.errors import Location, UserError, did_you_mean, display_path
+from gpustack.errors import Location, UserError, describe, did_you_mean, display_path
 from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file_fast
@@ -33,10 +34,12 @@ def _search_path(profiles_dir: Path | None) -> list[Path]:
 
 
 def available(profiles_dir: Path | None = None) -> list[str]:
+    """Every profile name: the built-in ones, and each `<name>.yaml` entry in `profiles_dir`
+    (a broken one too: loading it says what is wrong, rather than the built-in taking its place)."""
     names: set[str] = set()
     for folder in _search_path(profiles_dir):
         if folder.is_dir():
-            names.update(path.stem for path in folder.glob("*.yaml") if path.is_file())
+            names.update(path.stem for path in folder.glob("*.yaml") if _NAME.fullmatch(path.stem))
     return sorted(names)
 
 
@@ -53,7 +56,9 @@ def _find(name: str, profiles_dir: Path | None) -> Path | None:
         return None
     for folder in _search_path(profiles_dir):
         candidate = folder / f"{name}.yaml"
-        if candidate.is_file():
+        # A user's entry shadows the built-in profile even when it cannot be read (a broken link,
+        # a folder, a FIFO): reading it then says so, instead of the built-in silently serving.
+        if os.path.lexists(candidate):
             return candidate
     return None
 
@@ -124,10 +129,18 @@ def _load(
         document = load_file_fast(path)
         if not isinstance(document.data, dict):
             raise UserError("expected a Profile mapping", document.source.nearest(()))
+        _check_is_profile(document.data, path)
         layers.append(Layer(document.data, document.source, (), path.parent))
         parent = document.data.get("extends")
+        if parent is not None and not isinstance(parent, str):
+            raise UserError(
+                f"a profile extends one profile, by name, not {describe(parent)}",
+                document.source.value(("extends",)) or document.source.nearest(()),
+                "extends",
+                hint="e.g. extends: kubeadm; a config's extends: takes a list, a profile's does not",
+            )
         referrer = document.source
-        current = parent if isinstance(parent, str) else None
+        current = parent
     layers.reverse()
     data = merge_layers(layers)
     profile = validate(Profile, data, layers)
@@ -136,6 +149,25 @@ def _load(
         for layer in layers
     ]
     return profile, _merged_layer(defaults_layers)
+
+
+_PROFILE_FIELDS = frozenset(field.alias or name for name, field in Profile.model_fields.items())
+
+
+def _check_is_profile(data: dict[str, Any], path: Path) -> None:
+    """A file in a profiles folder must look like a profile before any of it is judged as one:
+    it may be a link to any YAML file on the machine, and a field error would quote it."""
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if (
+        (kind is not None and kind != "Profile")
+        or (api_version is not None and not str(api_version).startswith("gpustack."))
+        or not (set(data) & _PROFILE_FIELDS)
+    ):
+        raise UserError(
+            "not a gpustack profile (apiVersion gpustack.dev/v1alpha1, kind Profile); its "
+            "content is not shown",
+            Location(display_path(path)),
+        )
 
 
 def _merged_layer(layers: list[Layer]) -> Layer:

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from gpustack.errors import Location, UserError, display_path
 
 # A cluster config or profile is a few kilobytes; anything this large is a mistake, not a config.
 MAX_FILE_BYTES = 1024 * 1024
+# Set while a command reads the repository as a git revision has it (`diff --git-ref`): called
+# with each path before it is opened, it brings that file of the revision onto the disk, or
+# raises a UserError for a path the revision must not be read through (outside the repository).
+revision_guard: Callable[[str], None] | None = None
 _KINDS = {
     stat.S_IFREG: "a file",
     stat.S_IFDIR: "a folder",
@@ -58,6 +63,11 @@ def read_bounded(
             raise refused("a file name cannot contain a NUL byte")
         if not follow and os.path.islink(path):
             raise refused("is a symbolic link; gpustack does not follow links here")
+        if revision_guard is not None:
+            try:
+                revision_guard(os.path.abspath(path))
+            except UserError as problem:
+                raise refused(problem.message) from None
         descriptor = os.open(path, flags)
     except FileNotFoundError:
         if os.path.islink(path):

@@ -6,12 +6,15 @@ Also: one config on two profiles where some settings apply to one platform only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES
+
+from gpustack import review
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -406,3 +409,149 @@ def test_diff_against_reports_every_file_check_finds_stale(cli, tmp_path, mutati
             "rendered/runtimeclass-nvidia.yaml has LF\n"
         ]
     assert (mutation in ("none", "a file of the user's")) == (not stale)
+
+
+# --- --git-ref reads the revision as committed, and only what the configs need ----------------
+
+
+def test_git_ref_is_not_crashed_by_a_link_pointing_outside_the_repository(cli, repository):
+    (repository / "passwd").symlink_to("/etc/passwd")
+    (repository / "clusters" / "escape.yaml").symlink_to("/etc/passwd")
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "links out")
+    result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 1 cluster(s)\n"
+    result = cli("diff", "--git-ref", "HEAD", "clusters")  # the link in the fleet folder
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 3 cluster(s)\n"
+    # A config whose base is such a link: refused at the revision, never read through it.
+    (repository / "clusters" / "gpu-west.yaml").write_text(
+        (repository / "clusters" / "gpu-west.yaml").read_text().replace("base.yaml", "escape.yaml")
+    )
+    git(repository, "commit", "-qam", "base through a link")
+    result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: HEAD:clusters/gpu-west.yaml:1:10: extends: base config HEAD:clusters/escape.yaml: "
+        "is a symbolic link pointing outside the repository; gpustack does not follow it"
+    )
+    assert "root:" not in result.output
+
+
+def test_git_ref_never_reads_a_base_outside_the_repository_from_a_temporary_folder(cli, repository):
+    config = repository / "clusters" / "gpu-west.yaml"
+    config.write_text(config.read_text().replace("base.yaml", "../../planted.yaml"))
+    git(repository, "commit", "-qam", "a base outside the repository")
+    result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: HEAD:clusters/gpu-west.yaml:1:10: extends: base config HEAD:../planted.yaml: "
+        "is outside the git repository: --git-ref reads only the repository's files as HEAD has "
+        "them"
+    )
+
+
+def test_git_ref_reads_files_as_committed_not_as_git_archive_exports_them(cli, repository):
+    """export-ignore and export-subst change what `git archive` gives, not the revision."""
+    (repository / ".gitattributes").write_text(
+        "clusters/gpu-east.yaml export-ignore\nclusters/base.yaml export-subst\n"
+    )
+    base = repository / "clusters" / "base.yaml"
+    base.write_text(base.read_text() + "# $Format:%H$\n")
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "attributes")
+    result = cli("diff", "--git-ref", "HEAD", "clusters")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 3 cluster(s)\n"
+
+
+def test_git_ref_reads_configs_in_a_checked_out_submodule(cli, repository, tmp_path_factory):
+    upstream = tmp_path_factory.mktemp("shared-configs")
+    (upstream / "gpu-sub.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: gpu-sub}\n"
+        "platform: {profile: kubeadm}\n"
+    )
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-qm", "one config")
+    git(
+        repository,
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        str(upstream),
+        "shared",
+    )
+    git(repository, "commit", "-qm", "the shared configs")
+    result = cli("diff", "--git-ref", "HEAD", "shared/gpu-sub.yaml")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 1 cluster(s)\n"
+
+
+def test_git_ref_with_a_config_from_standard_input_is_refused(cli, repository):
+    result = cli("diff", "--git-ref", "HEAD", "-", input="kind: GPUStack\n")
+    assert result.exit_code == 2
+    assert "a config from standard input has no committed version" in result.stderr
+
+
+def test_git_ref_brings_no_unrelated_file_onto_the_disk(cli, repository, monkeypatch):
+    (repository / "large.bin").write_bytes(b"\0" * (4 * 1024 * 1024))
+    (repository / "notes").mkdir()
+    (repository / "notes" / "other.yaml").write_text("a: 1\n")
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "unrelated files")
+    seen: list[set[str]] = []
+    original = review.tree_at
+
+    @contextlib.contextmanager
+    def watched(ref, top, into, folders=(), outside=()):
+        with original(ref, top, into, folders, outside):
+            yield
+            seen.append({str(p.relative_to(into)) for p in into.rglob("*") if p.is_file()})
+
+    monkeypatch.setattr(review, "tree_at", watched)
+    result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
+    assert result.exit_code == 0, result.output
+    assert seen == [{"clusters/gpu-west.yaml", "clusters/base.yaml"}]
+
+
+def test_git_ref_reads_a_profiles_dir_outside_the_repository_on_both_sides(
+    cli, repository, tmp_path_factory
+):
+    """A --profiles-dir the command line names outside the repository is not the revision's:
+    both sides read it (only what the configs name is confined to the repository)."""
+    profiles_dir = tmp_path_factory.mktemp("my-profiles")
+    (profiles_dir / "mine.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nmetadata: {name: mine}\n"
+        "extends: kubeadm\ndefaults: {namespace: gpu-mine}\n"
+    )
+    (repository / "clusters" / "gpu-mine.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: gpu-mine}\n"
+        "platform: {profile: mine}\n"
+    )
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "a cluster on a profile of my own")
+    result = cli(
+        "diff", "--git-ref", "HEAD", "clusters/gpu-mine.yaml", "--profiles-dir", str(profiles_dir)
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no differences in 1 cluster(s)\n"
+
+
+def test_git_ref_refuses_a_loop_of_links_in_the_repository(cli, repository):
+    clusters = repository / "clusters"
+    (clusters / "loop-a.yaml").symlink_to("loop-b.yaml")
+    (clusters / "loop-b.yaml").symlink_to("loop-a.yaml")
+    config = clusters / "gpu-west.yaml"
+    config.write_text(config.read_text().replace("base.yaml", "loop-a.yaml"))
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "a loop of links")
+    result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: HEAD:clusters/gpu-west.yaml:1:10: extends: base config HEAD:clusters/loop-a.yaml: "
+        "too many symbolic links"
+    )

@@ -247,3 +247,249 @@ def test_a_backtracking_file_name_pattern_is_refused(tmp_path):
         "gpustack refuses patterns that can take exponential time (write the repetition once, "
         "e.g. 'a+$' for '(a+)+$')\n"
     )
+
+
+# --- init writes only files of its own, and never fails with a traceback ------------------------
+
+
+def test_init_never_writes_the_schema_through_a_dangling_link(tmp_path):
+    (tmp_path / "gpustack.schema.json").symlink_to(tmp_path / "elsewhere" / "planted.json")
+    (tmp_path / "elsewhere").mkdir()
+    result = run_gpustack("init", "gpu-west.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: gpustack.schema.json: is a symbolic link;")
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_init_never_writes_the_config_through_a_link(tmp_path, force):
+    target = tmp_path / "target.yaml"
+    target.write_text("the user's file\n")
+    (tmp_path / "gpu-west.yaml").symlink_to(target)
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "planted.yaml")
+    for name in ("gpu-west.yaml", "dangling.yaml"):
+        result = run_gpustack("init", name, *force, cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"error: {name}: is a symbolic link;"), result.stderr
+    assert target.read_text() == "the user's file\n"
+    assert not (tmp_path / "planted.yaml").exists()
+
+
+def test_a_line_break_in_init_schema_cannot_inject_keys(tmp_path):
+    result = run_gpustack(
+        "init", "c.yaml", "--schema", "x.json\nnamespace: kube-system", cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --schema: cannot hold a line break")
+    assert not (tmp_path / "c.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [
+        ("/proc/gpustack.yaml", "cannot write"),
+        ("/proc/self/gpu/c.yaml", "cannot create the folder"),
+        ("/sys/gpustack-test/c.yaml", "cannot create the folder"),
+    ],
+)
+def test_init_into_proc_or_sys_is_one_message(tmp_path, where, problem):
+    result = run_gpustack("init", where, cwd=tmp_path)
+    assert result.returncode == 2
+    assert problem in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_init_on_a_read_only_file_system_is_one_message(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro", "none", str(folder)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("this machine does not let the tests mount a read-only file system")
+    try:
+        for path, problem in [
+            ("ro/c.yaml", "error: ro/c.yaml: cannot write: Read-only file system\n"),
+            ("ro/sub/c.yaml", "error: ro/sub: cannot create the folder: Read-only file system\n"),
+        ]:
+            result = run_gpustack("init", path, cwd=tmp_path)
+            assert (result.returncode, result.stderr) == (2, problem)
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+# --- no error quotes a file named by a path field -------------------------------------------------
+
+SECRET = "s3cr3t-TOKEN-value"
+MIG_CONFIG = (
+    "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: a}\n"
+    "platform: {profile: rke2}\ndevicePlugin: {migStrategy: single}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"{SECRET}\n",  # plain text
+        f"token: {SECRET}\n",  # a mapping of another file
+        f"- {SECRET}\n",  # a list
+        f'password: "{SECRET}\n',  # invalid YAML
+        f"a: !{SECRET} x\n",  # a tag
+        f"a: *{SECRET}\n",  # an alias
+        f"{SECRET}: 1\n{SECRET}: 2\n",  # a duplicate key
+        f"version: {SECRET}\nmig-configs: {{x: []}}\n",
+        f"version: v1\nmig-configs: {{}}\n{SECRET}: 1\n",
+    ],
+)
+@pytest.mark.parametrize("named", ["file", "--set"])
+def test_a_file_named_by_mig_manager_config_file_is_never_quoted(tmp_path, content, named):
+    (tmp_path / "token").write_text(content)
+    if named == "file":
+        (tmp_path / "c.yaml").write_text(MIG_CONFIG + "migManager: {config: {file: token}}\n")
+        result = run_gpustack("render", "c.yaml", cwd=tmp_path)
+    else:
+        (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+        result = run_gpustack(
+            "render", "c.yaml", "--set", "migManager.config.file=token", cwd=tmp_path
+        )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: token:")
+    assert SECRET not in result.stderr + result.stdout
+
+
+def test_a_base_that_is_another_tools_yaml_is_never_quoted(tmp_path):
+    """`extends:` may name a kubeconfig or an agent config holding a token."""
+    (tmp_path / "kubeconfig.yaml").write_text(
+        f"apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user: {{token: {SECRET}}}\n"
+        f"current-context: {SECRET}\n"
+    )
+    (tmp_path / "agent.yaml").write_text(f"token: {SECRET}\nnode-name: {SECRET}\n")
+    for base in ("kubeconfig.yaml", "agent.yaml"):
+        (tmp_path / "c.yaml").write_text(
+            MIG_CONFIG.replace("kind: GPUStack\n", f"kind: GPUStack\nextends: {base}\n")
+        )
+        result = run_gpustack("render", "c.yaml", cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"error: c.yaml:3:10: extends: base config {base} is not a")
+        assert SECRET not in result.stderr
+
+
+# --- merges count their work ------------------------------------------------------------------
+
+
+def test_a_base_repetition_bomb_is_refused_at_once(tmp_path):
+    """Two bases at each of 15 levels, each extending both below: 2**15 layers to merge."""
+    (tmp_path / "a0.yaml").write_text("namespace: gpu-a\n")
+    (tmp_path / "b0.yaml").write_text("namespace: gpu-b\n")
+    for level in range(1, 15):
+        below = level - 1
+        (tmp_path / f"a{level}.yaml").write_text(f"extends: [a{below}.yaml, b{below}.yaml]\n")
+        (tmp_path / f"b{level}.yaml").write_text(f"extends: [b{below}.yaml, a{below}.yaml]\n")
+    (tmp_path / "c.yaml").write_text(
+        MIG_CONFIG.replace("kind: GPUStack\n", "kind: GPUStack\nextends: a14.yaml\n")
+    )
+    result = run_gpustack("render", "c.yaml", cwd=tmp_path, timeout=20)
+    assert result.returncode == 2
+    assert "extends applies more than 64 bases in all" in result.stderr
+
+
+def test_a_base_named_twice_in_one_list_is_refused(tmp_path):
+    (tmp_path / "base.yaml").write_text("namespace: gpu-a\n")
+    (tmp_path / "c.yaml").write_text(
+        MIG_CONFIG.replace(
+            "kind: GPUStack\n", "kind: GPUStack\nextends: [base.yaml, ./base.yaml]\n"
+        )
+    )
+    result = run_gpustack("render", "c.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "error: c.yaml:3:22: extends.1: names the base ./base.yaml a second time"
+    )
+
+
+# --- wrong accepts ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "folder", "fifo"])
+def test_a_broken_user_profile_shadowing_a_built_in_is_an_error(tmp_path, kind):
+    profiles_dir = tmp_path / "profiles"
+    profiles_dir.mkdir()
+    shadow = profiles_dir / "rke2.yaml"
+    if kind == "dangling link":
+        shadow.symlink_to(tmp_path / "missing.yaml")
+    elif kind == "folder":
+        shadow.mkdir()
+    else:
+        os.mkfifo(shadow)
+    (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+    result = run_gpustack(
+        "render", "c.yaml", "--profiles-dir", "profiles", cwd=tmp_path, timeout=20
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: profiles/rke2.yaml: ")
+    assert not (tmp_path / "out").exists()  # never rendered with the built-in rke2
+
+
+def test_profiles_list_names_every_broken_user_profile_and_lists_the_rest(tmp_path):
+    (tmp_path / "aaa.yaml").mkdir()
+    (tmp_path / "zzz.yaml").symlink_to(tmp_path / "missing.yaml")
+    result = run_gpustack("profiles", "list", "--profiles-dir", ".", cwd=tmp_path)
+    assert result.returncode == 2
+    listed = [line.split()[0] for line in result.stdout.splitlines()]
+    assert listed == ["gke-cos", "gke-ubuntu", "kubeadm", "openshift", "rke2"]
+    assert result.stderr.splitlines() == [
+        "error: aaa.yaml: is a folder, expected a config or profile",
+        "error: zzz.yaml: file not found (a symbolic link to a missing file)",
+    ]
+
+
+def test_a_profiles_extends_list_is_refused(tmp_path):
+    (tmp_path / "mine.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nmetadata: {name: mine}\n"
+        "extends: [rke2, kubeadm]\n"
+    )
+    result = run_gpustack("profiles", "show", "mine", "--profiles-dir", ".", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "error: mine.yaml:4:10: extends: a profile extends one profile, by name, not a list"
+    )
+
+
+def test_set_extends_is_refused(tmp_path):
+    (tmp_path / "base.yaml").write_text("namespace: gpu-a\n")
+    (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+    result = run_gpustack("render", "c.yaml", "--set", "extends=base.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --set: extends: extends cannot be set with --set")
+
+
+@pytest.mark.parametrize(
+    ("registry", "accepted"),
+    [
+        ("registry.example.com:99999", False),
+        ("registry.example.com:65536", False),
+        ("registry.example.com:0", False),
+        ("mirror:70000/nvidia", False),
+        ("registry.example.com:65535", True),
+        ("mirror:5000/nvidia", True),
+    ],
+)
+def test_a_registry_port_is_a_tcp_port(tmp_path, registry, accepted):
+    (tmp_path / "c.yaml").write_text(MIG_CONFIG)
+    result = run_gpustack("render", "c.yaml", "--set", f"images.registry={registry}", cwd=tmp_path)
+    assert result.returncode == (0 if accepted else 2), result.stderr
+    if not accepted:
+        assert "a port from 1 to 65535" in result.stderr
+
+
+def test_a_user_profile_that_is_another_files_link_is_never_quoted(tmp_path):
+    """A pull request can put a link in a profiles folder to any YAML file on the CI machine."""
+    (tmp_path / "agent.yaml").write_text(f"token: {SECRET}\nnode-name: {SECRET}\n")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "mine.yaml").symlink_to(tmp_path / "agent.yaml")
+    for command in (["profiles", "show", "mine"], ["profiles", "list"]):
+        result = run_gpustack(*command, "--profiles-dir", "profiles", cwd=tmp_path)
+        assert result.returncode == 2
+        assert "error: profiles/mine.yaml: not a gpustack profile" in result.stderr
+        assert SECRET not in result.stderr + result.stdout

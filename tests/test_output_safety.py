@@ -286,9 +286,194 @@ def test_a_second_render_into_a_locked_folder_stops_with_a_message(tmp_path):
         os.close(descriptor)
     assert result.returncode == 2
     assert result.stderr == (
-        "error: out: another gpustack render is writing to this folder; run again once it is done\n"
+        "error: out: another gpustack render is writing to this folder, or to a folder above or "
+        "inside it; run again once it is done\n"
     )
     assert os.listdir(out) == []
+
+
+def _held(folder: Path, mode: int) -> int:
+    """A lock on `folder` as a render in progress holds it (LOCK_EX on its output folder,
+    LOCK_SH on every folder above); the caller closes the descriptor."""
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
+    return descriptor
+
+
+def test_a_render_into_a_folder_inside_another_renders_output_stops(tmp_path):
+    """Render A writes out/ (and will swap out/kubeadm-lab/ whole); render B into
+    out/kubeadm-lab/extra/ meanwhile would be swapped away with the old folder."""
+    descriptor = _held(tmp_path / "out", fcntl.LOCK_EX)
+    try:
+        inner = gpustack(
+            "render",
+            ROOT / "examples" / "kubeadm.yaml",
+            "-o",
+            "out/kubeadm-lab/extra",
+            cwd=tmp_path,
+        )
+    finally:
+        os.close(descriptor)
+    assert inner.returncode == 2
+    assert "another gpustack render is writing to this folder, or to a folder above" in inner.stderr
+    assert not (tmp_path / "out" / "kubeadm-lab" / "extra" / "kubeadm-lab").exists()
+
+
+def test_a_render_into_a_folder_above_a_running_render_stops(tmp_path):
+    # B writes out/kubeadm-lab/extra/ (it holds the locks a render holds while writing); a
+    # render into out/ would swap out/kubeadm-lab/ away with B's output in it.
+    inner = tmp_path / "out" / "kubeadm-lab" / "extra"
+    with output._locked(inner):
+        outer = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", "out", cwd=tmp_path)
+    assert outer.returncode == 2
+    assert "another gpustack render is writing" in outer.stderr
+    assert os.listdir(tmp_path / "out" / "kubeadm-lab") == ["extra"]
+
+
+def test_renders_into_sibling_folders_do_not_block_each_other(tmp_path):
+    with output._locked(tmp_path / "fleet" / "east"):  # a render into fleet/east
+        west = gpustack(
+            "render", ROOT / "examples" / "kubeadm.yaml", "-o", "fleet/west", cwd=tmp_path
+        )
+    assert west.returncode == 0, west.stderr
+    assert (tmp_path / "fleet" / "west" / "kubeadm-lab" / "kustomization.yaml").is_file()
+
+
+# --- 10. never across a file system boundary ----------------------------------------------------
+
+
+def _mount(*arguments: str) -> None:
+    done = subprocess.run(["mount", *arguments], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"this machine does not let the tests mount ({done.stderr.strip()})")
+
+
+@pytest.fixture
+def rendered(tmp_path: Path) -> Path:
+    result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return tmp_path / "out" / "kubeadm-lab"
+
+
+@pytest.mark.parametrize("kind", ["bind", "tmpfs"])
+def test_a_mount_inside_a_cluster_folder_is_refused_and_its_files_survive(tmp_path, rendered, kind):
+    """A bind mount of the user's data (same file system) or another file system mounted
+    inside a cluster's output folder: the swap would move it and the removal of the old folder
+    would delete the mounted files through it."""
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "data.txt").write_text("the user's data\n")
+    mountpoint = rendered / "data"
+    mountpoint.mkdir()
+    if kind == "bind":
+        _mount("--bind", str(precious), str(mountpoint))
+    else:
+        _mount("-t", "tmpfs", "none", str(mountpoint))
+        (mountpoint / "data.txt").write_text("the user's data\n")
+    try:
+        before = tree(rendered)
+        result = gpustack(
+            "render",
+            ROOT / "examples" / "kubeadm.yaml",
+            "-o",
+            "out",
+            "--set",
+            "devicePlugin.sharing.replicas=3",
+            cwd=tmp_path,
+        )
+        assert result.returncode == 2
+        assert result.stderr.startswith(
+            "error: out/kubeadm-lab/data: is a mount point (another file system, or a bind mount) "
+            "inside the output folder"
+        )
+        assert tree(rendered) == before  # nothing written
+        assert (mountpoint / "data.txt").read_text() == "the user's data\n"
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=False)
+    if kind == "bind":
+        assert (precious / "data.txt").read_text() == "the user's data\n"
+
+
+def test_removing_a_folder_never_descends_into_a_mount(tmp_path):
+    """The one removal rule: what an interrupted render left (or an old folder) is removed, but
+    a file system mounted inside it is left untouched, with the folders above it."""
+    leftover = tmp_path / "out" / ".kubeadm-lab.gpustack-new-0123456789ab"
+    (leftover / "node").mkdir(parents=True)
+    (leftover / "node" / "file.yaml").write_text("x")
+    mountpoint = leftover / "mounted"
+    mountpoint.mkdir()
+    _mount("-t", "tmpfs", "none", str(mountpoint))
+    try:
+        (mountpoint / "data.txt").write_text("on another file system\n")
+        (mountpoint / "inner").mkdir()
+        assert output.remove_tree(leftover) is False
+        assert (mountpoint / "data.txt").read_text() == "on another file system\n"
+        assert (mountpoint / "inner").is_dir()
+        assert not (leftover / "node").exists()  # the rest is gone
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=False)
+    assert output.remove_tree(leftover) is True
+    assert not leftover.exists()
+
+
+def test_removing_a_folder_never_follows_a_link(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("kept\n")
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "link").symlink_to(elsewhere)
+    (folder / "file-link").symlink_to(elsewhere / "keep.txt")
+    assert output.remove_tree(folder) is True
+    assert not folder.exists()
+    assert (elsewhere / "keep.txt").read_text() == "kept\n"
+
+
+# --- 11. run as root in a user's checkout, the folders stay the user's -------------------------
+
+USER = 4321  # any uid that is not root's
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can create files owned by another user")
+def test_a_render_as_root_keeps_the_users_folders_the_users(tmp_path):
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    os.chown(checkout, USER, USER)
+    first = gpustack("render", ROOT / "examples" / "rke2.yaml", "-o", "checkout/out", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    cluster = checkout / "out" / "rke2-mig"
+    mine = checkout / "out" / "rke2-mig" / "notes"
+    mine.mkdir()
+    os.chmod(mine, 0o700)
+    os.chown(mine, USER + 1, USER + 1)
+    (mine / "todo.txt").write_text("mine\n")
+    os.chown(mine / "todo.txt", USER + 1, USER + 1)
+    os.chmod(cluster, 0o750)
+    second = gpustack(
+        "render",
+        ROOT / "examples" / "rke2.yaml",
+        "-o",
+        "checkout/out",
+        "--set",
+        "devicePlugin.sharing.replicas=3",
+        cwd=tmp_path,
+    )
+    assert second.returncode == 0, second.stderr
+    # Every folder and file gpustack created is owned like the folder it is in, new or not.
+    for path in [checkout / "out", *(checkout / "out").rglob("*")]:
+        owner = (path.stat().st_uid, path.stat().st_gid)
+        if path == mine or mine in path.parents:
+            assert owner == (USER + 1, USER + 1), path
+        else:
+            assert owner == (USER, USER), path
+    assert stat_mode(cluster) == 0o750
+    assert stat_mode(mine) == 0o700
+    assert (mine / "todo.txt").read_text() == "mine\n"
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o7777
 
 
 # --- 9. files carrying the certificate are as private as the PEM -----------------------------
@@ -313,3 +498,54 @@ def test_files_carrying_the_certificate_keep_the_pems_permissions(tmp_path):
     pem.chmod(0o666)
     assert gpustack("render", "openshift.yaml", "-o", "out", cwd=tmp_path).returncode == 0
     assert (folder / "machineconfig-50-entitlement-pem.yaml").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_planted_staging_leftover_is_removed_never_followed(tmp_path):
+    """A leftover's name is gpustack's, but a pull request can commit one: as a link to the
+    user's data, or as a folder holding such links. Recovery removes the links, never their
+    targets."""
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "data.txt").write_text("the user's data\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".kubeadm-lab.gpustack-new-0123456789ab").symlink_to(precious)
+    folder = out / ".other.gpustack-new-ba9876543210"
+    folder.mkdir()
+    (folder / "through").symlink_to(precious)
+    result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(out)) == ["kubeadm-lab"]
+    assert (precious / "data.txt").read_text() == "the user's data\n"
+
+
+@pytest.mark.parametrize(
+    ("out", "problem"),
+    [
+        ("/proc", "cannot write: No such file or directory; the output was left as it was"),
+        ("/sys/kernel", "cannot write: Operation not permitted; the output was left as it was"),
+        ("/proc/self/gpustack", "cannot create the output folder: No such file or directory"),
+    ],
+)
+def test_a_render_into_proc_or_sys_is_one_message(tmp_path, out, problem):
+    result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", out, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.endswith(f"{problem}\n")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_render_onto_a_read_only_file_system_is_one_message(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    _mount("-t", "tmpfs", "-o", "ro", "none", str(folder))
+    try:
+        for out, problem in [
+            ("ro", "cannot write: Read-only file system; the output was left as it was"),
+            ("ro/sub", "error: ro/sub: cannot create the output folder: Read-only file system"),
+        ]:
+            result = gpustack("render", ROOT / "examples" / "kubeadm.yaml", "-o", out, cwd=tmp_path)
+            assert result.returncode == 2
+            assert result.stderr.endswith(f"{problem}\n")
+            assert len(result.stderr.splitlines()) == 1
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)

@@ -246,32 +246,53 @@ def _since_revision(
     override: Layer | None,
 ) -> ClusterDiffs:
     """The clusters the paths name, rendered from git revision `ref` and from the working tree."""
+    from contextlib import suppress
+
     from gpustack import fleet, review
     from gpustack.commands.common import configs
     from gpustack.errors import UserError
+    from gpustack.reading import read_bounded
 
+    if any(str(path) == "-" for path in paths):
+        raise UserError(
+            "--git-ref compares files of the repository, and a config from standard input has "
+            "no committed version",
+            hint="name the config's file",
+        )
     new_configs = configs(paths)
     top = review.repository_top(Path.cwd())
     given = paths or [config for config in new_configs if config is not None]
+    inside_profiles = profiles_dir is not None and _inside(profiles_dir, top)
+    folders = [path for path in given if path.is_dir()]
+    if inside_profiles and profiles_dir is not None:
+        folders.append(profiles_dir)
     with tempfile.TemporaryDirectory(prefix="gpustack-git-ref-") as temporary:
-        tree = Path(temporary)
-        review.tree_at(ref, top, tree)
-        old_paths = [review.at_revision(path, top, tree) for path in given]
-        old_dir = profiles_dir
-        if profiles_dir is not None and _inside(profiles_dir, top):
-            old_dir = review.at_revision(profiles_dir, top, tree)
-        old_configs: list[Path | None] = []
-        for path in old_paths:
-            if not path.exists():
-                continue  # a file or folder the change adds: its clusters are all new
-            try:
-                old_configs += fleet.discover([path])
-            except UserError as problem:
-                if problem.message != "no GPUStack configs in this folder":
-                    raise
-        if not given:
-            old_configs = [None]  # the embedded example, the same on both sides
-        old = review.rendered(fleet.render_all(old_configs, profile, old_dir, override=override))
+        tree = Path(temporary) / "repository"
+        tree.mkdir()
+        elsewhere = [profiles_dir] if profiles_dir is not None and not inside_profiles else []
+        with review.tree_at(ref, top, tree, folders, elsewhere):
+            old_paths = [review.at_revision(path, top, tree) for path in given]
+            old_dir = profiles_dir
+            if inside_profiles and profiles_dir is not None:
+                old_dir = review.at_revision(profiles_dir, top, tree)
+            old_configs: list[Path | None] = []
+            for path in old_paths:
+                if not path.is_dir():
+                    with suppress(UserError):
+                        read_bounded(path)  # brings the revision's file, when it has one
+                if not path.exists():
+                    continue  # a file or folder the change adds: its clusters are all new
+                try:
+                    old_configs += fleet.discover([path])
+                except UserError as problem:
+                    if problem.message != "no GPUStack configs in this folder":
+                        raise
+            if not given:
+                old_configs = [None]  # the embedded example, the same on both sides
+            # In this process: the revision's files are brought in as they are read.
+            old = review.rendered(
+                fleet.render_all(old_configs, profile, old_dir, override=override)
+            )
     new = review.rendered(fleet.render_all(new_configs, profile, profiles_dir, override=override))
     return review.compare(old, new, lambda name: f"{ref}/{name}", lambda name: f"worktree/{name}")
 

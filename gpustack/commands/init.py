@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import shlex
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -66,11 +68,25 @@ def command(
     from gpustack.errors import Location, UserError, display_path
     from gpustack.model import dns_label
 
+    if schema is not None and any(
+        ord(character) < 0x20 or ord(character) == 0x7F for character in schema
+    ):
+        # A newline would end the modeline comment and start keys of the config.
+        raise UserError(
+            "cannot hold a line break or another control character",
+            Location("--schema"),
+            hint="give a path or URL on one line",
+        )
     folder_name = None
     # A folder, existing or to be made (a path not ending in .yaml or .yml: `init gpu-west/`).
     if path.is_dir() or (not path.exists() and path.suffix not in (".yaml", ".yml")):
         folder_name = path.resolve().name
         path = path / "gpustack.yaml"
+    if path.is_symlink():
+        raise UserError(
+            "is a symbolic link; init writes a new file and never through a link",
+            Location(display_path(path)),
+        )
     if path.is_dir() or (path.exists() and not path.is_file()):
         raise UserError(
             "is not a regular file; init will not replace it", Location(display_path(path))
@@ -88,15 +104,26 @@ def command(
         )
     text = starter(profile, cluster, profiles_dir, str(path), schema or SCHEMA_FILE)
     schema_path = path.parent / SCHEMA_FILE
+    if schema is None and schema_path.is_symlink():
+        raise UserError(
+            "is a symbolic link; init writes the schema only as a file of its own; pass --schema "
+            "to point elsewhere",
+            Location(display_path(schema_path)),
+        )
     if schema is None and schema_path.exists() and not _is_gpustack_schema(schema_path):
         raise UserError(
             "exists and is not gpustack's config schema; pass --schema to point elsewhere",
             Location(display_path(schema_path)),
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(
+            f"cannot create the folder: {error.strerror}", Location(display_path(path.parent))
+        ) from None
+    _write(path, text)
     if schema is None:
-        schema_path.write_text(render_schema(), encoding="utf-8")
+        _write(schema_path, render_schema())
     following = ["gpustack", "render", str(path)]
     if profiles_dir is not None:
         following += ["--profiles-dir", str(profiles_dir)]
@@ -105,6 +132,38 @@ def command(
         f"writes out/{cluster}/",
         err=True,
     )
+
+
+def _write(path: Path, text: str) -> None:
+    """Write `text` to the file `path`, never through a symbolic link (one planted between the
+    checks and the write included); any failure is one message."""
+    import os
+
+    from gpustack.errors import Location, UserError, display_path
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags | os.O_NONBLOCK, 0o666)
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise UserError(
+                    "is not a regular file; init will not write to it",
+                    Location(display_path(path)),
+                )
+            data = memoryview(text.encode("utf-8"))
+            while data:
+                data = data[os.write(descriptor, data) :]
+        finally:
+            os.close(descriptor)
+    except UserError:
+        raise
+    except OSError as error:
+        problem = (
+            "is a symbolic link; init writes a new file and never through a link"
+            if error.errno == errno.ELOOP
+            else f"cannot write: {error.strerror}"
+        )
+        raise UserError(problem, Location(display_path(path))) from None
 
 
 def _is_gpustack_schema(path: Path) -> bool:

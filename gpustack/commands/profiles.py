@@ -21,12 +21,25 @@ app = typer.Typer(help="List, show and compare platform profiles.", no_args_is_h
 def list_(profiles_dir: Path | None = PROFILES_DIR) -> None:
     """List the available profiles with a one-line description."""
     from gpustack import profiles
+    from gpustack.errors import UserError
 
     names = profiles.available(profiles_dir)
     width = max(len(name) for name in names)
+    broken: list[UserError] = []
     for name in names:
-        profile, _ = profiles.load(name, profiles_dir)
+        try:
+            profile, _ = profiles.load(name, profiles_dir)
+        except UserError as problem:
+            # Every profile is listed; each broken file is named once after (a built-in profile
+            # that extends a broken one of the user's fails with the same message).
+            if str(problem) not in {str(other) for other in broken}:
+                broken.append(problem)
+            continue
         typer.echo(f"{name:<{width}}  {profile.metadata.description}")
+    if broken:
+        first, *rest = broken
+        first.also = (*first.also, *rest)
+        raise first
 
 
 @app.command("show")
