@@ -35,7 +35,11 @@ def pod(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def matches(workload: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Whether a node with `labels` satisfies the workload's required node affinity."""
+    """Whether a node with `labels` satisfies the workload's nodeSelector and required node
+    affinity."""
+    selector = pod(workload).get("nodeSelector", {})
+    if any(labels.get(key) != value for key, value in selector.items()):
+        return False
     terms = pod(workload)["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -139,7 +143,11 @@ def test_mig_manager_image_is_the_operators(tmp_path):
 def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours, operand):
     """The MIG manager stops the GPU Operator's operands by flipping the node label their
     nodeSelector names to paused-for-mig-change, and waits for their `app` pods to go. gpustack's
-    own DaemonSets answer to the same label and carry the same `app` label."""
+    own DaemonSets answer to the same label and carry the same `app` label.
+
+    They select the label's "true" as upstream's do: a node without the label is not theirs, since
+    the manager leaves an absent label absent and would wait in vain for pods it cannot stop (the
+    node/ files register the labels)."""
     upstream = load((OPERATOR / operand).read_text())
     [deploy_label] = upstream["spec"]["template"]["spec"]["nodeSelector"]
     app = upstream["spec"]["template"]["metadata"]["labels"]["app"]
@@ -156,8 +164,11 @@ def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours
         if expression["operator"] == "In"
         for key, values in [(expression["key"], expression["values"])]
     }
-    assert matches(workload, gpu_node)
+    assert not matches(workload, gpu_node)
     assert matches(workload, {**gpu_node, deploy_label: "true"})
+    assert f"{deploy_label}=true" in node_labels(
+        tmp_path, profile, devicePlugin={"migStrategy": "single"}
+    )
     assert not matches(workload, {**gpu_node, deploy_label: "paused-for-mig-change"})
 
 

@@ -15,6 +15,7 @@ from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
 from gpustack.model import GKENodePool
+from gpustack.workload import deploy_node_labels
 
 # kubeadm reads v1beta4 from 1.31 on; older kubeadm knows v1beta3 only (kubernetes.io, "kubeadm
 # Configuration (v1beta4)", changes listed from v1.31).
@@ -32,8 +33,41 @@ def build(stack: Stack) -> Files:
     files, where, notes = writer(stack)
     if stack.mig_manager_enabled:
         notes.append(_mig_note(stack))
+    if deploy_node_labels(stack):
+        notes.append(_deploy_note(stack))
     files["README.md"] = _readme(stack, where, notes)
     return files
+
+
+def _deploy_note(stack: Stack) -> str:
+    labels = deploy_node_labels(stack)
+    both = stack.driver_container and stack.mig_manager_enabled
+    managers = " and ".join(
+        name
+        for name, used in (
+            (
+                "k8s-driver-manager (the driver pod's init container, before it unloads a driver: "
+                "`paused-for-driver-upgrade`)",
+                stack.driver_container,
+            ),
+            (
+                "the MIG manager (while it repartitions the GPUs: `paused-for-mig-change`)",
+                stack.mig_manager_enabled,
+            ),
+        )
+        if used
+    )
+    return (
+        "Deploy labels: GPU nodes register with "
+        + ", ".join(f"`{key}={value}`" for key, value in labels.items())
+        + ". Each GPU DaemonSet runs only where its label is `true`, as the GPU Operator's do; "
+        f"{managers} {'set' if both else 'sets'} them to a paused value on the node, "
+        f"{'wait' if both else 'waits'} until the pods are gone and {'set' if both else 'sets'} "
+        "them back. A node that joined without them gets no GPU pods: label it once, "
+        "`kubectl label node NODE "
+        + " ".join(f"{key}={value}" for key, value in labels.items())
+        + "`."
+    )
 
 
 def _mig_note(stack: Stack) -> str:
@@ -72,11 +106,15 @@ def _taint_objects(stack: Stack) -> list[dict[str, Any]]:
 
 
 def _node_labels(stack: Stack) -> dict[str, str]:
-    """The labels GPU nodes register with: nodes.selector, and with the MIG manager the MIG
-    config it applies (nvidia.com/mig.config, which the GPU Operator would set itself)."""
+    """The labels GPU nodes register with: nodes.selector; with the MIG manager the MIG config it
+    applies (nvidia.com/mig.config); with the driver manager or the MIG manager the
+    `nvidia.com/gpu.deploy.*` labels set to "true" (the GPU Operator's controller would set both
+    on every GPU node). The kubelet, RKE2 and the Machine API set them when the node registers
+    only, so the managers' later changes to them stand."""
     labels = dict(stack.config.nodes.selector)
     if stack.mig_manager_enabled:
         labels[MIG_CONFIG_LABEL] = stack.config.migManager.defaultConfig
+    labels.update(deploy_node_labels(stack))
     return labels
 
 

@@ -1,0 +1,480 @@
+"""NVIDIA's k8s-driver-manager in the driver DaemonSet, the deploy labels it flips, and driver
+upgrades that roll node by node, per driver-container profile (kubeadm and RKE2 `container`,
+OpenShift `driver-toolkit`).
+
+Expectations come from upstream, not from gpustack's code:
+- the init container as the GPU Operator renders it (gpu-operator v26.7.0
+  internal/state/testdata golden driver render: image, command, env, mounts) with the image of its
+  helm values (`driver.manager`);
+- the RBAC as the GPU Operator grants it (assets/state-driver/0210_clusterrole.yaml): gpustack's
+  may only be narrower;
+- the labels it flips and the pods it waits for (NVIDIA/k8s-driver-manager v0.12.0
+  cmd/driver-manager/main.go evictAllGPUOperatorComponents, waitForPodsToTerminate), and the
+  deploy label each GPU Operator DaemonSet selects (assets/state-*/...daemonset.yaml nodeSelector);
+- the ready file the driver's startup probe writes (assets/state-driver/0400_configmap.yaml).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SHARED, stack_for, validate_upstream
+from ruamel.yaml import YAML
+
+from gpustack import lint
+from gpustack.errors import UserError
+from gpustack.objects import identity
+from gpustack.render import Rendering, render
+
+OPERATOR = SHARED / "refs/gpu-operator"
+DRIVER = "nvidia-driver-daemonset"
+MANAGER = "k8s-driver-manager"
+
+# (profile, config sections): every profile whose driver runs in a container gpustack deploys.
+DRIVER_CONTAINER_PROFILES = [
+    ("kubeadm", {"driver": {"mode": "container"}}),
+    ("rke2", {"driver": {"mode": "container"}}),
+    ("openshift", {}),
+]
+IDS = ["kubeadm-container", "rke2-container", "openshift-driver-toolkit"]
+
+# The label values and pod labels k8s-driver-manager v0.12.0 uses (cmd/driver-manager/main.go:
+# pausedStr, waitForPodsToTerminate's selectors and the optional MIG manager's).
+PAUSED = "paused-for-driver-upgrade"
+WAITED_FOR = {
+    "nvidia-operator-validator",
+    "nvidia-container-toolkit-daemonset",
+    "nvidia-device-plugin-daemonset",
+    "gpu-feature-discovery",
+    "nvidia-dcgm-exporter",
+    "nvidia-dcgm",
+    "nvidia-mig-manager",
+}
+
+
+def load(text: str) -> Any:
+    return YAML(typ="safe").load(text)
+
+
+def template(name: str) -> Any:
+    """An upstream asset read as YAML: lines that hold only a Go template action (if, end)
+    dropped, the other actions blanked."""
+    text = (OPERATOR / name).read_text()
+    text = re.sub(r"(?m)^\s*\{\{[^\n]*\}\}\s*\n", "", text)
+    return load(re.sub(r"\{\{.*?\}\}", "x", text))
+
+
+def golden_daemonset(name: str) -> dict[str, Any]:
+    text = (OPERATOR / name).read_text()
+    return next(d for d in YAML(typ="safe").load_all(text) if d and d["kind"] == "DaemonSet")
+
+
+def rendered(tmp_path: Path, profile: str, sections: dict[str, Any]) -> Rendering:
+    return render(stack_for(tmp_path, profile, **sections))
+
+
+def daemonsets(rendering: Rendering) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in rendering.objects if o["kind"] == "DaemonSet"}
+
+
+def pod(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def manager(workload: dict[str, Any]) -> dict[str, Any]:
+    (init,) = [c for c in pod(workload)["initContainers"] if c["name"] == MANAGER]
+    return init
+
+
+def env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def host_paths(workload: dict[str, Any], container: dict[str, Any]) -> dict[str, str | None]:
+    volumes = {v["name"]: v.get("hostPath", {}).get("path") for v in pod(workload)["volumes"]}
+    return {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+
+
+def node_label_strings(rendering: Rendering, profile: str) -> set[str]:
+    """The labels the profile's node/ files register GPU nodes with, as key=value."""
+    files = rendering.node_files
+    if profile == "kubeadm":
+        join = load(files["join-configuration.yaml"])
+        [arg] = [
+            a for a in join["nodeRegistration"]["kubeletExtraArgs"] if a["name"] == "node-labels"
+        ]
+        return set(str(arg["value"]).split(","))
+    if profile == "rke2":
+        return set(load(files["rke2-agent-config.yaml"])["node-label"])
+    labels = load(files["machineset-patch.yaml"])["spec"]["template"]["spec"]["metadata"]["labels"]
+    return {f"{key}={value}" for key, value in labels.items()}
+
+
+# --- the init container ----------------------------------------------------------------------
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_driver_manager_runs_first_as_the_gpu_operator_runs_it(tmp_path, profile, sections):
+    golden = golden_daemonset("golden__driver-minimal.yaml")
+    theirs = manager(golden)
+    values = load((OPERATOR / "helm__values.yaml").read_text())["driver"]
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    ours = manager(workload)
+    assert ours["image"] == (
+        f"{values['manager']['repository']}/{values['manager']['image']}:"
+        f"{values['manager']['version']}"
+    )
+    assert ours["command"] == theirs["command"] == ["driver-manager"]
+    assert ours["args"] == theirs["args"] == ["uninstall_driver"]
+    assert ours["securityContext"] == theirs["securityContext"]
+    # The same variables; the same values but the digest (each render's own) and the eviction
+    # timeout: the operator's manifest leaves it unlimited, its upgrade policy allows 300 s (helm
+    # values driver.upgradePolicy.drain.timeoutSeconds), which gpustack takes.
+    assert list(env(ours)) == list(env(theirs))
+    expected = {**env(theirs), "DRIVER_CONFIG_DIGEST": None, "DRAIN_TIMEOUT_SECONDS": None}
+    assert {**env(ours), "DRIVER_CONFIG_DIGEST": None, "DRAIN_TIMEOUT_SECONDS": None} == expected
+    assert (
+        env(ours)["DRAIN_TIMEOUT_SECONDS"]
+        == f"{values['upgradePolicy']['drain']['timeoutSeconds']}s"
+    )
+    # Where it sees the host: /run/nvidia (the old driver's root, state and PID files), /sys
+    # (loaded modules), / at /host (a host driver); Mellanox's only with GPUDirect RDMA.
+    theirs_at = {
+        path: host
+        for path, host in host_paths(golden, theirs).items()
+        if path != "/run/mellanox/drivers"
+    }
+    assert host_paths(workload, ours) == theirs_at
+    propagation = {m["mountPath"]: m.get("mountPropagation") for m in ours["volumeMounts"]}
+    assert propagation == {
+        m["mountPath"]: m.get("mountPropagation")
+        for m in theirs["volumeMounts"]
+        if m["mountPath"] in theirs_at
+    }
+    validate_upstream(workload)
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_driver_manager_and_driver_agree_on_the_digest(tmp_path, profile, sections):
+    """The manager skips the unload, and the driver the module reload, only when the digest it
+    is given equals the one the running driver stored: all containers carry the same."""
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    digests = {
+        env(c)["DRIVER_CONFIG_DIGEST"]
+        for c in [*pod(workload)["initContainers"], *pod(workload)["containers"]]
+    }
+    assert len(digests) == 1
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_what_installs_nothing_reloads_no_driver(tmp_path, profile, sections):
+    """Upgrade settings, the manager's version and placement change the pod template (the pods
+    roll) but not what is installed: the digest stays, so each new pod keeps the loaded driver."""
+
+    def digest(**extra: Any) -> str:
+        driver = {**sections.get("driver", {}), **extra.pop("driver", {})}
+        workload = daemonsets(rendered(tmp_path, profile, {**sections, "driver": driver, **extra}))[
+            DRIVER
+        ]
+        return str(env(manager(workload))["DRIVER_CONFIG_DIGEST"])
+
+    before = digest()
+    assert (
+        digest(
+            driver={
+                "manager": {"version": "v0.11.0"},
+                "upgrade": {
+                    "maxUnavailable": "25%",
+                    "gpuPodEviction": False,
+                    "drain": {"enabled": True, "timeoutSeconds": 0, "force": True},
+                },
+            },
+            nodes={"taints": []},
+        )
+        == before
+    )
+    assert digest(driver={"version": "580.95.05"}) != before
+
+
+@pytest.mark.parametrize(
+    ("upgrade", "expected"),
+    [
+        (
+            {"gpuPodEviction": False},
+            {"ENABLE_GPU_POD_EVICTION": "false", "ENABLE_AUTO_DRAIN": "false"},
+        ),
+        (
+            {
+                "drain": {
+                    "enabled": True,
+                    "timeoutSeconds": 900,
+                    "podSelector": "team=ml,tier!=critical",
+                    "deleteEmptyDir": True,
+                    "force": True,
+                }
+            },
+            {
+                "ENABLE_GPU_POD_EVICTION": "true",
+                "ENABLE_AUTO_DRAIN": "true",
+                "DRAIN_TIMEOUT_SECONDS": "900s",
+                "DRAIN_POD_SELECTOR_LABEL": "team=ml,tier!=critical",
+                "DRAIN_DELETE_EMPTYDIR_DATA": "true",
+                "DRAIN_USE_FORCE": "true",
+            },
+        ),
+    ],
+)
+def test_upgrade_settings_reach_the_driver_manager(tmp_path, upgrade, expected):
+    workload = daemonsets(
+        rendered(tmp_path, "kubeadm", {"driver": {"mode": "container", "upgrade": upgrade}})
+    )[DRIVER]
+    values = env(manager(workload))
+    assert {name: values[name] for name in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        (0, "driver.upgrade.maxUnavailable"),
+        ("0%", "driver.upgrade.maxUnavailable"),
+        ("150%", "driver.upgrade.maxUnavailable"),
+    ],
+)
+def test_a_rollout_that_could_never_move_is_refused(tmp_path, value, field):
+    # apps/v1: maxUnavailable may not be 0 while maxSurge is 0 (the driver cannot surge).
+    with pytest.raises(UserError) as raised:
+        stack_for(
+            tmp_path, "kubeadm", driver={"mode": "container", "upgrade": {"maxUnavailable": value}}
+        )
+    assert raised.value.field == field
+
+
+# --- RBAC ------------------------------------------------------------------------------------
+
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_driver_manager_may_do_what_it_does_and_no_more_than_upstream(tmp_path, profile, sections):
+    rendering = rendered(tmp_path, profile, sections)
+    workload = daemonsets(rendering)[DRIVER]
+    account = pod(workload)["serviceAccountName"]
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in rendering.objects}
+    assert objects[("ServiceAccount", account)].get("automountServiceAccountToken") is not False
+    (binding,) = [
+        o
+        for o in rendering.objects
+        if o["kind"] == "ClusterRoleBinding"
+        and {
+            "kind": "ServiceAccount",
+            "name": account,
+            "namespace": workload["metadata"]["namespace"],
+        }
+        in o["subjects"]
+    ]
+    ours = _grants(objects[("ClusterRole", binding["roleRef"]["name"])]["rules"])
+    theirs = _grants(template("manifests-state-driver__0210_clusterrole.yaml")["rules"])
+    assert ours <= theirs
+    # What v0.12.0 calls (internal/kubernetes/client.go): its node's labels and cordon (a patch),
+    # the pods on the node, their eviction (never a delete), the DaemonSet behind a DaemonSet pod
+    # (kubectl drain's filter), a pod's ResourceClaims.
+    assert {
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+        ("", "pods", "list"),
+        ("", "pods", "get"),
+        ("", "pods/eviction", "create"),
+        ("apps", "daemonsets", "get"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+    } == ours
+    assert ("", "pods", "delete") not in ours
+
+
+# --- deploy labels ---------------------------------------------------------------------------
+
+# Upstream DaemonSets, each with the deploy label it selects and the app label it carries.
+UPSTREAM_OPERANDS = [
+    "state-device-plugin__0500_daemonset.yaml",
+    "gpu-feature-discovery__0500_daemonset.yaml",
+    "state-dcgm-exporter__0800_daemonset.yaml",
+    "state-container-toolkit__0500_daemonset.yaml",
+    "state-mig-manager__0600_daemonset.yaml",
+]
+
+GPU_CONFIGS = [
+    *DRIVER_CONTAINER_PROFILES,
+    # The MIG manager flips them too, whoever installs the driver.
+    ("kubeadm", {"devicePlugin": {"migStrategy": "single"}}),
+    ("rke2", {"devicePlugin": {"migStrategy": "mixed"}, "driver": {"mode": "container"}}),
+]
+GPU_IDS = [*IDS, "kubeadm-host-mig", "rke2-container-mig"]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
+def test_every_gpu_daemonset_answers_to_its_deploy_label(tmp_path, profile, sections):
+    rendering = rendered(tmp_path, profile, sections)
+    ours = daemonsets(rendering)
+    by_app = {d["spec"]["template"]["metadata"]["labels"].get("app"): d for d in ours.values()}
+    registered = node_label_strings(rendering, profile)
+    checked = 0
+    for name in UPSTREAM_OPERANDS:
+        upstream = load((OPERATOR / name).read_text())
+        app = upstream["spec"]["template"]["metadata"]["labels"]["app"]
+        (selector,) = upstream["spec"]["template"]["spec"]["nodeSelector"].items()
+        if app not in by_app:
+            # Not rendered here: no toolkit with a host driver on RKE2, no MIG manager without MIG.
+            continue
+        workload = by_app[app]
+        # Selected as upstream's, on the label's "true": paused or absent, the pod leaves.
+        assert pod(workload)["nodeSelector"][selector[0]] == selector[1] == "true", name
+        assert "=".join(selector) in registered, name
+        checked += 1
+    assert checked >= 3
+    if profile != "kubeadm" or sections.get("driver"):
+        driver = golden_daemonset("golden__driver-minimal.yaml")
+        ((key, value),) = pod(driver)["nodeSelector"].items()
+        assert pod(ours[DRIVER])["nodeSelector"][key] == value
+        assert f"{key}={value}" in registered
+    # Every GPU DaemonSet but the driver's is one the managers wait for, and every deploy label
+    # selected is one the node/ files register as "true".
+    for name, workload in ours.items():
+        selected = {
+            key: value
+            for key, value in pod(workload).get("nodeSelector", {}).items()
+            if key.startswith("nvidia.com/gpu.deploy.")
+        }
+        if not selected:
+            assert not name.startswith("nvidia-") or name == "nvidia-smoke-test", name
+            continue
+        assert {f"{key}={value}" for key, value in selected.items()} <= registered, name
+        if name != DRIVER:
+            assert workload["spec"]["template"]["metadata"]["labels"]["app"] in WAITED_FOR, name
+
+
+@pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
+def test_a_paused_node_keeps_none_of_the_gpu_clients(tmp_path, profile, sections):
+    """What the driver manager does to a node's labels: "true" becomes paused-for-driver-upgrade;
+    no GPU client may stay (it would hold /dev/nvidia* and the old driver could not unload)."""
+    rendering = rendered(tmp_path, profile, sections)
+    registered = dict(label.split("=", 1) for label in node_label_strings(rendering, profile))
+    paused = {
+        key: PAUSED
+        if key.startswith("nvidia.com/gpu.deploy.") and key != "nvidia.com/gpu.deploy.driver"
+        else value
+        for key, value in registered.items()
+    }
+    for name, workload in daemonsets(rendering).items():
+        selector = pod(workload).get("nodeSelector", {})
+        if not any(key.startswith("nvidia.com/gpu.deploy.") for key in selector):
+            continue
+        stays = all(paused.get(key) == value for key, value in selector.items())
+        assert stays == (name == DRIVER), name
+
+
+def test_without_a_manager_nothing_selects_deploy_labels(tmp_path):
+    """A host driver and no MIG manager: nothing flips the labels, so nothing waits for them and
+    the nodes register none."""
+    rendering = rendered(tmp_path, "kubeadm", {})
+    for workload in daemonsets(rendering).values():
+        assert not any(
+            key.startswith("nvidia.com/gpu.deploy.")
+            for key in pod(workload).get("nodeSelector", {})
+        )
+    assert "nvidia.com/gpu.deploy" not in "".join(rendering.node_files.values())
+
+
+@pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
+def test_deploy_labels_are_known_to_be_set(tmp_path, profile, sections):
+    """No `node-label-unsourced` finding: the node/ files set the labels the DaemonSets select."""
+    rendering = rendered(tmp_path, profile, sections)
+    findings = lint.run(
+        rendering.objects,
+        rendering.kubernetes_version,
+        taints=rendering.taints,
+        node_labels=rendering.node_labels,
+    )
+    assert [f.message for f in findings if f.rule == "node-label-unsourced"] == []
+
+
+# --- rolling upgrades ------------------------------------------------------------------------
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_the_next_node_waits_for_this_nodes_new_driver(tmp_path, profile, sections):
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    assert workload["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1},
+    }
+    assert workload["spec"]["minReadySeconds"] > 0
+    (driver,) = [c for c in pod(workload)["containers"] if c["name"] == "nvidia-driver-ctr"]
+    # Ready only while the driver answers and its ready file (the one upstream's startup probe
+    # writes and the toolkit waits for) is there.
+    script = (OPERATOR / "manifests-state-driver__0400_configmap.yaml").read_text()
+    ready = re.search(r'READY_FILE="\$\{VALIDATIONS_DIR\}/([^"]+)"', script)
+    validations = re.search(r'VALIDATIONS_DIR="([^"]+)"', script)
+    assert ready and validations
+    command = " ".join(driver["readinessProbe"]["exec"]["command"])
+    assert f"{validations.group(1)}/{ready.group(1)}" in command
+    assert "nvidia-smi" in command
+
+
+def test_max_unavailable_takes_a_count_or_a_percentage(tmp_path):
+    for value in (3, "25%"):
+        workload = daemonsets(
+            rendered(
+                tmp_path,
+                "kubeadm",
+                {"driver": {"mode": "container", "upgrade": {"maxUnavailable": value}}},
+            )
+        )[DRIVER]
+        assert workload["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": value}
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_a_driver_version_change_changes_only_the_driver_daemonset(tmp_path, profile, sections):
+    def objects(version: str) -> tuple[dict[Any, dict[str, Any]], dict[str, str]]:
+        driver = {**sections.get("driver", {}), "version": version}
+        rendering = rendered(tmp_path, profile, {**sections, "driver": driver})
+        return {identity(o): o for o in rendering.objects}, rendering.node_files
+
+    before, before_files = objects("580.95.05")
+    after, after_files = objects("595.91.07")
+    assert set(before) == set(after)
+    changed = sorted(f"{key[1]}/{key[3]}" for key in before if before[key] != after[key])
+    assert changed == [f"DaemonSet/{DRIVER}"]
+    assert before_files == after_files
+    # Within it: the driver image, and the digest on every container; nothing else.
+    (key,) = [k for k in before if k[1] == "DaemonSet" and k[3] == DRIVER]
+    old, new = before[key], after[key]
+    assert old["metadata"] == new["metadata"]
+    assert {k: v for k, v in old["spec"].items() if k != "template"} == {
+        k: v for k, v in new["spec"].items() if k != "template"
+    }
+    for before_c, after_c in zip(
+        [*pod(old)["initContainers"], *pod(old)["containers"]],
+        [*pod(new)["initContainers"], *pod(new)["containers"]],
+        strict=True,
+    ):
+        strip = {"DRIVER_CONFIG_DIGEST"}
+        for side in (before_c, after_c):
+            side["env"] = [e for e in side["env"] if e["name"] not in strip]
+            if side["image"].startswith("nvcr.io/nvidia/driver:"):
+                side["image"] = "nvcr.io/nvidia/driver"
+    assert old == new
