@@ -7,6 +7,7 @@ there says where each file goes. Taints and labels come from the same `nodes.tai
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gpustack import emit
@@ -64,9 +65,7 @@ def _deploy_note(stack: Stack) -> str:
         f"{managers} {'set' if both else 'sets'} them to a paused value on the node, "
         f"{'wait' if both else 'waits'} until the pods are gone and {'set' if both else 'sets'} "
         "them back. A node that joined without them gets no GPU pods: label it once, "
-        "`kubectl label node NODE "
-        + " ".join(f"{key}={value}" for key, value in labels.items())
-        + "`."
+        f"`kubectl patch node NODE -p '{json.dumps({'metadata': {'labels': labels}})}'`."
     )
 
 
