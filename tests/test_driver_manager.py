@@ -16,6 +16,7 @@ Expectations come from upstream, not from gpustack's code:
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -478,3 +479,74 @@ def test_a_driver_version_change_changes_only_the_driver_daemonset(tmp_path, pro
             if side["image"].startswith("nvcr.io/nvidia/driver:"):
                 side["image"] = "nvcr.io/nvidia/driver"
     assert old == new
+
+
+GITOPS = {
+    "no-gitops": {},
+    "argocd": {
+        "gitops": {"tool": "argocd", "argocd": {"repoURL": "https://git.example.com/f.git"}}
+    },
+    "flux": {
+        "gitops": {"tool": "flux", "flux": {"sourceRef": {"kind": "GitRepository", "name": "f"}}}
+    },
+}
+
+
+@pytest.mark.parametrize("layout", sorted(GITOPS))
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
+    cli, tmp_path, profile, sections, layout
+):
+    """What a reviewer sees before committing a driver upgrade: one changed object, the driver
+    DaemonSet (its image and digest), whatever the GitOps layout (Flux layers, Argo CD waves).
+    With a GitOps tool the smoke test Job is also replaced by a new one, by design: its name
+    hashes the config so that every change of the stack is tested again (and the kustomizations
+    list the new name)."""
+
+    def config(version: str) -> Path:
+        driver = {**sections.get("driver", {}), "version": version}
+        body = {
+            "apiVersion": "gpustack.dev/v1alpha1",
+            "kind": "GPUStack",
+            "metadata": {"name": "lab"},
+            "platform": {"profile": profile},
+            **sections,
+            "driver": driver,
+            **GITOPS[layout],
+        }
+        path = tmp_path / version / "lab.yaml"
+        path.parent.mkdir()
+        path.write_text(json.dumps(body))
+        return path
+
+    result = cli("diff", config("580.95.05"), config("595.91.07"), "--output", "json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    objects = [c for c in document["changes"] if c["kind"]]
+    (change,) = [c for c in objects if c["change"] == "changed"]
+    assert (change["kind"], change["name"]) == ("DaemonSet", DRIVER)
+    smoke_tests = [c for c in objects if c["change"] != "changed"]
+    assert {(c["change"], c["kind"]) for c in smoke_tests} == (
+        {("added", "Job"), ("removed", "Job")} if GITOPS[layout] else set()
+    )
+    assert all(c["name"].startswith("gpu-smoke-test-") for c in smoke_tests)
+    texts = [c["file"] for c in document["changes"] if not c["kind"]]
+    assert all(file.endswith("kustomization.yaml") for file in texts), texts
+    # The driver image, and the digest on the manager and on each driver container.
+    paths = change["paths"]
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    containers = len(pod(workload)["initContainers"]) + len(pod(workload)["containers"])
+    assert paths.count("spec.template.spec.containers[0].image") == 1, paths
+    digests = [
+        p for p in paths if re.fullmatch(r"spec\.template\.spec\.\w+\[\d+\]\.env\[\d+\]\.value", p)
+    ]
+    assert len(digests) == containers == len(paths) - 1, paths
+    lines = [
+        line
+        for line in change["diff"].splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert lines and all(
+        re.fullmatch(r"[+-] +(image: nvcr\.io/nvidia/driver:\S+|value: [0-9a-f]{16})", line)
+        for line in lines
+    ), lines
