@@ -548,7 +548,9 @@ class DriverDrain(Strict):
         description="how long eviction and the drain may take, 0: no limit (`DRAIN_TIMEOUT_SECONDS`)",
     )
     podSelector: Annotated[
-        str, Field(pattern=r"^[A-Za-z0-9_./=!,() -]*$", max_length=1024), Doc(type="label selector")
+        str,
+        Field(pattern=r"^[A-Za-z0-9_./=!,() -]*$", max_length=1024),
+        Doc(type="label selector", default="none (every pod)"),
     ] = Field(
         default="",
         description="drain only the pods this label selector matches (`DRAIN_POD_SELECTOR_LABEL`)",
