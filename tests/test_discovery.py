@@ -35,6 +35,12 @@ def objects(tmp_path: Path, profile: str, **sections: Any) -> list[dict[str, Any
     return render(load(tmp_path, profile, **sections)).objects
 
 
+def registered(tmp_path: Path, profile: str, **sections: Any) -> dict[str, str]:
+    """The labels a GPU node registers with from the node/ files (nodes.selector, and the
+    nvidia.com/gpu.deploy.* labels where a driver container or the MIG manager is rendered)."""
+    return render(load(tmp_path, profile, **sections)).node_labels
+
+
 def find(items: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     matches = [o for o in items if o["kind"] == kind and o["metadata"]["name"] == name]
     assert len(matches) == 1, f"expected one {kind}/{name}, found {len(matches)}"
@@ -283,7 +289,11 @@ def test_gfd_is_placed_like_every_other_gpu_workload(tmp_path, profile):
         spec = other["spec"]["template"]["spec"]
         for field in ("affinity", "tolerations", "runtimeClassName", "priorityClassName"):
             assert gfd.get(field) == spec.get(field), field
-    gpu_node = {"pool": "gpu", GPU_LABEL: "true", "cloud.google.com/gke-accelerator": "nvidia-l4"}
+    gpu_node = {
+        **registered(tmp_path, profile, gfd={"enabled": True}, nodes={"selector": {"pool": "gpu"}}),
+        GPU_LABEL: "true",
+        "cloud.google.com/gke-accelerator": "nvidia-l4",
+    }
     taints = [{"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}]
     assert schedulable(gfd, gpu_node, taints)
     assert not schedulable(gfd, {"pool": "gpu"}, taints)  # not (yet) recognised as a GPU node
@@ -396,8 +406,11 @@ def test_node_feature_rule_sets_the_label_gpu_workloads_select(tmp_path, profile
     assert not re.search(pattern, "0200")
     # The label the rule sets is the one the device plugin selects on.
     plugin = find(rendered, "DaemonSet", "nvidia-device-plugin")["spec"]["template"]["spec"]
-    assert schedulable(plugin, {**only["labels"]}, [])
-    assert not schedulable(plugin, {"feature.node.kubernetes.io/pci-0302_10de.present": "true"}, [])
+    node = registered(tmp_path, profile)
+    assert schedulable(plugin, {**node, **only["labels"]}, [])
+    assert not schedulable(
+        plugin, {**node, "feature.node.kubernetes.io/pci-0302_10de.present": "true"}, []
+    )
 
 
 # The group the NFD in charge serves NodeFeatureRule in. Upstream NFD, which gpustack deploys

@@ -316,6 +316,10 @@ def test_labels_upstream_gpu_operator_selects_labels_only_its_controller_sets():
         "examples/nodefeaturerule-nvidia-gpu.yaml",
     )
     assert rules_hit([*objects, *gfd])["node-label-unsourced"] == ["nvidia-device-plugin-daemonset"]
+    # Beside k8s-driver-manager (or the MIG manager), which take GPU DaemonSets off a node through
+    # those labels without an operator, the nodes register with them (gpustack's node/ files).
+    driver = refs("gpu-operator/golden__driver-minimal.yaml")
+    assert "node-label-unsourced" not in rules_hit([*objects, *gfd, *driver])
 
 
 def test_labels_gfd_labels_need_gfd_and_user_labels_count_as_set():
