@@ -335,8 +335,9 @@ def _manager(stack: Stack, digest: str) -> dict[str, Any]:
     """k8s-driver-manager `uninstall_driver`, as the GPU Operator's driver DaemonSet runs it
     (gpu-operator assets/state-driver/0500_daemonset.yaml, v26.7.0): on a node with no NVIDIA
     driver loaded it unloads nouveau; on one with a driver loaded it takes the GPU DaemonSets
-    off the node (deploy labels), evicts the pods using GPUs and unloads the old driver, unless
-    DRIVER_CONFIG_DIGEST equals the running driver's, then puts the labels back."""
+    off the node (deploy labels) and, unless DRIVER_CONFIG_DIGEST equals the running driver's,
+    evicts the pods using GPUs and unloads the old driver; then it puts the labels back
+    (cmd/driver-manager/main.go uninstallDriver, k8s-driver-manager v0.12.0)."""
     upgrade = stack.config.driver.upgrade
     drain = upgrade.drain
 
