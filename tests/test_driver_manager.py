@@ -150,8 +150,18 @@ def test_driver_manager_runs_first_as_the_gpu_operator_runs_it(tmp_path, profile
         for path, host in host_paths(golden, theirs).items()
         if path != "/run/mellanox/drivers"
     }
-    assert host_paths(workload, ours) == theirs_at
-    propagation = {m["mountPath"]: m.get("mountPropagation") for m in ours["volumeMounts"]}
+    # Besides: its API token (upstream's comes with the pod's automounted token).
+    ours_at = {
+        path: host
+        for path, host in host_paths(workload, ours).items()
+        if path != "/var/run/secrets/kubernetes.io/serviceaccount"
+    }
+    assert ours_at == theirs_at
+    propagation = {
+        m["mountPath"]: m.get("mountPropagation")
+        for m in ours["volumeMounts"]
+        if m["mountPath"] in ours_at
+    }
     assert propagation == {
         m["mountPath"]: m.get("mountPropagation")
         for m in theirs["volumeMounts"]
@@ -275,7 +285,21 @@ def test_driver_manager_may_do_what_it_does_and_no_more_than_upstream(tmp_path, 
     workload = daemonsets(rendering)[DRIVER]
     account = pod(workload)["serviceAccountName"]
     objects = {(o["kind"], o["metadata"]["name"]): o for o in rendering.objects}
-    assert objects[("ServiceAccount", account)].get("automountServiceAccountToken") is not False
+    # The manager gets the account's token where client-go looks for it; the long-running,
+    # privileged driver containers get none.
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    volumes = {v["name"]: v for v in pod(workload)["volumes"]}
+    for container in [*pod(workload)["initContainers"], *pod(workload)["containers"]]:
+        mounted = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        if container["name"] != MANAGER:
+            assert token not in mounted, container["name"]
+            continue
+        sources = volumes[mounted[token]]["projected"]["sources"]
+        assert {"serviceAccountToken", "configMap", "downwardAPI"} == {
+            key for source in sources for key in source
+        }
+    assert objects[("ServiceAccount", account)]["automountServiceAccountToken"] is False
+    assert pod(workload).get("automountServiceAccountToken") is not True
     (binding,) = [
         o
         for o in rendering.objects

@@ -96,8 +96,9 @@ def driver_toolkit_image(stack: Stack) -> str:
 def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.driver_container:
         return []
-    # k8s-driver-manager calls the API server; the driver containers do not.
-    objects = [service_account(stack, ACCOUNT)]
+    # Only k8s-driver-manager calls the API server: its token is mounted into it alone
+    # (API_ACCESS), the long-running driver containers get none.
+    objects = [service_account(stack, ACCOUNT, calls_api=False)]
     objects += cluster_role_with_binding(stack, ACCOUNT, MANAGER_RULES)
     rules = scc_rules(stack)
     if rules:
@@ -126,6 +127,34 @@ MANAGER_RULES: list[dict[str, Any]] = [
     # (podHasGPUResourceClaim); without this right any such pod stops the eviction.
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
 ]
+
+
+# The ServiceAccount token, API server CA and namespace where client-go's in-cluster config reads
+# them, as the kubelet mounts them into every container of a pod whose account automounts its
+# token (kubernetes.io, "Managing Service Accounts", kube-api-access projected volume), here
+# into the manager only.
+API_ACCESS_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+API_ACCESS: dict[str, Any] = {
+    "name": "driver-manager-api-access",
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+            {
+                "downwardAPI": {
+                    "items": [
+                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                    ]
+                }
+            },
+        ]
+    },
+}
 
 
 def manager_image(stack: Stack) -> str:
@@ -292,6 +321,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # k8s-driver-manager runs `chroot /host nvidia-smi` to find a driver on the host.
         host_path_volume("host-root", "/"),
         host_path_volume("host-sys", "/sys", "Directory"),
+        API_ACCESS,
     ]
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
@@ -379,6 +409,7 @@ def _manager(stack: Stack, digest: str) -> dict[str, Any]:
                 "mountPropagation": "HostToContainer",
             },
             {"name": "host-sys", "mountPath": "/sys"},
+            {"name": API_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True},
         ],
     }
 
