@@ -1171,6 +1171,13 @@ class ProfileFacts(Strict):
     taintMechanism: Literal[
         "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
     ]
+    nodeLabelsReapplied: bool = Field(
+        default=False,
+        description="The platform copies the labels the node files give GPU nodes onto them "
+        "again whenever the node changes (OpenShift's Machine API), so labels that NVIDIA's "
+        "managers flip cannot start there: GPU DaemonSets then leave only a node whose deploy "
+        "label is paused or false.",
+    )
     kubeletRoot: HostPath = "/var/lib/kubelet"
     managedDCGMExporterFrom: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] | None = Field(
         default=None,

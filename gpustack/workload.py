@@ -240,6 +240,17 @@ def driver_mount(
 # a node without them could never be stopped, which is why gpustack selects "true" as upstream.
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
 DEPLOYED = "true"
+# Where the platform re-applies node labels (OpenShift), the labels cannot start as "true" and a
+# node without them must still run the stack: the DaemonSets then leave a node only on the values
+# the managers write, a "true" label paused by one or both ("<value>_<pause>", maybeSetPaused),
+# and "false".
+PAUSES = ("paused-for-driver-upgrade", "paused-for-mig-change")
+NOT_DEPLOYED = (
+    "false",
+    *PAUSES,
+    f"{PAUSES[0]}_{PAUSES[1]}",
+    f"{PAUSES[1]}_{PAUSES[0]}",
+)
 
 # By a DaemonSet's app.kubernetes.io/component: the deploy label it selects on and the `app` pod
 # label the managers wait for (k8s-driver-manager v0.12.0 waitForPodsToTerminate; the validator's
@@ -257,6 +268,12 @@ DEPLOY_CLIENTS: dict[str, tuple[str, str | None]] = {
 }
 
 
+def _not_deployed(label: str) -> list[str]:
+    # k8s-driver-manager sets the driver's label to "pre-installed" on a node whose host already
+    # has a driver (main.go disableContainerizedDriver): the driver pod must leave it.
+    return [*NOT_DEPLOYED, "pre-installed"] if label == "driver" else list(NOT_DEPLOYED)
+
+
 def deploy_labels_used(stack: Stack) -> bool:
     """Whether a manager that flips the deploy labels runs: the driver container's
     k8s-driver-manager or the MIG manager."""
@@ -266,14 +283,15 @@ def deploy_labels_used(stack: Stack) -> bool:
 def deploy_node_labels(stack: Stack) -> dict[str, str]:
     """The deploy labels GPU nodes register with, all "true" (what the GPU Operator's
     controller would write on each GPU node)."""
-    if not deploy_labels_used(stack):
+    if not deploy_labels_used(stack) or stack.facts.nodeLabelsReapplied:
         return {}
     labels = {DEPLOY_LABEL_PREFIX + label for label, _ in DEPLOY_CLIENTS.values()}
     return dict.fromkeys(sorted(labels), DEPLOYED)
 
 
 def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The GPU DaemonSets, each selecting nodes whose deploy label is "true" and carrying the `app`
+    """The GPU DaemonSets, each selecting nodes whose deploy label is "true" (where the platform
+    re-applies node labels: whose deploy label is not paused or "false") and carrying the `app`
     label the managers wait on, when a manager flips those labels; the objects as they are
     otherwise."""
     if not deploy_labels_used(stack):
@@ -290,7 +308,16 @@ def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list
         template = selected["spec"]["template"]
         if app:
             template["metadata"]["labels"]["app"] = app
-        node_selector = template["spec"].setdefault("nodeSelector", {})
-        node_selector[DEPLOY_LABEL_PREFIX + label] = DEPLOYED
+        key = DEPLOY_LABEL_PREFIX + label
+        if stack.facts.nodeLabelsReapplied:
+            terms = template["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"]
+            for term in terms:
+                term["matchExpressions"].append(
+                    {"key": key, "operator": "NotIn", "values": _not_deployed(label)}
+                )
+        else:
+            template["spec"].setdefault("nodeSelector", {})[key] = DEPLOYED
         result.append(selected)
     return result

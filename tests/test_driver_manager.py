@@ -111,7 +111,8 @@ def node_label_strings(rendering: Rendering, profile: str) -> set[str]:
         return set(str(arg["value"]).split(","))
     if profile == "rke2":
         return set(load(files["rke2-agent-config.yaml"])["node-label"])
-    labels = load(files["machineset-patch.yaml"])["spec"]["template"]["spec"]["metadata"]["labels"]
+    template = load(files["machineset-patch.yaml"])["spec"]["template"]["spec"]
+    labels = template.get("metadata", {}).get("labels", {})
     return {f"{key}={value}" for key, value in labels.items()}
 
 
@@ -357,67 +358,134 @@ GPU_CONFIGS = [
 GPU_IDS = [*IDS, "kubeadm-host-mig", "rke2-container-mig", "kubeadm-container-mps"]
 
 
+DEPLOY = "nvidia.com/gpu.deploy."
+# Every deploy label k8s-driver-manager reads and the GPU DaemonSets here select, "true": a GPU
+# node as the node/ files register it, or labelled by hand where the platform re-applies labels.
+ALL_TRUE = {
+    DEPLOY + name: "true"
+    for name in (
+        "driver",
+        "container-toolkit",
+        "device-plugin",
+        "gpu-feature-discovery",
+        "dcgm-exporter",
+        "mig-manager",
+        "operator-validator",
+    )
+}
+
+
+def schedulable(workload: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` satisfies the pod's nodeSelector and required node affinity
+    (In, NotIn, Exists, DoesNotExist as the scheduler reads them)."""
+    spec = pod(workload)
+    if any(labels.get(key) != value for key, value in spec.get("nodeSelector", {}).items()):
+        return False
+    required = (
+        spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    if not required:
+        return True
+
+    def holds(expression: dict[str, Any]) -> bool:
+        value = labels.get(expression["key"])
+        operator = expression["operator"]
+        if operator == "In":
+            return value in expression["values"]
+        if operator == "NotIn":
+            return value not in expression["values"]
+        return (value is not None) == (operator == "Exists")
+
+    return any(
+        all(holds(e) for e in term["matchExpressions"]) for term in required["nodeSelectorTerms"]
+    )
+
+
+def gpu_node(workload: dict[str, Any]) -> dict[str, str]:
+    """The labels of a GPU node the workload is meant for, deploy labels left out."""
+    spec = pod(workload)
+    labels = {k: v for k, v in spec.get("nodeSelector", {}).items() if not k.startswith(DEPLOY)}
+    required = (
+        spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    for term in required.get("nodeSelectorTerms", []):
+        for expression in term["matchExpressions"]:
+            if expression["operator"] == "In":
+                labels[expression["key"]] = expression["values"][0]
+            elif expression["operator"] == "Exists":
+                labels[expression["key"]] = "true"
+    return labels
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
 def test_every_gpu_daemonset_answers_to_its_deploy_label(tmp_path, profile, sections):
+    """Each GPU DaemonSet runs where its upstream twin's deploy label is "true" and leaves a node
+    where a manager paused it (or it is "false"). Where the nodes register the labels it needs
+    them "true", as upstream's nodeSelector does; on OpenShift, whose Machine API re-applies a
+    MachineSet's labels (and so would undo every pause), the MachineSet carries none and a node
+    without them runs the stack."""
     rendering = rendered(tmp_path, profile, sections)
     ours = daemonsets(rendering)
     by_app = {d["spec"]["template"]["metadata"]["labels"].get("app"): d for d in ours.values()}
     registered = node_label_strings(rendering, profile)
-    checked = 0
+    reapplied = profile == "openshift"
+    golden = golden_daemonset("golden__driver-minimal.yaml")
+    twins = [(DRIVER, pod(golden)["nodeSelector"])] if DRIVER in ours else []
     for name in UPSTREAM_OPERANDS:
         upstream = load((OPERATOR / name).read_text())
         app = upstream["spec"]["template"]["metadata"]["labels"]["app"]
-        (selector,) = upstream["spec"]["template"]["spec"]["nodeSelector"].items()
-        if app not in by_app:
-            # Not rendered here: no toolkit with a host driver on RKE2, no MIG manager without MIG.
-            continue
-        workload = by_app[app]
-        # Selected as upstream's, on the label's "true": paused or absent, the pod leaves.
-        assert pod(workload)["nodeSelector"][selector[0]] == selector[1] == "true", name
-        assert "=".join(selector) in registered, name
-        checked += 1
-    assert checked >= 3
-    if profile != "kubeadm" or sections.get("driver"):
-        driver = golden_daemonset("golden__driver-minimal.yaml")
-        ((key, value),) = pod(driver)["nodeSelector"].items()
-        assert pod(ours[DRIVER])["nodeSelector"][key] == value
-        assert f"{key}={value}" in registered
-    # Every GPU DaemonSet but the driver's is one the managers wait for, and every deploy label
-    # selected is one the node/ files register as "true".
+        if app in by_app:  # no toolkit with a host driver on RKE2, no MIG manager without MIG
+            twins.append(
+                (
+                    by_app[app]["metadata"]["name"],
+                    upstream["spec"]["template"]["spec"]["nodeSelector"],
+                )
+            )
+    assert len(twins) >= 4
+    for name, selector in twins:
+        ((key, value),) = selector.items()
+        assert value == "true"
+        workload = ours[name]
+        node = gpu_node(workload)
+        assert schedulable(workload, {**node, key: "true"}), name
+        for paused in ("paused-for-driver-upgrade", "paused-for-mig-change", "false"):
+            assert not schedulable(workload, {**node, key: paused}), (name, paused)
+        assert schedulable(workload, node) == reapplied, name
+        assert (f"{key}=true" in registered) != reapplied, name
+    # Every GPU DaemonSet answers to a deploy label; all but the driver's carry an `app` label
+    # the managers wait for.
     for name, workload in ours.items():
-        selected = {
-            key: value
-            for key, value in pod(workload).get("nodeSelector", {}).items()
-            if key.startswith("nvidia.com/gpu.deploy.")
-        }
-        if not selected:
-            # Only NFD's worker labels nodes without touching a GPU.
-            assert name == "nfd-worker", name
+        node = {**gpu_node(workload), **ALL_TRUE}
+        stopped = {k: ("false" if k.startswith(DEPLOY) else v) for k, v in node.items()}
+        if name == "nfd-worker":  # labels nodes, touches no GPU
+            assert schedulable(workload, stopped)
             continue
-        assert {f"{key}={value}" for key, value in selected.items()} <= registered, name
+        assert schedulable(workload, node) and not schedulable(workload, stopped), name
         if name != DRIVER:
             assert workload["spec"]["template"]["metadata"]["labels"]["app"] in WAITED_FOR, name
 
 
 @pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
 def test_a_paused_node_keeps_none_of_the_gpu_clients(tmp_path, profile, sections):
-    """What the driver manager does to a node's labels: "true" becomes paused-for-driver-upgrade;
-    no GPU client may stay (it would hold /dev/nvidia* and the old driver could not unload)."""
+    """What the driver manager does to a node's labels: each "true" but the driver's becomes
+    paused-for-driver-upgrade; no GPU client may stay (it would hold /dev/nvidia* and the old
+    driver could not unload), and the driver pod stays."""
     rendering = rendered(tmp_path, profile, sections)
-    registered = dict(label.split("=", 1) for label in node_label_strings(rendering, profile))
-    paused = {
-        key: PAUSED
-        if key.startswith("nvidia.com/gpu.deploy.") and key != "nvidia.com/gpu.deploy.driver"
-        else value
-        for key, value in registered.items()
-    }
     for name, workload in daemonsets(rendering).items():
-        selector = pod(workload).get("nodeSelector", {})
-        if not any(key.startswith("nvidia.com/gpu.deploy.") for key in selector):
+        if name == "nfd-worker":
             continue
-        stays = all(paused.get(key) == value for key, value in selector.items())
-        assert stays == (name == DRIVER), name
+        node = {**gpu_node(workload), **ALL_TRUE}
+        paused = {
+            k: (PAUSED if k.startswith(DEPLOY) and k != DEPLOY + "driver" else v)
+            for k, v in node.items()
+        }
+        assert schedulable(workload, node), name
+        assert schedulable(workload, paused) == (name == DRIVER), name
 
 
 def test_without_a_manager_nothing_selects_deploy_labels(tmp_path):

@@ -16,7 +16,12 @@ from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
 from gpustack.model import GKENodePool
-from gpustack.workload import deploy_node_labels
+from gpustack.workload import (
+    DEPLOY_CLIENTS,
+    DEPLOY_LABEL_PREFIX,
+    deploy_labels_used,
+    deploy_node_labels,
+)
 
 # kubeadm reads v1beta4 from 1.31 on; older kubeadm knows v1beta3 only (kubernetes.io, "kubeadm
 # Configuration (v1beta4)", changes listed from v1.31).
@@ -34,14 +39,16 @@ def build(stack: Stack) -> Files:
     files, where, notes = writer(stack)
     if stack.mig_manager_enabled:
         notes.append(_mig_note(stack))
-    if deploy_node_labels(stack):
+    if deploy_labels_used(stack):
         notes.append(_deploy_note(stack))
     files["README.md"] = _readme(stack, where, notes)
     return files
 
 
 def _deploy_note(stack: Stack) -> str:
-    labels = deploy_node_labels(stack)
+    labels = deploy_node_labels(stack) or {
+        DEPLOY_LABEL_PREFIX + label: "true" for label, _ in sorted(DEPLOY_CLIENTS.values())
+    }
     both = stack.driver_container and stack.mig_manager_enabled
     managers = " and ".join(
         name
@@ -58,14 +65,24 @@ def _deploy_note(stack: Stack) -> str:
         )
         if used
     )
+    patch = f"`kubectl patch node NODE -p '{json.dumps({'metadata': {'labels': labels}})}'`"
+    if stack.facts.nodeLabelsReapplied:
+        return (
+            "Deploy labels: the Machine API copies a MachineSet's labels onto its nodes again "
+            "whenever a node changes, which would undo every pause, so the MachineSet does not "
+            "carry the `nvidia.com/gpu.deploy.*` labels and the GPU DaemonSets run on GPU nodes "
+            f"without them. They are taken off a node by {managers}, setting the labels to a "
+            "paused value, which needs them `true` first: label each GPU node once, " + patch + ". "
+            "Until then a driver upgrade stops at that node (the driver manager waits for pods "
+            "it cannot stop, gives up after 5 minutes and retries)."
+        )
     return (
         "Deploy labels: GPU nodes register with "
         + ", ".join(f"`{key}={value}`" for key, value in labels.items())
         + ". Each GPU DaemonSet runs only where its label is `true`, as the GPU Operator's do; "
         f"{managers} {'set' if both else 'sets'} them to a paused value on the node, "
         f"{'wait' if both else 'waits'} until the pods are gone and {'set' if both else 'sets'} "
-        "them back. A node that joined without them gets no GPU pods: label it once, "
-        f"`kubectl patch node NODE -p '{json.dumps({'metadata': {'labels': labels}})}'`."
+        "them back. A node that joined without them gets no GPU pods: label it once, " + patch + "."
     )
 
 
