@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 from conftest import SHARED, is_core, read_manifests, stack_for, validate_upstream
 from kubernetes_validate.utils import SchemaNotFoundError
+from manifests import shared_affinity
 from ruamel.yaml import YAML
 
 from gpustack.config import Stack
@@ -291,25 +292,11 @@ def test_gfd_is_placed_like_every_other_gpu_workload(tmp_path, profile):
         and o["metadata"]["name"] in ("nvidia-device-plugin", "dcgm-exporter")
     ]
 
-    def placement(spec: dict[str, Any], field: str) -> Any:
-        # Each DaemonSet also answers to its own nvidia.com/gpu.deploy.<component> label.
-        value = spec.get(field)
-        if field != "affinity" or value is None:
-            return value
-        terms = value["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        return [
-            [
-                e
-                for e in term["matchExpressions"]
-                if not e["key"].startswith("nvidia.com/gpu.deploy.")
-            ]
-            for term in terms["nodeSelectorTerms"]
-        ]
-
     for other in others:
         spec = other["spec"]["template"]["spec"]
-        for field in ("affinity", "tolerations", "runtimeClassName", "priorityClassName"):
-            assert placement(gfd, field) == placement(spec, field), field
+        assert shared_affinity(gfd) == shared_affinity(spec)
+        for field in ("tolerations", "runtimeClassName", "priorityClassName"):
+            assert gfd.get(field) == spec.get(field), field
     gpu_node = {
         **registered(tmp_path, profile, gfd={"enabled": True}, nodes={"selector": {"pool": "gpu"}}),
         GPU_LABEL: "true",
