@@ -546,6 +546,78 @@ class RhcosBuild(Strict):
 
 DriverMode = Literal["preinstalled", "container", "driver-toolkit", "gke-managed", "gke-installer"]
 
+# A DaemonSet's rollingUpdate.maxUnavailable: a number of nodes or a percentage of them, never 0
+# (apps/v1 DaemonSetSpec: it may not be 0 while maxSurge is 0, and the driver cannot surge).
+MaxUnavailable = Annotated[
+    Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^([1-9][0-9]?|100)%$")],
+    Doc(type="nodes (≥ 1) or percentage (`1%`..`100%`)"),
+]
+
+
+class DriverDrain(Strict):
+    """k8s-driver-manager's node drain (NVIDIA/k8s-driver-manager v0.12.0 cmd/driver-manager
+    ENABLE_AUTO_DRAIN, DRAIN_*): a full `kubectl drain` when evicting the GPU pods is not enough
+    to unload the old driver."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "drain the node (every pod but DaemonSets') when the GPU pods' eviction fails or the "
+            "old driver stays in use (`ENABLE_AUTO_DRAIN`)"
+        ),
+    )
+    # gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) driver.upgradePolicy.drain:
+    # "It's recommended to set a timeout to avoid infinite drain".
+    timeoutSeconds: Annotated[int, Field(ge=0), Doc(type="seconds")] = Field(
+        default=300,
+        description="how long eviction and the drain may take, 0: no limit (`DRAIN_TIMEOUT_SECONDS`)",
+    )
+    podSelector: Annotated[
+        str,
+        Field(pattern=r"^[A-Za-z0-9_./=!,() -]*$", max_length=1024),
+        Doc(type="label selector", default="none (every pod)"),
+    ] = Field(
+        default="",
+        description="drain only the pods this label selector matches (`DRAIN_POD_SELECTOR_LABEL`)",
+    )
+    deleteEmptyDir: bool = Field(
+        default=False,
+        description="evict pods with `emptyDir` volumes, losing their data (`DRAIN_DELETE_EMPTYDIR_DATA`)",
+    )
+    force: bool = Field(
+        default=False,
+        description="also delete pods no controller manages (`DRAIN_USE_FORCE`)",
+    )
+
+
+class DriverUpgrade(Strict):
+    maxUnavailable: MaxUnavailable = Field(
+        default=1,
+        description=(
+            "how many GPU nodes at a time the driver DaemonSet's rolling update takes down; "
+            "the next node waits until this one's new driver pod is Ready"
+        ),
+    )
+    gpuPodEviction: bool = Field(
+        default=True,
+        description=(
+            "before unloading the old driver, evict the pods that use GPUs on the node "
+            "(`ENABLE_GPU_POD_EVICTION`)"
+        ),
+    )
+    drain: DriverDrain = Field(default_factory=DriverDrain)
+
+
+class DriverManager(Strict):
+    # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `driver.manager.version`.
+    version: ReleaseTag = Field(
+        default="v0.12.0",
+        description=(
+            "k8s-driver-manager image tag (`nvcr.io/nvidia/cloud-native/k8s-driver-manager`), "
+            "the driver pod's init container"
+        ),
+    )
+
 
 class Driver(WithResources):
     components = ("nvidia-driver",)
@@ -629,6 +701,12 @@ class Driver(WithResources):
             "`openshift/driver-toolkit` ImageStream"
         ),
     )
+
+    upgrade: Annotated[DriverUpgrade, Doc(see="Driver upgrades")] = Field(
+        default_factory=DriverUpgrade,
+        description="how a driver change rolls over the GPU nodes (driver container modes)",
+    )
+    manager: DriverManager = Field(default_factory=DriverManager)
 
     @model_validator(mode="after")
     def _complete(self) -> Driver:
@@ -1226,6 +1304,13 @@ class ProfileFacts(Strict):
     taintMechanism: Literal[
         "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
     ]
+    nodeLabelsReapplied: bool = Field(
+        default=False,
+        description="The platform copies the labels the node files give GPU nodes onto them "
+        "again whenever the node changes (OpenShift's Machine API), so labels that NVIDIA's "
+        "managers flip cannot start there: the node files leave them out and each GPU node is "
+        "labelled once by hand.",
+    )
     kubeletRoot: HostPath = "/var/lib/kubelet"
     managedDCGMExporterFrom: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] | None = Field(
         default=None,

@@ -15,6 +15,7 @@ from gpustack.components import build_all, driver, namespace, node
 from gpustack.config import Stack
 from gpustack.decorate import HEADER, decorate, layer
 from gpustack.objects import Identity, file_name, identity
+from gpustack.workload import deploy_node_labels
 
 KUSTOMIZATION = "kustomization.yaml"
 NODE_DIR = "node"
@@ -114,7 +115,7 @@ def render(stack: Stack) -> Rendering:
         gitops_objects=decorate(gitops.cluster_objects(stack, objects)),
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
-        node_labels=dict(stack.config.nodes.selector),
+        node_labels={**stack.config.nodes.selector, **deploy_node_labels(stack)},
         secret_file_mode=stack.entitlement_mode,
         gitops_path=_gitops_path(stack),
     )

@@ -6,6 +6,7 @@ workload selects GPU nodes the same way and tolerates every configured taint" ho
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from gpustack.config import Stack
@@ -224,3 +225,96 @@ def driver_mount(
         # GKE docs: applications find libnvidia-ml and libcuda through this path.
         [{"name": "LD_LIBRARY_PATH", "value": f"{mount.mountPath}/lib64"}],
     )
+
+
+# --- Deploy labels ---------------------------------------------------------------------------
+# NVIDIA's managers take the GPU stack off a node by flipping its `nvidia.com/gpu.deploy.<x>`
+# labels: k8s-driver-manager before it unloads a driver (`paused-for-driver-upgrade`), the MIG
+# manager before it repartitions the GPUs (`paused-for-mig-change`); then each waits until no pod
+# labelled `app=<x>` is left on the node in its namespace and sets the labels back. A "true"
+# label is paused ("<value>_<pause>" when already paused by the other manager), an absent one
+# stays absent and a "false" stays "false" (k8s-driver-manager v0.12.0 cmd/driver-manager/main.go
+# maybeSetPaused, maybeSetTrue, waitForPodsToTerminate; mig-parted v0.15.0 pkg/mig/reconfigure).
+# The GPU Operator's DaemonSets select `<label>: "true"` and its controller labels every GPU node
+# (gpu-operator v26.7.0 assets/state-*/*daemonset.yaml). With no controller here, gpustack's
+# DaemonSets leave a node only on the values the managers write, so a node without the labels
+# (one that joined without the node/ files, or every node of a cluster rendered before them)
+# keeps its GPU stack; the node/ files register the labels as "true" wherever the platform lets
+# them start so (not OpenShift, whose Machine API re-applies a MachineSet's labels), which is
+# what lets a manager stop the pods there.
+DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
+DEPLOYED = "true"
+# The values that take a DaemonSet off a node: "false" and a pause of one or both managers.
+PAUSES = ("paused-for-driver-upgrade", "paused-for-mig-change")
+NOT_DEPLOYED = (
+    "false",
+    *PAUSES,
+    f"{PAUSES[0]}_{PAUSES[1]}",
+    f"{PAUSES[1]}_{PAUSES[0]}",
+)
+
+# By a DaemonSet's app.kubernetes.io/component: the deploy label it selects on and the `app` pod
+# label the managers wait for (k8s-driver-manager v0.12.0 waitForPodsToTerminate; the validator's
+# is the GPU Operator's nvidia-operator-validator). The MPS control daemon holds the GPUs like the
+# plugin it serves: it leaves with the plugin's label and is waited for under the plugin's name.
+DEPLOY_CLIENTS: dict[str, tuple[str, str | None]] = {
+    "nvidia-driver": ("driver", None),
+    "container-toolkit": ("container-toolkit", "nvidia-container-toolkit-daemonset"),
+    "device-plugin": ("device-plugin", "nvidia-device-plugin-daemonset"),
+    "mps-control-daemon": ("device-plugin", "nvidia-device-plugin-daemonset"),
+    "gpu-feature-discovery": ("gpu-feature-discovery", "gpu-feature-discovery"),
+    "dcgm-exporter": ("dcgm-exporter", "nvidia-dcgm-exporter"),
+    "mig-manager": ("mig-manager", "nvidia-mig-manager"),
+    "operator-validator": ("operator-validator", "nvidia-operator-validator"),
+}
+
+
+def _not_deployed(label: str) -> list[str]:
+    # k8s-driver-manager sets the driver's label to "pre-installed" on a node whose host already
+    # has a driver (main.go disableContainerizedDriver): the driver pod must leave it.
+    return [*NOT_DEPLOYED, "pre-installed"] if label == "driver" else list(NOT_DEPLOYED)
+
+
+def deploy_labels_used(stack: Stack) -> bool:
+    """Whether a manager that flips the deploy labels runs: the driver container's
+    k8s-driver-manager or the MIG manager."""
+    return stack.driver_container or stack.mig_manager_enabled
+
+
+def deploy_node_labels(stack: Stack) -> dict[str, str]:
+    """The deploy labels GPU nodes register with, all "true" (what the GPU Operator's
+    controller would write on each GPU node)."""
+    if not deploy_labels_used(stack) or stack.facts.nodeLabelsReapplied:
+        return {}
+    labels = {DEPLOY_LABEL_PREFIX + label for label, _ in DEPLOY_CLIENTS.values()}
+    return dict.fromkeys(sorted(labels), DEPLOYED)
+
+
+def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GPU DaemonSets, each leaving a node whose deploy label is paused or "false" and
+    carrying the `app` label the managers wait on, when a manager flips those labels; the objects
+    as they are otherwise."""
+    if not deploy_labels_used(stack):
+        return objects
+    result = []
+    for obj in objects:
+        labels = obj["spec"]["template"]["metadata"]["labels"] if obj["kind"] == "DaemonSet" else {}
+        client = DEPLOY_CLIENTS.get(labels.get(COMPONENT_LABEL, ""))
+        if client is None:
+            result.append(obj)
+            continue
+        label, app = client
+        selected = copy.deepcopy(obj)
+        template = selected["spec"]["template"]
+        if app:
+            template["metadata"]["labels"]["app"] = app
+        key = DEPLOY_LABEL_PREFIX + label
+        terms = template["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        for term in terms:
+            term["matchExpressions"].append(
+                {"key": key, "operator": "NotIn", "values": _not_deployed(label)}
+            )
+        result.append(selected)
+    return result

@@ -6,6 +6,7 @@ added: "every GPU workload" is every workload that runs on GPU nodes, whichever 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,3 +107,20 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
         if operator == "Exists" or toleration.get("value", "") == (taint.get("value") or ""):
             return True
     return False
+
+
+def shared_affinity(spec: dict[str, Any]) -> Any:
+    """A pod's affinity without the expressions on its own nvidia.com/gpu.deploy.<component>
+    label (each GPU DaemonSet answers to its own where the platform re-applies node labels):
+    what every GPU workload's placement has in common."""
+    affinity = copy.deepcopy(spec.get("affinity"))
+    required = (
+        (affinity or {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    for term in required.get("nodeSelectorTerms", []):
+        term["matchExpressions"] = [
+            e for e in term["matchExpressions"] if not e["key"].startswith("nvidia.com/gpu.deploy.")
+        ]
+    return affinity

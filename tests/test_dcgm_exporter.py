@@ -17,6 +17,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 from conftest import SHARED, validate_upstream
+from manifests import shared_affinity
 
 from gpustack.config import Stack, load_stack
 from gpustack.errors import UserError
@@ -151,7 +152,8 @@ def test_exporter_is_placed_like_the_other_gpu_workloads(tmp_path, profile):
     ]
     for other in gpu_workloads:
         other_pod = other["spec"]["template"]["spec"]
-        for field in ("affinity", "tolerations", "runtimeClassName", "priorityClassName"):
+        assert shared_affinity(pod) == shared_affinity(other_pod)
+        for field in ("tolerations", "runtimeClassName", "priorityClassName"):
             assert pod.get(field) == other_pod.get(field), field
     tolerated = {(t["key"], t["operator"]) for t in pod["tolerations"]}
     assert ("nvidia.com/gpu", "Exists") in tolerated

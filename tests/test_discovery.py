@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 from conftest import SHARED, is_core, read_manifests, stack_for, validate_upstream
 from kubernetes_validate.utils import SchemaNotFoundError
+from manifests import shared_affinity
 from ruamel.yaml import YAML
 
 from gpustack.config import Stack
@@ -33,6 +34,12 @@ def load(tmp_path: Path, profile: str, **sections: Any) -> Stack:
 
 def objects(tmp_path: Path, profile: str, **sections: Any) -> list[dict[str, Any]]:
     return render(load(tmp_path, profile, **sections)).objects
+
+
+def registered(tmp_path: Path, profile: str, **sections: Any) -> dict[str, str]:
+    """The labels a GPU node registers with from the node/ files (nodes.selector, and the
+    nvidia.com/gpu.deploy.* labels where a driver container or the MIG manager is rendered)."""
+    return render(load(tmp_path, profile, **sections)).node_labels
 
 
 def find(items: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -66,7 +73,8 @@ def host_paths(workload: dict[str, Any]) -> dict[str, str]:
 
 def schedulable(pod: dict[str, Any], labels: dict[str, str], taints: list[dict[str, str]]) -> bool:
     """Would the scheduler place `pod` on a node with these labels and taints? (nodeSelector,
-    required node affinity with In/Exists, tolerations as in the Kubernetes docs)."""
+    required node affinity with In/NotIn/Exists/DoesNotExist, tolerations as in the Kubernetes
+    docs)."""
     if any(labels.get(key) != value for key, value in pod.get("nodeSelector", {}).items()):
         return False
     required = (
@@ -76,12 +84,16 @@ def schedulable(pod: dict[str, Any], labels: dict[str, str], taints: list[dict[s
     )
     if required:
 
+        def holds(expr: dict[str, Any]) -> bool:
+            value = labels.get(expr["key"])
+            if expr["operator"] == "NotIn":
+                return value not in expr["values"]
+            if expr["operator"] == "DoesNotExist":
+                return value is None
+            return value is not None and (expr["operator"] == "Exists" or value in expr["values"])
+
         def term_matches(term: dict[str, Any]) -> bool:
-            return all(
-                expr["key"] in labels
-                and (expr["operator"] == "Exists" or labels[expr["key"]] in expr["values"])
-                for expr in term["matchExpressions"]
-            )
+            return all(holds(expr) for expr in term["matchExpressions"])
 
         if not any(term_matches(term) for term in required["nodeSelectorTerms"]):
             return False
@@ -279,11 +291,17 @@ def test_gfd_is_placed_like_every_other_gpu_workload(tmp_path, profile):
         if o["kind"] == "DaemonSet"
         and o["metadata"]["name"] in ("nvidia-device-plugin", "dcgm-exporter")
     ]
+
     for other in others:
         spec = other["spec"]["template"]["spec"]
-        for field in ("affinity", "tolerations", "runtimeClassName", "priorityClassName"):
+        assert shared_affinity(gfd) == shared_affinity(spec)
+        for field in ("tolerations", "runtimeClassName", "priorityClassName"):
             assert gfd.get(field) == spec.get(field), field
-    gpu_node = {"pool": "gpu", GPU_LABEL: "true", "cloud.google.com/gke-accelerator": "nvidia-l4"}
+    gpu_node = {
+        **registered(tmp_path, profile, gfd={"enabled": True}, nodes={"selector": {"pool": "gpu"}}),
+        GPU_LABEL: "true",
+        "cloud.google.com/gke-accelerator": "nvidia-l4",
+    }
     taints = [{"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}]
     assert schedulable(gfd, gpu_node, taints)
     assert not schedulable(gfd, {"pool": "gpu"}, taints)  # not (yet) recognised as a GPU node
@@ -396,8 +414,11 @@ def test_node_feature_rule_sets_the_label_gpu_workloads_select(tmp_path, profile
     assert not re.search(pattern, "0200")
     # The label the rule sets is the one the device plugin selects on.
     plugin = find(rendered, "DaemonSet", "nvidia-device-plugin")["spec"]["template"]["spec"]
-    assert schedulable(plugin, {**only["labels"]}, [])
-    assert not schedulable(plugin, {"feature.node.kubernetes.io/pci-0302_10de.present": "true"}, [])
+    node = registered(tmp_path, profile)
+    assert schedulable(plugin, {**node, **only["labels"]}, [])
+    assert not schedulable(
+        plugin, {**node, "feature.node.kubernetes.io/pci-0302_10de.present": "true"}, []
+    )
 
 
 # The group the NFD in charge serves NodeFeatureRule in. Upstream NFD, which gpustack deploys

@@ -221,10 +221,17 @@ def test_defaults_are_the_gpu_operators(tmp_path):
     assert images(workloads["nvidia-container-toolkit-daemonset"]) == [f"{TOOLKIT_IMAGE}:v1.20.0"]
 
 
-def test_driver_container_updates_only_when_its_pod_is_deleted(tmp_path):
-    """Restarting the driver unloads it under running GPU pods: upstream's is always OnDelete."""
+def test_driver_container_rolls_one_node_at_a_time(tmp_path):
+    """It updated OnDelete, as upstream's does (the operator's upgrade controller deletes the pods
+    node by node): a rolling restart without anything evicting the GPU pods first would unload the
+    driver under them. Its init container, k8s-driver-manager, now evicts them and unloads the old
+    driver, so the DaemonSet rolls, `driver.upgrade.maxUnavailable` (1) node at a time."""
     workload = daemonsets(rendered(tmp_path, "rke2", CONTAINER))["nvidia-driver-daemonset"]
-    assert workload["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert workload["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1},
+    }
+    assert [c["name"] for c in pod(workload)["initContainers"]] == ["k8s-driver-manager"]
 
 
 @pytest.mark.parametrize("profile", ["kubeadm", "openshift"])
@@ -858,4 +865,9 @@ def test_without_nfd_the_driver_is_placed_by_the_configured_labels_alone(tmp_pat
             },
         )
     )["nvidia-driver-daemonset"]
-    assert list(_affinity(workload)) == ["example.com/gpu"]
+    (term,) = pod(workload)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    # The labels a node must carry (a NotIn, the deploy label's, is met by a node without it).
+    required = [e["key"] for e in term["matchExpressions"] if e["operator"] != "NotIn"]
+    assert required == ["example.com/gpu"]

@@ -316,6 +316,10 @@ def test_labels_upstream_gpu_operator_selects_labels_only_its_controller_sets():
         "examples/nodefeaturerule-nvidia-gpu.yaml",
     )
     assert rules_hit([*objects, *gfd])["node-label-unsourced"] == ["nvidia-device-plugin-daemonset"]
+    # Beside k8s-driver-manager (or the MIG manager), which take GPU DaemonSets off a node through
+    # those labels without an operator, the nodes register with them (gpustack's node/ files).
+    driver = refs("gpu-operator/golden__driver-minimal.yaml")
+    assert "node-label-unsourced" not in rules_hit([*objects, *gfd, *driver])
 
 
 def test_labels_gfd_labels_need_gfd_and_user_labels_count_as_set():
@@ -437,6 +441,21 @@ def test_config_map_in_another_namespace_or_a_missing_key_is_reported():
         {"key": "time-slicing.yaml", "path": "config.yaml"}
     ]
     assert rules_hit(objects)["config-map-missing"] == ["device-plugin"]
+
+
+def test_config_map_kubernetes_keeps_in_every_namespace_needs_no_manifest():
+    # kube-controller-manager publishes kube-root-ca.crt (key ca.crt) into every namespace; the
+    # kubelet's own kube-api-access volumes project it. Another key of it does not exist.
+    def with_projected(key: str) -> list[dict[str, Any]]:
+        objects = correct_stack()
+        source = {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": key, "path": key}]}}
+        pod_spec(find(objects, "DaemonSet", "device-plugin"))["volumes"].append(
+            {"name": "api", "projected": {"sources": [source]}}
+        )
+        return objects
+
+    assert "config-map-missing" not in rules_hit(with_projected("ca.crt"))
+    assert rules_hit(with_projected("service-ca.crt"))["config-map-missing"] == ["device-plugin"]
 
 
 # --- device-plugin-config-invalid ------------------------------------------------------------

@@ -35,7 +35,11 @@ def pod(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def matches(workload: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Whether a node with `labels` satisfies the workload's required node affinity."""
+    """Whether a node with `labels` satisfies the workload's nodeSelector and required node
+    affinity."""
+    selector = pod(workload).get("nodeSelector", {})
+    if any(labels.get(key) != value for key, value in selector.items()):
+        return False
     terms = pod(workload)["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -139,7 +143,11 @@ def test_mig_manager_image_is_the_operators(tmp_path):
 def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours, operand):
     """The MIG manager stops the GPU Operator's operands by flipping the node label their
     nodeSelector names to paused-for-mig-change, and waits for their `app` pods to go. gpustack's
-    own DaemonSets answer to the same label and carry the same `app` label."""
+    own DaemonSets answer to the same label and carry the same `app` label.
+
+    They leave a node whose label is paused or "false" and keep one without the label (no
+    controller labels nodes here). The manager pauses only a "true" label, so the node/ files
+    register it, except on OpenShift, whose Machine API re-applies node labels."""
     upstream = load((OPERATOR / operand).read_text())
     [deploy_label] = upstream["spec"]["template"]["spec"]["nodeSelector"]
     app = upstream["spec"]["template"]["metadata"]["labels"]["app"]
@@ -156,8 +164,19 @@ def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours
         if expression["operator"] == "In"
         for key, values in [(expression["key"], expression["values"])]
     }
-    assert matches(workload, gpu_node)
     assert matches(workload, {**gpu_node, deploy_label: "true"})
+    assert matches(workload, gpu_node)
+    if profile == "openshift":
+        # The Machine API re-applies a MachineSet's labels, so they cannot start there.
+        assert not [
+            label
+            for label in node_labels(tmp_path, profile, devicePlugin={"migStrategy": "single"})
+            if label.startswith(deploy_label)
+        ]
+    else:
+        assert f"{deploy_label}=true" in node_labels(
+            tmp_path, profile, devicePlugin={"migStrategy": "single"}
+        )
     assert not matches(workload, {**gpu_node, deploy_label: "paused-for-mig-change"})
 
 

@@ -497,6 +497,8 @@ def test_openshift_machineset_patch_matches_the_machineset_schema(tmp_path):
         **patch,
     }
     jsonschema.validate(machine_set, schema)
+    # Not the nvidia.com/gpu.deploy.* labels: the Machine API would copy them back onto the node
+    # after every pause of the driver manager.
     assert patch["spec"]["template"]["spec"]["metadata"]["labels"] == {
         "gpu.example.com/pool": "a100"
     }

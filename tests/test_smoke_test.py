@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import stack_for, validate_upstream
 from gitops_helpers import kustomize, listed_objects, load, schema_errors
+from manifests import shared_affinity
 
 from gpustack import profiles
 from gpustack.render import files, render
@@ -195,7 +196,7 @@ def test_the_smoke_test_lands_where_the_gpu_daemonsets_run(tmp_path, profile):
         if obj["kind"] == "DaemonSet"
     }
     reference = daemonsets.get("nvidia-device-plugin") or daemonsets["nvidia-dcgm-exporter"]
-    assert pod["affinity"] == reference["affinity"]
+    assert pod["affinity"] == shared_affinity(reference)
     assert pod.get("runtimeClassName") == reference.get("runtimeClassName")
     for taint in [
         *rendering.taints,

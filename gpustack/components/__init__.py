@@ -25,6 +25,7 @@ from gpustack.components import (
     validator,
 )
 from gpustack.config import Stack
+from gpustack.workload import select_on_deploy_labels
 
 Builder = Callable[[Stack], list[dict[str, Any]]]
 
@@ -49,5 +50,6 @@ def build_all(stack: Stack) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for build in COMPONENTS:
         objects.extend(build(stack))
-    # The MIG manager stops the GPU DaemonSets rendered here while it repartitions a node.
-    return mig_manager.pause_gpu_clients(stack, objects)
+    # The driver manager and the MIG manager stop the GPU DaemonSets rendered here through their
+    # deploy labels while they change the driver or the GPUs' partitions.
+    return select_on_deploy_labels(stack, objects)

@@ -18,9 +18,14 @@ What the operator adds at run time and gpustack cannot (it runs nothing in the c
   `driver.rhcosVersion` and `driver.driverToolkitImage` as the one-build form; with neither,
   one DaemonSet for every node with `driver.driverToolkitImage` or Red Hat's DTK for
   `platform.openshiftVersion`, whose kernel is the newest z-stream's;
-- k8s-driver-manager, which cordons and drains before a driver upgrade by coordinating with the
-  operator's node labels; without the operator the DaemonSet updates OnDelete (as upstream's
-  always does): drain a node, then delete its driver pod.
+- the upgrade controller (k8s-operator-libs pkg/upgrade), which takes the nodes one by one while
+  the DaemonSet updates OnDelete; here the DaemonSet rolls (`driver.upgrade.maxUnavailable`)
+  and a new driver pod counts as available only once its driver answers, so the next node waits.
+
+What the operator's DaemonSet has and gpustack keeps: k8s-driver-manager as the init container
+(`uninstall_driver`), which unloads nouveau or the old driver before the new one installs, after
+evicting the GPU pods and taking the GPU DaemonSets off the node through their
+`nvidia.com/gpu.deploy.<component>` labels (`workload.select_on_deploy_labels`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 from gpustack.config import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.decorate import ignore
 from gpustack.workload import (
+    cluster_role_with_binding,
     daemonset,
     gpu_pod_spec,
     host_path_volume,
@@ -44,6 +50,9 @@ from gpustack.workload import (
 NAME = "nvidia-driver-daemonset"
 ACCOUNT = "nvidia-driver"
 CONTAINER = "nvidia-driver-ctr"
+MANAGER = "k8s-driver-manager"
+# gpu-operator values.yaml `driver.manager.repository`/`.image` (v26.7.0).
+MANAGER_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
 # gpu-operator values.yaml `driver.repository`/`driver.image`.
 IMAGE = "nvcr.io/nvidia/driver"
 VALIDATIONS = "/run/nvidia/validations"
@@ -117,13 +126,69 @@ def daemonset_name(pin: RhcosPin | None) -> str:
 def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.driver_container:
         return []
-    # The driver pod never calls the API server (the operator's RBAC is for k8s-driver-manager).
+    # Only k8s-driver-manager calls the API server: its token is mounted into it alone
+    # (API_ACCESS), the long-running driver containers get none.
     objects = [service_account(stack, ACCOUNT, calls_api=False)]
+    objects += cluster_role_with_binding(stack, ACCOUNT, MANAGER_RULES)
     rules = scc_rules(stack)
     if rules:
         objects += role_with_binding(stack, ACCOUNT, rules)
     objects += [_daemonset(stack, pin) for pin in rhcos_pins(stack)]
     return objects
+
+
+# What k8s-driver-manager v0.12.0 calls (cmd/driver-manager/main.go, internal/kubernetes/client.go
+# and its vendored k8s.io/kubectl v0.36.3 pkg/drain), and no more: the operator's ClusterRole
+# (assets/state-driver/0210_clusterrole.yaml, v26.7.0) also lets it list, update and watch nodes,
+# watch pods and read ClusterVersions, which it never does.
+MANAGER_RULES: list[dict[str, Any]] = [
+    # Its node's deploy labels (GetNodeLabelValue, UpdateNodeLabels: a strategic merge patch) and
+    # cordon/uncordon (drain.RunCordonOrUncordon patches spec.unschedulable).
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    # The pods on its node in every namespace (WaitForPodTermination, DeleteOrEvictPods,
+    # GetPodsForDeletion) and each evicted pod until it is gone (drain's waitForDelete).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    # GPU pods leave through the Eviction API, which honours PodDisruptionBudgets (drain evicts
+    # wherever discovery lists pods/eviction, every supported Kubernetes; it never deletes).
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # drain's daemonSetFilter reads the DaemonSet behind each DaemonSet pod.
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
+    # A pod with ResourceClaims uses a GPU if one is allocated by gpu.nvidia.com
+    # (podHasGPUResourceClaim); without this right any such pod stops the eviction.
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+]
+
+
+# The ServiceAccount token, API server CA and namespace where client-go's in-cluster config reads
+# them, as the kubelet mounts them into every container of a pod whose account automounts its
+# token (kubernetes.io, "Managing Service Accounts", kube-api-access projected volume), here
+# into the manager only.
+API_ACCESS_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+API_ACCESS: dict[str, Any] = {
+    "name": "driver-manager-api-access",
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+            {
+                "downwardAPI": {
+                    "items": [
+                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                    ]
+                }
+            },
+        ]
+    },
+}
+
+
+def manager_image(stack: Stack) -> str:
+    return f"{MANAGER_IMAGE}:{stack.config.driver.manager.version}"
 
 
 def _node_requirements(stack: Stack, pin: RhcosPin | None) -> list[dict[str, Any]]:
@@ -268,9 +333,26 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
     # it installs the user-space files only (gpu-driver-container ubuntu22.04/nvidia-driver and
     # rhel9/common.sh `_should_skip_kernel_module_reload`; gpu-operator sets it on both containers,
     # controllers/object_controls.go DRIVER_CONFIG_DIGEST, v26.7.0).
+    # What the pod gains below (the driver manager, the readiness probe, scheduling, the update
+    # strategy) installs nothing: it stays out of the digest, so changing it reloads no driver.
     digest = _digest({"containers": containers, "volumes": volumes})
     for container in containers:
         container["env"].append({"name": "DRIVER_CONFIG_DIGEST", "value": digest})
+    # Ready while the driver answers: what a rolling update waits for before the next node
+    # (the ready file is written by the startup probe once nvidia-smi answers, and removed when
+    # the pod stops).
+    driver_container["readinessProbe"] = {
+        "exec": {"command": ["sh", "-c", f"test -f {READY_FILE} && nvidia-smi"]},
+        "periodSeconds": 30,
+        "timeoutSeconds": 60,
+        "failureThreshold": 3,
+    }
+    volumes += [
+        # k8s-driver-manager runs `chroot /host nvidia-smi` to find a driver on the host.
+        host_path_volume("host-root", "/"),
+        host_path_volume("host-sys", "/sys", "Directory"),
+        API_ACCESS,
+    ]
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
@@ -284,6 +366,7 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
         {
             "serviceAccountName": ACCOUNT,
             "hostPID": True,
+            "initContainers": [_manager(stack, digest)],
             "containers": containers,
             "volumes": volumes,
         }
@@ -297,9 +380,15 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
     )
     if pin:
         workload["metadata"]["labels"]["openshift.driver-toolkit.rhcos"] = pin.version
-    # A driver pod restarting unloads the driver under running GPU pods: never roll it (upstream's
-    # driver DaemonSet is always OnDelete).
-    workload["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    # Upstream's DaemonSet is OnDelete and the operator's upgrade controller deletes the pods node
+    # by node. Here the DaemonSet rolls: the new pod's driver manager evicts the GPU pods and
+    # unloads the old driver, and the next node waits until this one's driver pod has been Ready
+    # for minReadySeconds (a node whose new driver never answers stops the rollout there).
+    workload["spec"]["updateStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": stack.config.driver.upgrade.maxUnavailable},
+    }
+    workload["spec"]["minReadySeconds"] = 30
     workload["spec"]["template"]["metadata"]["annotations"] = {
         "kubectl.kubernetes.io/default-container": CONTAINER
     }
@@ -308,6 +397,59 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
         # elsewhere (Red Hat's operator included) is not among these manifests.
         ignore(workload, "node-label-unsourced")
     return workload
+
+
+def _manager(stack: Stack, digest: str) -> dict[str, Any]:
+    """k8s-driver-manager `uninstall_driver`, as the GPU Operator's driver DaemonSet runs it
+    (gpu-operator assets/state-driver/0500_daemonset.yaml, v26.7.0): on a node with no NVIDIA
+    driver loaded it unloads nouveau; on one with a driver loaded it takes the GPU DaemonSets
+    off the node (deploy labels) and, unless DRIVER_CONFIG_DIGEST equals the running driver's,
+    evicts the pods using GPUs and unloads the old driver; then it puts the labels back
+    (cmd/driver-manager/main.go uninstallDriver, k8s-driver-manager v0.12.0)."""
+    upgrade = stack.config.driver.upgrade
+    drain = upgrade.drain
+
+    def flag(value: bool) -> str:
+        return "true" if value else "false"
+
+    return {
+        "name": MANAGER,
+        "image": manager_image(stack),
+        "command": ["driver-manager"],
+        "args": ["uninstall_driver"],
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            # Under the default runtime, never handed GPUs (upstream).
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+            {"name": "ENABLE_GPU_POD_EVICTION", "value": flag(upgrade.gpuPodEviction)},
+            {"name": "ENABLE_AUTO_DRAIN", "value": flag(drain.enabled)},
+            {"name": "DRAIN_USE_FORCE", "value": flag(drain.force)},
+            {"name": "DRAIN_POD_SELECTOR_LABEL", "value": drain.podSelector},
+            # A Go duration (cmd/driver-manager DurationFlag); "0s" waits forever.
+            {"name": "DRAIN_TIMEOUT_SECONDS", "value": f"{drain.timeoutSeconds}s"},
+            {"name": "DRAIN_DELETE_EMPTYDIR_DATA", "value": flag(drain.deleteEmptyDir)},
+            # Where it waits for the GPU DaemonSets' pods to leave: gpustack's namespace.
+            {
+                "name": "OPERATOR_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            },
+            {"name": "DRIVER_CONFIG_DIGEST", "value": digest},
+        ],
+        # Privileged: it unloads kernel modules and unmounts the old driver's root filesystem
+        # from the host's /run/nvidia (Bidirectional).
+        "securityContext": {"privileged": True},
+        "volumeMounts": [
+            {"name": "run-nvidia", "mountPath": "/run/nvidia", "mountPropagation": "Bidirectional"},
+            {
+                "name": "host-root",
+                "mountPath": "/host",
+                "readOnly": True,
+                "mountPropagation": "HostToContainer",
+            },
+            {"name": "host-sys", "mountPath": "/sys"},
+            {"name": API_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True},
+        ],
+    }
 
 
 def _digest(install: dict[str, Any]) -> str:

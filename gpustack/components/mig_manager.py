@@ -10,12 +10,12 @@ rebooting, success, failed). Before it touches the GPUs it stops their Kubernete
 setting `nvidia.com/gpu.deploy.<component>=paused-for-mig-change` on the node, waits until no
 pod labelled `app=<component>` is left on the node in its namespace, and sets the labels back to
 `true` afterwards. With the GPU Operator the operand DaemonSets select on those labels; here
-`pause_gpu_clients` gives gpustack's own GPU DaemonSets the matching placement and labels.
+`workload.select_on_deploy_labels` gives gpustack's own GPU DaemonSets the same selectors and
+`app` labels.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from gpustack import emit
@@ -43,21 +43,6 @@ STATE_LABEL = "nvidia.com/mig.config.state"
 PAUSED = "paused-for-mig-change"
 # GFD labels GPUs that can be partitioned (the GPU Operator runs the manager only there).
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
-
-# The GPU clients the manager stops, by the name gpustack gives their DaemonSet: the node label
-# it flips and the `app` pod label it waits on (reconfigure.go shutdownKubernetesGPUClients and
-# waitForPodsToBeDeleted).
-GPU_CLIENTS = {
-    "nvidia-device-plugin": (
-        "nvidia.com/gpu.deploy.device-plugin",
-        "nvidia-device-plugin-daemonset",
-    ),
-    "gpu-feature-discovery": (
-        "nvidia.com/gpu.deploy.gpu-feature-discovery",
-        "gpu-feature-discovery",
-    ),
-    "nvidia-dcgm-exporter": ("nvidia.com/gpu.deploy.dcgm-exporter", "nvidia-dcgm-exporter"),
-}
 
 # Host services that hold the GPUs and must stop across a MIG change on nodes whose driver is on
 # the host (gpu-operator assets/state-mig-manager/0410_configmap.yaml): NVSM, the peer-memory
@@ -225,28 +210,3 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     return daemonset(
         stack, NAME, validator.after_toolkit_ready(stack, pod_spec), component="mig-manager"
     )
-
-
-def pause_gpu_clients(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """gpustack's GPU DaemonSets, made stoppable by the MIG manager: each leaves a node whose
-    `nvidia.com/gpu.deploy.<component>` label says paused-for-mig-change (a node without the
-    label keeps it), and its pods carry the `app` label the manager waits on."""
-    if not stack.mig_manager_enabled:
-        return objects
-    result = []
-    for obj in objects:
-        client = GPU_CLIENTS.get(obj["metadata"]["name"]) if obj["kind"] == "DaemonSet" else None
-        if client is None:
-            result.append(obj)
-            continue
-        deploy_label, app = client
-        paused = copy.deepcopy(obj)
-        template = paused["spec"]["template"]
-        template["metadata"]["labels"]["app"] = app
-        affinity = template["spec"]["affinity"]["nodeAffinity"]
-        for term in affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
-            term["matchExpressions"].append(
-                {"key": deploy_label, "operator": "NotIn", "values": [PAUSED]}
-            )
-        result.append(paused)
-    return result

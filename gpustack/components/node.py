@@ -7,6 +7,7 @@ there says where each file goes. Taints and labels come from the same `nodes.tai
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gpustack import emit
@@ -15,6 +16,12 @@ from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
 from gpustack.model import GKENodePool
+from gpustack.workload import (
+    DEPLOY_CLIENTS,
+    DEPLOY_LABEL_PREFIX,
+    deploy_labels_used,
+    deploy_node_labels,
+)
 
 # kubeadm reads v1beta4 from 1.31 on; older kubeadm knows v1beta3 only (kubernetes.io, "kubeadm
 # Configuration (v1beta4)", changes listed from v1.31).
@@ -35,8 +42,54 @@ def build(stack: Stack) -> Files:
     files, where, notes = writer(stack)
     if stack.mig_manager_enabled:
         notes.append(_mig_note(stack))
+    if deploy_labels_used(stack):
+        notes.append(_deploy_note(stack))
     files["README.md"] = _readme(stack, where, notes)
     return files
+
+
+def _deploy_note(stack: Stack) -> str:
+    labels = deploy_node_labels(stack) or {
+        DEPLOY_LABEL_PREFIX + label: "true" for label, _ in sorted(DEPLOY_CLIENTS.values())
+    }
+    both = stack.driver_container and stack.mig_manager_enabled
+    managers = " and ".join(
+        name
+        for name, used in (
+            (
+                "k8s-driver-manager (the driver pod's init container, before it unloads a driver: "
+                "`paused-for-driver-upgrade`)",
+                stack.driver_container,
+            ),
+            (
+                "the MIG manager (while it repartitions the GPUs: `paused-for-mig-change`)",
+                stack.mig_manager_enabled,
+            ),
+        )
+        if used
+    )
+    patch = f"`kubectl patch node NODE -p '{json.dumps({'metadata': {'labels': labels}})}'`"
+    if stack.facts.nodeLabelsReapplied:
+        return (
+            "Deploy labels: the Machine API copies a MachineSet's labels onto its nodes again "
+            "whenever a node changes, which would undo every pause, so the MachineSet does not "
+            "carry the `nvidia.com/gpu.deploy.*` labels and the GPU DaemonSets run on GPU nodes "
+            f"without them. They are taken off a node by {managers}, setting the labels to a "
+            "paused value, which needs them `true` first: label each GPU node once, " + patch + ". "
+            "Until then a driver upgrade stops at that node (the driver manager waits for pods "
+            "it cannot stop, gives up after 5 minutes and retries)."
+        )
+    return (
+        "Deploy labels: GPU nodes register with "
+        + ", ".join(f"`{key}={value}`" for key, value in labels.items())
+        + f". {managers.capitalize()} {'set' if both else 'sets'} them to a paused value on the "
+        f"node, {'wait' if both else 'waits'} until the GPU DaemonSets' pods are gone and "
+        f"{'set' if both else 'sets'} them back. A GPU DaemonSet leaves a node only while its "
+        "label is paused or `false`, so a node that joined without the labels still runs the "
+        "stack, but nothing can stop its pods: a driver upgrade stops at that node (the driver "
+        "manager cannot unload a driver in use, gives up after 5 minutes and retries). Label "
+        "such a node once: " + patch + "."
+    )
 
 
 def _mig_note(stack: Stack) -> str:
@@ -75,11 +128,15 @@ def _taint_objects(stack: Stack) -> list[dict[str, Any]]:
 
 
 def _node_labels(stack: Stack) -> dict[str, str]:
-    """The labels GPU nodes register with: nodes.selector, and with the MIG manager the MIG
-    config it applies (nvidia.com/mig.config, which the GPU Operator would set itself)."""
+    """The labels GPU nodes register with: nodes.selector; with the MIG manager the MIG config it
+    applies (nvidia.com/mig.config); with the driver manager or the MIG manager the
+    `nvidia.com/gpu.deploy.*` labels set to "true" (the GPU Operator's controller would set both
+    on every GPU node). The kubelet, RKE2 and the Machine API set them when the node registers
+    only, so the managers' later changes to them stand."""
     labels = dict(stack.config.nodes.selector)
     if stack.mig_manager_enabled:
         labels[MIG_CONFIG_LABEL] = stack.config.migManager.defaultConfig
+    labels.update(deploy_node_labels(stack))
     return labels
 
 

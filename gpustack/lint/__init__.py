@@ -100,13 +100,17 @@ def run(
 
 
 def run_for_stack(stack: Stack, objects: list[dict[str, Any]]) -> list[Finding]:
-    """Lint a rendering with what its config says about the GPU nodes."""
+    """Lint a rendering with what its config says about the GPU nodes (their labels: the
+    selector and the deploy labels they register with)."""
+    # Here, not at the top: workload loads the config model, which `validate` never needs.
+    from gpustack.workload import deploy_node_labels
+
     config = stack.config
     return run(
         objects,
         config.platform.kubernetesVersion,
         taints=[taint.model_dump(exclude_none=True) for taint in config.nodes.taints],
-        node_labels=config.nodes.selector,
+        node_labels={**config.nodes.selector, **deploy_node_labels(stack)},
     )
 
 

@@ -37,6 +37,12 @@ def references(pod: Pod) -> Iterator[tuple[str, list[str], str]]:
                 yield str(ref["name"]), [str(ref.get("key"))], f"{pod.path}.containers.env"
 
 
+# ConfigMaps Kubernetes itself keeps in every namespace: kube-controller-manager's
+# root-ca-cert-publisher writes `kube-root-ca.crt` (key `ca.crt`, GA in 1.21), which the kubelet's
+# own kube-api-access volumes project (kubernetes.io, "Managing Service Accounts").
+PLATFORM_CONFIG_MAPS = {"kube-root-ca.crt": {"ca.crt"}}
+
+
 def _keys(config_map: dict[str, Any]) -> set[str]:
     return {str(k) for section in ("data", "binaryData") for k in mapping(config_map.get(section))}
 
@@ -45,6 +51,9 @@ def check(objects: Objects) -> Iterator[Finding]:
     for pod in objects.pods():
         for name, keys, field in references(pod):
             config_map = objects.config_map(pod.namespace, name)
+            platform_keys = PLATFORM_CONFIG_MAPS.get(name)
+            if config_map is None and platform_keys is not None and set(keys) <= platform_keys:
+                continue
             if config_map is None:
                 yield finding(
                     RULE,

@@ -36,6 +36,12 @@ _DEFAULT_PCI_FIELDS = 2  # class, vendor
 # (NVIDIA/gpu-operator's controller, v26.7.0: its asset DaemonSets select on them), and
 # gpu.present is a manual override.
 _NOT_GFD = re.compile(r"^nvidia\.com/(gpu\.deploy\.|gpu\.present$)")
+_DEPLOY_LABEL = re.compile(r"^nvidia\.com/gpu\.deploy\.")
+# The managers that take GPU DaemonSets off a node through those deploy labels when no operator
+# runs: k8s-driver-manager (`driver-manager`, the driver pod's init container) and the MIG manager.
+# A stack that runs one registers its GPU nodes with the labels set to "true" (gpustack's node/
+# files), which no manifest shows.
+_DEPLOY_LABEL_MANAGERS = frozenset({"driver-manager", "nvidia-mig-manager"})
 
 
 def _rule_labels(objects: Objects) -> tuple[set[str], bool]:
@@ -81,6 +87,12 @@ class _Sources:
             containers_running(pod, "gpu-feature-discovery") for pod in objects.pods()
         )
         self.user_labels = objects.node_labels
+        self.deploy_labels_registered = any(
+            words[0] in _DEPLOY_LABEL_MANAGERS
+            for pod in objects.pods()
+            for container in pod.containers
+            if (words := pod.command_words(container))
+        )
 
     def sets(self, key: str) -> bool:
         if key in self.rule_labels or key in self.user_labels:
@@ -92,6 +104,8 @@ class _Sources:
                 return False
             pci = _PCI_LABEL.match(key.removeprefix(NFD_LABEL_PREFIX))
             return pci is None or len(pci.group(1).split("_")) in self.pci_fields
+        if _DEPLOY_LABEL.match(key):
+            return self.deploy_labels_registered
         if key.startswith(NVIDIA_LABEL_PREFIX):
             return self.gfd_deployed and not _NOT_GFD.match(key)
         return True

@@ -1,0 +1,653 @@
+"""NVIDIA's k8s-driver-manager in the driver DaemonSet, the deploy labels it flips, and driver
+upgrades that roll node by node, per driver-container profile (kubeadm and RKE2 `container`,
+OpenShift `driver-toolkit`).
+
+Expectations come from upstream, not from gpustack's code:
+- the init container as the GPU Operator renders it (gpu-operator v26.7.0
+  internal/state/testdata golden driver render: image, command, env, mounts) with the image of its
+  helm values (`driver.manager`);
+- the RBAC as the GPU Operator grants it (assets/state-driver/0210_clusterrole.yaml): gpustack's
+  may only be narrower;
+- the labels it flips and the pods it waits for (NVIDIA/k8s-driver-manager v0.12.0
+  cmd/driver-manager/main.go evictAllGPUOperatorComponents, waitForPodsToTerminate), and the
+  deploy label each GPU Operator DaemonSet selects (assets/state-*/...daemonset.yaml nodeSelector);
+- the ready file the driver's startup probe writes (assets/state-driver/0400_configmap.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SHARED, stack_for, validate_upstream
+from ruamel.yaml import YAML
+
+from gpustack import lint
+from gpustack.errors import UserError
+from gpustack.objects import identity
+from gpustack.render import Rendering, render
+
+OPERATOR = SHARED / "refs/gpu-operator"
+DRIVER = "nvidia-driver-daemonset"
+MANAGER = "k8s-driver-manager"
+
+# (profile, config sections): every profile whose driver runs in a container gpustack deploys.
+DRIVER_CONTAINER_PROFILES = [
+    ("kubeadm", {"driver": {"mode": "container"}}),
+    ("rke2", {"driver": {"mode": "container"}}),
+    ("openshift", {}),
+]
+IDS = ["kubeadm-container", "rke2-container", "openshift-driver-toolkit"]
+
+# The label values and pod labels k8s-driver-manager v0.12.0 uses (cmd/driver-manager/main.go:
+# pausedStr, waitForPodsToTerminate's selectors and the optional MIG manager's).
+PAUSED = "paused-for-driver-upgrade"
+WAITED_FOR = {
+    "nvidia-operator-validator",
+    "nvidia-container-toolkit-daemonset",
+    "nvidia-device-plugin-daemonset",
+    "gpu-feature-discovery",
+    "nvidia-dcgm-exporter",
+    "nvidia-dcgm",
+    "nvidia-mig-manager",
+}
+
+
+def load(text: str) -> Any:
+    return YAML(typ="safe").load(text)
+
+
+def template(name: str) -> Any:
+    """An upstream asset read as YAML: lines that hold only a Go template action (if, end)
+    dropped, the other actions blanked."""
+    text = (OPERATOR / name).read_text()
+    text = re.sub(r"(?m)^\s*\{\{[^\n]*\}\}\s*\n", "", text)
+    return load(re.sub(r"\{\{.*?\}\}", "x", text))
+
+
+def golden_daemonset(name: str) -> dict[str, Any]:
+    text = (OPERATOR / name).read_text()
+    return next(d for d in YAML(typ="safe").load_all(text) if d and d["kind"] == "DaemonSet")
+
+
+def rendered(tmp_path: Path, profile: str, sections: dict[str, Any]) -> Rendering:
+    return render(stack_for(tmp_path, profile, **sections))
+
+
+def daemonsets(rendering: Rendering) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in rendering.objects if o["kind"] == "DaemonSet"}
+
+
+def pod(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def manager(workload: dict[str, Any]) -> dict[str, Any]:
+    (init,) = [c for c in pod(workload)["initContainers"] if c["name"] == MANAGER]
+    return init
+
+
+def env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def host_paths(workload: dict[str, Any], container: dict[str, Any]) -> dict[str, str | None]:
+    volumes = {v["name"]: v.get("hostPath", {}).get("path") for v in pod(workload)["volumes"]}
+    return {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+
+
+def node_label_strings(rendering: Rendering, profile: str) -> set[str]:
+    """The labels the profile's node/ files register GPU nodes with, as key=value."""
+    files = rendering.node_files
+    if profile == "kubeadm":
+        join = load(files["join-configuration.yaml"])
+        [arg] = [
+            a for a in join["nodeRegistration"]["kubeletExtraArgs"] if a["name"] == "node-labels"
+        ]
+        return set(str(arg["value"]).split(","))
+    if profile == "rke2":
+        return set(load(files["rke2-agent-config.yaml"])["node-label"])
+    template = load(files["machineset-patch.yaml"])["spec"]["template"]["spec"]
+    labels = template.get("metadata", {}).get("labels", {})
+    return {f"{key}={value}" for key, value in labels.items()}
+
+
+# --- the init container ----------------------------------------------------------------------
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_driver_manager_runs_first_as_the_gpu_operator_runs_it(tmp_path, profile, sections):
+    golden = golden_daemonset("golden__driver-minimal.yaml")
+    theirs = manager(golden)
+    values = load((OPERATOR / "helm__values.yaml").read_text())["driver"]
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    ours = manager(workload)
+    assert ours["image"] == (
+        f"{values['manager']['repository']}/{values['manager']['image']}:"
+        f"{values['manager']['version']}"
+    )
+    assert ours["command"] == theirs["command"] == ["driver-manager"]
+    assert ours["args"] == theirs["args"] == ["uninstall_driver"]
+    assert ours["securityContext"] == theirs["securityContext"]
+    # The same variables; the same values but the digest (each render's own) and the eviction
+    # timeout: the operator's manifest leaves it unlimited, its upgrade policy allows 300 s (helm
+    # values driver.upgradePolicy.drain.timeoutSeconds), which gpustack takes.
+    assert list(env(ours)) == list(env(theirs))
+    expected = {**env(theirs), "DRIVER_CONFIG_DIGEST": None, "DRAIN_TIMEOUT_SECONDS": None}
+    assert {**env(ours), "DRIVER_CONFIG_DIGEST": None, "DRAIN_TIMEOUT_SECONDS": None} == expected
+    assert (
+        env(ours)["DRAIN_TIMEOUT_SECONDS"]
+        == f"{values['upgradePolicy']['drain']['timeoutSeconds']}s"
+    )
+    # Where it sees the host: /run/nvidia (the old driver's root, state and PID files), /sys
+    # (loaded modules), / at /host (a host driver); Mellanox's only with GPUDirect RDMA.
+    theirs_at = {
+        path: host
+        for path, host in host_paths(golden, theirs).items()
+        if path != "/run/mellanox/drivers"
+    }
+    # Besides: its API token (upstream's comes with the pod's automounted token).
+    ours_at = {
+        path: host
+        for path, host in host_paths(workload, ours).items()
+        if path != "/var/run/secrets/kubernetes.io/serviceaccount"
+    }
+    assert ours_at == theirs_at
+    propagation = {
+        m["mountPath"]: m.get("mountPropagation")
+        for m in ours["volumeMounts"]
+        if m["mountPath"] in ours_at
+    }
+    assert propagation == {
+        m["mountPath"]: m.get("mountPropagation")
+        for m in theirs["volumeMounts"]
+        if m["mountPath"] in theirs_at
+    }
+    validate_upstream(workload)
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_driver_manager_and_driver_agree_on_the_digest(tmp_path, profile, sections):
+    """The manager skips the unload, and the driver the module reload, only when the digest it
+    is given equals the one the running driver stored: all containers carry the same."""
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    digests = {
+        env(c)["DRIVER_CONFIG_DIGEST"]
+        for c in [*pod(workload)["initContainers"], *pod(workload)["containers"]]
+    }
+    assert len(digests) == 1
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_what_installs_nothing_reloads_no_driver(tmp_path, profile, sections):
+    """Upgrade settings, the manager's version and placement change the pod template (the pods
+    roll) but not what is installed: the digest stays, so each new pod keeps the loaded driver."""
+
+    def digest(**extra: Any) -> str:
+        driver = {**sections.get("driver", {}), **extra.pop("driver", {})}
+        workload = daemonsets(rendered(tmp_path, profile, {**sections, "driver": driver, **extra}))[
+            DRIVER
+        ]
+        return str(env(manager(workload))["DRIVER_CONFIG_DIGEST"])
+
+    before = digest()
+    assert (
+        digest(
+            driver={
+                "manager": {"version": "v0.11.0"},
+                "upgrade": {
+                    "maxUnavailable": "25%",
+                    "gpuPodEviction": False,
+                    "drain": {"enabled": True, "timeoutSeconds": 0, "force": True},
+                },
+            },
+            nodes={"taints": []},
+        )
+        == before
+    )
+    assert digest(driver={"version": "580.95.05"}) != before
+
+
+@pytest.mark.parametrize(
+    ("upgrade", "expected"),
+    [
+        (
+            {"gpuPodEviction": False},
+            {"ENABLE_GPU_POD_EVICTION": "false", "ENABLE_AUTO_DRAIN": "false"},
+        ),
+        (
+            {
+                "drain": {
+                    "enabled": True,
+                    "timeoutSeconds": 900,
+                    "podSelector": "team=ml,tier!=critical",
+                    "deleteEmptyDir": True,
+                    "force": True,
+                }
+            },
+            {
+                "ENABLE_GPU_POD_EVICTION": "true",
+                "ENABLE_AUTO_DRAIN": "true",
+                "DRAIN_TIMEOUT_SECONDS": "900s",
+                "DRAIN_POD_SELECTOR_LABEL": "team=ml,tier!=critical",
+                "DRAIN_DELETE_EMPTYDIR_DATA": "true",
+                "DRAIN_USE_FORCE": "true",
+            },
+        ),
+    ],
+)
+def test_upgrade_settings_reach_the_driver_manager(tmp_path, upgrade, expected):
+    workload = daemonsets(
+        rendered(tmp_path, "kubeadm", {"driver": {"mode": "container", "upgrade": upgrade}})
+    )[DRIVER]
+    values = env(manager(workload))
+    assert {name: values[name] for name in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        (0, "driver.upgrade.maxUnavailable"),
+        ("0%", "driver.upgrade.maxUnavailable"),
+        ("150%", "driver.upgrade.maxUnavailable"),
+    ],
+)
+def test_a_rollout_that_could_never_move_is_refused(tmp_path, value, field):
+    # apps/v1: maxUnavailable may not be 0 while maxSurge is 0 (the driver cannot surge).
+    with pytest.raises(UserError) as raised:
+        stack_for(
+            tmp_path, "kubeadm", driver={"mode": "container", "upgrade": {"maxUnavailable": value}}
+        )
+    assert raised.value.field == field
+
+
+# --- RBAC ------------------------------------------------------------------------------------
+
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_driver_manager_may_do_what_it_does_and_no_more_than_upstream(tmp_path, profile, sections):
+    rendering = rendered(tmp_path, profile, sections)
+    workload = daemonsets(rendering)[DRIVER]
+    account = pod(workload)["serviceAccountName"]
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in rendering.objects}
+    # The manager gets the account's token where client-go looks for it; the long-running,
+    # privileged driver containers get none.
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    volumes = {v["name"]: v for v in pod(workload)["volumes"]}
+    for container in [*pod(workload)["initContainers"], *pod(workload)["containers"]]:
+        mounted = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        if container["name"] != MANAGER:
+            assert token not in mounted, container["name"]
+            continue
+        sources = volumes[mounted[token]]["projected"]["sources"]
+        assert {"serviceAccountToken", "configMap", "downwardAPI"} == {
+            key for source in sources for key in source
+        }
+    assert objects[("ServiceAccount", account)]["automountServiceAccountToken"] is False
+    assert pod(workload).get("automountServiceAccountToken") is not True
+    (binding,) = [
+        o
+        for o in rendering.objects
+        if o["kind"] == "ClusterRoleBinding"
+        and {
+            "kind": "ServiceAccount",
+            "name": account,
+            "namespace": workload["metadata"]["namespace"],
+        }
+        in o["subjects"]
+    ]
+    ours = _grants(objects[("ClusterRole", binding["roleRef"]["name"])]["rules"])
+    theirs = _grants(template("manifests-state-driver__0210_clusterrole.yaml")["rules"])
+    assert ours <= theirs
+    # What v0.12.0 calls (internal/kubernetes/client.go): its node's labels and cordon (a patch),
+    # the pods on the node, their eviction (never a delete), the DaemonSet behind a DaemonSet pod
+    # (kubectl drain's filter), a pod's ResourceClaims.
+    assert {
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+        ("", "pods", "list"),
+        ("", "pods", "get"),
+        ("", "pods/eviction", "create"),
+        ("apps", "daemonsets", "get"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+    } == ours
+    assert ("", "pods", "delete") not in ours
+
+
+# --- deploy labels ---------------------------------------------------------------------------
+
+# Upstream DaemonSets, each with the deploy label it selects and the app label it carries.
+UPSTREAM_OPERANDS = [
+    "state-device-plugin__0500_daemonset.yaml",
+    "gpu-feature-discovery__0500_daemonset.yaml",
+    "state-dcgm-exporter__0800_daemonset.yaml",
+    "state-container-toolkit__0500_daemonset.yaml",
+    "state-mig-manager__0600_daemonset.yaml",
+]
+
+GPU_CONFIGS = [
+    *DRIVER_CONTAINER_PROFILES,
+    # The MIG manager flips them too, whoever installs the driver.
+    ("kubeadm", {"devicePlugin": {"migStrategy": "single"}}),
+    ("rke2", {"devicePlugin": {"migStrategy": "mixed"}, "driver": {"mode": "container"}}),
+    # The MPS control daemon holds the GPUs like the plugin: it leaves and is waited for with it.
+    (
+        "kubeadm",
+        {
+            "driver": {"mode": "container"},
+            "devicePlugin": {"sharing": {"strategy": "mps", "replicas": 4}},
+        },
+    ),
+]
+GPU_IDS = [*IDS, "kubeadm-host-mig", "rke2-container-mig", "kubeadm-container-mps"]
+
+
+DEPLOY = "nvidia.com/gpu.deploy."
+# Every deploy label k8s-driver-manager reads and the GPU DaemonSets here select, "true": a GPU
+# node as the node/ files register it, or labelled by hand where the platform re-applies labels.
+ALL_TRUE = {
+    DEPLOY + name: "true"
+    for name in (
+        "driver",
+        "container-toolkit",
+        "device-plugin",
+        "gpu-feature-discovery",
+        "dcgm-exporter",
+        "mig-manager",
+        "operator-validator",
+    )
+}
+
+
+def schedulable(workload: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` satisfies the pod's nodeSelector and required node affinity
+    (In, NotIn, Exists, DoesNotExist as the scheduler reads them)."""
+    spec = pod(workload)
+    if any(labels.get(key) != value for key, value in spec.get("nodeSelector", {}).items()):
+        return False
+    required = (
+        spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    if not required:
+        return True
+
+    def holds(expression: dict[str, Any]) -> bool:
+        value = labels.get(expression["key"])
+        operator = expression["operator"]
+        if operator == "In":
+            return value in expression["values"]
+        if operator == "NotIn":
+            return value not in expression["values"]
+        return (value is not None) == (operator == "Exists")
+
+    return any(
+        all(holds(e) for e in term["matchExpressions"]) for term in required["nodeSelectorTerms"]
+    )
+
+
+def gpu_node(workload: dict[str, Any]) -> dict[str, str]:
+    """The labels of a GPU node the workload is meant for, deploy labels left out."""
+    spec = pod(workload)
+    labels = {k: v for k, v in spec.get("nodeSelector", {}).items() if not k.startswith(DEPLOY)}
+    required = (
+        spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    for term in required.get("nodeSelectorTerms", []):
+        for expression in term["matchExpressions"]:
+            if expression["operator"] == "In":
+                labels[expression["key"]] = expression["values"][0]
+            elif expression["operator"] == "Exists":
+                labels[expression["key"]] = "true"
+    return labels
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
+def test_every_gpu_daemonset_answers_to_its_deploy_label(tmp_path, profile, sections):
+    """Each GPU DaemonSet runs where its upstream twin's deploy label is "true" and leaves a node
+    where a manager paused it (or it is "false"). A node without the labels keeps the stack (no
+    controller labels nodes here, so rendering never takes the stack off a running node); the
+    node files register them "true" so the managers can pause them, except on OpenShift, whose
+    Machine API re-applies a MachineSet's labels (and so would undo every pause)."""
+    rendering = rendered(tmp_path, profile, sections)
+    ours = daemonsets(rendering)
+    by_app = {d["spec"]["template"]["metadata"]["labels"].get("app"): d for d in ours.values()}
+    registered = node_label_strings(rendering, profile)
+    reapplied = profile == "openshift"
+    golden = golden_daemonset("golden__driver-minimal.yaml")
+    twins = [(DRIVER, pod(golden)["nodeSelector"])] if DRIVER in ours else []
+    for name in UPSTREAM_OPERANDS:
+        upstream = load((OPERATOR / name).read_text())
+        app = upstream["spec"]["template"]["metadata"]["labels"]["app"]
+        if app in by_app:  # no toolkit with a host driver on RKE2, no MIG manager without MIG
+            twins.append(
+                (
+                    by_app[app]["metadata"]["name"],
+                    upstream["spec"]["template"]["spec"]["nodeSelector"],
+                )
+            )
+    assert len(twins) >= 4
+    for name, selector in twins:
+        ((key, value),) = selector.items()
+        assert value == "true"
+        workload = ours[name]
+        node = gpu_node(workload)
+        assert schedulable(workload, {**node, key: "true"}), name
+        for paused in ("paused-for-driver-upgrade", "paused-for-mig-change", "false"):
+            assert not schedulable(workload, {**node, key: paused}), (name, paused)
+        assert schedulable(workload, node), name
+        assert (f"{key}=true" in registered) != reapplied, name
+    # Every GPU DaemonSet answers to a deploy label; all but the driver's carry an `app` label
+    # the managers wait for.
+    for name, workload in ours.items():
+        node = {**gpu_node(workload), **ALL_TRUE}
+        stopped = {k: ("false" if k.startswith(DEPLOY) else v) for k, v in node.items()}
+        if name == "nfd-worker":  # labels nodes, touches no GPU
+            assert schedulable(workload, stopped)
+            continue
+        assert schedulable(workload, node) and not schedulable(workload, stopped), name
+        if name != DRIVER:
+            assert workload["spec"]["template"]["metadata"]["labels"]["app"] in WAITED_FOR, name
+
+
+@pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
+def test_a_paused_node_keeps_none_of_the_gpu_clients(tmp_path, profile, sections):
+    """What the driver manager does to a node's labels: each "true" but the driver's becomes
+    paused-for-driver-upgrade; no GPU client may stay (it would hold /dev/nvidia* and the old
+    driver could not unload), and the driver pod stays."""
+    rendering = rendered(tmp_path, profile, sections)
+    for name, workload in daemonsets(rendering).items():
+        if name == "nfd-worker":
+            continue
+        node = {**gpu_node(workload), **ALL_TRUE}
+        paused = {
+            k: (PAUSED if k.startswith(DEPLOY) and k != DEPLOY + "driver" else v)
+            for k, v in node.items()
+        }
+        assert schedulable(workload, node), name
+        assert schedulable(workload, paused) == (name == DRIVER), name
+
+
+def test_without_a_manager_nothing_selects_deploy_labels(tmp_path):
+    """A host driver and no MIG manager: nothing flips the labels, so nothing waits for them and
+    the nodes register none."""
+    rendering = rendered(tmp_path, "kubeadm", {})
+    for workload in daemonsets(rendering).values():
+        assert not any(
+            key.startswith("nvidia.com/gpu.deploy.")
+            for key in pod(workload).get("nodeSelector", {})
+        )
+    assert "nvidia.com/gpu.deploy" not in "".join(rendering.node_files.values())
+
+
+@pytest.mark.parametrize(("profile", "sections"), GPU_CONFIGS, ids=GPU_IDS)
+def test_deploy_labels_are_known_to_be_set(tmp_path, profile, sections):
+    """No `node-label-unsourced` finding: the node/ files set the labels the DaemonSets select."""
+    rendering = rendered(tmp_path, profile, sections)
+    findings = lint.run(
+        rendering.objects,
+        rendering.kubernetes_version,
+        taints=rendering.taints,
+        node_labels=rendering.node_labels,
+    )
+    assert [f.message for f in findings if f.rule == "node-label-unsourced"] == []
+
+
+# --- rolling upgrades ------------------------------------------------------------------------
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_the_next_node_waits_for_this_nodes_new_driver(tmp_path, profile, sections):
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    assert workload["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1},
+    }
+    assert workload["spec"]["minReadySeconds"] > 0
+    (driver,) = [c for c in pod(workload)["containers"] if c["name"] == "nvidia-driver-ctr"]
+    # Ready only while the driver answers and its ready file (the one upstream's startup probe
+    # writes and the toolkit waits for) is there.
+    script = (OPERATOR / "manifests-state-driver__0400_configmap.yaml").read_text()
+    ready = re.search(r'READY_FILE="\$\{VALIDATIONS_DIR\}/([^"]+)"', script)
+    validations = re.search(r'VALIDATIONS_DIR="([^"]+)"', script)
+    assert ready and validations
+    command = " ".join(driver["readinessProbe"]["exec"]["command"])
+    assert f"{validations.group(1)}/{ready.group(1)}" in command
+    assert "nvidia-smi" in command
+
+
+def test_max_unavailable_takes_a_count_or_a_percentage(tmp_path):
+    for value in (3, "25%"):
+        workload = daemonsets(
+            rendered(
+                tmp_path,
+                "kubeadm",
+                {"driver": {"mode": "container", "upgrade": {"maxUnavailable": value}}},
+            )
+        )[DRIVER]
+        assert workload["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": value}
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_a_driver_version_change_changes_only_the_driver_daemonset(tmp_path, profile, sections):
+    def objects(version: str) -> tuple[dict[Any, dict[str, Any]], dict[str, str]]:
+        driver = {**sections.get("driver", {}), "version": version}
+        rendering = rendered(tmp_path, profile, {**sections, "driver": driver})
+        return {identity(o): o for o in rendering.objects}, rendering.node_files
+
+    before, before_files = objects("580.95.05")
+    after, after_files = objects("595.91.07")
+    assert set(before) == set(after)
+    changed = sorted(f"{key[1]}/{key[3]}" for key in before if before[key] != after[key])
+    assert changed == [f"DaemonSet/{DRIVER}"]
+    assert before_files == after_files
+    # Within it: the driver image, and the digest on every container; nothing else.
+    (key,) = [k for k in before if k[1] == "DaemonSet" and k[3] == DRIVER]
+    old, new = before[key], after[key]
+    assert old["metadata"] == new["metadata"]
+    assert {k: v for k, v in old["spec"].items() if k != "template"} == {
+        k: v for k, v in new["spec"].items() if k != "template"
+    }
+    for before_c, after_c in zip(
+        [*pod(old)["initContainers"], *pod(old)["containers"]],
+        [*pod(new)["initContainers"], *pod(new)["containers"]],
+        strict=True,
+    ):
+        strip = {"DRIVER_CONFIG_DIGEST"}
+        for side in (before_c, after_c):
+            side["env"] = [e for e in side["env"] if e["name"] not in strip]
+            if side["image"].startswith("nvcr.io/nvidia/driver:"):
+                side["image"] = "nvcr.io/nvidia/driver"
+    assert old == new
+
+
+GITOPS = {
+    "no-gitops": {},
+    "argocd": {
+        "gitops": {"tool": "argocd", "argocd": {"repoURL": "https://git.example.com/f.git"}}
+    },
+    "flux": {
+        "gitops": {"tool": "flux", "flux": {"sourceRef": {"kind": "GitRepository", "name": "f"}}}
+    },
+}
+
+
+@pytest.mark.parametrize("layout", sorted(GITOPS))
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
+    cli, tmp_path, profile, sections, layout
+):
+    """What a reviewer sees before committing a driver upgrade: one changed object, the driver
+    DaemonSet (its image and digest), whatever the GitOps layout (Flux layers, Argo CD waves).
+    With a GitOps tool the smoke test Job is also replaced by a new one, by design: its name
+    hashes the config so that every change of the stack is tested again (and the kustomizations
+    list the new name)."""
+
+    def config(version: str) -> Path:
+        driver = {**sections.get("driver", {}), "version": version}
+        body = {
+            "apiVersion": "gpustack.dev/v1alpha1",
+            "kind": "GPUStack",
+            "metadata": {"name": "lab"},
+            "platform": {"profile": profile},
+            **sections,
+            "driver": driver,
+            **GITOPS[layout],
+        }
+        path = tmp_path / version / "lab.yaml"
+        path.parent.mkdir()
+        path.write_text(json.dumps(body))
+        return path
+
+    result = cli("diff", config("580.95.05"), config("595.91.07"), "--output", "json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    objects = [c for c in document["changes"] if c["kind"]]
+    (change,) = [c for c in objects if c["change"] == "changed"]
+    assert (change["kind"], change["name"]) == ("DaemonSet", DRIVER)
+    smoke_tests = [c for c in objects if c["change"] != "changed"]
+    assert {(c["change"], c["kind"]) for c in smoke_tests} == (
+        {("added", "Job"), ("removed", "Job")} if GITOPS[layout] else set()
+    )
+    assert all(c["name"].startswith("gpu-smoke-test-") for c in smoke_tests)
+    texts = [c["file"] for c in document["changes"] if not c["kind"]]
+    assert all(file.endswith("kustomization.yaml") for file in texts), texts
+    # The driver image, and the digest on the manager and on each driver container.
+    paths = change["paths"]
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    containers = len(pod(workload)["initContainers"]) + len(pod(workload)["containers"])
+    assert paths.count("spec.template.spec.containers[0].image") == 1, paths
+    digests = [
+        p for p in paths if re.fullmatch(r"spec\.template\.spec\.\w+\[\d+\]\.env\[\d+\]\.value", p)
+    ]
+    assert len(digests) == containers == len(paths) - 1, paths
+    lines = [
+        line
+        for line in change["diff"].splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert lines and all(
+        re.fullmatch(r"[+-] +(image: nvcr\.io/nvidia/driver:\S+|value: [0-9a-f]{16})", line)
+        for line in lines
+    ), lines
