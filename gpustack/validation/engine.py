@@ -23,7 +23,7 @@ from typing import Any
 
 from gpustack.validation import crds, manifests
 from gpustack.validation.manifests import Resource
-from gpustack.validation.schemas import SchemaStore, store
+from gpustack.validation.schemas import SchemaError, SchemaStore, store
 from gpustack.validation.validator import Result, header, validate_resources
 
 # Below this many files (or this much input), starting workers costs more than it saves.
@@ -249,7 +249,7 @@ def resolve_custom_resources(results: list[Result], settings: Settings) -> None:
     pending = [result for result in results if _unresolved(result)]
     if not pending:
         return
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], dict[str, Any] | SchemaError] = {}
     for result in results:
         if result.status in ("valid", "invalid") and crds.is_crd(result.resource.data):
             assert result.resource.data is not None

@@ -29,6 +29,11 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode  # type: ignore[imp
 
 # Aliases may be reused, but a document that expands to more values than this is an alias bomb.
 MAX_EXPANDED_NODES = 100_000
+# Mappings and sequences inside each other. Real manifests nest far less (the Node Feature
+# Discovery CRDs, among the deepest, 24 levels); the schema engine (jsonschema-rs) gives up
+# past about 250 levels, in an instance or a schema, so a manifest deeper than this is refused
+# with its position rather than failing there.
+MAX_NESTING = 200
 
 _PLAIN = "gpustack:plain"  # an untagged plain scalar: resolved as go-yaml v2 resolves it
 _TAG = "tag:yaml.org,2002:"
@@ -164,6 +169,7 @@ def load(text: str) -> Iterator[Document]:
 
 class _Builder:
     def __init__(self, aliases: bool) -> None:
+        self.depth = 0
         self.duplicates: list[Problem] = []
         self.sizes: dict[int, int] | None = {} if aliases else None
         self.built: dict[int, Any] = {}
@@ -171,11 +177,17 @@ class _Builder:
     def value(self, node: Any) -> Any:
         if type(node) is ScalarNode:
             return self.scalar(node)
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _problem(f"YAML nests more than {MAX_NESTING} levels deep", node)
         if self.sizes is not None:
-            return self.shared(node)
-        if type(node) is MappingNode:
-            return self.mapping(node)
-        return [self.value(item) for item in node.value]
+            built = self.shared(node)
+        elif type(node) is MappingNode:
+            built = self.mapping(node)
+        else:
+            built = [self.value(item) for item in node.value]
+        self.depth -= 1
+        return built
 
     def shared(self, node: Any) -> Any:
         """An aliased node is built once; its expanded size is counted against the limit."""
