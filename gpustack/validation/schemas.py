@@ -142,7 +142,7 @@ def parse_location(spec: str) -> Location:
             field="--schema-location",
             hint="write the folder the schemas are in before the first {{ variable }}",
         )
-    return Location(spec, template, os.path.abspath(os.path.dirname(fixed) or "."))
+    return Location(spec, template, os.path.dirname(fixed) or ".")
 
 
 def render_template(
