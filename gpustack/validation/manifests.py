@@ -239,9 +239,13 @@ def _objects(
     if _json_schema(data):
         return  # a JSON Schema (a CRD schema in kubeconform's layout) describes manifests
     if data.get("kind") == "List" and isinstance(data.get("items"), list):
+        places = document.items
         for number, item in enumerate(data["items"]):
             path = ("items", number)
-            item_line, item_column, _ = kubeyaml.position(chunk, index, path)
+            if number < len(places):  # found while parsing: a List of many items is linear
+                item_line, item_column = places[number]
+            else:  # `items` given by an alias, or set twice
+                item_line, item_column, _ = kubeyaml.position(chunk, index, path)
             item_line, item_column = item_line + offset + 1, item_column + 1
             if isinstance(item, dict):
                 yield Resource(
