@@ -551,3 +551,32 @@ def test_a_crd_that_nests_too_deeply_is_one_message(tmp_path):
     assert "crd.yaml - failed validation: YAML nests more than 200 levels deep" in result.stdout
     # The Widget has no schema then: it is an error too, not valid.
     assert "Widget w failed validation: could not find schema for Widget" in result.stdout
+
+
+def test_every_schema_is_compiled_with_the_offline_resolver():
+    # jsonschema_rs's own resolver fetches http(s) URLs: one function compiles every schema, and
+    # always gives it gpustack's (the tests above show that one's refusals).
+    package = ROOT / "gpustack"
+    calls = {
+        str(path.relative_to(package)): path.read_text().count("validator_for(")
+        for path in package.rglob("*.py")
+        if "validator_for(" in path.read_text()
+    }
+    assert calls == {"validation/schemas.py": 2}
+    source = (package / "validation" / "schemas.py").read_text()
+    compile_source = source[source.index("def compile_schema(") : source.index("class _References")]
+    assert compile_source.count("retriever=references") == 2
+
+
+def test_the_files_one_schema_refers_to_are_bounded_together(tmp_path):
+    folder = catalog(tmp_path, "{}")
+    nine_mib = b" " * (9 * 1024 * 1024)
+    (folder / "a.json").write_bytes(nine_mib + b'{"type": "object"}')
+    (folder / "b.json").write_bytes(nine_mib + b'{"type": "object"}')
+    catalog(tmp_path, {"allOf": [{"$ref": "a.json"}, {"$ref": "b.json"}]})
+    result = validate_widget(tmp_path)
+    assert result.returncode == 1
+    assert (
+        "crds/example.com/widget_v1.json: refers to files of more than 16777216 bytes in all "
+        "(16 MiB, the most one schema may read)"
+    ) in result.stdout

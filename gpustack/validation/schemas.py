@@ -315,8 +315,9 @@ def _file_validator(path: str, root: str) -> Any:
     name other files inside `root`."""
     if not os.path.lexists(path):
         return None
-    schema, _ = _read_schema(path, root)
-    return compile_schema(schema, path, root=root, base_uri=Path(os.path.abspath(path)).as_uri())
+    schema, size = _read_schema(path, root)
+    base_uri = Path(os.path.abspath(path)).as_uri()
+    return compile_schema(schema, path, root=root, base_uri=base_uri, spent=size)
 
 
 def compile_schema(
@@ -325,16 +326,18 @@ def compile_schema(
     root: str | None = None,
     base_uri: str | None = None,
     registry: Any = None,
+    spent: int = 0,
 ) -> Any:
     """The one place a JSON Schema is compiled: a jsonschema_rs validator, or SchemaError.
 
-    A $ref is resolved only to a regular file inside `root`, read through the bounded reader;
+    A $ref is resolved only to a regular file inside `root`, read through the bounded reader,
+    all of them together at most MAX_SCHEMA_BYTES less the `spent` bytes of the schema itself;
     with no root (a schema from the input, or one whose references are all in `registry`)
     nothing outside the schema is read. Nothing is ever fetched from the network: the
     resolver below is always given, so jsonschema_rs's own (which fetches http URLs) never
     runs."""
     _check_nesting(schema, what)
-    references = _References(root)
+    references = _References(root, MAX_SCHEMA_BYTES - spent)
     try:
         if registry is None:
             return jsonschema_rs.validator_for(schema, base_uri=base_uri, retriever=references)
@@ -346,7 +349,7 @@ def compile_schema(
             raise SchemaError(f"{what}: {references.refused}") from None
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         if "Recursion limit" in first_line:
-            first_line = f"nests deeper than the schema engine allows ({MAX_NESTING} levels)"
+            first_line = "its references nest deeper than the schema engine allows"
         raise SchemaError(f"invalid schema {what}: {first_line}") from None
 
 
@@ -355,10 +358,10 @@ class _References:
 
     A refusal is remembered, so the error names it rather than jsonschema_rs's wrapping."""
 
-    def __init__(self, root: str | None) -> None:
+    def __init__(self, root: str | None, budget: int) -> None:
         self.root = root
         self.refused: str | None = None
-        self.budget = MAX_SCHEMA_BYTES
+        self.budget = budget
 
     def __call__(self, uri: str) -> Any:
         try:
@@ -376,14 +379,19 @@ class _References:
             )
         if self.root is None:
             raise SchemaError(f"refers to {uri}: a schema from the input may refer only to itself")
-        schema, size = _read_schema(unquote(parsed.path), self.root, self.budget)
+        schema, size = _read_schema(unquote(parsed.path), self.root)
         self.budget -= size
+        if self.budget < 0:
+            raise SchemaError(
+                f"refers to files of more than {MAX_SCHEMA_BYTES} bytes in all (16 MiB, the "
+                "most one schema may read)"
+            )
         return schema
 
 
-def _read_schema(path: str, root: str, limit: int = MAX_SCHEMA_BYTES) -> tuple[Any, int]:
+def _read_schema(path: str, root: str) -> tuple[Any, int]:
     """The JSON of the schema file `path` and its size: a regular file inside the folder `root`
-    as written and after following links, of at most `limit` bytes, MAX_NESTING levels deep."""
+    as written and after following links, of at most MAX_SCHEMA_BYTES, MAX_NESTING levels deep."""
     for candidate, folder, how in (
         (os.path.abspath(path), os.path.abspath(root), ""),
         (os.path.realpath(path), os.path.realpath(root), " (through a symbolic link)"),
@@ -391,7 +399,7 @@ def _read_schema(path: str, root: str, limit: int = MAX_SCHEMA_BYTES) -> tuple[A
         if os.path.commonpath([candidate, folder]) != folder:
             raise SchemaError(f"schema {path} is outside the schema location's folder {root}{how}")
     try:
-        raw = read_bounded(path, max(limit, 0), "a JSON Schema file")
+        raw = read_bounded(path, MAX_SCHEMA_BYTES, "a JSON Schema file")
         text = decode(raw, path)
     except UserError as error:
         raise SchemaError(f"cannot read schema {error}") from None

@@ -138,7 +138,12 @@ def _check(
         return "error", [_error(MANIFEST, message, data)], [()]
     findings: list[Finding] = []
     paths: list[tuple[str | int, ...]] = []
-    for problem in validator.iter_errors(data):
+    try:
+        problems = list(validator.iter_errors(data))
+    except ValueError as error:  # the schema engine's own limits ("Recursion limit reached")
+        message = f"cannot be checked against its schema: {error}"
+        return "error", [_error(MANIFEST, message, data)], [()]
+    for problem in problems:
         path = tuple(problem.instance_path)
         findings.append(_error(SCHEMA, problem.message, data, ".".join(str(part) for part in path)))
         # An unknown field is pointed at by its own key, not by the object holding it.
