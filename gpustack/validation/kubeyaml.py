@@ -406,12 +406,29 @@ def _marked(message: str, mark: Any) -> Problem:
     return Problem(message, mark.line, mark.column)
 
 
+_last: list[tuple[str, list[Any] | None]] = []
+
+
+def _composed(text: str) -> list[Any] | None:
+    """The node trees of `text`'s documents (None when it does not parse), kept for the next
+    call: the findings of one document (or of a List's items) ask for many positions in the
+    same text, which is parsed once for all of them, not once for each."""
+    if _last and _last[0][0] == text:
+        return _last[0][1]
+    try:
+        nodes: list[Any] | None = list(compose(text))
+    except (libyaml.YAMLError, RecursionError):
+        nodes = None
+    _last[:] = [(text, nodes)]
+    _indexes.clear()  # only the last document's nodes are kept
+    return nodes
+
+
 def position(text: str, index: int, path: tuple[str | int, ...]) -> tuple[int, int, bool]:
     """0-based (line, column) of `path` in document `index` of `text`: of the value, or of the
     closest ancestor that exists; the flag says whether the whole path was found."""
-    try:
-        nodes = list(compose(text))
-    except (libyaml.YAMLError, RecursionError):
+    nodes = _composed(text)
+    if nodes is None:
         return 0, 0, False
     if index >= len(nodes):
         return 0, 0, False
@@ -428,9 +445,8 @@ def position(text: str, index: int, path: tuple[str | int, ...]) -> tuple[int, i
 
 def plain_scalar(text: str, index: int, path: tuple[str | int, ...]) -> str | None:
     """The text of the unquoted, untagged scalar at `path`, if that is what is written there."""
-    try:
-        nodes = list(compose(text))
-    except (libyaml.YAMLError, RecursionError):
+    nodes = _composed(text)
+    if nodes is None:
         return None
     node: Any = nodes[index] if index < len(nodes) else None
     for part in path:
@@ -444,9 +460,8 @@ def key_position(
     text: str, index: int, path: tuple[str | int, ...], key: str
 ) -> tuple[int, int] | None:
     """0-based (line, column) of the key `key` in the mapping at `path`, if it is written there."""
-    try:
-        nodes = list(compose(text))
-    except (libyaml.YAMLError, RecursionError):
+    nodes = _composed(text)
+    if nodes is None:
         return None
     if index >= len(nodes):
         return None
@@ -475,11 +490,35 @@ def _child(node: Any, part: str | int) -> Any:
         return node.value[part] if 0 <= part < len(node.value) else None
     if type(node) is not MappingNode:
         return None
-    found = None
+    keys, merged = _index(node)
+    if part in keys:
+        return keys[part]  # a key written in the mapping wins over merged ones
+    for source in merged:
+        found = _child(source, part)
+        if found is not None:
+            return found
+    return None
+
+
+_indexes: dict[int, tuple[Any, dict[str | int, Any], list[Any]]] = {}
+
+
+def _index(node: Any) -> tuple[dict[str | int, Any], list[Any]]:
+    """A mapping node's keys (the last one wins, as in the data) and merge sources, worked out
+    once per node: many findings in one large mapping look up their keys in it."""
+    known = _indexes.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1], known[2]
+    keys: dict[str | int, Any] = {}
+    merged: list[Any] = []
     for key_node, value_node in node.value:
         if type(key_node) is ScalarNode and key_node.tag == _PLAIN and key_node.value == _MERGE:
-            for source in value_node.value if type(value_node) is SequenceNode else [value_node]:
-                found = found or _child(source, part)
-        elif type(key_node) is ScalarNode and _key_text(key_node) == part:
-            found = value_node  # the last one wins, as in the data
-    return found
+            merged += value_node.value if type(value_node) is SequenceNode else [value_node]
+        elif type(key_node) is ScalarNode:
+            text = _key_text(key_node)
+            if text is not None:
+                keys[text] = value_node
+    if len(_indexes) > 4096:
+        _indexes.clear()
+    _indexes[id(node)] = (node, keys, merged)
+    return keys, merged
