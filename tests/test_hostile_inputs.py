@@ -580,3 +580,47 @@ def test_the_files_one_schema_refers_to_are_bounded_together(tmp_path):
         "crds/example.com/widget_v1.json: refers to files of more than 16777216 bytes in all "
         "(16 MiB, the most one schema may read)"
     ) in result.stdout
+
+
+def test_a_valid_document_is_built_without_a_node_tree_and_findings_parse_it_once(
+    tmp_path, monkeypatch
+):
+    # Memory follows the data: no node tree of a document is built unless a finding needs a
+    # position, and then once for all of them (a List of many invalid items was quadratic).
+    from gpustack.validation import kubeyaml
+
+    composed = []
+    real = kubeyaml.compose
+
+    def counted(text):  # type: ignore[no-untyped-def]
+        composed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(kubeyaml, "compose", counted)
+    items = "".join(
+        f"- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{n}}}, data: {{a: {n}}}}}\n"
+        for n in range(200)
+    )
+    (tmp_path / "list.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n" + items)
+    valid = items.replace("data: {a: ", "data: {a: x")
+    (tmp_path / "valid.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n" + valid)
+    result = gpustack("validate", "--summary", "valid.yaml", cwd=tmp_path)
+    assert result.stdout.endswith("Valid: 200, Invalid: 0, Errors: 0, Skipped: 0\n")
+    assert composed == []
+    result = gpustack("validate", "--summary", "list.yaml", cwd=tmp_path)
+    assert result.stdout.count('is not of types "null", "string"') == 200
+    assert result.stdout.count("(line ") == 200
+    assert "(line 203, column 71)" in result.stdout  # the last item's own value
+    assert len(composed) == 1
+
+
+def test_a_large_document_with_an_alias_is_not_an_alias_bomb(tmp_path):
+    # Only what aliases add counts against the limit (a large mapping that also uses one alias
+    # was refused as a bomb); a real bomb still is (tests/test_validate_yaml11.py).
+    keys = "".join(f"  k{n}: v\n" for n in range(120_000))
+    (tmp_path / "big.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  labels: &l {a: b}\n"
+        "  annotations: *l\ndata:\n" + keys
+    )
+    result = gpustack("validate", "--summary", "big.yaml", cwd=tmp_path)
+    assert result.stdout.endswith("Valid: 1, Invalid: 0, Errors: 0, Skipped: 0\n"), result.stdout
