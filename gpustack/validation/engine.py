@@ -15,6 +15,7 @@ resource no schema location knows is checked again against them at the end.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Generator
@@ -65,11 +66,14 @@ class _Checker:
         self.documents = self.repeats = 0
 
     def text(self, text: str, shown: str, part: tuple[int, int] = (0, 1)) -> list[Result]:
-        documents = list(manifests.documents(text))
         number, parts = part
-        begin, end = len(documents) * number // parts, len(documents) * (number + 1) // parts
+        documents = manifests.documents(text)  # one at a time: never all of them held at once
+        if parts > 1:
+            count = sum(1 for _ in manifests.documents(text))
+            begin, end = count * number // parts, count * (number + 1) // parts
+            documents = itertools.islice(documents, begin, end)
         results: list[Result] = []
-        for start_line, chunk in documents[begin:end]:
+        for start_line, chunk in documents:
             results.extend(self.chunk(chunk, start_line - 1, shown))
         return results
 
