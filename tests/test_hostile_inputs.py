@@ -641,3 +641,22 @@ def test_empty_documents_are_passed_over_without_parsing_them(tmp_path, monkeypa
         "Summary: 1 resource found in 1 file - Valid: 1, Invalid: 0, Errors: 0, Skipped: 0\n"
     )
     assert len(parsed) == 1
+
+
+def test_references_that_repeat_references_are_refused_not_evaluated(tmp_path):
+    # Each definition refers twice to the next, 30 times over: 2**30 checks of one value, an
+    # hour of validation, refused like an alias bomb. Reuse that does not multiply is fine.
+    definitions = {f"d{n}": {"allOf": [{"$ref": f"#/definitions/d{n + 1}"}] * 2} for n in range(30)}
+    definitions["d30"] = {"type": "object"}
+    catalog(tmp_path, {"definitions": definitions, "$ref": "#/definitions/d0"})
+    result = validate_widget(tmp_path)
+    assert (result.returncode, result.stdout) == (
+        1,
+        "widget.yaml - Widget w failed validation: schema crds/example.com/widget_v1.json: its "
+        "references make a value be checked against more than 10000 schemas at once (a "
+        "reference bomb) (line 1, column 1)\n",
+    )
+    definitions = {f"d{n}": {"$ref": f"#/definitions/d{n + 1}"} for n in range(30)}
+    definitions["d30"] = {"type": "object"}
+    catalog(tmp_path, {"definitions": definitions, "$ref": "#/definitions/d0"})
+    assert validate_widget(tmp_path).returncode == 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urljoin, urlparse
 
 import jsonschema_rs
 
@@ -340,10 +340,14 @@ def compile_schema(
     references = _References(root, MAX_SCHEMA_BYTES - spent)
     try:
         if registry is None:
-            return jsonschema_rs.validator_for(schema, base_uri=base_uri, retriever=references)
-        return jsonschema_rs.validator_for(
-            schema, base_uri=base_uri, registry=registry, retriever=references
-        )
+            validator = jsonschema_rs.validator_for(schema, base_uri=base_uri, retriever=references)
+        else:
+            validator = jsonschema_rs.validator_for(
+                schema, base_uri=base_uri, registry=registry, retriever=references
+            )
+        if root is not None:  # a schema from a location's files (the input's refer to none)
+            _check_expansion(schema, base_uri or "", references.documents, what)
+        return validator
     except (ValueError, jsonschema_rs.ReferencingError) as error:
         if references.refused:
             raise SchemaError(f"{what}: {references.refused}") from None
@@ -362,6 +366,7 @@ class _References:
         self.root = root
         self.refused: str | None = None
         self.budget = budget
+        self.documents: dict[str, Any] = {}  # what was read, by URI
 
     def __call__(self, uri: str) -> Any:
         try:
@@ -380,6 +385,7 @@ class _References:
         if self.root is None:
             raise SchemaError(f"refers to {uri}: a schema from the input may refer only to itself")
         schema, size = _read_schema(unquote(parsed.path), self.root)
+        self.documents[uri.partition("#")[0]] = schema
         self.budget -= size
         if self.budget < 0:
             raise SchemaError(
@@ -411,6 +417,73 @@ def _read_schema(path: str, root: str) -> tuple[Any, int]:
         raise SchemaError(f"cannot read schema {path}: {error}") from None
     _check_nesting(schema, path)
     return schema, len(raw)
+
+
+# Schemas that one value can be checked against at once, through $ref, allOf, anyOf, oneOf,
+# not, if, then and else (a Kubernetes schema tree has a handful): past this, references that
+# repeat references (each schema referring twice to the next, 30 times over, is a billion checks
+# of every value) would hang validation, as an alias bomb would hang a YAML reader.
+MAX_EXPANSION = 10_000
+_SAME_VALUE = ("allOf", "anyOf", "oneOf")
+_SAME_VALUE_ONE = ("not", "if", "then", "else")
+
+
+def _check_expansion(schema: Any, base_uri: str, documents: dict[str, Any], what: str) -> None:
+    """SchemaError when a value could be checked against more than MAX_EXPANSION schemas at
+    once, counting each schema as often as references reach it (a reference cycle once)."""
+    documents = {base_uri.partition("#")[0]: schema, **documents}
+    sizes: dict[int, int] = {}
+    in_progress: set[int] = set()
+
+    def target(reference: str, uri: str) -> Any:
+        address, _, pointer = urljoin(uri, reference).partition("#")
+        node = documents.get(address)
+        for part in pointer.split("/")[1:] if pointer else []:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict):
+                node = node.get(part)
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node
+
+    def size(node: Any, uri: str) -> int:
+        if not isinstance(node, dict) or id(node) in in_progress:
+            return 0
+        if id(node) in sizes:
+            return sizes[id(node)]
+        in_progress.add(id(node))
+        total = 1
+        children = [node.get(keyword) for keyword in _SAME_VALUE_ONE]
+        for keyword in _SAME_VALUE:
+            if isinstance(node.get(keyword), list):
+                children += node[keyword]
+        if isinstance(node.get("$ref"), str):
+            children.append(target(node["$ref"], uri))
+        for child in children:
+            total += size(child, uri)
+            if total > MAX_EXPANSION:
+                raise SchemaError(
+                    f"schema {what}: its references make a value be checked against more than "
+                    f"{MAX_EXPANSION} schemas at once (a reference bomb)"
+                )
+        in_progress.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    try:
+        for uri, document in documents.items():
+            stack = [document]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, dict):
+                    size(node, uri)
+                    stack.extend(node.values())
+                elif isinstance(node, list):
+                    stack.extend(node)
+    except RecursionError:
+        raise SchemaError(f"schema {what}: its references chain too deeply") from None
 
 
 def _check_nesting(schema: Any, what: str) -> None:
