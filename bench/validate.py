@@ -1,7 +1,7 @@
 """Validation benchmark: `gpustack validate` on a generated corpus of rendered resources, in two
 shapes, each run in a fresh process.
 
-    python bench/validate.py --resources 20000 [--streams 4] [--repeat 3]
+    python bench/validate.py --resources 20000 [--streams 4] [--repeat 3] [--keys 1000000]
 
 The corpus is what a fleet renders (clusters of several profiles; many objects alike, as in a
 real fleet) in a temporary folder: once as one file per resource (as `gpustack render` writes
@@ -10,6 +10,8 @@ command line (`-strict -summary`, what kubeconform is measured with) and, for th
 shape, with gpustack's own (`--summary`: strict, with lint). Reported per run, fastest of the
 repetitions: seconds, resources per second (start-up included), CPU seconds of all its processes,
 and the peak resident memory of the largest process (resource.getrusage children maxrss). Start-up is a run on one small file.
+With `--keys N`, also one ConfigMap of N data keys (hostile input: memory must follow the data,
+not the size of a parser's tree of it), validated with gpustack's flags.
 Nothing is asserted.
 """
 
@@ -142,6 +144,7 @@ def main() -> None:
     parser.add_argument("--resources", type=int, default=20000)
     parser.add_argument("--streams", type=int, default=4, help="multi-document files")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keys", type=int, default=0, help="also one ConfigMap of N keys")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpustack-bench-validate-") as temporary:
         folder = Path(temporary)
@@ -164,6 +167,18 @@ def main() -> None:
             print(
                 f"{shape}, {flags}: {seconds:.2f} s, {count / seconds:,.0f} resources/s, "
                 f"CPU {cpu:.2f} s, peak {peak:.0f} MiB, exit {measured['exit']} ({summary})"
+            )
+        if options.keys:
+            keys = folder / "keys.yaml"
+            with keys.open("w") as stream:
+                stream.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keys}\ndata:\n")
+                stream.writelines(f"  key-{number}: value\n" for number in range(options.keys))
+            measured = fastest([*COMMANDS["gpustack flags"], "keys.yaml"], options.repeat)
+            size = keys.stat().st_size / (1024 * 1024)
+            print(
+                f"one ConfigMap of {options.keys:,} keys ({size:.1f} MiB), gpustack flags: "
+                f"{float(str(measured['seconds'])):.2f} s, "
+                f"peak {int(str(measured['peak_kib'])) / 1024:.0f} MiB, exit {measured['exit']}"
             )
 
 

@@ -105,6 +105,12 @@ def test_expected_messages_are_one_line_per_error_naming_the_file() -> None:
         message = (CASES / f"{case}.expected").read_text(encoding="utf-8")
         assert message.endswith("\n"), case
         for line in message.splitlines():
-            assert line.startswith(("error: tests/cases/bad/", "error: {out}", "error: --set:")), (
-                case
-            )
+            assert line.startswith(
+                (
+                    "error: tests/cases/bad/",
+                    "error: {out}",
+                    "error: --set:",
+                    "error: --schema-location:",
+                    "error: --kubernetes-version:",
+                )
+            ), case

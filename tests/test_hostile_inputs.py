@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import errno
+import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from gpustack import lint, reading
 from gpustack.config import load_stack
 from gpustack.lint import device_plugins
 from gpustack.render import render
+from gpustack.validation import schemas
 
 CONFIG = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 BASE = CONFIG + 'platform:\n  profile: kubeadm\n  kubernetesVersion: "1.31"\n'
@@ -493,3 +496,413 @@ def test_a_user_profile_that_is_another_files_link_is_never_quoted(tmp_path):
         assert result.returncode == 2
         assert "error: profiles/mine.yaml: not a gpustack profile" in result.stderr
         assert SECRET not in result.stderr + result.stdout
+
+
+# --- 15. validate: schemas are local, bounded, and never fetched --------------------------------
+
+WIDGET_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: widgets.example.com}}
+spec:
+  group: example.com
+  names: {{kind: Widget, plural: widgets}}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {spec}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {{name: w}}
+spec: {{size: 1}}
+"""
+CATALOG = "crds/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
+WIDGET = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1}\n"
+
+
+@pytest.fixture
+def listener():
+    """A server on 127.0.0.1 that accepts connections and never answers: a fetch would hang on
+    it, and every connection made to it is counted (`connections()`)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    accepted = []
+
+    def connections() -> int:
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except BlockingIOError:
+                return len(accepted)
+
+    yield server.getsockname()[1], connections
+    for connection in accepted:
+        connection.close()
+    server.close()
+
+
+def catalog(tmp_path: Path, schema: object, name: str = "widget_v1.json") -> Path:
+    folder = tmp_path / "crds" / "example.com"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(schema if isinstance(schema, str) else json.dumps(schema))
+    (tmp_path / "widget.yaml").write_text(WIDGET)
+    return folder
+
+
+def validate_widget(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return gpustack("validate", "--schema-location", CATALOG, *args, "widget.yaml", cwd=tmp_path)
+
+
+def test_a_crd_whose_schema_refers_to_a_url_is_invalid_and_nothing_is_fetched(tmp_path, listener):
+    port, connections = listener
+    spec = f'{{$ref: "http://127.0.0.1:{port}/widget.json"}}'
+    (tmp_path / "crd.yaml").write_text(WIDGET_CRD.format(spec=spec))
+    result = gpustack("validate", "crd.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == (
+        "crd.yaml - CustomResourceDefinition widgets.example.com is invalid: "
+        "spec.versions.0.schema.openAPIV3Schema.properties.spec.$ref: $ref is not supported in a "
+        "CustomResourceDefinition's schema (the API server refuses it); gpustack follows none "
+        "(line 16, column 18)\n"
+        "crd.yaml - Widget w failed validation: the schema from the CustomResourceDefinition of "
+        "Widget has a $ref (at openAPIV3Schema.properties.spec), which the API server does not "
+        "support: gpustack follows none (line 18, column 1)\n"
+    )
+    assert connections() == 0
+
+
+def test_a_crd_whose_schema_refers_to_itself_is_invalid_too(tmp_path):
+    # A local reference is as unsupported by the API server; a property named $ref is a field.
+    spec = '{type: object, properties: {"$ref": {type: string}, x: {$ref: "#"}}}'
+    (tmp_path / "crd.yaml").write_text(WIDGET_CRD.format(spec=spec).split("---")[0])
+    result = gpustack("validate", "-o", "json", "crd.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    [crd] = json.loads(result.stdout)["resources"]
+    fields = [finding["field"] for finding in crd["findings"]]
+    assert fields == ["spec.versions.0.schema.openAPIV3Schema.properties.spec.properties.x.$ref"]
+
+
+@pytest.mark.parametrize("keyword", ["$ref", "$schema"])
+def test_a_schema_file_that_refers_to_a_url_is_refused_and_nothing_is_fetched(
+    tmp_path, listener, keyword
+):
+    port, connections = listener
+    url = f"http://127.0.0.1:{port}/widget.json"
+    schema = {"type": "object", "properties": {"spec": {"$ref": url}}}
+    if keyword == "$schema":
+        schema = {"$schema": url, "type": "object"}
+    catalog(tmp_path, schema)
+    result = validate_widget(tmp_path)
+    assert result.returncode == 1
+    assert f"Widget w failed validation: crds/example.com/widget_v1.json: refers to {url}" in (
+        result.stdout
+    )
+    assert "gpustack never fetches a schema (it validates offline)" in result.stdout
+    assert connections() == 0
+
+
+def test_a_url_in_a_schema_never_reaches_the_network(tmp_path, monkeypatch):
+    """Also with no server listening: any connection attempt from Python fails the test."""
+
+    def refuse(*args: object) -> None:
+        raise AssertionError(f"connection attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    catalog(tmp_path, {"properties": {"spec": {"$ref": "https://example.com/s.json"}}})
+    result = validate_widget(tmp_path)
+    assert result.returncode == 1 and "refers to https://example.com/s.json" in result.stdout
+
+
+SPECIAL = {
+    "/dev/zero": lambda folder: "file:///dev/zero",
+    "fifo": lambda folder: (os.mkfifo(folder / "pipe.json"), "pipe.json")[1],
+    "huge": lambda folder: (
+        (folder / "huge.json").write_bytes(b" " * (schemas.MAX_SCHEMA_BYTES + 1)),
+        "huge.json",
+    )[1],
+    "folder": lambda folder: ((folder / "sub.json").mkdir(), "sub.json")[1],
+    "outside": lambda folder: "../../outside.json",
+    "link outside": lambda folder: (
+        (folder / "link.json").symlink_to(folder.parent.parent / "outside.json"),
+        "link.json",
+    )[1],
+}
+REFUSED = {
+    "/dev/zero": "schema /dev/zero is outside the schema location's folder crds",
+    "fifo": "cannot read schema crds/example.com/pipe.json: is a named pipe (FIFO), expected a "
+    "JSON Schema file",
+    "huge": "cannot read schema crds/example.com/huge.json: file has more than 16777216 bytes "
+    "(16 MiB), the most a JSON Schema file may have",
+    "folder": "cannot read schema crds/example.com/sub.json: is a folder, expected a JSON "
+    "Schema file",
+    "outside": "is outside the schema location's folder crds",
+    "link outside": "is outside the schema location's folder crds (through a symbolic link)",
+}
+
+
+@pytest.mark.parametrize("case", SPECIAL)
+def test_a_schema_reference_reads_only_regular_bounded_files_inside_the_location(tmp_path, case):
+    (tmp_path / "outside.json").write_text('{"type": "object"}')  # would make the Widget valid
+    folder = catalog(tmp_path, "{}")
+    target = SPECIAL[case](folder)
+    catalog(tmp_path, {"type": "object", "properties": {"spec": {"$ref": target}}})
+    result = validate_widget(tmp_path)
+    assert result.returncode == 1, result.stdout
+    assert result.stdout.startswith("widget.yaml - Widget w failed validation: ")
+    assert REFUSED[case] in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("case", ["fifo", "folder", "link outside"])
+def test_a_schema_file_itself_is_read_only_when_regular_and_inside_the_location(tmp_path, case):
+    (tmp_path / "outside.json").write_text('{"type": "object"}')
+    folder = catalog(tmp_path, "{}", name="placeholder.json")
+    SPECIAL[case](folder)
+    name = {"fifo": "pipe.json", "folder": "sub.json", "link outside": "link.json"}[case]
+    (folder / name).rename(folder / "widget_v1.json")
+    result = validate_widget(tmp_path)
+    assert result.returncode == 1
+    expected = REFUSED[case].replace(name, "widget_v1.json")
+    assert expected in result.stdout, result.stdout
+
+
+def test_a_kind_or_apiversion_that_is_not_a_kubernetes_name_names_no_schema_file(tmp_path):
+    # The template is filled from the manifest: '..' in its apiVersion would pick a schema the
+    # pull request planted anywhere (here one that accepts everything).
+    (tmp_path / "planted").mkdir()
+    (tmp_path / "planted" / "widget_v1.json").write_text('{"type": "object"}')
+    catalog(tmp_path, {"type": "object", "additionalProperties": False})
+    (tmp_path / "widget.yaml").write_text(WIDGET.replace("example.com/v1", "../../planted/v1"))
+    result = validate_widget(tmp_path)
+    assert (result.returncode, result.stdout) == (
+        1,
+        "widget.yaml - Widget w failed validation: apiVersion '../../planted/v1' is not a "
+        "Kubernetes group/version: no schema is looked up for it (line 1, column 1)\n",
+    )
+    (tmp_path / "widget.yaml").write_text(WIDGET.replace("kind: Widget", "kind: ../x"))
+    result = gpustack("validate", "widget.yaml", cwd=tmp_path)  # the core location, too
+    assert "kind '../x' is not a Kubernetes kind: no schema is looked up for it" in result.stdout
+
+
+def test_schema_references_between_files_of_the_location_are_followed_and_cycles_end(tmp_path):
+    folder = catalog(
+        tmp_path,
+        {"type": "object", "properties": {"spec": {"$ref": "parts.json#/definitions/spec"}}},
+    )
+    (folder / "parts.json").write_text(
+        json.dumps(
+            {
+                "definitions": {
+                    "spec": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "size": {"type": "string"},
+                            "child": {"$ref": "widget_v1.json#/properties/spec"},
+                        },
+                    }
+                }
+            }
+        )
+    )
+    result = validate_widget(tmp_path)
+    assert result.returncode == 1
+    assert 'spec.size: 1 is not of type "string"' in result.stdout  # the referred schema holds
+    (tmp_path / "widget.yaml").write_text(WIDGET.replace("size: 1", 'child: {size: "1"}'))
+    assert validate_widget(tmp_path).returncode == 0
+
+
+def test_a_template_with_dot_dot_after_a_variable_is_a_usage_error(tmp_path):
+    result = gpustack(
+        "validate",
+        "--schema-location",
+        "crds/{{ .Group }}/../../{{ .ResourceKind }}.json",
+        "-",
+        cwd=tmp_path,
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: --schema-location: schema location template 'crds/{{ .Group }}/../../"
+        "{{ .ResourceKind }}.json' has '..' after a variable: the schema files it names could "
+        "be anywhere (write the folder the schemas are in before the first {{ variable }})\n",
+    )
+    # Before the first variable it is the user's own path, and it is followed.
+    (tmp_path / "checkout").mkdir()
+    catalog(tmp_path, {"type": "object"})
+    result = gpustack(
+        "validate",
+        "--schema-location",
+        "../" + CATALOG,
+        "../widget.yaml",
+        cwd=tmp_path / "checkout",
+    )
+    assert result.returncode == 0, result.stdout
+
+
+def nested(depth: int) -> object:
+    schema: object = {"type": "string"}
+    for _ in range(depth):
+        schema = {"properties": {"a": schema}}
+    return schema
+
+
+@pytest.mark.parametrize("depth", [150, 100_000])
+def test_a_schema_file_that_nests_too_deeply_is_one_message(tmp_path, depth):
+    text = (
+        json.dumps(nested(depth))
+        if depth < 1000
+        else '{"properties": {"a": ' * depth + "{}" + "}}" * depth
+    )
+    catalog(tmp_path, text)
+    result = validate_widget(tmp_path)
+    assert (result.returncode, result.stdout) == (
+        1,
+        "widget.yaml - Widget w failed validation: schema crds/example.com/widget_v1.json nests "
+        "more than 200 levels deep (line 1, column 1)\n",
+    )
+
+
+@pytest.mark.parametrize("style", ["flow", "block"])
+def test_a_manifest_that_nests_too_deeply_is_one_message_at_its_place(tmp_path, style):
+    # 300 levels: past what the schema engine takes (a traceback before), short of libyaml's own
+    # limit (1000). Nesting as in real manifests (a CRD's 24 levels) is untouched.
+    head = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n"
+    if style == "flow":
+        text = head + "  x: " + "[" * 300 + "]" * 300 + "\n"
+    else:
+        text = head + "".join(" " * (level + 2) + "k:\n" for level in range(300))
+    (tmp_path / "deep.yaml").write_text(text)
+    result = gpustack("validate", "deep.yaml", cwd=tmp_path)
+    position = "line 5, column 204" if style == "flow" else "line 204, column 202"
+    assert (result.returncode, result.stdout) == (
+        1,
+        f"deep.yaml - failed validation: YAML nests more than 200 levels deep ({position})\n",
+    )
+
+
+def test_a_crd_that_nests_too_deeply_is_one_message(tmp_path):
+    spec = json.dumps(nested(120))  # 240 levels in its document
+    (tmp_path / "crd.yaml").write_text(WIDGET_CRD.format(spec=spec))
+    result = gpustack("validate", "crd.yaml", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "crd.yaml - failed validation: YAML nests more than 200 levels deep" in result.stdout
+    # The Widget has no schema then: it is an error too, not valid.
+    assert "Widget w failed validation: could not find schema for Widget" in result.stdout
+
+
+def test_every_schema_is_compiled_with_the_offline_resolver():
+    # jsonschema_rs's own resolver fetches http(s) URLs: one function compiles every schema, and
+    # always gives it gpustack's (the tests above show that one's refusals).
+    package = ROOT / "gpustack"
+    calls = {
+        str(path.relative_to(package)): path.read_text().count("validator_for(")
+        for path in package.rglob("*.py")
+        if "validator_for(" in path.read_text()
+    }
+    assert calls == {"validation/schemas.py": 2}
+    source = (package / "validation" / "schemas.py").read_text()
+    compile_source = source[source.index("def compile_schema(") : source.index("class _References")]
+    assert compile_source.count("retriever=references") == 2
+
+
+def test_the_files_one_schema_refers_to_are_bounded_together(tmp_path):
+    folder = catalog(tmp_path, "{}")
+    nine_mib = b" " * (9 * 1024 * 1024)
+    (folder / "a.json").write_bytes(nine_mib + b'{"type": "object"}')
+    (folder / "b.json").write_bytes(nine_mib + b'{"type": "object"}')
+    catalog(tmp_path, {"allOf": [{"$ref": "a.json"}, {"$ref": "b.json"}]})
+    result = validate_widget(tmp_path)
+    assert result.returncode == 1
+    assert (
+        "crds/example.com/widget_v1.json: refers to files of more than 16777216 bytes in all "
+        "(16 MiB, the most one schema may read)"
+    ) in result.stdout
+
+
+def test_a_valid_document_is_built_without_a_node_tree_and_findings_parse_it_once(
+    tmp_path, monkeypatch
+):
+    # Memory follows the data: no node tree of a document is built unless a finding needs a
+    # position, and then once for all of them (a List of many invalid items was quadratic).
+    from gpustack.validation import kubeyaml
+
+    composed = []
+    real = kubeyaml.compose
+
+    def counted(text):  # type: ignore[no-untyped-def]
+        composed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(kubeyaml, "compose", counted)
+    items = "".join(
+        f"- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{n}}}, data: {{a: {n}}}}}\n"
+        for n in range(200)
+    )
+    (tmp_path / "list.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n" + items)
+    valid = items.replace("data: {a: ", "data: {a: x")
+    (tmp_path / "valid.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n" + valid)
+    result = gpustack("validate", "--summary", "valid.yaml", cwd=tmp_path)
+    assert result.stdout.endswith("Valid: 200, Invalid: 0, Errors: 0, Skipped: 0\n")
+    assert composed == []
+    result = gpustack("validate", "--summary", "list.yaml", cwd=tmp_path)
+    assert result.stdout.count('is not of types "null", "string"') == 200
+    assert result.stdout.count("(line ") == 200
+    assert "(line 203, column 71)" in result.stdout  # the last item's own value
+    assert len(composed) == 1
+
+
+def test_a_large_document_with_an_alias_is_not_an_alias_bomb(tmp_path):
+    # Only what aliases add counts against the limit (a large mapping that also uses one alias
+    # was refused as a bomb); a real bomb still is (tests/test_validate_yaml11.py).
+    keys = "".join(f"  k{n}: v\n" for n in range(120_000))
+    (tmp_path / "big.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  labels: &l {a: b}\n"
+        "  annotations: *l\ndata:\n" + keys
+    )
+    result = gpustack("validate", "--summary", "big.yaml", cwd=tmp_path)
+    assert result.stdout.endswith("Valid: 1, Invalid: 0, Errors: 0, Skipped: 0\n"), result.stdout
+
+
+def test_empty_documents_are_passed_over_without_parsing_them(tmp_path, monkeypatch):
+    # A stream of many documents is read one at a time; a bare `---` is not even parsed (a
+    # million of them held every chunk in a list and parsed each: 250 MiB for 4 MiB of input).
+    from gpustack.validation import kubeyaml
+
+    parsed = []
+    real = kubeyaml.load
+    monkeypatch.setattr(kubeyaml, "load", lambda text: parsed.append(text) or real(text))
+    manifest = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"
+    (tmp_path / "many.yaml").write_text("---\n" * 10_000 + manifest + "--- \n" * 10_000)
+    result = gpustack("validate", "--summary", "many.yaml", cwd=tmp_path)
+    assert result.stdout == (
+        "Summary: 1 resource found in 1 file - Valid: 1, Invalid: 0, Errors: 0, Skipped: 0\n"
+    )
+    assert len(parsed) == 1
+
+
+def test_references_that_repeat_references_are_refused_not_evaluated(tmp_path):
+    # Each definition refers twice to the next, 30 times over: 2**30 checks of one value, an
+    # hour of validation, refused like an alias bomb. Reuse that does not multiply is fine.
+    definitions = {f"d{n}": {"allOf": [{"$ref": f"#/definitions/d{n + 1}"}] * 2} for n in range(30)}
+    definitions["d30"] = {"type": "object"}
+    catalog(tmp_path, {"definitions": definitions, "$ref": "#/definitions/d0"})
+    result = validate_widget(tmp_path)
+    assert (result.returncode, result.stdout) == (
+        1,
+        "widget.yaml - Widget w failed validation: schema crds/example.com/widget_v1.json: its "
+        "references make a value be checked against more than 10000 schemas at once (a "
+        "reference bomb) (line 1, column 1)\n",
+    )
+    definitions = {f"d{n}": {"$ref": f"#/definitions/d{n + 1}"} for n in range(30)}
+    definitions["d30"] = {"type": "object"}
+    catalog(tmp_path, {"definitions": definitions, "$ref": "#/definitions/d0"})
+    assert validate_widget(tmp_path).returncode == 0

@@ -20,6 +20,8 @@ def test_validate_benchmark_runs_on_both_shapes():
             "2",
             "--repeat",
             "1",
+            "--keys",
+            "1000",
         ],
         capture_output=True,
         text=True,
@@ -40,3 +42,7 @@ def test_validate_benchmark_runs_on_both_shapes():
             rf"Summary: {count} resources found in \d+ files? - Valid: {count}, Invalid: 0", line
         )
         assert "exit 0" in line and "peak " in line
+    assert re.fullmatch(
+        r"one ConfigMap of 1,000 keys \(0\.0 MiB\), gpustack flags: [\d.]+ s, peak \d+ MiB, exit 0",
+        lines[-1],
+    )

@@ -12,8 +12,10 @@ import json
 import os
 import sys
 
+from conftest import run_gpustack
 from validate_helpers import CORPUS
 
+from gpustack.validation import kubeconform, manifests
 from gpustack.validation.schemas import project_template
 
 RECORDER = """#!{python}
@@ -129,3 +131,43 @@ def test_sarif_is_refused_for_kubeconform(cli, tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert "kubeconform has no sarif output" in result.stderr
     assert not log.exists()
+
+
+def test_kubeconforms_flags_pass_through_as_given(cli, tmp_path, monkeypatch):
+    log = stand_in(tmp_path, monkeypatch)
+    manifest = str(CORPUS / "valid.yaml")
+    # kubeconform's own command line: not strict unless -strict, and -exit-on-error and -n kept.
+    cli("validate", "--engine", "kubeconform", "-summary", "-exit-on-error", "-n", "3", manifest)
+    argv = json.loads(log.read_text())["argv"]
+    assert "-strict" not in argv
+    assert argv[-5:] == ["-summary", "-exit-on-error", "-n", "3", manifest]
+    cli("validate", "--engine", "kubeconform", "-strict", manifest)
+    assert json.loads(log.read_text())["argv"][0] == "-strict"
+    cli("validate", "--engine", "kubeconform", "--no-strict", manifest)
+    assert "-strict" not in json.loads(log.read_text())["argv"]
+
+
+def test_a_kubernetes_version_flag_without_a_value_is_refused(tmp_path):
+    for words in (["-kubernetes-version"], ["-kubernetes-version="], ["--kubernetes-version="]):
+        result = run_gpustack("validate", *words, "-", cwd=tmp_path, input="")
+        assert result.returncode == 2, words
+        assert result.stdout == ""
+    result = run_gpustack("validate", "-kubernetes-version", cwd=tmp_path, input="")
+    assert "Option '--kubernetes-version' requires an argument." in result.stderr
+    result = run_gpustack("validate", "-kubernetes-version=", cwd=tmp_path, input="")
+    assert result.stderr.startswith("error: --kubernetes-version: Kubernetes version '' is not ")
+
+
+def test_stdin_for_kubeconform_is_capped_as_for_the_builtin_engine(cli, tmp_path, monkeypatch):
+    log = stand_in(tmp_path, monkeypatch)
+    monkeypatch.setattr(kubeconform, "MAX_MANIFEST_BYTES", 1000)
+    monkeypatch.setattr(manifests, "MAX_MANIFEST_BYTES", 1000)
+    at_the_limit = "#" * 999 + "\n"
+    result = cli("validate", "--engine", "kubeconform", input=at_the_limit)
+    assert json.loads(log.read_text())["stdin"] == at_the_limit
+    log.unlink()
+    result = cli("validate", "--engine", "kubeconform", input=at_the_limit + "x")
+    assert (result.exit_code, result.stderr) == (2, "error: more than 1000 bytes on stdin\n")
+    # The builtin engine says the same of the same input.
+    result = cli("validate", input=at_the_limit + "x")
+    assert "more than 1000 bytes on stdin" in result.stdout

@@ -180,7 +180,10 @@ def translate(args: list[str]) -> list[str]:
         elif name in KUBECONFORM_VALUES:
             kubeconform = True
             translated.append(KUBECONFORM_VALUES[name])
-            translated.append(value if equals else next(arguments, ""))
+            # With no value after it, the option is left without one: the parser says so.
+            following = value if equals else next(arguments, None)
+            if following is not None:
+                translated.append(following)
         else:
             translated.append(argument)
     return ([KUBECONFORM_DEFAULTS] if kubeconform else []) + translated
@@ -224,11 +227,15 @@ def run(
         # kubeconform's defaults: the newest Kubernetes ("master") and its default location.
         requested = None if kubernetes_version in (None, "master") else kubernetes_version
         version = (
-            schemas.minor_version(requested) if requested else schemas.supported_versions()[-1]
+            schemas.minor_version(requested)
+            if requested is not None
+            else schemas.supported_versions()[-1]
         )
         locations = tuple(schema_locations or (schemas.DEFAULT,))
     else:
-        version = schemas.minor_version(kubernetes_version or _default_version())
+        version = schemas.minor_version(
+            kubernetes_version if kubernetes_version is not None else _default_version()
+        )
         locations = tuple(schema_locations or schemas.DEFAULT_LOCATIONS)
     schemas.store(version, locations)  # a bad template is a usage error before any work
     skipped, rejected = _kinds(skip), _kinds(reject)
@@ -237,6 +244,7 @@ def run(
     ignored = [linear_regex(p, "--ignore-filename-pattern") for p in ignore_filename_patterns or []]
     targets = list(paths or ["-"])
 
+    strict = strict if strict is not None else not kubeconform_defaults
     if engine == "kubeconform":
         from gpustack.validation import kubeconform
 
@@ -255,8 +263,11 @@ def run(
             rejected,
             ignore_missing_schemas,
             ignore_filename_patterns or [],
+            strict=strict,
+            exit_on_error=exit_on_error,
+            jobs=jobs,
         )
-        return kubeconform.run(argv, sys.stdin.buffer.read() if "-" in targets else None)
+        return kubeconform.run(argv, sys.stdin.buffer if "-" in targets else None)
 
     from gpustack.validation import engine as checks
     from gpustack.validation import manifests
@@ -269,7 +280,7 @@ def run(
         frozenset(skipped),
         frozenset(rejected),
         ignore_missing_schemas,
-        strict=strict if strict is not None else not kubeconform_defaults,
+        strict=strict,
         require_name=not kubeconform_defaults,
         keep_objects=lint,
     )

@@ -7,14 +7,27 @@ lists `properties` and says nothing of `additionalProperties` gets `additionalPr
 marked `x-kubernetes-preserve-unknown-fields` keeps unknown fields (as the API server does),
 `nullable` allows null, and `apiVersion`, `kind` and `metadata` are added where the CRD leaves
 them out, with `apiVersion` and `kind` pinned to the custom resource's.
+
+A CRD is input, so its schema is never let reach outside itself: the API server refuses a `$ref`
+in it (kubernetes/kubernetes, staging/src/k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/
+validation/validation.go, specStandardValidatorV3.validate: "$ref is not supported", v1.31), so a
+CRD with one is invalid (`references`) and its custom resources cannot be checked against it.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
+from gpustack.validation.schemas import SchemaError
+
 GROUP = "apiextensions.k8s.io"
+REFERENCE = "$ref"
+# Where a JSON Schema holds schemas: one, a list of them, or a map of names to them.
+_ONE = ("additionalProperties", "additionalItems", "not", "items")
+_LIST = ("allOf", "anyOf", "oneOf", "items")
+_MAP = ("properties", "patternProperties", "definitions", "dependencies")
 
 
 def is_crd(data: dict[str, Any] | None) -> bool:
@@ -27,8 +40,52 @@ def is_crd(data: dict[str, Any] | None) -> bool:
     )
 
 
-def schemas(crd: dict[str, Any], strict: bool) -> dict[tuple[str, str], dict[str, Any]]:
-    """{(apiVersion, kind): JSON Schema} for each served version of the CRD that has a schema."""
+def references(crd: dict[str, Any]) -> Iterator[tuple[str | int, ...]]:
+    """The path, in the CRD, of each schema in its openAPIV3Schemas that has a `$ref`."""
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return
+    roots: list[tuple[Any, tuple[str | int, ...]]] = [
+        (spec.get("validation"), ("spec", "validation"))
+    ]
+    if isinstance(spec.get("versions"), list):
+        roots += [
+            (version.get("schema"), ("spec", "versions", number, "schema"))
+            for number, version in enumerate(spec["versions"])
+            if isinstance(version, dict)
+        ]
+    for validation, path in roots:
+        if isinstance(validation, dict):
+            yield from _references(validation.get("openAPIV3Schema"), (*path, "openAPIV3Schema"))
+
+
+def _references(schema: Any, path: tuple[str | int, ...]) -> Iterator[tuple[str | int, ...]]:
+    stack = [(schema, path)]
+    while stack:  # no recursion: a CRD's schema is as deep as its document, whatever that is
+        node, where = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if REFERENCE in node:
+            yield where
+        for keyword in _ONE:
+            stack.append((node.get(keyword), (*where, keyword)))
+        for keyword in _LIST:
+            if isinstance(node.get(keyword), list):
+                stack.extend(
+                    (item, (*where, keyword, number)) for number, item in enumerate(node[keyword])
+                )
+        for keyword in _MAP:
+            if isinstance(node.get(keyword), dict):
+                stack.extend(
+                    (item, (*where, keyword, name)) for name, item in node[keyword].items()
+                )
+
+
+def schemas(
+    crd: dict[str, Any], strict: bool
+) -> dict[tuple[str, str], dict[str, Any] | SchemaError]:
+    """{(apiVersion, kind): JSON Schema} for each served version of the CRD that has a schema;
+    a SchemaError for one with a `$ref`, which is never followed."""
     spec = crd.get("spec")
     if not isinstance(spec, dict):
         return {}
@@ -37,7 +94,7 @@ def schemas(crd: dict[str, Any], strict: bool) -> dict[tuple[str, str], dict[str
     if not isinstance(group, str) or not isinstance(kind, str):
         return {}
     shared = spec.get("validation")  # apiextensions.k8s.io/v1beta1: one schema for all versions
-    found = {}
+    found: dict[tuple[str, str], dict[str, Any] | SchemaError] = {}
     versions = spec.get("versions")
     if not isinstance(versions, list):
         versions = [{"name": spec.get("version"), "served": True}]
@@ -52,6 +109,13 @@ def schemas(crd: dict[str, Any], strict: bool) -> dict[tuple[str, str], dict[str
         if isinstance(openapi, dict):
             api_version = f"{group}/{name}"
             found[(api_version, kind)] = convert(openapi, api_version, kind, strict)
+            referring = next(_references(openapi, ("openAPIV3Schema",)), None)
+            if referring is not None:
+                where = ".".join(str(part) for part in referring)
+                found[(api_version, kind)] = SchemaError(
+                    f"the schema from the CustomResourceDefinition of {kind} has a $ref (at "
+                    f"{where}), which the API server does not support: gpustack follows none"
+                )
     return found
 
 

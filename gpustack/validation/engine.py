@@ -15,6 +15,7 @@ resource no schema location knows is checked again against them at the end.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Generator
@@ -23,7 +24,7 @@ from typing import Any
 
 from gpustack.validation import crds, manifests
 from gpustack.validation.manifests import Resource
-from gpustack.validation.schemas import SchemaStore, store
+from gpustack.validation.schemas import SchemaError, SchemaStore, store
 from gpustack.validation.validator import Result, header, validate_resources
 
 # Below this many files (or this much input), starting workers costs more than it saves.
@@ -65,11 +66,14 @@ class _Checker:
         self.documents = self.repeats = 0
 
     def text(self, text: str, shown: str, part: tuple[int, int] = (0, 1)) -> list[Result]:
-        documents = list(manifests.documents(text))
         number, parts = part
-        begin, end = len(documents) * number // parts, len(documents) * (number + 1) // parts
+        documents = manifests.documents(text)  # one at a time: never all of them held at once
+        if parts > 1:
+            count = sum(1 for _ in manifests.documents(text))
+            begin, end = count * number // parts, count * (number + 1) // parts
+            documents = itertools.islice(documents, begin, end)
         results: list[Result] = []
-        for start_line, chunk in documents[begin:end]:
+        for start_line, chunk in documents:
             results.extend(self.chunk(chunk, start_line - 1, shown))
         return results
 
@@ -249,7 +253,7 @@ def resolve_custom_resources(results: list[Result], settings: Settings) -> None:
     pending = [result for result in results if _unresolved(result)]
     if not pending:
         return
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], dict[str, Any] | SchemaError] = {}
     for result in results:
         if result.status in ("valid", "invalid") and crds.is_crd(result.resource.data):
             assert result.resource.data is not None

@@ -9,8 +9,9 @@ that resolve to booleans or numbers become their JSON spelling ("true", "1"), an
 `.inf` have no JSON form. (go-yaml v2.4.0 resolve.go: resolveMap and resolve(); decode.go keeps
 timestamps as strings in an interface{}; sigs.k8s.io/yaml yaml.go convertToJSONableObject.)
 
-libyaml parses (PyYAML's C parser); this module builds the plain data from libyaml's nodes, and
-works out a field's line and column only when asked, by parsing that one document again.
+libyaml parses (PyYAML's C parser); this module builds the plain data from libyaml's parse
+events, one at a time (no node tree is kept, and nothing recurses), and works out a field's line
+and column only when asked, by parsing that one document again.
 """
 
 from __future__ import annotations
@@ -25,10 +26,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml as libyaml  # type: ignore[import-untyped]
+from yaml.events import (  # type: ignore[import-untyped]
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode  # type: ignore[import-untyped]
 
 # Aliases may be reused, but a document that expands to more values than this is an alias bomb.
 MAX_EXPANDED_NODES = 100_000
+# Mappings and sequences inside each other. Real manifests nest far less (the Node Feature
+# Discovery CRDs, among the deepest, 24 levels); the schema engine (jsonschema-rs) gives up
+# past about 250 levels, in an instance or a schema, so a manifest deeper than this is refused
+# with its position rather than failing there.
+MAX_NESTING = 200
 
 _PLAIN = "gpustack:plain"  # an untagged plain scalar: resolved as go-yaml v2 resolves it
 _TAG = "tag:yaml.org,2002:"
@@ -128,6 +142,8 @@ class Document:
     line: int  # 0-based line and column where the document's content starts
     column: int
     duplicates: list[Problem] = field(default_factory=list)  # duplicate keys (last one wins)
+    # 0-based (line, column) of each item of the root mapping's `items` sequence (a List's)
+    items: list[tuple[int, int]] = field(default_factory=list)
 
 
 def compose(text: str) -> Iterator[Any]:
@@ -143,13 +159,18 @@ def compose(text: str) -> Iterator[Any]:
 def load(text: str) -> Iterator[Document]:
     """Plain data for each document of `text`, as sigs.k8s.io/yaml would hand it to JSON.
 
-    Raises Problem for what Kubernetes cannot read (bad YAML, alias bombs, keys or values with
-    no JSON form); duplicate keys are not raised but listed on the Document."""
+    Built from libyaml's parse events, one at a time: memory follows the data built, never a
+    node tree of the whole document (a million-key mapping costs its dict, not gigabytes).
+    Raises Problem for what Kubernetes cannot read (bad YAML, alias bombs, nesting past
+    MAX_NESTING, keys or values with no JSON form); duplicate keys are not raised but listed on
+    the Document."""
+    parser = _Composer(text)
     try:
-        for node in compose(text):
-            builder = _Builder("*" in text)
-            data = builder.value(node)
-            yield Document(data, node.start_mark.line, node.start_mark.column, builder.duplicates)
+        parser.get_event()  # StreamStartEvent
+        while type(parser.peek_event()) is not StreamEndEvent:
+            parser.get_event()  # DocumentStartEvent
+            yield _Events(parser).document()
+            parser.get_event()  # DocumentEndEvent
     except libyaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         problem = error.problem or error.context or "invalid YAML"
@@ -158,53 +179,152 @@ def load(text: str) -> Iterator[Document]:
         ) from None
     except libyaml.YAMLError as error:
         raise Problem(f"invalid YAML: {error}", 0, 0) from None
-    except RecursionError:
-        raise Problem("YAML nests too deeply", 0, 0) from None
+    finally:
+        parser.dispose()
 
 
-class _Builder:
-    def __init__(self, aliases: bool) -> None:
+class _Open:
+    """A mapping or sequence being built: its value so far, and (a mapping) the pending key."""
+
+    __slots__ = ("anchor", "key", "mark", "places", "size", "value", "written")
+
+    def __init__(self, value: Any, anchor: str | None, mark: Any) -> None:
+        self.value, self.anchor, self.mark = value, anchor, mark
+        self.key: Any = _NO_KEY
+        self.size = 1
+        self.written: set[str] = set()
+        self.places: list[tuple[int, int]] | None = None  # where each item starts (`items`)
+
+
+_NO_KEY = object()
+_MERGING = object()
+_OPEN = object()
+
+
+class _Events:
+    """One document's data from parse events, without recursion (an explicit stack)."""
+
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
         self.duplicates: list[Problem] = []
-        self.sizes: dict[int, int] | None = {} if aliases else None
-        self.built: dict[int, Any] = {}
+        # anchor -> (value, expanded size, scalar (tag, text) for an alias used as a key)
+        self.anchors: dict[str, Any] = {}
+        self.expanded = 0  # values added by aliases, counted against MAX_EXPANDED_NODES
+        self.scalars = _Scalars()
 
-    def value(self, node: Any) -> Any:
-        if type(node) is ScalarNode:
-            return self.scalar(node)
-        if self.sizes is not None:
-            return self.shared(node)
-        if type(node) is MappingNode:
-            return self.mapping(node)
-        return [self.value(item) for item in node.value]
+    def document(self) -> Document:
+        first = self.parser.peek_event()
+        get_event, scalar_of, add = self.parser.get_event, self.scalars.scalar_of, self.add
+        stack: list[_Open] = []
+        items: list[tuple[int, int]] = []
+        str_tag = _TAG + "str"
+        while True:
+            event = get_event()
+            kind = type(event)
+            tag = None
+            if kind is ScalarEvent:
+                tag, text = event.tag, event.value
+                if tag is None or tag == "!":
+                    tag = _PLAIN if event.implicit[0] else str_tag
+                value, size = scalar_of(tag, text, event.start_mark), 1
+                if event.anchor is not None:
+                    self.anchors[event.anchor] = (value, 1, (tag, text))
+                if stack:
+                    parent = stack[-1]
+                    if type(parent.value) is dict and parent.key is not _NO_KEY:
+                        if parent.key is not _MERGING:  # the common case, made short
+                            parent.value[parent.key] = value
+                            parent.key = _NO_KEY
+                            parent.size += 1
+                            continue
+                    elif type(parent.value) is list and parent.places is None:
+                        parent.value.append(value)
+                        parent.size += 1
+                        continue
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                if len(stack) >= MAX_NESTING:
+                    raise _at(f"YAML nests more than {MAX_NESTING} levels deep", event)
+                opened = _Open({} if kind is MappingStartEvent else [], event.anchor, event)
+                if len(stack) == 1 and stack[0].key == "items" and kind is SequenceStartEvent:
+                    items.clear()  # `items` written twice: the last one is the data
+                    opened.places = items  # a List's items: their places, found here at once
+                if event.anchor is not None:
+                    self.anchors[event.anchor] = _OPEN  # a later anchor of a name replaces it
+                stack.append(opened)
+                continue
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                done = stack.pop()
+                value, size = done.value, done.size
+                if done.anchor is not None:
+                    self.anchors[done.anchor] = (value, size, None)
+                event = done.mark  # a collection's problems are placed where it starts
+            else:  # AliasEvent
+                found = self.anchors.get(event.anchor)
+                if found is None:
+                    raise _at(f"found undefined alias {event.anchor!r}", event)
+                if found is _OPEN:
+                    raise _at("an alias refers to a value that contains it", event)
+                value, size, raw = found
+                if raw is not None:
+                    tag, text = raw
+                self.expanded += size
+                if self.expanded > MAX_EXPANDED_NODES:
+                    raise _at(
+                        f"aliases expand this value to more than {MAX_EXPANDED_NODES} values "
+                        "(an alias bomb)",
+                        event,
+                    )
+            if not stack:
+                mark = first.start_mark
+                return Document(value, mark.line, mark.column, self.duplicates, items)
+            add(stack[-1], value, size, tag, text if tag is not None else "", event)
 
-    def shared(self, node: Any) -> Any:
-        """An aliased node is built once; its expanded size is counted against the limit."""
-        assert self.sizes is not None
-        key = id(node)
-        if key in self.built:
-            if self.built[key] is _BUILDING:
-                raise _problem("an alias refers to a value that contains it", node)
-            return self.built[key]
-        self.built[key] = _BUILDING
-        built = (
-            self.mapping(node)
-            if type(node) is MappingNode
-            else [self.value(item) for item in node.value]
-        )
-        self.built[key] = built
-        children = node.value if type(node) is SequenceNode else [v for _, v in node.value]
-        size = 1 + sum(self.sizes.get(id(child), 1) for child in children)
-        self.sizes[key] = size
-        if size > MAX_EXPANDED_NODES:
-            raise _problem(
-                f"aliases expand this value to more than {MAX_EXPANDED_NODES} values "
-                "(an alias bomb)",
-                node,
-            )
-        return built
+    def add(
+        self, parent: _Open, value: Any, size: int, tag: str | None, text: str, event: Any
+    ) -> None:
+        """Put a value (a scalar's with its tag and text) into the collection being built."""
+        parent.size += size
+        if type(parent.value) is list:
+            parent.value.append(value)
+            if parent.places is not None:
+                parent.places.append((event.start_mark.line, event.start_mark.column))
+            return
+        if parent.key is _NO_KEY:  # this is a key
+            if tag is None:
+                raise _at("a mapping key must be a scalar", event)
+            if tag == _PLAIN and text == _MERGE:
+                parent.key = _MERGING
+                return
+            key = self.scalars.key_of(tag, text, event.start_mark)
+            if key in parent.written:
+                self.duplicates.append(_at(f"duplicate key {key!r}", event))
+            parent.written.add(key)
+            parent.key = key
+            return
+        if parent.key is _MERGING:
+            # `<<: *anchor` or `<<: [*a, *b]`; go-yaml v2 sets the merged keys where `<<`
+            # stands, the first of a list last (so it wins).
+            for source in reversed(value) if type(value) is list else [value]:
+                if not isinstance(source, dict):
+                    raise _at("map merge requires map or sequence of maps as the value", event)
+                parent.value.update(source)
+        else:
+            parent.value[parent.key] = value
+        parent.key = _NO_KEY
+
+
+def _at(message: str, event: Any) -> Problem:
+    return Problem(message, event.start_mark.line, event.start_mark.column)
+
+
+class _Scalars:
+    """Scalars and mapping keys as go-yaml v2 reads them (a node's, or an event's tag and text)."""
 
     def scalar(self, node: Any) -> Any:
-        tag, text = node.tag, node.value
+        return self.scalar_of(node.tag, node.value, node.start_mark)
+
+    def scalar_of(self, tag: str, text: str, mark: Any) -> Any:
+        """A scalar's value from its resolved tag and its text; `mark` places a problem."""
         if tag == _PLAIN:
             value = resolve_plain(text)
         elif tag == _TAG + "str":
@@ -213,48 +333,28 @@ class _Builder:
             try:
                 return base64.b64decode(text, validate=False).decode("utf-8", "replace")
             except (binascii.Error, ValueError):
-                raise _problem("!!binary value contains invalid base64 data", node) from None
+                raise _marked("!!binary value contains invalid base64 data", mark) from None
         elif tag in (_TAG + "int", _TAG + "float", _TAG + "bool", _TAG + "null"):
             value = resolve_plain(text)
             wanted = tag.removeprefix(_TAG)
             if wanted == "float" and type(value) is int:
                 value = float(value)
             if _tag_of(value) != wanted:
-                raise _problem(f"cannot decode !!{_tag_of(value)} `{text}` as a !!{wanted}", node)
+                raise _marked(f"cannot decode !!{_tag_of(value)} `{text}` as a !!{wanted}", mark)
         else:
             return text  # go-yaml keeps an unknown tag's scalar as its text
         if type(value) is float and (math.isnan(value) or math.isinf(value)):
-            raise _problem(f"`{text}` ({value}) has no JSON form", node)
+            raise _marked(f"`{text}` ({value}) has no JSON form", mark)
         return value
-
-    def mapping(self, node: Any) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        written: set[str] = set()
-        for key_node, value_node in node.value:
-            if type(key_node) is ScalarNode and key_node.tag == _PLAIN and key_node.value == _MERGE:
-                self.merge(result, value_node)
-                continue
-            key = self.key(key_node)
-            if key in written:
-                self.duplicates.append(_problem(f"duplicate key {key!r}", key_node))
-            written.add(key)
-            result[key] = self.value(value_node)
-        return result
-
-    def merge(self, result: dict[str, Any], node: Any) -> None:
-        """`<<: *anchor` or `<<: [*a, *b]`; go-yaml v2 sets the merged keys where `<<` stands,
-        the first of a list last (so it wins)."""
-        sources = node.value if type(node) is SequenceNode else [node]
-        for source in reversed(sources):
-            merged = self.value(source)
-            if not isinstance(merged, dict):
-                raise _problem("map merge requires map or sequence of maps as the value", source)
-            result.update(merged)
 
     def key(self, node: Any) -> str:
         if type(node) is not ScalarNode:
             raise _problem("a mapping key must be a scalar", node)
-        value = self.scalar(node)
+        return self.key_of(node.tag, node.value, node.start_mark)
+
+    def key_of(self, tag: str, text: str, mark: Any) -> str:
+        """A mapping key as sigs.k8s.io/yaml spells it in JSON."""
+        value = self.scalar_of(tag, text, mark)
         if isinstance(value, str):
             return value
         if isinstance(value, bool):
@@ -263,10 +363,7 @@ class _Builder:
             return str(value)
         if isinstance(value, float):
             return _go_float_key(value)
-        raise _problem(f"unsupported map key {node.value!r} (null)", node)
-
-
-_BUILDING = object()
+        raise _marked(f"unsupported map key {text!r} (null)", mark)
 
 
 def _tag_of(value: Any) -> str:
@@ -302,15 +399,36 @@ def _go_float_key(value: float) -> str:
 
 
 def _problem(message: str, node: Any) -> Problem:
-    return Problem(message, node.start_mark.line, node.start_mark.column)
+    return _marked(message, node.start_mark)
+
+
+def _marked(message: str, mark: Any) -> Problem:
+    return Problem(message, mark.line, mark.column)
+
+
+_last: list[tuple[str, list[Any] | None]] = []
+
+
+def _composed(text: str) -> list[Any] | None:
+    """The node trees of `text`'s documents (None when it does not parse), kept for the next
+    call: the findings of one document (or of a List's items) ask for many positions in the
+    same text, which is parsed once for all of them, not once for each."""
+    if _last and _last[0][0] == text:
+        return _last[0][1]
+    try:
+        nodes: list[Any] | None = list(compose(text))
+    except (libyaml.YAMLError, RecursionError):
+        nodes = None
+    _last[:] = [(text, nodes)]
+    _indexes.clear()  # only the last document's nodes are kept
+    return nodes
 
 
 def position(text: str, index: int, path: tuple[str | int, ...]) -> tuple[int, int, bool]:
     """0-based (line, column) of `path` in document `index` of `text`: of the value, or of the
     closest ancestor that exists; the flag says whether the whole path was found."""
-    try:
-        nodes = list(compose(text))
-    except (libyaml.YAMLError, RecursionError):
+    nodes = _composed(text)
+    if nodes is None:
         return 0, 0, False
     if index >= len(nodes):
         return 0, 0, False
@@ -327,9 +445,8 @@ def position(text: str, index: int, path: tuple[str | int, ...]) -> tuple[int, i
 
 def plain_scalar(text: str, index: int, path: tuple[str | int, ...]) -> str | None:
     """The text of the unquoted, untagged scalar at `path`, if that is what is written there."""
-    try:
-        nodes = list(compose(text))
-    except (libyaml.YAMLError, RecursionError):
+    nodes = _composed(text)
+    if nodes is None:
         return None
     node: Any = nodes[index] if index < len(nodes) else None
     for part in path:
@@ -343,9 +460,8 @@ def key_position(
     text: str, index: int, path: tuple[str | int, ...], key: str
 ) -> tuple[int, int] | None:
     """0-based (line, column) of the key `key` in the mapping at `path`, if it is written there."""
-    try:
-        nodes = list(compose(text))
-    except (libyaml.YAMLError, RecursionError):
+    nodes = _composed(text)
+    if nodes is None:
         return None
     if index >= len(nodes):
         return None
@@ -364,7 +480,7 @@ def key_position(
 
 def _key_text(node: Any) -> str | None:
     try:
-        return _Builder(False).key(node)
+        return _Scalars().key(node)
     except Problem:
         return None
 
@@ -374,11 +490,35 @@ def _child(node: Any, part: str | int) -> Any:
         return node.value[part] if 0 <= part < len(node.value) else None
     if type(node) is not MappingNode:
         return None
-    found = None
+    keys, merged = _index(node)
+    if part in keys:
+        return keys[part]  # a key written in the mapping wins over merged ones
+    for source in merged:
+        found = _child(source, part)
+        if found is not None:
+            return found
+    return None
+
+
+_indexes: dict[int, tuple[Any, dict[str | int, Any], list[Any]]] = {}
+
+
+def _index(node: Any) -> tuple[dict[str | int, Any], list[Any]]:
+    """A mapping node's keys (the last one wins, as in the data) and merge sources, worked out
+    once per node: many findings in one large mapping look up their keys in it."""
+    known = _indexes.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1], known[2]
+    keys: dict[str | int, Any] = {}
+    merged: list[Any] = []
     for key_node, value_node in node.value:
         if type(key_node) is ScalarNode and key_node.tag == _PLAIN and key_node.value == _MERGE:
-            for source in value_node.value if type(value_node) is SequenceNode else [value_node]:
-                found = found or _child(source, part)
-        elif type(key_node) is ScalarNode and _key_text(key_node) == part:
-            found = value_node  # the last one wins, as in the data
-    return found
+            merged += value_node.value if type(value_node) is SequenceNode else [value_node]
+        elif type(key_node) is ScalarNode:
+            text = _key_text(key_node)
+            if text is not None:
+                keys[text] = value_node
+    if len(_indexes) > 4096:
+        _indexes.clear()
+    _indexes[id(node)] = (node, keys, merged)
+    return keys, merged

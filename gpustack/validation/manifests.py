@@ -8,6 +8,7 @@ not hide its neighbours; `kind: List` is split into its items.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -202,16 +203,20 @@ def parse_chunk(chunk: str, offset: int, shown: str) -> Iterator[Resource]:
 
 
 def documents(text: str) -> Iterator[tuple[int, str]]:
-    """(first line, text) of each `---`-separated document; lines keep their numbers' offset."""
-    starts = [0]
-    if "---" in text:  # most files hold one document: no need to scan them line by line
-        starts += [match.start() for match in _SEPARATOR.finditer(text)]
-    line = 1
-    for begin, end in zip(starts, starts[1:] + [len(text)]):
+    """(first line, text) of each `---`-separated document; lines keep their numbers' offset.
+
+    One at a time, as the separators are found: a stream of a million documents is never held
+    as a list, and a bare `---` (an empty document) is passed over without parsing it."""
+    # Most files hold one document: no need to scan them line by line.
+    ends = (match.start() for match in _SEPARATOR.finditer(text)) if "---" in text else ()
+    begin, line = 0, 1
+    for end in itertools.chain(ends, (len(text),)):
         chunk = text[begin:end]
-        if chunk.strip():
+        content = chunk.strip()
+        if content and content != "---":
             yield line, chunk
         line += chunk.count("\n")
+        begin = end
 
 
 def _json_schema(data: dict[str, Any]) -> bool:
@@ -239,9 +244,13 @@ def _objects(
     if _json_schema(data):
         return  # a JSON Schema (a CRD schema in kubeconform's layout) describes manifests
     if data.get("kind") == "List" and isinstance(data.get("items"), list):
+        places = document.items
         for number, item in enumerate(data["items"]):
             path = ("items", number)
-            item_line, item_column, _ = kubeyaml.position(chunk, index, path)
+            if number < len(places):  # found while parsing: a List of many items is linear
+                item_line, item_column = places[number]
+            else:  # `items` given by an alias, or set twice
+                item_line, item_column, _ = kubeyaml.position(chunk, index, path)
             item_line, item_column = item_line + offset + 1, item_column + 1
             if isinstance(item, dict):
                 yield Resource(

@@ -17,6 +17,7 @@ from gpustack.errors import UserError
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
 from gpustack.objects import metadata as metadata_of
+from gpustack.validation import crds
 from gpustack.validation.manifests import Resource, cluster_folder, files, read, shown
 from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
 
@@ -26,6 +27,11 @@ MANIFEST = "manifest"
 # kustomize's own files (kustomization.yaml) are read by kustomize, never stored by a cluster:
 # they have no name to require.
 _UNNAMED = ("kustomize.config.k8s.io/",)
+# The API server refuses a CRD whose schema has a $ref (see crds.py).
+REFERENCE_REFUSED = (
+    "$ref is not supported in a CustomResourceDefinition's schema (the API server refuses it); "
+    "gpustack follows none"
+)
 
 
 @dataclass
@@ -132,12 +138,22 @@ def _check(
         return "error", [_error(MANIFEST, message, data)], [()]
     findings: list[Finding] = []
     paths: list[tuple[str | int, ...]] = []
-    for problem in validator.iter_errors(data):
+    try:
+        problems = list(validator.iter_errors(data))
+    except ValueError as error:  # the schema engine's own limits ("Recursion limit reached")
+        message = f"cannot be checked against its schema: {error}"
+        return "error", [_error(MANIFEST, message, data)], [()]
+    for problem in problems:
         path = tuple(problem.instance_path)
         findings.append(_error(SCHEMA, problem.message, data, ".".join(str(part) for part in path)))
         # An unknown field is pointed at by its own key, not by the object holding it.
         unexpected = getattr(problem.kind, "unexpected", None)
         paths.append((*path, UnexpectedKey(unexpected[0])) if unexpected else path)
+    if crds.is_crd(data):
+        for path in crds.references(data):
+            field = ".".join(map(str, (*path, crds.REFERENCE)))
+            findings.append(_error(SCHEMA, REFERENCE_REFUSED, data, field))
+            paths.append((*path, UnexpectedKey(crds.REFERENCE)))
     metadata = data.get("metadata")
     named = isinstance(metadata, dict) and (metadata.get("name") or metadata.get("generateName"))
     if require_name and not named and not api_version.startswith(_UNNAMED):
