@@ -233,7 +233,7 @@ def driver_mount(
 # manager before it repartitions the GPUs (`paused-for-mig-change`); then each waits until no pod
 # labelled `app=<x>` is left on the node in its namespace and sets the labels back. A "true"
 # label is paused ("<value>_<pause>" when already paused by the other manager), an absent one
-# stays absent and a "false" stays "false" (k8s-driver-manager v0.12.0 cmd/driver-manager/main.go
+# is written empty (which stops nothing) and a "false" stays "false" (k8s-driver-manager v0.12.0 cmd/driver-manager/main.go
 # maybeSetPaused, maybeSetTrue, waitForPodsToTerminate; mig-parted v0.15.0 pkg/mig/reconfigure).
 # The GPU Operator's DaemonSets select `<label>: "true"` and its controller labels every GPU node
 # (gpu-operator v26.7.0 assets/state-*/*daemonset.yaml). With no controller here, gpustack's

@@ -535,6 +535,12 @@ def test_the_next_node_waits_for_this_nodes_new_driver(tmp_path, profile, sectio
     command = " ".join(driver["readinessProbe"]["exec"]["command"])
     assert f"{validations.group(1)}/{ready.group(1)}" in command
     assert "nvidia-smi" in command
+    # And, as upstream's probe, the module loaded and the driver's daemons (the fabric manager on
+    # NVSwitch systems) Ready before the next node is taken down.
+    daemons = re.search(r'DAEMONS_STATUS_FILE="\$\{VALIDATIONS_DIR\}/([^"]+)"', script)
+    assert daemons and f"{validations.group(1)}/{daemons.group(1)}" in command
+    assert '!= "Ready"' in script and "= Ready" in command
+    assert "/sys/module/nvidia/refcnt" in script and "/sys/module/nvidia/refcnt" in command
 
 
 def test_max_unavailable_takes_a_count_or_a_percentage(tmp_path):

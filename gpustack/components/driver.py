@@ -60,6 +60,10 @@ VALIDATIONS = "/run/nvidia/validations"
 # probe writes it. NVIDIA's validator waits for it only for a driver DaemonSet the operator owns
 # (cmd/nvidia-validator/main.go isDriverManagedByOperator), else for nvidia-smi in the driver root.
 READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
+# The driver container's script writes NotReady here when it starts and Ready once its daemons
+# (persistenced, the fabric manager on NVSwitch systems) run (gpu-driver-container
+# ubuntu22.04/nvidia-driver _start_daemons); gpu-operator's startup probe waits for Ready.
+DAEMONS_STATUS_FILE = f"{VALIDATIONS}/.driver-daemons-status"
 SHARED_DTK = "/mnt/shared-nvidia-driver-toolkit"
 NFD_OS = "feature.node.kubernetes.io/system-os_release"
 NFD_KERNEL = "feature.node.kubernetes.io/kernel-version.full"
@@ -338,11 +342,18 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
     digest = _digest({"containers": containers, "volumes": volumes})
     for container in containers:
         container["env"].append({"name": "DRIVER_CONFIG_DIGEST", "value": digest})
-    # Ready while the driver answers: what a rolling update waits for before the next node
-    # (the ready file is written by the startup probe once nvidia-smi answers, and removed when
-    # the pod stops).
+    # Ready while the driver answers, as gpu-operator's startup probe judges it
+    # (assets/state-driver/0400_configmap.yaml startup-probe.sh, v26.7.0): the module loaded, the
+    # driver's daemons Ready (on NVSwitch systems the fabric manager, without which the GPUs take
+    # no CUDA work), nvidia-smi answering, and the ready file there (written by the startup probe,
+    # removed when the pod stops). What a rolling update waits for before the next node.
+    readiness = (
+        f"test -f /sys/module/nvidia/refcnt && test -f {READY_FILE} && "
+        f'{{ [ ! -f {DAEMONS_STATUS_FILE} ] || [ "$(cat {DAEMONS_STATUS_FILE})" = Ready ]; }} && '
+        "nvidia-smi"
+    )
     driver_container["readinessProbe"] = {
-        "exec": {"command": ["sh", "-c", f"test -f {READY_FILE} && nvidia-smi"]},
+        "exec": {"command": ["sh", "-c", readiness]},
         "periodSeconds": 30,
         "timeoutSeconds": 60,
         "failureThreshold": 3,

@@ -75,9 +75,10 @@ def _deploy_note(stack: Stack) -> str:
             "whenever a node changes, which would undo every pause, so the MachineSet does not "
             "carry the `nvidia.com/gpu.deploy.*` labels and the GPU DaemonSets run on GPU nodes "
             f"without them. They are taken off a node by {managers}, setting the labels to a "
-            "paused value, which needs them `true` first: label each GPU node once, " + patch + ". "
-            "Until then a driver upgrade stops at that node (the driver manager waits for pods "
-            "it cannot stop, gives up after 5 minutes and retries)."
+            "paused value, which needs them `true` first: label each GPU node once, new and "
+            "autoscaled ones included, " + patch + ". Until then a driver pod replaced there (a "
+            "driver upgrade) waits for pods it cannot stop, gives up after 5 minutes and retries, "
+            "and the rollout stops at that node."
         )
     return (
         "Deploy labels: GPU nodes register with "
@@ -86,9 +87,10 @@ def _deploy_note(stack: Stack) -> str:
         f"node, {'wait' if both else 'waits'} until the GPU DaemonSets' pods are gone and "
         f"{'set' if both else 'sets'} them back. A GPU DaemonSet leaves a node only while its "
         "label is paused or `false`, so a node that joined without the labels still runs the "
-        "stack, but nothing can stop its pods: a driver upgrade stops at that node (the driver "
-        "manager cannot unload a driver in use, gives up after 5 minutes and retries). Label "
-        "such a node once: " + patch + "."
+        "stack, but nothing can stop its pods: a driver pod replaced there (a driver upgrade, the "
+        "first sync of a gpustack version that adds the manager) waits for them, gives up after "
+        "5 minutes and retries, and the rollout stops at that node. Label such a node once, "
+        "before: " + patch + "."
     )
 
 
