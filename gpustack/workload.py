@@ -281,6 +281,56 @@ def deploy_labels_used(stack: Stack) -> bool:
     return stack.driver_container or stack.mig_manager_enabled
 
 
+# Kubernetes' own kubectl image (kubernetes/kubernetes #116672, published from v1.28; its
+# entrypoint is kubectl), at the target version's minor: kubectl works within one minor version
+# of the API server (Kubernetes version skew policy).
+KUBECTL_IMAGE = "registry.k8s.io/kubectl"
+KUBECTL_FIRST_MINOR = 28
+
+
+def kubectl_image(stack: Stack) -> str:
+    minor = int(stack.config.platform.kubernetesVersion.split(".")[1])
+    return f"{KUBECTL_IMAGE}:v1.{max(minor, KUBECTL_FIRST_MINOR)}.0"
+
+
+def deploy_labeller(stack: Stack, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """An init container that starts the deploy labels of its node as "true", what the GPU
+    Operator's controller does for every GPU node (gpu-operator v26.7.0 controllers/
+    state_manager.go labelGPUNodes), so the managers can stop the GPU DaemonSets on any node:
+    one that joined without the node/ files, every node of a cluster rendered before them, every
+    OpenShift node (whose MachineSet cannot carry them). It labels its node only while every
+    deploy label is absent or empty (the value k8s-driver-manager writes for an absent one): a
+    label set to anything else, a pause above all, is never touched. `mounts` give it an API
+    token where its pod's account does not mount one."""
+    keys = sorted({DEPLOY_LABEL_PREFIX + label for label, _ in DEPLOY_CLIENTS.values()})
+    started = ",".join(
+        f"{key} notin ({','.join([DEPLOYED, *_not_deployed(key.removeprefix(DEPLOY_LABEL_PREFIX))])})"
+        for key in keys
+    )
+    return {
+        "name": "deploy-labels",
+        "image": kubectl_image(stack),
+        # `notin` also selects a node without the key (Kubernetes labels docs, set-based
+        # requirements); with no node selected kubectl changes nothing and succeeds.
+        "args": [
+            "label",
+            "nodes",
+            "--overwrite",
+            "--field-selector=metadata.name=$(NODE_NAME)",
+            f"--selector={started}",
+            *(f"{key}={DEPLOYED}" for key in keys),
+        ],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+        },
+        "volumeMounts": mounts,
+    }
+
+
 def deploy_node_labels(stack: Stack) -> dict[str, str]:
     """The deploy labels GPU nodes register with, all "true" (what the GPU Operator's
     controller would write on each GPU node)."""

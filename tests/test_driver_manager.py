@@ -18,8 +18,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from conftest import SHARED, stack_for, validate_upstream
@@ -33,6 +38,8 @@ from gpustack.render import Rendering, render
 OPERATOR = SHARED / "refs/gpu-operator"
 DRIVER = "nvidia-driver-daemonset"
 MANAGER = "k8s-driver-manager"
+LABELLER = "deploy-labels"
+KUBECTL = Path(sys.executable).parent / "kubectl"
 
 # (profile, config sections): every profile whose driver runs in a container gpustack deploys.
 DRIVER_CONTAINER_PROFILES = [
@@ -41,6 +48,7 @@ DRIVER_CONTAINER_PROFILES = [
     ("openshift", {}),
 ]
 IDS = ["kubeadm-container", "rke2-container", "openshift-driver-toolkit"]
+CONTAINER_SECTIONS = {"driver": {"mode": "container"}}
 
 # The label values and pod labels k8s-driver-manager v0.12.0 uses (cmd/driver-manager/main.go:
 # pausedStr, waitForPodsToTerminate's selectors and the optional MIG manager's).
@@ -179,6 +187,7 @@ def test_driver_manager_and_driver_agree_on_the_digest(tmp_path, profile, sectio
     digests = {
         env(c)["DRIVER_CONFIG_DIGEST"]
         for c in [*pod(workload)["initContainers"], *pod(workload)["containers"]]
+        if c["name"] != LABELLER  # it installs nothing
     }
     assert len(digests) == 1
 
@@ -292,7 +301,7 @@ def test_driver_manager_may_do_what_it_does_and_no_more_than_upstream(tmp_path, 
     volumes = {v["name"]: v for v in pod(workload)["volumes"]}
     for container in [*pod(workload)["initContainers"], *pod(workload)["containers"]]:
         mounted = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-        if container["name"] != MANAGER:
+        if container["name"] not in (MANAGER, LABELLER):
             assert token not in mounted, container["name"]
             continue
         sources = volumes[mounted[token]]["projected"]["sources"]
@@ -317,9 +326,11 @@ def test_driver_manager_may_do_what_it_does_and_no_more_than_upstream(tmp_path, 
     assert ours <= theirs
     # What v0.12.0 calls (internal/kubernetes/client.go): its node's labels and cordon (a patch),
     # the pods on the node, their eviction (never a delete), the DaemonSet behind a DaemonSet pod
-    # (kubectl drain's filter), a pod's ResourceClaims.
+    # (kubectl drain's filter), a pod's ResourceClaims; and the deploy-labels init container's
+    # list of its node (kubectl label with selectors).
     assert {
         ("", "nodes", "get"),
+        ("", "nodes", "list"),
         ("", "nodes", "patch"),
         ("", "pods", "list"),
         ("", "pods", "get"),
@@ -639,10 +650,11 @@ def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
     assert all(c["name"].startswith("gpu-smoke-test-") for c in smoke_tests)
     texts = [c["file"] for c in document["changes"] if not c["kind"]]
     assert all(file.endswith("kustomization.yaml") for file in texts), texts
-    # The driver image, and the digest on the manager and on each driver container.
+    # The driver image, and the digest on the manager and on each driver container (not on the
+    # deploy-labels init container, which installs nothing).
     paths = change["paths"]
     workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
-    containers = len(pod(workload)["initContainers"]) + len(pod(workload)["containers"])
+    containers = len(pod(workload)["initContainers"]) + len(pod(workload)["containers"]) - 1
     assert paths.count("spec.template.spec.containers[0].image") == 1, paths
     digests = [
         p for p in paths if re.fullmatch(r"spec\.template\.spec\.\w+\[\d+\]\.env\[\d+\]\.value", p)
@@ -657,3 +669,148 @@ def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
         re.fullmatch(r"[+-] +(image: nvcr\.io/nvidia/driver:\S+|value: [0-9a-f]{16})", line)
         for line in lines
     ), lines
+
+
+# --- The deploy labels start as "true" on every GPU node --------------------------------------
+
+
+def selects(selector: str, labels: dict[str, str]) -> bool:
+    """A label selector of `key notin (v1,v2)` requirements, as the API server evaluates it:
+    `notin` holds where the key is absent or its value is not listed (Kubernetes labels docs,
+    set-based requirements)."""
+    requirements = re.findall(r"([^\s,]+) notin \(([^)]*)\)", selector)
+    assert requirements and selector == ",".join(f"{k} notin ({v})" for k, v in requirements)
+    return all(labels.get(key) not in values.split(",") for key, values in requirements)
+
+
+class APIServer:
+    """Just enough of the API server for `kubectl label nodes`: discovery, a list of nodes by
+    field and label selector, and the patch it sends, recorded."""
+
+    def __init__(self, nodes: dict[str, dict[str, str]]) -> None:
+        self.patches: list[tuple[str, str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def reply(self, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                if url.path == "/api":
+                    return self.reply({"kind": "APIVersions", "versions": ["v1"]})
+                if url.path == "/apis":
+                    return self.reply({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+                if url.path == "/api/v1":
+                    resource = {"name": "nodes", "namespaced": False, "kind": "Node"}
+                    resource["verbs"] = ["get", "list", "patch"]
+                    return self.reply(
+                        {"kind": "APIResourceList", "groupVersion": "v1", "resources": [resource]}
+                    )
+                assert url.path == "/api/v1/nodes", url.path
+                field, _, name = query["fieldSelector"].partition("=")
+                assert field == "metadata.name"
+                items = [
+                    {"kind": "Node", "apiVersion": "v1", "metadata": {"name": n, "labels": labels}}
+                    for n, labels in nodes.items()
+                    if n == name and selects(query["labelSelector"], labels)
+                ]
+                self.reply({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+            def do_PATCH(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                name = urlparse(self.path).path.rpartition("/")[2]
+                server.patches.append((name, self.headers["Content-Type"], body))
+                self.reply({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}})
+
+        self.http = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def labeller_run(container: dict[str, Any], labels: dict[str, str], tmp_path: Path) -> Any:
+    """Run the init container's kubectl command line, as the kubelet expands it on node gpu-1,
+    against an API server whose node gpu-1 has `labels`; the patches it sent."""
+    server = APIServer({"gpu-1": labels, "gpu-2": {}})
+    try:
+        args = [a.replace("$(NODE_NAME)", "gpu-1") for a in container["args"]]
+        result = subprocess.run(
+            [str(KUBECTL), *args, f"--server={server.url}", f"--cache-dir={tmp_path}/cache"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        )
+        assert result.returncode == 0, result.stderr
+        return server.patches
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_a_node_without_deploy_labels_gets_them_before_the_manager_reads_them(
+    tmp_path, profile, sections
+):
+    """The GPU Operator's controller labels every GPU node; here the driver pod's first init
+    container does, with the real kubectl, so the manager can take the stack off any node: one
+    that joined without the node/ files, a node of a cluster rendered before them, every
+    OpenShift node. It only starts labels: a node whose labels are already set, paused above all,
+    is left as it is, and only its own node is touched."""
+    workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
+    names = [c["name"] for c in pod(workload)["initContainers"]]
+    assert names.index(LABELLER) < names.index(MANAGER)
+    (labeller,) = [c for c in pod(workload)["initContainers"] if c["name"] == LABELLER]
+    assert labeller["image"].startswith("registry.k8s.io/kubectl:v1.")
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in (
+        labeller["env"]
+    )
+    empty = dict.fromkeys(ALL_TRUE, "")  # what the manager writes for an absent label
+    for labels in ({}, {"kubernetes.io/hostname": "gpu-1"}, empty):
+        assert labeller_run(labeller, labels, tmp_path) == [
+            ("gpu-1", "application/merge-patch+json", {"metadata": {"labels": ALL_TRUE}})
+        ], labels
+    paused = {**ALL_TRUE, DEPLOY + "device-plugin": PAUSED}
+    mig = {**ALL_TRUE, DEPLOY + "dcgm-exporter": "paused-for-mig-change"}
+    disabled = {DEPLOY + "dcgm-exporter": "false"}
+    for labels in (ALL_TRUE, paused, mig, disabled, {DEPLOY + "driver": "pre-installed"}):
+        assert labeller_run(labeller, labels, tmp_path) == [], labels
+    # Its token is the manager's (the projected one), and its account may list and patch nodes.
+    rendering = rendered(tmp_path, profile, sections)
+    (role,) = [
+        o
+        for o in rendering.objects
+        if o["kind"] == "ClusterRole"
+        and o["metadata"]["name"] == pod(workload)["serviceAccountName"]
+    ]
+    verbs = {v for r in role["rules"] if "nodes" in r["resources"] for v in r["verbs"]}
+    assert {"list", "patch"} <= verbs
+    mounts = {m["mountPath"] for m in labeller["volumeMounts"]}
+    assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
+
+
+def test_the_mig_manager_starts_the_labels_where_no_driver_pod_does(tmp_path):
+    sections = {"devicePlugin": {"migStrategy": "single"}}
+    workloads = daemonsets(rendered(tmp_path, "kubeadm", sections))
+    (labeller,) = [
+        c for c in pod(workloads["nvidia-mig-manager"])["initContainers"] if c["name"] == LABELLER
+    ]
+    assert labeller_run(labeller, {}, tmp_path) == [
+        ("gpu-1", "application/merge-patch+json", {"metadata": {"labels": ALL_TRUE}})
+    ]
+    with_driver = daemonsets(rendered(tmp_path, "kubeadm", {**sections, **CONTAINER_SECTIONS}))
+    assert LABELLER not in [
+        c["name"] for c in pod(with_driver["nvidia-mig-manager"])["initContainers"]
+    ]

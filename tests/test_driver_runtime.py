@@ -231,7 +231,10 @@ def test_driver_container_rolls_one_node_at_a_time(tmp_path):
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": 1},
     }
-    assert [c["name"] for c in pod(workload)["initContainers"]] == ["k8s-driver-manager"]
+    assert [c["name"] for c in pod(workload)["initContainers"]] == [
+        "deploy-labels",
+        "k8s-driver-manager",
+    ]
 
 
 @pytest.mark.parametrize("profile", ["kubeadm", "openshift"])

@@ -40,6 +40,7 @@ from gpustack.decorate import ignore
 from gpustack.workload import (
     cluster_role_with_binding,
     daemonset,
+    deploy_labeller,
     gpu_pod_spec,
     host_path_volume,
     role_with_binding,
@@ -148,7 +149,8 @@ def build(stack: Stack) -> list[dict[str, Any]]:
 MANAGER_RULES: list[dict[str, Any]] = [
     # Its node's deploy labels (GetNodeLabelValue, UpdateNodeLabels: a strategic merge patch) and
     # cordon/uncordon (drain.RunCordonOrUncordon patches spec.unschedulable).
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    # The deploy-labels init container finds its node by a selector (a list) and labels it.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
     # The pods on its node in every namespace (WaitForPodTermination, DeleteOrEvictPods,
     # GetPodsForDeletion) and each evicted pod until it is gone (drain's waitForDelete).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
@@ -377,7 +379,14 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
         {
             "serviceAccountName": ACCOUNT,
             "hostPID": True,
-            "initContainers": [_manager(stack, digest)],
+            # The node's deploy labels start as "true" before the manager reads them.
+            "initContainers": [
+                deploy_labeller(
+                    stack,
+                    [{"name": API_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True}],
+                ),
+                _manager(stack, digest),
+            ],
             "containers": containers,
             "volumes": volumes,
         }

@@ -25,6 +25,7 @@ from gpustack.workload import (
     cluster_role_with_binding,
     config_map,
     daemonset,
+    deploy_labeller,
     gpu_node_affinity,
     gpu_pod_spec,
     host_path_volume,
@@ -207,6 +208,10 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             ],
         }
     )
+    if not stack.driver_container:
+        # No driver pod starts the node's deploy labels, which the manager pauses only from "true"
+        # (its own account's token reaches the API server).
+        pod_spec["initContainers"] = [deploy_labeller(stack, [])]
     return daemonset(
         stack, NAME, validator.after_toolkit_ready(stack, pod_spec), component="mig-manager"
     )

@@ -69,28 +69,31 @@ def _deploy_note(stack: Stack) -> str:
         if used
     )
     patch = f"`kubectl patch node NODE -p '{json.dumps({'metadata': {'labels': labels}})}'`"
+    starter = (
+        "The driver pod's `deploy-labels` init container"
+        if stack.driver_container
+        else "The MIG manager pod's `deploy-labels` init container"
+    )
+    started = (
+        f"{starter} sets them all to `true` on its node while every one is absent or empty, as "
+        "the GPU Operator's controller does; a node whose labels are partly set (one `false` by "
+        "hand, the others absent) is left as it is: label it, " + patch + "."
+    )
     if stack.facts.nodeLabelsReapplied:
         return (
             "Deploy labels: the Machine API copies a MachineSet's labels onto its nodes again "
             "whenever a node changes, which would undo every pause, so the MachineSet does not "
-            "carry the `nvidia.com/gpu.deploy.*` labels and the GPU DaemonSets run on GPU nodes "
-            f"without them. They are taken off a node by {managers}, setting the labels to a "
-            "paused value, which needs them `true` first: label each GPU node once, new and "
-            "autoscaled ones included, " + patch + ". Until then a driver pod replaced there (a "
-            "driver upgrade) waits for pods it cannot stop, gives up after 5 minutes and retries, "
-            "and the rollout stops at that node."
+            f"carry the `nvidia.com/gpu.deploy.*` labels. They are taken off a node by {managers}, "
+            "setting them to a paused value, which needs them `true` first. " + started
         )
     return (
         "Deploy labels: GPU nodes register with "
         + ", ".join(f"`{key}={value}`" for key, value in labels.items())
-        + f". {managers.capitalize()} {'set' if both else 'sets'} them to a paused value on the "
+        + f". {managers[0].upper() + managers[1:]} {'set' if both else 'sets'} them to a paused value on the "
         f"node, {'wait' if both else 'waits'} until the GPU DaemonSets' pods are gone and "
         f"{'set' if both else 'sets'} them back. A GPU DaemonSet leaves a node only while its "
         "label is paused or `false`, so a node that joined without the labels still runs the "
-        "stack, but nothing can stop its pods: a driver pod replaced there (a driver upgrade, the "
-        "first sync of a gpustack version that adds the manager) waits for them, gives up after "
-        "5 minutes and retries, and the rollout stops at that node. Label such a node once, "
-        "before: " + patch + "."
+        "stack. " + started
     )
 
 
