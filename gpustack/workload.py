@@ -281,8 +281,8 @@ def deploy_labels_used(stack: Stack) -> bool:
     return stack.driver_container or stack.mig_manager_enabled
 
 
-# Kubernetes' own kubectl image (kubernetes/kubernetes #116672, published from v1.28; its
-# entrypoint is kubectl), at the target version's minor: kubectl works within one minor version
+# Kubernetes' own kubectl image (kubernetes/kubernetes #116672, published from v1.28; no shell,
+# the binary at /bin/kubectl), at the target version's minor: kubectl works within one minor version
 # of the API server (Kubernetes version skew policy).
 KUBECTL_IMAGE = "registry.k8s.io/kubectl"
 KUBECTL_FIRST_MINOR = 28
@@ -310,6 +310,7 @@ def deploy_labeller(stack: Stack, mounts: list[dict[str, Any]]) -> dict[str, Any
     return {
         "name": "deploy-labels",
         "image": kubectl_image(stack),
+        "command": ["/bin/kubectl"],
         # `notin` also selects a node without the key (Kubernetes labels docs, set-based
         # requirements); with no node selected kubectl changes nothing and succeeds.
         "args": [

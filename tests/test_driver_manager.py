@@ -746,6 +746,7 @@ def labeller_run(container: dict[str, Any], labels: dict[str, str], tmp_path: Pa
     against an API server whose node gpu-1 has `labels`; the patches it sent."""
     server = APIServer({"gpu-1": labels, "gpu-2": {}})
     try:
+        assert container["command"] == ["/bin/kubectl"]
         args = [a.replace("$(NODE_NAME)", "gpu-1") for a in container["args"]]
         result = subprocess.run(
             [str(KUBECTL), *args, f"--server={server.url}", f"--cache-dir={tmp_path}/cache"],
