@@ -171,10 +171,8 @@ def test_render_a_fleet_then_diff_the_folder_is_no_difference(cli, tmp_path, lay
     assert cli("render", clusters, "-o", out).exit_code == 0
     result = cli("diff", clusters, "--against", out)
     assert result.exit_code == 0, result.output
-    assert result.stdout == "no differences in 3 cluster(s)\n" or (
-        layout == "argocd-application-set"
-        and result.stdout == "no differences in 4 cluster(s)\n"  # out/_gitops too
-    ), result.stdout
+    # The fleet's out/_gitops/ (its ApplicationSet) is compared too, but is no cluster.
+    assert result.stdout == "no differences in 3 cluster(s)\n", result.stdout
 
 
 def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
@@ -186,11 +184,17 @@ def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
     result = cli("diff", clusters, "-o", out)
     assert result.exit_code == 1
     first = result.stdout.splitlines()[0]
-    assert first.startswith("2 of 4 cluster(s) differ: gpu-west (1 added), _gitops (1 added)"), (
-        first
-    )
+    assert first == (
+        "1 of 3 cluster(s) differ: gpu-west (1 added); the fleet's _gitops/ differs (1 added)"
+    ), first
     document = json.loads(cli("diff", clusters, "-o", out, "--output", "json").stdout)
-    assert [c["name"] for c in document["clusters"] if c["different"]] == ["gpu-west", "_gitops"]
+    # _gitops is not a cluster: it has its own place, and the clusters are the three configs.
+    assert [c["name"] for c in document["clusters"]] == ["gpu-east", "gpu-lab", "gpu-west"]
+    assert document["clustersDiffering"] == 1
+    assert document["fleet"]["name"] == "_gitops"
+    assert [(c["change"], c["kind"]) for c in document["fleet"]["changes"]] == [
+        ("added", "ApplicationSet")
+    ]
 
 
 # --- pull requests: --git-ref --------------------------------------------------------------------
@@ -318,7 +322,7 @@ def test_markdown_of_two_profiles_names_what_was_left_out(cli):
         "markdown",
     )
     assert result.exit_code == 1
-    assert "> left out for rke2: `platform.openshiftVersion`: " in result.stdout
+    assert "> left out for rke2: <code>platform.openshiftVersion</code>: " in result.stdout
     assert "| `openshift-entitled` | " in result.stdout
 
 
