@@ -680,49 +680,82 @@ def render_markdown(
         for side, field, why in left_out
     ]
     head += [""] if left_out else []
-    if groups:
-        head += [
+    rows = [_row(group) for group in groups]
+    if max_size <= 0:
+        sections = [_section(group, _diff_text(group)) for group in groups]
+        return _joined(head, rows, 0, sections, "")
+    # The table takes at most half the room; groups it has no row for are left out.
+    tabled = len(rows)
+    while tabled and len(_joined(head, rows[:tabled], len(rows) - tabled, [], "")) > max_size // 2:
+        tabled -= 1
+    left = list(groups[tabled:])
+    # Each group's section whole, else with the first lines of its diff, else without its diff,
+    # else left out; while the whole is too large, the last section kept is left out.
+    kept: list[tuple[_Group, str, bool]] = []
+    for group in groups[:tabled]:
+        room = max_size - len(
+            _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], "")
+        )
+        room -= len(_left_out([group], left, max_size, see_all, see_one))
+        diff_text = _diff_text(group)
+        full = _section(group, diff_text)
+        if len(full) <= room:
+            kept.append((group, full, False))
+            continue
+        short = _section(group, None, " to keep this comment short")
+        first_lines = _truncated(diff_text, room - len(short) - 200)
+        if first_lines:
+            omitted = diff_text.count("\n") - first_lines.count("\n")
+            note = f" (its first lines; {omitted} more left out)"
+            kept.append((group, _section(group, first_lines, note), True))
+        elif len(short) <= room:
+            kept.append((group, short, True))
+        else:
+            left.append(group)
+    while True:
+        cut = [group for group, _, shortened in kept if shortened]
+        ending = _left_out(cut, left, max_size, see_all, see_one)
+        text = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], ending)
+        if len(text) <= max_size or not kept:
+            return text
+        left.insert(0, kept.pop()[0])
+
+
+def _diff_text(group: _Group) -> str:
+    return "".join(change.unified for change in group.diff.changes)
+
+
+def _row(group: _Group) -> str:
+    """The summary table's row of a group: its clusters, counts and what it changes."""
+    counts = group.diff.counts()
+    who = (
+        _code(f"{FLEET_DIR}/")
+        if group.names == (FLEET_DIR,)
+        else f"{len(group.names)}: {_listed(group.names, 5)}"
+    )
+    return (
+        f"| {who} | {counts['changed']} | {counts['added']} | {counts['removed']} "
+        f"| {_headline(group)} |"
+    )
+
+
+def _joined(
+    head: list[str], rows: list[str], untabled: int, sections: list[str], ending: str
+) -> str:
+    """The comment: its head, the summary table (`untabled`: groups left out of it), each
+    section, and the note on what was left out."""
+    lines = list(head)
+    if rows or untabled:
+        lines += [
             "| clusters | changed | added | removed | what changes |",
             "|---|---:|---:|---:|---|",
         ]
-        for group in groups:
-            counts = group.diff.counts()
-            who = (
-                _code(f"{FLEET_DIR}/")
-                if group.names == (FLEET_DIR,)
-                else f"{len(group.names)}: {_listed(group.names, 5)}"
-            )
-            head.append(
-                f"| {who} | {counts['changed']} | {counts['added']} | {counts['removed']} "
-                f"| {_headline(group)} |"
-            )
-        head.append("")
-    text = "\n".join(head) + "\n"
-    unlimited = max_size <= 0
-    # Room kept for the closing note on what was left out.
-    reserve = 1500
-    cut: list[str] = []
-    left: list[_Group] = []
-    for group in groups:
-        diff_text = "".join(change.unified for change in group.diff.changes)
-        room = max_size - len(text) - reserve
-        full = _section(group, diff_text)
-        if unlimited or len(full) <= room:
-            text += full
-            continue
-        cut.extend(group.names)
-        short = _section(group, None, " to keep this comment short")
-        kept = _truncated(diff_text, room - len(short) - 200)
-        if kept:
-            omitted = diff_text.count("\n") - kept.count("\n")
-            text += _section(group, kept, f" (its first lines; {omitted} more left out)")
-        elif len(short) <= room:
-            text += short
-        else:
-            cut = cut[: -len(group.names)]
-            left.append(group)
-    ending = _left_out(cut, left, max_size, see_all, see_one)
-    return (text.rstrip("\n") + "\n" + ending) if ending else text.rstrip("\n") + "\n"
+        lines += rows
+        if untabled:
+            lines.append(f"| {untabled} more {_plural(untabled, 'group')} | | | | left out |")
+        lines.append("")
+    text = "\n".join(lines) + "\n" + "".join(sections)
+    return text.rstrip("\n") + "\n" + ending
 
 
 def _truncated(diff_text: str, room: int) -> str:
@@ -732,8 +765,14 @@ def _truncated(diff_text: str, room: int) -> str:
     return diff_text[: diff_text.rfind("\n", 0, room) + 1]
 
 
+def _counted_names(names: tuple[str, ...]) -> str:
+    clusters = [name for name in names if name != FLEET_DIR]
+    text = f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(tuple(clusters), 5)})"
+    return text + (f" and the fleet's {FLEET_DIR}/" if FLEET_DIR in names else "")
+
+
 def _left_out(
-    cut: list[str],
+    cut: list[_Group],
     left: list[_Group],
     max_size: int,
     see_all: str | None,
@@ -743,14 +782,15 @@ def _left_out(
         return ""
     parts = []
     if cut:
-        parts.append(f"part of the diffs of {len(cut)} cluster(s) ({_listed(tuple(cut), 5)})")
+        names = tuple(name for group in cut for name in group.names)
+        parts.append(f"all or part of the diff of {_counted_names(names)}")
     if left:
         names = tuple(name for group in left for name in group.names)
-        parts.append(f"the details of {len(names)} cluster(s) ({_listed(names, 5)})")
+        parts.append(f"the details of {_counted_names(names)}")
     lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
     if see_all:
         lines.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
-    first = (cut or [name for group in left for name in group.names])[0]
+    first = [*cut, *left][0].names[0]
     if see_one and first != FLEET_DIR:
         lines.append(f"One cluster: {_code(see_one(first))}.")
     return "\n".join(lines) + "\n"
