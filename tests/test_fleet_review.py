@@ -10,72 +10,15 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from markdown_it import MarkdownIt
+from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack.commands import check as check_command
 from gpustack.commands import common
 from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, diff_objects, render_markdown
 from gpustack.review import OutputCheck
-
-# --- reading the comment as GitHub shows it ------------------------------------------------------
-
-
-def to_html(markdown: str) -> str:
-    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
-
-
-class Page(HTMLParser):
-    """The elements of an HTML page: each tag opened and closed, the text of every `<code>`
-    (inline, or a code block's), and each table row's cells."""
-
-    def __init__(self, page: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.opened: list[str] = []
-        self.closed: list[str] = []
-        self.codes: list[str] = []
-        self.rows: list[list[str]] = []
-        self.text: list[str] = []
-        self._code: list[str] | None = None
-        self._cell: list[str] | None = None
-        self.feed(page)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.opened.append(tag)
-        if tag == "code":
-            self._code = []
-        elif tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        self.closed.append(tag)
-        if tag == "code" and self._code is not None:
-            self.codes.append("".join(self._code))
-            self._code = None
-        elif tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-        if self._code is not None:
-            self._code.append(data)
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-# The only elements gpustack's comment makes.
-ELEMENTS = {
-    *("h3", "p", "blockquote", "strong", "br", "code", "pre", "details", "summary"),
-    *("table", "thead", "tbody", "tr", "th", "td"),
-}
-
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
 
