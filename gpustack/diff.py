@@ -221,9 +221,10 @@ def _unified(old_text: str, new_text: str, old_name: str, new_name: str) -> str:
 
 # A name that ends in a content hash: gpustack's `gpu-smoke-test-<8 hex>` Job
 # (components/smoke_test.py), a `-<hex>` suffix in general, and kustomize's configMapGenerator
-# and secretGenerator suffix (10 characters of its hasher's alphabet: kubernetes-sigs/kustomize,
-# api/hasher/hasher.go, `encode`, v5.4.3).
-_HASHED_NAME = re.compile(r"^(?P<stem>.+)-(?:[0-9a-f]{8,64}|[2-9bcdfghkmt]{10})$")
+# and secretGenerator suffix: the first 10 hex digits of a SHA-256 with 0, 1, 3, a and e
+# written g, h, k, m and t (kubernetes-sigs/kustomize v5, api/hasher/hasher.go, `Encode`,
+# copied from kubectl's pkg/util/hash/hash.go).
+_HASHED_NAME = re.compile(r"^(?P<stem>.+)-(?:[0-9a-f]{8,64}|[24-9bcdfghkmt]{10})$")
 
 
 def _renames(old_keys: set[Identity], new_keys: set[Identity]) -> dict[Identity, Identity]:
@@ -540,9 +541,11 @@ def _signature(diff: Diff) -> tuple[Any, ...]:
                 change.file,
                 change.renamed_from,
                 change.paths,
+                # A unified diff without its two header lines; any other text (binary files,
+                # line endings) names its cluster, which keeps it in a group of its own.
                 change.unified.split("\n", 2)[-1]
                 if change.unified.startswith("---")
-                else change.identity,
+                else change.unified,
             )
             for change in diff.changes
         ),
@@ -552,7 +555,7 @@ def _signature(diff: Diff) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class _Group:
-    """Clusters whose changes are the same; `first`'s diff shows them."""
+    """Clusters whose changes are the same, and the first one's diff, which shows them."""
 
     names: tuple[str, ...]
     diff: Diff
@@ -692,15 +695,14 @@ def render_markdown(
     # Each group's section whole, else with the first lines of its diff, else without its diff,
     # else left out; while the whole is too large, the last section kept is left out.
     kept: list[tuple[_Group, str, bool]] = []
+    used = len(_joined(head, rows[:tabled], len(rows) - tabled, [], ""))
     for group in groups[:tabled]:
-        room = max_size - len(
-            _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], "")
-        )
-        room -= len(_left_out([group], left, max_size, see_all, see_one))
+        room = max_size - used - len(_left_out([group], left, max_size, see_all, see_one))
         diff_text = _diff_text(group)
         full = _section(group, diff_text)
         if len(full) <= room:
             kept.append((group, full, False))
+            used += len(full)
             continue
         short = _section(group, None, " to keep this comment short")
         first_lines = _truncated(diff_text, room - len(short) - 200)
@@ -708,8 +710,10 @@ def render_markdown(
             omitted = diff_text.count("\n") - first_lines.count("\n")
             note = f" (its first lines; {omitted} more left out)"
             kept.append((group, _section(group, first_lines, note), True))
+            used += len(kept[-1][1])
         elif len(short) <= room:
             kept.append((group, short, True))
+            used += len(short)
         else:
             left.append(group)
     while True:
@@ -766,9 +770,12 @@ def _truncated(diff_text: str, room: int) -> str:
 
 
 def _counted_names(names: tuple[str, ...]) -> str:
-    clusters = [name for name in names if name != FLEET_DIR]
-    text = f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(tuple(clusters), 5)})"
-    return text + (f" and the fleet's {FLEET_DIR}/" if FLEET_DIR in names else "")
+    """`2 clusters (a, b)`, and the fleet's `_gitops/` when it is among them."""
+    clusters = tuple(name for name in names if name != FLEET_DIR)
+    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(clusters, 5)})"]
+    parts = parts if clusters else []
+    parts += [f"the fleet's {FLEET_DIR}/"] if FLEET_DIR in names else []
+    return " and ".join(parts)
 
 
 def _left_out(

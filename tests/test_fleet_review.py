@@ -125,6 +125,12 @@ def test_a_review_over_its_size_says_what_it_left_out_and_how_to_see_it(cli, thi
     again = cli(*shlex.split(one)[1:])
     assert again.exit_code == 1, again.output
     assert again.stdout.startswith(f"1 of 1 cluster(s) differ: {name} (5 changed)"), again.stdout
+    # Too small to hold a review: a usage error.
+    small = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "500"
+    )
+    assert small.exit_code == 2
+    assert "--max-size 500 leaves no room for a review" in small.stderr
     # No limit: everything, as markdown.
     whole = cli(
         "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "0"
@@ -402,3 +408,31 @@ def test_check_groups_a_finding_repeated_in_many_clusters(tmp_path):
     assert check_command._findings(reports, tmp_path, verbose=True)[0].endswith(
         "[4 clusters: a, b, c, d]"
     )
+
+
+def test_the_gitops_folder_is_no_cluster_in_the_markdown_review():
+    application_set = Change(
+        "added",
+        "ApplicationSet.argoproj.io argocd/gpustack",
+        "a.yaml",
+        ("argoproj.io", "ApplicationSet", "argocd", "gpustack"),
+        (),
+        "+x\n",
+    )
+    plugin = Change(
+        "changed",
+        "DaemonSet.apps gpu-system/p",
+        "p.yaml",
+        ("apps", "DaemonSet", "gpu-system", "p"),
+        ("spec",),
+        "--- a\n+++ b\n-x\n+y\n",
+    )
+    diffs = [
+        ("gpu-east", Diff("old", "new", (plugin,))),
+        ("gpu-west", Diff("old", "new")),
+        ("_gitops", Diff("old", "new", (application_set,))),
+    ]
+    page = Page(to_html(render_markdown(diffs, "review")))
+    assert "1 of 2 clusters differs; the fleet's _gitops/ differs." in "".join(page.text)
+    assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: gpu-east", "_gitops/"]
+    assert page.opened.count("details") == 2

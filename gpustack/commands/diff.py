@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from gpustack.layers import Layer
 
 
+# The smallest --max-size: the summary and the note on what was left out need some room.
+MARKDOWN_SMALLEST = 2000
+
+
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
@@ -82,7 +86,7 @@ OPTIONS = (
         "max_size",
         ("--max-size",),
         "markdown: the most characters the comment may take (GitHub refuses a comment over "
-        "65,536); what does not fit is left out and named. 0: no limit.",
+        "65,536); what does not fit is left out and named. 0: no limit, else at least 2000.",
         int,
         60_000,
         metavar="N",
@@ -108,6 +112,11 @@ def run(
     from gpustack.diff import as_json, fleet_json, render_fleet_text, render_markdown, render_text
 
     paths, names = list(configs or []), list(profiles or [])
+    if 0 < max_size < MARKDOWN_SMALLEST:
+        raise _usage(
+            f"--max-size {max_size} leaves no room for a review: give 0 (no limit) or at least "
+            f"{MARKDOWN_SMALLEST:,} characters"
+        )
     override = overrides(assignments or [])
     single: Diff | None = None
     fleet: ClusterDiffs
