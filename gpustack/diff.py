@@ -506,7 +506,7 @@ MARKDOWN_MAX_SIZE = 60_000
 # characters beyond ASCII (Markdown's and HTML's syntax is all ASCII). Every other character
 # becomes a numeric character reference, which Markdown and HTML both read as that character and
 # nothing more: no code span, emphasis, link, table cell, tag or line ends there.
-_SAFE = frozenset(' -.,:/"=+@')
+_SAFE = frozenset(' -.,:/"=+')
 
 
 def literal(text: str) -> str:
