@@ -14,15 +14,15 @@ changed secret still shows as changed.
 from __future__ import annotations
 
 import difflib
-import html
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpustack import emit, secrets
 from gpustack.errors import UserError
+from gpustack.gitops import FLEET_DIR
 from gpustack.objects import Identity, file_name, identity, qualified, sort_key
 from gpustack.yamlio import load_text
 
@@ -39,6 +39,11 @@ class Change:
     identity: Identity | None
     paths: tuple[str, ...]
     unified: str
+    # For an object whose name changed only by its content hash: the name it had.
+    renamed_from: str | None = None
+    # The changed fields whose values are plain (a number, a string): (path, old, new) as YAML
+    # would show them, `(none)` on the side that lacks the field.
+    values: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,26 +101,50 @@ def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
     them, so inserting one item names that item and not every item after it. An embedded YAML
     document (a ConfigMap's config file) is compared field by field.
     """
+    return [found for found, _, _ in changed_fields(old, new, path)]
+
+
+_ABSENT = object()
+
+
+def changed_fields(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """changed_paths with each side's value there (`_ABSENT` on the side that lacks it)."""
     if old == new:
         return []
     found = list(_differences(old, new, path))
-    return found or [path]
+    return found or [(path, old, new)]
 
 
-def _differences(old: Any, new: Any, path: str) -> Iterator[str]:
+def _differences(old: Any, new: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in [*old, *(key for key in new if key not in old)]:
             child = join_path(path, key)
             if key not in old or key not in new:
-                yield child
+                yield child, old.get(key, _ABSENT), new.get(key, _ABSENT)
             elif old[key] != new[key]:
-                yield from changed_paths(old[key], new[key], child)
+                yield from changed_fields(old[key], new[key], child)
     elif isinstance(old, list) and isinstance(new, list):
         yield from _list_differences(old, new, path)
     elif isinstance(old, str) and isinstance(new, str) and (embedded := _embedded(old, new)):
-        yield from changed_paths(*embedded, path)
+        yield from changed_fields(*embedded, path)
     else:
-        yield path
+        yield path, old, new
+
+
+def plain_values(fields: list[tuple[str, Any, Any]]) -> tuple[tuple[str, str, str], ...]:
+    """The fields whose values are plain on both sides, each value as short text."""
+    return tuple(
+        (path, _plain(before), _plain(after))
+        for path, before, after in fields
+        if not isinstance(before, (dict, list)) and not isinstance(after, (dict, list))
+    )
+
+
+def _plain(value: Any) -> str:
+    if value is _ABSENT:
+        return "(none)"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _names(items: list[Any]) -> list[Any] | None:
@@ -126,31 +155,35 @@ def _names(items: list[Any]) -> list[Any] | None:
     return names
 
 
-def _list_differences(old: list[Any], new: list[Any], path: str) -> Iterator[str]:
+def _list_differences(old: list[Any], new: list[Any], path: str) -> Iterator[tuple[str, Any, Any]]:
     old_names, new_names = _names(old), _names(new)
     if old_names is None or new_names is None:
         for index in range(max(len(old), len(new))):
             child = f"{path}[{index}]"
             if index >= len(old) or index >= len(new):
-                yield child
+                yield (
+                    child,
+                    old[index] if index < len(old) else _ABSENT,
+                    new[index] if index < len(new) else _ABSENT,
+                )
             elif old[index] != new[index]:
-                yield from changed_paths(old[index], new[index], child)
+                yield from changed_fields(old[index], new[index], child)
         return
     by_name = dict(zip(old_names, old))
     found = False
     for index, (name, item) in enumerate(zip(new_names, new)):
         if name not in by_name:
             found = True
-            yield f"{path}[{index}]"
+            yield f"{path}[{index}]", _ABSENT, item
         elif by_name[name] != item:
             found = True
-            yield from changed_paths(by_name[name], item, f"{path}[{index}]")
+            yield from changed_fields(by_name[name], item, f"{path}[{index}]")
     for index, name in enumerate(old_names):
         if name not in new_names:
             found = True
-            yield f"{path}[{index}]"
+            yield f"{path}[{index}]", by_name[name], _ABSENT
     if not found:
-        yield path  # same items, new order
+        yield path, old, new  # same items, new order
 
 
 def _embedded(old: str, new: str) -> tuple[Any, Any] | None:
@@ -186,6 +219,35 @@ def _unified(old_text: str, new_text: str, old_name: str, new_name: str) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+# A name that ends in a content hash: gpustack's `gpu-smoke-test-<8 hex>` Job
+# (components/smoke_test.py), a `-<hex>` suffix in general, and kustomize's configMapGenerator
+# and secretGenerator suffix: the first 10 hex digits of a SHA-256 with 0, 1, 3, a and e
+# written g, h, k, m and t (kubernetes-sigs/kustomize v5, api/hasher/hasher.go, `Encode`,
+# copied from kubectl's pkg/util/hash/hash.go).
+_HASHED_NAME = re.compile(r"^(?P<stem>.+)-(?:[0-9a-f]{8,64}|[24-9bcdfghkmt]{10})$")
+
+
+def _renames(old_keys: set[Identity], new_keys: set[Identity]) -> dict[Identity, Identity]:
+    """Removed objects paired with the added object whose name differs only by its content hash
+    (same group, kind, namespace and name before the hash), new identity -> old; only where
+    exactly one object on each side has that stem."""
+
+    def stems(keys: set[Identity]) -> dict[tuple[str, str, str, str], list[Identity]]:
+        found: dict[tuple[str, str, str, str], list[Identity]] = {}
+        for key in keys:
+            matched = _HASHED_NAME.match(key[3])
+            if matched:
+                found.setdefault((*key[:3], matched["stem"]), []).append(key)
+        return found
+
+    removed, added = stems(old_keys - new_keys), stems(new_keys - old_keys)
+    return {
+        added[stem][0]: removed[stem][0]
+        for stem in removed.keys() & added.keys()
+        if len(removed[stem]) == len(added[stem]) == 1
+    }
+
+
 def diff_objects(
     old: list[dict[str, Any]],
     new: list[dict[str, Any]],
@@ -193,36 +255,53 @@ def diff_objects(
     new_label: str = "new",
     files: dict[Identity, str] | None = None,
 ) -> Diff:
-    """Objects added, removed or changed from `old` to `new`, matched by identity; each named by
-    its file (`files`, relative to the folder; else the name gpustack gives it)."""
+    """Objects added, removed or changed from `old` to `new`, matched by identity, or by name
+    before a content hash (the smoke-test Job): one change with its fields, not a removal and
+    an addition. Each is named by its file (`files`, relative to the folder, either side's
+    identities; else the name gpustack gives it)."""
     old_by_key = {key: mask(obj) for key, obj in _index(old).items()}
     new_by_key = {key: mask(obj) for key, obj in _index(new).items()}
+    renamed = _renames(set(old_by_key), set(new_by_key))
+    was = set(renamed.values())
     keys = sorted(
-        old_by_key.keys() | new_by_key.keys(),
+        (old_by_key.keys() - was) | new_by_key.keys(),
         key=lambda key: sort_key(new_by_key.get(key) or old_by_key[key]),
     )
     changes = []
     for key in keys:
-        before, after = old_by_key.get(key), new_by_key.get(key)
+        old_key = renamed.get(key, key)
+        before, after = old_by_key.get(old_key), new_by_key.get(key)
         if before == after:
             continue
-        name = (files or {}).get(key) or file_name(new_by_key.get(key) or old_by_key[key])
+        name = (files or {}).get(key) or file_name(after if after is not None else before)
+        old_name = (files or {}).get(old_key) or (file_name(before) if before is not None else name)
         old_text = emit.dump(before) if before is not None else ""
         new_text = emit.dump(after) if after is not None else ""
         unified = _unified(
             old_text,
             new_text,
-            f"{old_label}/{name}" if before is not None else "/dev/null",
+            f"{old_label}/{old_name}" if before is not None else "/dev/null",
             f"{new_label}/{name}" if after is not None else "/dev/null",
         )
+        fields: list[tuple[str, Any, Any]] = []
         if before is None:
             status: Status = "added"
-            paths: list[str] = []
         elif after is None:
-            status, paths = "removed", []
+            status = "removed"
         else:
-            status, paths = "changed", changed_paths(before, after)
-        changes.append(Change(status, qualified(key), name, key, tuple(paths), unified))
+            status, fields = "changed", changed_fields(before, after)
+        changes.append(
+            Change(
+                status,
+                qualified(key),
+                name,
+                key,
+                tuple(path for path, _, _ in fields),
+                unified,
+                old_key[3] if old_key != key else None,
+                plain_values(fields),
+            )
+        )
     return Diff(old_label, new_label, tuple(changes))
 
 
@@ -292,9 +371,10 @@ def render_text(diff: Diff, color: bool = False) -> str:
     lines = [summary_line(diff)]
     lines.extend(f"note: left out for {side}: {field}: {why}" for side, field, why in diff.left_out)
     for change in diff.changes:
-        what = change.subject if change.identity else f"file {change.subject}"
         lines.append(
-            paint(f"{_SIGN[change.status]} {change.status:<8} {what}", change.status, color)
+            paint(
+                f"{_SIGN[change.status]} {change.status:<8} {_what(change)}", change.status, color
+            )
         )
         lines.extend(f"    {path}" for path in change.paths)
     for change in diff.changes:
@@ -302,6 +382,15 @@ def render_text(diff: Diff, color: bool = False) -> str:
         for line in change.unified.splitlines():
             lines.append(paint_diff_line(line, color))
     return "\n".join(lines) + "\n"
+
+
+def _what(change: Change) -> str:
+    """What a change is to, as the text and Markdown summaries name it."""
+    if change.identity is None:
+        return f"file {change.subject}"
+    if change.renamed_from is not None:
+        return f"{change.subject} (was {change.renamed_from})"
+    return change.subject
 
 
 def paint_diff_line(line: str, color: bool) -> str:
@@ -334,7 +423,12 @@ def as_json(diff: Diff) -> dict[str, Any]:
                 "namespace": change.identity[2] if change.identity else None,
                 "name": change.identity[3] if change.identity else None,
                 "file": change.file,
+                "renamedFrom": change.renamed_from,
                 "paths": list(change.paths),
+                "values": [
+                    {"path": path, "old": before, "new": after}
+                    for path, before, after in change.values
+                ],
                 "diff": change.unified,
             }
             for change in diff.changes
@@ -344,6 +438,8 @@ def as_json(diff: Diff) -> dict[str, Any]:
 
 # --- many clusters -----------------------------------------------------------------------------
 
+# Each pair is a cluster's name and its Diff; the fleet's `_gitops/` folder (its ApplicationSet)
+# may come last under FLEET_DIR: it is compared like a cluster, but counted as none.
 ClusterDiffs = list[tuple[str, Diff]]
 
 
@@ -359,13 +455,26 @@ def total_counts(diffs: ClusterDiffs) -> dict[Status, int]:
     return totals
 
 
+def _clusters(diffs: ClusterDiffs) -> tuple[ClusterDiffs, Diff | None]:
+    """The clusters' diffs, and the fleet folder's (None when it was not compared)."""
+    clusters = [(name, diff) for name, diff in diffs if name != FLEET_DIR]
+    fleet = next((diff for name, diff in diffs if name == FLEET_DIR), None)
+    return clusters, fleet
+
+
 def fleet_summary(diffs: ClusterDiffs) -> str:
-    """One line: how many clusters differ, each with its counts."""
-    differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
+    """One line: how many clusters differ, each with its counts, and the fleet's `_gitops/`."""
+    clusters, fleet = _clusters(diffs)
+    differing = [(name, diff) for name, diff in clusters if not diff.is_empty]
+    gitops = (
+        f"; the fleet's {FLEET_DIR}/ differs ({_counted(fleet.counts())})"
+        if fleet is not None and not fleet.is_empty
+        else ""
+    )
     if not differing:
-        return f"no differences in {len(diffs)} cluster(s)"
+        return f"no differences in {len(clusters)} cluster(s){gitops}"
     listed = ", ".join(f"{name} ({_counted(diff.counts())})" for name, diff in differing)
-    return f"{len(differing)} of {len(diffs)} cluster(s) differ: {listed}"
+    return f"{len(differing)} of {len(clusters)} cluster(s) differ: {listed}{gitops}"
 
 
 def render_fleet_text(diffs: ClusterDiffs, color: bool = False) -> str:
@@ -378,16 +487,40 @@ def render_fleet_text(diffs: ClusterDiffs, color: bool = False) -> str:
 
 
 def fleet_json(diffs: ClusterDiffs) -> dict[str, Any]:
+    """Every cluster's diff (as_json) and, apart, the fleet's `_gitops/` folder's (or null)."""
+    clusters, fleet = _clusters(diffs)
     return {
         "different": any(not diff.is_empty for _, diff in diffs),
         "counts": total_counts(diffs),
-        "clusters": [{"name": name, **as_json(diff)} for name, diff in diffs],
+        "clustersDiffering": sum(not diff.is_empty for _, diff in clusters),
+        "clusters": [{"name": name, **as_json(diff)} for name, diff in clusters],
+        "fleet": {"name": FLEET_DIR, **as_json(fleet)} if fleet is not None else None,
     }
 
 
-def _cell(text: str) -> str:
-    """Text for a Markdown table cell: pipes escaped, no line breaks."""
-    return text.replace("|", "\\|").replace("\n", " ")
+# --- Markdown: a pull-request review comment -----------------------------------------------------
+
+# GitHub refuses a comment over 65,536 characters; this leaves room for a bot's own words.
+MARKDOWN_MAX_SIZE = 60_000
+# What stays as it is in literal text: letters, digits, these characters, and printable
+# characters beyond ASCII (Markdown's and HTML's syntax is all ASCII). Every other character
+# becomes a numeric character reference, which Markdown and HTML both read as that character and
+# nothing more: no code span, emphasis, link, table cell, tag or line ends there.
+_SAFE = frozenset(' -.,:/"=+')
+
+
+def literal(text: str) -> str:
+    """`text` as literal text in Markdown, in a table cell and inside HTML alike."""
+    return "".join(
+        char
+        if char.isalnum() or char in _SAFE or (not char.isascii() and char.isprintable())
+        else f"&#{ord(char)};"
+        for char in text
+    )
+
+
+def _code(text: str) -> str:
+    return f"<code>{literal(text)}</code>"
 
 
 def _fenced(text: str, language: str) -> str:
@@ -397,43 +530,274 @@ def _fenced(text: str, language: str) -> str:
     return f"{fence}{language}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{fence}\n"
 
 
-def render_markdown(diffs: ClusterDiffs, title: str) -> str:
-    """A pull-request review comment: a table of the clusters, then per differing cluster a
-    collapsible section with its objects and field paths and the unified diffs. Secrets are
-    masked already (diff_objects, diff_files)."""
-    lines = [f"### {title}", "", fleet_summary(diffs).replace("(s)", "s") + ".", ""]
-    for _, diff in diffs:
-        lines += [
-            f"> left out for {html.escape(side)}: `{_cell(field)}`: {html.escape(why, quote=False)}  "
-            for side, field, why in diff.left_out
-        ]
-    if any(diff.left_out for _, diff in diffs):
-        lines.append("")
-    differing = [(name, diff) for name, diff in diffs if not diff.is_empty]
-    if differing:
-        lines += ["| cluster | changed | added | removed |", "|---|---:|---:|---:|"]
-        for name, diff in differing:
-            counts = diff.counts()
-            lines.append(
-                f"| `{_cell(name)}` | {counts['changed']} | {counts['added']} | {counts['removed']} |"
+def _signature(diff: Diff) -> tuple[Any, ...]:
+    """What a cluster's changes are, apart from its name: clusters with equal signatures made the
+    same changes (a diff's header lines name the cluster, its hunks do not)."""
+    return (
+        tuple(
+            (
+                change.status,
+                change.subject,
+                change.file,
+                change.renamed_from,
+                change.paths,
+                # A unified diff without its two header lines; any other text (binary files,
+                # line endings) names its cluster, which keeps it in a group of its own.
+                change.unified.split("\n", 2)[-1]
+                if change.unified.startswith("---")
+                else change.unified,
             )
+            for change in diff.changes
+        ),
+        diff.left_out,
+    )
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Clusters whose changes are the same, and the first one's diff, which shows them."""
+
+    names: tuple[str, ...]
+    diff: Diff
+
+    @property
+    def label(self) -> str:
+        if self.names == (FLEET_DIR,):
+            return f"the fleet's {FLEET_DIR}/"
+        return f"{len(self.names)} {_plural(len(self.names), 'cluster')}"
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else f"{word}s"
+
+
+def _groups(diffs: ClusterDiffs) -> list[_Group]:
+    """Differing clusters grouped by identical changes, largest group first; `_gitops/` last."""
+    clusters, fleet = _clusters(diffs)
+    found: dict[tuple[Any, ...], list[tuple[str, Diff]]] = {}
+    for name, diff in clusters:
+        if not diff.is_empty:
+            found.setdefault(_signature(diff), []).append((name, diff))
+    groups = [
+        _Group(tuple(name for name, _ in members), members[0][1]) for members in found.values()
+    ]
+    groups.sort(key=lambda group: -len(group.names))
+    if fleet is not None and not fleet.is_empty:
+        groups.append(_Group((FLEET_DIR,), fleet))
+    return groups
+
+
+def _listed(names: tuple[str, ...], shown: int | None = None) -> str:
+    listed = ", ".join(_code(name) for name in names[:shown])
+    more = len(names) - len(names[:shown])
+    return listed + (f" and {more} more" if more else "")
+
+
+def _field(change: Change, path: str) -> str:
+    """A changed field, with its plain values when it has them (`replicas` 4 → 8)."""
+    for each, before, after in change.values:
+        if each == path:
+            return f"{_code(path)} {literal(before)} → {literal(after)}"
+    return _code(path)
+
+
+def _shift(change: Change, limit: int) -> str:
+    """The changed fields of a change (_field), at most `limit`."""
+    shown = [_field(change, path) for path in change.paths[:limit]]
+    more = len(change.paths) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def _headline(group: _Group) -> str:
+    """What a group changes, in a few words: its first changes with their fields."""
+    described = []
+    for change in group.diff.changes[:2]:
+        fields = _shift(change, 2) if change.status == "changed" and change.identity else ""
+        described.append(
+            f"{_SIGN[change.status]} {_code(_what(change))}" + (f" {fields}" if fields else "")
+        )
+    more = len(group.diff.changes) - len(described)
+    return "; ".join(described) + (f"; {more} more" if more else "")
+
+
+def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
+    """A group's collapsed details: its clusters, its changes with their fields, and the
+    unified diff of its first cluster (`diff_text`, None: left out, with `note`)."""
+    diff = group.diff
+    lines = [
+        f"<details><summary>{group.label}: {literal(_counted(diff.counts()))}</summary>",
+        "",
+    ]
+    if group.names != (FLEET_DIR,):
+        lines += [f"Clusters: {_listed(group.names)}", ""]
+    lines += ["| change | object or file | fields |", "|---|---|---|"]
+    for change in diff.changes:
+        fields = "<br>".join(_field(change, path) for path in change.paths)
+        lines.append(
+            f"| {_SIGN[change.status]} {change.status} | {_code(_what(change))} | {fields} |"
+        )
+    lines.append("")
+    first = f" of {_code(group.names[0])}" if len(group.names) > 1 else ""
+    if diff_text is not None:
+        lines += [f"The diff{first}{note}:", "", _fenced(diff_text, "diff")]
+    else:
+        lines += [f"The diff{first} is left out{note}.", ""]
+    lines += ["</details>", "", ""]
+    return "\n".join(lines)
+
+
+def render_markdown(
+    diffs: ClusterDiffs,
+    title: str,
+    max_size: int = MARKDOWN_MAX_SIZE,
+    see_all: str | None = None,
+    see_one: Callable[[str], str] | None = None,
+) -> str:
+    """A pull-request review comment: a summary table of the clusters grouped by identical
+    changes, then per group a collapsed section (its clusters, objects, fields and old → new
+    values, and the unified diff of one of them).
+
+    At most `max_size` characters (0: no limit): what does not fit is left out, largest last
+    (diffs first, cut to what fits, then whole sections), and the comment ends saying what was
+    left out and the commands that show it (`see_all`; `see_one(cluster)` for one cluster).
+    Every text from configs or files is literal (`literal`, a fence longer than its backticks);
+    secrets are masked already (diff_objects, diff_files)."""
+    clusters, fleet = _clusters(diffs)
+    groups = _groups(diffs)
+    differing = sum(len(group.names) for group in groups if group.names != (FLEET_DIR,))
+    summary = (
+        f"{differing} of {len(clusters)} {_plural(len(clusters), 'cluster')} "
+        f"{'differs' if differing == 1 else 'differ'}"
+        if differing
+        else f"No differences in {len(clusters)} {_plural(len(clusters), 'cluster')}"
+    )
+    cluster_groups = len(groups) - (fleet is not None and not fleet.is_empty)
+    if cluster_groups > 1:
+        summary += f", in {cluster_groups} groups of identical changes"
+    if fleet is not None:
+        summary += f"; the fleet's {FLEET_DIR}/ {'differs' if not fleet.is_empty else 'does not'}"
+    head = [f"### {literal(title)}", "", summary + ".", ""]
+    left_out = dict.fromkeys(note for _, diff in diffs for note in diff.left_out)
+    head += [
+        f"> left out for {literal(side)}: {_code(field)}: {literal(why)}  "
+        for side, field, why in left_out
+    ]
+    head += [""] if left_out else []
+    rows = [_row(group) for group in groups]
+    if max_size <= 0:
+        sections = [_section(group, _diff_text(group)) for group in groups]
+        return _joined(head, rows, 0, sections, "")
+    # The table takes at most half the room; groups it has no row for are left out.
+    tabled = len(rows)
+    while tabled and len(_joined(head, rows[:tabled], len(rows) - tabled, [], "")) > max_size // 2:
+        tabled -= 1
+    left = list(groups[tabled:])
+    # Each group's section whole, else with the first lines of its diff, else without its diff,
+    # else left out; while the whole is too large, the last section kept is left out.
+    kept: list[tuple[_Group, str, bool]] = []
+    used = len(_joined(head, rows[:tabled], len(rows) - tabled, [], ""))
+    for group in groups[:tabled]:
+        room = max_size - used - len(_left_out([group], left, max_size, see_all, see_one))
+        diff_text = _diff_text(group)
+        full = _section(group, diff_text)
+        if len(full) <= room:
+            kept.append((group, full, False))
+            used += len(full)
+            continue
+        short = _section(group, None, " to keep this comment short")
+        first_lines = _truncated(diff_text, room - len(short) - 200)
+        if first_lines:
+            omitted = diff_text.count("\n") - first_lines.count("\n")
+            note = f" (its first lines; {omitted} more left out)"
+            kept.append((group, _section(group, first_lines, note), True))
+            used += len(kept[-1][1])
+        elif len(short) <= room:
+            kept.append((group, short, True))
+            used += len(short)
+        else:
+            left.append(group)
+    while True:
+        cut = [group for group, _, shortened in kept if shortened]
+        ending = _left_out(cut, left, max_size, see_all, see_one)
+        text = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], ending)
+        if len(text) <= max_size or not kept:
+            return text
+        left.insert(0, kept.pop()[0])
+
+
+def _diff_text(group: _Group) -> str:
+    return "".join(change.unified for change in group.diff.changes)
+
+
+def _row(group: _Group) -> str:
+    """The summary table's row of a group: its clusters, counts and what it changes."""
+    counts = group.diff.counts()
+    who = (
+        _code(f"{FLEET_DIR}/")
+        if group.names == (FLEET_DIR,)
+        else f"{len(group.names)}: {_listed(group.names, 5)}"
+    )
+    return (
+        f"| {who} | {counts['changed']} | {counts['added']} | {counts['removed']} "
+        f"| {_headline(group)} |"
+    )
+
+
+def _joined(
+    head: list[str], rows: list[str], untabled: int, sections: list[str], ending: str
+) -> str:
+    """The comment: its head, the summary table (`untabled`: groups left out of it), each
+    section, and the note on what was left out."""
+    lines = list(head)
+    if rows or untabled:
+        lines += [
+            "| clusters | changed | added | removed | what changes |",
+            "|---|---:|---:|---:|---|",
+        ]
+        lines += rows
+        if untabled:
+            lines.append(f"| {untabled} more {_plural(untabled, 'group')} | | | | left out |")
         lines.append("")
-    for name, diff in differing:
-        lines += [
-            f"<details><summary><code>{html.escape(name)}</code>: "
-            f"{html.escape(_counted(diff.counts()))}</summary>",
-            "",
-            "| change | object or file | fields |",
-            "|---|---|---|",
-        ]
-        for change in diff.changes:
-            what = change.subject if change.identity else f"file {change.subject}"
-            fields = "<br>".join(f"`{_cell(path)}`" for path in change.paths)
-            lines.append(f"| {_SIGN[change.status]} {change.status} | `{_cell(what)}` | {fields} |")
-        lines += [
-            "",
-            _fenced("".join(change.unified for change in diff.changes), "diff"),
-            "</details>",
-            "",
-        ]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    text = "\n".join(lines) + "\n" + "".join(sections)
+    return text.rstrip("\n") + "\n" + ending
+
+
+def _truncated(diff_text: str, room: int) -> str:
+    """The first whole lines of `diff_text` within `room` characters ('' when few fit)."""
+    if room < 1000:
+        return ""
+    return diff_text[: diff_text.rfind("\n", 0, room) + 1]
+
+
+def _counted_names(names: tuple[str, ...]) -> str:
+    """`2 clusters (a, b)`, and the fleet's `_gitops/` when it is among them."""
+    clusters = tuple(name for name in names if name != FLEET_DIR)
+    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(clusters, 5)})"]
+    parts = parts if clusters else []
+    parts += [f"the fleet's {FLEET_DIR}/"] if FLEET_DIR in names else []
+    return " and ".join(parts)
+
+
+def _left_out(
+    cut: list[_Group],
+    left: list[_Group],
+    max_size: int,
+    see_all: str | None,
+    see_one: Callable[[str], str] | None,
+) -> str:
+    if not cut and not left:
+        return ""
+    parts = []
+    if cut:
+        names = tuple(name for group in cut for name in group.names)
+        parts.append(f"all or part of the diff of {_counted_names(names)}")
+    if left:
+        names = tuple(name for group in left for name in group.names)
+        parts.append(f"the details of {_counted_names(names)}")
+    lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
+    if see_all:
+        lines.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
+    first = [*cut, *left][0].names[0]
+    if see_one and first != FLEET_DIR:
+        lines.append(f"One cluster: {_code(see_one(first))}.")
+    return "\n".join(lines) + "\n"

@@ -312,12 +312,13 @@ def write_all(
     folders: Sequence[tuple[Path, dict[str, bytes]]],
     modes: dict[Path, dict[str, int]] | None = None,
     force: bool = False,
-    staged_one: Callable[[], None] = lambda: None,
+    staged_one: Callable[[Path], None] = lambda target: None,
 ) -> list[Plan]:
     """Make each folder (a child of `out`) hold its files; returns what was done per folder.
 
     All or nothing for the set of folders, as far as a running process can see to it; a killed
-    one leaves every folder entirely old or entirely new.
+    one leaves every folder entirely old or entirely new. `staged_one` hears of each folder
+    made ready (a progress count).
     """
     modes = modes or {}
     with _locked(out):
@@ -328,7 +329,7 @@ def write_all(
             for each in plans:
                 if each.changes:
                     staged.append((each, _stage(each)))
-                staged_one()
+                staged_one(each.target)
         except OSError as error:
             for _, folder in staged:
                 remove_tree(folder)

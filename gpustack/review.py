@@ -63,6 +63,9 @@ class OutputCheck:
     # Changed files whose first line lost gpustack's marker: only `render --force` replaces them.
     unmarked: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    # Each finding as (the file of its object, relative to the folder; the finding): how `check`
+    # groups the same finding in many clusters.
+    placed: list[tuple[str, str]] = field(default_factory=list)
     errors: int = 0
 
     @property
@@ -144,11 +147,12 @@ def _place(
 ) -> None:
     files = {identity(obj): file_name(obj) for obj in objects}
     for found in findings:
-        where = target / files.get(found.object, "") if found.object else target
+        relative = files.get(found.object, "") if found.object else ""
+        where = target / relative
         field_path = f" ({found.field})" if found.field else ""
-        report.findings.append(
-            mask_text(f"{where}: {found.severity}: [{found.rule}] {found.message}{field_path}")
-        )
+        what = mask_text(f"{found.severity}: [{found.rule}] {found.message}{field_path}")
+        report.findings.append(f"{mask_text(str(where))}: {what}")
+        report.placed.append((relative, what))
         report.errors += found.severity == "error"
 
 
@@ -218,10 +222,17 @@ def against(folder: Path, new: Snapshot, files: dict[str, bytes], new_label: str
     files that differ (between), then every other file whose bytes it would add, rewrite or
     remove (a comment, a line ending, a renamed file), as `check` finds them (compare_folder)."""
     old_label = display_path(folder)
-    difference = between(committed_snapshot(folder), new, old_label, new_label)
+    old = committed_snapshot(folder)
+    difference = between(old, new, old_label, new_label)
     # Files an object or file change already names (an object's file by its path, or by the
-    # name gpustack gives it where its path is not known).
+    # name gpustack gives it where its path is not known), and the committed file of an object
+    # whose name changed by its content hash.
     object_files = {change.file for change in difference.changes if change.identity}
+    object_files |= {
+        old.paths.get((*change.identity[:3], change.renamed_from), "")
+        for change in difference.changes
+        if change.identity and change.renamed_from
+    }
     covered = {change.file for change in difference.changes if not change.identity}
     report = compare_folder(folder, files)
     changes = []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES
+from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack import review
 
@@ -171,10 +172,8 @@ def test_render_a_fleet_then_diff_the_folder_is_no_difference(cli, tmp_path, lay
     assert cli("render", clusters, "-o", out).exit_code == 0
     result = cli("diff", clusters, "--against", out)
     assert result.exit_code == 0, result.output
-    assert result.stdout == "no differences in 3 cluster(s)\n" or (
-        layout == "argocd-application-set"
-        and result.stdout == "no differences in 4 cluster(s)\n"  # out/_gitops too
-    ), result.stdout
+    # The fleet's out/_gitops/ (its ApplicationSet) is compared too, but is no cluster.
+    assert result.stdout == "no differences in 3 cluster(s)\n", result.stdout
 
 
 def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
@@ -186,11 +185,17 @@ def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
     result = cli("diff", clusters, "-o", out)
     assert result.exit_code == 1
     first = result.stdout.splitlines()[0]
-    assert first.startswith("2 of 4 cluster(s) differ: gpu-west (1 added), _gitops (1 added)"), (
-        first
-    )
+    assert first == (
+        "1 of 3 cluster(s) differ: gpu-west (1 added); the fleet's _gitops/ differs (1 added)"
+    ), first
     document = json.loads(cli("diff", clusters, "-o", out, "--output", "json").stdout)
-    assert [c["name"] for c in document["clusters"] if c["different"]] == ["gpu-west", "_gitops"]
+    # _gitops is not a cluster: it has its own place, and the clusters are the three configs.
+    assert [c["name"] for c in document["clusters"]] == ["gpu-east", "gpu-lab", "gpu-west"]
+    assert document["clustersDiffering"] == 1
+    assert document["fleet"]["name"] == "_gitops"
+    assert [(c["change"], c["kind"]) for c in document["fleet"]["changes"]] == [
+        ("added", "ApplicationSet")
+    ]
 
 
 # --- pull requests: --git-ref --------------------------------------------------------------------
@@ -279,15 +284,19 @@ def test_markdown_is_a_review_comment_with_a_table_and_collapsible_diffs(cli, re
     result = cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown")
     assert result.exit_code == 1, result.output
     text = result.stdout
-    assert text.startswith("### gpustack diff: HEAD~1 → working tree\n")
-    assert "| cluster | changed | added | removed |" in text
-    assert "| `gpu-west` | " in text
-    assert text.count("<details>") == text.count("</details>") == 3
-    assert "\n```diff\n" in text
+    assert text.startswith("### gpustack diff: HEAD&#126;1 → working tree\n")
+    page = Page(to_html(text))
+    assert set(page.opened) <= ELEMENTS
+    # One summary row per group of identical changes: each cluster's platform differs here.
+    summary = [row for row in page.rows if len(row) == 5]
+    assert summary[0][0] == "clusters"
+    assert sorted(row[0] for row in summary[1:]) == ["1: gpu-east", "1: gpu-lab", "1: gpu-west"]
+    assert page.opened.count("details") == page.closed.count("details") == 3
+    assert page.opened.count("pre") == 3
     # Every fence is closed: an even number of fence lines.
     fences = [line for line in text.splitlines() if line.startswith("```")]
     assert len(fences) % 2 == 0
-    assert "`spec.template.spec.containers[0].image`" in text
+    assert "spec.template.spec.containers[0].image" in page.codes
 
 
 def test_markdown_masks_the_entitlement_certificate(cli, tmp_path):
@@ -318,8 +327,9 @@ def test_markdown_of_two_profiles_names_what_was_left_out(cli):
         "markdown",
     )
     assert result.exit_code == 1
-    assert "> left out for rke2: `platform.openshiftVersion`: " in result.stdout
-    assert "| `openshift-entitled` | " in result.stdout
+    assert "> left out for rke2: <code>platform.openshiftVersion</code>: " in result.stdout
+    page = Page(to_html(result.stdout))
+    assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: openshift-entitled"]
 
 
 def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):

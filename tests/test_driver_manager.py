@@ -619,7 +619,7 @@ def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
     DaemonSet (its image and digest), whatever the GitOps layout (Flux layers, Argo CD waves).
     With a GitOps tool the smoke test Job is also replaced by a new one, by design: its name
     hashes the config so that every change of the stack is tested again (and the kustomizations
-    list the new name)."""
+    list the new name); diff pairs the two Jobs, a change of its name alone."""
 
     def config(version: str) -> Path:
         driver = {**sections.get("driver", {}), "version": version}
@@ -641,13 +641,17 @@ def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
     objects = [c for c in document["changes"] if c["kind"]]
-    (change,) = [c for c in objects if c["change"] == "changed"]
+    assert {c["change"] for c in objects} == {"changed"}
+    (change,) = [c for c in objects if c["kind"] != "Job"]
     assert (change["kind"], change["name"]) == ("DaemonSet", DRIVER)
-    smoke_tests = [c for c in objects if c["change"] != "changed"]
-    assert {(c["change"], c["kind"]) for c in smoke_tests} == (
-        {("added", "Job"), ("removed", "Job")} if GITOPS[layout] else set()
-    )
-    assert all(c["name"].startswith("gpu-smoke-test-") for c in smoke_tests)
+    smoke_tests = [c for c in objects if c["kind"] == "Job"]
+    assert len(smoke_tests) == (1 if GITOPS[layout] else 0)
+    for smoke_test in smoke_tests:
+        assert smoke_test["paths"] == ["metadata.name"]
+        old, new = smoke_test["renamedFrom"], smoke_test["name"]
+        assert (
+            old != new and old.startswith("gpu-smoke-test-") and new.startswith("gpu-smoke-test-")
+        )
     texts = [c["file"] for c in document["changes"] if not c["kind"]]
     assert all(file.endswith("kustomization.yaml") for file in texts), texts
     # The driver image, and the digest on the manager and on each driver container (not on the

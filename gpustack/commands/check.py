@@ -31,6 +31,7 @@ OPTIONS = (
     common.PROFILES_DIR,
     common.SET,
     common.QUIET,
+    common.VERBOSE,
     Option(
         "output_format",
         ("--output",),
@@ -49,6 +50,7 @@ def run(
     profiles_dir: Path | None,
     assignments: list[str] | None,
     quiet: bool,
+    verbose: bool,
     output_format: common.TextOrJson,
     color: common.ColorMode,
 ) -> int:
@@ -85,10 +87,23 @@ def run(
         painted = common.use_color(color)
         for report in reports:
             _print(report, out, painted)
+        for line in _findings(reports, out, verbose):
+            echo(line)
     errors = sum(report.errors for report in reports)
     if stale:
         force = ["--force"] if any(report.unmarked for report in stale) else []
-        again = shlex.join(["gpustack", "render", *map(str, configs or []), "-o", str(out), *force])
+        again = shlex.join(
+            [
+                "gpustack",
+                "render",
+                *map(str, configs or []),
+                "-o",
+                str(out),
+                *(["--profiles-dir", str(profiles_dir)] if profiles_dir is not None else []),
+                *(part for assignment in assignments or [] for part in ("--set", assignment)),
+                *force,
+            ]
+        )
         echo(
             f"error: {', '.join(str(out / r.name) for r in stale)}: committed output is stale; "
             f"run `{again}` and commit the result",
@@ -132,5 +147,25 @@ def _print(report: OutputCheck, out: Path, color: bool) -> None:
         echo(paint(f"{folder / relative}: changed{lost}", "changed", color), color=color)
         for line in diff.splitlines():
             echo(paint_diff_line(line, color), color=color)
-    for line in report.findings:
-        echo(line)
+
+
+def _findings(reports: list[OutputCheck], out: Path, verbose: bool) -> list[str]:
+    """Every report's findings, each line once: a finding in many clusters' same file is one
+    line naming the file under `out/*/` and the clusters (common.grouped)."""
+    from gpustack.secrets import mask_text
+
+    found = [
+        (report.name, (relative, what)) for report in reports for relative, what in report.placed
+    ]
+    clusters: dict[tuple[str, str], list[str]] = {}
+    for name, placed in found:
+        clusters.setdefault(placed, []).append(name)
+    lines = []
+    for (relative, what), names in clusters.items():
+        if len(names) == 1:
+            where = mask_text(str(out / names[0] / relative))
+            lines.append(f"{where}: {what}")
+        else:
+            where = mask_text(str(out / "*" / relative))
+            lines += common.grouped([(name, f"{where}: {what}") for name in names], verbose)
+    return lines

@@ -124,6 +124,36 @@ COLOR = Option(
     metavar="WHEN",
 )
 QUIET = Option("quiet", ("-q", "--quiet"), "Print nothing but warnings and errors.", default=False)
+VERBOSE = Option(
+    "verbose",
+    ("--verbose",),
+    "Name every cluster a repeated warning or finding is about (by default the first few).",
+    default=False,
+)
+
+# Clusters a grouped message names without --verbose.
+NAMED = 3
+
+
+def grouped(messages: list[tuple[str, str]], verbose: bool = False) -> list[str]:
+    """(cluster, message) pairs as one line per distinct message, in first-seen order: a
+    message of one cluster as `cluster: message`, one of many once with the count and the first
+    names (every name when `verbose`), so a fleet's repeated warning is one line, not hundreds."""
+    clusters: dict[str, list[str]] = {}
+    for cluster, message in messages:
+        named = clusters.setdefault(message, [])
+        if cluster not in named:
+            named.append(cluster)
+    lines = []
+    for message, named in clusters.items():
+        if len(named) == 1:
+            lines.append(f"{named[0]}: {message}")
+            continue
+        shown = named if verbose else named[:NAMED]
+        more = len(named) - len(shown)
+        listed = ", ".join(shown) + (f" and {more} more; --verbose names them all" if more else "")
+        lines.append(f"{message} [{len(named)} clusters: {listed}]")
+    return lines
 
 
 def use_color(mode: ColorMode) -> bool:

@@ -7,6 +7,7 @@ Exit 0 when there is no difference, 1 when there is, 2 on a usage or config erro
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 from enum import Enum
 from pathlib import Path
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
     from gpustack.config import Stack
     from gpustack.diff import ClusterDiffs, Diff
     from gpustack.layers import Layer
+
+
+# The smallest --max-size: the summary and the note on what was left out need some room.
+MARKDOWN_SMALLEST = 2000
 
 
 class OutputFormat(str, Enum):
@@ -77,6 +82,16 @@ OPTIONS = (
         OutputFormat.text,
         metavar="FORMAT",
     ),
+    Option(
+        "max_size",
+        ("--max-size",),
+        "markdown: the most characters the comment may take (GitHub refuses a comment over "
+        "65,536); what does not fit is left out and named. 0: no limit, else at least 2000.",
+        int,
+        60_000,
+        metavar="N",
+        minimum=0,
+    ),
     common.COLOR,
 )
 
@@ -89,6 +104,7 @@ def run(
     profiles_dir: Path | None,
     assignments: list[str] | None,
     output: OutputFormat,
+    max_size: int,
     color: ColorMode,
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
@@ -96,25 +112,50 @@ def run(
     from gpustack.diff import as_json, fleet_json, render_fleet_text, render_markdown, render_text
 
     paths, names = list(configs or []), list(profiles or [])
+    if 0 < max_size < MARKDOWN_SMALLEST:
+        raise _usage(
+            f"--max-size {max_size} leaves no room for a review: give 0 (no limit) or at least "
+            f"{MARKDOWN_SMALLEST:,} characters"
+        )
     override = overrides(assignments or [])
     single: Diff | None = None
     fleet: ClusterDiffs
+    sources: dict[str, str] = {}  # each cluster's config, for a fleet
     if git_ref is not None:
         if against is not None or len(names) > 1:
             raise _usage("--git-ref compares the configs with themselves at REF")
-        fleet = _since_revision(git_ref, paths, names[0] if names else None, profiles_dir, override)
+        fleet, sources = _since_revision(
+            git_ref, paths, names[0] if names else None, profiles_dir, override
+        )
         title = f"gpustack diff: {git_ref} → working tree"
     elif against is not None and (len(paths) > 1 or any(path.is_dir() for path in paths)):
         if len(names) > 1:
             raise _usage("--profile twice compares one config on two profiles")
-        fleet = _fleet_against(paths, against, names[0] if names else None, profiles_dir, override)
+        fleet, sources = _fleet_against(
+            paths, against, names[0] if names else None, profiles_dir, override
+        )
         title = f"gpustack diff: {against} → rendered"
     else:
         cluster, single = _compare(paths, names, against, profiles_dir, override)
         fleet = [(cluster, single)]
         title = f"gpustack diff: {single.old_label} → {single.new_label}"
     if output is OutputFormat.markdown:
-        echo(render_markdown(fleet, title), nl=False)
+
+        def shown(cluster: str | None) -> str:
+            """This command with text output, for every cluster or for `cluster` alone."""
+            again = ["gpustack", "diff"]
+            again += [part for name in names for part in ("--profile", name)]
+            again += ["--against", str(against)] if against is not None else []
+            again += ["--git-ref", git_ref] if git_ref is not None else []
+            again += ["--profiles-dir", str(profiles_dir)] if profiles_dir is not None else []
+            again += [part for each in assignments or [] for part in ("--set", each)]
+            again += [sources[cluster]] if cluster in sources else [str(path) for path in paths]
+            return shlex.join(again)
+
+        echo(
+            render_markdown(fleet, title, max_size, shown(None), shown if sources else None),
+            nl=False,
+        )
     elif output is OutputFormat.json:
         data = as_json(single) if single is not None else fleet_json(fleet)
         echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -223,8 +264,9 @@ def _fleet_against(
     profile: str | None,
     profiles_dir: Path | None,
     override: Layer | None,
-) -> ClusterDiffs:
-    """Every cluster the paths name against `against/<name>/` (and the fleet's `_gitops/`)."""
+) -> tuple[ClusterDiffs, dict[str, str]]:
+    """Every cluster the paths name against `against/<name>/` (and the fleet's `_gitops/`), and
+    each cluster's config."""
     from gpustack import fleet, review
     from gpustack.commands.common import configs
 
@@ -235,7 +277,8 @@ def _fleet_against(
         deployed = fleet.application_set(renderings) is not None
         for stray in fleet.strays(renderings, against):
             warning(fleet.stray_message(stray, paths, deployed))
-    return review.against_output(renderings, against, fleet_folder)
+    sources = {rendering.name: rendering.source for rendering in renderings}
+    return review.against_output(renderings, against, fleet_folder), sources
 
 
 def _since_revision(
@@ -244,8 +287,9 @@ def _since_revision(
     profile: str | None,
     profiles_dir: Path | None,
     override: Layer | None,
-) -> ClusterDiffs:
-    """The clusters the paths name, rendered from git revision `ref` and from the working tree."""
+) -> tuple[ClusterDiffs, dict[str, str]]:
+    """The clusters the paths name, rendered from git revision `ref` and from the working tree,
+    and each cluster's config (in the working tree)."""
     from contextlib import suppress
 
     from gpustack import fleet, review
@@ -293,8 +337,15 @@ def _since_revision(
             old = review.rendered(
                 fleet.render_all(old_configs, profile, old_dir, override=override)
             )
-    new = review.rendered(fleet.render_all(new_configs, profile, profiles_dir, override=override))
-    return review.compare(old, new, lambda name: f"{ref}/{name}", lambda name: f"worktree/{name}")
+    renderings = fleet.render_all(new_configs, profile, profiles_dir, override=override)
+    sources = {rendering.name: rendering.source for rendering in renderings}
+    diffs = review.compare(
+        old,
+        review.rendered(renderings),
+        lambda name: f"{ref}/{name}",
+        lambda name: f"worktree/{name}",
+    )
+    return diffs, sources
 
 
 def _inside(path: Path, top: Path) -> bool:

@@ -48,6 +48,7 @@ OPTIONS = (
         minimum=1,
     ),
     common.QUIET,
+    common.VERBOSE,
     Option(
         "report",
         ("--output",),
@@ -69,11 +70,13 @@ def run(
     force: bool,
     jobs: int | None,
     quiet: bool,
+    verbose: bool,
     report: common.TextOrJson,
 ) -> int:
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
     from gpustack.config import overrides
+    from gpustack.gitops import FLEET_DIR
     from gpustack.secrets import mask_text
     from gpustack.validation.validator import explain
 
@@ -83,18 +86,18 @@ def run(
     progress = common.Progress(len(paths), "rendering", not quiet and not stdout)
     renderings = fleet.render_all(paths, profile, profiles_dir, jobs, override, progress.advance)
     progress.finish()
-    for rendering in renderings:
-        for message in rendering.warnings:
-            warning(f"{rendering.name}: {message}")
+    noted = [(r.name, message) for r in renderings for message in r.warnings]
+    for line in common.grouped(noted, verbose):
+        warning(line)
     findings = [
         (rendering.name, finding)
         for rendering, found in zip(renderings, fleet.check_all(renderings, jobs))
         for finding in found
     ]
-    for name, finding in findings:
-        (error if finding.severity == "error" else warning)(
-            mask_text(f"{name}: {explain(finding)}")
-        )
+    for severity, say in (("error", error), ("warning", warning)):
+        found = [(name, mask_text(explain(f))) for name, f in findings if f.severity == severity]
+        for line in common.grouped(found, verbose):
+            say(line)
     if any(finding.severity == "error" for _, finding in findings):
         return 1  # an invalid rendering writes nothing
     if stdout:
@@ -119,7 +122,13 @@ def run(
         for r in renderings
         if r.secret_file_mode is not None
     }
-    progress = common.Progress(len(planned), "writing", not quiet)
+    # Counts clusters: the fleet's _gitops/ folder is written too, but is none.
+    progress = common.Progress(len(renderings), "writing", not quiet)
+
+    def written(target: Path) -> None:
+        if target.name != FLEET_DIR:
+            progress.advance()
+
     results: list[dict[str, Any]] = [
         {
             "name": done.target.name,
@@ -129,7 +138,7 @@ def run(
             "unchanged": len(done.files) - done.written,
             "removed": done.removed,
         }
-        for done in output.write_all(out, planned, modes, force, progress.advance)
+        for done in output.write_all(out, planned, modes, force, written)
         if done.files or done.removed
     ]
     progress.finish()

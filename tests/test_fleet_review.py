@@ -1,0 +1,438 @@
+"""A fleet's change as a pull-request review (`diff --output markdown`), an object renamed by its
+content hash shown as one change, and the counts render, check and diff give of a fleet.
+
+The Markdown is read back with markdown-it (CommonMark with GitHub's tables) and the HTML it
+makes with html.parser: what a reader of the comment would see, not the text gpustack wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from markdown_page import ELEMENTS, Page, to_html
+
+from gpustack.commands import check as check_command
+from gpustack.commands import common
+from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, diff_objects, render_markdown
+from gpustack.review import OutputCheck
+
+# --- a 30-cluster fleet with one base change ------------------------------------------------------
+
+BASE = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+platform: {profile: kubeadm}
+nodes:
+  taints:
+  - {key: nvidia.com/gpu, value: present, effect: NoSchedule}
+devicePlugin:
+  sharing: {strategy: time-slicing, replicas: 4}
+smokeTest:
+  enabled: true
+"""
+NAMES = [f"gpu-{number:02}" for number in range(1, 31)]
+RKE2 = {"gpu-29", "gpu-30"}  # two clusters on another platform: a second group of changes
+
+
+def git(folder: Path, *arguments: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def thirty(tmp_path_factory) -> Path:
+    """A repository of 30 cluster configs extending one base, whose last commit raised the
+    base's time-slicing replicas from 4 to 8."""
+    top = tmp_path_factory.mktemp("fleet")
+    clusters = top / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(BASE)
+    for name in NAMES:
+        profile = "rke2" if name in RKE2 else "kubeadm"
+        (clusters / f"{name}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {name}}}\nplatform: {{profile: {profile}}}\n"
+        )
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "thirty clusters")
+    (clusters / "base.yaml").write_text(BASE.replace("replicas: 4", "replicas: 8"))
+    git(top, "commit", "-qam", "eight pods per GPU")
+    return top
+
+
+def test_a_base_change_in_30_clusters_is_a_review_github_accepts_naming_every_cluster(
+    cli, thirty, monkeypatch
+):
+    monkeypatch.chdir(thirty)
+    result = cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown")
+    assert result.exit_code == 1, result.output
+    text = result.stdout
+    assert len(text) < MARKDOWN_MAX_SIZE, len(text)
+    page = Page(to_html(text))
+    assert set(page.opened) <= ELEMENTS, set(page.opened) - ELEMENTS
+    shown = " ".join(page.text)
+    assert "30 of 30 clusters differ, in 2 groups of identical changes" in shown
+    assert "Left out" not in shown  # everything fits
+    for name in NAMES:
+        assert name in page.codes, name
+    # The summary table comes first: one row per group, the larger first, before any details.
+    assert page.opened.index("table") < page.opened.index("details")
+    header, *rows = page.rows[: 1 + 2]
+    assert header == ["clusters", "changed", "added", "removed", "what changes"]
+    assert [row[0].split(":")[0] for row in rows] == ["28", "2"]
+    # The smoke-test Job's new name is its new hash: one changed Job, nothing added or removed.
+    assert [row[1:4] for row in rows] == [["5", "0", "0"], ["5", "0", "0"]]
+    assert 'data["config.yaml"].sharing.timeSlicing.resources[0].replicas' in page.codes
+    assert " 4 → 8" in shown
+    assert any(
+        code.startswith("Job.batch gpu-system/gpu-smoke-test-") and "(was " in code
+        for code in page.codes
+    )
+    # Each group collapsed, its diff (one cluster's) in a code block of its own.
+    assert page.opened.count("details") == page.closed.count("details") == 2
+    assert page.opened.count("pre") == 2
+    assert "+            replicas: 8" in shown
+
+
+def test_a_review_over_its_size_says_what_it_left_out_and_how_to_see_it(cli, thirty, monkeypatch):
+    monkeypatch.chdir(thirty)
+    result = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "6000"
+    )
+    assert result.exit_code == 1, result.output
+    assert len(result.stdout) <= 6000, len(result.stdout)
+    page = Page(to_html(result.stdout))
+    shown = "".join(page.text)
+    assert "Left out to stay under 6,000 characters: " in shown
+    # The summary table stays whole.
+    assert [row[0].split(":")[0] for row in page.rows[1:3]] == ["28", "2"]
+    # The commands it names run: every change, and one cluster's.
+    every = next(code for code in page.codes if code.startswith("gpustack diff"))
+    assert shlex.split(every)[1:] == ["diff", "--git-ref", "HEAD~1", "clusters"]
+    one = [code for code in page.codes if code.startswith("gpustack diff")][1]
+    config = shlex.split(one)[-1]
+    name = Path(config).stem
+    assert shlex.split(one)[1:] == ["diff", "--git-ref", "HEAD~1", f"clusters/{name}.yaml"]
+    assert f"{name}" in shown.split("Left out", 1)[1]  # one of those left out
+    again = cli(*shlex.split(one)[1:])
+    assert again.exit_code == 1, again.output
+    assert again.stdout.startswith(f"1 of 1 cluster(s) differ: {name} (5 changed)"), again.stdout
+    # Too small to hold a review: a usage error.
+    small = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "500"
+    )
+    assert small.exit_code == 2
+    assert "--max-size 500 leaves no room for a review" in small.stderr
+    # No limit: everything, as markdown.
+    whole = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "0"
+    )
+    assert "Left out" not in whole.stdout
+
+
+# --- hostile text --------------------------------------------------------------------------------
+
+HOSTILE = [
+    "a`b``c```d",
+    "</details><script>alert(1)</script>",
+    "pipe | in | cell",
+    "line\nbreak\n\nparagraph",
+    "**bold** _em_ [link](https://example.com) ~~gone~~ <b>html</b> &amp;",
+    "</code></summary></td>",
+    "\u2028\u202eevil",
+]
+
+
+def hostile_diffs() -> list[tuple[str, Diff]]:
+    """Clusters and changes whose every text is hostile: names, subjects, files, field paths,
+    values, left-out notes, and diffs holding fences and closing tags."""
+    diffs = []
+    for index, text in enumerate(HOSTILE):
+        unified = f"--- old/{text}\n+++ new/{text}\n@@ -1 +1 @@\n-{text}\n+````\n+</details>\n"
+        change = Change(
+            "changed",
+            f"ConfigMap ns/{text}",
+            f"{text}.yaml",
+            ("", "ConfigMap", "ns", text),
+            (f'data["{text}"]',),
+            unified,
+            renamed_from=f"was-{text}",
+            values=((f'data["{text}"]', text, f"`{text}`"),),
+        )
+        added = Change("added", f"file {text}", text, None, (), f"+++ {text}\n+{text}\n")
+        left_out = ((text, f"field.{text}", f"because {text}"),)
+        diffs.append((f"{index}-{text}", Diff("old", "new", (change, added), left_out)))
+    return diffs
+
+
+@pytest.mark.parametrize("max_size", [MARKDOWN_MAX_SIZE, 2500])
+def test_hostile_names_and_keys_stay_in_their_code_spans_and_cells(max_size):
+    diffs = hostile_diffs()
+    text = render_markdown(diffs, f"title {HOSTILE[1]}", max_size, "gpustack diff x", None)
+    page = Page(to_html(text))
+    # No element but gpustack's own: no <script>, <b>, link or emphasis made of a name.
+    assert set(page.opened) <= ELEMENTS, set(page.opened) - ELEMENTS
+    assert page.opened.count("details") == page.closed.count("details")
+    # Every row of every table has the cells of its header: no pipe or line break split one.
+    widths = {len(row) for row in page.rows}
+    assert widths <= {3, 5}, widths
+    if max_size == MARKDOWN_MAX_SIZE:
+        # Each name is whole inside one code element, exactly as given.
+        for index, hostile in enumerate(HOSTILE):
+            assert f"{index}-{hostile}" in page.codes, hostile
+        # The summary table names each cluster in its first cell.
+        summary = [row for row in page.rows if len(row) == 5][1:]
+        assert [row[0] for row in summary] == [
+            f"1: {index}-{hostile}" for index, hostile in enumerate(HOSTILE)
+        ]
+        # Each diff is one code block holding the diff exactly, fences and tags included.
+        blocks = [code for code in page.codes if code.startswith("--- old/")]
+        assert blocks == ["".join(change.unified for change in diff.changes) for _, diff in diffs]
+        fields = [row for row in page.rows if len(row) == 3 and row[0] == "~ changed"]
+        assert [row[1] for row in fields] == [
+            f"ConfigMap ns/{text} (was was-{text})" for text in HOSTILE
+        ]
+    else:
+        assert len(text) <= max_size
+
+
+# --- an object renamed by its content hash --------------------------------------------------------
+
+
+def job(name: str, image: str) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "gpu-system"},
+        "spec": {"template": {"spec": {"containers": [{"name": "cuda", "image": image}]}}},
+    }
+
+
+def config_map(name: str, value: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "gpu-system"},
+        "data": {"key": value},
+    }
+
+
+def test_objects_renamed_by_their_content_hash_are_paired_with_their_field_changes():
+    old = [
+        job("gpu-smoke-test-2acff342", "cuda:12.4"),
+        # kustomize's configMapGenerator suffix
+        config_map("settings-7fk8b2m9hd", "a"),
+        config_map("other", "x"),
+    ]
+    new = [
+        job("gpu-smoke-test-33d726b0", "cuda:12.8"),
+        config_map("settings-g4c2t5h6m8", "b"),
+        config_map("other-2", "x"),  # no hash: a removal and an addition
+    ]
+    result = diff_objects(old, new)
+    by_name = {change.identity[3]: change for change in result.changes if change.identity}
+    smoke = by_name["gpu-smoke-test-33d726b0"]
+    assert (smoke.status, smoke.renamed_from) == ("changed", "gpu-smoke-test-2acff342")
+    assert smoke.paths == ("metadata.name", "spec.template.spec.containers[0].image")
+    assert ("spec.template.spec.containers[0].image", '"cuda:12.4"', '"cuda:12.8"') in smoke.values
+    assert "-  name: gpu-smoke-test-2acff342\n+  name: gpu-smoke-test-33d726b0\n" in smoke.unified
+    assert "--- old/job-gpu-smoke-test-2acff342.yaml" in smoke.unified
+    assert by_name["settings-g4c2t5h6m8"].renamed_from == "settings-7fk8b2m9hd"
+    assert by_name["other-2"].status == "added" and by_name["other"].status == "removed"
+    assert result.counts() == {"changed": 2, "added": 1, "removed": 1}
+
+
+def test_two_objects_of_one_name_before_the_hash_are_not_guessed_at():
+    old = [config_map("settings-aaaaaaaa1", "a"), config_map("settings-aaaaaaaa2", "b")]
+    new = [config_map("settings-bbbbbbbb1", "a"), config_map("settings-bbbbbbbb2", "b")]
+    assert diff_objects(old, new).counts() == {"changed": 0, "added": 2, "removed": 2}
+
+
+SMOKE = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+metadata: {name: lab}
+platform: {profile: kubeadm}
+smokeTest:
+  enabled: true
+"""
+NEW_IMAGE = "  image: nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda12.5.0\n"
+
+
+@pytest.mark.parametrize("output", ["text", "json", "markdown"])
+def test_a_new_smoke_test_job_is_a_change_not_a_removal_and_an_addition(cli, tmp_path, output):
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(SMOKE)
+    new.write_text(SMOKE + NEW_IMAGE)
+    result = cli("diff", old, new, "--output", output)
+    assert result.exit_code == 1, result.output
+    if output == "json":
+        jobs = [c for c in json.loads(result.stdout)["changes"] if c["kind"] == "Job"]
+        assert [c["change"] for c in jobs] == ["changed"]
+        assert jobs[0]["renamedFrom"].startswith("gpu-smoke-test-")
+        assert jobs[0]["renamedFrom"] != jobs[0]["name"]
+        assert "metadata.name" in jobs[0]["paths"]
+    elif output == "text":
+        lines = [line for line in result.stdout.splitlines() if "Job.batch" in line]
+        assert len(lines) == 1 and lines[0].startswith("~ changed  Job.batch"), lines
+        assert "(was gpu-smoke-test-" in lines[0]
+    else:
+        page = Page(to_html(result.stdout))
+        rows = [row for row in page.rows if len(row) == 3 and "Job.batch" in row[1]]
+        assert [row[0] for row in rows] == ["~ changed"], rows
+
+
+def test_against_committed_output_a_renamed_job_file_is_no_extra_change(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(SMOKE)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    config.write_text(SMOKE + NEW_IMAGE)
+    document = json.loads(cli("diff", config, "--against", out, "--output", "json").stdout)
+    kinds = [(c["change"], c["kind"] or c["file"]) for c in document["changes"]]
+    assert kinds == [("changed", "Job"), ("changed", "kustomization.yaml")], kinds
+
+
+# --- counts --------------------------------------------------------------------------------------
+
+APPLICATION_SET = """\
+gitops:
+  tool: argocd
+  argocd:
+    repoURL: https://git.example.com/fleet.git
+    applicationSet: true
+"""
+
+
+def small_fleet(folder: Path, base: str, names: list[str], extra: str = "") -> Path:
+    clusters = folder / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(base)
+    for name in names:
+        (clusters / f"{name}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {name}}}\n{extra}"
+        )
+    return clusters
+
+
+def test_writing_progress_counts_clusters_not_the_gitops_folder(cli, tmp_path, monkeypatch):
+    totals: list[tuple[str, int, int]] = []
+
+    class Recorded(common.Progress):
+        def finish(self) -> None:
+            totals.append((self.label, self.total, self.done))
+
+    monkeypatch.setattr(common, "Progress", Recorded)
+    clusters = small_fleet(
+        tmp_path, SMOKE.replace("metadata: {name: lab}\n", "") + APPLICATION_SET, ["a", "b", "c"]
+    )
+    result = cli("render", clusters, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "_gitops").is_dir()
+    assert totals == [("rendering", 3, 3), ("writing", 3, 3)]
+    assert "rendered 3 cluster(s)" in result.stderr
+
+
+def test_check_with_set_prints_a_fix_that_keeps_the_set(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(SMOKE)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    given = "devicePlugin.sharing={strategy: time-slicing, replicas: 8}"
+    result = cli("check", config, "-o", out, "--set", given)
+    assert result.exit_code == 1
+    fix = result.stderr.split("run `", 1)[1].split("`", 1)[0]
+    arguments = shlex.split(fix)
+    assert arguments[arguments.index("--set") + 1] == given
+    # The fix does what it says: after it, the same check passes.
+    assert cli(*arguments[1:]).exit_code == 0
+    assert cli("check", config, "-o", out, "--set", given).exit_code == 0
+
+
+GKE = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+platform: {profile: gke-cos, kubernetesVersion: "1.32"}
+nodes:
+  gke:
+    machineType: a2-highgpu-1g
+    accelerator: {type: nvidia-tesla-a100, count: 1}
+driver: {mode: gke-managed}
+"""
+
+
+def test_a_fleets_repeated_warning_is_one_line_with_the_count_and_first_names(cli, tmp_path):
+    names = [f"gke-{number}" for number in range(1, 8)]
+    clusters = small_fleet(tmp_path, GKE, names)
+    result = cli("render", clusters, "--stdout")
+    assert result.exit_code == 0, result.output
+    managed = [line for line in result.stderr.splitlines() if "managed DCGM exporter" in line]
+    assert len(managed) == 1, result.stderr
+    assert managed[0].startswith("warning: Kubernetes 1.32 on gke-cos: ")
+    assert managed[0].endswith(
+        "[7 clusters: gke-1, gke-2, gke-3 and 4 more; --verbose names them all]"
+    )
+    verbose = cli("render", clusters, "--stdout", "--verbose").stderr
+    (line,) = [line for line in verbose.splitlines() if "managed DCGM exporter" in line]
+    assert line.endswith(f"[7 clusters: {', '.join(names)}]")
+
+
+def test_a_single_clusters_warning_names_it_as_before(cli, tmp_path):
+    clusters = small_fleet(tmp_path, GKE, ["only"])
+    result = cli("render", clusters, "--stdout")
+    assert "warning: only: Kubernetes 1.32 on gke-cos: " in result.stderr
+
+
+def test_check_groups_a_finding_repeated_in_many_clusters(tmp_path):
+    finding = "error: [image-not-pinned] image nvcr.io/x:latest is tagged latest"
+    reports = []
+    for name in ("a", "b", "c", "d"):
+        report = OutputCheck(name)
+        report.placed = [("daemonset-x.yaml", finding)]
+        reports.append(report)
+    reports[0].placed.append(("job-y.yaml", finding))
+    lines = check_command._findings(reports, tmp_path, verbose=False)
+    assert lines == [
+        f"{tmp_path}/*/daemonset-x.yaml: {finding} [4 clusters: a, b, c and 1 more; "
+        "--verbose names them all]",
+        f"{tmp_path}/a/job-y.yaml: {finding}",
+    ]
+    assert check_command._findings(reports, tmp_path, verbose=True)[0].endswith(
+        "[4 clusters: a, b, c, d]"
+    )
+
+
+def test_the_gitops_folder_is_no_cluster_in_the_markdown_review():
+    application_set = Change(
+        "added",
+        "ApplicationSet.argoproj.io argocd/gpustack",
+        "a.yaml",
+        ("argoproj.io", "ApplicationSet", "argocd", "gpustack"),
+        (),
+        "+x\n",
+    )
+    plugin = Change(
+        "changed",
+        "DaemonSet.apps gpu-system/p",
+        "p.yaml",
+        ("apps", "DaemonSet", "gpu-system", "p"),
+        ("spec",),
+        "--- a\n+++ b\n-x\n+y\n",
+    )
+    diffs = [
+        ("gpu-east", Diff("old", "new", (plugin,))),
+        ("gpu-west", Diff("old", "new")),
+        ("_gitops", Diff("old", "new", (application_set,))),
+    ]
+    page = Page(to_html(render_markdown(diffs, "review")))
+    assert "1 of 2 clusters differs; the fleet's _gitops/ differs." in "".join(page.text)
+    assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: gpu-east", "_gitops/"]
+    assert page.opened.count("details") == 2
