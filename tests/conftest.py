@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,22 +72,40 @@ def _tune_gc() -> None:
 _tune_gc()
 
 
+# Prometheus's own rule checker (Debian's `prometheus` package ships it; .ci/run installs it).
+PROMTOOL = shutil.which("promtool")
+PROMTOOL_MISSING = (
+    "needs promtool, Prometheus's rule checker (Debian/Ubuntu: apt-get install prometheus), "
+    "which is not on PATH"
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "shared: compares with the upstream references beside the repository"
     )
+    config.addinivalue_line("markers", "promtool: runs Prometheus's promtool on rendered rules")
     # CI has the references: there a skipped comparison would be a check presented as passing.
     if os.environ.get("GPUSTACK_REQUIRE_SHARED") and not SHARED.is_dir():
         pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {SHARED} is missing", returncode=2)
+    # .ci/run installs promtool: there a skipped rule check would pass for a broken rule.
+    if os.environ.get("GPUSTACK_REQUIRE_PROMTOOL") and PROMTOOL is None:
+        pytest.exit("GPUSTACK_REQUIRE_PROMTOOL is set, but promtool is not on PATH", returncode=2)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if SHARED.is_dir():
-        return
-    skip = pytest.mark.skip(reason=SHARED_MISSING)
+    missing = {
+        marker: pytest.mark.skip(reason=reason)
+        for marker, reason, present in (
+            ("shared", SHARED_MISSING, SHARED.is_dir()),
+            ("promtool", PROMTOOL_MISSING, PROMTOOL is not None),
+        )
+        if not present
+    }
     for item in items:
-        if "shared" in item.keywords:
-            item.add_marker(skip)
+        for marker, skip in missing.items():
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture
