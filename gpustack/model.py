@@ -674,7 +674,7 @@ class Dashboard(Strict):
         default="nvidia.com/gpu.product",
         description=(
             "node label of the dashboard's pool variable, e.g. `cloud.google.com/gke-nodepool`; "
-            "kube-state-metrics must export it (`--metric-labels-allowlist=nodes=[...]`)"
+            "kube-state-metrics must export it (its metric labels allowlist for nodes)"
         ),
     )
 
