@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -299,10 +300,29 @@ def crd_validator(schema_file: Path) -> Any:
 
     import jsonschema
 
-    schema = json.loads(schema_file.read_text())
+    schema = _python_patterns(json.loads(schema_file.read_text()))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+# A Go (RE2) pattern whose flags apply to all of it, `^(?i)...$`: Python's re takes the flags only
+# at the very start, so the schema is read with the same flags as a group, `^(?i:...)$`
+# (prometheus-operator's PrometheusRule CRD, `partial_response_strategy`).
+_GLOBAL_FLAGS = re.compile(r"^\^\(\?([a-z]+)\)(.*)\$$", re.S)
+
+
+def _python_patterns(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            key: _GLOBAL_FLAGS.sub(r"^(?\1:\2)$", value)
+            if key == "pattern" and isinstance(value, str)
+            else _python_patterns(value)
+            for key, value in schema.items()
+        }
+    if isinstance(schema, list):
+        return [_python_patterns(item) for item in schema]
+    return schema
 
 
 # Groups that serve an upstream kind under another name, with the upstream kind's spec: Red Hat's
@@ -313,12 +333,43 @@ def crd_validator(schema_file: Path) -> Any:
 UPSTREAM_GROUP = {"nfd.openshift.io": "nfd.k8s-sigs.io"}
 
 
+# Kinds whose spec is another upstream kind's format. Google Managed Prometheus's ClusterRules
+# holds Prometheus rule groups (prometheus-engine charts/operator/crds/
+# monitoring.googleapis.com_clusterrules.yaml: groups of name, interval and rules of record or
+# alert, expr, for, labels, annotations), the format prometheus-operator's PrometheusRule holds;
+# shared/crd-schemas has no Managed Prometheus rule kinds, so its spec is checked as that one's,
+# and the CRD's own constraints (clusterrules_constraints) beside it.
+UPSTREAM_SPEC_OF = {
+    ("monitoring.googleapis.com/v1", "ClusterRules"): ("monitoring.coreos.com/v1", "PrometheusRule")
+}
+
+
 def as_upstream(obj: dict) -> dict:
-    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), else as is."""
+    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), or as the
+    upstream kind whose spec it holds (UPSTREAM_SPEC_OF), else as is."""
+    spec_of = UPSTREAM_SPEC_OF.get((obj.get("apiVersion"), obj.get("kind")))
+    if spec_of is not None:
+        clusterrules_constraints(obj)
+        return {**obj, "apiVersion": spec_of[0], "kind": spec_of[1]}
     group, _, version = obj["apiVersion"].rpartition("/")
     if group not in UPSTREAM_GROUP:
         return obj
     return {**obj, "apiVersion": f"{UPSTREAM_GROUP[group]}/{version}"}
+
+
+def clusterrules_constraints(obj: dict) -> None:
+    """What the ClusterRules CRD adds to the rule format: cluster-scoped, `groups` required, at
+    least one rule a group, exactly one of record and alert (its x-kubernetes-validations),
+    annotations only on alerts, a record name matching ^[a-zA-Z_:][a-zA-Z0-9_:]*$."""
+    assert "namespace" not in obj["metadata"], "ClusterRules is cluster-scoped"
+    groups = obj["spec"]["groups"]
+    for group in groups:
+        assert group["name"] and group["rules"], group
+        for rule in group["rules"]:
+            assert ("record" in rule) != ("alert" in rule), rule
+            assert "annotations" not in rule or "alert" in rule, rule
+            if "record" in rule:
+                assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", rule["record"]), rule
 
 
 def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
