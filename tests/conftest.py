@@ -337,8 +337,8 @@ UPSTREAM_GROUP = {"nfd.openshift.io": "nfd.k8s-sigs.io"}
 # holds Prometheus rule groups (prometheus-engine charts/operator/crds/
 # monitoring.googleapis.com_clusterrules.yaml: groups of name, interval and rules of record or
 # alert, expr, for, labels, annotations), the format prometheus-operator's PrometheusRule holds;
-# shared/crd-schemas has no Managed Prometheus rule kinds, so its spec is checked as that one's,
-# and the CRD's own constraints (clusterrules_constraints) beside it.
+# shared/crd-schemas has no Managed Prometheus rule kinds, so its spec is checked as that one's;
+# validate_upstream also checks the CRD's own constraints (clusterrules_constraints).
 UPSTREAM_SPEC_OF = {
     ("monitoring.googleapis.com/v1", "ClusterRules"): ("monitoring.coreos.com/v1", "PrometheusRule")
 }
@@ -349,7 +349,6 @@ def as_upstream(obj: dict) -> dict:
     upstream kind whose spec it holds (UPSTREAM_SPEC_OF), else as is."""
     spec_of = UPSTREAM_SPEC_OF.get((obj.get("apiVersion"), obj.get("kind")))
     if spec_of is not None:
-        clusterrules_constraints(obj)
         return {**obj, "apiVersion": spec_of[0], "kind": spec_of[1]}
     group, _, version = obj["apiVersion"].rpartition("/")
     if group not in UPSTREAM_GROUP:
@@ -382,6 +381,8 @@ def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
     if is_core(obj["apiVersion"]):
         kubernetes_validate.validate(obj, kubernetes_version, strict=True)
         return
+    if obj["kind"] == "ClusterRules":
+        clusterrules_constraints(obj)
     obj = as_upstream(obj)
     group, _, version = obj["apiVersion"].rpartition("/")
     schema = CRD_SCHEMAS / group / f"{obj['kind'].lower()}_{version}.json"
