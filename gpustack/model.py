@@ -531,7 +531,7 @@ AlertName = Literal[
 Severity = Annotated[
     str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63), Doc(type="label value")
 ]
-# A positive Prometheus duration.
+# A Prometheus duration for a threshold or an alert's `for` (`0s`: at once).
 RuleDuration = Annotated[
     str, Field(pattern=DURATION, min_length=2, max_length=32), Doc(type="Prometheus duration")
 ]

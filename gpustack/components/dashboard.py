@@ -144,7 +144,7 @@ def dashboard(stack: Stack) -> dict[str, Any]:
                     "id": len(panels) + 1,
                     "type": "timeseries",
                     "title": title,
-                    "description": f"{field}",
+                    "description": field,
                     "datasource": {"type": "prometheus", "uid": "${datasource}"},
                     "gridPos": {
                         "x": (index % 2) * _WIDTH,

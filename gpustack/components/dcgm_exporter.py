@@ -99,8 +99,9 @@ COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             # "Value of the last XID error encountered" (etc/default-counters.csv): a gauge that
             # keeps the last code, so an alert looks for a new value, not for a nonzero one.
             ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Code of the most recent XID error."),
-            # Off in the exporter's default list; the GPUDoubleBitECCError alert needs it
-            # (etc/default-counters.csv lists it commented out). Volatile: since the driver loaded.
+            # Off in the exporter's default list (etc/default-counters.csv at d5e5f51 has it
+            # commented out); the GPUDoubleBitECCError alert needs it. Volatile: since the driver
+            # loaded.
             (
                 "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
                 "counter",
@@ -129,9 +130,9 @@ COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ),
     ),
     (
-        # Off in the exporter's default list; the throttling alerts need them. Nanoseconds the
-        # clocks were held down (etc/default-counters.csv, commented out; NVML
-        # nvmlViolationTime_t.violationTime is in ns).
+        # Off in the exporter's default list (etc/default-counters.csv at d5e5f51 has them
+        # commented out, "in ns"); the throttling alerts need them. Nanoseconds the clocks were
+        # held down (NVML nvmlViolationTime_t.violationTime is in ns).
         "Throttling",
         (
             (
@@ -196,13 +197,6 @@ def image(stack: Stack) -> str:
 # The exporter's own host label changed case (`Hostname`, `hostname` from dcgm-exporter d5e5f51,
 # #655), so gpustack does not rely on it.
 NODE_LABEL = "node"
-
-
-def collected_fields() -> tuple[str, ...]:
-    """The DCGM fields the exporter collects as metrics (label fields left out)."""
-    return tuple(
-        field for _, counters in COUNTERS for field, kind, _ in counters if kind != "label"
-    )
 
 
 def counters_csv() -> str:
