@@ -46,6 +46,7 @@ RANK = {
             "ServiceMonitor",
             "PodMonitoring",
             "PrometheusRule",
+            "ClusterRules",
             UNRANKED,
             "Job",
         ]

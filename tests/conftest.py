@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,22 +73,40 @@ def _tune_gc() -> None:
 _tune_gc()
 
 
+# Prometheus's own rule checker (Debian's `prometheus` package ships it; .ci/run installs it).
+PROMTOOL = shutil.which("promtool")
+PROMTOOL_MISSING = (
+    "needs promtool, Prometheus's rule checker (Debian/Ubuntu: apt-get install prometheus), "
+    "which is not on PATH"
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "shared: compares with the upstream references beside the repository"
     )
+    config.addinivalue_line("markers", "promtool: runs Prometheus's promtool on rendered rules")
     # CI has the references: there a skipped comparison would be a check presented as passing.
     if os.environ.get("GPUSTACK_REQUIRE_SHARED") and not SHARED.is_dir():
         pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {SHARED} is missing", returncode=2)
+    # .ci/run installs promtool: there a skipped rule check would pass for a broken rule.
+    if os.environ.get("GPUSTACK_REQUIRE_PROMTOOL") and PROMTOOL is None:
+        pytest.exit("GPUSTACK_REQUIRE_PROMTOOL is set, but promtool is not on PATH", returncode=2)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if SHARED.is_dir():
-        return
-    skip = pytest.mark.skip(reason=SHARED_MISSING)
+    missing = {
+        marker: pytest.mark.skip(reason=reason)
+        for marker, reason, present in (
+            ("shared", SHARED_MISSING, SHARED.is_dir()),
+            ("promtool", PROMTOOL_MISSING, PROMTOOL is not None),
+        )
+        if not present
+    }
     for item in items:
-        if "shared" in item.keywords:
-            item.add_marker(skip)
+        for marker, skip in missing.items():
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture
@@ -280,10 +300,29 @@ def crd_validator(schema_file: Path) -> Any:
 
     import jsonschema
 
-    schema = json.loads(schema_file.read_text())
+    schema = _python_patterns(json.loads(schema_file.read_text()))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+# A Go (RE2) pattern whose flags apply to all of it, `^(?i)...$`: Python's re takes the flags only
+# at the very start, so the schema is read with the same flags as a group, `^(?i:...)$`
+# (prometheus-operator's PrometheusRule CRD, `partial_response_strategy`).
+_GLOBAL_FLAGS = re.compile(r"^\^\(\?([a-z]+)\)(.*)\$$", re.S)
+
+
+def _python_patterns(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            key: _GLOBAL_FLAGS.sub(r"^(?\1:\2)$", value)
+            if key == "pattern" and isinstance(value, str)
+            else _python_patterns(value)
+            for key, value in schema.items()
+        }
+    if isinstance(schema, list):
+        return [_python_patterns(item) for item in schema]
+    return schema
 
 
 # Groups that serve an upstream kind under another name, with the upstream kind's spec: Red Hat's
@@ -294,12 +333,42 @@ def crd_validator(schema_file: Path) -> Any:
 UPSTREAM_GROUP = {"nfd.openshift.io": "nfd.k8s-sigs.io"}
 
 
+# Kinds whose spec is another upstream kind's format. Google Managed Prometheus's ClusterRules
+# holds Prometheus rule groups (prometheus-engine charts/operator/crds/
+# monitoring.googleapis.com_clusterrules.yaml: groups of name, interval and rules of record or
+# alert, expr, for, labels, annotations), the format prometheus-operator's PrometheusRule holds;
+# shared/crd-schemas has no Managed Prometheus rule kinds, so its spec is checked as that one's;
+# validate_upstream also checks the CRD's own constraints (clusterrules_constraints).
+UPSTREAM_SPEC_OF = {
+    ("monitoring.googleapis.com/v1", "ClusterRules"): ("monitoring.coreos.com/v1", "PrometheusRule")
+}
+
+
 def as_upstream(obj: dict) -> dict:
-    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), else as is."""
+    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), or as the
+    upstream kind whose spec it holds (UPSTREAM_SPEC_OF), else as is."""
+    spec_of = UPSTREAM_SPEC_OF.get((obj.get("apiVersion"), obj.get("kind")))
+    if spec_of is not None:
+        return {**obj, "apiVersion": spec_of[0], "kind": spec_of[1]}
     group, _, version = obj["apiVersion"].rpartition("/")
     if group not in UPSTREAM_GROUP:
         return obj
     return {**obj, "apiVersion": f"{UPSTREAM_GROUP[group]}/{version}"}
+
+
+def clusterrules_constraints(obj: dict) -> None:
+    """What the ClusterRules CRD adds to the rule format: cluster-scoped, `groups` required, at
+    least one rule a group, exactly one of record and alert (its x-kubernetes-validations),
+    annotations only on alerts, a record name matching ^[a-zA-Z_:][a-zA-Z0-9_:]*$."""
+    assert "namespace" not in obj["metadata"], "ClusterRules is cluster-scoped"
+    groups = obj["spec"]["groups"]
+    for group in groups:
+        assert group["name"] and group["rules"], group
+        for rule in group["rules"]:
+            assert ("record" in rule) != ("alert" in rule), rule
+            assert "annotations" not in rule or "alert" in rule, rule
+            if "record" in rule:
+                assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", rule["record"]), rule
 
 
 def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
@@ -312,6 +381,8 @@ def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
     if is_core(obj["apiVersion"]):
         kubernetes_validate.validate(obj, kubernetes_version, strict=True)
         return
+    if obj["kind"] == "ClusterRules":
+        clusterrules_constraints(obj)
     obj = as_upstream(obj)
     group, _, version = obj["apiVersion"].rpartition("/")
     schema = CRD_SCHEMAS / group / f"{obj['kind'].lower()}_{version}.json"

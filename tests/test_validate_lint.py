@@ -63,6 +63,11 @@ def share_one_gpu_with_one_pod(obj: Objects) -> None:
     obj["data"]["config.yaml"] = obj["data"]["config.yaml"].replace("replicas: 4", "replicas: 1")
 
 
+def stop_collecting_xid_errors(obj: Objects) -> None:
+    counters = obj["data"]["counters.csv"]
+    obj["data"]["counters.csv"] = re.sub(r"(?m)^DCGM_FI_DEV_XID_ERRORS,", "# \\g<0>", counters)
+
+
 def second_device_plugin(folder: Path) -> None:
     plugin = load(folder, "daemonset-nvidia-device-plugin.yaml")
     plugin["metadata"]["name"] = "vendor-device-plugin"
@@ -165,6 +170,9 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
         lambda obj: obj["spec"]["endpoints"][0].update(port="web"),
     ),
     "config-map-missing": remove("configmap-nvidia-dcgm-exporter-metrics.yaml"),
+    "dcgm-metric-not-collected": edit(
+        "configmap-nvidia-dcgm-exporter-metrics.yaml", stop_collecting_xid_errors
+    ),
     "device-plugin-config-invalid": edit(
         "configmap-nvidia-device-plugin-config.yaml", share_one_gpu_with_one_pod
     ),

@@ -100,8 +100,9 @@ def test_every_project_crd_schema_has_a_sample_object():
 
 
 def has_upstream_schema(obj: dict) -> bool:
-    group, _, version = as_upstream(obj)["apiVersion"].partition("/")
-    return (UPSTREAM_CRDS / group / f"{obj['kind'].lower()}_{version}.json").is_file()
+    upstream_obj = as_upstream(obj)
+    group, _, version = upstream_obj["apiVersion"].partition("/")
+    return (UPSTREAM_CRDS / group / f"{upstream_obj['kind'].lower()}_{version}.json").is_file()
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[path.stem for path in SAMPLES])
@@ -127,6 +128,9 @@ MUTATIONS = [
     ("prometheusrule", ("spec", "groups", 0, "rules", 0, "for"), 5),
     ("prometheusrule", ("spec", "groups", 0, "bogus"), 1),
     ("prometheusrule", ("spec", "groups", 0, "name"), DELETE),
+    ("clusterrules", ("spec", "groups", 1, "rules", 0, "for"), 5),
+    ("clusterrules", ("spec", "groups", 0, "bogus"), 1),
+    ("clusterrules", ("spec", "groups", 0, "name"), DELETE),
     ("podmonitoring", ("spec", "endpoints", 0, "bogus"), 1),
     ("podmonitoring", ("spec", "endpoints", 0, "interval"), 15),
     ("podmonitoring", ("spec", "endpoints", 0, "port"), [9400]),
@@ -219,9 +223,11 @@ def test_every_project_schema_but_kustomizes_is_for_an_upstream_crd():
         for path in CRD_SCHEMA_FILES
         if not (UPSTREAM_CRDS / path.relative_to(PROJECT_SCHEMAS)).is_file()
     ]
-    # Red Hat's NodeFeatureRule is upstream's under another group (conftest.UPSTREAM_GROUP).
+    # Red Hat's NodeFeatureRule is upstream's under another group (conftest.UPSTREAM_GROUP);
+    # Managed Prometheus's ClusterRules holds PrometheusRule's format (conftest.UPSTREAM_SPEC_OF).
     assert without == [
         Path("kustomize.config.k8s.io/kustomization_v1beta1.json"),
+        Path("monitoring.googleapis.com/clusterrules_v1.json"),
         Path("nfd.openshift.io/nodefeaturerule_v1alpha1.json"),
     ]
 

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gpustack.components import (
+    alerts,
+    dashboard,
     dcgm_exporter,
     device_plugin,
     driver,
@@ -40,6 +42,7 @@ COMPONENTS: tuple[Builder, ...] = (
     gfd.build,
     mig_manager.build,
     dcgm_exporter.build,
+    dashboard.build,
     gke.build,
     openshift.build,
     smoke_test.build,
@@ -50,6 +53,8 @@ def build_all(stack: Stack) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for build in COMPONENTS:
         objects.extend(build(stack))
+    # The alerts watch the GPU DaemonSets the components above rendered.
+    objects.extend(alerts.build(stack, objects))
     # The driver manager and the MIG manager stop the GPU DaemonSets rendered here through their
     # deploy labels while they change the driver or the GPUs' partitions.
     return select_on_deploy_labels(stack, objects)

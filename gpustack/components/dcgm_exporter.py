@@ -96,7 +96,17 @@ COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "Errors and health",
         (
+            # "Value of the last XID error encountered" (etc/default-counters.csv): a gauge that
+            # keeps the last code, so an alert looks for a new value, not for a nonzero one.
             ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Code of the most recent XID error."),
+            # Off in the exporter's default list (etc/default-counters.csv at d5e5f51 has it
+            # commented out); the GPUDoubleBitECCError alert needs it. Volatile: since the driver
+            # loaded.
+            (
+                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                "counter",
+                "Double-bit ECC errors since the driver loaded.",
+            ),
             (
                 "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
                 "counter",
@@ -116,6 +126,24 @@ COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
                 "DCGM_FI_DEV_ROW_REMAP_FAILURE",
                 "gauge",
                 "1 when a memory row could not be remapped.",
+            ),
+        ),
+    ),
+    (
+        # Off in the exporter's default list (etc/default-counters.csv at d5e5f51 has them
+        # commented out, "in ns"); the throttling alerts need them. Nanoseconds the clocks were
+        # held down (NVML nvmlViolationTime_t.violationTime is in ns).
+        "Throttling",
+        (
+            (
+                "DCGM_FI_DEV_POWER_VIOLATION",
+                "counter",
+                "Time clocks were held down by the power limit in ns.",
+            ),
+            (
+                "DCGM_FI_DEV_THERMAL_VIOLATION",
+                "counter",
+                "Time clocks were held down by temperature in ns.",
             ),
         ),
     ),
@@ -162,6 +190,13 @@ COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 def image(stack: Stack) -> str:
     # dcgm-exporter and gpu-operator values.yaml: the distroless variant is the default tag.
     return f"nvcr.io/nvidia/k8s/dcgm-exporter:{stack.config.dcgmExporter.version}-distroless"
+
+
+# The label every exporter sample gets with the name of its node (the monitors below set it from
+# the scraped pod's node): alerts and the dashboard join on it with kube-state-metrics' `node`.
+# The exporter's own host label changed case (`Hostname`, `hostname` from dcgm-exporter d5e5f51,
+# #655), so gpustack does not rely on it.
+NODE_LABEL = "node"
 
 
 def counters_csv() -> str:
@@ -329,6 +364,14 @@ def _service_monitor(stack: Stack) -> dict[str, Any]:
                     "port": PORT_NAME,
                     "path": "/metrics",
                     "interval": stack.config.dcgmExporter.interval,
+                    # The node the scraped exporter pod runs on (Prometheus endpoints discovery,
+                    # __meta_kubernetes_pod_node_name).
+                    "relabelings": [
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": NODE_LABEL,
+                        }
+                    ],
                 }
             ],
         },
@@ -344,8 +387,9 @@ def _pod_monitoring(stack: Stack) -> dict[str, Any]:
             "selector": {"matchLabels": selector_labels(NAME)},
             "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],
             # The exporter's own pod, namespace and container labels name the pod using each GPU;
-            # the scraped pod's metadata would only shadow them (prometheus-engine example).
-            "targetLabels": {"metadata": []},
+            # the scraped pod's would only shadow them (prometheus-engine example). Its node is
+            # kept (PodMonitoring permits pod, container and node).
+            "targetLabels": {"metadata": [NODE_LABEL]},
         },
     }
 
