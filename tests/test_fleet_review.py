@@ -89,7 +89,9 @@ def test_a_base_change_in_30_clusters_is_a_review_github_accepts_naming_every_cl
     assert header == ["clusters", "changed", "added", "removed", "what changes"]
     assert [row[0].split(":")[0] for row in rows] == ["28", "2"]
     # The smoke-test Job's new name is its new hash: one changed Job, nothing added or removed.
-    assert [row[1:4] for row in rows] == [["5", "0", "0"], ["5", "0", "0"]]
+    # The sharing replicas also scale the GPUsNotAdvertised alert's expected GPU count.
+    assert [row[1:4] for row in rows] == [["6", "0", "0"], ["6", "0", "0"]]
+    assert any(code.startswith("PrometheusRule.monitoring.coreos.com ") for code in page.codes)
     assert 'data["config.yaml"].sharing.timeSlicing.resources[0].replicas' in page.codes
     assert " 4 → 8" in shown
     assert any(
@@ -124,7 +126,7 @@ def test_a_review_over_its_size_says_what_it_left_out_and_how_to_see_it(cli, thi
     assert f"{name}" in shown.split("Left out", 1)[1]  # one of those left out
     again = cli(*shlex.split(one)[1:])
     assert again.exit_code == 1, again.output
-    assert again.stdout.startswith(f"1 of 1 cluster(s) differ: {name} (5 changed)"), again.stdout
+    assert again.stdout.startswith(f"1 of 1 cluster(s) differ: {name} (6 changed)"), again.stdout
     # Too small to hold a review: a usage error.
     small = cli(
         "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "500"
