@@ -28,6 +28,7 @@ import pickle
 import re
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -279,8 +280,24 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
                 taints=rendering.taints,
                 node_labels=rendering.node_labels,
             )
-        results.append(schema + linted[key])
+        results.append(_at_patches(rendering, schema + linted[key]))
     return results
+
+
+def _at_patches(rendering: Rendering, findings: list[Finding]) -> list[Finding]:
+    """Findings on an object the config's patches changed name those patches' places."""
+    if not rendering.patched:
+        return findings
+    return [
+        replace(
+            finding,
+            message=f"{finding.message} (the object is patched at "
+            f"{', '.join(rendering.patched[finding.object])})",
+        )
+        if finding.object in rendering.patched
+        else finding
+        for finding in findings
+    ]
 
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:
