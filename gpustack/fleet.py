@@ -37,7 +37,7 @@ from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
-from gpustack.gitops import FLEET_DIR
+from gpustack.gitops import FLEET_DIR, with_namespace
 from gpustack.layers import Layer
 from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.render import PICKLE, Rendering, render
@@ -432,6 +432,11 @@ def application_set(renderings: Sequence[Rendering]) -> dict[str, Any] | None:
                 field="gitops.argocd",
                 hint="move the gitops section into the base config both extend",
             )
+    # Each object names its namespace; the Applications' default is the stack's when the
+    # fleet's clusters share one (profiles differ: OpenShift's is nvidia-gpu).
+    namespaces = {rendering.namespace for rendering in wanted}
+    if len(namespaces) == 1:
+        return with_namespace(reference.application_set, namespaces.pop())
     return reference.application_set
 
 

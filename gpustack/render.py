@@ -50,6 +50,7 @@ class Rendering:
     # The objects the config's patches changed, each with where those patches are written: a
     # finding on such an object names them (fleet.check_all).
     patched: dict[Identity, list[str]] = field(default_factory=dict)
+    namespace: str = ""  # the stack's
 
     @cached_property
     def content_keys(self) -> list[bytes]:
@@ -128,6 +129,7 @@ def render(stack: Stack) -> Rendering:
         secret_file_mode=stack.entitlement_mode,
         gitops_path=_gitops_path(stack),
         patched=patched,
+        namespace=stack.namespace,
     )
 
 

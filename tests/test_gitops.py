@@ -252,10 +252,43 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     assert matched(exclude=False) - matched(exclude=True) == {"out/gpu-east", "out/gpu-west"}
     template = application_set["spec"]["template"]
     assert template["spec"]["source"]["path"] == "{{path}}"
+    # The clusters' stacks live in different namespaces (OpenShift's nvidia-gpu, rke2's
+    # gpu-system): the template names none, and each object names its own.
     assert template["spec"]["destination"] == {"name": "{{path.basename}}"}
+    # Deleting a cluster's folder deletes its Application and, through the finalizer, the
+    # objects it deployed (argo-cd docs/operator-manual/applicationset/Application-Deletion.md).
+    assert template["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
+    assert "preserveResourcesOnDeletion" not in str(application_set)
     # Every generated Application retries a failed sync, as a per-cluster Application does.
     assert template["spec"]["syncPolicy"]["retry"]["limit"] > 0
     assert by_identity(kustomize(tmp_path / "out" / "_gitops")) == by_identity([application_set])
+
+
+def test_finalizer_off_preserves_the_stack_when_an_application_goes(cli, tmp_path, monkeypatch):
+    """With finalizer false the ApplicationSet asks its controller not to add the finalizer
+    (leaving it out of the template would not: the controller adds it by default)."""
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, "argocd")
+    base = tmp_path / "clusters" / "base.yaml"
+    _ask_for_application_set(base)
+    base.write_text(base.read_text().replace("    applicationSet: true\n", "    applicationSet: true\n    finalizer: false\n"))
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
+    assert application_set["spec"]["syncPolicy"] == {"preserveResourcesOnDeletion": True}
+    # A fleet whose stacks share a namespace gives it to every Application, as a per-cluster
+    # Application has it.
+    east = tmp_path / "clusters" / "gpu-east" / "gpustack.yaml"
+    east.write_text(east.read_text() + "namespace: gpu-system\n")
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
+    destination = application_set["spec"]["template"]["spec"]["destination"]
+    assert destination["namespace"] == "gpu-system"
+    assert "finalizers" not in application_set["spec"]["template"]["metadata"]
+    # A per-cluster Application gets the finalizer only when asked.
+    base.write_text(base.read_text().replace("    applicationSet: true\n    finalizer: false\n", "    finalizer: true\n"))
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    application = load(tmp_path / "out" / "gpu-east" / "gitops" / "application-gpustack-gpu-east.yaml")
+    assert application["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
 
 
 def test_turning_the_application_set_off_prunes_it_and_check_notices(cli, tmp_path, monkeypatch):
