@@ -39,8 +39,9 @@ from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR, with_namespace
 from gpustack.layers import Layer
-from gpustack.reading import MAX_FILE_BYTES, read_bounded
+from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import PICKLE, Rendering, render
+from gpustack.yamlio import load_text
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -368,7 +369,8 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     """A warning for each GitOps path template (Rendering.gitops_path) that does not point at
     the folder this render writes under `out`, both taken in the repository: from its top (the
     nearest folder above `out` holding `.git`), or from the working folder outside one. Nothing
-    when `out` lies outside that folder (where the repository reads it cannot be told)."""
+    when `out` lies outside that folder (where the repository reads it cannot be told), nor
+    for a path to a kustomize overlay of the rendered folder (see overlays)."""
     import posixpath
 
     wanted = [(r.name, r.gitops_path) for r in renderings if r.gitops_path is not None]
@@ -384,7 +386,7 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     for name, (setting, template) in wanted:
         points = posixpath.normpath(template.replace("{name}", name))
         writes = posixpath.normpath(posixpath.join(relative, name))
-        if points != writes:
+        if points != writes and not overlays(top / points, top / writes):
             found.setdefault((setting, template), (name, points, writes))
     messages = []
     for (setting, template), (name, points, writes) in found.items():
@@ -399,6 +401,36 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
             f"{setting} to {suggested}, or render into the folder it names"
         )
     return messages
+
+
+# kustomize's names for a kustomization file (kustomize api/konfig/general.go).
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+_OVERLAY_DEPTH = 4
+
+
+def overlays(folder: Path, rendered: Path, depth: int = 0) -> bool:
+    """Whether the kustomization in `folder` builds on `rendered` (names it, or a folder that
+    does, in its `resources`): an overlay of the rendered folder, which Argo CD or Flux may read
+    in its place."""
+    if depth > _OVERLAY_DEPTH:
+        return False
+    for name in KUSTOMIZATION_FILES:
+        try:
+            document = load_text(decode(read_bounded(folder / name, 1024 * 1024), name), name)
+        except UserError:
+            continue
+        data = document.data
+        resources = data.get("resources") if isinstance(data, dict) else None
+        for entry in resources if isinstance(resources, list) else []:
+            if not isinstance(entry, str) or "://" in entry:
+                continue
+            target = Path(os.path.normpath(folder / entry))
+            if target == Path(os.path.normpath(rendered)) or (
+                target.is_dir() and overlays(target, rendered, depth + 1)
+            ):
+                return True
+        return False
+    return False
 
 
 def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:

@@ -271,7 +271,11 @@ def test_finalizer_off_preserves_the_stack_when_an_application_goes(cli, tmp_pat
     readme_files(tmp_path, "argocd")
     base = tmp_path / "clusters" / "base.yaml"
     _ask_for_application_set(base)
-    base.write_text(base.read_text().replace("    applicationSet: true\n", "    applicationSet: true\n    finalizer: false\n"))
+    base.write_text(
+        base.read_text().replace(
+            "    applicationSet: true\n", "    applicationSet: true\n    finalizer: false\n"
+        )
+    )
     assert cli("render", "clusters", "-o", "out").exit_code == 0
     application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
     assert application_set["spec"]["syncPolicy"] == {"preserveResourcesOnDeletion": True}
@@ -285,9 +289,15 @@ def test_finalizer_off_preserves_the_stack_when_an_application_goes(cli, tmp_pat
     assert destination["namespace"] == "gpu-system"
     assert "finalizers" not in application_set["spec"]["template"]["metadata"]
     # A per-cluster Application gets the finalizer only when asked.
-    base.write_text(base.read_text().replace("    applicationSet: true\n    finalizer: false\n", "    finalizer: true\n"))
+    base.write_text(
+        base.read_text().replace(
+            "    applicationSet: true\n    finalizer: false\n", "    finalizer: true\n"
+        )
+    )
     assert cli("render", "clusters", "-o", "out").exit_code == 0
-    application = load(tmp_path / "out" / "gpu-east" / "gitops" / "application-gpustack-gpu-east.yaml")
+    application = load(
+        tmp_path / "out" / "gpu-east" / "gitops" / "application-gpustack-gpu-east.yaml"
+    )
     assert application["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
 
 
@@ -495,3 +505,45 @@ def test_a_plugin_path_names_the_config_folder_and_is_not_compared(cli, tmp_path
     base.write_text(base.read_text().replace("  argocd:\n", "  argocd:\n" + plugin))
     result = cli("render", "clusters", "-o", "out")
     assert result.exit_code == 0 and "gitops.argocd.path" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("tool", "setting"), [("argocd", "gitops.argocd.path"), ("flux", "gitops.flux.path")]
+)
+def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_about(
+    cli, tmp_path, monkeypatch, tool, setting
+):
+    """Argo CD or Flux may read a kustomize overlay of the rendered folder (a supported layout):
+    render and check say nothing of it; a cluster whose overlay is missing is still named."""
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, tool)
+    base = tmp_path / "clusters/base.yaml"
+    prefix = "./" if tool == "flux" else ""
+    base.write_text(
+        base.read_text().replace(
+            f"  {tool}:\n", f"  {tool}:\n    path: {prefix}overlays/{{name}}\n"
+        )
+    )
+    overlay = tmp_path / "overlays" / "gpu-east"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(
+        "resources:\n  - ../../out/gpu-east\ncommonAnnotations:\n  team: gpu\n"
+    )
+    result = cli("render", "clusters", "-o", "out")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if setting in line]
+    assert len(warned) == 1 and "gpu-west" in warned[0] and "gpu-east" not in warned[0]
+    # An overlay of an overlay of the rendered folder is one too.
+    (tmp_path / "overlays" / "gpu-west").mkdir()
+    (tmp_path / "overlays" / "gpu-west" / "kustomization.yaml").write_text(
+        "resources:\n  - ../shared-west\n"
+    )
+    (tmp_path / "overlays" / "shared-west").mkdir()
+    (tmp_path / "overlays" / "shared-west" / "kustomization.yaml").write_text(
+        "resources:\n  - ../../out/gpu-west\n"
+    )
+    for command in ("render", "check"):
+        quiet = cli(command, "clusters", "-o", "out")
+        assert quiet.exit_code == 0 and setting not in quiet.stderr, quiet.stderr
+    built = kustomize(overlay)
+    assert built and all(obj["metadata"]["annotations"]["team"] == "gpu" for obj in built)
