@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonpatch
 
-from gpustack.errors import Location, UserError
+from gpustack.errors import Location, UserError, did_you_mean
 from gpustack.objects import Identity, display, identity
 
 DIRECTIVE = "$patch"
@@ -76,11 +76,14 @@ def apply(objects: list[dict[str, Any]], patches: Sequence[Patch]) -> dict[Ident
     for patch in patches:
         selected = [obj for obj in objects if _selects(patch, obj)]
         if not selected:
+            wanted = patch.target.name if patch.target else None
+            names = sorted({str((obj.get("metadata") or {}).get("name", "")) for obj in objects})
             raise UserError(
                 f"the patch matches no object of the rendering ({_wanted(patch)})",
                 patch.location,
                 field="patches",
-                hint="`gpustack render --stdout` shows every object with its kind, name and "
+                hint=(wanted and did_you_mean(wanted, names))
+                or "`gpustack render --stdout` shows every object with its kind, name and "
                 "namespace; a patch must change at least one",
             )
         for index, obj in enumerate(objects):

@@ -350,3 +350,58 @@ def test_service_ports_need_a_json6902_patch() -> None:
     )
     with pytest.raises(UserError, match="JSON 6902"):
         patches.apply([service], [patch])
+
+
+def _readme_patches() -> list[Any]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Patches\n") :]
+    block = section[
+        section.index("```yaml\n") + 8 : section.index("```\n", section.index("```yaml\n"))
+    ]
+    return list(yaml.safe_load(block)["patches"])
+
+
+def test_the_readme_uses_render_valid_patched_objects(tmp_path: Path, cli: Any) -> None:
+    config = _config(tmp_path, _readme_patches())
+    out = tmp_path / "out"
+    result = cli("render", config, "-o", out)
+    assert result.exit_code == 0, result.output
+    before = {(o["kind"], o["metadata"]["name"]): o for o in _objects(EXAMPLES / "kubeadm.yaml")}
+    after = {(o["kind"], o["metadata"]["name"]): o for o in _objects(config)}
+    plugin = after["DaemonSet", "nvidia-device-plugin"]["spec"]["template"]["spec"]["containers"][0]
+    old_plugin = before["DaemonSet", "nvidia-device-plugin"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert {"name": "DEVICE_ID_STRATEGY", "value": "index"} in plugin["env"]
+    assert all(variable in plugin["env"] for variable in old_plugin["env"])
+    tolerations = after["DaemonSet", "nvidia-dcgm-exporter"]["spec"]["template"]["spec"][
+        "tolerations"
+    ]
+    old = before["DaemonSet", "nvidia-dcgm-exporter"]["spec"]["template"]["spec"]["tolerations"]
+    assert tolerations[:-1] == old and tolerations[-1]["value"] == "monitoring"
+    daemonsets = [o for key, o in after.items() if key[0] == "DaemonSet"]
+    assert len(daemonsets) >= 4
+    assert all(
+        "example.com/privileged-justification" in o["metadata"]["annotations"] for o in daemonsets
+    )
+    # Only the DaemonSets changed, so only they differ from the unpatched rendering.
+    assert {key for key in after if after[key] != before[key]} == {
+        key for key in after if key[0] == "DaemonSet"
+    }
+
+
+def test_a_patch_file_change_makes_a_new_smoke_test(tmp_path: Path) -> None:
+    (tmp_path / "patch.yaml").write_text("metadata: {annotations: {a: '1'}}\n")
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        "extends: " + str(EXAMPLES / "kubeadm.yaml") + "\n"
+        "smokeTest: {enabled: true}\n"
+        "patches:\n  - {path: patch.yaml, target: {kind: DaemonSet, name: gpu-feature-discovery}}\n"
+    )
+
+    def job_name() -> str:
+        return next(o["metadata"]["name"] for o in _objects(config) if o["kind"] == "Job")
+
+    first = job_name()
+    (tmp_path / "patch.yaml").write_text("metadata: {annotations: {a: '2'}}\n")
+    assert job_name() != first
