@@ -467,9 +467,10 @@ def application_set(renderings: Sequence[Rendering]) -> dict[str, Any] | None:
     # Each object names its namespace; the Applications' default is the stack's when the
     # fleet's clusters share one (profiles differ: OpenShift's is nvidia-gpu).
     namespaces = {rendering.namespace for rendering in wanted}
-    if len(namespaces) == 1:
-        return with_namespace(reference.application_set, namespaces.pop())
-    return reference.application_set
+    application = reference.application_set
+    if len(namespaces) == 1 and application is not None:
+        return with_namespace(application, namespaces.pop())
+    return application
 
 
 def _location(source: str, path: tuple[str, ...]) -> Location | None:
