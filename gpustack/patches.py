@@ -335,8 +335,10 @@ def merge(original: Any, patch: Any, path: tuple[str, ...], known: bool, kind: s
             result.pop(key, None)
             continue
         child_path = (*path, str(key))
-        if isinstance(value, list) and isinstance(original.get(key), list):
-            merged = _merge_list(original[key], value, child_path, known, kind)
+        if isinstance(value, list):
+            present = original.get(key)
+            existing = present if isinstance(present, list) else []
+            merged = _merge_list(existing, value, child_path, known, kind)
         else:
             merged = merge(original.get(key), value, child_path, known, kind)
         if merged is _DELETED:

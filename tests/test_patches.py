@@ -405,3 +405,21 @@ def test_a_patch_file_change_makes_a_new_smoke_test(tmp_path: Path) -> None:
     first = job_name()
     (tmp_path / "patch.yaml").write_text("metadata: {annotations: {a: '2'}}\n")
     assert job_name() != first
+
+
+def test_directives_in_a_list_the_object_lacks_leave_nothing_behind() -> None:
+    merged = patches.merge(
+        {"spec": {}},
+        {
+            "spec": {
+                "tolerations": [{"$patch": "replace"}, {"operator": "Exists"}],
+                "containers": [{"name": "x", "env": [{"name": "A", "$patch": "delete"}]}],
+            }
+        },
+        (),
+        True,
+        "Pod",
+    )
+    assert merged == {
+        "spec": {"tolerations": [{"operator": "Exists"}], "containers": [{"name": "x", "env": []}]}
+    }
