@@ -9,8 +9,8 @@ namespace name.
 
 Strategic merge follows Kubernetes' merge keys (the `patchMergeKey` and `patchStrategy` tags of
 k8s.io/api core/v1 types.go) for the built-in kinds' lists: containers, initContainers,
-volumes, imagePullSecrets by name, env by name, volumeMounts by mountPath, ports by
-containerPort; every other list, tolerations included, is replaced. A
+volumes, imagePullSecrets by name, env by name, volumeMounts by mountPath (ports take a
+JSON 6902 patch); every other list, tolerations included, is replaced. A
 custom resource's lists are replaced whole, as kustomize does without its schema. The
 directives `$patch: delete` and `$patch: replace` work on mappings and list items, and a null
 value removes a key.
@@ -255,8 +255,8 @@ _BUILT_IN_GROUPS = frozenset(
 
 # List fields and their merge keys (patchMergeKey with patchStrategy merge in k8s.io/api core/v1
 # types.go, v1.34): PodSpec.containers, initContainers, ephemeralContainers, volumes,
-# imagePullSecrets, resourceClaims and hostAliases; Container.env, volumeMounts, volumeDevices
-# and ports; ObjectMeta.ownerReferences. Lists without those tags (tolerations, args, command,
+# imagePullSecrets, resourceClaims and hostAliases; Container.env, volumeMounts and
+# volumeDevices; ObjectMeta.ownerReferences. Ports are refused (see _merge_key). Lists without those tags (tolerations, args, command,
 # envFrom, node affinity terms, RBAC rules and subjects) are replaced.
 _MERGE_KEYS = {
     "containers": "name",
@@ -349,19 +349,18 @@ def merge(original: Any, patch: Any, path: tuple[str, ...], known: bool, kind: s
 
 
 def _merge_key(path: tuple[str, ...], kind: str) -> str | None:
-    name = path[-1]
-    if name == "ports":
-        if len(path) >= 2 and any(part in _CONTAINER_LISTS for part in path[:-1]):
-            return "containerPort"  # Container.ports
-        if kind == "Service" and path == ("spec", "ports"):
-            # kustomize merges a Service's ports by port and protocol, and drops a patch's
-            # item that leaves the protocol out: a JSON 6902 patch says exactly what it means.
-            raise _PatchProblem(
-                "a Service's ports are patched with a JSON 6902 patch (kustomize merges them "
-                "by port and protocol, and drops an item without its protocol)"
-            )
-        return None
-    return _MERGE_KEYS.get(name)
+    if path[-1] == "ports" and (
+        any(part in _CONTAINER_LISTS for part in path[:-1])
+        or (kind == "Service" and path == ("spec", "ports"))
+    ):
+        # kustomize (kyaml, v5.7) merges container and Service ports by port and protocol, in
+        # an order of its own, and drops a patch's item that leaves the protocol out: a JSON
+        # 6902 patch says exactly what it means, where a strategic merge could differ.
+        raise _PatchProblem(
+            "ports are patched with a JSON 6902 patch (kustomize merges them by port and "
+            "protocol, in an order of its own, and drops an item without its protocol)"
+        )
+    return _MERGE_KEYS.get(path[-1])
 
 
 def _merge_list(

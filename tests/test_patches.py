@@ -335,21 +335,29 @@ def test_kubectl_kustomize_is_real() -> None:
     assert "Kustomize" in version.stdout
 
 
-def test_service_ports_need_a_json6902_patch() -> None:
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "s", "namespace": "n"},
-        "spec": {"ports": [{"port": 80}]},
-    }
-    patch = patches.Patch(
-        {"spec": {"ports": [{"port": 80, "name": "web"}]}},
-        Location("c.yaml", 2, 3),
-        patches.Target(kind="Service"),
-        regexes={},
-    )
-    with pytest.raises(UserError, match="JSON 6902"):
-        patches.apply([service], [patch])
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("Service", {"spec": {"ports": [{"port": 80, "name": "web"}]}}),
+        (
+            "DaemonSet",
+            {
+                "spec": {
+                    "template": {
+                        "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}
+                    }
+                }
+            },
+        ),
+    ],
+)
+def test_ports_need_a_json6902_patch(kind: str, body: dict[str, Any]) -> None:
+    group = "v1" if kind == "Service" else "apps/v1"
+    obj = {"apiVersion": group, "kind": kind, "metadata": {"name": "s", "namespace": "n"}}
+    patch = patches.Patch(body, Location("c.yaml", 2, 3), patches.Target(kind=kind), regexes={})
+    with pytest.raises(UserError, match="JSON 6902") as raised:
+        patches.apply([obj], [patch])
+    assert str(raised.value.location) == "c.yaml:2:3"
 
 
 def _readme_patches() -> list[Any]:
