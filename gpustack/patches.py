@@ -256,8 +256,9 @@ _BUILT_IN_GROUPS = frozenset(
 # List fields and their merge keys (patchMergeKey with patchStrategy merge in k8s.io/api core/v1
 # types.go, v1.34): PodSpec.containers, initContainers, ephemeralContainers, volumes,
 # imagePullSecrets, resourceClaims and hostAliases; Container.env, volumeMounts and
-# volumeDevices; ObjectMeta.ownerReferences. Ports are refused (see _merge_key). Lists without those tags (tolerations, args, command,
-# envFrom, node affinity terms, RBAC rules and subjects) are replaced.
+# volumeDevices; ObjectMeta.ownerReferences. Ports are refused (see _merge_key). Lists without
+# those tags (tolerations, args, command, envFrom, node affinity terms, RBAC rules and subjects)
+# are replaced.
 _MERGE_KEYS = {
     "containers": "name",
     "initContainers": "name",
@@ -292,8 +293,10 @@ def _strategic(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
     try:
         merged = merge(obj, body, (), known, str(obj.get("kind", "")))
     except _PatchProblem as problem:
+        # The problem names a field of the patch: not shown for a patch file's.
+        detail = "" if patch.from_file else f": {problem}"
         raise UserError(
-            f"the strategic-merge patch cannot apply to {display(identity(obj))}: {problem}",
+            f"the strategic-merge patch cannot apply to {display(identity(obj))}{detail}",
             patch.location,
             field="patches",
         ) from None
@@ -326,7 +329,7 @@ def merge(original: Any, patch: Any, path: tuple[str, ...], known: bool, kind: s
     if directive == "replace":
         return {k: copy.deepcopy(v) for k, v in patch.items() if k != DIRECTIVE}
     if directive is not None:
-        raise _PatchProblem(f"unknown {DIRECTIVE} directive {directive!r} (delete or replace)")
+        raise _PatchProblem(f"an unknown {DIRECTIVE} directive (delete or replace)")
     if not isinstance(original, dict):
         original = {}
     result = dict(original)
@@ -376,7 +379,7 @@ def _merge_list(
     if not known:
         return copy.deepcopy(patch)
     if path[-2:] in _PRIMITIVE_MERGE:
-        return list(dict.fromkeys([*original, *patch]))
+        return list(dict.fromkeys([*patch, *original]))  # kustomize's order: the patch's first
     key = _merge_key(path, kind)
     if key is None:
         return copy.deepcopy(patch)

@@ -49,6 +49,7 @@ def _objects(config: Path | None) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("case", CORPUS, ids=[case["name"] for case in CORPUS])
 def test_patch_equals_kustomize(tmp_path: Path, case: dict[str, Any]) -> None:
     example = case.get("config", "kubeadm.yaml")
+    entries = case.get("patches", [case.get("patch")])
     unpatched = render.render(load_stack(EXAMPLES / example))
     base = tmp_path / "base"
     for name, content in render.files(unpatched).items():
@@ -57,13 +58,13 @@ def test_patch_equals_kustomize(tmp_path: Path, case: dict[str, Any]) -> None:
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump({"resources": ["../base"], "patches": [_for_kustomize(case["patch"])]})
+        yaml.safe_dump({"resources": ["../base"], "patches": [_for_kustomize(p) for p in entries]})
     )
     expected = by_identity(kustomize(overlay))
     got = by_identity(
         [
             yaml.safe_load(yaml.safe_dump(obj))
-            for obj in _objects(_config(tmp_path, [case["patch"]], example))
+            for obj in _objects(_config(tmp_path, entries, example))
         ]
     )
     assert set(got) == set(expected)
