@@ -432,3 +432,25 @@ def test_directives_in_a_list_the_object_lacks_leave_nothing_behind() -> None:
     assert merged == {
         "spec": {"tolerations": [{"operator": "Exists"}], "containers": [{"name": "x", "env": []}]}
     }
+
+
+def test_a_patch_file_may_hold_several_patches(tmp_path: Path) -> None:
+    (tmp_path / "patches.yaml").write_text(
+        "metadata: {annotations: {first: '1'}}\n---\n"
+        "- {op: add, path: /metadata/annotations/second, value: '2'}\n"
+    )
+    config = _config(
+        tmp_path,
+        [
+            {
+                "path": "patches.yaml",
+                "target": {"kind": "DaemonSet", "name": "gpu-feature-discovery"},
+            }
+        ],
+    )
+    gfd = next(
+        o
+        for o in _objects(config)
+        if o["metadata"]["name"] == "gpu-feature-discovery" and o["kind"] == "DaemonSet"
+    )
+    assert gfd["metadata"]["annotations"] == {"first": "1", "second": "2"}
