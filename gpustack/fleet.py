@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from gpustack import lint, output, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
+from gpustack.decorate import layer
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
 from gpustack.gitops import FLEET_DIR, with_namespace
@@ -373,7 +374,7 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     for a path to a kustomize overlay of the rendered folder (see overlays)."""
     import posixpath
 
-    wanted = [(r.name, r.gitops_path) for r in renderings if r.gitops_path is not None]
+    wanted = [(r, r.gitops_path) for r in renderings if r.gitops_path is not None]
     if not wanted:
         return []
     folder = Path(os.path.abspath(out))
@@ -383,10 +384,15 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     except ValueError:
         return []
     found: dict[tuple[str, str], tuple[str, str, str]] = {}
-    for name, (setting, template) in wanted:
+    for rendering, (setting, template) in wanted:
+        name = rendering.name
         points = posixpath.normpath(template.replace("{name}", name))
         writes = posixpath.normpath(posixpath.join(relative, name))
-        if points != writes and not overlays(top / points, top / writes):
+        # Flux's Kustomizations read one folder per layer: an overlay has one per layer too.
+        folders = sorted({layer(obj) for obj in rendering.objects}) if rendering.layered else [""]
+        if points != writes and not all(
+            overlays(top / points / folder, top / writes / folder) for folder in folders
+        ):
             found.setdefault((setting, template), (name, points, writes))
     messages = []
     for (setting, template), (name, points, writes) in found.items():

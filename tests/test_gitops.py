@@ -514,7 +514,8 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
     cli, tmp_path, monkeypatch, tool, setting
 ):
     """Argo CD or Flux may read a kustomize overlay of the rendered folder (a supported layout):
-    render and check say nothing of it; a cluster whose overlay is missing is still named."""
+    render and check say nothing of it; a cluster whose overlay is missing is still named. Flux
+    reads one folder per layer, so its overlay has one per layer too."""
     monkeypatch.chdir(tmp_path)
     readme_files(tmp_path, tool)
     base = tmp_path / "clusters/base.yaml"
@@ -524,26 +525,48 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
             f"  {tool}:\n", f"  {tool}:\n    path: {prefix}overlays/{{name}}\n"
         )
     )
-    overlay = tmp_path / "overlays" / "gpu-east"
-    overlay.mkdir(parents=True)
-    (overlay / "kustomization.yaml").write_text(
-        "resources:\n  - ../../out/gpu-east\ncommonAnnotations:\n  team: gpu\n"
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    layers = (
+        sorted(
+            p.name
+            for p in (tmp_path / "out/gpu-east").iterdir()
+            if (p / "kustomization.yaml").is_file()
+        )
+        if tool == "flux"
+        else [""]
     )
+    assert layers != [] and (tool == "argocd" or "workloads" in layers)
+
+    def overlay(name: str, source: str, annotate: bool = True) -> None:
+        """overlays/<name>/ building on `source` (relative to the repository), per layer."""
+        for folder in layers:
+            target = tmp_path / "overlays" / name / folder
+            target.mkdir(parents=True, exist_ok=True)
+            up = "../" * (3 if folder else 2)
+            extra = "commonAnnotations:\n  team: gpu\n" if annotate else ""
+            (target / "kustomization.yaml").write_text(
+                f"resources:\n  - {up}{source}/{folder}\n".replace("/\n", "\n") + extra
+            )
+
+    if tool == "flux":
+        # A top-level overlay alone is not enough for Flux, which reads the layers' folders.
+        (tmp_path / "overlays/gpu-east").mkdir(parents=True)
+        (tmp_path / "overlays/gpu-east/kustomization.yaml").write_text(
+            "resources:\n  - ../../out/gpu-east\n"
+        )
+        result = cli("render", "clusters", "-o", "out")
+        assert "gpu-east" in result.stderr and setting in result.stderr, result.stderr
+    overlay("gpu-east", "out/gpu-east")
     result = cli("render", "clusters", "-o", "out")
     assert result.exit_code == 0, result.output
     warned = [line for line in result.stderr.splitlines() if setting in line]
     assert len(warned) == 1 and "gpu-west" in warned[0] and "gpu-east" not in warned[0]
     # An overlay of an overlay of the rendered folder is one too.
-    (tmp_path / "overlays" / "gpu-west").mkdir()
-    (tmp_path / "overlays" / "gpu-west" / "kustomization.yaml").write_text(
-        "resources:\n  - ../shared-west\n"
-    )
-    (tmp_path / "overlays" / "shared-west").mkdir()
-    (tmp_path / "overlays" / "shared-west" / "kustomization.yaml").write_text(
-        "resources:\n  - ../../out/gpu-west\n"
-    )
+    overlay("shared-west", "out/gpu-west", annotate=False)
+    overlay("gpu-west", "overlays/shared-west")
     for command in ("render", "check"):
         quiet = cli(command, "clusters", "-o", "out")
         assert quiet.exit_code == 0 and setting not in quiet.stderr, quiet.stderr
-    built = kustomize(overlay)
-    assert built and all(obj["metadata"]["annotations"]["team"] == "gpu" for obj in built)
+    for folder in layers:
+        built = kustomize(tmp_path / "overlays" / "gpu-east" / folder)
+        assert built and all(obj["metadata"]["annotations"]["team"] == "gpu" for obj in built)
