@@ -264,6 +264,7 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     assert by_identity(kustomize(tmp_path / "out" / "_gitops")) == by_identity([application_set])
 
 
+@pytest.mark.shared
 def test_finalizer_off_preserves_the_stack_when_an_application_goes(cli, tmp_path, monkeypatch):
     """With finalizer false the ApplicationSet asks its controller not to add the finalizer
     (leaving it out of the template would not: the controller adds it by default)."""
@@ -279,6 +280,7 @@ def test_finalizer_off_preserves_the_stack_when_an_application_goes(cli, tmp_pat
     assert cli("render", "clusters", "-o", "out").exit_code == 0
     application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
     assert application_set["spec"]["syncPolicy"] == {"preserveResourcesOnDeletion": True}
+    assert schema_errors(application_set) == []  # Argo CD's own CRD schema
     # A fleet whose stacks share a namespace gives it to every Application, as a per-cluster
     # Application has it.
     east = tmp_path / "clusters" / "gpu-east" / "gpustack.yaml"
@@ -299,6 +301,7 @@ def test_finalizer_off_preserves_the_stack_when_an_application_goes(cli, tmp_pat
         tmp_path / "out" / "gpu-east" / "gitops" / "application-gpustack-gpu-east.yaml"
     )
     assert application["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
+    assert schema_errors(application) == []
 
 
 def test_turning_the_application_set_off_prunes_it_and_check_notices(cli, tmp_path, monkeypatch):
