@@ -13,7 +13,8 @@ volumes, imagePullSecrets by name, env by name, volumeMounts by mountPath (ports
 JSON 6902 patch); every other list, tolerations included, is replaced. A
 custom resource's lists are replaced whole, as kustomize does without its schema. The
 directives `$patch: delete` and `$patch: replace` work on mappings and list items, and a null
-value removes a key.
+value removes a key. A patch's items come first in a merged list, then the object's others, as
+kustomize v5.8.1 orders them (tests/cases/patches/corpus.yaml is checked against it).
 
 Pure: patches arrive parsed (gpustack.config reads them) and objects are changed in place.
 """
@@ -356,9 +357,9 @@ def _merge_key(path: tuple[str, ...], kind: str) -> str | None:
         any(part in _CONTAINER_LISTS for part in path[:-1])
         or (kind == "Service" and path == ("spec", "ports"))
     ):
-        # kustomize (kyaml, v5.7) merges container and Service ports by port and protocol, in
-        # an order of its own, and drops a patch's item that leaves the protocol out: a JSON
-        # 6902 patch says exactly what it means, where a strategic merge could differ.
+        # kustomize v5.8.1 (in kubectl 1.37) merges container and Service ports by port and
+        # protocol, in an order of its own, and drops a patch's item that leaves the protocol
+        # out: a JSON 6902 patch says exactly what it means, where a strategic merge could differ.
         raise _PatchProblem(
             "ports are patched with a JSON 6902 patch (kustomize merges them by port and "
             "protocol, in an order of its own, and drops an item without its protocol)"
