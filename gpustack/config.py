@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpustack import gke_accelerators, mig
+from gpustack import patches as patching
 from gpustack import profiles as profile_store
 from gpustack.errors import (
     Location,
@@ -36,12 +37,22 @@ from gpustack.layers import (
 from gpustack.model import (
     GPUStack,
     NodeSelectorRequirement,
+    PatchEntry,
     Profile,
     ProfileFacts,
+    Strict,
     WithResources,
 )
+from gpustack.patterns import linear_regex
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
-from gpustack.yamlio import Document, SourceMap, load_file, load_file_fast, load_text
+from gpustack.yamlio import (
+    Document,
+    SourceMap,
+    load_all_text,
+    load_file,
+    load_file_fast,
+    load_text,
+)
 
 _MAX_EXTENDS_DEPTH = 16
 # Bases in all, counted as they are applied (one named twice, or by two files, counts twice): each
@@ -89,6 +100,8 @@ class Stack:
     # Settings left out because they do not apply to the profile: (field path, why).
     left_out: tuple[tuple[str, str], ...] = ()
     entitlement_mode: int | None = None  # the PEM file's permission bits
+    # `patches:` of the bases then the config, read and parsed (gpustack.patches applies them).
+    patches: tuple[patching.Patch, ...] = ()
 
     @property
     def name(self) -> str:
@@ -329,7 +342,10 @@ def load_stack(
     if profile_name:
         combined = merge(combined, {"platform": {"profile": profile_name}})
     all_layers = [profile_layer, *layers]
+    patch_entries = _patch_entries(layers)
     merged = merge(profile_layer.data, combined)
+    if patch_entries:
+        merged["patches"] = [entry for entry, _, _ in patch_entries]
     config = validate(GPUStack, merged, all_layers)
     left_out: list[tuple[str, str]] = []
     while True:
@@ -349,6 +365,9 @@ def load_stack(
         _read_mig_configs(config, all_layers) if config.migManager.config.file else None
     )
     _check_mig_manager(config, profile, all_layers, user_mig_configs)
+    read_patches = tuple(
+        patch for entry, layer, index in patch_entries for patch in _read_patch(entry, layer, index)
+    )
     return Stack(
         config,
         profile,
@@ -357,7 +376,150 @@ def load_stack(
         user_mig_configs=user_mig_configs,
         left_out=tuple(left_out),
         entitlement_mode=mode,
+        patches=read_patches,
     )
+
+
+class _PatchList(Strict):
+    """One layer's `patches:`, validated on its own so that errors point into that layer."""
+
+    patches: list[PatchEntry]
+
+
+def _patch_entries(layers: list[Layer]) -> list[tuple[Any, Layer, int]]:
+    """Every layer's `patches:` entries in order (bases first): patches add up, where other
+    lists in a config replace the base's."""
+    entries: list[tuple[Any, Layer, int]] = []
+    for layer in layers:
+        value = layer.data.get("patches")
+        if value is None:
+            continue
+        validate(_PatchList, {"patches": value}, [layer])
+        entries += [(entry, layer, index) for index, entry in enumerate(value)]
+    return entries
+
+
+def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
+    """The patch documents of one `patches:` entry, each with where it was written."""
+    model = PatchEntry.model_validate(entry)
+    where = (*layer.prefix, "patches", index)
+    location = layer.source.value((*where, "path" if model.path else "patch")) or (
+        layer.source.nearest(where)
+    )
+    if model.path is not None:
+        base = layer.directory if layer.directory else Path.cwd()
+        file = base / model.path
+        try:
+            text = decode(read_bounded(file, what="a patch file", location=location), str(file))
+            documents = [d for d in load_all_text(text, display_path(file)) if d.data is not None]
+        except UserError as error:
+            if error.message.endswith("file not found"):
+                error = UserError(f"patch file {display_path(file)} not found", location)
+            elif error.location is not None and error.location.line:
+                # The file may be anything: named with the place, never quoted.
+                error = UserError(
+                    "not valid YAML, expected a patch; its content is not shown", error.location
+                )
+            raise UserError(error.message, error.location, f"patches.{index}.path") from None
+        found = [(d.data, d.source.nearest(())) for d in documents]
+    else:
+        try:
+            documents = [
+                d for d in load_all_text(model.patch or "", str(location)) if d.data is not None
+            ]
+        except UserError as error:
+            raise UserError(
+                f"the patch is not valid YAML: {error.message}",
+                location,
+                f"patches.{index}.patch",
+            ) from None
+        found = [(d.data, location) for d in documents]
+    if not found:
+        raise UserError("the patch is empty", location, f"patches.{index}")
+    target = _patch_target(model, layer, where)
+    return [_one_patch(body, at, target, model.path is not None, index) for body, at in found]
+
+
+def _patch_target(
+    model: PatchEntry, layer: Layer, where: tuple[str | int, ...]
+) -> tuple[patching.Target | None, dict[str, Any]]:
+    if model.target is None:
+        return None, {}
+    target = patching.Target(**model.target.model_dump())
+    regexes = {}
+    for key in ("group", "version", "kind", "name", "namespace"):
+        pattern = getattr(target, key)
+        if pattern is None:
+            continue
+        field = f"patches.{where[-1]}.target.{key}"
+        try:
+            regexes[key] = linear_regex(pattern, field)
+        except UserError as error:
+            raise UserError(
+                error.message, layer.source.nearest((*where, "target", key)), field, error.hint
+            ) from None
+    for key in ("labelSelector", "annotationSelector"):
+        selector = getattr(target, key)
+        if selector is None:
+            continue
+        try:
+            patching.parse_selector(selector)
+        except ValueError as problem:
+            raise UserError(
+                f"not a Kubernetes label selector: {problem}",
+                layer.source.nearest((*where, "target", key)),
+                f"patches.{where[-1]}.target.{key}",
+                hint="e.g. `app=nvidia-device-plugin,tier in (gpu)` or `!example.com/skip`",
+            ) from None
+    return target, regexes
+
+
+def _one_patch(
+    body: Any,
+    location: Location,
+    target: tuple[patching.Target | None, dict[str, Any]],
+    from_file: bool,
+    index: int,
+) -> patching.Patch:
+    selector, regexes = target
+    field = f"patches.{index}"
+    if isinstance(body, list):
+        # kustomize: a list is a JSON 6902 patch, which needs a target.
+        if not all(isinstance(op, dict) and isinstance(op.get("op"), str) for op in body):
+            raise UserError(
+                "a JSON 6902 patch is a list of operations, each a mapping with `op` and `path`",
+                location,
+                field,
+            )
+        if selector is None:
+            raise UserError(
+                "a JSON 6902 patch needs a target (the objects it applies to)",
+                location,
+                field,
+                hint="add target: {kind: DaemonSet, name: nvidia-device-plugin}",
+            )
+    elif isinstance(body, dict):
+        meta = body.get("metadata")
+        if selector is None and not (
+            isinstance(body.get("apiVersion"), str)
+            and isinstance(body.get("kind"), str)
+            and isinstance(meta, dict)
+            and isinstance(meta.get("name"), str)
+        ):
+            raise UserError(
+                "a strategic-merge patch without a target names its object: apiVersion, kind "
+                "and metadata.name (and metadata.namespace)",
+                location,
+                field,
+                hint="or give target: {kind: ..., name: ...}",
+            )
+    else:
+        raise UserError(
+            "a patch is a mapping (strategic merge) or a list of operations (JSON 6902)",
+            location,
+            field,
+        )
+    return patching.Patch(body, location, selector, from_file, regexes)
 
 
 def _without(data: dict[str, Any], path: tuple[str, ...], defaults: Any) -> dict[str, Any]:

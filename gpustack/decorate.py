@@ -184,6 +184,19 @@ def _annotate_sync(obj: dict[str, Any]) -> None:
         annotations[SYNC_OPTIONS] = "SkipDryRunOnMissingResource=true"
 
 
+def rehash(objects: list[dict[str, Any]]) -> None:
+    """Hash again the ConfigMaps each workload mounts, after a patch changed objects: a patched
+    ConfigMap rolls the pods that mount it, as any config change does."""
+    config_maps = {
+        (namespace_of(obj), name_of(obj)): obj for obj in objects if obj.get("kind") == "ConfigMap"
+    }
+    for workload in objects:
+        if workload.get("kind") in _WORKLOADS:
+            template = workload.get("spec", {}).get("template", {})
+            template.get("metadata", {}).get("annotations", {}).pop(CONFIG_HASH, None)
+            _hash_config(workload, config_maps)
+
+
 def _hash_config(workload: dict[str, Any], config_maps: dict[tuple[str, str], Any]) -> None:
     """Annotate the pod template with a hash of the ConfigMaps it mounts, so a config change
     rolls the pods (the helm chart's checksum/config, done for every workload)."""

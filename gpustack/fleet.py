@@ -28,18 +28,21 @@ import pickle
 import re
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpustack import lint, output, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
+from gpustack.decorate import layer
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
-from gpustack.gitops import FLEET_DIR
+from gpustack.gitops import FLEET_DIR, with_namespace
 from gpustack.layers import Layer
-from gpustack.reading import MAX_FILE_BYTES, read_bounded
+from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import PICKLE, Rendering, render
+from gpustack.yamlio import load_text
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -279,8 +282,24 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
                 taints=rendering.taints,
                 node_labels=rendering.node_labels,
             )
-        results.append(schema + linted[key])
+        results.append(_at_patches(rendering, schema + linted[key]))
     return results
+
+
+def _at_patches(rendering: Rendering, findings: list[Finding]) -> list[Finding]:
+    """Findings on an object the config's patches changed name those patches' places."""
+    if not rendering.patched:
+        return findings
+    return [
+        replace(
+            finding,
+            message=f"{finding.message} (the object is patched at "
+            f"{', '.join(rendering.patched[finding.object])})",
+        )
+        if finding.object in rendering.patched
+        else finding
+        for finding in findings
+    ]
 
 
 def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Finding]]:
@@ -351,10 +370,11 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     """A warning for each GitOps path template (Rendering.gitops_path) that does not point at
     the folder this render writes under `out`, both taken in the repository: from its top (the
     nearest folder above `out` holding `.git`), or from the working folder outside one. Nothing
-    when `out` lies outside that folder (where the repository reads it cannot be told)."""
+    when `out` lies outside that folder (where the repository reads it cannot be told), nor
+    for a path to a kustomize overlay of the rendered folder (see overlays)."""
     import posixpath
 
-    wanted = [(r.name, r.gitops_path) for r in renderings if r.gitops_path is not None]
+    wanted = [(r, r.gitops_path) for r in renderings if r.gitops_path is not None]
     if not wanted:
         return []
     folder = Path(os.path.abspath(out))
@@ -364,10 +384,15 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     except ValueError:
         return []
     found: dict[tuple[str, str], tuple[str, str, str]] = {}
-    for name, (setting, template) in wanted:
+    for rendering, (setting, template) in wanted:
+        name = rendering.name
         points = posixpath.normpath(template.replace("{name}", name))
         writes = posixpath.normpath(posixpath.join(relative, name))
-        if points != writes:
+        # Flux's Kustomizations read one folder per layer: an overlay has one per layer too.
+        folders = sorted({layer(obj) for obj in rendering.objects}) if rendering.layered else [""]
+        if points != writes and not all(
+            overlays(top / points / folder, top / writes / folder) for folder in folders
+        ):
             found.setdefault((setting, template), (name, points, writes))
     messages = []
     for (setting, template), (name, points, writes) in found.items():
@@ -382,6 +407,36 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
             f"{setting} to {suggested}, or render into the folder it names"
         )
     return messages
+
+
+# kustomize's names for a kustomization file (kustomize api/konfig/general.go).
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+_OVERLAY_DEPTH = 4
+
+
+def overlays(folder: Path, rendered: Path, depth: int = 0) -> bool:
+    """Whether the kustomization in `folder` builds on `rendered` (names it, or a folder that
+    does, in its `resources`): an overlay of the rendered folder, which Argo CD or Flux may read
+    in its place."""
+    if depth > _OVERLAY_DEPTH:
+        return False
+    for name in KUSTOMIZATION_FILES:
+        try:
+            document = load_text(decode(read_bounded(folder / name, 1024 * 1024), name), name)
+        except UserError:
+            continue
+        data = document.data
+        resources = data.get("resources") if isinstance(data, dict) else None
+        for entry in resources if isinstance(resources, list) else []:
+            if not isinstance(entry, str) or "://" in entry:
+                continue
+            target = Path(os.path.normpath(folder / entry))
+            if target == Path(os.path.normpath(rendered)) or (
+                target.is_dir() and overlays(target, rendered, depth + 1)
+            ):
+                return True
+        return False
+    return False
 
 
 def check_unique_names(clusters: Sequence[tuple[str, str]]) -> None:
@@ -415,7 +470,13 @@ def application_set(renderings: Sequence[Rendering]) -> dict[str, Any] | None:
                 field="gitops.argocd",
                 hint="move the gitops section into the base config both extend",
             )
-    return reference.application_set
+    # Each object names its namespace; the Applications' default is the stack's when the
+    # fleet's clusters share one (profiles differ: OpenShift's is nvidia-gpu).
+    namespaces = {rendering.namespace for rendering in wanted}
+    application = reference.application_set
+    if len(namespaces) == 1 and application is not None:
+        return with_namespace(application, namespaces.pop())
+    return application
 
 
 def _location(source: str, path: tuple[str, ...]) -> Location | None:

@@ -21,6 +21,9 @@ FLEET_DIR = "_gitops"
 CLUSTER_DIR = "gitops"
 APPLICATION_SET_NAME = "gpustack"
 ARGOCD_API = "argoproj.io/v1alpha1"
+# Deleting an Application that carries this finalizer deletes the objects it deployed (argo-cd
+# docs/user-guide/app_deletion.md, "About The Deletion Finalizer").
+RESOURCES_FINALIZER = "resources-finalizer.argocd.argoproj.io"
 
 
 def application_name(cluster: str) -> str:
@@ -44,10 +47,13 @@ def application(stack: Stack) -> dict[str, Any]:
     destination = _destination(argocd, stack.name)
     destination.setdefault("namespace", stack.namespace)
     path = argocd.path.replace("{name}", stack.name)
+    metadata: dict[str, Any] = {"name": application_name(stack.name), "namespace": argocd.namespace}
+    if argocd.finalizer:  # off unless asked for: deleting the Application keeps the stack
+        metadata["finalizers"] = [RESOURCES_FINALIZER]
     return {
         "apiVersion": ARGOCD_API,
         "kind": "Application",
-        "metadata": {"name": application_name(stack.name), "namespace": argocd.namespace},
+        "metadata": metadata,
         "spec": _application_spec(argocd, path, destination),
     }
 
@@ -65,7 +71,18 @@ def application_set(stack: Stack) -> dict[str, Any] | None:
     cluster = "{{path.basename}}"
     folders = argocd.path.replace("{name}", "*")
     fleet_dir = argocd.path.replace("{name}", FLEET_DIR)
-    template_spec = _application_spec(argocd, "{{path}}", _destination(argocd, cluster))
+    destination = _destination(argocd, cluster)
+    template_spec = _application_spec(argocd, "{{path}}", destination)
+    template_metadata: dict[str, Any] = {"name": application_name(cluster)}
+    spec: dict[str, Any] = {}
+    # The ApplicationSet controller puts the resources finalizer on every Application it makes
+    # unless syncPolicy.preserveResourcesOnDeletion is true (argo-cd
+    # docs/operator-manual/applicationset/Application-Deletion.md): on (the default), the
+    # template says so; off, the ApplicationSet asks the controller to preserve them.
+    if argocd.finalizer is False:
+        spec["syncPolicy"] = {"preserveResourcesOnDeletion": True}
+    else:
+        template_metadata["finalizers"] = [RESOURCES_FINALIZER]
     return {
         "apiVersion": ARGOCD_API,
         "kind": "ApplicationSet",
@@ -80,11 +97,24 @@ def application_set(stack: Stack) -> dict[str, Any] | None:
                     }
                 }
             ],
-            "template": {
-                "metadata": {"name": application_name(cluster)},
-                "spec": template_spec,
-            },
+            "template": {"metadata": template_metadata, "spec": template_spec},
+            **spec,
         },
+    }
+
+
+def with_namespace(application_set: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The ApplicationSet with `namespace` as its Applications' default destination namespace
+    (when `gitops.argocd.destination.namespace` does not name one), as a per-cluster
+    Application has its stack's: the fleet's clusters all share it (fleet.application_set)."""
+    destination = application_set["spec"]["template"]["spec"]["destination"]
+    if "namespace" in destination:
+        return application_set
+    template = application_set["spec"]["template"]
+    spec = {**template["spec"], "destination": {**destination, "namespace": namespace}}
+    return {
+        **application_set,
+        "spec": {**application_set["spec"], "template": {**template, "spec": spec}},
     }
 
 

@@ -1128,6 +1128,13 @@ class ArgoCD(Strict):
     automated: bool = Field(default=True, description="sync automatically on every commit")
     prune: bool = Field(default=True, description="delete objects removed from the output")
     selfHeal: bool = Field(default=True, description="revert changes made in the cluster")
+    finalizer: Annotated[bool | None, Doc(default="on with `applicationSet`, else off")] = Field(
+        default=None,
+        description=(
+            "the `resources-finalizer.argocd.argoproj.io` finalizer: deleting the Application "
+            "deletes the objects it deployed"
+        ),
+    )
     retry: ArgoCDRetry = Field(
         default_factory=ArgoCDRetry,
         description=(
@@ -1207,6 +1214,61 @@ class Flux(Strict):
         return self
 
 
+class PatchTarget(Strict):
+    """kustomize's patch target (a Selector): every field given must match."""
+
+    group: str | None = Field(
+        default=None, description="API group, a regular expression matched whole (`apps`)"
+    )
+    version: str | None = Field(
+        default=None, description="API version, a regular expression matched whole (`v1`)"
+    )
+    kind: str | None = Field(
+        default=None, description="kind, a regular expression matched whole (`DaemonSet`)"
+    )
+    name: str | None = Field(
+        default=None,
+        description="object name, a regular expression matched whole (`nvidia-.*`)",
+    )
+    namespace: str | None = Field(
+        default=None, description="namespace, a regular expression matched whole"
+    )
+    labelSelector: str | None = Field(
+        default=None,
+        description="Kubernetes label selector (`app.kubernetes.io/component=device-plugin`)",
+    )
+    annotationSelector: str | None = Field(
+        default=None, description="the same syntax, over the objects' annotations"
+    )
+
+
+class PatchEntry(Strict):
+    patch: Annotated[str | None, Doc(type="YAML text")] = Field(
+        default=None,
+        description=(
+            "the patch itself: a strategic-merge patch (a mapping) or a JSON 6902 patch (a list "
+            "of operations); not with `path`"
+        ),
+    )
+    path: str | None = Field(
+        default=None,
+        description="a file holding the patch, relative to the config that names it; not with `patch`",
+    )
+    target: PatchTarget | None = Field(
+        default=None,
+        description=(
+            "the objects the patch applies to; without it a strategic-merge patch applies to "
+            "the object its own apiVersion, kind, name and namespace name"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _patch_or_path(self) -> PatchEntry:
+        if (self.patch is None) == (self.path is None):
+            raise ValueError("give either patch (the patch itself) or path (a file holding it)")
+        return self
+
+
 class GitOps(Strict):
     tool: Literal["none", "argocd", "flux"] = Field(
         default="none", description="emit GitOps objects into `gitops/`"
@@ -1256,6 +1318,13 @@ class GPUStack(Strict):
     images: Images = Field(default_factory=Images)
     smokeTest: SmokeTest = Field(default_factory=SmokeTest)
     gitops: GitOps = Field(default_factory=GitOps)
+    patches: Annotated[list[PatchEntry], Doc(see="Patches")] = Field(
+        default_factory=list,
+        description=(
+            "kustomize-style patches applied to the rendered objects before they are checked; "
+            "a base's come first"
+        ),
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> GPUStack:

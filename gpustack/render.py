@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from gpustack import emit, gitops
+from gpustack import emit, gitops, patches
 from gpustack.components import build_all, driver, namespace, node
 from gpustack.config import Stack
-from gpustack.decorate import HEADER, decorate, layer
+from gpustack.decorate import HEADER, decorate, layer, rehash
 from gpustack.objects import Identity, file_name, identity
 from gpustack.workload import deploy_node_labels
 
@@ -47,6 +47,10 @@ class Rendering:
     # The setting and path template of the rendered folder the GitOps objects point at (in the
     # repository), e.g. ("gitops.argocd.path", "out/{name}"); None without them or with a plugin.
     gitops_path: tuple[str, str] | None = None
+    # The objects the config's patches changed, each with where those patches are written: a
+    # finding on such an object names them (fleet.check_all).
+    patched: dict[Identity, list[str]] = field(default_factory=dict)
+    namespace: str = ""  # the stack's
 
     @cached_property
     def content_keys(self) -> list[bytes]:
@@ -67,6 +71,12 @@ def render(stack: Stack) -> Rendering:
         pull_secrets=images.pullSecrets,
         resources=stack.component_resources,
     )
+    # Patches apply to the decorated objects, which are what the user reads in the rendered
+    # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
+    # are then made again, so a patched ConfigMap still rolls the pods that mount it.
+    patched = patches.apply(objects, stack.patches)
+    if patched:
+        rehash(objects)
     application_set = gitops.application_set(stack)
     warnings = []
     managed_from = stack.facts.managedDCGMExporterFrom
@@ -118,6 +128,8 @@ def render(stack: Stack) -> Rendering:
         node_labels={**stack.config.nodes.selector, **deploy_node_labels(stack)},
         secret_file_mode=stack.entitlement_mode,
         gitops_path=_gitops_path(stack),
+        patched=patched,
+        namespace=stack.namespace,
     )
 
 

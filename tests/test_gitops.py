@@ -252,10 +252,56 @@ def test_application_set_generates_an_application_per_rendered_folder(cli, tmp_p
     assert matched(exclude=False) - matched(exclude=True) == {"out/gpu-east", "out/gpu-west"}
     template = application_set["spec"]["template"]
     assert template["spec"]["source"]["path"] == "{{path}}"
+    # The clusters' stacks live in different namespaces (OpenShift's nvidia-gpu, rke2's
+    # gpu-system): the template names none, and each object names its own.
     assert template["spec"]["destination"] == {"name": "{{path.basename}}"}
+    # Deleting a cluster's folder deletes its Application and, through the finalizer, the
+    # objects it deployed (argo-cd docs/operator-manual/applicationset/Application-Deletion.md).
+    assert template["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
+    assert "preserveResourcesOnDeletion" not in str(application_set)
     # Every generated Application retries a failed sync, as a per-cluster Application does.
     assert template["spec"]["syncPolicy"]["retry"]["limit"] > 0
     assert by_identity(kustomize(tmp_path / "out" / "_gitops")) == by_identity([application_set])
+
+
+@pytest.mark.shared
+def test_finalizer_off_preserves_the_stack_when_an_application_goes(cli, tmp_path, monkeypatch):
+    """With finalizer false the ApplicationSet asks its controller not to add the finalizer
+    (leaving it out of the template would not: the controller adds it by default)."""
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, "argocd")
+    base = tmp_path / "clusters" / "base.yaml"
+    _ask_for_application_set(base)
+    base.write_text(
+        base.read_text().replace(
+            "    applicationSet: true\n", "    applicationSet: true\n    finalizer: false\n"
+        )
+    )
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
+    assert application_set["spec"]["syncPolicy"] == {"preserveResourcesOnDeletion": True}
+    assert schema_errors(application_set) == []  # Argo CD's own CRD schema
+    # A fleet whose stacks share a namespace gives it to every Application, as a per-cluster
+    # Application has it.
+    east = tmp_path / "clusters" / "gpu-east" / "gpustack.yaml"
+    east.write_text(east.read_text() + "namespace: gpu-system\n")
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    application_set = load(tmp_path / "out" / "_gitops" / "applicationset-gpustack.yaml")
+    destination = application_set["spec"]["template"]["spec"]["destination"]
+    assert destination["namespace"] == "gpu-system"
+    assert "finalizers" not in application_set["spec"]["template"]["metadata"]
+    # A per-cluster Application gets the finalizer only when asked.
+    base.write_text(
+        base.read_text().replace(
+            "    applicationSet: true\n    finalizer: false\n", "    finalizer: true\n"
+        )
+    )
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    application = load(
+        tmp_path / "out" / "gpu-east" / "gitops" / "application-gpustack-gpu-east.yaml"
+    )
+    assert application["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
+    assert schema_errors(application) == []
 
 
 def test_turning_the_application_set_off_prunes_it_and_check_notices(cli, tmp_path, monkeypatch):
@@ -462,3 +508,68 @@ def test_a_plugin_path_names_the_config_folder_and_is_not_compared(cli, tmp_path
     base.write_text(base.read_text().replace("  argocd:\n", "  argocd:\n" + plugin))
     result = cli("render", "clusters", "-o", "out")
     assert result.exit_code == 0 and "gitops.argocd.path" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("tool", "setting"), [("argocd", "gitops.argocd.path"), ("flux", "gitops.flux.path")]
+)
+def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_about(
+    cli, tmp_path, monkeypatch, tool, setting
+):
+    """Argo CD or Flux may read a kustomize overlay of the rendered folder (a supported layout):
+    render and check say nothing of it; a cluster whose overlay is missing is still named. Flux
+    reads one folder per layer, so its overlay has one per layer too."""
+    monkeypatch.chdir(tmp_path)
+    readme_files(tmp_path, tool)
+    base = tmp_path / "clusters/base.yaml"
+    prefix = "./" if tool == "flux" else ""
+    base.write_text(
+        base.read_text().replace(
+            f"  {tool}:\n", f"  {tool}:\n    path: {prefix}overlays/{{name}}\n"
+        )
+    )
+    assert cli("render", "clusters", "-o", "out").exit_code == 0
+    layers = (
+        sorted(
+            p.name
+            for p in (tmp_path / "out/gpu-east").iterdir()
+            if (p / "kustomization.yaml").is_file()
+        )
+        if tool == "flux"
+        else [""]
+    )
+    assert layers != [] and (tool == "argocd" or "workloads" in layers)
+
+    def overlay(name: str, source: str, annotate: bool = True) -> None:
+        """overlays/<name>/ building on `source` (relative to the repository), per layer."""
+        for folder in layers:
+            target = tmp_path / "overlays" / name / folder
+            target.mkdir(parents=True, exist_ok=True)
+            up = "../" * (3 if folder else 2)
+            extra = "commonAnnotations:\n  team: gpu\n" if annotate else ""
+            (target / "kustomization.yaml").write_text(
+                f"resources:\n  - {up}{source}/{folder}\n".replace("/\n", "\n") + extra
+            )
+
+    if tool == "flux":
+        # A top-level overlay alone is not enough for Flux, which reads the layers' folders.
+        (tmp_path / "overlays/gpu-east").mkdir(parents=True)
+        (tmp_path / "overlays/gpu-east/kustomization.yaml").write_text(
+            "resources:\n  - ../../out/gpu-east\n"
+        )
+        result = cli("render", "clusters", "-o", "out")
+        assert "gpu-east" in result.stderr and setting in result.stderr, result.stderr
+    overlay("gpu-east", "out/gpu-east")
+    result = cli("render", "clusters", "-o", "out")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if setting in line]
+    assert len(warned) == 1 and "gpu-west" in warned[0] and "gpu-east" not in warned[0]
+    # An overlay of an overlay of the rendered folder is one too.
+    overlay("shared-west", "out/gpu-west", annotate=False)
+    overlay("gpu-west", "overlays/shared-west")
+    for command in ("render", "check"):
+        quiet = cli(command, "clusters", "-o", "out")
+        assert quiet.exit_code == 0 and setting not in quiet.stderr, quiet.stderr
+    for folder in layers:
+        built = kustomize(tmp_path / "overlays" / "gpu-east" / folder)
+        assert built and all(obj["metadata"]["annotations"]["team"] == "gpu" for obj in built)

@@ -12,6 +12,7 @@ it is the last layer, whose Kustomization depends on the workloads only and wait
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import gpustack
@@ -47,12 +48,14 @@ def name(stack: Stack) -> str:
     """`gpu-smoke-test-<hash>`: a Job's pod template cannot change, so a changed Job must be a new
     object; and a new Job after every change of the stack tests it again. The hash covers what the
     rendering is a function of (gpustack's version, the profile, the config but for the cluster's
-    name), so clusters of a fleet that differ only in name share one Job object."""
+    name, and the patches as read, a patch file's content included), so clusters of a fleet that
+    differ only in name share one Job object."""
     inputs = "\n".join(
         (
             gpustack.__version__,
             stack.profile.model_dump_json(),
-            stack.config.model_dump_json(exclude={"metadata", "extends"}),
+            stack.config.model_dump_json(exclude={"metadata", "extends", "patches"}),
+            json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
         )
     )
     return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"

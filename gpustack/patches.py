@@ -1,0 +1,410 @@
+"""The config's `patches:` applied to the rendered objects, in kustomize's `patches` format.
+
+Each patch is a strategic-merge patch (a mapping) or a JSON 6902 patch (a list of operations),
+told apart as kustomize tells them apart (kustomize api/filters/patchjson6902 and
+api/internal/builtins/PatchTransformer.go, v5: a patch that parses as a JSON or YAML list of
+operations is JSON 6902, anything else strategic merge). A `target` selects the objects;
+without one a strategic-merge patch applies to the object its own apiVersion, kind, name and
+namespace name.
+
+Strategic merge follows Kubernetes' merge keys (the `patchMergeKey` and `patchStrategy` tags of
+k8s.io/api core/v1 types.go) for the built-in kinds' lists: containers, initContainers,
+volumes, imagePullSecrets by name, env by name, volumeMounts by mountPath (ports take a
+JSON 6902 patch); every other list, tolerations included, is replaced. A
+custom resource's lists are replaced whole, as kustomize does without its schema. The
+directives `$patch: delete` and `$patch: replace` work on mappings and list items, and a null
+value removes a key. A patch's items come first in a merged list, then the object's others, as
+kustomize v5.8.1 orders them (tests/cases/patches/corpus.yaml is checked against it).
+
+Pure: patches arrive parsed (gpustack.config reads them) and objects are changed in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+
+from gpustack.errors import Location, UserError, did_you_mean
+from gpustack.objects import Identity, display, identity
+
+DIRECTIVE = "$patch"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which objects a patch applies to; every field given must match (kustomize's Selector).
+    group, version, kind, name and namespace are regular expressions matched whole."""
+
+    group: str | None = None
+    version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    labelSelector: str | None = None
+    annotationSelector: str | None = None
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One entry of `patches:`: its parsed body (a mapping or a list of operations), where it
+    was written (shown in every error and in findings on the objects it changed) and its
+    target."""
+
+    body: Any
+    location: Location
+    target: Target | None = None
+    # A patch read from a file (`path:`): its content is never quoted in an error.
+    from_file: bool = False
+    regexes: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False)
+
+    @property
+    def json6902(self) -> bool:
+        return isinstance(self.body, list)
+
+
+def apply(objects: list[dict[str, Any]], patches: Sequence[Patch]) -> dict[Identity, list[str]]:
+    """Apply `patches` in order to `objects` (changed in place). Returns, for each object a patch
+    changed, where those patches were written (for the findings on it).
+
+    A patch that selects no object, that fails, or that would rename or move an object, or
+    change its kind, is a UserError at the patch."""
+    changed: dict[Identity, list[str]] = {}
+    for patch in patches:
+        selected = [obj for obj in objects if _selects(patch, obj)]
+        if not selected:
+            wanted = patch.target.name if patch.target else None
+            names = sorted({str((obj.get("metadata") or {}).get("name", "")) for obj in objects})
+            raise UserError(
+                f"the patch matches no object of the rendering ({_wanted(patch)})",
+                patch.location,
+                field="patches",
+                hint=(wanted and did_you_mean(wanted, names))
+                or "`gpustack render --stdout` shows every object with its kind, name and "
+                "namespace; a patch must change at least one",
+            )
+        for index, obj in enumerate(objects):
+            if not any(obj is chosen for chosen in selected):
+                continue
+            before = identity(obj)
+            result = _json6902(obj, patch) if patch.json6902 else _strategic(obj, patch)
+            if identity(result) != before or result.get("apiVersion") != obj.get("apiVersion"):
+                raise UserError(
+                    f"the patch would rename, move or change the kind of {display(before)}; "
+                    "a patch changes an object's content, never what it is (its apiVersion, "
+                    "kind, name and namespace name its file, apply order and sync wave)",
+                    patch.location,
+                    field="patches",
+                )
+            if result != obj:
+                objects[index] = result
+                changed.setdefault(before, []).append(str(patch.location))
+    return changed
+
+
+def _wanted(patch: Patch) -> str:
+    if patch.target is not None:
+        fields = {k: v for k, v in vars(patch.target).items() if v is not None}
+        return "target " + ", ".join(f"{k}={v}" for k, v in fields.items())
+    body = patch.body if isinstance(patch.body, dict) else {}
+    meta: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
+    parts = [str(body.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name", ""))]
+    return "no target: the patch's own " + " ".join(p for p in parts if p)
+
+
+def _selects(patch: Patch, obj: dict[str, Any]) -> bool:
+    target = patch.target
+    if target is None:
+        # kustomize: a strategic-merge patch without a target applies to the object with its
+        # own group, version, kind, name and namespace (config requires them).
+        body = patch.body
+        meta = body.get("metadata") or {}
+        obj_meta = obj.get("metadata") or {}
+        return bool(
+            body.get("apiVersion") == obj.get("apiVersion")
+            and body.get("kind") == obj.get("kind")
+            and meta.get("name") == obj_meta.get("name")
+            and meta.get("namespace", obj_meta.get("namespace")) == obj_meta.get("namespace")
+        )
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    meta = obj.get("metadata") or {}
+    values = {
+        "group": group,
+        "version": version,
+        "kind": str(obj.get("kind", "")),
+        "name": str(meta.get("name", "")),
+        "namespace": str(meta.get("namespace", "")),
+    }
+    for key, pattern in patch.regexes.items():
+        if not pattern.fullmatch(values[key]):
+            return False
+    if target.labelSelector is not None and not selector_matches(
+        target.labelSelector, meta.get("labels") or {}
+    ):
+        return False
+    return target.annotationSelector is None or selector_matches(
+        target.annotationSelector, meta.get("annotations") or {}
+    )
+
+
+# --- label selectors ---------------------------------------------------------------------
+
+# One requirement of a label selector (k8s.io/apimachinery pkg/labels/selector.go Parse):
+# `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`.
+_KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
+_REQUIREMENT = re.compile(
+    rf"\s*(?:(?P<absent>!)\s*(?P<absent_key>{_KEY})"
+    rf"|(?P<key>{_KEY})\s*(?:(?P<op>==|=|!=)\s*(?P<value>[-A-Za-z0-9_.]*)"
+    rf"|\s+(?P<set_op>in|notin)\s*\((?P<values>[^()]*)\))?)\s*(?:,|$)"
+)
+
+
+def parse_selector(selector: str) -> list[tuple[str, str, frozenset[str]]]:
+    """A label selector as (key, operator, values) requirements; ValueError when malformed."""
+    requirements: list[tuple[str, str, frozenset[str]]] = []
+    position = 0
+    text = selector.strip()
+    if not text:
+        return requirements
+    while position < len(text):
+        found = _REQUIREMENT.match(text, position)
+        if found is None or found.end() == position:
+            raise ValueError(f"cannot parse the selector at character {position + 1}")
+        if found["absent"]:
+            requirements.append((found["absent_key"], "!", frozenset()))
+        elif found["op"]:
+            op = "!=" if found["op"] == "!=" else "="
+            requirements.append((found["key"], op, frozenset([found["value"]])))
+        elif found["set_op"]:
+            values = frozenset(v.strip() for v in found["values"].split(",") if v.strip())
+            requirements.append((found["key"], found["set_op"], values))
+        else:
+            requirements.append((found["key"], "exists", frozenset()))
+        position = found.end()
+    return requirements
+
+
+def selector_matches(selector: str, labels: Mapping[str, Any]) -> bool:
+    """Whether `labels` satisfy every requirement of `selector` (Kubernetes' semantics: `!=` and
+    `notin` also match when the key is absent)."""
+    for key, op, values in parse_selector(selector):
+        present = key in labels
+        value = str(labels.get(key, ""))
+        if op == "exists" and not present:
+            return False
+        if op == "!" and present:
+            return False
+        if op in ("=", "in") and not (present and value in values):
+            return False
+        if op in ("!=", "notin") and present and value in values:
+            return False
+    return True
+
+
+# --- JSON 6902 ---------------------------------------------------------------------------
+
+
+def _json6902(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
+    try:
+        result: dict[str, Any] = jsonpatch.apply_patch(obj, patch.body, in_place=False)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+        # jsonpatch's message quotes the operation's path: the user's own text, unless it came
+        # from a file (never quoted).
+        detail = "" if patch.from_file else f": {error}"
+        raise UserError(
+            f"the JSON 6902 patch fails on {display(identity(obj))}{detail}",
+            patch.location,
+            field="patches",
+            hint="each operation's path must exist in the rendered object (`add` needs its "
+            "parent); `gpustack render --stdout` shows the object",
+        ) from None
+    if not isinstance(result, dict):
+        raise UserError(
+            f"the JSON 6902 patch replaces {display(identity(obj))} with something that is no "
+            "object",
+            patch.location,
+            field="patches",
+        )
+    return result
+
+
+# --- strategic merge ---------------------------------------------------------------------
+
+# Groups whose kinds kustomize knows the schema of (its built-in OpenAPI document): their lists
+# merge by the keys below; a custom resource's lists are replaced.
+_BUILT_IN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "rbac.authorization.k8s.io",
+        "node.k8s.io",
+        "scheduling.k8s.io",
+        "policy",
+        "storage.k8s.io",
+        "networking.k8s.io",
+        "apiextensions.k8s.io",
+        "admissionregistration.k8s.io",
+        "coordination.k8s.io",
+        "autoscaling",
+    }
+)
+
+# List fields and their merge keys (patchMergeKey with patchStrategy merge in k8s.io/api core/v1
+# types.go, v1.34): PodSpec.containers, initContainers, ephemeralContainers, volumes,
+# imagePullSecrets, resourceClaims and hostAliases; Container.env, volumeMounts and
+# volumeDevices; ObjectMeta.ownerReferences. Ports are refused (see _merge_key). Lists without
+# those tags (tolerations, args, command, envFrom, node affinity terms, RBAC rules and subjects)
+# are replaced.
+_MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "volumes": "name",
+    "imagePullSecrets": "name",
+    "resourceClaims": "name",
+    "env": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "hostAliases": "ip",
+    "ownerReferences": "uid",
+}
+# ObjectMeta.finalizers: a list of strings with patchStrategy merge (a union).
+_PRIMITIVE_MERGE = frozenset({("metadata", "finalizers")})
+_CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
+
+
+def _strategic(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
+    body = copy.deepcopy(patch.body)
+    if patch.target is not None:
+        # kustomize applies a targeted patch to each object it selects whatever the patch's own
+        # name and kind say: they are left out rather than merged over the object's.
+        body.pop("apiVersion", None)
+        body.pop("kind", None)
+        meta = body.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("name", None)
+            meta.pop("namespace", None)
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    known = group in _BUILT_IN_GROUPS
+    try:
+        merged = merge(obj, body, (), known, str(obj.get("kind", "")))
+    except _PatchProblem as problem:
+        # The problem names a field of the patch: not shown for a patch file's.
+        detail = "" if patch.from_file else f": {problem}"
+        raise UserError(
+            f"the strategic-merge patch cannot apply to {display(identity(obj))}{detail}",
+            patch.location,
+            field="patches",
+        ) from None
+    if not isinstance(merged, dict):
+        raise UserError(
+            f"the patch deletes {display(identity(obj))}; a patch changes objects, it does not "
+            "remove them",
+            patch.location,
+            field="patches",
+            hint="turn the component off in the config instead",
+        )
+    return merged
+
+
+class _PatchProblem(Exception):
+    pass
+
+
+_DELETED = object()
+
+
+def merge(original: Any, patch: Any, path: tuple[str, ...], known: bool, kind: str) -> Any:
+    """`patch` merged strategically over `original` (neither is changed). `path` names the
+    field (keys only), `known`: the object is a built-in kind (its lists merge by key)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get(DIRECTIVE)
+    if directive == "delete":
+        return _DELETED
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != DIRECTIVE}
+    if directive is not None:
+        raise _PatchProblem(f"an unknown {DIRECTIVE} directive (delete or replace)")
+    if not isinstance(original, dict):
+        original = {}
+    result = dict(original)
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+            continue
+        child_path = (*path, str(key))
+        if isinstance(value, list):
+            present = original.get(key)
+            existing = present if isinstance(present, list) else []
+            merged = _merge_list(existing, value, child_path, known, kind)
+        else:
+            merged = merge(original.get(key), value, child_path, known, kind)
+        if merged is _DELETED:
+            result.pop(key, None)
+        else:
+            result[key] = merged
+    return result
+
+
+def _merge_key(path: tuple[str, ...], kind: str) -> str | None:
+    if path[-1] == "ports" and (
+        any(part in _CONTAINER_LISTS for part in path[:-1])
+        or (kind == "Service" and path == ("spec", "ports"))
+    ):
+        # kustomize v5.8.1 (in kubectl 1.37) merges container and Service ports by port and
+        # protocol, in an order of its own, and drops a patch's item that leaves the protocol
+        # out: a JSON 6902 patch says exactly what it means, where a strategic merge could differ.
+        raise _PatchProblem(
+            "ports are patched with a JSON 6902 patch (kustomize merges them by port and "
+            "protocol, in an order of its own, and drops an item without its protocol)"
+        )
+    return _MERGE_KEYS.get(path[-1])
+
+
+def _merge_list(
+    original: list[Any], patch: list[Any], path: tuple[str, ...], known: bool, kind: str
+) -> Any:
+    replace = any(isinstance(item, dict) and item.get(DIRECTIVE) == "replace" for item in patch)
+    if replace:
+        return [
+            copy.deepcopy(item)
+            for item in patch
+            if not (isinstance(item, dict) and item.get(DIRECTIVE) == "replace")
+        ]
+    if not known:
+        return copy.deepcopy(patch)
+    if path[-2:] in _PRIMITIVE_MERGE:
+        return list(dict.fromkeys([*patch, *original]))  # kustomize's order: the patch's first
+    key = _merge_key(path, kind)
+    if key is None:
+        return copy.deepcopy(patch)
+    # The order kustomize gives (apimachinery strategicpatch's normalizeElementOrder): the
+    # patch's items first, in its order, then the items only the object has, in its order.
+    merged: list[Any] = []
+    named: set[Any] = set()
+    for item in patch:
+        if not isinstance(item, dict) or key not in item:
+            raise _PatchProblem(f"each item of {'.'.join(path)} must have its merge key {key!r}")
+        named.add(_hashable(item[key]))
+        existing = next(
+            (o for o in original if isinstance(o, dict) and o.get(key) == item[key]), None
+        )
+        if item.get(DIRECTIVE) == "delete":
+            continue
+        merged.append(merge(existing or {}, item, path, known, kind))
+    merged += [
+        copy.deepcopy(o)
+        for o in original
+        if not (isinstance(o, dict) and _hashable(o.get(key)) in named)
+    ]
+    return merged
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
