@@ -1,9 +1,10 @@
-"""`gpustack validate` as a drop-in for kubeconform: its single-dash flags, with its meaning.
+"""`gpustack validate` as a drop-in for kubeconform: its single-dash flags, with gpustack's verdict.
 
 Each test runs the same command line in kubeconform's spelling and in gpustack's, and compares
-what a CI script would see (stdout and exit code). The flags are kubeconform's own
-(yannh/kubeconform pkg/config/config.go, parsed by Go's flag package: `-flag value`,
-`-flag=value`, booleans also `-flag=false`).
+what a CI script would see (stdout and exit code): a flag means the same in either spelling. The
+flags are kubeconform's own (yannh/kubeconform pkg/config/config.go, v0.7.0, parsed by Go's flag
+package: `-flag value`, `-flag=value`, booleans also `-flag=false`; -skip and -reject take one
+comma-separated value each).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import sys
 import pytest
 from validate_helpers import CORPUS
 
-from gpustack.commands.validate import KUBECONFORM_DEFAULTS, translate
+from gpustack.commands.validate import (
+    KUBECONFORM_FLAG,
+    KUBECONFORM_SWITCHES,
+    KUBECONFORM_VALUES,
+    translate,
+)
 
-# kubeconform's meaning in gpustack's spelling: what its flags stand for.
-MEANING = [KUBECONFORM_DEFAULTS]
 STRICT_CASES = [
     "valid.yaml",
     "wrong-type.yaml",
@@ -28,11 +32,97 @@ STRICT_CASES = [
     "list.yaml",
     "multi-with-broken.yaml",
 ]
+# The corpus every flag pair is tried on: valid, invalid (a wrong type, an unknown field, a
+# duplicate key, no metadata.name), an unknown kind, custom resources whose schema is bundled
+# (valid, invalid) and, with `-schema-location default` only, a custom resource with no schema.
+SPELLING_CORPUS = [
+    "valid.yaml",
+    "wrong-type.yaml",
+    "unknown-field.yaml",
+    "duplicate-key.yaml",
+    "missing-name.yaml",
+    "unknown-kind.yaml",
+    "crd-valid.yaml",
+    "crd-invalid.yaml",
+]
+# Every kubeconform flag gpustack takes, with the same request in gpustack's spelling.
+FLAG_PAIRS = [
+    (["-strict"], ["--strict"]),
+    (["-strict=false"], ["--no-strict"]),
+    (["-strict=true"], ["--strict"]),
+    (["-summary"], ["--summary"]),
+    (["-verbose"], ["--verbose"]),
+    (["-output", "json"], ["--output", "json"]),
+    (["-output=junit"], ["-o", "junit"]),
+    (["-output", "tap", "-verbose"], ["--output", "tap", "--verbose"]),
+    (["-output", "pretty", "-verbose"], ["-o", "pretty", "--verbose"]),
+    (["-output", "text", "-summary"], ["-o", "text", "--summary"]),
+    (["-kubernetes-version", "1.30.0"], ["--kubernetes-version", "1.30"]),
+    (["-kubernetes-version=master"], ["--kubernetes-version", "master"]),
+    (["-schema-location", "default"], ["--schema-location", "default"]),
+    (
+        ["-schema-location", "default", "-schema-location", "gpustack"],
+        ["--schema-location", "default", "--schema-location", "gpustack"],
+    ),
+    (["-skip", "Deployment,ServiceMonitor"], ["--skip", "Deployment,ServiceMonitor"]),
+    (["-skip=apps/v1/Deployment", "-verbose"], ["--skip", "apps/v1/Deployment", "--verbose"]),
+    (["-reject", "ConfigMap,Widget"], ["--reject", "ConfigMap,Widget"]),
+    (["-ignore-missing-schemas"], ["--ignore-missing-schemas"]),
+    (
+        ["-ignore-missing-schemas", "-schema-location", "default"],
+        ["--ignore-missing-schemas", "--schema-location", "default"],
+    ),
+    (["-ignore-filename-pattern", "crd-", "-summary"], ["--ignore-filename-pattern", "crd-", "--summary"]),
+    (["-exit-on-error", "-summary"], ["--exit-on-error", "--summary"]),
+    (["-n", "2"], ["--jobs", "2"]),
+    (["-n=1", "-summary=false"], ["--jobs", "1"]),
+]
+
+
+def test_every_kubeconform_flag_has_a_pair():
+    used = {
+        word.partition("=")[0]
+        for kubeconform, _ in FLAG_PAIRS
+        for word in kubeconform
+        if word.startswith("-")
+    }
+    assert used == (set(KUBECONFORM_SWITCHES) | set(KUBECONFORM_VALUES)) - {"-h"}
+
+
+@pytest.mark.parametrize(("kubeconform", "gpustack"), FLAG_PAIRS, ids=lambda words: " ".join(words))
+def test_a_flag_gets_the_same_verdict_in_either_spelling(cli, kubeconform, gpustack):
+    """Per file of the corpus, then all of it at once: the same exit code and the same report
+    (every finding, its file, line and message)."""
+    verdicts = set()
+    for name in SPELLING_CORPUS:
+        theirs = cli("validate", *kubeconform, CORPUS / name)
+        ours = cli("validate", *gpustack, CORPUS / name)
+        assert (theirs.exit_code, theirs.stdout) == (ours.exit_code, ours.stdout), name
+        assert theirs.exit_code in (0, 1), theirs.output
+        verdicts.add(theirs.exit_code)
+    assert verdicts == {0, 1}  # the corpus holds both verdicts for every pair
+    paths = [CORPUS / name for name in SPELLING_CORPUS]
+    theirs = cli("validate", *kubeconform, *paths)
+    ours = cli("validate", *gpustack, *paths)
+    assert (theirs.exit_code, theirs.stdout) == (ours.exit_code, ours.stdout)
+
+
+def test_the_bundled_crd_schemas_apply_in_either_spelling(cli):
+    for flags in (["-summary"], ["--summary"]):
+        result = cli("validate", "--no-lint", *flags, CORPUS / "crd-invalid.yaml")
+        assert result.exit_code == 1
+        assert "ServiceMonitor exporter is invalid" in result.stdout
+        assert "could not find schema" not in result.stdout
+    # A location list replaces the default, in kubeconform's spelling as in its own.
+    for flag in ("-schema-location", "--schema-location"):
+        alone = cli("validate", flag, "default", CORPUS / "crd-valid.yaml")
+        assert alone.exit_code == 1
+        assert "could not find schema for ServiceMonitor" in alone.stdout
 
 
 def both(cli, kubeconform: list[str], gpustack: list[str], *paths):
-    ours = cli("validate", *MEANING, *gpustack, *paths)
     theirs = cli("validate", *kubeconform, *paths)
+    ours = cli("validate", *gpustack, *paths)
     assert (theirs.exit_code, theirs.stdout) == (ours.exit_code, ours.stdout)
     return theirs
 
@@ -96,7 +186,9 @@ def test_go_flag_forms_are_accepted(cli):
     )
     assert json.loads(spaced.stdout)["summary"]["valid"] == 2
     assert translate(["-strict=false", "-verbose=0", "-n=2", "file.yaml"]) == [
-        KUBECONFORM_DEFAULTS,
+        f"{KUBECONFORM_FLAG}=-strict",
+        f"{KUBECONFORM_FLAG}=-verbose",
+        f"{KUBECONFORM_FLAG}=-n",
         "--no-strict",
         "--jobs",
         "2",
@@ -104,40 +196,62 @@ def test_go_flag_forms_are_accepted(cli):
     ]
 
 
-def test_without_strict_kubeconform_accepts_unknown_fields_and_duplicate_keys(cli):
-    """kubeconform is not strict without -strict; gpustack's own spelling is."""
-    for name in ("unknown-field.yaml", "duplicate-key.yaml"):
-        loose = both(cli, ["-summary"], ["--summary"], CORPUS / name)
-        assert loose.exit_code == 0 and "Valid: 1, Invalid: 0, Errors: 0" in loose.stdout
-        strict = cli("validate", "-strict", "-summary", CORPUS / name)
-        assert strict.exit_code == 1
-        assert cli("validate", "--summary", "--no-lint", CORPUS / name).exit_code == 1
-
-
-def test_kubeconforms_spelling_requires_no_name_and_runs_no_lint(cli):
-    """kubeconform's schemas do not require metadata.name, and it has no lint rules."""
-    assert cli("validate", "-strict", CORPUS / "missing-name.yaml").exit_code == 0
-    assert cli("validate", CORPUS / "missing-name.yaml").exit_code == 1
-    linted = cli("validate", CORPUS / "crd-valid.yaml")  # a ServiceMonitor selecting nothing
-    assert linted.exit_code == 1 and "monitor-target-missing" in linted.stdout
-    assert (
-        cli(
-            "validate",
-            "-strict",
-            "-schema-location",
-            "default",
-            "-schema-location",
-            "gpustack",
-            CORPUS / "crd-valid.yaml",
-        ).exit_code
-        == 0
+def test_kubeconforms_spelling_says_once_where_gpustacks_defaults_differ(cli):
+    """kubeconform is not strict without -strict, has no lint rules, does not require
+    metadata.name and has only the core kinds' schemas; gpustack keeps its verdict and says so,
+    once, on stderr, naming what the command line left open."""
+    paths = [CORPUS / name for name in ("unknown-field.yaml", "duplicate-key.yaml", "valid.yaml")]
+    spelled = cli("validate", "-summary", "-verbose", *paths)
+    assert spelled.exit_code == 1  # strict, as with --summary
+    notes = [line for line in spelled.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: gpustack's verdict for kubeconform's flags: strict unless -strict=false, lint rules "
+        "unless --no-lint, metadata.name required, gpustack's CRD schemas after the core kinds'; "
+        "--kubeconform-defaults gives kubeconform's"
+    ]
+    chosen = cli(
+        "validate", "-strict", "-schema-location", "default", "--no-lint", CORPUS / "valid.yaml"
     )
+    assert chosen.exit_code == 0
+    assert chosen.stderr == (
+        "note: gpustack's verdict for kubeconform's flags: metadata.name required; "
+        "--kubeconform-defaults gives kubeconform's\n"
+    )
+    assert cli("validate", "--summary", *paths).stderr == ""
+    assert cli("validate", "--kubeconform-defaults", "-summary", *paths).stderr == ""
+    loose = cli("validate", "-strict=false", "-summary", CORPUS / "unknown-field.yaml")
+    assert loose.exit_code == 0 and "Valid: 1, Invalid: 0, Errors: 0" in loose.stdout
 
 
-def test_kubeconforms_default_location_has_only_the_core_kinds(cli):
-    theirs = cli("validate", "-strict", CORPUS / "crd-valid.yaml")
-    assert theirs.exit_code == 1
-    assert "could not find schema for ServiceMonitor" in theirs.stdout
+def test_skip_and_reject_given_twice_keep_every_kind_and_say_so(cli):
+    """kubeconform keeps the last -skip (a single string flag); gpustack skips the kinds of every
+    one, in either spelling."""
+    valid = CORPUS / "valid.yaml"
+    skipped = both(
+        cli,
+        ["-skip", "Deployment", "-skip", "Service", "-summary"],
+        ["--skip", "Deployment", "--skip", "Service", "--summary"],
+        valid,
+    )
+    assert "Valid: 0, Invalid: 0, Errors: 0, Skipped: 2" in skipped.stdout
+    assert "the kinds of every -skip (kubeconform keeps the last)" in skipped.stderr
+    once = cli("validate", "-skip", "Deployment,Service", valid)
+    assert "every -skip" not in once.stderr
+
+
+def test_kubeconform_defaults_give_kubeconforms_verdicts(cli):
+    """Asked for with --kubeconform-defaults (never implied by the spelling): not strict, no
+    name required, no lint rules; the bundled CRD schemas still apply."""
+    for name in ("unknown-field.yaml", "duplicate-key.yaml", "missing-name.yaml"):
+        assert cli("validate", "--kubeconform-defaults", CORPUS / name).exit_code == 0, name
+        assert cli("validate", "-summary", CORPUS / name).exit_code == 1, name
+        assert cli("validate", "--summary", CORPUS / name).exit_code == 1, name
+    linted = cli("validate", "-strict", CORPUS / "crd-valid.yaml")  # selects no Service
+    assert linted.exit_code == 1 and "monitor-target-missing" in linted.stdout
+    plain = cli("validate", "--kubeconform-defaults", "-strict", CORPUS / "crd-valid.yaml")
+    assert plain.exit_code == 0, plain.output
+    invalid = cli("validate", "--kubeconform-defaults", CORPUS / "crd-invalid.yaml")
+    assert invalid.exit_code == 1 and "ServiceMonitor exporter is invalid" in invalid.stdout
 
 
 def test_skip_reject_ignore_missing_schemas_and_filename_patterns(cli):

@@ -136,13 +136,19 @@ def test_sarif_is_refused_for_kubeconform(cli, tmp_path, monkeypatch):
 def test_kubeconforms_flags_pass_through_as_given(cli, tmp_path, monkeypatch):
     log = stand_in(tmp_path, monkeypatch)
     manifest = str(CORPUS / "valid.yaml")
-    # kubeconform's own command line: not strict unless -strict, and -exit-on-error and -n kept.
-    cli("validate", "--engine", "kubeconform", "-summary", "-exit-on-error", "-n", "3", manifest)
+    # kubeconform's spelling keeps gpustack's strict default (the binary gets -strict, as with
+    # --summary), and -exit-on-error and -n are kept.
+    result = cli(
+        "validate", "--engine", "kubeconform", "-summary", "-exit-on-error", "-n", "3", manifest
+    )
     argv = json.loads(log.read_text())["argv"]
-    assert "-strict" not in argv
+    assert argv[0] == "-strict"
     assert argv[-5:] == ["-summary", "-exit-on-error", "-n", "3", manifest]
-    cli("validate", "--engine", "kubeconform", "-strict", manifest)
+    assert "strict unless -strict=false" in result.stderr
+    cli("validate", "--engine", "kubeconform", "--summary", manifest)
     assert json.loads(log.read_text())["argv"][0] == "-strict"
+    cli("validate", "--engine", "kubeconform", "-strict=false", manifest)
+    assert "-strict" not in json.loads(log.read_text())["argv"]
     cli("validate", "--engine", "kubeconform", "--no-strict", manifest)
     assert "-strict" not in json.loads(log.read_text())["argv"]
 

@@ -46,6 +46,7 @@ class Option:
     minimum: int | None = None
     envvar: str | None = None  # read when the option is not given (a non-empty value)
     complete: Callable[[str], list[str]] | None = None  # the shell's completions of a value
+    hidden: bool = False  # left out of help and completion (set by a command's `translate`)
 
     @property
     def annotation(self) -> Any:
@@ -67,6 +68,7 @@ class Option:
             min=self.minimum,
             envvar=self.envvar,
             autocompletion=self.complete,
+            hidden=self.hidden,
         )
 
 

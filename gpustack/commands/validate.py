@@ -1,8 +1,11 @@
 """`gpustack validate`: strict, offline schema validation (and lint) of any Kubernetes manifests.
 
 It is also a drop-in for kubeconform: kubeconform's single-dash flags (`-strict`, `-summary`,
-`-output json`, `-kubernetes-version=1.31.0`...) are translated before the command line is parsed
-and, when used, give kubeconform's meaning (see KUBECONFORM_DEFAULTS).
+`-output json`, `-kubernetes-version=1.31.0`...) are translated before the command line is parsed.
+A flag means the same in either spelling, so the same input gets the same verdict; where
+gpustack's defaults are not kubeconform's (strict, lint rules, `metadata.name`, the bundled CRD
+schemas), a run spelled kubeconform's way says so once on stderr (`spelling_note`), and
+`--kubeconform-defaults` asks for kubeconform's.
 
 Its options are declared once, in OPTIONS (gpustack/commands/declared.py): a plain run goes by a
 small parser rather than typer's option machinery, whose start-up kubeconform users would notice.
@@ -22,6 +25,11 @@ ENGINES = ("builtin", "kubeconform")
 # validation.report.FORMATS, which a test keeps equal (here: completion must not load it).
 OUTPUTS = ("text", "json", "junit", "tap", "sarif", "pretty")
 KUBECONFORM_DEFAULTS = "--kubeconform-defaults"
+# Set by `translate`, once per kubeconform flag on the command line, for the note it gets.
+KUBECONFORM_FLAG = "--kubeconform-flag"
+# kubeconform's -kubernetes-version default: the newest version (yannh/kubeconform
+# pkg/config/config.go, v0.7.0).
+MASTER = "master"
 
 
 PATHS_METAVAR = "[PATH ... | -]"
@@ -30,8 +38,8 @@ OPTIONS = (
     Option(
         "kubernetes_version",
         ("--kubernetes-version",),
-        "Target version (default: platform.kubernetesVersion of ./gpustack.yaml, else the "
-        "newest with installed schemas).",
+        "Target version, x.y or x.y.z, or master for the newest with installed schemas "
+        "(default: platform.kubernetesVersion of ./gpustack.yaml, else the newest).",
         str,
         metavar="VERSION",
     ),
@@ -108,8 +116,8 @@ OPTIONS = (
     Option(
         "strict",
         ("--strict/--no-strict",),
-        "Unknown fields and duplicate keys are errors (default: on; with kubeconform's "
-        "flags, off unless -strict).",
+        "Unknown fields and duplicate keys are errors (default: on, in either spelling; "
+        "kubeconform's -strict=false is --no-strict).",
     ),
     Option(
         "exit_on_error",
@@ -128,9 +136,17 @@ OPTIONS = (
     Option(
         "kubeconform_defaults",
         (KUBECONFORM_DEFAULTS,),
-        "kubeconform's meaning (set by its single-dash flags): not strict unless --strict, "
-        "no lint, no name required, schema location 'default' only.",
+        "kubeconform's verdicts (never implied by its single-dash flags): not strict unless "
+        "--strict, no lint, no name required, the newest Kubernetes version.",
         default=False,
+    ),
+    Option(
+        "kubeconform_flags",
+        (KUBECONFORM_FLAG,),
+        "A kubeconform flag the command line used (set by `translate`).",
+        str,
+        repeatable=True,
+        hidden=True,
     ),
 )
 # kubeconform's spelling of the options it has (yannh/kubeconform pkg/config/config.go).
@@ -165,20 +181,21 @@ _FALSE = {"false", "0", "f", "F", "FALSE", "False"}  # Go's strconv.ParseBool
 
 def translate(args: list[str]) -> list[str]:
     """kubeconform's single-dash flags (`-flag`, `-flag value`, `-flag=value`, booleans also
-    `-flag=false`) as gpustack's options, plus KUBECONFORM_DEFAULTS when any is used."""
+    `-flag=false`) as gpustack's options, each recorded with KUBECONFORM_FLAG (for
+    `spelling_note`); a flag's meaning does not depend on its spelling."""
     translated: list[str] = []
-    kubeconform = False
+    used: list[str] = []
     arguments = iter(args)
     for argument in arguments:
         name, equals, value = argument.partition("=")
         if name in KUBECONFORM_SWITCHES:
-            kubeconform = True
+            used.append(name)
             if not equals or value not in _FALSE:
                 translated.append(KUBECONFORM_SWITCHES[name])
             elif name == "-strict":
                 translated.append("--no-strict")
         elif name in KUBECONFORM_VALUES:
-            kubeconform = True
+            used.append(name)
             translated.append(KUBECONFORM_VALUES[name])
             # With no value after it, the option is left without one: the parser says so.
             following = value if equals else next(arguments, None)
@@ -186,7 +203,48 @@ def translate(args: list[str]) -> list[str]:
                 translated.append(following)
         else:
             translated.append(argument)
-    return ([KUBECONFORM_DEFAULTS] if kubeconform else []) + translated
+    return [f"{KUBECONFORM_FLAG}={name}" for name in used] + translated
+
+
+def spelling_note(
+    flags: list[str],
+    strict: bool | None,
+    lint: bool,
+    builtin: bool,
+    locations_given: bool,
+    version_from_config: str | None,
+) -> str | None:
+    """What a command line spelled kubeconform's way gets where gpustack's defaults are not
+    kubeconform's (yannh/kubeconform pkg/config/config.go, v0.7.0: not strict, no lint rules,
+    schemas that do not require metadata.name, only the `default` location, Kubernetes
+    `master`, and -skip and -reject each a single value, the last one kept); None when nothing
+    the command line left open differs."""
+    if not flags:
+        return None
+    differences = []
+    if strict is None:
+        differences.append("strict unless -strict=false")
+    if lint:
+        differences.append("lint rules unless --no-lint")
+    if builtin:
+        differences.append("metadata.name required")
+    if not locations_given:
+        differences.append("gpustack's CRD schemas after the core kinds'")
+    if version_from_config is not None:
+        differences.append(
+            f"Kubernetes {version_from_config} of ./gpustack.yaml "
+            f"(-kubernetes-version {MASTER}: the newest)"
+        )
+    for flag in ("-skip", "-reject"):
+        if flags.count(flag) > 1:
+            differences.append(f"the kinds of every {flag} (kubeconform keeps the last)")
+    if not differences:
+        return None
+    return (
+        "gpustack's verdict for kubeconform's flags: "
+        + ", ".join(differences)
+        + f"; {KUBECONFORM_DEFAULTS} gives kubeconform's"
+    )
 
 
 def run(
@@ -206,6 +264,7 @@ def run(
     exit_on_error: bool = False,
     jobs: int | None = None,
     kubeconform_defaults: bool = False,
+    kubeconform_flags: list[str] | None = None,
 ) -> int:
     """Validate; the exit code (0 valid, 1 invalid; UserError for a usage error)."""
     # Deferred, as each validation import here: this module loads for every command line.
@@ -223,20 +282,16 @@ def run(
             field="--engine",
             hint=did_you_mean(engine, ENGINES) or ", ".join(ENGINES),
         )
-    if kubeconform_defaults:
-        # kubeconform's defaults: the newest Kubernetes ("master") and its default location.
-        requested = None if kubernetes_version in (None, "master") else kubernetes_version
-        version = (
-            schemas.minor_version(requested)
-            if requested is not None
-            else schemas.supported_versions()[-1]
-        )
-        locations = tuple(schema_locations or (schemas.DEFAULT,))
+    version_from_config = None
+    if kubernetes_version == MASTER or (kubernetes_version is None and kubeconform_defaults):
+        version = schemas.supported_versions()[-1]
+    elif kubernetes_version is not None:
+        version = schemas.minor_version(kubernetes_version)
     else:
-        version = schemas.minor_version(
-            kubernetes_version if kubernetes_version is not None else _default_version()
-        )
-        locations = tuple(schema_locations or schemas.DEFAULT_LOCATIONS)
+        version, version_from_config = _default_version()
+    # The bundled CRD schemas apply whatever the spelling; a location given replaces them, as
+    # kubeconform's -schema-location replaces its default.
+    locations = tuple(schema_locations or schemas.DEFAULT_LOCATIONS)
     schemas.store(version, locations)  # a bad template is a usage error before any work
     skipped, rejected = _kinds(skip), _kinds(reject)
     from gpustack.patterns import linear_regex
@@ -244,6 +299,17 @@ def run(
     ignored = [linear_regex(p, "--ignore-filename-pattern") for p in ignore_filename_patterns or []]
     targets = list(paths or ["-"])
 
+    lint = not no_lint and not kubeconform_defaults
+    note = spelling_note(
+        [] if kubeconform_defaults else kubeconform_flags or [],
+        strict,
+        lint and engine == "builtin",
+        engine == "builtin",
+        bool(schema_locations),
+        version_from_config,
+    )
+    if note is not None:
+        echo(f"note: {note}", err=True)
     strict = strict if strict is not None else not kubeconform_defaults
     if engine == "kubeconform":
         from gpustack.validation import kubeconform
@@ -273,7 +339,6 @@ def run(
     from gpustack.validation import manifests
     from gpustack.validation.validator import lint_results
 
-    lint = not no_lint and not kubeconform_defaults
     settings = checks.Settings(
         version,
         locations,
@@ -311,17 +376,19 @@ def run(
     return 1 if outcome.failed else 0
 
 
-def _default_version() -> str:
-    """platform.kubernetesVersion of ./gpustack.yaml when there is one, else the newest known."""
-    from gpustack.validation.schemas import supported_versions
+def _default_version() -> tuple[str, str | None]:
+    """The minor version to validate against and, when ./gpustack.yaml gave it, that version:
+    platform.kubernetesVersion of ./gpustack.yaml when there is one, else the newest known."""
+    from gpustack.validation.schemas import minor_version, supported_versions
 
     if Path("gpustack.yaml").is_file():  # what a bare `gpustack render` renders (fleet.py)
         # Only then the config model: validate alone needs neither it nor the renderer.
         from gpustack.config import load_stack
         from gpustack.fleet import DEFAULT_CONFIG
 
-        return load_stack(DEFAULT_CONFIG, None, None).config.platform.kubernetesVersion
-    return supported_versions()[-1]
+        configured = load_stack(DEFAULT_CONFIG, None, None).config.platform.kubernetesVersion
+        return minor_version(configured), configured
+    return supported_versions()[-1], None
 
 
 def _kinds(values: list[str] | None) -> list[str]:
