@@ -347,6 +347,20 @@ def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
         ("gpustack init --profile k", ["kubeadm"]),
         ("gpustack profiles show r", ["rke2"]),
         ("gpustack validate --output j", ["json", "junit"]),
+        (
+            "gpustack render --set devicePlugin.sharing.",
+            [
+                "devicePlugin.sharing.failRequestsGreaterThanOne=",
+                "devicePlugin.sharing.renameByDefault=",
+                "devicePlugin.sharing.replicas=",
+                "devicePlugin.sharing.strategy=",
+            ],
+        ),
+        ("gpustack check --set devicePlugin.sharing.rep", ["devicePlugin.sharing.replicas="]),
+        ("gpustack diff --set nodes.cgroup", ["nodes.cgroupDriver="]),
+        ("gpustack render -o out --set platform.kubernetesV", ["platform.kubernetesVersion="]),
+        ("gpustack render --set ext", []),  # extends: names files, not a --set field
+        ("gpustack render --set devicePlugin.sharing.replica", ["devicePlugin.sharing.replicas="]),
     ],
 )
 def test_profile_names_and_formats_complete(tmp_path, words, expected):
@@ -357,6 +371,73 @@ def test_profile_names_and_formats_complete(tmp_path, words, expected):
         "COMP_CWORD": str(len(words.split()) - 1),
     }
     assert run_real(env=env, cwd=tmp_path).split() == expected
+
+
+@pytest.mark.parametrize(
+    ("shell", "word", "expected"),
+    [
+        ("zsh", "devicePlugin.sharing.strategy=", ["none", "time-slicing", "mps"]),
+        ("fish", "devicePlugin.sharing.strategy=t", ["time-slicing"]),
+        ("fish", "nodes.controlPlane=", ["true", "false"]),
+        ("zsh", "platform.profile=gke", ["gke-cos", "gke-ubuntu"]),
+    ],
+)
+def test_a_set_value_completes_to_the_fields_choices(tmp_path, shell, word, expected):
+    """zsh and fish hand over the whole word: after `=` come the field's choices (its enum from
+    the config schema, a boolean, the profile names)."""
+    words = f"gpustack render --set {word}"
+    env = {
+        **os.environ,
+        "_GPUSTACK_COMPLETE": f"complete_{shell}",
+        "_TYPER_COMPLETE_ARGS": words,
+        "_TYPER_COMPLETE_FISH_ACTION": "get-args",
+    }
+    completed = run_real(env=env, cwd=tmp_path)
+    field = word.partition("=")[0]
+    assert re.findall(re.escape(field) + r"=([-a-z]+)", completed) == expected, completed
+
+
+def test_every_completed_set_field_is_one_render_takes(cli, tmp_path):
+    """Each completed path names a field of the config: render accepts it with a value of its
+    own choices, and refuses a path the completion does not offer."""
+    from gpustack.commands.common import set_fields
+
+    fields = set_fields("")
+    assert len(fields) > 100 and all(field.endswith("=") for field in fields)
+    assert "devicePlugin.sharing.replicas=" in fields
+    assert not any(field.startswith(("extends", "apiVersion", "kind")) for field in fields)
+    for path in [f for f in fields if f.startswith(("devicePlugin.", "nodes.", "toolkit."))]:
+        for choice in set_fields(path)[:1]:
+            result = cli("render", "--stdout", "--set", choice)
+            assert "is not a field" not in result.output and "Extra inputs" not in result.output
+            assert result.exit_code == 0, (choice, result.output)
+    refused = cli("render", "--stdout", "--set", "devicePlugin.sharing.replica=4")
+    assert refused.exit_code == 2
+
+
+def test_bash_completes_a_set_field_without_a_space_after_the_equals_sign(tmp_path):
+    """The bash script from `gpustack completion bash`, run by bash: `path=` is left open for
+    the value, a command name gets its space as usual."""
+    script = tmp_path / "gpustack.bash"
+    script.write_text(run_real("completion", "bash", env=dict(os.environ), cwd=tmp_path))
+    launcher = tmp_path / "bin" / "gpustack"
+    launcher.parent.mkdir()
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m gpustack "$@"\n')
+    launcher.chmod(0o755)
+    probe = (
+        f"source {script}\n"
+        "complete() { :; }\n"  # the options bash gives; here compopt is what is looked at
+        'compopt() { echo "compopt $1 $2"; }\n'
+        "COMP_WORDS=(gpustack render --set devicePlugin.sharing.rep); COMP_CWORD=3\n"
+        "_gpustack_completion gpustack; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
+        "COMP_WORDS=(gpustack ren); COMP_CWORD=1\n"
+        "_gpustack_completion gpustack; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
+    )
+    env = {**os.environ, "PATH": f"{launcher.parent}{os.pathsep}{os.environ['PATH']}"}
+    shown = subprocess.run(
+        ["bash", "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert shown == ["compopt -o nospace", "devicePlugin.sharing.replicas=", "render"]
 
 
 def test_validate_completes_the_formats_it_reports():

@@ -72,7 +72,10 @@ FLAG_PAIRS = [
         ["-ignore-missing-schemas", "-schema-location", "default"],
         ["--ignore-missing-schemas", "--schema-location", "default"],
     ),
-    (["-ignore-filename-pattern", "crd-", "-summary"], ["--ignore-filename-pattern", "crd-", "--summary"]),
+    (
+        ["-ignore-filename-pattern", "crd-", "-summary"],
+        ["--ignore-filename-pattern", "crd-", "--summary"],
+    ),
     (["-exit-on-error", "-summary"], ["--exit-on-error", "--summary"]),
     (["-n", "2"], ["--jobs", "2"]),
     (["-n=1", "-summary=false"], ["--jobs", "1"]),

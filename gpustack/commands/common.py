@@ -29,6 +29,68 @@ def profile_names(incomplete: str) -> list[str]:
     return [name for name in names if name.startswith(incomplete)]
 
 
+# Fields `--set` cannot change (extends: bases are files) or that only one value fits.
+_NOT_SET = {"extends", "apiVersion", "kind"}
+PROFILE_FIELD = "platform.profile"
+
+
+def set_fields(incomplete: str) -> list[str]:
+    """Shell completion of `--set FIELD=VALUE` from the config schema (`gpustack schema`): the
+    dotted paths of the fields that start with `incomplete`, each ending in `=`
+    (`devicePlugin.sharing.replicas=`); after the `=`, a field's choices (an enum, a boolean,
+    the profile names)."""
+    import json
+
+    from gpustack.validation.schemas import CONFIG_SCHEMA, schemas_dir
+
+    schema = json.loads((schemas_dir() / CONFIG_SCHEMA).read_text(encoding="utf-8"))
+    fields = dict(_field_paths(schema, schema, ()))
+    path, equals, _ = incomplete.partition("=")
+    if equals:
+        choices = profile_names("") if path == PROFILE_FIELD else fields.get(path, [])
+        return [
+            f"{path}={choice}" for choice in choices if f"{path}={choice}".startswith(incomplete)
+        ]
+    return [f"{path}=" for path in fields if path.startswith(incomplete)]
+
+
+def _field_paths(
+    node: dict[str, Any], schema: dict[str, Any], prefix: tuple[str, ...]
+) -> list[tuple[str, list[str]]]:
+    """(dotted path, choices) of every field below `node` that holds a value (not a section)."""
+    node = _resolved(node, schema)
+    properties = node.get("properties")
+    if not isinstance(properties, dict):
+        path = ".".join(part.replace(".", "\\.") for part in prefix)
+        return [(path, _choices(node))]
+    found = []
+    for name, child in sorted(properties.items()):
+        if not prefix and name in _NOT_SET:
+            continue
+        found += _field_paths(child, schema, (*prefix, name))
+    return found
+
+
+def _resolved(node: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a field: its `$ref` followed, an optional (`anyOf` with null) unwrapped."""
+    options = [each for each in node.get("anyOf", []) if each.get("type") != "null"]
+    if len(options) == 1:
+        node = {**node, **options[0]}
+    reference = node.get("$ref")
+    if isinstance(reference, str) and reference.startswith("#/$defs/"):
+        node = {**schema["$defs"][reference.removeprefix("#/$defs/")], **node}
+        node.pop("$ref")
+    return node
+
+
+def _choices(node: dict[str, Any]) -> list[str]:
+    if isinstance(node.get("enum"), list):
+        return [str(value) for value in node["enum"] if value is not None]
+    if node.get("type") == "boolean":
+        return ["true", "false"]
+    return []
+
+
 # Options several commands share, declared once.
 PROFILES_DIR = Option(
     "profiles_dir",
@@ -46,6 +108,7 @@ SET = Option(
     str,
     repeatable=True,
     metavar="FIELD=VALUE",
+    complete=set_fields,
 )
 OUT = Option(
     "out",

@@ -15,6 +15,11 @@ from gpustack.commands.common import handles_user_errors
 __all__ = ["COMPLETE_VARIABLE", "Shell", "command", "prepare"]
 
 
+# In typer's bash script, the end of its completion function.
+BASH_RETURN = "    return 0\n}"
+BASH_NO_SPACE = "    [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == *= ]] && compopt -o nospace\n"
+
+
 class Shell(str, Enum):
     bash = "bash"
     zsh = "zsh"
@@ -41,8 +46,10 @@ def command(
     from typer._completion_shared import get_completion_script
 
     prepare()
-    typer.echo(
-        get_completion_script(
-            prog_name="gpustack", complete_var=COMPLETE_VARIABLE, shell=shell.value
-        )
+    script = get_completion_script(
+        prog_name="gpustack", complete_var=COMPLETE_VARIABLE, shell=shell.value
     )
+    if shell is Shell.bash:
+        # A `--set` field completes to `path=`: the value follows it with no space between.
+        script = script.replace(BASH_RETURN, BASH_NO_SPACE + BASH_RETURN, 1)
+    typer.echo(script)
