@@ -102,7 +102,8 @@ def cli_commands() -> dict[tuple[str, ...], Any]:
 def options(command: Any) -> set[str]:
     names = {"-h", "--help"}
     for parameter in command.params:
-        if parameter.param_type_name == "option":
+        # A hidden option is the command line's own bookkeeping, not one a user writes.
+        if parameter.param_type_name == "option" and not getattr(parameter, "hidden", False):
             names.update(parameter.opts, parameter.secondary_opts)
     return names
 

@@ -242,6 +242,36 @@ def test_skip_and_reject_given_twice_keep_every_kind_and_say_so(cli):
     assert "every -skip" not in once.stderr
 
 
+def test_kubeconforms_download_flags_are_taken_and_said_unused(cli):
+    """-cache and -insecure-skip-tls-verify only concern downloads, which gpustack never makes: a
+    CI line with them runs, with the same report as without them."""
+    valid = CORPUS / "valid.yaml"
+    plain = cli("validate", "-strict", "-summary", valid)
+    with_them = cli(
+        "validate",
+        "-cache",
+        "/nonexistent",
+        "-insecure-skip-tls-verify",
+        "-strict",
+        "-summary",
+        valid,
+    )
+    assert (
+        (with_them.exit_code, with_them.stdout)
+        == (plain.exit_code, plain.stdout)
+        == (
+            0,
+            plain.stdout,
+        )
+    )
+    assert "-cache and -insecure-skip-tls-verify unused (gpustack never downloads schemas)" in (
+        with_them.stderr
+    )
+    assert "unused" not in plain.stderr
+    chosen = cli("validate", "--kubeconform-defaults", "-cache=/tmp", valid)
+    assert chosen.stderr == "note: -cache unused (gpustack never downloads schemas)\n"
+
+
 def test_kubeconform_defaults_give_kubeconforms_verdicts(cli):
     """Asked for with --kubeconform-defaults (never implied by the spelling): not strict, no
     name required, no lint rules; the bundled CRD schemas still apply."""

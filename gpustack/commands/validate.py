@@ -177,6 +177,10 @@ KUBECONFORM_VALUES = {
     KUBECONFORM[o.parameter]: o.names[-1] for o in OPTIONS if o.parameter in KUBECONFORM and o.value
 }
 _FALSE = {"false", "0", "f", "F", "FALSE", "False"}  # Go's strconv.ParseBool
+# kubeconform's flags about downloading schemas (pkg/config/config.go, v0.7.0): gpustack never
+# downloads, so they are taken and left unused (said in the note), not refused.
+DOWNLOAD_VALUES = ("-cache",)
+DOWNLOAD_SWITCHES = ("-insecure-skip-tls-verify",)
 
 
 def translate(args: list[str]) -> list[str]:
@@ -194,6 +198,12 @@ def translate(args: list[str]) -> list[str]:
                 translated.append(KUBECONFORM_SWITCHES[name])
             elif name == "-strict":
                 translated.append("--no-strict")
+        elif name in DOWNLOAD_SWITCHES:
+            used.append(name)
+        elif name in DOWNLOAD_VALUES:
+            used.append(name)
+            if not equals:
+                next(arguments, None)
         elif name in KUBECONFORM_VALUES:
             used.append(name)
             translated.append(KUBECONFORM_VALUES[name])
@@ -208,6 +218,7 @@ def translate(args: list[str]) -> list[str]:
 
 def spelling_note(
     flags: list[str],
+    kubeconform_defaults: bool,
     strict: bool | None,
     lint: bool,
     builtin: bool,
@@ -217,10 +228,13 @@ def spelling_note(
     """What a command line spelled kubeconform's way gets where gpustack's defaults are not
     kubeconform's (yannh/kubeconform pkg/config/config.go, v0.7.0: not strict, no lint rules,
     schemas that do not require metadata.name, only the `default` location, Kubernetes
-    `master`, and -skip and -reject each a single value, the last one kept); None when nothing
-    the command line left open differs."""
-    if not flags:
-        return None
+    `master`, and -skip and -reject each a single value, the last one kept), and the download flags it
+    leaves unused; None when nothing the command line left open differs (or
+    --kubeconform-defaults asks for kubeconform's)."""
+    unused = [flag for flag in (*DOWNLOAD_VALUES, *DOWNLOAD_SWITCHES) if flag in flags]
+    ignored = f"{' and '.join(unused)} unused (gpustack never downloads schemas)"
+    if not flags or kubeconform_defaults:
+        return ignored if unused else None
     differences = []
     if strict is None:
         differences.append("strict unless -strict=false")
@@ -238,13 +252,12 @@ def spelling_note(
     for flag in ("-skip", "-reject"):
         if flags.count(flag) > 1:
             differences.append(f"the kinds of every {flag} (kubeconform keeps the last)")
-    if not differences:
-        return None
-    return (
+    verdict = (
         "gpustack's verdict for kubeconform's flags: "
         + ", ".join(differences)
         + f"; {KUBECONFORM_DEFAULTS} gives kubeconform's"
     )
+    return "; ".join([*([verdict] if differences else []), *([ignored] if unused else [])]) or None
 
 
 def run(
@@ -301,7 +314,8 @@ def run(
 
     lint = not no_lint and not kubeconform_defaults
     note = spelling_note(
-        [] if kubeconform_defaults else kubeconform_flags or [],
+        kubeconform_flags or [],
+        kubeconform_defaults,
         strict,
         lint and engine == "builtin",
         engine == "builtin",
