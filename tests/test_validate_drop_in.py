@@ -242,6 +242,34 @@ def test_skip_and_reject_given_twice_keep_every_kind_and_say_so(cli):
     assert "every -skip" not in once.stderr
 
 
+def test_the_version_of_gpustack_yaml_applies_in_either_spelling_and_is_named(
+    cli, tmp_path, monkeypatch
+):
+    """kubeconform's default is `master`; gpustack's is ./gpustack.yaml's version, in either
+    spelling, which the note names. Kubernetes 1.29 has no ValidatingAdmissionPolicy v1
+    (served from 1.30), so the version decides the verdict."""
+    from conftest import ROOT
+
+    config = (ROOT / "examples" / "kubeadm.yaml").read_text()
+    assert 'kubernetesVersion: "1.31"' in config
+    (tmp_path / "gpustack.yaml").write_text(config.replace('"1.31"', '"1.29"'))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n"
+        "metadata:\n  name: p\nspec:\n  validations:\n  - expression: 'true'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    theirs = cli("validate", "-summary", "policy.yaml")
+    ours = cli("validate", "--summary", "policy.yaml")
+    assert (theirs.exit_code, theirs.stdout) == (ours.exit_code, ours.stdout)
+    assert theirs.exit_code == 1 and "could not find schema" in theirs.stdout
+    named = "Kubernetes 1.29 of ./gpustack.yaml (-kubernetes-version master: the newest)"
+    assert named in theirs.stderr and "gpustack.yaml" not in ours.stderr
+    newest = cli("validate", "-kubernetes-version", "master", "-summary", "policy.yaml")
+    assert newest.exit_code == 0, newest.output
+    assert "gpustack.yaml" not in newest.stderr
+
+
 def test_kubeconforms_download_flags_are_taken_and_said_unused(cli):
     """-cache and -insecure-skip-tls-verify only concern downloads, which gpustack never makes: a
     CI line with them runs, with the same report as without them."""

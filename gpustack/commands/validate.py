@@ -228,8 +228,8 @@ def spelling_note(
     """What a command line spelled kubeconform's way gets where gpustack's defaults are not
     kubeconform's (yannh/kubeconform pkg/config/config.go, v0.7.0: not strict, no lint rules,
     schemas that do not require metadata.name, only the `default` location, Kubernetes
-    `master`, and -skip and -reject each a single value, the last one kept), and the download flags it
-    leaves unused; None when nothing the command line left open differs (or
+    `master`, and -skip and -reject each a single value, the last one kept), and the download
+    flags it leaves unused; None when nothing the command line left open differs (or
     --kubeconform-defaults asks for kubeconform's)."""
     unused = [flag for flag in (*DOWNLOAD_VALUES, *DOWNLOAD_SWITCHES) if flag in flags]
     ignored = f"{' and '.join(unused)} unused (gpustack never downloads schemas)"
