@@ -158,6 +158,7 @@ def _affected(
     that cluster; a file none of them reads selects nothing.
     """
     from gpustack import changes, fleet
+    from gpustack.config import bases
     from gpustack.errors import Location, UserError, display_path, real_path
 
     everything = True
@@ -170,7 +171,7 @@ def _affected(
         configs = [path for path in candidates if path is not None]
         if picked is not None:
             configs = [path for path in configs if fleet.is_config(path)]
-            extended = {base for path in configs for base in fleet.bases(path)}
+            extended = {base for path in configs for base in bases(path)}
             configs = [path for path in configs if real_path(path) not in extended]
         fleet_configs = configs
     elif fleet.DEFAULT_CONFIG.is_file():
@@ -186,7 +187,7 @@ def _affected(
             raise UserError("file not found", Location(display_path(path)))
         if path.name.endswith(fleet.CONFIG_SUFFIXES) and fleet.is_config(path):
             fleet_configs.append(path)
-            read.append(changes.inputs(path))
+            read += changes.index([path])
             known |= read[-1].files
     if not fleet_configs and not folders:
         # Nothing to narrow: as a bare `check` (./gpustack.yaml, or refused in a fleet
