@@ -45,7 +45,8 @@ def scan(
     profiles = _profile_files(profiles_dir)
     texts |= {path: read_bounded(path) for path in profiles if path not in texts}
     output = real_path(out)
-    resolved = {real_path(path): path for path in texts}
+    spelled = {os.path.normpath(path): path for path in texts}
+    resolved: dict[Path, Path] = {}  # by real path: made only for a file spelled otherwise
     tokens: set[bytes] = set()
     picked: set[Path] = set()
     for path in changed:
@@ -57,8 +58,13 @@ def scan(
             tokens.add(top.encode())
             continue
         tokens.add(path.name.encode())
-        if where in resolved:
-            picked.add(resolved[where])
+        same = spelled.get(os.path.normpath(path))
+        roots = [*folders, *([profiles_dir] if profiles_dir else [])]
+        if same is None and any(where.is_relative_to(real_path(root)) for root in roots):
+            resolved = resolved or {real_path(each): each for each in texts}
+            same = resolved.get(where)
+        if same is not None:
+            picked.add(same)
     for path in picked & set(profiles):
         tokens.add(path.stem.encode())
     found = set(picked)
