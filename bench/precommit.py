@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fleet import generate  # noqa: E402  (bench/fleet.py, beside this script)
+from fleet import generate
 
 CASES = {
     "config": "clusters/gpu-{last:04}.yaml",

@@ -2,7 +2,9 @@
 
 Re-renders every config in memory, compares with `DIR/<name>/` (missing, changed and extra
 gpustack files, with a unified diff per changed file), then validates and lints the rendering.
-Exit 0 when current and clean, 1 when stale or invalid, 2 on a config error.
+Files named besides the configs and folders (pre-commit's changed files) narrow it to the
+clusters they affect (gpustack.changes). Exit 0 when current and clean, 1 when stale or invalid,
+2 on a config error.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ if TYPE_CHECKING:
 
 ARGUMENTS = Arguments(
     "configs",
-    "CONFIG|DIR",
-    "Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
+    "CONFIG|DIR|FILE",
+    "Cluster configs or folders of them (default ./gpustack.yaml, as for render); other files "
+    "(bases, PEMs, patch and MIG files, user profiles, files under the output folder) are "
+    "changed inputs, and only the clusters they affect are checked.",
     Path,
 )
 OPTIONS = (
