@@ -20,6 +20,7 @@ file nothing reads affects none.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,11 +38,15 @@ def scan(
     """The YAML files under `folders` (as discovery walks them) that are changed or name a
     changed file, directly or through files that do; None when every config may be affected
     (a file under `out/_gitops/`, a link among the files, whose target's name the text need
-    not hold, or every config picked)."""
+    not hold, a path that may lead out of the folders, or every config picked)."""
     files = [path for folder in folders for path in fleet.yaml_files(folder)]
     if any(os.path.islink(path) for path in files):
         return None
     texts = {path: read_bounded(path) for path in files}
+    # A file outside the folders (a base there, and what it names) is not scanned: a config
+    # that may name one (`../`, an absolute path) has every config parsed instead.
+    if any(_OUTSIDE.search(text) for text in texts.values()):
+        return None
     profiles = _profile_files(profiles_dir)
     texts |= {path: read_bounded(path) for path in profiles if path not in texts}
     output = real_path(out)
@@ -85,6 +90,9 @@ def scan(
     if not any(fleet.LOOKS_LIKE_CONFIG.search(texts[path]) for path in others):
         return None
     return chosen
+
+
+_OUTSIDE = re.compile(rb"\.\./|[\s:\[,-]['\"]?/")
 
 
 def _profile_files(profiles_dir: Path | None) -> list[Path]:

@@ -28,6 +28,7 @@ def _pem() -> str:
 #   common.yaml <- gpu.yaml <- a (MIG config file), b (patch file)
 #   common.yaml <- c (user profile `lab`, which extends kubeadm)
 #   common.yaml <- d (OpenShift, entitlement PEM)
+#   shared/root.yaml <- shared/mid.yaml <- e (bases outside the fleet folder)
 FILES = {
     "clusters/common.yaml": HEAD + "dcgmExporter: {monitorLabels: {release: prom}}\n",
     "clusters/gpu.yaml": HEAD + "extends: common.yaml\nplatform: {profile: kubeadm}\n",
@@ -41,6 +42,9 @@ FILES = {
     "platform: {profile: lab}\n",
     "clusters/d.yaml": HEAD + "extends: common.yaml\nmetadata: {name: d}\n"
     "platform: {profile: openshift}\nentitlement: {enabled: true, pemFile: ../certs/d.pem}\n",
+    "clusters/e.yaml": HEAD + "extends: ../shared/mid.yaml\nmetadata: {name: e}\n",
+    "shared/mid.yaml": HEAD + "extends: root.yaml\n",
+    "shared/root.yaml": HEAD + "platform: {profile: kubeadm}\n",
     "mig/a.yaml": textwrap.dedent("""\
         version: v1
         mig-configs:
@@ -57,7 +61,7 @@ FILES = {
     "certs/d.pem": _pem(),
     ".github/workflows/ci.yaml": "on: push\njobs: {}\n",
 }
-ALL = ["a", "b", "c", "d"]
+ALL = ["a", "b", "c", "d", "e"]
 OPTIONS = ("-o", "out", "--profiles-dir", "profiles")
 
 
@@ -91,7 +95,8 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     [
         ("clusters/a.yaml", ["a"]),  # a cluster config
         ("clusters/gpu.yaml", ["a", "b"]),  # a base: the clusters extending it
-        ("clusters/common.yaml", ALL),  # a base of bases: transitively, every cluster
+        ("clusters/common.yaml", ["a", "b", "c", "d"]),  # a base of bases: transitively
+        ("shared/root.yaml", ["e"]),  # a base of a base, both outside the folder
         ("mig/a.yaml", ["a"]),  # a MIG config file
         ("patches/b.yaml", ["b"]),  # a patch file
         ("profiles/lab.yaml", ["c"]),  # a user profile
@@ -114,7 +119,7 @@ def test_without_file_names_every_cluster_is_checked(fleet_repo: Path, renders: 
     result = run_gpustack("check", "clusters", *OPTIONS, cwd=fleet_repo)
     assert result.returncode == 0, result.stderr
     assert renders == ALL
-    assert "4 cluster(s) checked: output in out is current and valid" in result.stderr
+    assert "5 cluster(s) checked: output in out is current and valid" in result.stderr
 
 
 def test_several_changed_files_check_the_union(fleet_repo: Path, renders: list[str]):
@@ -151,9 +156,9 @@ def test_a_changed_config_outside_the_folder_joins_the_check(fleet_repo: Path, r
 
 
 def test_a_named_file_that_does_not_exist_is_an_error(fleet_repo: Path, renders: list[str]):
-    result = run_gpustack("check", "clusters", *OPTIONS, "clusters/e.yaml", cwd=fleet_repo)
+    result = run_gpustack("check", "clusters", *OPTIONS, "clusters/f.yaml", cwd=fleet_repo)
     assert result.returncode == 2
-    assert "error: clusters/e.yaml: file not found" in result.stderr
+    assert "error: clusters/f.yaml: file not found" in result.stderr
     assert renders == []
 
 

@@ -182,10 +182,9 @@ def _affected(
         fleet_configs = [fleet.DEFAULT_CONFIG]
     read = changes.index(fleet_configs)
     known = {file for each in read for file in each.files}
-    folder = real_path(out)
     for path in changed:
         resolved = real_path(path)
-        if resolved in known or resolved.is_relative_to(folder):
+        if resolved in known:
             continue
         if not path.exists():
             raise UserError("file not found", Location(display_path(path)))
