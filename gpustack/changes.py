@@ -92,7 +92,8 @@ def scan(
     return chosen
 
 
-_OUTSIDE = re.compile(rb"\.\./|[\s:\[,-]['\"]?/")
+# `../`, or a value that starts with `/` (after `: `, `- `, `[` or `,`; not a URL's `://`).
+_OUTSIDE = re.compile(rb"\.\./|[:-][ \t]+['\"]?/|[\[,][ \t]*['\"]?/")
 
 
 def _profile_files(profiles_dir: Path | None) -> list[Path]:
