@@ -600,6 +600,47 @@ def bases(path: Path) -> set[Path]:
     return {real_path(layer.path) for layer in _config_layers(path)[:-1] if layer.path}
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What a cluster config reads, found from its `extends:` chain without validating or
+    rendering it (gpustack.changes maps changed files to the clusters they affect)."""
+
+    name: str | None  # metadata.name, when the layers give one
+    profile: str | None  # platform.profile, when the layers give one
+    files: frozenset[Path]  # resolved: the config, its bases, PEMs, MIG configs, patch files
+
+
+def inputs(path: Path) -> Inputs:
+    """The files `path` reads and its cluster's name and profile, as far as its layers say. A
+    path setting is taken from every layer that writes it (only the last counts in a render):
+    more files than needed, never fewer."""
+    layers = _config_layers(path)
+    files = {real_path(layer.path) for layer in layers if layer.path}
+    name = profile = None
+    for layer in layers:
+        data, directory = layer.data, layer.directory or Path.cwd()
+        named = _at(data, ("metadata", "name"))
+        name = named if isinstance(named, str) else name
+        chosen = _at(data, ("platform", "profile"))
+        profile = chosen if isinstance(chosen, str) else profile
+        read = [_at(data, ("entitlement", "pemFile")), _at(data, ("migManager", "config", "file"))]
+        patches = data.get("patches")
+        if isinstance(patches, list):
+            read += [entry.get("path") for entry in patches if isinstance(entry, dict)]
+        files |= {
+            real_path(directory / each)
+            for each in read
+            if isinstance(each, str) and each and "\x00" not in each
+        }
+    return Inputs(name, profile, frozenset(files))
+
+
+def _at(data: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
 def _config_layers(path: Path) -> list[Layer]:
     """The files `path` extends, bases first, then `path` itself.
 

@@ -85,7 +85,7 @@ def _refuse_configs_nearby() -> None:
     found: dict[str, None] = {}
     nearby = sorted(path for path in Path(".").iterdir() if path.name.endswith(CONFIG_SUFFIXES))
     if FLEET_FOLDER.is_dir():
-        nearby += _yaml_files(FLEET_FOLDER)
+        nearby += yaml_files(FLEET_FOLDER)
     for path in nearby[:_NEARBY_FILES]:
         if not path.is_file():
             continue
@@ -96,10 +96,10 @@ def _refuse_configs_nearby() -> None:
         except OSError:
             continue
         try:
-            is_config = _is_config(path)
+            looks = is_config(path)
         except UserError:
-            is_config = True  # a broken config is still a config
-        if is_config:
+            looks = True  # a broken config is still a config
+        if looks:
             top = path.parts[0]
             found[top if len(path.parts) == 1 else f"{top}/"] = None
     if found:
@@ -112,7 +112,7 @@ def _refuse_configs_nearby() -> None:
 
 
 def _folder_configs(folder: Path) -> list[Path]:
-    configs = [path for path in _yaml_files(folder) if _is_config(path)]
+    configs = [path for path in yaml_files(folder) if is_config(path)]
     if not configs:
         raise UserError(
             "no GPUStack configs in this folder",
@@ -123,7 +123,7 @@ def _folder_configs(folder: Path) -> list[Path]:
     return [config for config in configs if real_path(config) not in extended]
 
 
-def _yaml_files(folder: Path) -> list[Path]:
+def yaml_files(folder: Path) -> list[Path]:
     result: list[Path] = []
     for directory, subdirectories, names in os.walk(folder):
         subdirectories[:] = sorted(d for d in subdirectories if not d.startswith((".", "_")))
@@ -132,10 +132,10 @@ def _yaml_files(folder: Path) -> list[Path]:
 
 
 # What a cluster config looks like before it parses: its kind, or `extends:` at the top level.
-_LOOKS_LIKE_CONFIG = re.compile(rb"GPUStack|^extends[ \t]*:", re.MULTILINE)
+LOOKS_LIKE_CONFIG = re.compile(rb"GPUStack|^extends[ \t]*:", re.MULTILINE)
 
 
-def _is_config(path: Path) -> bool:
+def is_config(path: Path) -> bool:
     try:
         data = read_document(path).data
     except UserError as error:
@@ -144,7 +144,7 @@ def _is_config(path: Path) -> bool:
         # (a broken link, a FIFO, a folder named *.yaml): no position, nothing parsed.
         if error.location is None or not error.location.line:
             raise
-        if _LOOKS_LIKE_CONFIG.search(read_bounded(path, MAX_FILE_BYTES)):
+        if LOOKS_LIKE_CONFIG.search(read_bounded(path, MAX_FILE_BYTES)):
             raise
         return False
     # A per-cluster file may leave `kind` (and everything else) to the base it extends.

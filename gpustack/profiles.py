@@ -63,6 +63,24 @@ def _find(name: str, profiles_dir: Path | None) -> Path | None:
     return None
 
 
+def files(name: str, profiles_dir: Path | None = None) -> list[Path]:
+    """The files of profile `name` and the profiles it extends, resolved, read no further than
+    their `extends:`; a chain that does not resolve stops there (loading it says why)."""
+    found: list[Path] = []
+    current: Any = name
+    while isinstance(current, str) and len(found) < 64:
+        path = _find(current, profiles_dir)
+        if path is None or path.resolve() in found:
+            break
+        found.append(path.resolve())
+        try:
+            data = load_file_fast(path).data
+        except UserError:
+            break
+        current = data.get("extends") if isinstance(data, dict) else None
+    return found
+
+
 def load(
     name: str, profiles_dir: Path | None = None, referenced_at: Location | None = None
 ) -> tuple[Profile, Layer]:

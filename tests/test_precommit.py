@@ -95,7 +95,8 @@ def test_hook_manifest_is_valid_for_pre_commit_and_matches_the_commands():
     hooks = published_hooks()
     assert set(hooks) == {"gpustack-check", "gpustack-validate"}
     assert hooks["gpustack-check"]["entry"] == "gpustack check"
-    assert hooks["gpustack-check"]["pass_filenames"] is False
+    # check is given the changed files, and re-renders only the clusters they affect.
+    assert hooks["gpustack-check"]["pass_filenames"] is True
     assert hooks["gpustack-validate"]["entry"] == "gpustack validate"
     assert hooks["gpustack-validate"]["pass_filenames"] is True
     assert all(hook["language"] == "python" for hook in hooks.values())
@@ -162,3 +163,48 @@ def test_check_hook_without_args_in_a_fleet_repository_names_the_configs(tmp_pat
     assert refused.returncode != 0
     assert "no ./gpustack.yaml here, but there are cluster configs: clusters/" in output
     assert "kubeadm-lab" not in output
+
+
+def test_check_hook_in_a_fleet_checks_the_clusters_the_commit_changes(tmp_path):
+    """pre-commit passes the staged files: a cluster's config checks that cluster, a shared
+    base every cluster extending it; the fleet folder comes from `args`, as README shows."""
+    hook = local_hook("gpustack-check", args=["clusters", "-o", "out"], verbose=True)
+    repo = Repository(tmp_path / "repo", tmp_path / "cache", [hook])
+    clusters = repo.path / "clusters"
+    clusters.mkdir()
+    head = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+    (clusters / "base.yaml").write_text(head + "platform: {profile: gke-cos}\n")
+    for name in ("east", "west", "north"):
+        (clusters / f"{name}.yaml").write_text(
+            head + f"extends: base.yaml\nmetadata: {{name: {name}}}\n"
+        )
+    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
+    first = repo.commit("three GKE clusters")
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    west = clusters / "west.yaml"
+    west.write_text(west.read_text() + "# the west region's cluster\n")
+    one = repo.commit("comment on west")
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "1 cluster(s) checked, those the 1 file(s) named affect" in one.stderr
+
+    west.write_text(west.read_text() + "dcgmExporter: {monitorLabels: {release: prom}}\n")
+    stale = repo.commit("monitor west, forgetting to render")
+    output = stale.stdout + stale.stderr
+    assert stale.returncode != 0
+    assert "out/west/podmonitoring-nvidia-dcgm-exporter.yaml: changed" in output
+    assert "out/east" not in output and "out/north" not in output
+    assert "run `gpustack render clusters -o out` and commit the result" in output
+    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
+    assert repo.commit("monitor west").returncode == 0
+
+    base = clusters / "base.yaml"
+    base.write_text(base.read_text() + "# shared by every cluster\n")
+    shared = repo.commit("comment on the base")
+    assert shared.returncode == 0, shared.stdout + shared.stderr
+    assert "3 cluster(s) checked: output in out is current and valid" in shared.stderr
+
+    (repo.path / "notes.yaml").write_text("owner: platform team\n")
+    unrelated = repo.commit("notes")
+    assert unrelated.returncode == 0, unrelated.stdout + unrelated.stderr
+    assert "0 cluster(s) checked" in unrelated.stderr

@@ -2,7 +2,9 @@
 
 Re-renders every config in memory, compares with `DIR/<name>/` (missing, changed and extra
 gpustack files, with a unified diff per changed file), then validates and lints the rendering.
-Exit 0 when current and clean, 1 when stale or invalid, 2 on a config error.
+Files named besides the configs and folders (pre-commit's changed files) narrow it to the
+clusters they affect (gpustack.changes). Exit 0 when current and clean, 1 when stale or invalid,
+2 on a config error.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ if TYPE_CHECKING:
 
 ARGUMENTS = Arguments(
     "configs",
-    "CONFIG|DIR",
-    "Cluster configs or folders of them (default ./gpustack.yaml, as for render).",
+    "CONFIG|DIR|FILE",
+    "Cluster configs or folders of them (default ./gpustack.yaml, as for render); other files "
+    "(bases, PEMs, patch and MIG files, user profiles, files under the output folder) are "
+    "changed inputs, and only the clusters they affect are checked.",
     Path,
 )
 OPTIONS = (
@@ -58,9 +62,16 @@ def run(
     from gpustack import fleet
     from gpustack.config import overrides
     from gpustack.errors import Location, UserError, display_path
+    from gpustack.gitops import FLEET_DIR
     from gpustack.review import check_json, check_output
 
-    found = discover(configs, quiet)
+    given = configs or []
+    folders = [path for path in given if path.is_dir()]
+    changed = [path for path in given if not path.is_dir()]
+    if changed:
+        found, whole = _affected(folders, changed, out, profiles_dir, quiet, assignments)
+    else:
+        found, whole = discover(configs, quiet), True
     progress = common.Progress(len(found), "checking", not quiet)
     renderings = fleet.render_all(
         found, None, profiles_dir, override=overrides(assignments or []), progress=progress.advance
@@ -72,11 +83,14 @@ def run(
             Location(display_path(out)),
             hint="give -o the folder `gpustack render -o` wrote, or render into it first",
         )
-    fleet_folder = any(path.is_dir() for path in configs or [])
+    fleet_folder = bool(folders)
     reports = check_output(renderings, fleet.check_all(renderings), out, fleet_folder)
+    if not whole:
+        # The fleet's ApplicationSet is made from every cluster: checked with all of them.
+        reports = [report for report in reports if report.name != FLEET_DIR]
     stale = [report for report in reports if report.stale]
     # A folder of no cluster here: stale when the ApplicationSet deploys every folder in `out`.
-    strays = fleet.strays(renderings, out) if fleet_folder else []
+    strays = fleet.strays(renderings, out) if fleet_folder and whole else []
     deployed = fleet.application_set(renderings) is not None
     if output_format is common.TextOrJson.json:
         result = check_json(reports, out)
@@ -96,7 +110,7 @@ def run(
             [
                 "gpustack",
                 "render",
-                *map(str, configs or []),
+                *map(str, _render_paths(folders, changed, found)),
                 "-o",
                 str(out),
                 *(["--profiles-dir", str(profiles_dir)] if profiles_dir is not None else []),
@@ -119,13 +133,84 @@ def run(
     if stale or errors or (strays and deployed):
         return 1
     if not quiet and output_format is common.TextOrJson.text:
+        which = "" if whole else f", those the {len(changed)} file(s) named affect"
         echo(
-            f"{len(renderings)} cluster(s) checked: output in {out} is current and valid", err=True
+            f"{len(renderings)} cluster(s) checked{which}: output in {out} is current and valid",
+            err=True,
         )
     return 0
 
 
 COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)
+
+
+def _affected(
+    folders: list[Path],
+    changed: list[Path],
+    out: Path,
+    profiles_dir: Path | None,
+    quiet: bool,
+    assignments: list[str] | None,
+) -> tuple[list[Path | None], bool]:
+    """The configs to check when files are named (as pre-commit passes the changed ones), and
+    whether they are the whole fleet.
+
+    The fleet is the folders named, or `./gpustack.yaml`; a named file that is a cluster config
+    and no base of one of its configs joins it. Each named file then selects the clusters it
+    affects (gpustack.changes): a config itself, a base every config extending it, a PEM, MIG
+    config, patch file or user profile the configs that read it, a file under `out/<name>/`
+    that cluster; a file none of them reads selects nothing.
+    """
+    from gpustack import changes, fleet
+    from gpustack.config import bases
+    from gpustack.errors import Location, UserError, display_path, real_path
+
+    everything = True
+    fleet_configs: list[Path] = []
+    if folders:
+        # `--set` may name files too: with it, every config is looked at.
+        picked = None if assignments else changes.scan(folders, changed, out, profiles_dir)
+        everything = picked is None
+        candidates = fleet.discover(folders) if picked is None else picked
+        configs = [path for path in candidates if path is not None]
+        if picked is not None:
+            configs = [path for path in configs if fleet.is_config(path)]
+            extended = {base for path in configs for base in bases(path)}
+            configs = [path for path in configs if real_path(path) not in extended]
+        fleet_configs = configs
+    elif fleet.DEFAULT_CONFIG.is_file():
+        fleet_configs = [fleet.DEFAULT_CONFIG]
+    read = changes.index(fleet_configs)
+    known = {file for each in read for file in each.files}
+    for path in changed:
+        resolved = real_path(path)
+        if resolved in known:
+            continue
+        if not path.exists():
+            raise UserError("file not found", Location(display_path(path)))
+        if path.name.endswith(fleet.CONFIG_SUFFIXES) and fleet.is_config(path):
+            fleet_configs.append(path)
+            read += changes.index([path])
+            known |= read[-1].files
+    if not fleet_configs and not folders:
+        # Nothing to narrow: as a bare `check` (./gpustack.yaml, or refused in a fleet
+        # repository, or the embedded example).
+        return discover([], quiet), True
+    chosen: list[Path | None] = list(
+        changes.affected(fleet_configs, read, changed, out, profiles_dir)
+    )
+    return chosen, everything and len(chosen) == len(fleet_configs)
+
+
+def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | None]) -> list[Path]:
+    """What the `gpustack render` that fixes stale output names: the folders, else the configs
+    checked (none for `./gpustack.yaml` alone)."""
+    if folders or not changed:
+        return folders
+    configs = [path for path in found if path is not None]
+    from gpustack.fleet import DEFAULT_CONFIG
+
+    return [] if configs == [DEFAULT_CONFIG] else configs
 
 
 def _print(report: OutputCheck, out: Path, color: bool) -> None:

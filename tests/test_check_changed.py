@@ -1,0 +1,187 @@
+"""`gpustack check FILE...`: the named (changed) files select the clusters to re-render.
+
+Counted, never timed: each test records which configs the check loads (one load per render)
+and compares with the clusters a user would expect the file to affect. The pre-commit hook
+itself, passing the changed files, is in tests/test_precommit.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpustack import fleet
+from tests.conftest import run_gpustack
+
+HEAD = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+
+
+def _pem() -> str:
+    body = base64.encodebytes(b"dummy entitlement certificate " * 8).decode()
+    return f"-----BEGIN CERTIFICATE-----\n{body}-----END CERTIFICATE-----\n"
+
+
+# A fleet where each kind of input is read by some clusters only:
+#   common.yaml <- gpu.yaml <- a (MIG config file), b (patch file)
+#   common.yaml <- c (user profile `lab`, which extends kubeadm)
+#   common.yaml <- d (OpenShift, entitlement PEM)
+#   shared/root.yaml <- shared/mid.yaml <- e (bases outside the fleet folder)
+FILES = {
+    "clusters/common.yaml": HEAD + "dcgmExporter: {monitorLabels: {release: prom}}\n",
+    "clusters/gpu.yaml": HEAD + "extends: common.yaml\nplatform: {profile: kubeadm}\n",
+    "clusters/a.yaml": HEAD
+    + "extends: gpu.yaml\nmetadata: {name: a}\n"
+    + "devicePlugin: {migStrategy: mixed}\n"
+    + "migManager: {defaultConfig: inference, config: {file: ../mig/a.yaml}}\n",
+    "clusters/b.yaml": HEAD
+    + "extends: gpu.yaml\nmetadata: {name: b}\npatches:\n- path: ../patches/b.yaml\n",
+    "clusters/c.yaml": HEAD + "extends: common.yaml\nmetadata: {name: c}\n"
+    "platform: {profile: lab}\n",
+    "clusters/d.yaml": HEAD + "extends: common.yaml\nmetadata: {name: d}\n"
+    "platform: {profile: openshift}\nentitlement: {enabled: true, pemFile: ../certs/d.pem}\n",
+    "clusters/e.yaml": HEAD + "extends: ../shared/mid.yaml\nmetadata: {name: e}\n",
+    "shared/mid.yaml": HEAD + "extends: root.yaml\n",
+    "shared/root.yaml": HEAD + "platform: {profile: kubeadm}\n",
+    "mig/a.yaml": textwrap.dedent("""\
+        version: v1
+        mig-configs:
+          inference:
+          - devices: all
+            mig-enabled: true
+            mig-devices: {"1g.10gb": 7}
+        """),
+    "patches/b.yaml": "apiVersion: apps/v1\nkind: DaemonSet\n"
+    "metadata: {name: nvidia-device-plugin, namespace: gpu-system, "
+    "annotations: {policy.example.com/owner: team-b}}\n",
+    "profiles/lab.yaml": "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
+    "metadata: {name: lab, description: the lab's kubeadm clusters}\n",
+    "certs/d.pem": _pem(),
+    ".github/workflows/ci.yaml": "on: push\njobs: {}\n",
+}
+ALL = ["a", "b", "c", "d", "e"]
+OPTIONS = ("-o", "out", "--profiles-dir", "profiles")
+
+
+@pytest.fixture(scope="module")
+def fleet_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fleet")
+    for relative, text in FILES.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    rendered = run_gpustack("render", "clusters", *OPTIONS, cwd=root)
+    assert rendered.returncode == 0, rendered.stderr
+    return root
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The cluster configs a command loads to render, by file stem, in order."""
+    loaded: list[str] = []
+    original = fleet.load_stack
+
+    def counting(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        loaded.append(Path(path).stem)
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(fleet, "load_stack", counting)
+    return loaded
+
+
+@pytest.mark.parametrize(
+    ("changed", "checked"),
+    [
+        ("clusters/a.yaml", ["a"]),  # a cluster config
+        ("clusters/gpu.yaml", ["a", "b"]),  # a base: the clusters extending it
+        ("clusters/common.yaml", ["a", "b", "c", "d"]),  # a base of bases: transitively
+        ("shared/root.yaml", ["e"]),  # a base of a base, both outside the folder
+        ("mig/a.yaml", ["a"]),  # a MIG config file
+        ("patches/b.yaml", ["b"]),  # a patch file
+        ("profiles/lab.yaml", ["c"]),  # a user profile
+        ("certs/d.pem", ["d"]),  # an entitlement PEM
+        ("out/c/kustomization.yaml", ["c"]),  # the committed output of one cluster
+        ("out/d/node/README.md", ["d"]),
+        (".github/workflows/ci.yaml", []),  # read by no cluster
+    ],
+)
+def test_a_changed_file_checks_exactly_the_clusters_it_affects(
+    fleet_repo: Path, renders: list[str], changed: str, checked: list[str]
+) -> None:
+    result = run_gpustack("check", "clusters", *OPTIONS, changed, cwd=fleet_repo)
+    assert result.returncode == 0, result.stderr
+    assert renders == checked
+    assert f"{len(checked)} cluster(s) checked" in result.stderr
+
+
+def test_without_file_names_every_cluster_is_checked(fleet_repo: Path, renders: list[str]):
+    result = run_gpustack("check", "clusters", *OPTIONS, cwd=fleet_repo)
+    assert result.returncode == 0, result.stderr
+    assert renders == ALL
+    assert "5 cluster(s) checked: output in out is current and valid" in result.stderr
+
+
+def test_several_changed_files_check_the_union(fleet_repo: Path, renders: list[str]):
+    result = run_gpustack(
+        "check", "clusters", *OPTIONS, "certs/d.pem", "out/a/kustomization.yaml", cwd=fleet_repo
+    )
+    assert result.returncode == 0, result.stderr
+    assert renders == ["a", "d"]
+
+
+def test_a_changed_input_that_makes_output_stale_is_caught(
+    fleet_repo: Path, tmp_path: Path, renders: list[str]
+):
+    patch = fleet_repo / "patches" / "b.yaml"
+    original = patch.read_text()
+    try:
+        patch.write_text(original.replace("team-b", "team-c"))
+        result = run_gpustack("check", "clusters", *OPTIONS, "patches/b.yaml", cwd=fleet_repo)
+    finally:
+        patch.write_text(original)
+    assert result.returncode == 1
+    assert renders == ["b"]
+    assert "out/b/daemonset-nvidia-device-plugin.yaml: changed" in result.stdout
+    assert "+    policy.example.com/owner: team-c" in result.stdout
+    # The fix names the fleet folder, not the changed file.
+    assert "run `gpustack render clusters -o out --profiles-dir profiles`" in result.stderr
+
+
+def test_a_changed_config_outside_the_folder_joins_the_check(fleet_repo: Path, renders: list[str]):
+    """Named configs that are no base of the fleet's are clusters, as `check CONFIG` always was."""
+    result = run_gpustack("check", *OPTIONS, "clusters/c.yaml", "clusters/d.yaml", cwd=fleet_repo)
+    assert result.returncode == 0, result.stderr
+    assert renders == ["c", "d"]
+
+
+def test_a_named_file_that_does_not_exist_is_an_error(fleet_repo: Path, renders: list[str]):
+    result = run_gpustack("check", "clusters", *OPTIONS, "clusters/f.yaml", cwd=fleet_repo)
+    assert result.returncode == 2
+    assert "error: clusters/f.yaml: file not found" in result.stderr
+    assert renders == []
+
+
+def test_the_pre_commit_benchmark_checks_one_cluster_per_changed_file():
+    """bench/precommit.py runs (its timings are not asserted): a changed config and a changed
+    output file check one cluster of the fleet, an unrelated file none."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "precommit.py"), "--clusters", "3", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["3"]]
+    assert [(row[1], row[-1]) for row in rows] == [
+        ("config", "1"),
+        ("output", "1"),
+        ("unrelated", "0"),
+    ]
