@@ -811,6 +811,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
         )
     _check_toolkit(config, profile, layers)
     _check_validator(config, profile, layers)
+    _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
 
 
@@ -933,6 +934,23 @@ def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) ->
             nearest(layers, ("validator", "enabled")),
             field="validator.enabled",
             hint="set validator.enabled: auto",
+        )
+
+
+def _check_node_status_exporter(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """The exporter reports the validator's ready files: without the validator every node would
+    read as failing. A profile's default gives way silently; the user's own setting is refused."""
+    location = locate(layers, ("nodeStatusExporter", "enabled"))
+    if not (config.nodeStatusExporter.enabled and location):
+        return
+    if not Stack(config, profile, "").validator_enabled:
+        raise UserError(
+            "nodeStatusExporter.enabled needs NVIDIA's validator, whose ready files it reports "
+            f"(validator.enabled is off on profile {profile.metadata.name!r} here)",
+            location,
+            field="nodeStatusExporter.enabled",
+            hint="set nodeStatusExporter.enabled: false, or validator.enabled: true where the "
+            "validator finds the driver",
         )
 
 
