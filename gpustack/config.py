@@ -939,14 +939,15 @@ def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) ->
 
 def _check_node_status_exporter(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """The exporter reports the validator's ready files: without the validator every node would
-    read as failing. A profile's default gives way silently; the user's own setting is refused."""
-    location = locate(layers, ("nodeStatusExporter", "enabled"))
+    read as failing. A profile's default (the first layer) gives way silently; the user's own
+    setting is refused."""
+    location = locate(layers[1:], ("nodeStatusExporter", "enabled"))
     if not (config.nodeStatusExporter.enabled and location):
         return
     if not Stack(config, profile, "").validator_enabled:
         raise UserError(
-            "nodeStatusExporter.enabled needs NVIDIA's validator, whose ready files it reports "
-            f"(validator.enabled is off on profile {profile.metadata.name!r} here)",
+            "nodeStatusExporter.enabled needs NVIDIA's validator, whose ready files it reports; "
+            f"the validator is off here (profile {profile.metadata.name!r})",
             location,
             field="nodeStatusExporter.enabled",
             hint="set nodeStatusExporter.enabled: false, or validator.enabled: true where the "
