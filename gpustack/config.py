@@ -196,6 +196,20 @@ class Stack:
         return any(strategy.startswith("cdi") for strategy in self.device_list_strategy)
 
     @property
+    def gpu_machine_config_pool(self) -> str | None:
+        """The MachineConfigPool of the GPU nodes gpustack renders (`worker-gpu`), or None: not
+        OpenShift, or gpustack's MachineConfigs target the whole worker pool."""
+        if not self.facts.machineConfigOperator:
+            return None
+        pool = self.config.nodes.machineConfigPool
+        return None if pool == "worker" else pool
+
+    @property
+    def machine_config_role(self) -> str:
+        """The `machineconfiguration.openshift.io/role` of gpustack's MachineConfigs."""
+        return self.gpu_machine_config_pool or "worker"
+
+    @property
     def monitor(self) -> str:
         monitor = self.config.dcgmExporter.monitor
         return self.profile.facts.monitoring if monitor == "auto" else monitor
@@ -765,6 +779,14 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             nearest(layers, ("entitlement", "enabled")),
             field="entitlement.enabled",
             hint="remove the entitlement section or use profile 'openshift'",
+        )
+    pool = locate(layers[1:], ("nodes", "machineConfigPool"))
+    if pool and not facts.machineConfigOperator:
+        raise UserError(
+            f"MachineConfigPools exist only on OpenShift, not on profile {name!r}",
+            pool,
+            field="nodes.machineConfigPool",
+            hint="remove nodes.machineConfigPool or use profile 'openshift'",
         )
     if config.platform.openshiftVersion and not facts.machineConfigOperator:
         raise UserError(

@@ -337,6 +337,17 @@ class Nodes(Strict):
         description="GKE profiles: the GPU node pool's machine type and accelerator, written "
         "into the pool files in `node/`",
     )
+    machineConfigPool: Annotated[
+        Literal["worker-gpu", "worker"], Doc(see="GPU-only MachineConfigPool")
+    ] = Field(
+        default="worker-gpu",
+        description=(
+            "OpenShift: the MachineConfigPool gpustack's MachineConfigs target; `worker-gpu`: "
+            "a pool of the GPU nodes only, inheriting the worker pool's MachineConfigs (gpustack "
+            "renders it, and the MachineSet patch gives new GPU machines its role), so a "
+            "GPU-side change reboots GPU nodes only; `worker`: every worker, as before"
+        ),
+    )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
         default="systemd",
         description=(
