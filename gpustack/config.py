@@ -780,11 +780,10 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             field="entitlement.enabled",
             hint="remove the entitlement section or use profile 'openshift'",
         )
-    pool = locate(layers[1:], ("nodes", "machineConfigPool"))
-    if pool and not facts.machineConfigOperator:
+    if not facts.machineConfigOperator and _set_by_user(layers, ("nodes", "machineConfigPool")):
         raise UserError(
             f"MachineConfigPools exist only on OpenShift, not on profile {name!r}",
-            pool,
+            nearest(layers, ("nodes", "machineConfigPool")),
             field="nodes.machineConfigPool",
             hint="remove nodes.machineConfigPool or use profile 'openshift'",
         )
@@ -959,18 +958,30 @@ def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) ->
         )
 
 
+def _set_by_user(layers: list[Layer], path: tuple[str, ...]) -> bool:
+    """Whether a layer above the profile's defaults (the first) sets `path`, read from the
+    layers' data: positions are worked out only for an error."""
+    for layer in layers[1:]:
+        data: Any = layer.data
+        for key in path:
+            data = data.get(key) if isinstance(data, dict) else None
+        if data is not None:
+            return True
+    return False
+
+
 def _check_node_status_exporter(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """The exporter reports the validator's ready files: without the validator every node would
     read as failing. A profile's default (the first layer) gives way silently; the user's own
     setting is refused."""
-    location = locate(layers[1:], ("nodeStatusExporter", "enabled"))
-    if not (config.nodeStatusExporter.enabled and location):
+    path = ("nodeStatusExporter", "enabled")
+    if not config.nodeStatusExporter.enabled or not _set_by_user(layers, path):
         return
     if not Stack(config, profile, "").validator_enabled:
         raise UserError(
             "nodeStatusExporter.enabled needs NVIDIA's validator, whose ready files it reports; "
             f"the validator is off here (profile {profile.metadata.name!r})",
-            location,
+            nearest(layers[1:], path),
             field="nodeStatusExporter.enabled",
             hint="set nodeStatusExporter.enabled: false, or validator.enabled: true where the "
             "validator finds the driver",

@@ -109,9 +109,10 @@ def _field(path: str) -> dict[str, Any]:
 
 
 def _daemonset(stack: Stack) -> dict[str, Any]:
-    # No runtime class: the container takes no GPU (NVIDIA_VISIBLE_DEVICES=void) and reaches the
-    # driver through the host's root or the driver container's.
-    pod_spec = gpu_pod_spec(stack, runtime_class=False)
+    # Under the nvidia runtime as every GPU pod here, which hands it no GPU
+    # (NVIDIA_VISIBLE_DEVICES=void): it reaches the driver through the host's root or the driver
+    # container's.
+    pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
         {
             "serviceAccountName": NAME,
