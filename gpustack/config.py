@@ -196,6 +196,20 @@ class Stack:
         return any(strategy.startswith("cdi") for strategy in self.device_list_strategy)
 
     @property
+    def gpu_machine_config_pool(self) -> str | None:
+        """The MachineConfigPool of the GPU nodes gpustack renders (`worker-gpu`), or None: not
+        OpenShift, or gpustack's MachineConfigs target the whole worker pool."""
+        if not self.facts.machineConfigOperator:
+            return None
+        pool = self.config.nodes.machineConfigPool
+        return None if pool == "worker" else pool
+
+    @property
+    def machine_config_role(self) -> str:
+        """The `machineconfiguration.openshift.io/role` of gpustack's MachineConfigs."""
+        return self.gpu_machine_config_pool or "worker"
+
+    @property
     def monitor(self) -> str:
         monitor = self.config.dcgmExporter.monitor
         return self.profile.facts.monitoring if monitor == "auto" else monitor
@@ -807,6 +821,13 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             field="entitlement.enabled",
             hint="remove the entitlement section or use profile 'openshift'",
         )
+    if not facts.machineConfigOperator and _set_by_user(layers, ("nodes", "machineConfigPool")):
+        raise UserError(
+            f"MachineConfigPools exist only on OpenShift, not on profile {name!r}",
+            nearest(layers, ("nodes", "machineConfigPool")),
+            field="nodes.machineConfigPool",
+            hint="remove nodes.machineConfigPool or use profile 'openshift'",
+        )
     if config.platform.openshiftVersion and not facts.machineConfigOperator:
         raise UserError(
             f"platform.openshiftVersion applies only to OpenShift, not to profile {name!r}",
@@ -852,6 +873,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
         )
     _check_toolkit(config, profile, layers)
     _check_validator(config, profile, layers)
+    _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
 
 
@@ -974,6 +996,36 @@ def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) ->
             nearest(layers, ("validator", "enabled")),
             field="validator.enabled",
             hint="set validator.enabled: auto",
+        )
+
+
+def _set_by_user(layers: list[Layer], path: tuple[str, ...]) -> bool:
+    """Whether a layer above the profile's defaults (the first) sets `path`, read from the
+    layers' data: positions are worked out only for an error."""
+    for layer in layers[1:]:
+        data: Any = layer.data
+        for key in path:
+            data = data.get(key) if isinstance(data, dict) else None
+        if data is not None:
+            return True
+    return False
+
+
+def _check_node_status_exporter(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """The exporter reports the validator's ready files: without the validator every node would
+    read as failing. A profile's default (the first layer) gives way silently; the user's own
+    setting is refused."""
+    path = ("nodeStatusExporter", "enabled")
+    if not config.nodeStatusExporter.enabled or not _set_by_user(layers, path):
+        return
+    if not Stack(config, profile, "").validator_enabled:
+        raise UserError(
+            "nodeStatusExporter.enabled needs NVIDIA's validator, whose ready files it reports; "
+            f"the validator is off here (profile {profile.metadata.name!r})",
+            nearest(layers[1:], path),
+            field="nodeStatusExporter.enabled",
+            hint="set nodeStatusExporter.enabled: false, or validator.enabled: true where the "
+            "validator finds the driver",
         )
 
 

@@ -337,6 +337,17 @@ class Nodes(Strict):
         description="GKE profiles: the GPU node pool's machine type and accelerator, written "
         "into the pool files in `node/`",
     )
+    machineConfigPool: Annotated[
+        Literal["worker-gpu", "worker"], Doc(see="GPU-only MachineConfigPool")
+    ] = Field(
+        default="worker-gpu",
+        description=(
+            "OpenShift: the MachineConfigPool gpustack's MachineConfigs target; `worker-gpu`: "
+            "a pool of the GPU nodes only, inheriting the worker pool's MachineConfigs (gpustack "
+            "renders it, and the MachineSet patch gives new GPU machines its role), so a "
+            "GPU-side change reboots GPU nodes only; `worker`: every worker, as before"
+        ),
+    )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
         default="systemd",
         description=(
@@ -527,6 +538,10 @@ AlertName = Literal[
     "GPUPowerThrottling",
     "GPUNodeDaemonSetNotRunning",
     "GPUsIdleWhilePodsWait",
+    "GPUNodeDriverValidationFailed",
+    "GPUNodeToolkitNotReady",
+    "GPUNodeCUDANotReady",
+    "GPUNodeNoDevicesAdvertised",
 ]
 Severity = Annotated[
     str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63), Doc(type="label value")
@@ -590,12 +605,27 @@ class AlertThresholds(Strict):
         default="30m",
         description="GPUsIdleWhilePodsWait: how long GPUs are idle while GPU pods cannot schedule",
     )
+    # NVIDIA/gpu-operator v26.7.0 assets/state-node-status-exporter/
+    # 0800_prometheus_rule_openshift.yaml: `for: 30m` on each node deployment alert.
+    nodeValidationFor: RuleDuration = Field(
+        default="30m",
+        description=(
+            "GPUNodeDriverValidationFailed, GPUNodeToolkitNotReady, GPUNodeCUDANotReady, "
+            "GPUNodeNoDevicesAdvertised: how long a node's validation step may fail"
+        ),
+    )
 
     @model_validator(mode="after")
     def _positive_durations(self) -> AlertThresholds:
         for name in ("errorWindow", "gpuCountLookback"):
             _positive_duration(name, getattr(self, name))
-        for name in ("notAdvertisedFor", "throttledFor", "daemonSetFor", "idleFor"):
+        for name in (
+            "notAdvertisedFor",
+            "throttledFor",
+            "daemonSetFor",
+            "idleFor",
+            "nodeValidationFor",
+        ):
             if duration_ms(getattr(self, name)) > MAX_DURATION_MS:
                 raise ValueError(f"{name} is longer than Prometheus can represent (292 years)")
         return self
@@ -959,6 +989,29 @@ class Validator(WithResources):
     )
 
 
+class NodeStatusExporter(WithResources):
+    components = ("node-status-exporter",)
+    container = "the exporter container"
+    resource_defaults = {"requests": "cpu `10m`, memory `32Mi`"}
+    # NVIDIA/gpu-operator v26.7.0: deployments/gpu-operator/values.yaml `nodeStatusExporter.enabled`
+    # false; the OpenShift bundle's ClusterPolicy (alm-examples) sets it true. The profiles carry
+    # the same defaults.
+    enabled: Annotated[bool, Doc(see="Node status exporter", default="the profile's")] = Field(
+        default=False,
+        description=(
+            "deploy NVIDIA's node status exporter, which serves each GPU node's validation state "
+            "(driver, toolkit, CUDA, device plugin) as metrics, with its monitor and alerts; "
+            "needs the validator, whose ready files it reads"
+        ),
+    )
+    # values.yaml `nodeStatusExporter`: the operator's own image, at the chart's version.
+    version: ReleaseTag = Field(
+        default="v26.7.0",
+        description="exporter image tag (`nvcr.io/nvidia/gpu-operator`, run as "
+        "`nvidia-validator` with COMPONENT=metrics)",
+    )
+
+
 class Entitlement(Strict):
     enabled: bool = Field(
         default=False, description="OpenShift, legacy clusters: emit the entitlement MachineConfigs"
@@ -1314,6 +1367,7 @@ class GPUStack(Strict):
     driver: Driver = Field(default_factory=Driver)
     toolkit: Toolkit = Field(default_factory=Toolkit)
     validator: Validator = Field(default_factory=Validator)
+    nodeStatusExporter: NodeStatusExporter = Field(default_factory=NodeStatusExporter)
     entitlement: Entitlement = Field(default_factory=Entitlement)
     images: Images = Field(default_factory=Images)
     smokeTest: SmokeTest = Field(default_factory=SmokeTest)

@@ -38,6 +38,7 @@ RANK = {
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
+            "MachineConfigPool",
             "MachineConfig",
             "NodeFeatureRule",
             "Service",

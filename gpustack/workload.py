@@ -266,6 +266,12 @@ DEPLOY_CLIENTS: dict[str, tuple[str, str | None]] = {
     "dcgm-exporter": ("dcgm-exporter", "nvidia-dcgm-exporter"),
     "mig-manager": ("mig-manager", "nvidia-mig-manager"),
     "operator-validator": ("operator-validator", "nvidia-operator-validator"),
+    # The validator's binary in its metrics mode, which runs nvidia-smi every minute: it leaves
+    # a node with the validator (k8s-driver-manager pauses no label of its own, and waits for
+    # the pods labelled app=nvidia-operator-validator to go, cmd/driver-manager/main.go
+    # waitForPodsToTerminate, where the GPU Operator's validators share that label for the same
+    # shutdown gate).
+    "node-status-exporter": ("operator-validator", "nvidia-operator-validator"),
 }
 
 

@@ -363,7 +363,9 @@ def test_monitor_overrides_the_profile(tmp_path):
 def test_disabled_exporter_emits_nothing(tmp_path, profile):
     objects = objects_of(load(tmp_path, profile, {"enabled": False}))
     assert not [o for o in objects if "dcgm" in o["metadata"]["name"]]
-    assert not kinds(objects) & {"Service", "ServiceMonitor", "PodMonitoring"}
+    # The node status exporter (on by default on OpenShift) keeps its own Service and monitor.
+    others = [o for o in objects if o["metadata"]["name"] != "nvidia-node-status-exporter"]
+    assert not kinds(others) & {"Service", "ServiceMonitor", "PodMonitoring"}
     assert not [o for o in objects if o["metadata"]["name"] == "prometheus-k8s"]
 
 

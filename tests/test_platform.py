@@ -256,9 +256,10 @@ def test_entitlement_machine_configs_carry_the_pem(tmp_path):
     }
     for name, machine_config in configs.items():
         assert machine_config["apiVersion"] == "machineconfiguration.openshift.io/v1"
+        # The GPU nodes' own pool (worker-gpu), not every worker.
         assert (
             machine_config["metadata"]["labels"]["machineconfiguration.openshift.io/role"]
-            == "worker"
+            == "worker-gpu"
         )
         assert machine_config["spec"]["config"]["ignition"] == {"version": "3.2.0"}
         path, content, file = decoded(machine_config)
@@ -499,16 +500,19 @@ def test_openshift_machineset_patch_matches_the_machineset_schema(tmp_path):
     jsonschema.validate(machine_set, schema)
     # Not the nvidia.com/gpu.deploy.* labels: the Machine API would copy them back onto the node
     # after every pause of the driver manager.
+    # The node role the GPU MachineConfigPool selects its nodes by.
     assert patch["spec"]["template"]["spec"]["metadata"]["labels"] == {
-        "gpu.example.com/pool": "a100"
+        "gpu.example.com/pool": "a100",
+        "node-role.kubernetes.io/worker-gpu": "",
     }
 
 
 def test_openshift_readme_warns_that_entitlement_reboots_workers(tmp_path):
     rendering = render(load_stack(entitled_config(tmp_path)))
     readme = rendering.node_files["README.md"]
-    assert "reboot" in readme and "maxUnavailable" in readme
-    assert "reboot" not in rendered(tmp_path, "openshift").node_files["README.md"]
+    assert "drain and reboot the `worker-gpu` pool's GPU nodes" in readme
+    assert "maxUnavailable" in readme
+    assert "drain and reboot" not in rendered(tmp_path, "openshift").node_files["README.md"]
 
 
 @pytest.mark.shared

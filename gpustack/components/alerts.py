@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.components import dcgm_exporter, device_plugin, validator
+from gpustack.components import dcgm_exporter, device_plugin, node_status_exporter, validator
 from gpustack.config import Stack
 from gpustack.model import AlertThresholds, duration_ms
 from gpustack.objects import kind_of, name_of, namespace_of
@@ -40,7 +40,12 @@ RESOURCE_NAMES = {
     "nvidia_com_gpu_shared": "nvidia.com/gpu.shared",
 }
 # The GPU DaemonSets gpustack renders whose absence from a GPU node the on-call team must know.
-WATCHED_DAEMONSETS = (dcgm_exporter.NAME, device_plugin.NAME, validator.NAME)
+WATCHED_DAEMONSETS = (
+    dcgm_exporter.NAME,
+    device_plugin.NAME,
+    validator.NAME,
+    node_status_exporter.NAME,
+)
 
 # Recorded series (level:metric:operations, Prometheus recording rule naming).
 XID = "node_gpu:dcgm_xid_errors:max"
@@ -62,6 +67,12 @@ SEVERITY = {
     "GPUPowerThrottling": "warning",
     "GPUNodeDaemonSetNotRunning": "warning",
     "GPUsIdleWhilePodsWait": "warning",
+    # As upstream's node deployment alerts (gpu-operator assets/state-node-status-exporter/
+    # 0800_prometheus_rule_openshift.yaml, v26.7.0).
+    "GPUNodeDriverValidationFailed": "warning",
+    "GPUNodeToolkitNotReady": "warning",
+    "GPUNodeCUDANotReady": "warning",
+    "GPUNodeNoDevicesAdvertised": "warning",
 }
 
 
@@ -345,4 +356,70 @@ def _alerts(stack: Stack, daemonsets: list[str]) -> list[dict[str, Any]]:
             },
         }
     )
+    return rules + _node_status_alerts(stack)
+
+
+def _node_status_alerts(stack: Stack) -> list[dict[str, Any]]:
+    """A node whose bring-up stopped at a step, from the node status exporter's metrics: the
+    intent of upstream's node deployment alerts (gpu-operator assets/state-node-status-exporter/
+    0800_prometheus_rule_openshift.yaml, v26.7.0). A later step is blamed only while the driver
+    validation passes, so a broken driver raises one alert, not three."""
+    if not node_status_exporter.enabled(stack):
+        return []
+    waited = stack.config.alerts.thresholds.nodeValidationFor
+    driver_ok = f"and on ({NODE}) {node_status_exporter.DRIVER_VALIDATION} == 1"
+    rules: list[dict[str, Any]] = [
+        {
+            "alert": "GPUNodeDriverValidationFailed",
+            "expr": f"{node_status_exporter.DRIVER_VALIDATION} == 0",
+            "for": waited,
+            "annotations": {
+                "summary": "A GPU node's driver fails its validation.",
+                "description": (
+                    "nvidia-smi has not run on node {{ $labels.node }} (host driver or driver "
+                    f"container) for {waited}."
+                ),
+            },
+        },
+        {
+            "alert": "GPUNodeToolkitNotReady",
+            "expr": f"{node_status_exporter.TOOLKIT_READY} == 0\n{driver_ok}",
+            "for": waited,
+            "annotations": {
+                "summary": "A GPU node's container runtime cannot run GPU containers.",
+                "description": (
+                    "The driver works on node {{ $labels.node }}, but the validator's toolkit "
+                    f"validation has not passed for {waited}: GPU DaemonSets wait there."
+                ),
+            },
+        },
+        {
+            "alert": "GPUNodeCUDANotReady",
+            "expr": f"{node_status_exporter.CUDA_READY} == 0\n{driver_ok}",
+            "for": waited,
+            "annotations": {
+                "summary": "CUDA applications cannot run on a GPU node.",
+                "description": (
+                    "The driver works on node {{ $labels.node }}, but the validator's CUDA "
+                    f"validation has not passed for {waited}."
+                ),
+            },
+        },
+    ]
+    if stack.config.devicePlugin.enabled:
+        # -1: the exporter could not read its node; 0: the node advertises no GPU.
+        rules.append(
+            {
+                "alert": "GPUNodeNoDevicesAdvertised",
+                "expr": f"{node_status_exporter.PLUGIN_DEVICES} == 0\n{driver_ok}",
+                "for": waited,
+                "annotations": {
+                    "summary": "A GPU node advertises no GPUs.",
+                    "description": (
+                        "The driver works on node {{ $labels.node }}, but the node has "
+                        f"advertised no nvidia.com/gpu or MIG device for {waited}."
+                    ),
+                },
+            }
+        )
     return rules

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from gpustack import emit
+from gpustack.components import openshift
 from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
@@ -581,8 +582,14 @@ def _gke_notes(stack: Stack) -> Notes:
 
 def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
     template_spec: dict[str, Any] = {}
-    if _node_labels(stack):
-        template_spec["metadata"] = {"labels": _node_labels(stack)}
+    labels = _node_labels(stack)
+    pool = stack.gpu_machine_config_pool
+    if pool:
+        # The role the GPU MachineConfigPool selects nodes by; the Machine API puts the
+        # template's spec.metadata.labels on each new machine's node (nodelink controller).
+        labels[openshift.NODE_ROLE_PREFIX + pool] = ""
+    if labels:
+        template_spec["metadata"] = {"labels": labels}
     template_spec["taints"] = _taint_objects(stack)
     patch = {"spec": {"template": {"spec": template_spec}}}
     where = [
@@ -606,12 +613,23 @@ def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
             "upgrade add the new build (`gpustack driver-toolkit-builds` reads the cluster's "
             "`driver-toolkit` ImageStream), and remove the old one once no node runs it."
         )
+    if pool:
+        notes.append(
+            f"GPU MachineConfigPool: the MachineConfigPool `{pool}` (with the manifests) takes "
+            f"the nodes labelled `{openshift.NODE_ROLE_PREFIX}{pool}`, with the worker pool's "
+            "MachineConfigs and gpustack's own, so a GPU-side MachineConfig reboots GPU nodes "
+            "only. The MachineSet patch labels the machines created afterwards; label the GPU "
+            f"nodes that exist now yourself, before gpustack's MachineConfigs target `{pool}`: "
+            f"`oc label node NODE {openshift.NODE_ROLE_PREFIX}{pool}=`. Each node keeps its "
+            "worker role label."
+        )
     if stack.entitlement_pem is not None:
+        who = f"the `{pool}` pool's GPU nodes" if pool else "the workers"
         notes.append(
             "Entitlement: the three MachineConfigs (`50-rhsm-conf`, `50-entitlement-pem`, "
             "`50-entitlement-key-pem`) are with the manifests, not here. Applying them makes the "
-            "Machine Config Operator drain and reboot the workers one by one (as many at a time "
-            "as the worker MachineConfigPool's `maxUnavailable` allows, default 1): plan for it."
+            f"Machine Config Operator drain and reboot {who} one by one (as many at a time as "
+            "the pool's `maxUnavailable` allows, default 1): plan for it."
         )
     return {"machineset-patch.yaml": _yaml(patch)}, where, notes
 
