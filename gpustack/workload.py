@@ -115,6 +115,36 @@ def daemonset(
     }
 
 
+def metrics_service(
+    stack: Stack,
+    name: str,
+    labels: dict[str, str],
+    port: tuple[str, int],
+    *,
+    annotate: bool,
+) -> dict[str, Any]:
+    """The ClusterIP Service in front of an exporter DaemonSet named `name`, its `port` (name,
+    number). With `annotate`, the `prometheus.io/scrape` convention a Prometheus without
+    prometheus-operator discovers targets by (the GPU Operator's exporter Services carry it),
+    left off otherwise so that no Prometheus scrapes twice."""
+    metadata: dict[str, Any] = {"name": name, "namespace": stack.namespace, "labels": dict(labels)}
+    if annotate:
+        metadata["annotations"] = {"prometheus.io/scrape": "true"}
+    port_name, number = port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(name),
+            "ports": [
+                {"name": port_name, "port": number, "targetPort": port_name, "protocol": "TCP"}
+            ],
+        },
+    }
+
+
 def service_account(stack: Stack, name: str, *, calls_api: bool = True) -> dict[str, Any]:
     """A workload's ServiceAccount; one whose pods never call the API server gets no token."""
     return {

@@ -23,6 +23,7 @@ from gpustack.workload import (
     gpu_pod_spec,
     host_path_volume,
     kubelet_socket_selinux,
+    metrics_service,
     role_with_binding,
     scc_rules,
     selector_labels,
@@ -227,7 +228,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         # there: a ClusterIP in front of a DaemonSet answers from a random node, so it is only
         # useful as the endpoint list a Prometheus discovers (ServiceMonitor, or a plain
         # Prometheus's own service discovery when monitor is none).
-        objects.append(_service(stack, annotate=monitor == "none"))
+        objects.append(
+            metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
+        )
     if monitor == "servicemonitor":
         objects.append(_service_monitor(stack))
         if stack.facts.securityContextConstraints:
@@ -320,26 +323,6 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     return daemonset(
         stack, NAME, validator.after_toolkit_ready(stack, pod_spec), component=COMPONENT
     )
-
-
-def _service(stack: Stack, *, annotate: bool) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": NAME, "namespace": stack.namespace, "labels": dict(LABELS)}
-    if annotate:
-        # The convention a Prometheus without prometheus-operator discovers targets by (the GPU
-        # Operator's Service carries it); left off otherwise so no Prometheus scrapes twice.
-        metadata["annotations"] = {"prometheus.io/scrape": "true"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": {
-            "type": "ClusterIP",
-            "selector": selector_labels(NAME),
-            "ports": [
-                {"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}
-            ],
-        },
-    }
 
 
 def _monitor_metadata(stack: Stack) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from gpustack.workload import (
     daemonset,
     gpu_pod_spec,
     host_path_volume,
+    metrics_service,
     role_with_binding,
     scc_rules,
     selector_labels,
@@ -96,7 +97,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     ]
     monitor = stack.monitor
     if monitor != "podmonitoring":
-        objects.append(_service(stack, annotate=monitor == "none"))
+        objects.append(
+            metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
+        )
     if monitor == "servicemonitor":
         objects.append(_service_monitor(stack))
     elif monitor == "podmonitoring":
@@ -168,26 +171,6 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         }
     )
     return daemonset(stack, NAME, pod_spec, component=COMPONENT)
-
-
-def _service(stack: Stack, *, annotate: bool) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": NAME, "namespace": stack.namespace, "labels": dict(LABELS)}
-    if annotate:
-        # As the DCGM exporter's: the convention a Prometheus without prometheus-operator finds
-        # targets by (upstream's Service carries it).
-        metadata["annotations"] = {"prometheus.io/scrape": "true"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": {
-            "type": "ClusterIP",
-            "selector": selector_labels(NAME),
-            "ports": [
-                {"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}
-            ],
-        },
-    }
 
 
 def _monitor_metadata(stack: Stack) -> dict[str, Any]:
