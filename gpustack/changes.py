@@ -1,9 +1,11 @@
 """Which clusters a set of changed files affects: what `gpustack check FILE...` (the pre-commit
 hook) re-renders.
 
-    scan(folders, changed, out, profiles_dir) -> the YAML files of `folders` that can read a
-                       changed file, or None when every config can (check them all)
+    read_fleet(folders) -> the bytes of every YAML file in the folders, or None (a link among them)
+    scan(texts, folders, changed, out, profiles_dir) -> the YAML files of `folders` that can read
+                       a changed file, or None when every config can (check them all)
     affected(configs, read, changed, out, profiles_dir) -> the configs whose output they change
+    unnamed(texts, names) -> the cluster names no YAML file of the fleet spells (stray folders)
 
 A cluster depends on its config, every base its `extends:` chain names, the PEM, MIG config
 and patch files its layers name, its profile's files (a user profile and the profiles it
@@ -32,17 +34,27 @@ from gpustack.gitops import FLEET_DIR
 from gpustack.reading import read_bounded
 
 
-def scan(
-    folders: Sequence[Path], changed: Sequence[Path], out: Path, profiles_dir: Path | None
-) -> list[Path] | None:
-    """The YAML files under `folders` (as discovery walks them) that are changed or name a
-    changed file, directly or through files that do; None when every config may be affected
-    (a file under `out/_gitops/`, a link among the files, whose target's name the text need
-    not hold, a path that may lead out of the folders, or every config picked)."""
+def read_fleet(folders: Sequence[Path]) -> dict[Path, bytes] | None:
+    """The bytes of each YAML file under `folders`, as discovery walks them, in order; None when
+    one is a link (whose target's name the text need not hold: names cannot be looked for)."""
     files = [path for folder in folders for path in fleet.yaml_files(folder)]
     if any(os.path.islink(path) for path in files):
         return None
-    texts = {path: read_bounded(path) for path in files}
+    return {path: read_bounded(path) for path in files}
+
+
+def scan(
+    fleet_texts: dict[Path, bytes],
+    folders: Sequence[Path],
+    changed: Sequence[Path],
+    out: Path,
+    profiles_dir: Path | None,
+) -> list[Path] | None:
+    """The YAML files of the fleet (`fleet_texts`, read_fleet) that are changed or name a changed
+    file, directly or through files that do; None when every config may be affected (a file
+    under `out/_gitops/`, a path that may lead out of the folders, or every config picked)."""
+    files = list(fleet_texts)
+    texts = dict(fleet_texts)
     # A file outside the folders (a base there, and what it names) is not scanned: a config
     # that may name one (`../`, an absolute path) has every config parsed instead.
     if any(_OUTSIDE.search(text) for text in texts.values()):
@@ -90,6 +102,18 @@ def scan(
     if not any(fleet.LOOKS_LIKE_CONFIG.search(texts[path]) for path in others):
         return None
     return chosen
+
+
+def unnamed(fleet_texts: dict[Path, bytes], names: Sequence[str]) -> list[str]:
+    """The names (of folders under the output folder) that no `name:` of the fleet's YAML files
+    gives: no config can render them (a cluster's name is its `metadata.name`, in a config or a
+    base). A name some `name:` gives may still be nobody's cluster: only a whole check knows."""
+    given = set(_NAME.findall(b"\n".join(fleet_texts.values())))
+    return [name for name in names if name.encode() not in given]
+
+
+# A `name:` key's plain or quoted value, in block or flow style.
+_NAME = re.compile(rb"\bname[\"']?[ \t]*:[ \t]*[\"']?([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 # `../`, or a value that starts with `/` (after `: `, `- `, `[` or `,`; not a URL's `://`).

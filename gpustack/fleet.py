@@ -27,7 +27,7 @@ import os
 import pickle
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -328,11 +328,14 @@ def output_folders(
     return folders
 
 
-def strays(renderings: Sequence[Rendering], out: Path) -> list[Path]:
+def strays(
+    renderings: Sequence[Rendering], out: Path, among: Collection[str] | None = None
+) -> list[Path]:
     """Folders directly under `out` holding gpustack's output (a kustomization.yaml with its
     marker) that no cluster of `renderings` writes: a cluster renamed or removed from the fleet.
     A render never removes them (another fleet folder may render into `out` too); render and
-    check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not."""
+    check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not.
+    `among`: only folders of these names are looked at."""
     names = {rendering.name for rendering in renderings} | {FLEET_DIR}
     try:
         children = sorted(os.scandir(out), key=lambda entry: entry.name)
@@ -342,6 +345,7 @@ def strays(renderings: Sequence[Rendering], out: Path) -> list[Path]:
         out / entry.name
         for entry in children
         if entry.name not in names
+        and (among is None or entry.name in among)
         and not entry.name.startswith(".")
         and entry.is_dir(follow_symlinks=False)
         and output.is_ours(out / entry.name / "kustomization.yaml")

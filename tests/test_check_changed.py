@@ -185,3 +185,70 @@ def test_the_pre_commit_benchmark_checks_one_cluster_per_changed_file():
         ("output", "1"),
         ("unrelated", "0"),
     ]
+
+
+ARGOCD_SET = (
+    "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/fleet.git\n"
+    "    applicationSet: true\n"
+)
+
+
+def _fleet_with_application_set(root: Path) -> None:
+    """Two clusters sharing one ApplicationSet (every folder under out/ is an Application)."""
+    base = HEAD + 'platform: {profile: rke2, kubernetesVersion: "1.31"}\n' + ARGOCD_SET
+    (root / "clusters").mkdir()
+    (root / "clusters/base.yaml").write_text(base)
+    for name in ("prod-east", "prod-west"):
+        config = HEAD + f"extends: base.yaml\nmetadata:\n  name: {name}\n"
+        (root / f"clusters/{name}.yaml").write_text(config)
+    rendered = run_gpustack("render", "clusters", "-o", "out", cwd=root)
+    assert rendered.returncode == 0, rendered.stderr
+
+
+def test_a_renamed_cluster_gets_the_whole_checks_verdict(tmp_path: Path, renders: list[str]):
+    """The hook is given the renamed config only; its old folder is still deployed by the
+    ApplicationSet. No config names that folder any more, so the check widens to the fleet
+    and says what the whole check says about it."""
+    _fleet_with_application_set(tmp_path)
+    config = tmp_path / "clusters/prod-west.yaml"
+    config.write_text(config.read_text().replace("prod-west", "prod-west2"))
+    run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    renders.clear()
+    narrowed = run_gpustack(
+        "check", "clusters", "-o", "out", "clusters/prod-west.yaml", cwd=tmp_path
+    )
+    whole = run_gpustack("check", "clusters", "-o", "out", cwd=tmp_path)
+    assert narrowed.returncode == whole.returncode == 1
+    assert "error: out/prod-west:" in narrowed.stderr
+    assert narrowed.stderr == whole.stderr
+    # The narrowed pass checked the renamed cluster, then the whole fleet.
+    assert renders[:1] == ["prod-west"] and sorted(renders[1:3]) == ["prod-east", "prod-west"]
+
+
+def test_an_unrenamed_cluster_is_checked_alone_beside_the_application_set(
+    tmp_path: Path, renders: list[str]
+):
+    _fleet_with_application_set(tmp_path)
+    renders.clear()
+    result = run_gpustack("check", "clusters", "-o", "out", "clusters/prod-west.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert renders == ["prod-west"]
+
+
+def test_a_change_to_the_shared_application_set_is_checked_with_every_cluster(
+    tmp_path: Path, renders: list[str]
+):
+    """One cluster's config changes a setting of the ApplicationSet every cluster shares: alone
+    it would look current (its folder does not hold the ApplicationSet), with the fleet it is
+    refused, as `check` without file names refuses it."""
+    _fleet_with_application_set(tmp_path)
+    config = tmp_path / "clusters/prod-west.yaml"
+    config.write_text(config.read_text() + ARGOCD_SET + "    finalizer: false\n")
+    renders.clear()
+    narrowed = run_gpustack(
+        "check", "clusters", "-o", "out", "clusters/prod-west.yaml", cwd=tmp_path
+    )
+    whole = run_gpustack("check", "clusters", "-o", "out", cwd=tmp_path)
+    assert narrowed.returncode == whole.returncode == 2
+    assert "need the same gitops.argocd settings" in narrowed.stderr
+    assert narrowed.stderr == whole.stderr

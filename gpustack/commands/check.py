@@ -10,6 +10,7 @@ clusters they affect (gpustack.changes). Exit 0 when current and clean, 1 when s
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from gpustack.commands.common import echo
 from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
+    from gpustack.fleet import Rendering
     from gpustack.review import OutputCheck
 
 ARGUMENTS = Arguments(
@@ -68,25 +70,38 @@ def run(
     given = configs or []
     folders = [path for path in given if path.is_dir()]
     changed = [path for path in given if not path.is_dir()]
+    texts: dict[Path, bytes] | None = None
     if changed:
-        found, whole = _affected(folders, changed, out, profiles_dir, quiet, assignments)
+        found, whole, texts = _affected(folders, changed, out, profiles_dir, quiet, assignments)
     else:
         found, whole = discover(configs, quiet), True
-    progress = common.Progress(len(found), "checking", not quiet)
-    renderings = fleet.render_all(
-        found, None, profiles_dir, override=overrides(assignments or []), progress=progress.advance
-    )
-    progress.finish()
-    if not out.is_dir():
-        raise UserError(
-            "output folder does not exist" if not out.exists() else "output folder is not a folder",
-            Location(display_path(out)),
-            hint="give -o the folder `gpustack render -o` wrote, or render into it first",
-        )
     fleet_folder = bool(folders)
-    reports = check_output(renderings, fleet.check_all(renderings), out, fleet_folder)
+
+    def check(found: list[Path | None]) -> tuple[list[Rendering], list[OutputCheck]]:
+        progress = common.Progress(len(found), "checking", not quiet)
+        renderings = fleet.render_all(
+            found,
+            None,
+            profiles_dir,
+            override=overrides(assignments or []),
+            progress=progress.advance,
+        )
+        progress.finish()
+        if not out.is_dir():
+            raise UserError(
+                "output folder does not exist"
+                if not out.exists()
+                else "output folder is not a folder",
+                Location(display_path(out)),
+                hint="give -o the folder `gpustack render -o` wrote, or render into it first",
+            )
+        return renderings, check_output(renderings, fleet.check_all(renderings), out, fleet_folder)
+
+    renderings, reports = check(found)
+    if not whole and _unsure(reports, renderings, out, texts if fleet_folder else None):
+        found, whole, _ = _affected(folders, changed, out, profiles_dir, quiet, assignments, False)
+        renderings, reports = check(found)
     if not whole:
-        # The fleet's ApplicationSet is made from every cluster: checked with all of them.
         reports = [report for report in reports if report.name != FLEET_DIR]
     stale = [report for report in reports if report.stale]
     # A folder of no cluster here: stale when the ApplicationSet deploys every folder in `out`.
@@ -127,7 +142,9 @@ def run(
         echo(f"warning: {message}", err=True)
     for stray in strays:
         prefix = "error" if deployed else "warning"
-        echo(f"{prefix}: {fleet.stray_message(stray, configs or [], deployed)}", err=True)
+        echo(
+            f"{prefix}: {fleet.stray_message(stray, folders or configs or [], deployed)}", err=True
+        )
     if errors:
         echo(f"error: {errors} finding(s) in the rendered manifests; fix the config", err=True)
     if stale or errors or (strays and deployed):
@@ -151,15 +168,16 @@ def _affected(
     profiles_dir: Path | None,
     quiet: bool,
     assignments: list[str] | None,
-) -> tuple[list[Path | None], bool]:
-    """The configs to check when files are named (as pre-commit passes the changed ones), and
-    whether they are the whole fleet.
+    narrow: bool = True,
+) -> tuple[list[Path | None], bool, dict[Path, bytes] | None]:
+    """The configs to check when files are named (as pre-commit passes the changed ones),
+    whether they are the whole fleet, and the fleet's YAML files (changes.read_fleet).
 
     The fleet is the folders named, or `./gpustack.yaml`; a named file that is a cluster config
     and no base of one of its configs joins it. Each named file then selects the clusters it
     affects (gpustack.changes): a config itself, a base every config extending it, a PEM, MIG
     config, patch file or user profile the configs that read it, a file under `out/<name>/`
-    that cluster; a file none of them reads selects nothing.
+    that cluster; a file none of them reads selects nothing. `narrow=False`: the whole fleet.
     """
     from gpustack import changes, fleet
     from gpustack.config import bases
@@ -167,9 +185,11 @@ def _affected(
 
     everything = True
     fleet_configs: list[Path] = []
+    texts = None
     if folders:
         # `--set` may name files too: with it, every config is looked at.
-        picked = None if assignments else changes.scan(folders, changed, out, profiles_dir)
+        texts = changes.read_fleet(folders) if narrow and not assignments else None
+        picked = None if texts is None else changes.scan(texts, folders, changed, out, profiles_dir)
         everything = picked is None
         candidates = fleet.discover(folders) if picked is None else picked
         configs = [path for path in candidates if path is not None]
@@ -195,11 +215,43 @@ def _affected(
     if not fleet_configs and not folders:
         # Nothing to narrow: as a bare `check` (./gpustack.yaml, or refused in a fleet
         # repository, or the embedded example).
-        return discover([], quiet), True
+        return discover([], quiet), True, texts
+    if not narrow:
+        return list(fleet_configs), True, texts
     chosen: list[Path | None] = list(
         changes.affected(fleet_configs, read, changed, out, profiles_dir)
     )
-    return chosen, everything and len(chosen) == len(fleet_configs)
+    return chosen, everything and len(chosen) == len(fleet_configs), texts
+
+
+def _unsure(
+    reports: list[OutputCheck],
+    renderings: list[Rendering],
+    out: Path,
+    texts: dict[Path, bytes] | None,
+) -> bool:
+    """Whether a check of some clusters cannot vouch for the output folder: the fleet's
+    ApplicationSet (`_gitops/`, made from every cluster) would change, or a cluster folder is
+    named by no YAML file of the fleet folders (a renamed or removed cluster: a stray only a
+    whole check can tell). A config outside the folders (`texts` None) has its folders left
+    to the whole check, as before."""
+    from gpustack import changes, fleet
+    from gpustack.gitops import FLEET_DIR
+
+    if renderings and any(report.name == FLEET_DIR and report.stale for report in reports):
+        return True
+    if texts is None:
+        return False
+    rendered = {rendering.name for rendering in renderings} | {FLEET_DIR}
+    try:
+        names = sorted(
+            entry.name
+            for entry in os.scandir(out)
+            if entry.name not in rendered and not entry.name.startswith(".")
+        )
+    except OSError:
+        return False
+    return bool(fleet.strays(renderings, out, changes.unnamed(texts, names)))
 
 
 def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | None]) -> list[Path]:
