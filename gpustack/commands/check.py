@@ -21,7 +21,7 @@ from gpustack.commands.common import echo
 from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
-    from gpustack.fleet import Rendering
+    from gpustack.render import Rendering
     from gpustack.review import OutputCheck
 
 ARGUMENTS = Arguments(
