@@ -26,13 +26,13 @@ def test_the_package_passes_mypy_strict():
 
 
 def test_the_code_passes_ruff():
-    result = run("ruff", "check", "--no-cache", "gpustack", "tests", "bench")
+    result = run("ruff", "check", "--no-cache", "gpustack", "tests", "bench", "dev")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_code_is_formatted():
-    # Fix with `ruff format gpustack tests bench`.
-    result = run("ruff", "format", "--check", "--no-cache", "gpustack", "tests", "bench")
+    # Fix with `ruff format gpustack tests bench dev`.
+    result = run("ruff", "format", "--check", "--no-cache", "gpustack", "tests", "bench", "dev")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

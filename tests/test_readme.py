@@ -157,11 +157,12 @@ LONG_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)")
 
 
 def test_every_long_option_the_readme_names_exists():
-    """Options on a benchmark's command line belong to that script; all others to gpustack."""
+    """Options on a benchmark's or a dev script's command line belong to that script; all others
+    to gpustack."""
     everything = set().union(*(options(command) for command in COMMANDS.values()))
     benchmarks = set()
     for line in code_lines(README):
-        for script in re.findall(r"bench/\w+\.py", line):
+        for script in re.findall(r"(?:bench|dev)/\w+\.py", line):
             source = (ROOT / script).read_text()
             for option in LONG_OPTION.findall(line):
                 assert f'"{option}"' in source, f"{script} has no {option}"

@@ -1,0 +1,92 @@
+"""Regenerate everything in the repository that is generated, or check that it is current.
+
+    python dev/generate.py           # write what is stale
+    python dev/generate.py --check   # change nothing; exit 1 naming what is stale
+
+What is generated, and from what:
+
+    schemas/gpustack.schema.json   `gpustack schema`, from gpustack/model.py
+    out/                           `gpustack render examples/*.yaml -o out`, one folder per example
+    README.md's reference tables   `python -m gpustack.docs README.md`, from the model, the
+                                   profiles and the lint rules
+
+Run from anywhere; paths are the repository's. The tests check the same three things
+(tests/test_schema.py, tests/test_golden.py, tests/test_readme.py); this is the one command
+that fixes them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpustack import docs  # noqa: E402
+from gpustack.commands.schema import render_schema  # noqa: E402
+
+SCHEMA = ROOT / "schemas" / "gpustack.schema.json"
+README = ROOT / "README.md"
+
+
+def examples() -> list[str]:
+    return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "examples").glob("*.yaml"))
+
+
+def gpustack(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpustack", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
+    check = parser.parse_args().check
+    stale: list[str] = []
+
+    schema = render_schema()
+    if SCHEMA.read_text(encoding="utf-8") != schema:
+        stale.append(str(SCHEMA.relative_to(ROOT)))
+        if not check:
+            SCHEMA.write_text(schema, encoding="utf-8")
+
+    text = README.read_text(encoding="utf-8")
+    tables = docs.generate(text)
+    if tables != text:
+        stale.append("README.md (generated tables)")
+        if not check:
+            README.write_text(tables, encoding="utf-8")
+
+    # `check` compares out/ with a render byte for byte (and validates it); `render` writes only
+    # the files that differ and prunes gpustack's files no render makes.
+    compared = gpustack("check", *examples(), "-o", "out", "--quiet")
+    if compared.returncode == 2:
+        sys.stderr.write(compared.stderr)
+        return 2
+    if compared.returncode != 0:
+        stale.append("out/")
+        if check:
+            sys.stderr.write(compared.stderr)
+        if not check:
+            rendered = gpustack("render", *examples(), "-o", "out", "--quiet")
+            if rendered.returncode != 0:
+                sys.stderr.write(rendered.stderr)
+                return rendered.returncode
+
+    for what in stale:
+        print(f"{'stale' if check else 'regenerated'}: {what}")
+    if not stale:
+        print("everything generated is current")
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The contributor's tools: `dev/generate.py` (regenerate or check everything generated) and the
+repository's own `.pre-commit-config.yaml`, run for real on copies of the repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+from pre_commit.clientlib import load_config
+
+GENERATED_FROM = ["gpustack", "profiles", "schemas", "examples", "out", "dev", "README.md"]
+
+
+def copy_repository(target: Path) -> Path:
+    for name in GENERATED_FROM:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, target / name)
+    return target
+
+
+def generate(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(root / "dev" / "generate.py"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+
+
+def test_generate_finds_and_fixes_each_kind_of_stale_file(tmp_path: Path) -> None:
+    root = copy_repository(tmp_path)
+    schema = root / "schemas" / "gpustack.schema.json"
+    readme = root / "README.md"
+    output = next(path for path in sorted((root / "out").rglob("daemonset-*.yaml")))
+    originals = {path: path.read_bytes() for path in (schema, readme, output)}
+    schema.write_text(schema.read_text().replace('"type": "object"', '"type": "array"', 1))
+    # A row of the generated config reference, hand-edited.
+    readme.write_text(
+        readme.read_text().replace("| `metadata.name` | DNS", "| `metadata.nam` | DNS", 1)
+    )
+    output.write_text(output.read_text() + "# edited by hand\n")
+    damaged = {path: path.read_bytes() for path in originals}
+    assert damaged != originals
+
+    checked = generate(root, "--check")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines() == [
+        "stale: schemas/gpustack.schema.json",
+        "stale: README.md (generated tables)",
+        "stale: out/",
+    ]
+    assert {path: path.read_bytes() for path in originals} == damaged, "--check changed a file"
+
+    fixed = generate(root)
+    assert fixed.returncode == 0, fixed.stderr
+    assert {path: path.read_bytes() for path in originals} == originals
+    again = generate(root, "--check")
+    assert (again.returncode, again.stdout) == (0, "everything generated is current\n")
+
+
+def test_the_repository_is_current_by_generates_check() -> None:
+    result = generate(ROOT, "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_contributor_hooks_run_with_the_pre_commit_framework(tmp_path: Path) -> None:
+    """A file that breaks ruff's format is refused and fixed by the ruff-format hook; the
+    configuration loads with pre-commit's own schema and runs the tools the tests run."""
+    config = load_config(str(ROOT / ".pre-commit-config.yaml"))
+    hooks = {hook["id"]: hook for repo in config["repos"] for hook in repo["hooks"]}
+    assert set(hooks) == {"ruff", "ruff-format", "mypy", "generated"}
+    assert hooks["generated"]["entry"] == "python dev/generate.py --check"
+
+    repository = tmp_path / "repo"
+    (repository / "gpustack").mkdir(parents=True)
+    shutil.copy2(ROOT / ".pre-commit-config.yaml", repository)
+    shutil.copy2(ROOT / "pyproject.toml", repository)
+    module = repository / "gpustack" / "badly_formatted.py"
+    module.write_text("x = {  'a':1 }\n")
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+        "HOME": str(tmp_path / "cache"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    subprocess.run(["git", "init", "-q"], cwd=repository, env=env, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repository, env=env, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "ruff-format", "--all-files"],
+        cwd=repository,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "files were modified by this hook" in result.stdout
+    assert module.read_text() == 'x = {"a": 1}\n'
