@@ -41,6 +41,11 @@ def _for_kustomize(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "patch": yaml.safe_dump(body)}
 
 
+def _plain(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as YAML reads it back (as kustomize's output is read)."""
+    return yaml.load(yaml.dump(obj, Dumper=yaml.CSafeDumper), Loader=yaml.CSafeLoader)
+
+
 def _objects(config: Path | None) -> list[dict[str, Any]]:
     return render.render(load_stack(config)).objects
 
@@ -61,17 +66,12 @@ def test_patch_equals_kustomize(tmp_path: Path, case: dict[str, Any]) -> None:
         yaml.safe_dump({"resources": ["../base"], "patches": [_for_kustomize(p) for p in entries]})
     )
     expected = by_identity(kustomize(overlay))
-    got = by_identity(
-        [
-            yaml.safe_load(yaml.safe_dump(obj))
-            for obj in _objects(_config(tmp_path, entries, example))
-        ]
-    )
+    got = by_identity([_plain(obj) for obj in _objects(_config(tmp_path, entries, example))])
     assert set(got) == set(expected)
+    unchanged = by_identity([_plain(obj) for obj in unpatched.objects])
     changed = 0
     for key, obj in got.items():
-        before = by_identity([yaml.safe_load(yaml.safe_dump(o)) for o in unpatched.objects])[key]
-        if obj != before:
+        if obj != unchanged[key]:
             changed += 1
         # gpustack hashes a patched ConfigMap again (kustomize knows nothing of the hash).
         for each in (obj, expected[key]):
