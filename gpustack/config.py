@@ -366,6 +366,7 @@ def load_stack(
         try:
             _check_against_profile(config, profile, all_layers)
             _check_gke_node_pool(config, profile, all_layers)
+            _check_aks_node_pool(config, profile, all_layers)
             break
         except UserError as problem:
             done = {field for field, _ in left_out}
@@ -1087,6 +1088,26 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
             hint=f"one of: {', '.join(sizes)}" if sizes else None,
         )
     _check_gke_translation(config, layers)
+
+
+def _check_aks_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """The AKS pool command in node/ needs the pool's VM size; other platforms take none."""
+    name = profile.metadata.name
+    if profile.facts.taintMechanism != "aks-node-pool":
+        if config.nodes.aks is not None:
+            raise UserError(
+                f"AKS node pool settings do not apply to profile {name!r}",
+                nearest(layers, ("nodes", "aks"), key=True),
+                field="nodes.aks",
+            )
+        return
+    if config.nodes.aks is None:
+        raise UserError(
+            f"profile {name!r} needs the GPU node pool's VM size",
+            nearest(layers, ("nodes",)),
+            field="nodes.aks",
+            hint="e.g. nodes: {aks: {vmSize: Standard_NC4as_T4_v3}}",
+        )
 
 
 def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
