@@ -876,6 +876,23 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
     _check_validator(config, profile, layers)
     _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
+    _check_os_sku(config, profile, layers)
+
+
+def _check_os_sku(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """A driver container on a platform whose pools are made from OS SKUs (AKS): the image is
+    built for driver.nodeOS, so some pool OS must run it."""
+    skus = profile.facts.driver.osSkus
+    if not skus or not Stack(config, profile, "").driver_container:
+        return
+    if config.driver.nodeOS not in skus:
+        raise UserError(
+            f"profile {profile.metadata.name!r} has no node pool OS that runs "
+            f"{config.driver.nodeOS}, which the driver container is built for",
+            nearest(layers, ("driver", "nodeOS")),
+            field="driver.nodeOS",
+            hint=f"one of {', '.join(skus)}",
+        )
 
 
 def _check_platform_os(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:

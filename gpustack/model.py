@@ -1589,6 +1589,12 @@ class DriverFacts(Strict):
         "(GKE: no nvidia runtime, the directory is mounted).",
     )
     installerOS: Literal["cos", "ubuntu"] | None = None
+    osSkus: dict[NodeOS, Annotated[str, Field(pattern=r"^[A-Za-z0-9]+$")]] = Field(
+        default_factory=dict,
+        description="AKS: the node pool OS SKU whose nodes run each driver.nodeOS; with a "
+        "driver container the pool command asks for it, and a driver.nodeOS not listed is "
+        "refused (no pool would run it).",
+    )
 
     @model_validator(mode="after")
     def _default_allowed(self) -> DriverFacts:

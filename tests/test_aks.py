@@ -232,10 +232,22 @@ def test_pool_command_creates_the_pool_the_manifests_expect(tmp_path, container)
         for expression in term["matchExpressions"]
     }
     assert "gpu.example.com/stack" in keys
-    # Only a pool whose driver gpustack installs skips AKS's driver.
+    # Only a pool whose driver gpustack installs skips AKS's driver; its nodes run the Ubuntu
+    # release the driver image is built for (driver.nodeOS, default ubuntu22.04).
     assert (flags.get("gpu-driver") == ["none"]) == container
+    assert flags.get("os-sku") == (["Ubuntu2204"] if container else None)
     if container:
         assert labels["nvidia.com/gpu.deploy.driver"] == "true"
+
+
+def test_a_driver_for_ubuntu_24_04_gets_a_pool_of_ubuntu_24_04(tmp_path):
+    rendering = rendered(tmp_path, "driver: {mode: container, nodeOS: ubuntu24.04}\n")
+    code, argv, stderr = run_pool_script(tmp_path, rendering, RESOURCE_GROUP="rg", CLUSTER="c")
+    assert code == 0, stderr
+    assert flag_values(argv)["os-sku"] == ["Ubuntu2404"]
+    [driver] = [o for o in rendering.objects if o["metadata"]["name"] == "nvidia-driver-daemonset"]
+    (main,) = driver["spec"]["template"]["spec"]["containers"]
+    assert main["image"].endswith("-ubuntu24.04")
 
 
 def test_pool_command_refuses_to_run_without_its_resource_group(tmp_path):
@@ -258,6 +270,8 @@ def test_node_readme_says_why_there_is_no_managed_pool(tmp_path):
         ("kubeadm", "nodes: {aks: {vmSize: Standard_NC4as_T4_v3}}\n", "nodes.aks"),
         ("aks", "nodes: {aks: {vmSize: NC4as_T4_v3}}\n", "nodes.aks.vmSize"),
         ("aks", "driver: {mode: gke-managed}\n", "driver.mode"),
+        # AKS has no RHEL pools: NVIDIA's RHEL driver image would run on no node.
+        ("aks", "driver: {mode: container, nodeOS: rhel9.6}\n", "driver.nodeOS"),
     ],
 )
 def test_what_an_aks_pool_cannot_be_is_refused(tmp_path, cli, profile, body, field):

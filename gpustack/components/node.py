@@ -651,6 +651,8 @@ def _aks_script(stack: Stack) -> str:
         # it replaces the older --skip-gpu-driver-install, learn.microsoft.com azure/aks
         # nvidia-gpu-operator). The node then gets AKS's runc-only containerd config.
         flags.append("--gpu-driver=none")
+        # The Ubuntu release the driver image is built for (profile fact driver.osSkus).
+        flags.append(f"--os-sku={stack.facts.driver.osSkus[stack.config.driver.nodeOS]}")
     # `--node-taints`: comma-separated key=value:Effect; `--labels`: space-separated key=value
     # (az aks nodepool add reference).
     taints = _taint_strings(stack)
