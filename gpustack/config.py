@@ -366,6 +366,7 @@ def load_stack(
         try:
             _check_against_profile(config, profile, all_layers)
             _check_gke_node_pool(config, profile, all_layers)
+            _check_aks_node_pool(config, profile, all_layers)
             break
         except UserError as problem:
             done = {field for field, _ in left_out}
@@ -875,6 +876,23 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
     _check_validator(config, profile, layers)
     _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
+    _check_os_sku(config, profile, layers)
+
+
+def _check_os_sku(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """A driver container on a platform whose pools are made from OS SKUs (AKS): the image is
+    built for driver.nodeOS, so some pool OS must run it."""
+    skus = profile.facts.driver.osSkus
+    if not skus or not Stack(config, profile, "").driver_container:
+        return
+    if config.driver.nodeOS not in skus:
+        raise UserError(
+            f"profile {profile.metadata.name!r} has no node pool OS that runs "
+            f"{config.driver.nodeOS}, which the driver container is built for",
+            nearest(layers, ("driver", "nodeOS")),
+            field="driver.nodeOS",
+            hint=f"one of {', '.join(skus)}",
+        )
 
 
 def _check_platform_os(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
@@ -1087,6 +1105,26 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
             hint=f"one of: {', '.join(sizes)}" if sizes else None,
         )
     _check_gke_translation(config, layers)
+
+
+def _check_aks_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """The AKS pool command in node/ needs the pool's VM size; other platforms take none."""
+    name = profile.metadata.name
+    if profile.facts.taintMechanism != "aks-node-pool":
+        if config.nodes.aks is not None:
+            raise UserError(
+                f"AKS node pool settings do not apply to profile {name!r}",
+                nearest(layers, ("nodes", "aks"), key=True),
+                field="nodes.aks",
+            )
+        return
+    if config.nodes.aks is None:
+        raise UserError(
+            f"profile {name!r} needs the GPU node pool's VM size",
+            nearest(layers, ("nodes",)),
+            field="nodes.aks",
+            hint="e.g. nodes: {aks: {vmSize: Standard_NC4as_T4_v3}}",
+        )
 
 
 def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:

@@ -240,7 +240,10 @@ class Metadata(Strict):
 class Platform(Strict):
     profile: Annotated[
         str,
-        Doc(type="`openshift` | `gke-cos` | `gke-ubuntu` | `rke2` | `kubeadm` | a user profile"),
+        Doc(
+            type="`openshift` | `gke-cos` | `gke-ubuntu` | `rke2` | `k3s` | `aks` | `kubeadm` | a "
+            "user profile"
+        ),
     ] = Field(description="the platform profile")
     kubernetesVersion: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$"), Doc(type='`"1.NN"`')] = (
         Field(
@@ -313,6 +316,20 @@ class GKENodePool(Strict):
     accelerator: GKEAccelerator
 
 
+class AKSNodePool(Strict):
+    vmSize: Annotated[
+        str,
+        Field(pattern=r"^Standard_[A-Za-z0-9_]+$", max_length=64),
+        Doc(type="Azure VM size"),
+    ] = Field(
+        description=(
+            "AKS profile: the GPU pool's VM size, an NVIDIA GPU size such as "
+            "`Standard_NC4as_T4_v3` (T4), `Standard_NC24ads_A100_v4` (A100), "
+            "`Standard_NC40ads_H100_v5` (H100 NVL) or `Standard_ND96isr_H100_v5` (8 H100)"
+        )
+    )
+
+
 class Nodes(Strict):
     selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -336,6 +353,11 @@ class Nodes(Strict):
         default=None,
         description="GKE profiles: the GPU node pool's machine type and accelerator, written "
         "into the pool files in `node/`",
+    )
+    aks: AKSNodePool | None = Field(
+        default=None,
+        description="AKS profile: the GPU node pool's VM size, written into the pool command in "
+        "`node/`",
     )
     machineConfigPool: Annotated[
         Literal["worker-gpu", "worker"], Doc(see="GPU-only MachineConfigPool")
@@ -495,7 +517,10 @@ class DCGMExporter(WithResources):
         Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\.[0-9]+\.[0-9]+$"),
         Doc(type="`X.Y.Z-X.Y.Z` (DCGM-exporter)"),
     ] = Field(default="4.6.0-4.8.3", description="image tag, without the `-distroless` suffix")
-    monitor: Literal["auto", "servicemonitor", "podmonitoring", "none"] = Field(
+    monitor: Annotated[
+        Literal["auto", "servicemonitor", "podmonitoring", "azure-servicemonitor", "none"],
+        Doc(see="DCGM exporter and monitoring"),
+    ] = Field(
         default="auto",
         description="how Prometheus finds the exporter; `auto`: the profile's choice",
     )
@@ -636,7 +661,8 @@ class Alerts(Strict):
         default="auto",
         description=(
             "render the GPU alerting and recording rules (a PrometheusRule; a ClusterRules with "
-            "Google Managed Prometheus); `auto`: with the DCGM exporter and a monitor"
+            "Google Managed Prometheus); `auto`: with the DCGM exporter and a monitor, but not "
+            "with Azure Monitor's (`azure-servicemonitor`), which reads no rule objects"
         ),
     )
     thresholds: AlertThresholds = Field(default_factory=AlertThresholds)
@@ -1488,10 +1514,11 @@ class ToolkitFacts(Strict):
 
 class RuntimeFacts(Strict):
     engine: Literal["containerd", "cri-o"]
-    runtimeClass: Literal["required", "optional", "cdi-only", "none"] = Field(
+    runtimeClass: Literal["required", "optional", "default", "cdi-only", "none"] = Field(
         description="required: the default runtime is runc, GPU pods need runtimeClassName; "
-        "optional: only when nvidia is not the default runtime; cdi-only: only with CDI; "
-        "none: the platform mounts the driver itself."
+        "optional: only when nvidia is not the default runtime; default: the platform makes "
+        "the nvidia runtime the default (a toolkit gpustack deploys does the same), GPU pods "
+        "name none; cdi-only: only with CDI; none: the platform mounts the driver itself."
     )
     providedRuntimeClasses: list[str] = Field(
         default_factory=list,
@@ -1562,6 +1589,12 @@ class DriverFacts(Strict):
         "(GKE: no nvidia runtime, the directory is mounted).",
     )
     installerOS: Literal["cos", "ubuntu"] | None = None
+    osSkus: dict[NodeOS, Annotated[str, Field(pattern=r"^[A-Za-z0-9]+$")]] = Field(
+        default_factory=dict,
+        description="AKS: the node pool OS SKU whose nodes run each driver.nodeOS; with a "
+        "driver container the pool command asks for it, and a driver.nodeOS not listed is "
+        "refused (no pool would run it).",
+    )
 
     @model_validator(mode="after")
     def _default_allowed(self) -> DriverFacts:
@@ -1584,7 +1617,7 @@ class ProfileFacts(Strict):
     gpuNodeSelector: list[NodeSelectorRequirement] = Field(
         description="How GPU nodes are recognised (NFD's PCI label, or a platform label)."
     )
-    monitoring: Literal["servicemonitor", "podmonitoring", "none"]
+    monitoring: Literal["servicemonitor", "podmonitoring", "azure-servicemonitor", "none"]
     namespaceLabels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     platformNamespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9][-a-z0-9]*\*?$")]] = Field(
         default_factory=list,
@@ -1599,7 +1632,12 @@ class ProfileFacts(Strict):
         default=False, description="OpenShift: node files are shipped as MachineConfigs."
     )
     taintMechanism: Literal[
-        "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
+        "openshift-machineset",
+        "gke-node-pool",
+        "aks-node-pool",
+        "rke2-agent-config",
+        "k3s-agent-config",
+        "kubeadm-join",
     ]
     nodeLabelsReapplied: bool = Field(
         default=False,

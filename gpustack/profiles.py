@@ -17,7 +17,7 @@ from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file_fast
 
-BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
+BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "aks", "rke2", "k3s", "kubeadm")
 
 
 @lru_cache(maxsize=8)

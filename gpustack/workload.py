@@ -145,6 +145,34 @@ def metrics_service(
     }
 
 
+# Azure Monitor managed Prometheus reads prometheus-operator's ServiceMonitor under its own group
+# and drops a monitor's samples unless it sets these limits, at the values of its templates
+# (learn.microsoft.com azure-monitor containers/prometheus-metrics-scrape-crd).
+AZURE_MONITOR_LIMITS = {
+    "labelLimit": 63,
+    "labelNameLengthLimit": 511,
+    "labelValueLengthLimit": 1023,
+}
+
+
+def service_monitor(stack: Stack, metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """A ServiceMonitor for the Prometheus that `stack.monitor` names: prometheus-operator's
+    (`servicemonitor`) or Azure Monitor managed Prometheus's (`azure-servicemonitor`)."""
+    if stack.monitor == "azure-servicemonitor":
+        return {
+            "apiVersion": "azmonitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": metadata,
+            "spec": {**AZURE_MONITOR_LIMITS, **spec},
+        }
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
 def service_account(stack: Stack, name: str, *, calls_api: bool = True) -> dict[str, Any]:
     """A workload's ServiceAccount; one whose pods never call the API server gets no token."""
     return {

@@ -329,8 +329,14 @@ def _python_patterns(schema: Any) -> Any:
 # NFD operator serves NodeFeatureRule as nfd.openshift.io (openshift/cluster-nfd-operator
 # manifests/stable/manifests/nfd.openshift.io_nodefeaturerules.yaml; from release-4.19 it copies
 # each such rule, spec as is, into nfd.k8s-sigs.io, internal/controllers/
-# nodefeaturerule_reconciler.go). shared/crd-schemas has upstream's group only.
-UPSTREAM_GROUP = {"nfd.openshift.io": "nfd.k8s-sigs.io"}
+# nodefeaturerule_reconciler.go). Azure Monitor managed Prometheus serves prometheus-operator's
+# ServiceMonitor and PodMonitor CRDs unchanged but for the group, azmonitoring.coreos.com
+# (learn.microsoft.com azure-monitor containers/prometheus-metrics-scrape-crd). shared/crd-schemas
+# has upstream's group only.
+UPSTREAM_GROUP = {
+    "nfd.openshift.io": "nfd.k8s-sigs.io",
+    "azmonitoring.coreos.com": "monitoring.coreos.com",
+}
 
 
 # Kinds whose spec is another upstream kind's format. Google Managed Prometheus's ClusterRules

@@ -344,7 +344,7 @@ def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
     [
         ("gpustack render --profile o", ["openshift"]),
         ("gpustack diff --profile gke", ["gke-cos", "gke-ubuntu"]),
-        ("gpustack init --profile k", ["kubeadm"]),
+        ("gpustack init --profile k", ["k3s", "kubeadm"]),
         ("gpustack profiles show r", ["rke2"]),
         ("gpustack validate --output j", ["json", "junit"]),
         (

@@ -440,7 +440,7 @@ def test_profiles_list_names_every_broken_user_profile_and_lists_the_rest(tmp_pa
     result = run_gpustack("profiles", "list", "--profiles-dir", ".", cwd=tmp_path)
     assert result.returncode == 2
     listed = [line.split()[0] for line in result.stdout.splitlines()]
-    assert listed == ["gke-cos", "gke-ubuntu", "kubeadm", "openshift", "rke2"]
+    assert listed == ["aks", "gke-cos", "gke-ubuntu", "k3s", "kubeadm", "openshift", "rke2"]
     assert result.stderr.splitlines() == [
         "error: aaa.yaml: is a folder, expected a config or profile",
         "error: zzz.yaml: file not found (a symbolic link to a missing file)",

@@ -118,6 +118,9 @@ DELETE = object()
 # in a field gpustack sets; the project's schema must reject it too.
 MUTATIONS = [
     ("servicemonitor", ("spec", "endpoints", 0, "bogus"), 1),
+    # Azure Monitor's copy: its scrape limits are integers, as prometheus-operator's.
+    ("servicemonitor-azure", ("spec", "labelLimit"), "63"),
+    ("servicemonitor-azure", ("spec", "endpoints", 0, "bogus"), 1),
     ("servicemonitor", ("spec", "endpoints", 0, "scheme"), "ftp"),
     ("servicemonitor", ("spec", "endpoints", 0, "interval"), 15),
     ("servicemonitor", ("spec", "endpoints", 0, "interval"), "15 seconds"),
@@ -223,9 +226,11 @@ def test_every_project_schema_but_kustomizes_is_for_an_upstream_crd():
         for path in CRD_SCHEMA_FILES
         if not (UPSTREAM_CRDS / path.relative_to(PROJECT_SCHEMAS)).is_file()
     ]
-    # Red Hat's NodeFeatureRule is upstream's under another group (conftest.UPSTREAM_GROUP);
-    # Managed Prometheus's ClusterRules holds PrometheusRule's format (conftest.UPSTREAM_SPEC_OF).
+    # Red Hat's NodeFeatureRule and Azure Monitor's ServiceMonitor are upstream's under another
+    # group (conftest.UPSTREAM_GROUP); Managed Prometheus's ClusterRules holds PrometheusRule's
+    # format (conftest.UPSTREAM_SPEC_OF).
     assert without == [
+        Path("azmonitoring.coreos.com/servicemonitor_v1.json"),
         Path("kustomize.config.k8s.io/kustomization_v1beta1.json"),
         Path("monitoring.googleapis.com/clusterrules_v1.json"),
         Path("nfd.openshift.io/nodefeaturerule_v1alpha1.json"),

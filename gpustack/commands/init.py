@@ -33,6 +33,7 @@ COMMENT_COLUMN = 32
 RUNTIME_CLASS_AUTO = {
     "required": "on every GPU pod (containerd's default is runc)",
     "optional": "on every GPU pod; false if nvidia is containerd's default",
+    "default": "off here (nvidia is containerd's default runtime)",
     "cdi-only": "on every GPU pod with the Container Toolkit's CDI, else off",
     "none": "off here (the platform mounts the driver)",
 }
@@ -250,6 +251,11 @@ def starter(
             if setting("nodes.gke")
             else []
         ),
+        *(
+            [line("nodes.aks", "the GPU node pool node/ creates", setting("nodes.aks"))]
+            if setting("nodes.aks")
+            else []
+        ),
         ("devicePlugin:", ""),
         line(
             "devicePlugin.enabled",
@@ -290,7 +296,8 @@ def starter(
         default_line("dcgmExporter.enabled", "GPU metrics on port 9400"),
         default_line(
             "dcgmExporter.monitor",
-            f"auto ({facts.monitoring} here) | servicemonitor | podmonitoring | none",
+            f"auto ({facts.monitoring} here) | servicemonitor | podmonitoring | "
+            "azure-servicemonitor | none",
         ),
         default_line("dcgmExporter.interval", "how often Prometheus scrapes the exporter"),
         default_line(

@@ -79,7 +79,12 @@ SEVERITY = {
 def enabled(stack: Stack) -> bool:
     setting = stack.config.alerts.enabled
     if setting == "auto":
-        return stack.config.dcgmExporter.enabled and stack.monitor != "none"
+        # Azure Monitor managed Prometheus reads no rule objects from the cluster: its rules are
+        # Azure resources (Prometheus rule groups), so a PrometheusRule would load nowhere.
+        return stack.config.dcgmExporter.enabled and stack.monitor not in (
+            "none",
+            "azure-servicemonitor",
+        )
     return setting
 
 

@@ -28,6 +28,7 @@ from gpustack.workload import (
     scc_rules,
     selector_labels,
     service_account,
+    service_monitor,
 )
 
 NAME = "nvidia-dcgm-exporter"
@@ -231,7 +232,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         objects.append(
             metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
         )
-    if monitor == "servicemonitor":
+    if monitor in ("servicemonitor", "azure-servicemonitor"):
         objects.append(_service_monitor(stack))
         if stack.facts.securityContextConstraints:
             objects += _cluster_monitoring_access(stack)
@@ -333,11 +334,10 @@ def _monitor_metadata(stack: Stack) -> dict[str, Any]:
 
 
 def _service_monitor(stack: Stack) -> dict[str, Any]:
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": _monitor_metadata(stack),
-        "spec": {
+    return service_monitor(
+        stack,
+        _monitor_metadata(stack),
+        {
             "selector": {"matchLabels": selector_labels(NAME)},
             "namespaceSelector": {"matchNames": [stack.namespace]},
             # No scrapeTimeout: Prometheus then uses the smaller of its global timeout and the
@@ -358,7 +358,7 @@ def _service_monitor(stack: Stack) -> dict[str, Any]:
                 }
             ],
         },
-    }
+    )
 
 
 def _pod_monitoring(stack: Stack) -> dict[str, Any]:

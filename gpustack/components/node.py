@@ -8,6 +8,7 @@ there says where each file goes. Taints and labels come from the same `nodes.tai
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from gpustack import emit
@@ -16,7 +17,7 @@ from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
-from gpustack.model import GKENodePool
+from gpustack.model import AKSNodePool, GKENodePool
 from gpustack.workload import (
     DEPLOY_CLIENTS,
     DEPLOY_LABEL_PREFIX,
@@ -332,25 +333,71 @@ def _kubeadm(stack: Stack) -> tuple[Files, Where, Notes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# RKE2: the agent's config file; RKE2 finds the nvidia runtime itself once the toolkit is there.
+# RKE2 and k3s: the agent's config file; they find the nvidia runtime themselves once the toolkit
+# is there (RKE2 runs k3s' agent code: pkg/agent/containerd findNvidiaContainerRuntimes).
 
 
-def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
+@dataclass(frozen=True)
+class _Rancher:
+    """How one of Rancher's distributions names what the node files talk about."""
+
+    product: str  # as its docs write it
+    config_file: str  # the agent's config file (`node-taint`, `node-label`, `default-runtime`)
+    node_file: str  # the file gpustack writes into node/
+    agent: str  # its systemd units: the agent's, the server's
+    server: str
+    # What ships its RuntimeClasses and when they are missing, and what to do then.
+    runtime_classes_from: str
+    runtime_classes_fix: str
+
+
+_RANCHER = {
+    # rke2-docs install/configuration.md, rancher/rke2 bundle/lib/systemd/system, #7242.
+    "rke2-agent-config": _Rancher(
+        "RKE2",
+        "/etc/rancher/rke2/config.yaml",
+        "rke2-agent-config.yaml",
+        "rke2-agent",
+        "rke2-server",
+        "through its `rke2-runtimeclasses` chart in RKE2 v1.29.13, v1.30.9, v1.31.5, v1.32.1 "
+        "and later (rancher/rke2 #7242). On an older RKE2",
+        "upgrade RKE2",
+    ),
+    # k3s docs installation/configuration.md (config file), k3s.service and the install
+    # script's k3s-agent.service, advanced.md ("K3s includes Kubernetes RuntimeClass
+    # definitions for all supported alternative runtimes": manifests/runtimes.yaml).
+    "k3s-agent-config": _Rancher(
+        "k3s",
+        "/etc/rancher/k3s/config.yaml",
+        "k3s-agent-config.yaml",
+        "k3s-agent",
+        "k3s",
+        "from its packaged `runtimes` manifest (k3s-io/k3s manifests/runtimes.yaml). On a k3s "
+        "started with `--disable runtimes`",
+        "let k3s deploy its `runtimes` manifest",
+    ),
+}
+
+
+def _rancher(stack: Stack) -> tuple[Files, Where, Notes]:
+    names = _RANCHER[stack.facts.taintMechanism]
+    product = names.product
     config: dict[str, Any] = {"node-taint": _taint_strings(stack)}
     labels = _label_strings(stack)
     if labels:
         config["node-label"] = labels
     if not stack.runtime_class_enabled:
-        # GPU pods name no RuntimeClass: RKE2's `default-runtime` makes nvidia containerd's
-        # default (rke2-docs, agent configuration; k3s `--default-runtime`).
+        # GPU pods name no RuntimeClass: `default-runtime` makes nvidia containerd's default
+        # (rke2-docs, agent configuration; k3s `--default-runtime`, k3s-io/k3s #8700).
         config["default-runtime"] = stack.config.runtimeClass.handler
     runtime = (
-        "RKE2 adds the nvidia runtime to containerd's config itself each time it starts and "
-        "finds `nvidia-container-runtime`: the toolkit DaemonSet puts it there and restarts RKE2"
+        f"{product} adds the nvidia runtime to containerd's config itself each time it starts "
+        "and finds `nvidia-container-runtime`: the toolkit DaemonSet puts it there and restarts "
+        f"{product}"
         if stack.toolkit_enabled
-        else "RKE2 adds the nvidia runtime to containerd's config itself when it starts and finds "
-        "the NVIDIA Container Toolkit on the host (install it before RKE2 starts, or restart "
-        "`rke2-agent` once after)"
+        else f"{product} adds the nvidia runtime to containerd's config itself when it starts and "
+        f"finds the NVIDIA Container Toolkit on the host (install it before {product} starts, or "
+        f"restart `{names.agent}` once after)"
     )
     default = (
         f"; `default-runtime: {stack.config.runtimeClass.handler}` makes it containerd's default "
@@ -360,25 +407,24 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
     )
     notes = []
     if stack.toolkit_enabled:
-        notes.append(_rke2_toolkit_note(stack))
+        notes.append(_rancher_toolkit_note(stack, names))
     name = stack.config.runtimeClass.name
     if stack.runtime_class_enabled and name in stack.facts.runtime.providedRuntimeClasses:
         notes.append(
-            f"RuntimeClass `{name}`: GPU pods name it and RKE2 provides it, through its "
-            "`rke2-runtimeclasses` chart in RKE2 v1.29.13, v1.30.9, v1.31.5, v1.32.1 and later "
-            f"(rancher/rke2 #7242). On an older RKE2 `kubectl get runtimeclass {name}` finds "
-            "nothing and every GPU pod is refused: upgrade RKE2, or set `runtimeClass.name` to "
+            f"RuntimeClass `{name}`: GPU pods name it and {product} provides it, "
+            f"{names.runtime_classes_from} `kubectl get runtimeclass {name}` finds nothing and "
+            f"every GPU pod is refused: {names.runtime_classes_fix}, or set `runtimeClass.name` to "
             "another name so that gpustack renders the class."
         )
     return (
-        {"rke2-agent-config.yaml": _yaml(config)},
+        {names.node_file: _yaml(config)},
         [
             (
-                "rke2-agent-config.yaml",
-                "merge into `/etc/rancher/rke2/config.yaml` on each GPU agent before it first joins "
+                names.node_file,
+                f"merge into `{names.config_file}` on each GPU agent before it first joins "
                 f"(node-taint and node-label apply when the node registers){default}. {runtime}, "
-                f"so leave `{stack.facts.runtime.containerdConfig}` alone (RKE2 regenerates it at "
-                "every start; to customise it, RKE2 reads a template beside it, "
+                f"so leave `{stack.facts.runtime.containerdConfig}` alone ({product} regenerates "
+                f"it at every start; to customise it, {product} reads a template beside it, "
                 "`config-v3.toml.tmpl` with containerd 2 or `config.toml.tmpl`)",
             )
         ],
@@ -386,22 +432,23 @@ def _rke2(stack: Stack) -> tuple[Files, Where, Notes]:
     )
 
 
-def _rke2_toolkit_note(stack: Stack) -> str:
-    """What the toolkit DaemonSet does to RKE2 on every GPU node, so that nobody has to."""
+def _rancher_toolkit_note(stack: Stack, names: _Rancher) -> str:
+    """What the toolkit DaemonSet does to RKE2 or k3s on every GPU node, so that nobody has to."""
     facts = stack.facts.runtime.toolkit
     assert facts is not None  # toolkit_enabled implies it
     generated = stack.facts.runtime.containerdConfig
+    product = names.product
     return (
         "Container runtime: nothing to do by hand on any GPU node, new or autoscaled. The NVIDIA "
         "Container Toolkit DaemonSet installs the toolkit into `/usr/local/nvidia/toolkit`, then "
-        f"sends SIGHUP to RKE2's containerd through `{facts.socket}`: containerd exits, RKE2 "
-        "exits with it and systemd starts `rke2-agent` (`rke2-server` on a server node) again "
-        "(`Restart=always`), which finds the runtime and adds `nvidia` to "
+        f"sends SIGHUP to {product}'s containerd through `{facts.socket}`: containerd exits, "
+        f"{product} exits with it and systemd starts `{names.agent}` (`{names.server}` on a "
+        "server node) again (`Restart=always`), which finds the runtime and adds `nvidia` to "
         f"`{generated}`. Running pods keep running; the kubelet and containerd are back "
         "within seconds. It happens again each time a toolkit pod starts (after a reboot, on a "
         f"toolkit upgrade). Check it with `grep nvidia {generated}`. The toolkit also writes "
         f"`{facts.dropInConfigFile}` and an `imports` line in `{facts.configFile}`, its defaults, "
-        "which RKE2's containerd does not read."
+        f"which {product}'s containerd does not read."
     )
 
 
@@ -577,6 +624,98 @@ def _gke_notes(stack: Stack) -> Notes:
 
 
 # ---------------------------------------------------------------------------------------------
+# AKS: the GPU node pool is created with its taints, labels, VM size and driver setting.
+
+# Placeholders the user sets before running the AKS pool script (the README says so).
+RESOURCE_GROUP = "RESOURCE_GROUP"
+
+
+def _aks_pool(stack: Stack) -> AKSNodePool:
+    pool = stack.config.nodes.aks
+    if pool is None:  # config loading requires it on the AKS profile
+        raise ValueError("nodes.aks is not set")
+    return pool
+
+
+def _aks_script(stack: Stack) -> str:
+    pool = _aks_pool(stack)
+    flags = [
+        f'--resource-group="${{{RESOURCE_GROUP}:?set {RESOURCE_GROUP}}}"',
+        f'--cluster-name="${{{CLUSTER}:?set {CLUSTER}}}"',
+        '--name="${POOL:-gpu}"',
+        '--node-count="${NODE_COUNT:-1}"',
+        f"--node-vm-size={pool.vmSize}",
+    ]
+    if stack.driver_container:
+        # No driver from AKS: NVIDIA's driver container installs it (Azure CLI 2.72.2 and later;
+        # it replaces the older --skip-gpu-driver-install, learn.microsoft.com azure/aks
+        # nvidia-gpu-operator). The node then gets AKS's runc-only containerd config.
+        flags.append("--gpu-driver=none")
+        # The Ubuntu release the driver image is built for (profile fact driver.osSkus).
+        flags.append(f"--os-sku={stack.facts.driver.osSkus[stack.config.driver.nodeOS]}")
+    # `--node-taints`: comma-separated key=value:Effect; `--labels`: space-separated key=value
+    # (az aks nodepool add reference).
+    taints = _taint_strings(stack)
+    if taints:
+        flags.append(f"--node-taints='{','.join(taints)}'")
+    labels = _label_strings(stack)
+    if labels:
+        flags.append(f"--labels {' '.join(labels)}")
+    lines = [
+        HEADER.rstrip("\n"),
+        f"# The GPU node pool of {stack.name} ({stack.profile.metadata.name}). Run with "
+        f"{RESOURCE_GROUP} and {CLUSTER} set.",
+        "az aks nodepool add \\",
+        *[f"  {flag} \\" for flag in flags[:-1]],
+        f"  {flags[-1]}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _aks(stack: Stack) -> tuple[Files, Where, Notes]:
+    pool = _aks_pool(stack)
+    driver_text = (
+        "`--gpu-driver none`: AKS installs no driver (Azure CLI 2.72.2 or later), the "
+        "`nvidia-driver-daemonset` does, and the toolkit DaemonSet makes its `"
+        f"{stack.config.runtimeClass.handler}` runtime containerd's default"
+        if stack.driver_container
+        else "AKS's driver and NVIDIA Container Toolkit, with `nvidia-container-runtime` as "
+        "containerd's default runtime, so GPU pods need no RuntimeClass"
+    )
+    notes = [
+        "AKS-managed GPU pools (preview, `gpuProfile.nvidia.managementMode: Managed`) run AKS's "
+        "own device plugin and DCGM exporter on their nodes: gpustack's would register "
+        "`nvidia.com/gpu` a second time and export the same GPUs twice. The pool command here "
+        "never asks for one; keep gpustack's GPU DaemonSets off any managed pool (its nodes "
+        "carry `kubernetes.azure.com/dcgm-exporter=enabled`), e.g. with a `nodes.selector` "
+        "label that only the pools created here carry."
+    ]
+    if stack.toolkit_enabled:
+        facts = stack.facts.runtime.toolkit
+        assert facts is not None
+        notes.append(
+            "containerd: the NVIDIA Container Toolkit DaemonSet writes the `"
+            f"{stack.config.runtimeClass.handler}` runtime to `{facts.dropInConfigFile}`, adds "
+            f"its folder to the `imports` of `{facts.configFile}` and "
+            f"{_containerd_restart(facts.restartMode)} on each GPU node, new and autoscaled "
+            "ones included; nothing to do by hand."
+        )
+    return (
+        {"aks-node-pool.sh": _aks_script(stack)},
+        [
+            (
+                "aks-node-pool.sh",
+                f"`sh aks-node-pool.sh` with {RESOURCE_GROUP} and {CLUSTER} (and optionally POOL, "
+                f"NODE_COUNT) set creates the GPU node pool ({pool.vmSize}) with the taints and "
+                f"labels the manifests expect and {driver_text}. AKS sets a pool's taints and "
+                "driver mode when it creates the pool: a change means a new pool",
+            )
+        ],
+        notes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # OpenShift: machines get taints and labels from their MachineSet's template.
 
 
@@ -646,8 +785,10 @@ def _rhcos_builds(stack: Stack) -> list[str]:
 
 _WRITERS = {
     "kubeadm-join": _kubeadm,
-    "rke2-agent-config": _rke2,
+    "rke2-agent-config": _rancher,
+    "k3s-agent-config": _rancher,
     "gke-node-pool": _gke,
+    "aks-node-pool": _aks,
     "openshift-machineset": _openshift,
 }
 

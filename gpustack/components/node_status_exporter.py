@@ -33,6 +33,7 @@ from gpustack.workload import (
     scc_rules,
     selector_labels,
     service_account,
+    service_monitor,
 )
 
 # state-node-status-exporter/0700_daemonset.yaml (v26.7.0): name, port 8000 named node-status.
@@ -100,7 +101,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         objects.append(
             metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
         )
-    if monitor == "servicemonitor":
+    if monitor in ("servicemonitor", "azure-servicemonitor"):
         objects.append(_service_monitor(stack))
     elif monitor == "podmonitoring":
         objects.append(_pod_monitoring(stack))
@@ -182,11 +183,10 @@ def _monitor_metadata(stack: Stack) -> dict[str, Any]:
 def _service_monitor(stack: Stack) -> dict[str, Any]:
     # state-node-status-exporter/0600_service_monitor.yaml: port node-status, path /metrics. No
     # relabelling: the samples carry their node already.
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": _monitor_metadata(stack),
-        "spec": {
+    return service_monitor(
+        stack,
+        _monitor_metadata(stack),
+        {
             "selector": {"matchLabels": selector_labels(NAME)},
             "namespaceSelector": {"matchNames": [stack.namespace]},
             "endpoints": [
@@ -197,7 +197,7 @@ def _service_monitor(stack: Stack) -> dict[str, Any]:
                 }
             ],
         },
-    }
+    )
 
 
 def _pod_monitoring(stack: Stack) -> dict[str, Any]:
