@@ -35,12 +35,12 @@ from gpustack.layers import (
     validate,
 )
 from gpustack.model import (
+    GKENodePool,
     GPUStack,
     NodePool,
     NodeSelectorRequirement,
     PatchEntry,
     Profile,
-    GKENodePool,
     ProfileFacts,
     Strict,
     WithResources,
@@ -104,6 +104,10 @@ class Stack:
     entitlement_mode: int | None = None  # the PEM file's permission bits
     # `patches:` of the bases then the config, read and parsed (gpustack.patches applies them).
     patches: tuple[patching.Patch, ...] = ()
+    # Set on a view of the stack as one node pool's nodes see it (gpustack.components.node):
+    # the pool, and the device plugin config its nodes select.
+    pool: NodePool | None = None
+    pool_plugin_config: str | None = None
 
     @property
     def name(self) -> str:
@@ -1085,9 +1089,7 @@ def _check_gke_accelerator(
         )
     problem = gke_accelerators.machine_type_problem(accelerator.type, pool.machineType)
     if problem:
-        raise UserError(
-            problem, nearest(layers, (*where, "machineType")), f"{dotted}.machineType"
-        )
+        raise UserError(problem, nearest(layers, (*where, "machineType")), f"{dotted}.machineType")
     problem = gke_accelerators.count_problem(accelerator.type, pool.machineType, accelerator.count)
     if problem:
         raise UserError(problem, nearest(layers, (*here, "count")), f"{dotted}.accelerator.count")
@@ -1114,7 +1116,11 @@ def _check_gke_translation(
     mig_strategy, sharing = config.pool_mig_strategy(pool), config.pool_sharing(pool)
     own = pool.devicePlugin if pool else None
     base = ("nodes", "pools", index, "devicePlugin") if own else ("devicePlugin",)
-    strategy = (*base, "migStrategy") if own is None or own.migStrategy else ("devicePlugin", "migStrategy")
+    strategy = (
+        (*base, "migStrategy")
+        if own is None or own.migStrategy
+        else ("devicePlugin", "migStrategy")
+    )
     shared = (*base, "sharing") if own is None or own.sharing else ("devicePlugin", "sharing")
     dotted = ".".join(str(part) for part in strategy)
     shared_dotted = ".".join(str(part) for part in shared)

@@ -313,6 +313,26 @@ class GKENodePool(Strict):
     accelerator: GKEAccelerator
 
 
+class Sharing(Strict):
+    strategy: Literal["none", "time-slicing", "mps"] = Field(
+        default="none",
+        description="GPU sharing; `mps` not with MIG, `time-slicing` not with MIG `mixed`",
+    )
+    replicas: int = Field(default=4, ge=2, le=48, description="pods that may share one GPU")
+    renameByDefault: bool = Field(
+        default=False, description="advertise shared GPUs as `nvidia.com/gpu.shared`"
+    )
+    failRequestsGreaterThanOne: bool = Field(
+        default=True, description="refuse pods that request more than one shared GPU"
+    )
+
+
+# A mig-parted config name (a node label value: nvidia.com/mig.config=<name>).
+MigConfigName = Annotated[
+    str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63), Doc(type="MIG config name")
+]
+
+
 # A driver version as the driver image tags name it (`driver.version`).
 DriverVersion = Annotated[
     str, Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"), Doc(type="driver version")
@@ -474,20 +494,6 @@ class Nodes(Strict):
         return self
 
 
-class Sharing(Strict):
-    strategy: Literal["none", "time-slicing", "mps"] = Field(
-        default="none",
-        description="GPU sharing; `mps` not with MIG, `time-slicing` not with MIG `mixed`",
-    )
-    replicas: int = Field(default=4, ge=2, le=48, description="pods that may share one GPU")
-    renameByDefault: bool = Field(
-        default=False, description="advertise shared GPUs as `nvidia.com/gpu.shared`"
-    )
-    failRequestsGreaterThanOne: bool = Field(
-        default=True, description="refuse pods that request more than one shared GPU"
-    )
-
-
 class DevicePlugin(WithResources):
     components = ("device-plugin",)
     container = "the plugin container"
@@ -517,12 +523,6 @@ class GFD(WithResources):
     components = ("gpu-feature-discovery",)
     container = "the GFD container"
     enabled: bool = Field(default=True, description="deploy GPU Feature Discovery")
-
-
-# A mig-parted config name (a node label value: nvidia.com/mig.config=<name>).
-MigConfigName = Annotated[
-    str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63), Doc(type="MIG config name")
-]
 
 
 class MigManagerConfig(Strict):
@@ -1536,7 +1536,11 @@ class GPUStack(Strict):
                 return  # the cluster's settings, checked as such
             where = ("nodes", "pools", index, "devicePlugin")
             name = f"pool {pool.name}'s devicePlugin"
-        field = "sharing" if pool is None or (pool.devicePlugin and pool.devicePlugin.sharing) else "migStrategy"
+        field = (
+            "sharing"
+            if pool is None or (pool.devicePlugin and pool.devicePlugin.sharing)
+            else "migStrategy"
+        )
         path = (*where, "sharing", "strategy") if field == "sharing" else (*where, "migStrategy")
         if sharing.strategy == "mps" and strategy != "none":
             raise ConflictError(

@@ -283,7 +283,6 @@ def with_config_manager(
 
 
 def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
-    plugin = stack.config.devicePlugin
     kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
     driver_volumes, driver_mounts, driver_env = driver_mount(stack)
     env: list[dict[str, Any]] = [

@@ -54,7 +54,12 @@ def name(stack: Stack) -> str:
         (
             gpustack.__version__,
             stack.profile.model_dump_json(),
-            stack.config.model_dump_json(exclude={"metadata", "extends", "patches"}),
+            # Without node pools, the field is left out: the name stays what it was before
+            # pools existed.
+            stack.config.model_dump_json(
+                exclude={"metadata": True, "extends": True, "patches": True}
+                | ({} if stack.pools else {"nodes": {"pools"}})
+            ),
             json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
         )
     )
