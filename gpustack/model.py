@@ -391,8 +391,9 @@ class NodePool(Strict):
     canary: Annotated[bool, Doc(see="Rollout order")] = Field(
         default=False,
         description=(
-            "a GPU node software change (driver, device plugin, MIG layout) rolls to this pool "
-            "first, and to the other pools only once it is healthy"
+            "the pool gets a driver DaemonSet of its own, applied first (Argo CD sync wave, "
+            "Flux layer), and the rest of the stack only once it is healthy; the smoke test "
+            "runs on the pool"
         ),
     )
     devicePlugin: PoolDevicePlugin | None = Field(
