@@ -352,7 +352,13 @@ class PoolDevicePlugin(Strict):
 
 
 class PoolMigManager(Strict):
-    defaultConfig: Annotated[MigConfigName | None, Doc(default="the cluster's")] = Field(
+    defaultConfig: Annotated[
+        MigConfigName | None,
+        Doc(
+            default="the cluster's; `all-disabled` where the pool's plugin uses no MIG and "
+            "the cluster's does"
+        ),
+    ] = Field(
         default=None,
         description=(
             "the MIG layout the pool's nodes register with (`nvidia.com/mig.config`); a "
@@ -526,6 +532,10 @@ class GFD(WithResources):
     enabled: bool = Field(default=True, description="deploy GPU Feature Discovery")
 
 
+# mig-parted's built-in config that turns MIG mode off on every GPU (gpustack.mig).
+MIG_DISABLED = "all-disabled"
+
+
 class MigManagerConfig(Strict):
     file: Annotated[str | None, Doc(type="path")] = Field(
         default=None,
@@ -554,7 +564,7 @@ class MigManager(WithResources):
         description="MIG manager image tag (`nvcr.io/nvidia/cloud-native/k8s-mig-manager`)",
     )
     defaultConfig: MigConfigName = Field(
-        default="all-disabled",
+        default=MIG_DISABLED,
         description=(
             "the MIG config the `node/` files label GPU nodes with (`nvidia.com/mig.config`);"
             " a built-in config or one of `config.file`"
@@ -1499,9 +1509,15 @@ class GPUStack(Strict):
         return own or self.devicePlugin.sharing
 
     def pool_mig_config(self, pool: NodePool | None) -> str:
-        """The MIG layout a pool's nodes register with (None: nodes in no pool)."""
+        """The MIG layout a pool's nodes register with (None: nodes in no pool): its own, else
+        the cluster's, except that a pool whose plugin uses no MIG while the cluster's does
+        keeps its GPUs whole (`all-disabled`, mig-parted's built-in config)."""
         own = pool.migManager.defaultConfig if pool and pool.migManager else None
-        return own or self.migManager.defaultConfig
+        if own:
+            return own
+        if self.pool_mig_strategy(pool) == "none" and self.devicePlugin.migStrategy != "none":
+            return MIG_DISABLED
+        return self.migManager.defaultConfig
 
     def pool_driver_version(self, pool: NodePool | None) -> str:
         """The driver version of a pool's driver DaemonSet (None: nodes in no pool)."""

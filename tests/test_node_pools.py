@@ -415,3 +415,28 @@ def test_the_committed_multi_pool_render_is_canary_first():
     assert workloads["spec"]["dependsOn"] == [{"name": "gpustack-multi-pool-canary"}]
     canary = read_manifests((MULTI_POOL / "canary/kustomization.yaml").read_text())[0]
     assert "daemonset-nvidia-driver-daemonset-inference.yaml" in canary["resources"]
+
+
+def test_a_pool_without_mig_keeps_its_gpus_whole_in_a_mig_cluster(tmp_path):
+    """The cluster partitions its GPUs; a pool whose plugin uses no MIG must not have them cut
+    (it would advertise full GPUs that are MIG partitioned), unless it names a layout."""
+    shared = {
+        "name": "shared",
+        "selector": {"example.com/gpu-pool": "shared"},
+        "devicePlugin": {"migStrategy": "none", "sharing": {"strategy": "mps"}},
+    }
+    stack = stack_for(
+        tmp_path,
+        "kubeadm",
+        devicePlugin={"migStrategy": "single"},
+        migManager={"defaultConfig": "all-1g.10gb"},
+        nodes={"pools": [shared, TRAINING]},
+    )
+    node_files = render(stack).node_files
+    shared_labels = yaml.safe_load(node_files["join-configuration-shared.yaml"])
+    assert (
+        f"{MIG_LABEL}=all-disabled"
+        in shared_labels["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
+    )
+    cluster = yaml.safe_load(node_files["join-configuration.yaml"])
+    assert f"{MIG_LABEL}=all-1g.10gb" in cluster["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
