@@ -1306,10 +1306,11 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
     return content, mode
 
 
-# Label namespaces the NodeRestriction admission plugin refuses to let a kubelet set on its own
-# Node (kubernetes.io docs, "Using Node Authorization" / NodeRestriction; kubelet
-# --node-labels), except the labels and prefixes it allows (k8s.io/kubelet/apis well_known_labels
-# and IsKubeletLabel, Kubernetes v1.31).
+# Label namespaces a kubelet may not put on its own Node (the kubelet refuses such
+# `--node-labels` at start and the NodeRestriction admission plugin refuses the update: KEP
+# "Bounding Self-Labeling Kubelets"), except the labels and namespaces it allows
+# (k8s.io/kubelet pkg/apis well_known_labels.go kubeletLabels, kubeletLabelNamespaces and
+# IsKubeletLabel, Kubernetes v1.31).
 _RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 _KUBELET_LABELS = frozenset(
     {
@@ -1326,7 +1327,7 @@ _KUBELET_LABELS = frozenset(
         "topology.kubernetes.io/zone",
     }
 )
-_KUBELET_LABEL_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
+_KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 # The profiles whose node files make the kubelet label its own Node (--node-labels).
 _SELF_LABELLING = ("kubeadm-join", "rke2-agent-config")
 
@@ -1334,10 +1335,15 @@ _SELF_LABELLING = ("kubeadm-join", "rke2-agent-config")
 def kubelet_may_set(key: str) -> bool:
     """Whether a kubelet may put this label on its own Node (NodeRestriction)."""
     domain = key.partition("/")[0] if "/" in key else ""
-    restricted = any(
-        domain == each or domain.endswith("." + each) for each in _RESTRICTED_LABEL_DOMAINS
+
+    def within(namespaces: tuple[str, ...]) -> bool:
+        return any(domain == each or domain.endswith("." + each) for each in namespaces)
+
+    return (
+        not within(_RESTRICTED_LABEL_DOMAINS)
+        or key in _KUBELET_LABELS
+        or within(_KUBELET_LABEL_NAMESPACES)
     )
-    return not restricted or key in _KUBELET_LABELS or key.startswith(_KUBELET_LABEL_PREFIXES)
 
 
 def selectors_overlap(first: dict[str, str], second: dict[str, str]) -> bool:

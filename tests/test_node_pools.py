@@ -92,39 +92,48 @@ def test_no_pools_renders_what_it_did_before(tmp_path):
     assert files(render(empty)) == files(render(without))
 
 
-def test_each_distinct_pool_config_is_one_named_config(tmp_path):
-    same_as_inference = {
-        **INFERENCE,
-        "name": "batch",
-        "canary": False,
-        "selector": {"example.com/gpu-pool": "batch"},
-    }
-    same_as_cluster = {"name": "plain", "selector": {"example.com/gpu-pool": "plain"}}
-    stack = stack_for(
-        tmp_path,
-        "kubeadm",
-        nodes={"pools": [INFERENCE, TRAINING, same_as_inference, same_as_cluster]},
-    )
+def pool_labels(stack: Any, pool: str) -> str:
+    join = yaml.safe_load(render(stack).node_files[f"join-configuration-{pool}.yaml"])
+    value: str = join["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
+    return value
+
+
+def test_each_pool_selects_a_config_of_its_own(tmp_path):
+    alike = {**INFERENCE, "name": "batch", "canary": False}
+    alike["selector"] = {"example.com/gpu-pool": "batch"}
+    plain = {"name": "plain", "selector": {"example.com/gpu-pool": "plain"}}
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE, TRAINING, alike, plain]})
     config_map = objects_of(stack)[("ConfigMap", "nvidia-device-plugin-config")]
-    assert sorted(config_map["data"]) == ["default", "inference", "training"]
+    assert sorted(config_map["data"]) == ["batch", "default", "inference", "plain", "training"]
     inference = yaml.safe_load(config_map["data"]["inference"])
     assert inference["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/gpu", "replicas": 4}
     ]
     assert yaml.safe_load(config_map["data"]["training"])["flags"]["migStrategy"] == "single"
     assert "sharing" not in yaml.safe_load(config_map["data"]["default"])
-    # Each pool's nodes register with the name of its config; the same config is one entry.
-    node_files = render(stack).node_files
-    registered = {
-        pool: yaml.safe_load(node_files[f"join-configuration-{pool}.yaml"])["nodeRegistration"][
-            "kubeletExtraArgs"
-        ][0]["value"]
-        for pool in ("inference", "training", "batch", "plain")
+    assert config_map["data"]["plain"] == config_map["data"]["default"]
+    for pool in ("inference", "training", "batch", "plain"):
+        assert f"{CONFIG_LABEL}={pool}" in pool_labels(stack, pool)
+    assert f"{MIG_LABEL}=all-1g.10gb" in pool_labels(stack, "training")
+    assert f"{MIG_LABEL}=all-disabled" in pool_labels(stack, "inference")
+
+
+def test_a_pools_config_name_does_not_move_when_another_pool_changes(tmp_path):
+    """A node keeps the label it registered with: what `batch` nodes select must still be
+    batch's config after `inference`, alike before, changes its sharing."""
+    alike = {**INFERENCE, "name": "batch", "canary": False}
+    alike["selector"] = {"example.com/gpu-pool": "batch"}
+    before = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE, alike]})
+    changed = {
+        **INFERENCE,
+        "devicePlugin": {"sharing": {"strategy": "time-slicing", "replicas": 8}},
     }
-    assert f"{CONFIG_LABEL}=inference" in registered["batch"]
-    assert f"{CONFIG_LABEL}=default" in registered["plain"]
-    assert f"{MIG_LABEL}=all-1g.10gb" in registered["training"]
-    assert f"{MIG_LABEL}=all-disabled" in registered["inference"]
+    after = stack_for(tmp_path, "kubeadm", nodes={"pools": [changed, alike]})
+    data_before = objects_of(before)[("ConfigMap", "nvidia-device-plugin-config")]["data"]
+    data_after = objects_of(after)[("ConfigMap", "nvidia-device-plugin-config")]["data"]
+    assert pool_labels(before, "batch") == pool_labels(after, "batch")
+    assert data_before["batch"] == data_after["batch"]
+    assert "replicas: 8" in data_after["inference"]
 
 
 def test_every_label_a_node_files_give_names_a_config_that_exists():

@@ -96,21 +96,20 @@ def plugin_config(stack: Stack, pool: NodePool | None = None) -> dict[str, Any]:
 
 def named_configs(stack: Stack) -> dict[str, dict[str, Any]]:
     """With node pools, the plugin's configs by name: the cluster's as `default`, then one per
-    distinct pool config, named after the first pool that has it (a pool whose config is the
-    cluster's uses `default`). Names are ConfigMap keys and node label values (pool names are
-    DNS labels, which both take)."""
+    pool named after it, even where two are alike. A node keeps the config name it registered
+    with (its label), so the name a pool's nodes select must never change with the pool's
+    settings or the other pools': a name shared by alike pools would move when one of them
+    changed, and its nodes would silently take another pool's config. Names are ConfigMap keys
+    and node label values, which pool names (DNS labels) are."""
     configs = {DEFAULT_CONFIG: plugin_config(stack)}
     for pool in stack.pools:
-        config = plugin_config(stack, pool)
-        if config not in configs.values():
-            configs[pool.name] = config
+        configs[pool.name] = plugin_config(stack, pool)
     return configs
 
 
-def pool_config_name(stack: Stack, pool: NodePool) -> str:
+def pool_config_name(pool: NodePool) -> str:
     """The config a pool's nodes select with their `nvidia.com/device-plugin.config` label."""
-    config = plugin_config(stack, pool)
-    return next(name for name, each in named_configs(stack).items() if each == config)
+    return pool.name
 
 
 def mig_strategies(stack: Stack) -> set[str]:
@@ -144,7 +143,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
             stack, CONFIG_MAP, {name: emit.dump(each) for name, each in configs.items()}
         )
         config["metadata"]["annotations"] = pools_annotation(
-            stack, {pool.name: pool_config_name(stack, pool) for pool in stack.pools}
+            stack, {pool.name: pool_config_name(pool) for pool in stack.pools}
         )
     else:
         config = config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(plugin_config(stack))})

@@ -96,9 +96,7 @@ def pool_view(stack: Stack, pool: NodePool) -> Stack:
             "driver": driver,
         }
     )
-    plugin_config = (
-        device_plugin.pool_config_name(stack, pool) if config.devicePlugin.enabled else None
-    )
+    plugin_config = device_plugin.pool_config_name(pool) if config.devicePlugin.enabled else None
     return replace(stack, config=view, pool=pool, pool_plugin_config=plugin_config)
 
 
