@@ -340,12 +340,15 @@ def test_gke_pools_are_node_pools_of_their_own(tmp_path):
     assert "gke-nodepool" not in script.split("node-pools create")[1].split("\n", 1)[1]
 
 
-def gitops_objects(tmp_path: Path, tool: str) -> list[dict[str, Any]]:
+def gitops_objects(tmp_path: Path, tool: str, wait: bool = True) -> list[dict[str, Any]]:
     gitops: dict[str, Any] = {"tool": tool}
     if tool == "argocd":
         gitops["argocd"] = {"repoURL": "https://example.com/fleet.git"}
     else:
-        gitops["flux"] = {"sourceRef": {"kind": "GitRepository", "name": "flux-system"}}
+        gitops["flux"] = {
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+            "wait": wait,
+        }
     stack = stack_for(
         tmp_path,
         "kubeadm",
@@ -449,3 +452,16 @@ def test_a_pool_without_mig_keeps_its_gpus_whole_in_a_mig_cluster(tmp_path):
     )
     cluster = yaml.safe_load(node_files["join-configuration.yaml"])
     assert f"{MIG_LABEL}=all-1g.10gb" in cluster["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
+
+
+def test_the_canary_layer_waits_even_where_the_others_do_not(tmp_path):
+    """dependsOn waits for the canary Kustomization to be Ready; without `wait` it is Ready once
+    applied, and the other pools would get the new driver before the canary runs it."""
+    objects = gitops_objects(tmp_path, "flux", wait=False)
+    waits = {
+        obj["metadata"]["name"].removeprefix("gpustack-lab-"): obj["spec"]["wait"]
+        for obj in objects
+        if obj["kind"] == "Kustomization"
+    }
+    assert waits["canary"] is True
+    assert waits["workloads"] is False
