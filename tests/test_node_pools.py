@@ -465,3 +465,26 @@ def test_the_canary_layer_waits_even_where_the_others_do_not(tmp_path):
     }
     assert waits["canary"] is True
     assert waits["workloads"] is False
+
+
+def test_node_readme_labels_the_nodes_that_exist_as_new_ones_register():
+    """Existing nodes get, by one command per pool, the same config labels the pool's node file
+    gives nodes that join later."""
+    readme = (MULTI_POOL / "node/README.md").read_text()
+    for pool in ("inference", "training"):
+        join = yaml.safe_load((MULTI_POOL / f"node/join-configuration-{pool}.yaml").read_text())
+        registered = dict(
+            item.split("=", 1)
+            for item in join["nodeRegistration"]["kubeletExtraArgs"][0]["value"].split(",")
+        )
+        command = next(
+            line
+            for line in readme.splitlines()
+            if f"kubectl label nodes -l example.com/gpu-pool={pool} " in line
+        )
+        for key in (CONFIG_LABEL, MIG_LABEL):
+            assert f"{key}={registered[key]}" in command
+    assert (
+        "kubectl taint nodes -l example.com/gpu-pool=training example.com/training:NoSchedule"
+        in readme
+    )
