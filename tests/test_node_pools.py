@@ -488,3 +488,22 @@ def test_node_readme_labels_the_nodes_that_exist_as_new_ones_register():
         "kubectl taint nodes -l example.com/gpu-pool=training example.com/training:NoSchedule"
         in readme
     )
+
+
+def test_openshift_pools_stay_in_the_gpu_machine_config_pool(tmp_path):
+    """Each pool's MachineSet patch gives its machines the GPU pool's role, so gpustack's
+    MachineConfigs (role worker-gpu) reach the pools' nodes and reboot no other worker."""
+    stack = stack_for(
+        tmp_path,
+        "openshift",
+        platform={"profile": "openshift", "openshiftVersion": "4.18"},
+        nodes={"pools": [INFERENCE, TRAINING]},
+    )
+    rendering = render(stack)
+    for pool in ("inference", "training"):
+        patch = yaml.safe_load(rendering.node_files[f"machineset-patch-{pool}.yaml"])
+        labels = patch["spec"]["template"]["spec"]["metadata"]["labels"]
+        assert labels["node-role.kubernetes.io/worker-gpu"] == ""
+        assert labels[CONFIG_LABEL] == pool
+    pool = next(obj for obj in rendering.objects if obj["kind"] == "MachineConfigPool")
+    assert pool["spec"]["nodeSelector"]["matchLabels"] == {"node-role.kubernetes.io/worker-gpu": ""}
