@@ -35,7 +35,9 @@ from gpustack.layers import (
     validate,
 )
 from gpustack.model import (
+    GKENodePool,
     GPUStack,
+    NodePool,
     NodeSelectorRequirement,
     PatchEntry,
     Profile,
@@ -102,6 +104,10 @@ class Stack:
     entitlement_mode: int | None = None  # the PEM file's permission bits
     # `patches:` of the bases then the config, read and parsed (gpustack.patches applies them).
     patches: tuple[patching.Patch, ...] = ()
+    # Set on a view of the stack as one node pool's nodes see it (gpustack.components.node):
+    # the pool, and the device plugin config its nodes select.
+    pool: NodePool | None = None
+    pool_plugin_config: str | None = None
 
     @property
     def name(self) -> str:
@@ -129,6 +135,10 @@ class Stack:
     def mig_configs(self) -> mig.Configs:
         """Every MIG config the MIG manager knows: the built-in ones, then the user's."""
         return {**mig.builtin_configs(), **(self.user_mig_configs or {})}
+
+    @property
+    def pools(self) -> list[NodePool]:
+        return list(self.config.nodes.pools)
 
     @property
     def driver_mode(self) -> str:
@@ -380,6 +390,7 @@ def load_stack(
         _read_mig_configs(config, all_layers) if config.migManager.config.file else None
     )
     _check_mig_manager(config, profile, all_layers, user_mig_configs)
+    _check_pools(config, profile, all_layers)
     read_patches = tuple(
         patch for entry, layer, index in patch_entries for patch in _read_patch(entry, layer, index)
     )
@@ -1075,24 +1086,31 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
             hint="e.g. nodes: {gke: {machineType: g2-standard-8, accelerator: {type: nvidia-l4, "
             "count: 1}}}",
         )
+    _check_gke_accelerator(pool, ("nodes", "gke"), layers)
+    _check_gke_translation(config, layers)
+
+
+def _check_gke_accelerator(
+    pool: GKENodePool, where: tuple[str | int, ...], layers: list[Layer]
+) -> None:
+    """The pool's machine type takes its GPUs, in a count and partition size GKE offers."""
+    dotted = ".".join(str(part) for part in where)
     accelerator = pool.accelerator
-    here = ("nodes", "gke", "accelerator")
+    here = (*where, "accelerator")
     if accelerator.type not in gke_accelerators.accelerator_types():
         raise UserError(
             f"unknown GKE accelerator type {accelerator.type!r}",
             nearest(layers, (*here, "type")),
-            field="nodes.gke.accelerator.type",
+            field=f"{dotted}.accelerator.type",
             hint=did_you_mean(accelerator.type, gke_accelerators.accelerator_types())
             or f"one of: {', '.join(gke_accelerators.accelerator_types())}",
         )
     problem = gke_accelerators.machine_type_problem(accelerator.type, pool.machineType)
     if problem:
-        raise UserError(
-            problem, nearest(layers, ("nodes", "gke", "machineType")), "nodes.gke.machineType"
-        )
+        raise UserError(problem, nearest(layers, (*where, "machineType")), f"{dotted}.machineType")
     problem = gke_accelerators.count_problem(accelerator.type, pool.machineType, accelerator.count)
     if problem:
-        raise UserError(problem, nearest(layers, (*here, "count")), "nodes.gke.accelerator.count")
+        raise UserError(problem, nearest(layers, (*here, "count")), f"{dotted}.accelerator.count")
     size = accelerator.gpuPartitionSize
     sizes = gke_accelerators.partition_sizes(accelerator.type)
     if size is not None and size not in sizes:
@@ -1101,10 +1119,9 @@ def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
             if sizes
             else f"GKE does not partition {accelerator.type} GPUs (no MIG)",
             nearest(layers, (*here, "gpuPartitionSize")),
-            field="nodes.gke.accelerator.gpuPartitionSize",
+            field=f"{dotted}.accelerator.gpuPartitionSize",
             hint=f"one of: {', '.join(sizes)}" if sizes else None,
         )
-    _check_gke_translation(config, layers)
 
 
 def _check_aks_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
@@ -1127,50 +1144,69 @@ def _check_aks_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]
         )
 
 
-def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
+def _check_gke_translation(
+    config: GPUStack, layers: list[Layer], pool: NodePool | None = None, index: int = 0
+) -> None:
+    """The cluster's (or one pool's) sharing and MIG settings as a GKE node pool takes them."""
     plugin = config.devicePlugin
-    size = config.nodes.gke.accelerator.gpuPartitionSize if config.nodes.gke else None
-    strategy = ("devicePlugin", "migStrategy")
-    if plugin.migStrategy != "none" and size is None:
+    gke = (pool.gke if pool else None) or config.nodes.gke
+    size = gke.accelerator.gpuPartitionSize if gke else None
+    mig_strategy, sharing = config.pool_mig_strategy(pool), config.pool_sharing(pool)
+    own = pool.devicePlugin if pool else None
+    base = ("nodes", "pools", index, "devicePlugin") if own else ("devicePlugin",)
+    strategy = (
+        (*base, "migStrategy")
+        if own is None or own.migStrategy
+        else ("devicePlugin", "migStrategy")
+    )
+    shared = (*base, "sharing") if own is None or own.sharing else ("devicePlugin", "sharing")
+    dotted = ".".join(str(part) for part in strategy)
+    shared_dotted = ".".join(str(part) for part in shared)
+    partition = (
+        f"nodes.pools.{index}.gke.accelerator.gpuPartitionSize"
+        if pool and pool.gke
+        else "nodes.gke.accelerator.gpuPartitionSize"
+    )
+    if mig_strategy != "none" and size is None:
         raise UserError(
-            f"MIG strategy {plugin.migStrategy!r} on GKE needs MIG partitions, which GKE creates "
+            f"MIG strategy {mig_strategy!r} on GKE needs MIG partitions, which GKE creates "
             "from the node pool's partition size (there is no MIG manager on GKE)",
             nearest(layers, strategy),
-            field="devicePlugin.migStrategy",
-            hint="set nodes.gke.accelerator.gpuPartitionSize, e.g. 1g.10gb",
+            field=dotted,
+            hint=f"set {partition}, e.g. 1g.10gb",
         )
     if plugin.enabled:
         return  # NVIDIA's plugin reads its own sharing and MIG settings (its ConfigMap).
-    if plugin.migStrategy == "mixed":
+    if mig_strategy == "mixed":
         raise UserError(
             "GKE's device plugin advertises every MIG partition as nvidia.com/gpu, which is "
             "strategy 'single'; 'mixed' cannot be set on a GKE node pool",
             nearest(layers, strategy),
-            field="devicePlugin.migStrategy",
+            field=dotted,
             hint="use migStrategy: single",
         )
-    if size is not None and plugin.migStrategy == "none":
+    if size is not None and mig_strategy == "none":
         raise UserError(
-            "the node pool partitions its GPUs (nodes.gke.accelerator.gpuPartitionSize) and "
+            "the node pool partitions its GPUs "
+            f"({partition}) and "
             "GKE's device plugin advertises each partition as one nvidia.com/gpu: that is MIG "
             "strategy 'single'",
             nearest(layers, strategy),
-            field="devicePlugin.migStrategy",
-            hint="set devicePlugin.migStrategy: single",
+            field=dotted,
+            hint=f"set {dotted}: single",
         )
-    sharing = plugin.sharing
     if sharing.strategy != "none" and sharing.renameByDefault:
         raise UserError(
             "GKE's device plugin always advertises shared GPUs as nvidia.com/gpu",
-            nearest(layers, ("devicePlugin", "sharing", "renameByDefault")),
-            field="devicePlugin.sharing.renameByDefault",
+            nearest(layers, (*shared, "renameByDefault")),
+            field=f"{shared_dotted}.renameByDefault",
             hint="remove renameByDefault, or run NVIDIA's device plugin on the pool",
         )
     if sharing.strategy == "time-slicing" and not sharing.failRequestsGreaterThanOne:
         raise UserError(
             "GKE refuses containers that request more than one time-shared GPU",
-            nearest(layers, ("devicePlugin", "sharing", "failRequestsGreaterThanOne")),
-            field="devicePlugin.sharing.failRequestsGreaterThanOne",
+            nearest(layers, (*shared, "failRequestsGreaterThanOne")),
+            field=f"{shared_dotted}.failRequestsGreaterThanOne",
             hint="remove failRequestsGreaterThanOne, or run NVIDIA's device plugin on the pool",
         )
 
@@ -1178,10 +1214,8 @@ def _check_gke_translation(config: GPUStack, layers: list[Layer]) -> None:
 def _mig_manager_enabled(config: GPUStack, profile: Profile) -> bool:
     enabled = config.migManager.enabled
     if enabled == "auto":
-        return (
-            config.devicePlugin.migStrategy != "none"
-            and profile.facts.migPartitioning == "mig-manager"
-        )
+        strategies = {config.pool_mig_strategy(pool) for pool in [None, *config.nodes.pools]}
+        return strategies != {"none"} and profile.facts.migPartitioning == "mig-manager"
     return enabled
 
 
@@ -1218,6 +1252,13 @@ def _check_mig_manager(
                     written,
                     field=f"migManager.{field}",
                 )
+        for index, pool in enumerate(config.nodes.pools):
+            if pool.migManager is not None:
+                raise UserError(
+                    f"pool {pool.name}: has no effect: the MIG manager is not deployed",
+                    nearest(layers, ("nodes", "pools", index, "migManager"), key=True),
+                    field=f"nodes.pools.{index}.migManager",
+                )
         return
     known = {**mig.builtin_configs(), **(user_configs or {})}
     if settings.defaultConfig not in known:
@@ -1228,6 +1269,16 @@ def _check_mig_manager(
             field="migManager.defaultConfig",
             hint=did_you_mean(settings.defaultConfig, sorted(known)),
         )
+    for index, pool in enumerate(config.nodes.pools):
+        layout = pool.migManager.defaultConfig if pool.migManager else None
+        if layout is not None and layout not in known:
+            raise UserError(
+                f"pool {pool.name}: no MIG config named {layout!r} (neither built in nor in "
+                "migManager.config.file)",
+                nearest(layers, ("nodes", "pools", index, "migManager", "defaultConfig")),
+                field=f"nodes.pools.{index}.migManager.defaultConfig",
+                hint=did_you_mean(layout, sorted(known)),
+            )
 
 
 def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
@@ -1291,3 +1342,144 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
             "entitlement.pemFile",
         )
     return content, mode
+
+
+# Label namespaces a kubelet may not put on its own Node (the kubelet refuses such
+# `--node-labels` at start and the NodeRestriction admission plugin refuses the update: KEP
+# "Bounding Self-Labeling Kubelets"), except the labels and namespaces it allows
+# (k8s.io/kubelet pkg/apis well_known_labels.go kubeletLabels, kubeletLabelNamespaces and
+# IsKubeletLabel, Kubernetes v1.31).
+_RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
+_KUBELET_LABELS = frozenset(
+    {
+        "kubernetes.io/hostname",
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "failure-domain.beta.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "topology.kubernetes.io/zone",
+    }
+)
+_KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+# The profiles whose node files make the kubelet label its own Node (--node-labels).
+_SELF_LABELLING = ("kubeadm-join", "rke2-agent-config")
+
+
+def kubelet_may_set(key: str) -> bool:
+    """Whether a kubelet may put this label on its own Node (NodeRestriction)."""
+    domain = key.partition("/")[0] if "/" in key else ""
+
+    def within(namespaces: tuple[str, ...]) -> bool:
+        return any(domain == each or domain.endswith("." + each) for each in namespaces)
+
+    return (
+        not within(_RESTRICTED_LABEL_DOMAINS)
+        or key in _KUBELET_LABELS
+        or within(_KUBELET_LABEL_NAMESPACES)
+    )
+
+
+def selectors_overlap(first: dict[str, str], second: dict[str, str]) -> bool:
+    """Whether one node can carry both matchLabels selectors' labels: unless some key has a
+    different value in each, a node with the union of both label sets matches both."""
+    return all(second[key] == value for key, value in first.items() if key in second)
+
+
+def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """Each pool's settings apply to the profile, and each GPU node belongs to one pool at most."""
+    pools = config.nodes.pools
+    name = profile.metadata.name
+    stack = Stack(config, profile, "")
+    gpu_nodes = _gpu_node_selector(config, profile)
+    for index, pool in enumerate(pools):
+        here: tuple[str | int, ...] = ("nodes", "pools", index)
+        dotted = f"nodes.pools.{index}"
+        if pool.driver and pool.driver.version and not stack.driver_container:
+            raise UserError(
+                f"pool {pool.name}: a driver version applies only where gpustack runs the driver "
+                f"as a container (driver.mode container or driver-toolkit); here the driver mode "
+                f"is {stack.driver_mode}, whose driver the nodes or the platform install",
+                nearest(layers, (*here, "driver", "version")),
+                field=f"{dotted}.driver.version",
+                hint="remove the pool's driver section, and install that driver on the pool's "
+                "nodes",
+            )
+        own_driver = pool.canary or (pool.driver and pool.driver.version)
+        if own_driver and stack.driver_container:
+            # The pool's driver DaemonSet is `nvidia-driver-daemonset-<pool>[-<RHCOS build>]`
+            # (gpustack.components.driver), its name also a label value: at most 63 characters.
+            builds = [build.rhcosVersion for build in config.driver.rhcosBuilds] or [
+                config.driver.rhcosVersion or ""
+            ]
+            longest = max(len(build) + 1 if build else 0 for build in builds)
+            if len(f"nvidia-driver-daemonset-{pool.name}") + longest > 63:
+                raise UserError(
+                    f"pool {pool.name} gets a driver DaemonSet of its own, whose name "
+                    f"(nvidia-driver-daemonset-{pool.name}"
+                    + ("-<RHCOS build>" if longest else "")
+                    + ") would be longer than 63 characters",
+                    nearest(layers, (*here, "name")),
+                    field=f"{dotted}.name",
+                    hint=f"a pool name of at most {63 - 24 - longest} characters",
+                )
+        if pool.gke is not None and profile.facts.taintMechanism != "gke-node-pool":
+            raise UserError(
+                f"GKE node pool settings do not apply to profile {name!r}",
+                nearest(layers, (*here, "gke"), key=True),
+                field=f"{dotted}.gke",
+            )
+        if profile.facts.taintMechanism == "gke-node-pool":
+            if pool.gke is not None:
+                _check_gke_accelerator(pool.gke, (*here, "gke"), layers)
+            _check_gke_translation(config, layers, pool, index)
+        if profile.facts.taintMechanism in _SELF_LABELLING:
+            for key in pool.selector:
+                if not kubelet_may_set(key):
+                    raise UserError(
+                        f"pool {pool.name}: the kubelet may not label its own Node with {key} "
+                        "(the NodeRestriction admission plugin keeps kubernetes.io and k8s.io "
+                        "labels for the control plane), so the pool's node files could never "
+                        "give its nodes this label",
+                        nearest(layers, (*here, "selector", key), key=True),
+                        field=f"{dotted}.selector",
+                        hint="use a label of your own domain, e.g. example.com/gpu-pool: "
+                        f"{pool.name}",
+                    )
+        for key, value in pool.selector.items():
+            wanted = config.nodes.selector.get(key)
+            allowed = next(
+                (
+                    list(each.values)
+                    for each in gpu_nodes
+                    if each.key == key and each.operator == "In"
+                ),
+                None,
+            )
+            if (wanted is not None and wanted != value) or (
+                allowed is not None and value not in allowed
+            ):
+                shown = wanted if wanted is not None else ", ".join(allowed or [])
+                raise UserError(
+                    f"pool {pool.name} selects {key}={value}, but GPU nodes carry {key}={shown} "
+                    "(nodes.selector and the profile's GPU node label): the pool can have no "
+                    "GPU node",
+                    nearest(layers, (*here, "selector", key)),
+                    field=f"{dotted}.selector",
+                    hint="select the pool's nodes by a label that GPU nodes may carry",
+                )
+        for other in pools[:index]:
+            if selectors_overlap(other.selector, pool.selector):
+                raise UserError(
+                    f"pools {other.name} and {pool.name} can both claim a node: their selectors "
+                    "differ in no key's value, so a node with both sets of labels is in both, "
+                    "and would get two device plugin configs and MIG layouts",
+                    nearest(layers, (*here, "selector")),
+                    field=f"{dotted}.selector",
+                    hint="give both pools the same label key with a different value each, e.g. "
+                    f"example.com/gpu-pool: {other.name} and example.com/gpu-pool: {pool.name}",
+                )

@@ -39,31 +39,58 @@ _WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 # across gpustack versions: Flux prunes an object that leaves a Kustomization before another
 # Kustomization has taken it over.
 SMOKE_TEST_LAYER = "smoke-test"
+# With a canary node pool, what changes the canary's GPU node software (its driver DaemonSet and
+# what that needs) is a layer of its own, which the workloads layer depends on: with `wait` the
+# canary's driver pods must all be Ready, their new driver answering, before Flux applies the
+# change to the other nodes. Without a canary pool the layer is empty, and the workloads depend
+# on the foundation as before.
+CANARY_LAYER = "canary"
 LAYER_DEPENDENCIES: dict[str, str | None] = {
     "foundation": None,
-    "workloads": "foundation",
+    CANARY_LAYER: "foundation",
+    "workloads": CANARY_LAYER,
     "monitors": "foundation",
     SMOKE_TEST_LAYER: "workloads",
 }
 LAYERS = tuple(LAYER_DEPENDENCIES)
+# Which rollout step an object belongs to (only `canary`; unlabelled: the rest), and which node
+# pool a per-pool object serves.
+ROLLOUT_LABEL = "gpustack.dev/rollout"
+CANARY = "canary"
+POOL_LABEL = "gpustack.dev/pool"
 
 
-def sync_wave(obj: dict[str, Any]) -> int:
+def rollout(obj: dict[str, Any], step: str) -> None:
+    """Put `obj` in a rollout step (the `gpustack.dev/rollout` label)."""
+    obj["metadata"].setdefault("labels", {})[ROLLOUT_LABEL] = step
+
+
+def is_canary(obj: dict[str, Any]) -> bool:
+    labels = obj.get("metadata", {}).get("labels", {})
+    return isinstance(labels, dict) and labels.get(ROLLOUT_LABEL) == CANARY
+
+
+def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
     """Argo CD sync wave: a step function of the rank, so waves never contradict apply order.
 
     Argo CD applies a wave only once every object of the waves before it is healthy (argo-cd
     v3.5.1, gitops-engine/pkg/sync/sync_context.go): the monitors share the workloads' wave, so
     that a driver rollout, healthy only once every node runs the new driver pod, holds back
     nothing but the smoke test, and a monitor whose CRD is missing still lets every other object
-    of its wave be applied."""
+    of its wave be applied. With a `canary` node pool its objects (ROLLOUT_LABEL) take wave 0
+    and everything after them one wave more: the rest waits until the canary's driver DaemonSet
+    is healthy, every canary node's new driver pod Ready."""
     position = rank(obj)
     if position < RANK["Namespace"]:
         return -2  # CRDs, established before any custom resource that needs them
     if position <= RANK["RuntimeClass"]:
         return -1  # Namespaces, SCCs, quotas, priority and runtime classes the workloads use
+    if canary and is_canary(obj):
+        return 0  # the canary pool's driver DaemonSet and what it needs
+    later = 1 if canary else 0
     if position < RANK["Job"]:
-        return 0  # RBAC, configuration, services, the workloads and their monitors
-    return 1  # Jobs that check the running stack (PostSync hooks)
+        return later  # RBAC, configuration, services, the workloads and their monitors
+    return later + 1  # Jobs that check the running stack (PostSync hooks)
 
 
 def layer(obj: dict[str, Any]) -> str:
@@ -71,6 +98,8 @@ def layer(obj: dict[str, Any]) -> str:
     position = rank(obj)
     if position <= RANK["RuntimeClass"]:
         return "foundation"
+    if is_canary(obj):
+        return CANARY_LAYER
     if position < RANK["ServiceMonitor"]:
         return "workloads"
     if position < RANK["Job"]:
@@ -119,8 +148,9 @@ def decorate(
         if template["spec"].get("runtimeClassName") in platform_runtime_classes:
             ignore(workload, "runtime-class-missing")
     if sync_waves:
+        canary = any(is_canary(obj) for obj in objects)
         for obj in objects:
-            _annotate_sync(obj)
+            _annotate_sync(obj, canary)
     return sorted(objects, key=sort_key)
 
 
@@ -163,8 +193,8 @@ def ignore(obj: dict[str, Any], rule: str) -> None:
     annotations[IGNORE_ANNOTATION] = ",".join(dict.fromkeys([*rules, rule]))
 
 
-def _annotate_sync(obj: dict[str, Any]) -> None:
-    wave = sync_wave(obj)
+def _annotate_sync(obj: dict[str, Any], canary: bool) -> None:
+    wave = sync_wave(obj, canary)
     annotations = obj["metadata"].setdefault("annotations", {})
     annotations[SYNC_WAVE] = str(wave)
     if obj.get("kind") == "Job":

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.config import Stack
-from gpustack.decorate import SMOKE_TEST_LAYER, layer, layer_dependency
+from gpustack.decorate import CANARY_LAYER, SMOKE_TEST_LAYER, layer, layer_dependency
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
 
 # Folder (beside the clusters' folders) for objects that belong to the whole fleet.
@@ -206,7 +206,9 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
                 "sourceRef": source_ref,
                 "path": f"{path}/{folder}",
                 "prune": flux.prune,
-                "wait": flux.wait,
+                # The canary layer always waits: the rest of the stack depends on its driver
+                # pods being Ready, not on its objects being applied.
+                "wait": flux.wait or folder == CANARY_LAYER,
                 "timeout": timeout,
             }
         )

@@ -330,6 +330,120 @@ class AKSNodePool(Strict):
     )
 
 
+class Sharing(Strict):
+    strategy: Literal["none", "time-slicing", "mps"] = Field(
+        default="none",
+        description="GPU sharing; `mps` not with MIG, `time-slicing` not with MIG `mixed`",
+    )
+    replicas: int = Field(default=4, ge=2, le=48, description="pods that may share one GPU")
+    renameByDefault: bool = Field(
+        default=False, description="advertise shared GPUs as `nvidia.com/gpu.shared`"
+    )
+    failRequestsGreaterThanOne: bool = Field(
+        default=True, description="refuse pods that request more than one shared GPU"
+    )
+
+
+# A mig-parted config name (a node label value: nvidia.com/mig.config=<name>).
+MigConfigName = Annotated[
+    str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63), Doc(type="MIG config name")
+]
+
+
+# A driver version as the driver image tags name it (`driver.version`).
+DriverVersion = Annotated[
+    str, Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"), Doc(type="driver version")
+]
+
+
+class PoolDevicePlugin(Strict):
+    """A pool's device plugin settings over the cluster's `devicePlugin`."""
+
+    migStrategy: Annotated[
+        Literal["none", "single", "mixed"] | None, Doc(default="the cluster's")
+    ] = Field(default=None, description="MIG strategy of the plugin and GFD on the pool's nodes")
+    sharing: Annotated[Sharing | None, Doc(default="the cluster's")] = Field(
+        default=None,
+        description="GPU sharing on the pool's nodes; given, it replaces the cluster's as a whole",
+    )
+
+
+class PoolMigManager(Strict):
+    defaultConfig: Annotated[
+        MigConfigName | None,
+        Doc(
+            default="the cluster's; `all-disabled` where the pool's plugin uses no MIG and "
+            "the cluster's does"
+        ),
+    ] = Field(
+        default=None,
+        description=(
+            "the MIG layout the pool's nodes register with (`nvidia.com/mig.config`); a "
+            "built-in config or one of `migManager.config.file`"
+        ),
+    )
+
+
+class PoolDriver(Strict):
+    version: Annotated[DriverVersion | None, Doc(default="the cluster's")] = Field(
+        default=None,
+        description=(
+            "NVIDIA driver of the pool's driver DaemonSet (driver modes `container` and "
+            "`driver-toolkit` only)"
+        ),
+    )
+
+
+class NodePool(Strict):
+    name: Name = Field(description="the pool's name, unique among the pools")
+    selector: Annotated[dict[LabelKey, LabelValue], Doc(type="node labels")] = Field(
+        min_length=1,
+        description=(
+            "labels that pick the pool's nodes, all of them (matchLabels); e.g. GKE "
+            "`cloud.google.com/gke-nodepool: <pool>`, on OpenShift a label of the pool's "
+            "MachineSet template, elsewhere any label the node files give its nodes"
+        ),
+    )
+    taints: Annotated[list[Taint], Doc(type="list of taints")] = Field(
+        default_factory=list,
+        description=(
+            "taints the pool's nodes carry besides `nodes.taints`; GPU workloads tolerate them "
+            "and the pool's `node/` files apply them"
+        ),
+    )
+    canary: Annotated[bool, Doc(see="Rollout order")] = Field(
+        default=False,
+        description=(
+            "the pool gets a driver DaemonSet of its own, applied first (Argo CD sync wave, "
+            "Flux layer), and the rest of the stack only once it is healthy; the smoke test "
+            "runs on the pool"
+        ),
+    )
+    devicePlugin: PoolDevicePlugin | None = Field(
+        default=None, description="device plugin settings of the pool over `devicePlugin`"
+    )
+    migManager: PoolMigManager | None = Field(
+        default=None, description="MIG layout of the pool over `migManager.defaultConfig`"
+    )
+    driver: PoolDriver | None = Field(
+        default=None, description="driver of the pool over `driver.version`"
+    )
+    gke: GKENodePool | None = Field(
+        default=None,
+        description="GKE profiles: the pool's machine type and accelerator over `nodes.gke`",
+    )
+
+    @field_validator("taints")
+    @classmethod
+    def _unique_taints(cls, taints: list[Taint]) -> list[Taint]:
+        seen = set()
+        for taint in taints:
+            if (taint.key, taint.effect) in seen:
+                raise ValueError(f"taint {taint.key}:{taint.effect} is listed twice")
+            seen.add((taint.key, taint.effect))
+        return taints
+
+
 class Nodes(Strict):
     selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -370,6 +484,14 @@ class Nodes(Strict):
             "GPU-side change reboots GPU nodes only; `worker`: every worker, as before"
         ),
     )
+    pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(
+        default_factory=list,
+        description=(
+            "GPU node pools of the cluster, each with its own device plugin config, MIG layout, "
+            "driver version and taints; a node belongs to at most one pool, the others get the "
+            "cluster's settings"
+        ),
+    )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
         default="systemd",
         description=(
@@ -388,19 +510,17 @@ class Nodes(Strict):
             seen.add((taint.key, taint.effect))
         return taints
 
-
-class Sharing(Strict):
-    strategy: Literal["none", "time-slicing", "mps"] = Field(
-        default="none",
-        description="GPU sharing; `mps` not with MIG, `time-slicing` not with MIG `mixed`",
-    )
-    replicas: int = Field(default=4, ge=2, le=48, description="pods that may share one GPU")
-    renameByDefault: bool = Field(
-        default=False, description="advertise shared GPUs as `nvidia.com/gpu.shared`"
-    )
-    failRequestsGreaterThanOne: bool = Field(
-        default=True, description="refuse pods that request more than one shared GPU"
-    )
+    @model_validator(mode="after")
+    def _unique_pools(self) -> Nodes:
+        seen: set[str] = set()
+        for index, pool in enumerate(self.pools):
+            if pool.name in seen:
+                raise ConflictError(
+                    ("nodes", "pools", index, "name"),
+                    f"pool {pool.name} is listed twice: pool names are unique",
+                )
+            seen.add(pool.name)
+        return self
 
 
 class DevicePlugin(WithResources):
@@ -434,10 +554,8 @@ class GFD(WithResources):
     enabled: bool = Field(default=True, description="deploy GPU Feature Discovery")
 
 
-# A mig-parted config name (a node label value: nvidia.com/mig.config=<name>).
-MigConfigName = Annotated[
-    str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63), Doc(type="MIG config name")
-]
+# mig-parted's built-in config that turns MIG mode off on every GPU (gpustack.mig).
+MIG_DISABLED = "all-disabled"
 
 
 class MigManagerConfig(Strict):
@@ -468,7 +586,7 @@ class MigManager(WithResources):
         description="MIG manager image tag (`nvcr.io/nvidia/cloud-native/k8s-mig-manager`)",
     )
     defaultConfig: MigConfigName = Field(
-        default="all-disabled",
+        default=MIG_DISABLED,
         description=(
             "the MIG config the `node/` files label GPU nodes with (`nvidia.com/mig.config`);"
             " a built-in config or one of `config.file`"
@@ -1406,21 +1524,36 @@ class GPUStack(Strict):
         ),
     )
 
+    def pool_mig_strategy(self, pool: NodePool | None) -> str:
+        """The device plugin's MIG strategy on a pool's nodes (None: nodes in no pool)."""
+        own = pool.devicePlugin.migStrategy if pool and pool.devicePlugin else None
+        return own or self.devicePlugin.migStrategy
+
+    def pool_sharing(self, pool: NodePool | None) -> Sharing:
+        """The device plugin's GPU sharing on a pool's nodes (None: nodes in no pool)."""
+        own = pool.devicePlugin.sharing if pool and pool.devicePlugin else None
+        return own or self.devicePlugin.sharing
+
+    def pool_mig_config(self, pool: NodePool | None) -> str:
+        """The MIG layout a pool's nodes register with (None: nodes in no pool): its own, else
+        the cluster's, except that a pool whose plugin uses no MIG while the cluster's does
+        keeps its GPUs whole (`all-disabled`, mig-parted's built-in config)."""
+        own = pool.migManager.defaultConfig if pool and pool.migManager else None
+        if own:
+            return own
+        if self.pool_mig_strategy(pool) == "none" and self.devicePlugin.migStrategy != "none":
+            return MIG_DISABLED
+        return self.migManager.defaultConfig
+
+    def pool_driver_version(self, pool: NodePool | None) -> str:
+        """The driver version of a pool's driver DaemonSet (None: nodes in no pool)."""
+        own = pool.driver.version if pool and pool.driver else None
+        return own or self.driver.version
+
     @model_validator(mode="after")
     def _consistent(self) -> GPUStack:
-        sharing = self.devicePlugin.sharing
-        if sharing.strategy == "mps" and self.devicePlugin.migStrategy != "none":
-            raise ConflictError(
-                ("devicePlugin", "sharing", "strategy"),
-                "MPS sharing cannot be combined with MIG (the plugin shares only full GPUs "
-                "with MPS); set devicePlugin.migStrategy: none or sharing.strategy: none",
-            )
-        if sharing.strategy == "time-slicing" and self.devicePlugin.migStrategy == "mixed":
-            raise ConflictError(
-                ("devicePlugin", "sharing", "strategy"),
-                "time-slicing with MIG strategy 'mixed' is not supported by this renderer "
-                "(each MIG profile is its own resource); use migStrategy: single or none",
-            )
+        for index, pool in [(None, None), *enumerate(self.nodes.pools)]:
+            self._sharing_fits_mig(index, pool)
         self._gitops_complete()
         for section in ("alerts", "dashboard"):
             if getattr(self, section).enabled is True and not self.dcgmExporter.enabled:
@@ -1436,6 +1569,36 @@ class GPUStack(Strict):
                 "entitlement.enabled needs entitlement.pemFile (the entitlement certificate)",
             )
         return self
+
+    def _sharing_fits_mig(self, index: int | None, pool: NodePool | None) -> None:
+        sharing, strategy = self.pool_sharing(pool), self.pool_mig_strategy(pool)
+        where: tuple[str | int, ...] = ("devicePlugin",)
+        name = "devicePlugin"
+        if pool is not None and index is not None:
+            if pool.devicePlugin is None:
+                return  # the cluster's settings, checked as such
+            where = ("nodes", "pools", index, "devicePlugin")
+            name = f"pool {pool.name}'s devicePlugin"
+        field = (
+            "sharing"
+            if pool is None or (pool.devicePlugin and pool.devicePlugin.sharing)
+            else "migStrategy"
+        )
+        path = (*where, "sharing", "strategy") if field == "sharing" else (*where, "migStrategy")
+        if sharing.strategy == "mps" and strategy != "none":
+            raise ConflictError(
+                path,
+                "MPS sharing cannot be combined with MIG (the plugin shares only full GPUs "
+                f"with MPS); set {name}.migStrategy: none or sharing.strategy: none",
+            )
+        if sharing.strategy == "time-slicing" and strategy == "mixed":
+            raise ConflictError(
+                path,
+                "time-slicing with MIG strategy 'mixed' is not supported by this renderer "
+                "(each MIG profile is its own resource); use "
+                + ("" if pool is None else f"{name}.")
+                + "migStrategy: single or none",
+            )
 
     def _gitops_complete(self) -> None:
         gitops = self.gitops

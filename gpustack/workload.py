@@ -48,8 +48,9 @@ def gpu_node_affinity(stack: Stack, extra: list[dict[str, Any]] | None = None) -
 
 
 def gpu_tolerations(stack: Stack) -> list[dict[str, Any]]:
-    """Tolerate every configured taint, any `nvidia.com/gpu` taint, and the control-plane taint
-    when GPU nodes are control-plane nodes (single-node clusters)."""
+    """Tolerate every configured taint (the cluster's and each pool's), any `nvidia.com/gpu`
+    taint, and the control-plane taint when GPU nodes are control-plane nodes (single-node
+    clusters)."""
     tolerations: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str]] = set()
 
@@ -59,7 +60,8 @@ def gpu_tolerations(stack: Stack) -> list[dict[str, Any]]:
             seen.add(identity)
             tolerations.append(toleration)
 
-    for taint in stack.config.nodes.taints:
+    pool_taints = [taint for pool in stack.config.nodes.pools for taint in pool.taints]
+    for taint in [*stack.config.nodes.taints, *pool_taints]:
         if taint.value is None:
             add({"key": taint.key, "operator": "Exists", "effect": taint.effect})
         else:

@@ -157,6 +157,24 @@ def driver_container_beside_the_host_driver(folder: Path) -> None:
     save(folder, "daemonset-nvidia-driver.yaml", driver)
 
 
+def pools(*entries: tuple[str, dict[str, str], str]) -> Callable[[Objects], None]:
+    """Record node pools on the device plugin's ConfigMap as gpustack does with `nodes.pools`
+    (name, node selector, the config the pool's nodes select)."""
+
+    def apply(obj: Objects) -> None:
+        recorded = [
+            {"name": name, "selector": selector, "config": config}
+            for name, selector, config in entries
+        ]
+        obj["metadata"].setdefault("annotations", {})["gpustack.dev/node-pools"] = json.dumps(
+            recorded
+        )
+
+    return apply
+
+
+PLUGIN_CONFIG = "configmap-nvidia-device-plugin-config.yaml"
+
 MISTAKES: dict[str, Callable[[Path], None]] = {
     # The NFD worker must reach tainted GPU nodes to label them (GPU pods that use the
     # RuntimeClass get its tolerations from the class, so they would still be tolerated).
@@ -198,6 +216,23 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
     # The same edit, validated for Kubernetes 1.28: the CRI field alone reaches no runtime there.
     "cdi-cri-unsupported": edit("configmap-nvidia-device-plugin-config.yaml", cdi_without_toolkit),
     "driver-container-conflict": driver_container_beside_the_host_driver,
+    # A pool whose nodes select a config the ConfigMap does not hold.
+    "pool-config-missing": edit(
+        PLUGIN_CONFIG, pools(("training", {"example.com/gpu-pool": "training"}, "training"))
+    ),
+    # Two pools selected by different keys: a node labelled with both is in both.
+    "pool-selector-overlap": edit(
+        PLUGIN_CONFIG,
+        pools(
+            ("a100", {"example.com/gpu": "a100"}, "config.yaml"),
+            ("spot", {"example.com/capacity": "spot"}, "config.yaml"),
+        ),
+    ),
+    # A pool of nodes without an NVIDIA GPU, which no GPU DaemonSet selects.
+    "pool-outside-gpu-nodes": edit(
+        PLUGIN_CONFIG,
+        pools(("cpu", {"feature.node.kubernetes.io/pci-10de.present": "false"}, "config.yaml")),
+    ),
     # A hand edit that drops the exporter's wait for the validator.
     "validation-not-awaited": edit(
         "daemonset-nvidia-dcgm-exporter.yaml", lambda obj: pod(obj).pop("initContainers")

@@ -31,12 +31,14 @@ evicting the GPU pods and taking the GPU DaemonSets off the node through their
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpustack.config import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
-from gpustack.decorate import ignore
+from gpustack.decorate import CANARY, POOL_LABEL, ignore, rollout
+from gpustack.model import NodePool
 from gpustack.workload import (
     cluster_role_with_binding,
     daemonset,
@@ -122,10 +124,26 @@ def rhcos_pins(stack: Stack) -> list[RhcosPin | None]:
     return [None]
 
 
-def daemonset_name(pin: RhcosPin | None) -> str:
+def daemonset_name(pin: RhcosPin | None, pool: NodePool | None = None) -> str:
     # The GPU Operator names a build's DaemonSet `<name>-<RHCOS version>`
-    # (controllers/object_controls.go transformOpenShiftDriverToolkitContainer, v26.7.0).
-    return f"{NAME}-{pin.version}" if pin else NAME
+    # (controllers/object_controls.go transformOpenShiftDriverToolkitContainer, v26.7.0); a
+    # pool's is `<name>-<pool>` before that.
+    name = f"{NAME}-{pool.name}" if pool else NAME
+    return f"{name}-{pin.version}" if pin else name
+
+
+def driver_pools(stack: Stack) -> list[NodePool]:
+    """The pools whose nodes get a driver DaemonSet of their own: those that set their own
+    driver version, and canary pools, so that a driver change reaches a canary's nodes through
+    its own DaemonSet, rolled out before the others (gpustack.decorate)."""
+    return [pool for pool in stack.pools if pool.canary or (pool.driver and pool.driver.version)]
+
+
+def _with_version(stack: Stack, pool: NodePool) -> Stack:
+    """The stack with the pool's driver version as the driver's."""
+    config = stack.config
+    driver = config.driver.model_copy(update={"version": config.pool_driver_version(pool)})
+    return replace(stack, config=config.model_copy(update={"driver": driver}))
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -138,7 +156,15 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     rules = scc_rules(stack)
     if rules:
         objects += role_with_binding(stack, ACCOUNT, rules)
-    objects += [_daemonset(stack, pin) for pin in rhcos_pins(stack)]
+    pools = driver_pools(stack)
+    if any(pool.canary for pool in pools):
+        # A canary's driver DaemonSet is applied first, and it needs its account and rights.
+        for obj in objects:
+            rollout(obj, CANARY)
+    for pin in rhcos_pins(stack):
+        objects.append(_daemonset(stack, pin, exclude=pools))
+        for pool in pools:
+            objects.append(_daemonset(_with_version(stack, pool), pin, pool=pool))
     return objects
 
 
@@ -231,7 +257,41 @@ def _privileged(stack: Stack) -> dict[str, Any]:
     return security
 
 
-def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
+def _pool_terms(
+    base: list[dict[str, Any]], pool: NodePool | None, exclude: list[NodePool]
+) -> list[dict[str, Any]]:
+    """The required node affinity terms (ORed) of a driver DaemonSet: `base` and the pool's
+    labels, or `base` on nodes in none of the `exclude` pools. A node is outside a pool when
+    one of its selector's labels differs: one term per choice of such a label in each pool."""
+    if pool is not None:
+        pinned = [
+            {"key": key, "operator": "In", "values": [value]}
+            for key, value in pool.selector.items()
+        ]
+        return [{"matchExpressions": [*base, *pinned]}]
+    choices = [sorted(each.selector.items()) for each in exclude]
+    return [
+        {
+            "matchExpressions": [
+                *base,
+                *(
+                    {"key": key, "operator": "NotIn", "values": [value]}
+                    for key, value in combination
+                ),
+            ]
+        }
+        for combination in itertools.product(*choices)
+    ]
+
+
+def _daemonset(
+    stack: Stack,
+    pin: RhcosPin | None,
+    pool: NodePool | None = None,
+    exclude: list[NodePool] | None = None,
+) -> dict[str, Any]:
+    """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`), for a pool's nodes
+    (`pool`), or for the nodes in none of the `exclude` pools."""
     dtk = stack.driver_mode == "driver-toolkit"
     env: list[dict[str, Any]] = [
         # The driver container must not be handed GPUs by an nvidia runtime (upstream).
@@ -370,11 +430,15 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
     requirements = _node_requirements(stack, pin)
+    required = pod_spec["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     if requirements:
-        terms = pod_spec["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ]
-        terms["nodeSelectorTerms"][0]["matchExpressions"].extend(requirements)
+        required["nodeSelectorTerms"][0]["matchExpressions"].extend(requirements)
+    if pool is not None or exclude:
+        # Each GPU node gets exactly one driver pod: its pool's, or the cluster's.
+        base = required["nodeSelectorTerms"][0]["matchExpressions"]
+        required["nodeSelectorTerms"] = _pool_terms(base, pool, exclude or [])
     pod_spec.update(
         {
             "serviceAccountName": ACCOUNT,
@@ -396,10 +460,14 @@ def _daemonset(stack: Stack, pin: RhcosPin | None) -> dict[str, Any]:
     # ocpDriverToolkitVersionLabel, v26.7.0).
     labels = {"openshift.driver-toolkit": "true"} if pin else None
     workload = daemonset(
-        stack, daemonset_name(pin), pod_spec, component="nvidia-driver", labels=labels
+        stack, daemonset_name(pin, pool), pod_spec, component="nvidia-driver", labels=labels
     )
     if pin:
         workload["metadata"]["labels"]["openshift.driver-toolkit.rhcos"] = pin.version
+    if pool is not None:
+        workload["metadata"]["labels"][POOL_LABEL] = pool.name
+        if pool.canary:
+            rollout(workload, CANARY)
     # Upstream's DaemonSet is OnDelete and the operator's upgrade controller deletes the pods node
     # by node. Here the DaemonSet rolls: the new pod's driver manager evicts the GPU pods and
     # unloads the old driver, and the next node waits until this one's driver pod has been Ready

@@ -16,6 +16,7 @@ from gpustack.components import device_plugin, validator
 from gpustack.components.nfd import FEATURES_D
 from gpustack.config import Stack
 from gpustack.workload import (
+    cluster_role_with_binding,
     daemonset,
     driver_mount,
     gpu_pod_spec,
@@ -26,6 +27,7 @@ from gpustack.workload import (
 )
 
 NAME = "gpu-feature-discovery"
+COMMAND = "/usr/bin/gpu-feature-discovery"
 
 
 def publishes_node_features(stack: Stack) -> bool:
@@ -61,6 +63,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     objects = [service_account(stack, NAME, calls_api=publishes_node_features(stack))]
     if rules:
         objects += role_with_binding(stack, NAME, rules)
+    if stack.pools and stack.config.devicePlugin.enabled:
+        # Its config manager watches the node's config label.
+        objects += cluster_role_with_binding(stack, NAME, device_plugin.CONFIG_MANAGER_RULES)
     objects.append(_daemonset(stack))
     return objects
 
@@ -76,9 +81,12 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     # POD_NAME gives the NodeFeature its owners, the pod and its DaemonSet (internal/lm/output.go
     # getOwnerReferences, v0.20.0): without it the object, and the nvidia.com/gpu.* labels NFD
     # keeps from it, outlive GFD.
+    pools = bool(stack.pools) and plugin.enabled
     env: list[dict[str, Any]] = [
         # The same strategy as the device plugin, so the labels describe the resources it offers.
-        {"name": "MIG_STRATEGY", "value": plugin.migStrategy},
+        # With node pools it comes from the config file the node's label picks: the env would
+        # override the file's (api/config/v1 NewConfig: command line, then env, then file).
+        *([] if pools else [{"name": "MIG_STRATEGY", "value": plugin.migStrategy}]),
         {"name": "USE_NODE_FEATURE_API", "value": "true" if api else "false"},
     ]
     if api:
@@ -87,7 +95,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ]
-    if plugin.migStrategy != "none":
+    if device_plugin.mig_strategies(stack) != {"none"}:
         # MIG devices are visible to NVML only with the monitor capability (helm _helpers.tpl).
         env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
     volumes = [host_path_volume("host-sys", "/sys", "Directory"), *driver_volumes]
@@ -111,7 +119,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 {
                     "name": NAME,
                     "image": device_plugin.image(stack),
-                    "command": ["/usr/bin/gpu-feature-discovery"],
+                    "command": [COMMAND],
                     "env": env,
                     # Privileged, as upstream (static manifest, helm values `gfd.securityContext`,
                     # GPU Operator): vGPU detection reads each GPU's PCI config space beyond the
@@ -125,6 +133,18 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
+    if pools:
+        # GFD reads the plugin's config, so it needs the same config per node (helm
+        # templates/daemonset-gfd.yml). The config manager signals argv[0], which is this
+        # container's command as written.
+        pod_spec = device_plugin.with_config_manager(
+            stack,
+            pod_spec,
+            NAME,
+            COMMAND,
+            {"privileged": True},
+            token=not api,
+        )
     return daemonset(
         stack,
         NAME,

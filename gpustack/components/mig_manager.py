@@ -73,9 +73,16 @@ def mig_parted_config(stack: Stack) -> dict[str, Any]:
 def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.mig_manager_enabled:
         return []
+    layouts = config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(mig_parted_config(stack))})
+    if stack.pools:
+        # Which layout each pool's nodes register with, for lint (gpustack.lint.pool_configs):
+        # every one must be a config of this file.
+        layouts["metadata"]["annotations"] = device_plugin.pools_annotation(
+            stack, {pool.name: stack.config.pool_mig_config(pool) for pool in stack.pools}
+        )
     objects = [
         service_account(stack, NAME),
-        config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(mig_parted_config(stack))}),
+        layouts,
         config_map(
             stack,
             GPU_CLIENTS_CONFIG_MAP,

@@ -8,16 +8,16 @@ there says where each file goes. Taints and labels come from the same `nodes.tai
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpustack import emit
-from gpustack.components import openshift
+from gpustack.components import device_plugin, openshift
 from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
-from gpustack.model import AKSNodePool, GKENodePool
+from gpustack.model import AKSNodePool, GKENodePool, NodePool
 from gpustack.workload import (
     DEPLOY_CLIENTS,
     DEPLOY_LABEL_PREFIX,
@@ -42,12 +42,103 @@ Notes = list[str]  # what the README adds that is not a file
 def build(stack: Stack) -> Files:
     writer = _WRITERS[stack.facts.taintMechanism]
     files, where, notes = writer(stack)
+    for pool in stack.pools:
+        pool_files, pool_where, _ = writer(pool_view(stack, pool))
+        renamed = {_pool_file(name, pool.name): text for name, text in pool_files.items()}
+        files.update(renamed)
+        where += [
+            (_pool_file(name, pool.name), f"pool {pool.name}, as `{name}` for the pool's nodes")
+            for name, _ in pool_where
+            if name in pool_files
+        ]
+    if stack.pools:
+        notes.append(_pools_note(stack))
     if stack.mig_manager_enabled:
         notes.append(_mig_note(stack))
     if deploy_labels_used(stack):
         notes.append(_deploy_note(stack))
     files["README.md"] = _readme(stack, where, notes)
     return files
+
+
+def pool_view(stack: Stack, pool: NodePool) -> Stack:
+    """The stack as one pool's nodes see it: the pool's labels and taints added to the cluster's,
+    and its GKE machine, sharing, MIG strategy and layout and driver version over the cluster's.
+    The node files of a pool are the cluster's, written from this view."""
+    config = stack.config
+    nodes = config.nodes.model_copy(
+        update={
+            "selector": {**config.nodes.selector, **pool.selector},
+            "taints": [*config.nodes.taints, *pool.taints],
+            "gke": pool.gke or config.nodes.gke,
+            "pools": [],
+        }
+    )
+    plugin = config.devicePlugin.model_copy(
+        update={
+            "migStrategy": config.pool_mig_strategy(pool),
+            "sharing": config.pool_sharing(pool),
+        }
+    )
+    # The MIG manager runs as the cluster says, on every pool's MIG-capable nodes.
+    mig_manager = config.migManager.model_copy(
+        update={
+            "enabled": stack.mig_manager_enabled,
+            "defaultConfig": config.pool_mig_config(pool),
+        }
+    )
+    driver = config.driver.model_copy(update={"version": config.pool_driver_version(pool)})
+    view = config.model_copy(
+        update={
+            "nodes": nodes,
+            "devicePlugin": plugin,
+            "migManager": mig_manager,
+            "driver": driver,
+        }
+    )
+    plugin_config = device_plugin.pool_config_name(pool) if config.devicePlugin.enabled else None
+    return replace(stack, config=view, pool=pool, pool_plugin_config=plugin_config)
+
+
+def _pool_file(name: str, pool: str) -> str:
+    stem, dot, suffix = name.partition(".")
+    return f"{stem}-{pool}{dot}{suffix}"
+
+
+def _pools_note(stack: Stack) -> str:
+    """How the nodes that exist already join their pools: the files above label new nodes."""
+    lines = [
+        "Node pools: each pool's files above give new nodes the pool's labels and taints when "
+        "they register. Nodes that exist already keep theirs: label (and taint) each pool's "
+        "nodes once, after giving them the pool's own label by hand where they lack it "
+        "(`kubectl label node NODE <selector>`):",
+        "",
+    ]
+    for pool in stack.pools:
+        view = pool_view(stack, pool)
+        selector = ",".join(f"{key}={value}" for key, value in pool.selector.items())
+        labels = {
+            key: value
+            for key, value in _node_labels(view).items()
+            if key in (MIG_CONFIG_LABEL, device_plugin.CONFIG_LABEL)
+        }
+        command = f"kubectl label nodes -l {selector} --overwrite " + " ".join(
+            f"{key}={value}" for key, value in labels.items()
+        )
+        lines.append(f"- pool `{pool.name}`: `{command}`" if labels else f"- pool `{pool.name}`")
+        for taint in pool.taints:
+            value = f"={taint.value}" if taint.value is not None else ""
+            lines.append(
+                f"  and `kubectl taint nodes -l {selector} {taint.key}{value}:{taint.effect}`"
+            )
+    lines += [
+        "",
+        f"The device plugin and GFD read the config a node's `{device_plugin.CONFIG_LABEL}` "
+        "label names (a node without it: `default`, the cluster's) and restart with the new "
+        "one when the label changes; a name the ConfigMap `nvidia-device-plugin-config` does "
+        "not hold keeps them from starting on that node.",
+    ]
+    return "\n".join(lines)
 
 
 def _deploy_note(stack: Stack) -> str:
@@ -141,6 +232,9 @@ def _node_labels(stack: Stack) -> dict[str, str]:
     on every GPU node). The kubelet, RKE2 and the Machine API set them when the node registers
     only, so the managers' later changes to them stand."""
     labels = dict(stack.config.nodes.selector)
+    if stack.pool_plugin_config is not None:
+        # A pool's nodes pick its device plugin config (the config manager reads the label).
+        labels[device_plugin.CONFIG_LABEL] = stack.pool_plugin_config
     if stack.mig_manager_enabled:
         labels[MIG_CONFIG_LABEL] = stack.config.migManager.defaultConfig
     labels.update(deploy_node_labels(stack))
@@ -481,6 +575,15 @@ def _gke_sharing(stack: Stack) -> tuple[tuple[str, str], int] | None:
     return _GKE_SHARING[plugin.sharing.strategy], plugin.sharing.replicas
 
 
+# The label GKE gives every node of a node pool, its pool's name (GKE docs, "Node pool
+# labels"); a gpustack pool that selects on it is that GKE node pool, created under that name.
+GKE_POOL = "cloud.google.com/gke-nodepool"
+
+
+def _gke_pool_name(pool: NodePool) -> str:
+    return pool.selector.get(GKE_POOL, pool.name)
+
+
 def _gke_pool(stack: Stack) -> GKENodePool:
     pool = stack.config.nodes.gke
     if pool is None:  # config loading requires it on GKE profiles
@@ -513,14 +616,15 @@ def _gke_script(stack: Stack) -> str:
     taints = [f"{t.key}={t.value or ''}:{t.effect}" for t in stack.config.nodes.taints]
     if taints:
         flags.append(f"--node-taints='{','.join(taints)}'")
-    labels = _label_strings(stack)
+    labels = [label for label in _label_strings(stack) if not label.startswith(f"{GKE_POOL}=")]
     if labels:
         flags.append(f"--node-labels='{','.join(labels)}'")
+    name = '"${POOL:-gpu}"' if stack.pool is None else _gke_pool_name(stack.pool)
     lines = [
         HEADER.rstrip("\n"),
         f"# The GPU node pool of {stack.name} ({stack.profile.metadata.name}). Run with CLUSTER "
         "and LOCATION set.",
-        'gcloud container node-pools create "${POOL:-gpu}" \\',
+        f"gcloud container node-pools create {name} \\",
         *[f"  {flag} \\" for flag in flags[:-1]],
         f"  {flags[-1]}",
     ]
@@ -550,8 +654,9 @@ def _gke_node_pool(stack: Stack) -> dict[str, Any]:
         "imageType": _gke_image_type(stack),
         "guestAccelerator": [accelerator],
     }
-    if stack.config.nodes.selector:
-        node_config["labels"] = dict(stack.config.nodes.selector)
+    labels = {key: value for key, value in stack.config.nodes.selector.items() if key != GKE_POOL}
+    if labels:
+        node_config["labels"] = labels
     if stack.config.nodes.taints:
         node_config["taint"] = [
             {"key": t.key, "value": t.value or "", "effect": _GKE_EFFECTS[t.effect]}
@@ -560,7 +665,9 @@ def _gke_node_pool(stack: Stack) -> dict[str, Any]:
     return {
         "apiVersion": "container.cnrm.cloud.google.com/v1beta1",
         "kind": "ContainerNodePool",
-        "metadata": {"name": f"{stack.name}-gpu"},
+        "metadata": {
+            "name": f"{stack.name}-gpu" if stack.pool is None else _gke_pool_name(stack.pool)
+        },
         "spec": {"clusterRef": {"name": CLUSTER}, "location": LOCATION, "nodeConfig": node_config},
     }
 

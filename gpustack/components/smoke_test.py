@@ -17,6 +17,7 @@ from typing import Any
 
 import gpustack
 from gpustack.config import Stack
+from gpustack.model import NodePool
 from gpustack.workload import (
     COMPONENT_LABEL,
     GPU_RESOURCE,
@@ -38,10 +39,38 @@ def resource(stack: Stack) -> str:
     """The extended resource the pod takes one of: what the device plugin advertises."""
     if stack.config.smokeTest.resource:
         return stack.config.smokeTest.resource
-    sharing = stack.config.devicePlugin.sharing
+    canaries = canary_pools(stack)
+    sharing = stack.config.pool_sharing(canaries[0] if canaries else None)
     if stack.config.devicePlugin.enabled and sharing.strategy != "none" and sharing.renameByDefault:
         return f"{GPU_RESOURCE}.shared"
     return GPU_RESOURCE
+
+
+def canary_pools(stack: Stack) -> list[NodePool]:
+    return [pool for pool in stack.pools if pool.canary]
+
+
+def _affinity(stack: Stack) -> dict[str, Any]:
+    """On GPU nodes; with canary pools, on a canary pool's nodes: the test proves the canary
+    after its rollout (a node of any canary pool, each pool a term of its own)."""
+    canaries = canary_pools(stack)
+    if not canaries:
+        return gpu_node_affinity(stack)
+    terms = [
+        gpu_node_affinity(
+            stack,
+            [
+                {"key": key, "operator": "In", "values": [value]}
+                for key, value in pool.selector.items()
+            ],
+        )["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+        for pool in canaries
+    ]
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
 
 
 def name(stack: Stack) -> str:
@@ -54,7 +83,12 @@ def name(stack: Stack) -> str:
         (
             gpustack.__version__,
             stack.profile.model_dump_json(),
-            stack.config.model_dump_json(exclude={"metadata", "extends", "patches"}),
+            # Without node pools, the field is left out: the name stays what it was before
+            # pools existed.
+            stack.config.model_dump_json(
+                exclude={"metadata": True, "extends": True, "patches": True}
+                | ({} if stack.pools else {"nodes": {"pools"}})
+            ),
             json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
         )
     )
@@ -90,8 +124,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         pod_spec["runtimeClassName"] = stack.runtime_class_name
     pod_spec.update(
         {
-            # Placed like the device plugin: on GPU nodes, tolerating their taints.
-            "affinity": gpu_node_affinity(stack),
+            # Placed like the device plugin: on GPU nodes (a canary pool's, with one), tolerating
+            # their taints.
+            "affinity": _affinity(stack),
             "tolerations": gpu_tolerations(stack),
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,

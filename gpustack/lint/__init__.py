@@ -34,6 +34,9 @@ from gpustack.lint import (
     mig_strategy,
     monitors,
     node_labels,
+    pool_configs,
+    pool_gpu_nodes,
+    pool_overlap,
     runtime_class,
     taints,
     validation_wait,
@@ -68,6 +71,9 @@ RULES: tuple[Rule, ...] = tuple(
         daemonset_selectors,
         gpu_requests,
         validation_wait,
+        pool_configs,
+        pool_overlap,
+        pool_gpu_nodes,
     )
 )
 

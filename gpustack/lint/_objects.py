@@ -7,6 +7,7 @@ user's own files), so every accessor here tolerates missing or oddly typed field
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 from collections.abc import Callable, Iterator
@@ -283,3 +284,36 @@ def _words(part: str) -> tuple[str, ...]:
         return tuple(shlex.split(part))
     except ValueError:  # unbalanced quotes: still worth a look, word by word
         return tuple(part.split())
+
+
+# Where gpustack records a cluster's node pools on the objects that differ per pool: each pool's
+# name, node selector (matchLabels) and the config its nodes select (gpustack.components
+# device_plugin and mig_manager).
+POOLS_ANNOTATION = "gpustack.dev/node-pools"
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    selector: dict[str, str]
+    config: str
+    owner: dict[str, Any]  # the object whose annotation names it
+
+
+def node_pools(obj: dict[str, Any]) -> list[NodePool] | None:
+    """The pools an object's annotation names; None when it names none or is malformed."""
+    text = mapping(mapping(obj.get("metadata")).get("annotations")).get(POOLS_ANNOTATION)
+    if not isinstance(text, str):
+        return None
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return None
+    pools = []
+    for entry in sequence(entries):
+        entry = mapping(entry)
+        selector = {str(k): str(v) for k, v in mapping(entry.get("selector")).items()}
+        pools.append(
+            NodePool(str(entry.get("name", "")), selector, str(entry.get("config", "")), obj)
+        )
+    return pools

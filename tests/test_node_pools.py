@@ -1,0 +1,509 @@
+"""Node pools (`nodes.pools`): per-pool device plugin configs picked by node label through the
+plugin's config manager, per-pool MIG layouts and node files, a driver DaemonSet per pool where
+the pool needs its own, and the canary pool first in both GitOps tools.
+
+The config manager's contract is checked against upstream: the GPU Operator's device plugin
+DaemonSet (shared refs) for its env, and k8s-device-plugin cmd/config-manager for how it finds the
+process it signals (argv[0]) and the configs (every ConfigMap key is a config name).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, SHARED, read_manifest, read_manifests, stack_for
+
+from gpustack.decorate import SYNC_WAVE
+from gpustack.errors import UserError
+from gpustack.render import files, render
+
+MULTI_POOL = ROOT / "out" / "multi-pool"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_LABEL = "nvidia.com/mig.config"
+
+INFERENCE = {
+    "name": "inference",
+    "selector": {"example.com/gpu-pool": "inference"},
+    "canary": True,
+    "devicePlugin": {"sharing": {"strategy": "time-slicing", "replicas": 4}},
+}
+TRAINING = {
+    "name": "training",
+    "selector": {"example.com/gpu-pool": "training"},
+    "devicePlugin": {"migStrategy": "single"},
+    "migManager": {"defaultConfig": "all-1g.10gb"},
+}
+CONTAINER_DRIVER = {"mode": "container", "nodeOS": "ubuntu22.04"}
+
+
+def objects_of(stack: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(obj["kind"], obj["metadata"]["name"]): obj for obj in render(stack).objects}
+
+
+def pod(obj: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = obj["spec"]["template"]["spec"]
+    return spec
+
+
+def env(container: dict[str, Any]) -> dict[str, Any]:
+    return {item["name"]: item.get("value") for item in container.get("env", [])}
+
+
+def config_managers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        container
+        for container in [*spec.get("initContainers", []), *spec["containers"]]
+        if container.get("command") == ["config-manager"]
+    ]
+
+
+def matches(terms: list[dict[str, Any]], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` meets required node affinity terms (ORed)."""
+
+    def holds(expression: dict[str, Any]) -> bool:
+        key, operator = expression["key"], expression["operator"]
+        values = expression.get("values", [])
+        if operator == "In":
+            return labels.get(key) in values
+        if operator == "NotIn":
+            return labels.get(key) not in values
+        if operator == "Exists":
+            return key in labels
+        return key not in labels
+
+    return any(all(holds(e) for e in term["matchExpressions"]) for term in terms)
+
+
+def terms_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    affinity = pod(obj)["affinity"]["nodeAffinity"]
+    terms: list[dict[str, Any]] = affinity["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    return terms
+
+
+def test_no_pools_renders_what_it_did_before(tmp_path):
+    """`nodes.pools: []` is the same cluster as no pools at all, to the byte."""
+    without = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER)
+    empty = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER, nodes={"pools": []})
+    assert files(render(empty)) == files(render(without))
+
+
+def pool_labels(stack: Any, pool: str) -> str:
+    join = yaml.safe_load(render(stack).node_files[f"join-configuration-{pool}.yaml"])
+    value: str = join["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
+    return value
+
+
+def test_each_pool_selects_a_config_of_its_own(tmp_path):
+    alike = {**INFERENCE, "name": "batch", "canary": False}
+    alike["selector"] = {"example.com/gpu-pool": "batch"}
+    plain = {"name": "plain", "selector": {"example.com/gpu-pool": "plain"}}
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE, TRAINING, alike, plain]})
+    config_map = objects_of(stack)[("ConfigMap", "nvidia-device-plugin-config")]
+    assert sorted(config_map["data"]) == ["batch", "default", "inference", "plain", "training"]
+    inference = yaml.safe_load(config_map["data"]["inference"])
+    assert inference["sharing"]["timeSlicing"]["resources"] == [
+        {"name": "nvidia.com/gpu", "replicas": 4}
+    ]
+    assert yaml.safe_load(config_map["data"]["training"])["flags"]["migStrategy"] == "single"
+    assert "sharing" not in yaml.safe_load(config_map["data"]["default"])
+    assert config_map["data"]["plain"] == config_map["data"]["default"]
+    for pool in ("inference", "training", "batch", "plain"):
+        assert f"{CONFIG_LABEL}={pool}" in pool_labels(stack, pool)
+    assert f"{MIG_LABEL}=all-1g.10gb" in pool_labels(stack, "training")
+    assert f"{MIG_LABEL}=all-disabled" in pool_labels(stack, "inference")
+
+
+def test_a_pools_config_name_does_not_move_when_another_pool_changes(tmp_path):
+    """A node keeps the label it registered with: what `batch` nodes select must still be
+    batch's config after `inference`, alike before, changes its sharing."""
+    alike = {**INFERENCE, "name": "batch", "canary": False}
+    alike["selector"] = {"example.com/gpu-pool": "batch"}
+    before = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE, alike]})
+    changed = {
+        **INFERENCE,
+        "devicePlugin": {"sharing": {"strategy": "time-slicing", "replicas": 8}},
+    }
+    after = stack_for(tmp_path, "kubeadm", nodes={"pools": [changed, alike]})
+    data_before = objects_of(before)[("ConfigMap", "nvidia-device-plugin-config")]["data"]
+    data_after = objects_of(after)[("ConfigMap", "nvidia-device-plugin-config")]["data"]
+    assert pool_labels(before, "batch") == pool_labels(after, "batch")
+    assert data_before["batch"] == data_after["batch"]
+    assert "replicas: 8" in data_after["inference"]
+
+
+def test_every_label_a_node_files_give_names_a_config_that_exists():
+    """What the config manager and the MIG manager would find for each pool's nodes, read from
+    the committed render: a label value that is not a config stops the stack on the node."""
+    plugin = read_manifest(
+        (MULTI_POOL / "workloads/configmap-nvidia-device-plugin-config.yaml").read_text()
+    )
+    mig = read_manifest(
+        (MULTI_POOL / "workloads/configmap-nvidia-mig-manager-config.yaml").read_text()
+    )
+    layouts = yaml.safe_load(mig["data"]["config.yaml"])["mig-configs"]
+    for pool in ("inference", "training"):
+        join = yaml.safe_load((MULTI_POOL / f"node/join-configuration-{pool}.yaml").read_text())
+        labels = dict(
+            item.split("=", 1)
+            for item in join["nodeRegistration"]["kubeletExtraArgs"][0]["value"].split(",")
+        )
+        assert labels["example.com/gpu-pool"] == pool
+        assert labels[CONFIG_LABEL] in plugin["data"]
+        assert labels[MIG_LABEL] in layouts
+
+
+@pytest.mark.shared
+def test_the_config_manager_runs_as_the_gpu_operator_runs_it(tmp_path):
+    """Every env var of the operator's config-manager containers, with its values for the node
+    label, the signal and one-shot mode (gpu-operator assets/state-device-plugin)."""
+    upstream = read_manifest(
+        (SHARED / "refs/gpu-operator/state-device-plugin__0500_daemonset.yaml").read_text()
+    )
+    upstream_env = {
+        container["name"]: env(container) for container in config_managers(pod(upstream))
+    }
+    init, sidecar = upstream_env["config-manager-init"], upstream_env["config-manager"]
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE]})
+    for name in ("nvidia-device-plugin", "gpu-feature-discovery"):
+        ours = config_managers(pod(objects_of(stack)[("DaemonSet", name)]))
+        ours_init, ours_sidecar = env(ours[0]), env(ours[1])
+        assert set(upstream_env["config-manager"]) <= set(ours_sidecar)
+        assert set(init) <= set(ours_init)
+        for key in ("ONESHOT", "NODE_LABEL", "SEND_SIGNAL"):
+            assert ours_init[key] == init[key]
+            assert ours_sidecar[key] == sidecar[key]
+        assert ours_sidecar["SIGNAL"] == sidecar["SIGNAL"] == "1"
+
+
+@pytest.mark.parametrize(
+    "daemonset",
+    ["nvidia-device-plugin", "gpu-feature-discovery", "nvidia-device-plugin-mps-control-daemon"],
+)
+def test_the_sidecar_signals_a_process_that_runs_in_the_pod(tmp_path, daemonset):
+    """config-manager finds the process to signal by argv[0] in the pod's shared PID namespace
+    (findPidToSignal), and links config.yaml into the configs folder: every container that reads
+    the link sees that folder at the same path."""
+    mps = {**INFERENCE, "devicePlugin": {"sharing": {"strategy": "mps", "replicas": 4}}}
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [mps, TRAINING]})
+    spec = pod(objects_of(stack)[("DaemonSet", daemonset)])
+    assert spec["shareProcessNamespace"] is True
+    sidecar = config_managers(spec)[1]
+    argv0 = {c["command"][0] for c in spec["containers"] if c is not sidecar}
+    assert env(sidecar)["PROCESS_TO_SIGNAL"] in argv0
+    destination = env(sidecar)["CONFIG_FILE_DST"].rpartition("/")[0]
+    source = env(sidecar)["CONFIG_FILE_SRCDIR"]
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        paths = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+        if destination in paths:
+            assert paths.get(source) == "available-configs", container["name"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["available-configs"]["configMap"]["name"] == "nvidia-device-plugin-config"
+    assert "emptyDir" in volumes["config"]
+
+
+def test_only_the_config_manager_reaches_the_api_server(tmp_path):
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE]})
+    objects = objects_of(stack)
+    spec = pod(objects[("DaemonSet", "nvidia-device-plugin")])
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    with_token = {
+        container["name"]
+        for container in [*spec.get("initContainers", []), *spec["containers"]]
+        if any(m["mountPath"] == token for m in container.get("volumeMounts", []))
+    }
+    assert with_token == {c["name"] for c in config_managers(spec)}
+    assert (
+        objects[("ServiceAccount", "nvidia-device-plugin")]["automountServiceAccountToken"] is False
+    )
+    rules = objects[("ClusterRole", "nvidia-device-plugin")]["rules"]
+    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]
+    binding = objects[("ClusterRoleBinding", "nvidia-device-plugin")]
+    assert binding["subjects"][0]["name"] == spec["serviceAccountName"]
+
+
+def test_gfd_takes_the_mig_strategy_from_the_nodes_config(tmp_path):
+    """An env var would override the config file's migStrategy (api/config/v1 NewConfig), so
+    the MIG pool's nodes would be labelled for the cluster's strategy."""
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE, TRAINING]})
+    gfd = pod(objects_of(stack)[("DaemonSet", "gpu-feature-discovery")])
+    main = next(c for c in gfd["containers"] if c["name"] == "gpu-feature-discovery")
+    assert "MIG_STRATEGY" not in env(main)
+    assert env(main)["CONFIG_FILE"] == env(config_managers(gfd)[1])["CONFIG_FILE_DST"]
+
+
+def test_pool_taints_are_tolerated_and_applied(tmp_path):
+    tainted = {**TRAINING, "taints": [{"key": "example.com/training", "effect": "NoSchedule"}]}
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [tainted]})
+    plugin = pod(objects_of(stack)[("DaemonSet", "nvidia-device-plugin")])
+    assert {"key": "example.com/training", "operator": "Exists", "effect": "NoSchedule"} in plugin[
+        "tolerations"
+    ]
+    join = yaml.safe_load(render(stack).node_files["join-configuration-training.yaml"])
+    assert {"key": "example.com/training", "effect": "NoSchedule"} in join["nodeRegistration"][
+        "taints"
+    ]
+    # The cluster-wide file does not taint nodes in no pool.
+    plain = yaml.safe_load(render(stack).node_files["join-configuration.yaml"])
+    assert all(t["key"] != "example.com/training" for t in plain["nodeRegistration"]["taints"])
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({"example.com/gpu-pool": "inference"}, "nvidia-driver-daemonset-inference"),
+        ({"example.com/gpu-pool": "training"}, "nvidia-driver-daemonset-training"),
+        ({"example.com/gpu-pool": "other"}, "nvidia-driver-daemonset"),
+        ({}, "nvidia-driver-daemonset"),
+    ],
+)
+def test_each_gpu_node_gets_exactly_one_driver_pod(tmp_path, labels, expected):
+    training = {**TRAINING, "driver": {"version": "580.178.04"}}
+    stack = stack_for(
+        tmp_path, "kubeadm", driver=CONTAINER_DRIVER, nodes={"pools": [INFERENCE, training]}
+    )
+    node = {
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+        "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+        **labels,
+    }
+    drivers = [
+        obj
+        for obj in render(stack).objects
+        if obj["kind"] == "DaemonSet"
+        and obj["metadata"]["labels"].get("app.kubernetes.io/component") == "nvidia-driver"
+    ]
+    assert [d["metadata"]["name"] for d in drivers if matches(terms_of(d), node)] == [expected]
+    images = {d["metadata"]["name"]: pod(d)["containers"][0]["image"] for d in drivers}
+    assert images["nvidia-driver-daemonset-training"].endswith(":580.178.04-ubuntu22.04")
+    # The canary pool runs the cluster's version, through its own DaemonSet.
+    assert images["nvidia-driver-daemonset-inference"] == images["nvidia-driver-daemonset"]
+
+
+def test_two_pool_selectors_a_node_can_both_meet_are_refused(tmp_path):
+    overlapping = {"name": "spot", "selector": {"example.com/capacity": "spot"}}
+    with pytest.raises(UserError) as error:
+        stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE, overlapping]})
+    assert error.value.field == "nodes.pools.1.selector"
+    assert "can both claim a node" in error.value.message
+
+
+def test_a_driver_version_needs_a_driver_container(tmp_path):
+    pinned = {**INFERENCE, "driver": {"version": "580.178.04"}}
+    with pytest.raises(UserError) as error:
+        stack_for(tmp_path, "kubeadm", nodes={"pools": [pinned]})
+    assert error.value.field == "nodes.pools.0.driver.version"
+    assert "preinstalled" in error.value.message
+
+
+def test_a_kubelet_cannot_give_itself_a_kubernetes_io_label(tmp_path):
+    """NodeRestriction: the kubelet may set no kubernetes.io or k8s.io label but its own few;
+    a pool selected by one could never be given it by its node files."""
+    role = {"name": "gpu", "selector": {"node-role.kubernetes.io/gpu": ""}}
+    with pytest.raises(UserError) as error:
+        stack_for(tmp_path, "kubeadm", nodes={"pools": [role]})
+    assert "NodeRestriction" in error.value.message
+    allowed = {"name": "gpu", "selector": {"node.kubernetes.io/instance-type": "p4d"}}
+    stack_for(tmp_path, "kubeadm", nodes={"pools": [allowed]})
+
+
+def test_gke_pools_are_node_pools_of_their_own(tmp_path):
+    gke = {
+        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        "gke": {
+            "machineType": "a2-highgpu-1g",
+            "accelerator": {"type": "nvidia-tesla-a100", "count": 1},
+        },
+        "pools": [
+            {
+                "name": "l4",
+                "selector": {"cloud.google.com/gke-nodepool": "l4-shared"},
+                "gke": {
+                    "machineType": "g2-standard-8",
+                    "accelerator": {"type": "nvidia-l4", "count": 1},
+                },
+                "devicePlugin": {"sharing": {"strategy": "time-slicing", "replicas": 2}},
+            }
+        ],
+    }
+    stack = stack_for(tmp_path, "gke-cos", nodes=gke)
+    script = render(stack).node_files["gke-node-pool-l4.sh"]
+    assert "node-pools create l4-shared" in script
+    assert "--machine-type=g2-standard-8" in script
+    assert "gpu-sharing-strategy=time-sharing,max-shared-clients-per-gpu=2" in script
+    # GKE sets its own pool label; it is not one a pool can be created with.
+    assert "gke-nodepool" not in script.split("node-pools create")[1].split("\n", 1)[1]
+
+
+def gitops_objects(tmp_path: Path, tool: str, wait: bool = True) -> list[dict[str, Any]]:
+    gitops: dict[str, Any] = {"tool": tool}
+    if tool == "argocd":
+        gitops["argocd"] = {"repoURL": "https://example.com/fleet.git"}
+    else:
+        gitops["flux"] = {
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+            "wait": wait,
+        }
+    stack = stack_for(
+        tmp_path,
+        "kubeadm",
+        driver=CONTAINER_DRIVER,
+        nodes={"pools": [INFERENCE, TRAINING]},
+        gitops=gitops,
+    )
+    rendering = render(stack)
+    return [*rendering.objects, *rendering.gitops_objects]
+
+
+def test_argocd_syncs_the_canary_driver_before_every_other_workload(tmp_path):
+    objects = gitops_objects(tmp_path, "argocd")
+    waves = {
+        (obj["kind"], obj["metadata"]["name"]): int(obj["metadata"]["annotations"][SYNC_WAVE])
+        for obj in objects
+        if obj["kind"] not in ("Application",)
+    }
+    canary = waves[("DaemonSet", "nvidia-driver-daemonset-inference")]
+    others = [
+        wave
+        for (kind, name), wave in waves.items()
+        if kind == "DaemonSet" and not name.endswith("-inference")
+    ]
+    assert others and canary < min(others)
+    # What the canary's driver pod needs is there by its wave.
+    for needed in (("ServiceAccount", "nvidia-driver"), ("ClusterRoleBinding", "nvidia-driver")):
+        assert waves[needed] <= canary
+    job = next(obj for obj in objects if obj["kind"] == "Job")
+    assert waves[("Job", job["metadata"]["name"])] > max(others)
+    assert matches(terms_of(job), {**pool_node(), "example.com/gpu-pool": "inference"})
+    assert not matches(terms_of(job), {**pool_node(), "example.com/gpu-pool": "training"})
+
+
+def pool_node() -> dict[str, str]:
+    return {"feature.node.kubernetes.io/pci-10de.present": "true"}
+
+
+def test_flux_applies_the_rest_only_once_the_canary_layer_is_ready(tmp_path):
+    objects = gitops_objects(tmp_path, "flux")
+    kustomizations = {
+        obj["metadata"]["name"].removeprefix("gpustack-lab-"): obj["spec"]
+        for obj in objects
+        if obj["kind"] == "Kustomization"
+    }
+    assert kustomizations["canary"]["wait"] is True
+    assert kustomizations["canary"]["path"].endswith("/canary")
+    assert kustomizations["workloads"]["dependsOn"] == [{"name": "gpustack-lab-canary"}]
+    assert kustomizations["canary"]["dependsOn"] == [{"name": "gpustack-lab-foundation"}]
+    rendering_files = {
+        name
+        for name in files(
+            render(
+                stack_for(
+                    tmp_path,
+                    "kubeadm",
+                    driver=CONTAINER_DRIVER,
+                    nodes={"pools": [INFERENCE, TRAINING]},
+                    gitops={"tool": "flux", "flux": {"sourceRef": {"name": "flux-system"}}},
+                )
+            )
+        )
+        if name.startswith("canary/")
+    }
+    assert "canary/daemonset-nvidia-driver-daemonset-inference.yaml" in rendering_files
+    assert "canary/serviceaccount-nvidia-driver.yaml" in rendering_files
+    assert not any("device-plugin" in name for name in rendering_files)
+
+
+def test_the_committed_multi_pool_render_is_canary_first():
+    """out/multi-pool (Flux): the canary layer holds the canary's driver, the workloads depend
+    on it."""
+    workloads = read_manifest(
+        (MULTI_POOL / "gitops/kustomization-gpustack-multi-pool-workloads.yaml").read_text()
+    )
+    assert workloads["spec"]["dependsOn"] == [{"name": "gpustack-multi-pool-canary"}]
+    canary = read_manifests((MULTI_POOL / "canary/kustomization.yaml").read_text())[0]
+    assert "daemonset-nvidia-driver-daemonset-inference.yaml" in canary["resources"]
+
+
+def test_a_pool_without_mig_keeps_its_gpus_whole_in_a_mig_cluster(tmp_path):
+    """The cluster partitions its GPUs; a pool whose plugin uses no MIG must not have them cut
+    (it would advertise full GPUs that are MIG partitioned), unless it names a layout."""
+    shared = {
+        "name": "shared",
+        "selector": {"example.com/gpu-pool": "shared"},
+        "devicePlugin": {"migStrategy": "none", "sharing": {"strategy": "mps"}},
+    }
+    stack = stack_for(
+        tmp_path,
+        "kubeadm",
+        devicePlugin={"migStrategy": "single"},
+        migManager={"defaultConfig": "all-1g.10gb"},
+        nodes={"pools": [shared, TRAINING]},
+    )
+    node_files = render(stack).node_files
+    shared_labels = yaml.safe_load(node_files["join-configuration-shared.yaml"])
+    assert (
+        f"{MIG_LABEL}=all-disabled"
+        in shared_labels["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
+    )
+    cluster = yaml.safe_load(node_files["join-configuration.yaml"])
+    assert f"{MIG_LABEL}=all-1g.10gb" in cluster["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
+
+
+def test_the_canary_layer_waits_even_where_the_others_do_not(tmp_path):
+    """dependsOn waits for the canary Kustomization to be Ready; without `wait` it is Ready once
+    applied, and the other pools would get the new driver before the canary runs it."""
+    objects = gitops_objects(tmp_path, "flux", wait=False)
+    waits = {
+        obj["metadata"]["name"].removeprefix("gpustack-lab-"): obj["spec"]["wait"]
+        for obj in objects
+        if obj["kind"] == "Kustomization"
+    }
+    assert waits["canary"] is True
+    assert waits["workloads"] is False
+
+
+def test_node_readme_labels_the_nodes_that_exist_as_new_ones_register():
+    """Existing nodes get, by one command per pool, the same config labels the pool's node file
+    gives nodes that join later."""
+    readme = (MULTI_POOL / "node/README.md").read_text()
+    for pool in ("inference", "training"):
+        join = yaml.safe_load((MULTI_POOL / f"node/join-configuration-{pool}.yaml").read_text())
+        registered = dict(
+            item.split("=", 1)
+            for item in join["nodeRegistration"]["kubeletExtraArgs"][0]["value"].split(",")
+        )
+        command = next(
+            line
+            for line in readme.splitlines()
+            if f"kubectl label nodes -l example.com/gpu-pool={pool} " in line
+        )
+        for key in (CONFIG_LABEL, MIG_LABEL):
+            assert f"{key}={registered[key]}" in command
+    assert (
+        "kubectl taint nodes -l example.com/gpu-pool=training example.com/training:NoSchedule"
+        in readme
+    )
+
+
+def test_openshift_pools_stay_in_the_gpu_machine_config_pool(tmp_path):
+    """Each pool's MachineSet patch gives its machines the GPU pool's role, so gpustack's
+    MachineConfigs (role worker-gpu) reach the pools' nodes and reboot no other worker."""
+    stack = stack_for(
+        tmp_path,
+        "openshift",
+        platform={"profile": "openshift", "openshiftVersion": "4.18"},
+        nodes={"pools": [INFERENCE, TRAINING]},
+    )
+    rendering = render(stack)
+    for pool in ("inference", "training"):
+        patch = yaml.safe_load(rendering.node_files[f"machineset-patch-{pool}.yaml"])
+        labels = patch["spec"]["template"]["spec"]["metadata"]["labels"]
+        assert labels["node-role.kubernetes.io/worker-gpu"] == ""
+        assert labels[CONFIG_LABEL] == pool
+    pool = next(obj for obj in rendering.objects if obj["kind"] == "MachineConfigPool")
+    assert pool["spec"]["nodeSelector"]["matchLabels"] == {"node-role.kubernetes.io/worker-gpu": ""}
