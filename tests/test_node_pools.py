@@ -9,6 +9,7 @@ process it signals (argv[0]) and the configs (every ConfigMap key is a config na
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +284,66 @@ def test_each_gpu_node_gets_exactly_one_driver_pod(tmp_path, labels, expected):
     assert images["nvidia-driver-daemonset-training"].endswith(":580.178.04-ubuntu22.04")
     # The canary pool runs the cluster's version, through its own DaemonSet.
     assert images["nvidia-driver-daemonset-inference"] == images["nvidia-driver-daemonset"]
+
+
+class DriverPod:
+    """One driver pod's probe and preStop scripts, run by a real shell on a node folder: the
+    host's /run/nvidia/validations and the pod's own hostname (its name) under `node`."""
+
+    def __init__(self, obj: dict[str, Any], name: str, node: Path) -> None:
+        (container,) = [c for c in pod(obj)["containers"] if c["name"] == "nvidia-driver-ctr"]
+        self.node = node
+        self.hostname = node / f"{name}.hostname"
+        self.hostname.write_text(name + "\n")
+        self.scripts = {
+            "startup": container["startupProbe"]["exec"]["command"],
+            "ready": container["readinessProbe"]["exec"]["command"],
+            "preStop": container["lifecycle"]["preStop"]["exec"]["command"],
+        }
+
+    def run(self, step: str) -> int:
+        command = self.scripts[step]
+        assert command[:2] == ["sh", "-c"], command
+        script = (
+            command[2]
+            .replace("/run/nvidia/validations", str(self.node / "validations"))
+            .replace("/proc/sys/kernel/hostname", str(self.hostname))
+            .replace("/sys/module/nvidia/refcnt", str(self.node / "refcnt"))
+        )
+        bin_dir = self.node / "bin"  # nvidia-smi answers: the driver is loaded
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+        return subprocess.run(["sh", "-c", script], env=env, check=False).returncode
+
+
+def test_a_node_moving_to_a_pools_driver_keeps_the_new_pods_ready_file(tmp_path):
+    """Marking a pool canary moves its nodes from the cluster's driver DaemonSet to the pool's:
+    the new pod starts while the old one still runs, then the old one stops. Its preStop must
+    leave the new pod's ready file alone, or the new pod stays NotReady and the toolkit and
+    validator wait for a driver that is there."""
+    stack = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER, nodes={"pools": [INFERENCE]})
+    found = objects_of(stack)
+    node = tmp_path / "node"
+    node.mkdir()
+    (node / "refcnt").write_text("1\n")
+    leaving = DriverPod(found["DaemonSet", "nvidia-driver-daemonset"], "driver-a1b2c", node)
+    arriving = DriverPod(
+        found["DaemonSet", "nvidia-driver-daemonset-inference"], "driver-inference-d3e4f", node
+    )
+    ready = node / "validations" / ".driver-ctr-ready"
+    assert leaving.run("startup") == 0 and ready.exists()
+    assert arriving.run("startup") == 0
+    assert leaving.run("preStop") == 0
+    assert ready.exists(), "the leaving pod removed the ready file of the pod that replaced it"
+    assert arriving.run("ready") == 0
+    # The validator reads the file as a YAML map of feature flags: the owner is a comment.
+    assert yaml.safe_load(ready.read_text()) is None
+    # A pod stopping on a node it still owns (a rolling update, a drain) removes its own file.
+    assert arriving.run("preStop") == 0
+    assert not ready.exists()
+    assert arriving.run("ready") != 0
 
 
 def test_two_pool_selectors_a_node_can_both_meet_are_refused(tmp_path):

@@ -63,6 +63,15 @@ VALIDATIONS = "/run/nvidia/validations"
 # probe writes it. NVIDIA's validator waits for it only for a driver DaemonSet the operator owns
 # (cmd/nvidia-validator/main.go isDriverManagedByOperator), else for nvidia-smi in the driver root.
 READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
+# The ready file names the pod that wrote it, as a YAML comment: the validator reads the file as a
+# YAML map of feature flags (gpu-operator cmd/nvidia-validator/main.go
+# validateAdditionalDriverComponents, v26.7.0), which a comment leaves empty. A pod's hostname is
+# its name (the driver pod keeps its own UTS namespace: no hostNetwork). A stopping pod removes
+# the file only if it wrote it: where a node moves from one driver DaemonSet to another (a node
+# pool given a driver of its own, a pool marked canary), the leaving pod must not take away the
+# ready file of the pod that replaced it, which would stay NotReady (its startup probe, the one
+# writer, has passed).
+READY_OWNER = "# $(cat /proc/sys/kernel/hostname)"
 # The driver container's script writes NotReady here when it starts and Ready once its daemons
 # (persistenced, the fabric manager on NVSwitch systems) run (gpu-driver-container
 # ubuntu22.04/nvidia-driver _start_daemons); gpu-operator's startup probe waits for Ready.
@@ -339,7 +348,11 @@ def _daemonset(
         env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
         mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
         volumes.append({"name": "shared-nvidia-driver-toolkit", "emptyDir": {}})
-    probe_script = f"nvidia-smi && mkdir -p {VALIDATIONS} && touch {READY_FILE}"
+    probe_script = (
+        f'nvidia-smi && mkdir -p {VALIDATIONS} && echo "{READY_OWNER}" > {READY_FILE}.tmp && '
+        f"mv {READY_FILE}.tmp {READY_FILE}"
+    )
+    pre_stop = f'[ "$(cat {READY_FILE} 2>/dev/null)" != "{READY_OWNER}" ] || rm -f {READY_FILE}'
     driver_container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image(stack),
@@ -357,7 +370,7 @@ def _daemonset(
             "timeoutSeconds": 60,
             "failureThreshold": 120,
         },
-        "lifecycle": {"preStop": {"exec": {"command": ["rm", "-f", READY_FILE]}}},
+        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", pre_stop]}}},
         "volumeMounts": mounts,
     }
     containers = [driver_container]
@@ -408,7 +421,8 @@ def _daemonset(
     # (assets/state-driver/0400_configmap.yaml startup-probe.sh, v26.7.0): the module loaded, the
     # driver's daemons Ready (on NVSwitch systems the fabric manager, without which the GPUs take
     # no CUDA work), nvidia-smi answering, and the ready file there (written by the startup probe,
-    # removed when the pod stops). What a rolling update waits for before the next node.
+    # removed when the pod that wrote it stops). What a rolling update waits for before the next
+    # node.
     readiness = (
         f"test -f /sys/module/nvidia/refcnt && test -f {READY_FILE} && "
         f'{{ [ ! -f {DAEMONS_STATUS_FILE} ] || [ "$(cat {DAEMONS_STATUS_FILE})" = Ready ]; }} && '
