@@ -46,6 +46,9 @@ LAYER_DEPENDENCIES: dict[str, str | None] = {
     SMOKE_TEST_LAYER: "workloads",
 }
 LAYERS = tuple(LAYER_DEPENDENCIES)
+# The first kind of the smoke test: the ResourceClaimTemplate its Job claims a GPU through
+# (gpuAllocation dra), then the Job.
+FIRST_CHECK = "ResourceClaimTemplate"
 
 
 def sync_wave(obj: dict[str, Any]) -> int:
@@ -61,9 +64,9 @@ def sync_wave(obj: dict[str, Any]) -> int:
         return -2  # CRDs, established before any custom resource that needs them
     if position <= RANK["RuntimeClass"]:
         return -1  # Namespaces, SCCs, quotas, priority and runtime classes the workloads use
-    if position < RANK["Job"]:
+    if position < RANK[FIRST_CHECK]:
         return 0  # RBAC, configuration, services, the workloads and their monitors
-    return 1  # Jobs that check the running stack (PostSync hooks)
+    return 1  # Jobs that check the running stack (PostSync hooks) and the claims they take
 
 
 def layer(obj: dict[str, Any]) -> str:
@@ -73,7 +76,7 @@ def layer(obj: dict[str, Any]) -> str:
         return "foundation"
     if position < RANK["ServiceMonitor"]:
         return "workloads"
-    if position < RANK["Job"]:
+    if position < RANK[FIRST_CHECK]:
         return "monitors"  # and kinds not in the rank table
     return SMOKE_TEST_LAYER
 
