@@ -461,3 +461,86 @@ def test_a_kubelet_plugin_that_does_not_wait_for_the_validator_is_reported(tmp_p
     init = plugin["spec"]["template"]["spec"]["initContainers"]
     init[:] = [c for c in init if c["name"] != "toolkit-validation"]
     assert [f.rule for f in lint.run(objects, "1.34")] == ["validation-not-awaited"]
+
+
+def test_no_alert_expects_gpus_in_node_capacity(tmp_path):
+    """Under DRA nodes advertise no nvidia.com/gpu: an alert comparing it would always fire."""
+    rules = named(objects_of(tmp_path), "PrometheusRule")["gpustack-gpu-alerts"]
+    alerts = {r.get("alert") for group in rules["spec"]["groups"] for r in group["rules"]}
+    assert "GPUsNotAdvertised" not in alerts and "GPUXidError" in alerts
+
+
+RESOURCE_OBJECTS = """\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared-gpu, namespace: ml}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com, count: 1}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-gpu.nvidia.com}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    attributes:
+      type: {string: gpu}
+"""
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.36", "1.37"])
+def test_resource_api_objects_have_strict_schemas_at_every_dra_version(cli, version):
+    """kubernetes-validate ships resource.k8s.io/v1 for every version DRA is refused below:
+    the four kinds validate, and an unknown field in each is an error."""
+    result = cli(
+        "validate", "--summary", "--kubernetes-version", version, "-", input=RESOURCE_OBJECTS
+    )
+    assert result.exit_code == 0, result.output
+    assert "Valid: 4, Invalid: 0, Errors: 0, Skipped: 0" in result.stdout
+    for kind in ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "ResourceSlice"):
+        documents = RESOURCE_OBJECTS.split("---\n")
+        bad = next(d for d in documents if f"kind: {kind}\n" in d) + "bogus: 1\n"
+        result = cli("validate", "--kubernetes-version", version, "-", input=bad)
+        assert result.exit_code == 1, (kind, result.output)
+
+
+def test_openshift_binds_the_charts_sccs(tmp_path):
+    """rbac-kubeletplugin.yaml and rbac-compute-domain-daemon.yaml on OpenShift: SCC privileged
+    for the kubelet plugin, anyuid for the IMEX daemons; the driver container's root there."""
+    objects = objects_of(
+        tmp_path,
+        "openshift",
+        platform={"profile": "openshift", "kubernetesVersion": "1.34"},
+        dra={"computeDomains": {"enabled": True}},
+    )
+    bindings = named(objects, "ClusterRoleBinding")
+    privileged = bindings["dra-driver-nvidia-gpu-openshift-privileged-role-binding-kubeletplugin"]
+    assert privileged["roleRef"]["name"] == "system:openshift:scc:privileged"
+    anyuid = bindings["compute-domain-daemon-openshift-anyuid-role-binding"]
+    assert anyuid["roleRef"]["name"] == "system:openshift:scc:anyuid"
+    assert anyuid["subjects"][0]["name"] == "compute-domain-daemon-service-account"
+    plugin = named(objects, "DaemonSet")[KUBELET_PLUGIN]
+    assert env(containers(plugin)["gpus"])["NVIDIA_DRIVER_ROOT"] == "/run/nvidia/driver"

@@ -250,6 +250,10 @@ def starter(
             if setting("nodes.gke")
             else []
         ),
+        default_line(
+            "gpuAllocation",
+            "device-plugin | dra (NVIDIA's DRA driver, Kubernetes 1.34+; then drop devicePlugin.enabled)",
+        ),
         ("devicePlugin:", ""),
         line(
             "devicePlugin.enabled",

@@ -208,7 +208,7 @@ def _rule(group: str, resources: list[str], verbs: list[str]) -> dict[str, Any]:
     return {"apiGroups": [group], "resources": resources, "verbs": verbs}
 
 
-def _scc(stack: Stack, account: str, scc: str) -> list[dict[str, Any]]:
+def _scc(stack: Stack, name: str, account: str, scc: str) -> list[dict[str, Any]]:
     """On OpenShift, the chart binds the account to the SCC's `system:openshift:scc:<name>`
     ClusterRole (it looks for the SecurityContextConstraints API in the live cluster)."""
     if not stack.facts.securityContextConstraints:
@@ -216,7 +216,7 @@ def _scc(stack: Stack, account: str, scc: str) -> list[dict[str, Any]]:
     return [
         _binding(
             "ClusterRoleBinding",
-            f"{account}-openshift-{scc}",
+            name,
             f"system:openshift:scc:{scc}",
             account,
             stack.namespace,
@@ -272,7 +272,12 @@ def _kubelet_plugin_rbac(stack: Stack) -> list[dict[str, Any]]:
             namespace,
             in_namespace=True,
         ),
-        *_scc(stack, KUBELET_PLUGIN_ACCOUNT, "privileged"),
+        *_scc(
+            stack,
+            f"{CHART}-openshift-privileged-role-binding-kubeletplugin",
+            KUBELET_PLUGIN_ACCOUNT,
+            "privileged",
+        ),
     ]
 
 
@@ -349,7 +354,9 @@ def _daemon_rbac(stack: Stack) -> list[dict[str, Any]]:
             stack.namespace,
             in_namespace=False,
         ),
-        *_scc(stack, DAEMON_ACCOUNT, "anyuid"),
+        *_scc(
+            stack, "compute-domain-daemon-openshift-anyuid-role-binding", DAEMON_ACCOUNT, "anyuid"
+        ),
     ]
 
 
