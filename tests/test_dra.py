@@ -544,3 +544,61 @@ def test_openshift_binds_the_charts_sccs(tmp_path):
     assert anyuid["subjects"][0]["name"] == "compute-domain-daemon-service-account"
     plugin = named(objects, "DaemonSet")[KUBELET_PLUGIN]
     assert env(containers(plugin)["gpus"])["NVIDIA_DRIVER_ROOT"] == "/run/nvidia/driver"
+
+
+# The project's strict schemas for the driver's custom resources (the `gpustack` schema
+# location), so that `gpustack validate` checks a user's ComputeDomain without the CRD in its
+# input: the rendered CRDs converted as the validator converts any CRD.
+CRD_SCHEMA_FILES = {
+    "ComputeDomain": ROOT / "schemas" / "resource.nvidia.com" / "computedomain_v1beta1.json",
+    "ComputeDomainClique": ROOT
+    / "schemas"
+    / "resource.nvidia.com"
+    / "computedomainclique_v1beta1.json",
+}
+
+
+def expected_crd_schema(kind: str) -> str:
+    import json
+
+    from gpustack.components import dra_driver
+    from gpustack.validation import crds
+
+    crd = next(
+        c for c in dra_driver.custom_resource_definitions() if c["spec"]["names"]["kind"] == kind
+    )
+    schema = crds.schemas(crd, strict=True)[("resource.nvidia.com/v1beta1", kind)]
+    assert isinstance(schema, dict)
+    document = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"{kind} (resource.nvidia.com/v1beta1)",
+        "description": f"NVIDIA DRA driver {kind}: the CRD of kubernetes-sigs/"
+        f"dra-driver-nvidia-gpu v0.4.1 (deployments/helm/dra-driver-nvidia-gpu/crds/), as "
+        "gpustack renders it, converted strictly as kubeconform converts a CRD.",
+        **schema,
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+@pytest.mark.parametrize("kind", sorted(CRD_SCHEMA_FILES))
+def test_the_compute_domain_schemas_match_the_rendered_crds(kind):
+    assert CRD_SCHEMA_FILES[kind].read_text() == expected_crd_schema(kind), (
+        f"{CRD_SCHEMA_FILES[kind]} is stale: run `python tests/test_dra.py` from the repository root"
+    )
+
+
+def test_a_users_compute_domain_validates_without_the_crd(cli):
+    domain = (
+        "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\n"
+        "metadata: {name: imex, namespace: default}\n"
+        "spec:\n  channel:\n    resourceClaimTemplate: {name: imex-channel-0}\n"
+    )
+    assert cli("validate", "--kubernetes-version", "1.34", "-", input=domain).exit_code == 0
+    wrong = domain.replace("resourceClaimTemplate:", "resourceClaimTemplates:")
+    assert cli("validate", "--kubernetes-version", "1.34", "-", input=wrong).exit_code == 1
+
+
+if __name__ == "__main__":
+    for kind, path in CRD_SCHEMA_FILES.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(expected_crd_schema(kind))
