@@ -70,7 +70,7 @@ DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
 # docs/prerequisites.md): Kubernetes v1.34.2 or later, where DRA is GA and on by default; driver
 # 565 or later for GPU allocation, 570.158.01 or later for ComputeDomains.
 DRA_MINIMUM_KUBERNETES = (1, 34)
-DRA_MINIMUM_DRIVER = {"gpus": (565,), "computeDomains": (570, 158, 1)}
+DRA_MINIMUM_DRIVER = {"gpus": "565", "computeDomains": "570.158.01"}
 # resource.k8s.io/v1 is served from Kubernetes 1.34 (DRA GA, KEP-4381); the chart picks the
 # highest version the live cluster serves (templates/_helpers.tpl resourceApiVersion).
 RESOURCE_API_V1_FROM = (1, 34)
@@ -1128,13 +1128,13 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     if stack.driver_container:
         known_driver = _version_tuple(config.driver.version)
         for feature, minimum in DRA_MINIMUM_DRIVER.items():
-            if getattr(dra, feature).enabled and known_driver < minimum:
+            if getattr(dra, feature).enabled and known_driver < _version_tuple(minimum):
                 raise UserError(
-                    f"dra.{feature} needs NVIDIA driver {'.'.join(map(str, minimum))} or later; "
-                    f"driver.version is {config.driver.version}",
+                    f"dra.{feature} needs NVIDIA driver {minimum} or later; driver.version is "
+                    f"{config.driver.version}",
                     nearest(layers, ("driver", "version")),
                     field="driver.version",
-                    hint=f"set driver.version to {'.'.join(map(str, minimum))} or later, or "
+                    hint=f"set driver.version to {minimum} or later, or "
                     f"dra.{feature}.enabled: false",
                 )
     if dra.gpus.enabled and config.smokeTest.resource:
