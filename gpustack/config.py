@@ -289,8 +289,12 @@ def resource_api_version(kubernetes_version: str) -> str:
     if kubernetes_minor(kubernetes_version) >= RESOURCE_API_V1_FROM:
         return "resource.k8s.io/v1"
     # Kubernetes 1.33 serves v1beta2, 1.32 v1beta1 (docs/prerequisites.md); the DRA driver is
-    # refused there (check_dra), so this is only what a lower version would get.
-    return "resource.k8s.io/v1beta2"
+    # refused below 1.34 (check_dra), so nothing renders with these.
+    return (
+        "resource.k8s.io/v1beta2"
+        if kubernetes_minor(kubernetes_version) >= (1, 33)
+        else ("resource.k8s.io/v1beta1")
+    )
 
 
 def _dra_serves_gpus(data: dict[str, Any]) -> bool:

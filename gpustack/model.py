@@ -1112,9 +1112,9 @@ DRAFeatureGate = Literal[
     "LoggingBetaOptions",
 ]
 # Kubernetes feature gates, off by default on some supported version, that a DRA driver feature
-# needs on the control plane (dra-driver-nvidia-gpu site/content/docs/reference/feature-gates.md;
-# demo/specs/extended-resources at v0.4.1).
-ClusterFeatureGate = Literal["DRAPartitionableDevices", "DRAExtendedResource"]
+# needs on the control plane (dra-driver-nvidia-gpu site/content/docs/reference/feature-gates.md:
+# DynamicMIG needs DRAPartitionableDevices on Kubernetes 1.34 and 1.35).
+ClusterFeatureGate = Literal["DRAPartitionableDevices"]
 
 
 class DRAGPUs(Strict):
