@@ -43,9 +43,6 @@ CONTROLLER_COMPONENT = "dra-controller"
 # values.yaml image.repository; the tag is "v" + the chart's appVersion (_helpers.tpl fullimage).
 IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu"
 GROUP = "resource.nvidia.com"
-# The drivers the kubelet plugins register as (the DeviceClasses' CEL selectors).
-GPU_DRIVER = "gpu.nvidia.com"
-COMPUTE_DOMAIN_DRIVER = "compute-domain.nvidia.com"
 # values.yaml kubeletPlugin.containers.*.healthcheckPort, kubeletPlugin.metrics and
 # controller.metrics.
 GPUS_HEALTH_PORT = 51516
