@@ -693,8 +693,8 @@ def _admission_policy(stack: Stack) -> list[dict[str, Any]]:
             ],
             "variables": [
                 {
-                    # ServiceAccountTokenPodNodeInfo (KEP-4193, on by default from 1.30) puts
-                    # the pod's node into its service account token.
+                    # With ServiceAccountTokenPodNodeInfo (KEP-4193) a pod's service account
+                    # token names its node; the chart's validation message requires it.
                     "name": "userNodeName",
                     "expression": "request.userInfo.extra[?'authentication.kubernetes.io/"
                     "node-name'][0].orValue('')",
