@@ -68,6 +68,14 @@ DRIVER_CONTAINER_MODES = ("container", "driver-toolkit")
 # Where a driver container's root filesystem appears on the host (NVIDIA/gpu-operator
 # controllers/object_controls.go DefaultDriverInstallDir, v26.7.0).
 DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
+# NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1,
+# docs/prerequisites.md): Kubernetes v1.34.2 or later, where DRA is GA and on by default; driver
+# 565 or later for GPU allocation, 570.158.01 or later for ComputeDomains.
+DRA_MINIMUM_KUBERNETES = (1, 34)
+DRA_MINIMUM_DRIVER = {"gpus": "565", "computeDomains": "570.158.01"}
+# resource.k8s.io/v1 is served from Kubernetes 1.34 (DRA GA, KEP-4381); the chart picks the
+# highest version the live cluster serves (templates/_helpers.tpl resourceApiVersion).
+RESOURCE_API_V1_FROM = (1, 34)
 # Distributions whose driver images are tagged by major version only (NVIDIA/gpu-operator
 # internal/state/nodepool.go getOSTag and controllers/state_manager.go getGPUNodeOSInfo, v26.7.0).
 MAJOR_VERSION_TAGGED = ("ol", "rocky", "rhel")
@@ -175,6 +183,26 @@ class Stack:
         return self.config.driver.nodeOS
 
     @property
+    def dra_enabled(self) -> bool:
+        """NVIDIA's DRA driver runs (`gpuAllocation: dra`)."""
+        return self.config.gpuAllocation == "dra"
+
+    @property
+    def dra_gpus(self) -> bool:
+        """The DRA driver allocates GPUs (its `gpus` kubelet plugin)."""
+        return self.dra_enabled and self.config.dra.gpus.enabled
+
+    @property
+    def dra_compute_domains(self) -> bool:
+        return self.dra_enabled and self.config.dra.computeDomains.enabled
+
+    @property
+    def resource_api_version(self) -> str:
+        """The resource.k8s.io version of the DRA objects, pinned by the target Kubernetes
+        version where the chart asks the live cluster."""
+        return resource_api_version(self.config.platform.kubernetesVersion)
+
+    @property
     def toolkit_enabled(self) -> bool:
         enabled = self.config.toolkit.enabled
         facts = self.facts.runtime.toolkit
@@ -202,7 +230,11 @@ class Stack:
 
     @property
     def uses_cdi(self) -> bool:
-        """The device plugin requests GPUs as CDI devices: the runtime must resolve them."""
+        """GPUs reach containers as CDI devices, so the runtime must resolve them: the device
+        plugin's CDI strategies, or the DRA driver, which hands out nothing but CDI devices
+        (dra-driver-nvidia-gpu docs/prerequisites.md: "CDI enabled in your container runtime")."""
+        if self.dra_enabled:
+            return True
         return any(strategy.startswith("cdi") for strategy in self.device_list_strategy)
 
     @property
@@ -256,6 +288,31 @@ class Stack:
                 for component in section.components:
                     result[component] = section.resources.as_pod_spec()
         return result
+
+
+def kubernetes_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def resource_api_version(kubernetes_version: str) -> str:
+    if kubernetes_minor(kubernetes_version) >= RESOURCE_API_V1_FROM:
+        return "resource.k8s.io/v1"
+    # Kubernetes 1.33 serves v1beta2, 1.32 v1beta1 (docs/prerequisites.md); the DRA driver is
+    # refused below 1.34 (check_dra), so nothing renders with these.
+    return (
+        "resource.k8s.io/v1beta2"
+        if kubernetes_minor(kubernetes_version) >= (1, 33)
+        else ("resource.k8s.io/v1beta1")
+    )
+
+
+def _dra_serves_gpus(data: dict[str, Any]) -> bool:
+    """Whether the merged config data asks the DRA driver for GPUs (before validation)."""
+    dra = data.get("dra")
+    gpus = dra.get("gpus") if isinstance(dra, dict) else None
+    enabled = gpus.get("enabled", True) if isinstance(gpus, dict) else True
+    return data.get("gpuAllocation") == "dra" and enabled is not False
 
 
 class _OverrideSource(SourceMap):
@@ -368,6 +425,14 @@ def load_stack(
     all_layers = [profile_layer, *layers]
     patch_entries = _patch_entries(layers)
     merged = merge(profile_layer.data, combined)
+    if (
+        _dra_serves_gpus(merged)
+        and isinstance(merged.get("devicePlugin"), dict)
+        and not _set_by_user(all_layers, ("devicePlugin", "enabled"))
+    ):
+        # The DRA driver takes the GPUs: the profile's device plugin gives way (both on one
+        # node over-admit GPUs; a plugin the user asks for is refused in check_dra).
+        merged = merge(merged, {"devicePlugin": {"enabled": False}})
     if patch_entries:
         merged["patches"] = [entry for entry, _, _ in patch_entries]
     config = validate(GPUStack, merged, all_layers)
@@ -884,6 +949,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             "and lists it in facts.runtime.providedHandlers",
         )
     _check_toolkit(config, profile, layers)
+    check_dra(config, profile, layers)
     _check_validator(config, profile, layers)
     _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
@@ -1000,6 +1066,161 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
                 field="driver.driverToolkitImage",
                 hint="set driver.driverToolkitImage to `oc adm release info "
                 "--image-for=driver-toolkit`",
+            )
+
+
+# The driver's checks of its own gates at start (pkg/featuregates/featuregates.go
+# ValidateFeatureGates, v0.4.1): a gate that needs another, and gates that exclude each other.
+DRA_GATE_NEEDS = {
+    "ComputeDomainCliques": "IMEXDaemonsWithDNSNames",
+    "DeviceMetadata": "PassthroughSupport",
+}
+DRA_GATES_EXCLUSIVE = (
+    ("DynamicMIG", "PassthroughSupport"),
+    ("DynamicMIG", "NVMLDeviceHealthCheck"),
+    ("DynamicMIG", "MPSSupport"),
+    ("PassthroughSupport", "NVMLDeviceHealthCheck"),
+)
+# The driver's gates on by default (featuregates.go defaultFeatureGates, Beta, v0.4.1).
+DRA_GATES_ON_BY_DEFAULT = (
+    "IMEXDaemonsWithDNSNames",
+    "ComputeDomainCliques",
+    "CrashOnNVLinkFabricErrors",
+)
+# Kubernetes feature gates a driver gate needs, and the first Kubernetes version that turns them
+# on by default: DynamicMIG publishes partitionable devices (SharedCounters, ConsumesCounters),
+# which kube-apiserver and kube-scheduler drop without DRAPartitionableDevices, on by default
+# from 1.36 (site/content/docs/reference/feature-gates.md; hack/ci/lambda/e2e-test.sh, v0.4.1).
+DRA_GATE_NEEDS_CLUSTER = {"DynamicMIG": ("DRAPartitionableDevices", (1, 36))}
+
+
+def dra_gate_enabled(config: GPUStack, gate: str) -> bool:
+    """Whether a driver feature gate is on: as the config sets it, else the driver's default."""
+    gates = {str(key): value for key, value in config.dra.featureGates.items()}
+    return gates.get(gate, gate in DRA_GATES_ON_BY_DEFAULT)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """What NVIDIA's DRA driver cannot do on this cluster is refused before anything renders."""
+    if config.gpuAllocation != "dra":
+        return
+    name = profile.metadata.name
+    dra = config.dra
+    version = config.platform.kubernetesVersion
+    if profile.facts.devicePluginProvider != "nvidia":
+        raise UserError(
+            f"the platform's own device plugin serves nvidia.com/gpu on every GPU node of profile "
+            f"{name!r}: with the DRA driver beside it the GPUs would be handed out twice",
+            nearest(layers, ("gpuAllocation",)),
+            field="gpuAllocation",
+            hint="set gpuAllocation: device-plugin; DRA needs node pools without the "
+            "platform's device plugin",
+        )
+    if kubernetes_minor(version) < DRA_MINIMUM_KUBERNETES:
+        first_version = ".".join(map(str, DRA_MINIMUM_KUBERNETES))
+        raise UserError(
+            f"NVIDIA's DRA driver {dra.version} needs Kubernetes {first_version}.2 or later (DRA is "
+            f"GA and on by default from {first_version}, resource.k8s.io/v1); the target is {version}",
+            nearest(layers, ("platform", "kubernetesVersion")),
+            field="platform.kubernetesVersion",
+            hint=f'upgrade to Kubernetes {first_version} (platform.kubernetesVersion: "{first_version}"), '
+            "or set gpuAllocation: device-plugin",
+        )
+    if dra.gpus.enabled and config.devicePlugin.enabled:
+        raise UserError(
+            "the device plugin and the DRA driver would both hand out the GPUs of the same "
+            "nodes: each counts them free, so pods would be admitted to GPUs the other has "
+            "already given away (the chart refuses it until KEP-5004 is GA)",
+            nearest(layers, ("devicePlugin", "enabled")),
+            field="devicePlugin.enabled",
+            hint="remove devicePlugin.enabled (gpuAllocation: dra turns the plugin off), or set "
+            "dra.gpus.enabled: false to run the DRA driver for ComputeDomains only",
+        )
+    if not dra.gpus.enabled and not config.devicePlugin.enabled:
+        raise UserError(
+            "with dra.gpus.enabled false and no device plugin, nothing hands GPUs to pods",
+            nearest(layers, ("dra", "gpus", "enabled")),
+            field="dra.gpus.enabled",
+            hint="set dra.gpus.enabled: true, or devicePlugin.enabled: true for GPUs with "
+            "the DRA driver serving ComputeDomains only",
+        )
+    if not dra.gpus.enabled and not dra.computeDomains.enabled:
+        raise UserError(
+            "gpuAllocation dra with neither dra.gpus nor dra.computeDomains enabled renders "
+            "nothing of the DRA driver",
+            nearest(layers, ("dra", "gpus", "enabled")),
+            field="dra.gpus.enabled",
+            hint="enable one of them, or set gpuAllocation: device-plugin",
+        )
+    _check_dra_gates(config, layers)
+    stack = Stack(config, profile, "")
+    if stack.driver_container:
+        known_driver = _version_tuple(config.driver.version)
+        for feature, minimum in DRA_MINIMUM_DRIVER.items():
+            if getattr(dra, feature).enabled and known_driver < _version_tuple(minimum):
+                raise UserError(
+                    f"dra.{feature} needs NVIDIA driver {minimum} or later; driver.version is "
+                    f"{config.driver.version}",
+                    nearest(layers, ("driver", "version")),
+                    field="driver.version",
+                    hint=f"set driver.version to {minimum} or later, or "
+                    f"dra.{feature}.enabled: false",
+                )
+    if dra.gpus.enabled and config.smokeTest.resource:
+        raise UserError(
+            "with the DRA driver the smoke test claims a GPU of DeviceClass gpu.nvidia.com; "
+            "nothing advertises an extended resource to request",
+            nearest(layers, ("smokeTest", "resource")),
+            field="smokeTest.resource",
+            hint="remove smokeTest.resource",
+        )
+
+
+def _check_dra_gates(config: GPUStack, layers: list[Layer]) -> None:
+    gates = config.dra.featureGates
+
+    def at(gate: str) -> Location | None:
+        return nearest(layers, ("dra", "featureGates", gate))
+
+    for gate, needed in DRA_GATE_NEEDS.items():
+        if dra_gate_enabled(config, gate) and not dra_gate_enabled(config, needed):
+            culprit = needed if needed in gates else gate
+            raise UserError(
+                f"the DRA driver's feature gate {gate} needs {needed}; the driver refuses to "
+                "start without it",
+                at(culprit),
+                field=f"dra.featureGates.{culprit}",
+                hint=f"set dra.featureGates.{needed}: true, or {gate}: false",
+            )
+    for first, second in DRA_GATES_EXCLUSIVE:
+        if dra_gate_enabled(config, first) and dra_gate_enabled(config, second):
+            raise UserError(
+                f"the DRA driver's feature gates {first} and {second} exclude each other; the "
+                "driver refuses to start with both",
+                at(second),
+                field=f"dra.featureGates.{second}",
+                hint=f"turn one of {first} and {second} off",
+            )
+    version = config.platform.kubernetesVersion
+    for gate, (cluster_gate, default_from) in DRA_GATE_NEEDS_CLUSTER.items():
+        if (
+            dra_gate_enabled(config, gate)
+            and kubernetes_minor(version) < default_from
+            and cluster_gate not in config.dra.clusterFeatureGates
+        ):
+            since = ".".join(map(str, default_from))
+            raise UserError(
+                f"the DRA driver's {gate} needs the Kubernetes feature gate {cluster_gate} on "
+                f"kube-apiserver and kube-scheduler, off by default before {since}; "
+                f"Kubernetes {version} drops the devices {gate} publishes",
+                at(gate),
+                field=f"dra.featureGates.{gate}",
+                hint=f"turn {cluster_gate} on in the control plane and list it in "
+                f"dra.clusterFeatureGates, target Kubernetes {since}, or set {gate}: false",
             )
 
 

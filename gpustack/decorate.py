@@ -58,6 +58,9 @@ LAYERS = tuple(LAYER_DEPENDENCIES)
 ROLLOUT_LABEL = "gpustack.dev/rollout"
 CANARY = "canary"
 POOL_LABEL = "gpustack.dev/pool"
+# The first kind of the smoke test: the ResourceClaimTemplate its Job claims a GPU through
+# (gpuAllocation dra), then the Job.
+FIRST_CHECK = "ResourceClaimTemplate"
 
 
 def rollout(obj: dict[str, Any], step: str) -> None:
@@ -88,9 +91,9 @@ def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
     if canary and is_canary(obj):
         return 0  # the canary pool's driver DaemonSet and what it needs
     later = 1 if canary else 0
-    if position < RANK["Job"]:
+    if position < RANK[FIRST_CHECK]:
         return later  # RBAC, configuration, services, the workloads and their monitors
-    return later + 1  # Jobs that check the running stack (PostSync hooks)
+    return later + 1  # Jobs that check the running stack (PostSync hooks) and the claims they take
 
 
 def layer(obj: dict[str, Any]) -> str:
@@ -102,7 +105,7 @@ def layer(obj: dict[str, Any]) -> str:
         return CANARY_LAYER
     if position < RANK["ServiceMonitor"]:
         return "workloads"
-    if position < RANK["Job"]:
+    if position < RANK[FIRST_CHECK]:
         return "monitors"  # and kinds not in the rank table
     return SMOKE_TEST_LAYER
 

@@ -1238,6 +1238,95 @@ class SmokeTest(Strict):
     )
 
 
+# The DRA driver's own feature gates at v0.4.1 (kubernetes-sigs/dra-driver-nvidia-gpu
+# pkg/featuregates/featuregates.go) and the Kubernetes logging gates it registers too
+# (k8s.io/component-base logs/api/v1, named in the chart's values.yaml `featureGates`).
+DRAFeatureGate = Literal[
+    "TimeSlicingSettings",
+    "MPSSupport",
+    "IMEXDaemonsWithDNSNames",
+    "PassthroughSupport",
+    "NVMLDeviceHealthCheck",
+    "DynamicMIG",
+    "ComputeDomainCliques",
+    "CrashOnNVLinkFabricErrors",
+    "DeviceMetadata",
+    "ContextualLogging",
+    "LoggingAlphaOptions",
+    "LoggingBetaOptions",
+]
+# Kubernetes feature gates, off by default on some supported version, that a DRA driver feature
+# needs on the control plane (dra-driver-nvidia-gpu site/content/docs/reference/feature-gates.md:
+# DynamicMIG needs DRAPartitionableDevices on Kubernetes 1.34 and 1.35).
+ClusterFeatureGate = Literal["DRAPartitionableDevices"]
+
+
+class DRAGPUs(Strict):
+    enabled: bool = Field(
+        default=True,
+        description=(
+            "allocate whole GPUs, MIG devices and VFIO GPUs through ResourceClaims (DeviceClasses "
+            "`gpu.nvidia.com`, `mig.nvidia.com`, `vfio.gpu.nvidia.com`; the kubelet plugin's "
+            "`gpus` container; the chart's `resources.gpus.enabled`)"
+        ),
+    )
+    resources: Annotated[ResourceRequirements | None, Doc(default="none (the chart's)")] = Field(
+        default=None, description="requests and limits of the kubelet plugin's `gpus` container"
+    )
+
+
+class DRAComputeDomains(Strict):
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "multi-node NVLink ComputeDomains (IMEX channels; GB200 NVL72 and the like): the "
+            "ComputeDomain controller, the kubelet plugin's `compute-domains` container and "
+            "their DeviceClasses (the chart's `resources.computeDomains.enabled`, on there); "
+            "needs driver 570.158.01 or later and GFD's `nvidia.com/gpu.clique` labels"
+        ),
+    )
+    resources: Annotated[ResourceRequirements | None, Doc(default="none (the chart's)")] = Field(
+        default=None,
+        description="requests and limits of the kubelet plugin's `compute-domains` container",
+    )
+    controllerResources: Annotated[
+        ResourceRequirements | None, Doc(default="none (the chart's)")
+    ] = Field(
+        default=None, description="requests and limits of the ComputeDomain controller container"
+    )
+
+
+class DRA(Strict):
+    # The chart's appVersion (deployments/helm/dra-driver-nvidia-gpu/Chart.yaml, v0.4.1).
+    version: ReleaseTag = Field(
+        default="v0.4.1",
+        description=(
+            "DRA driver image tag (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu`); "
+            "the manifests follow the chart of v0.4.1"
+        ),
+    )
+    featureGates: Annotated[dict[DRAFeatureGate, bool], Doc(default="none (the driver's)")] = Field(
+        default_factory=dict,
+        description=(
+            "the driver's feature gates (the chart's `featureGates`), e.g. "
+            "`{DynamicMIG: true}`; combinations the driver refuses at start are refused"
+        ),
+    )
+    gpus: DRAGPUs = Field(default_factory=DRAGPUs)
+    computeDomains: DRAComputeDomains = Field(default_factory=DRAComputeDomains)
+    logVerbosity: int = Field(
+        default=4, ge=0, le=7, description="log verbosity of every driver component (0 to 7)"
+    )
+    clusterFeatureGates: Annotated[list[ClusterFeatureGate], Doc(default="none")] = Field(
+        default_factory=list,
+        description=(
+            "Kubernetes feature gates the cluster's control plane turns on beyond the defaults "
+            "of `platform.kubernetesVersion`, e.g. `[DRAPartitionableDevices]`, which "
+            "`DynamicMIG` needs before 1.36"
+        ),
+    )
+
+
 # Where the rendered folder sits in the Git repository; `{name}` is the cluster's metadata.name.
 PathTemplate = Annotated[
     str, Field(pattern=r"\{name\}", max_length=1024), Doc(type="path with `{name}`")
@@ -1500,6 +1589,16 @@ class GPUStack(Strict):
         "or the platform owns it (`default`, `kube-*`, the profile's `platformNamespaces`)"
     )
     nodes: Nodes = Field(default_factory=Nodes)
+    gpuAllocation: Annotated[
+        Literal["device-plugin", "dra"], Doc(see="Dynamic Resource Allocation (DRA)")
+    ] = Field(
+        default="device-plugin",
+        description=(
+            "how pods get GPUs: `device-plugin`: the `nvidia.com/gpu` extended resource; "
+            "`dra`: ResourceClaims served by NVIDIA's DRA driver (Kubernetes 1.34 or later), "
+            "with no device plugin on the GPU nodes"
+        ),
+    )
     devicePlugin: DevicePlugin
     gfd: GFD = Field(default_factory=GFD)
     migManager: MigManager = Field(default_factory=MigManager)
@@ -1514,6 +1613,9 @@ class GPUStack(Strict):
     nodeStatusExporter: NodeStatusExporter = Field(default_factory=NodeStatusExporter)
     entitlement: Entitlement = Field(default_factory=Entitlement)
     images: Images = Field(default_factory=Images)
+    dra: DRA = Field(
+        default_factory=DRA, description="NVIDIA's DRA driver, with `gpuAllocation: dra`"
+    )
     smokeTest: SmokeTest = Field(default_factory=SmokeTest)
     gitops: GitOps = Field(default_factory=GitOps)
     patches: Annotated[list[PatchEntry], Doc(see="Patches")] = Field(

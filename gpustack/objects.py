@@ -30,6 +30,9 @@ RANK = {
             "SecurityContextConstraints",
             "ResourceQuota",
             "PriorityClass",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "DeviceClass",
             "RuntimeClass",
             "ServiceAccount",
             "Secret",
@@ -49,6 +52,7 @@ RANK = {
             "PrometheusRule",
             "ClusterRules",
             UNRANKED,
+            "ResourceClaimTemplate",
             "Job",
         ]
     )

@@ -332,7 +332,26 @@ DEPLOY_CLIENTS: dict[str, tuple[str, str | None]] = {
     # waitForPodsToTerminate, where the GPU Operator's validators share that label for the same
     # shutdown gate).
     "node-status-exporter": ("operator-validator", "nvidia-operator-validator"),
+    # The DRA driver's kubelet plugin, which k8s-driver-manager pauses last, once no pod holds a
+    # GPU claim on the node, so the kubelet can still reach it to release the claims
+    # (k8s-driver-manager v0.12.0 cmd/driver-manager/main.go nvidiaDRADriverDeployLabel,
+    # evictKubeletPlugin).
+    "dra-kubelet-plugin": ("dra-driver", "nvidia-dra-driver-kubelet-plugin"),
 }
+# Clients only some clusters run, whose deploy label is registered only there: on a node where
+# `nvidia.com/gpu.deploy.dra-driver` is set, k8s-driver-manager takes the DRA path of its
+# upgrade (it looks for GPU resource claims and waits for the kubelet plugin).
+_DRA_CLIENTS = ("dra-kubelet-plugin",)
+
+
+def deploy_label_keys(stack: Stack) -> list[str]:
+    """The deploy label keys of the GPU DaemonSets this stack may run, sorted."""
+    clients = [
+        client
+        for component, client in DEPLOY_CLIENTS.items()
+        if stack.dra_enabled or component not in _DRA_CLIENTS
+    ]
+    return sorted({DEPLOY_LABEL_PREFIX + label for label, _ in clients})
 
 
 def _not_deployed(label: str) -> list[str]:
@@ -368,7 +387,7 @@ def deploy_labeller(stack: Stack, mounts: list[dict[str, Any]]) -> dict[str, Any
     deploy label is absent or empty (the value k8s-driver-manager writes for an absent one): a
     label set to anything else, a pause above all, is never touched. `mounts` give it an API
     token where its pod's account does not mount one."""
-    keys = sorted({DEPLOY_LABEL_PREFIX + label for label, _ in DEPLOY_CLIENTS.values()})
+    keys = deploy_label_keys(stack)
     started = ",".join(
         f"{key} notin ({','.join([DEPLOYED, *_not_deployed(key.removeprefix(DEPLOY_LABEL_PREFIX))])})"
         for key in keys
@@ -403,8 +422,7 @@ def deploy_node_labels(stack: Stack) -> dict[str, str]:
     controller would write on each GPU node)."""
     if not deploy_labels_used(stack) or stack.facts.nodeLabelsReapplied:
         return {}
-    labels = {DEPLOY_LABEL_PREFIX + label for label, _ in DEPLOY_CLIENTS.values()}
-    return dict.fromkeys(sorted(labels), DEPLOYED)
+    return dict.fromkeys(deploy_label_keys(stack), DEPLOYED)
 
 
 def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

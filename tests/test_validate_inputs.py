@@ -309,7 +309,7 @@ def test_project_crd_objects_validate(cli):
     # Samples of single custom resources: schema checks only, lint would miss their targets.
     result = cli("validate", "--summary", "--no-lint", CRD_OBJECTS)
     assert result.exit_code == 0, result.output
-    assert "Valid: 16, Invalid: 0, Errors: 0" in result.stdout
+    assert "Valid: 18, Invalid: 0, Errors: 0" in result.stdout
 
 
 def test_the_real_command_reads_a_pipe():

@@ -175,6 +175,28 @@ def pools(*entries: tuple[str, dict[str, str], str]) -> Callable[[Objects], None
 
 PLUGIN_CONFIG = "configmap-nvidia-device-plugin-config.yaml"
 
+
+DRA_KUBELET_PLUGIN = "daemonset-dra-driver-nvidia-gpu-kubelet-plugin.yaml"
+
+
+def dra_kubelet_plugin_beside_the_device_plugin(folder: Path) -> None:
+    """The DRA driver's kubelet plugin (from the committed DRA example) added by hand next to
+    the device plugin, on the same GPU nodes."""
+    shutil.copy(ROOT / "out" / "kubeadm-dra" / DRA_KUBELET_PLUGIN, folder / DRA_KUBELET_PLUGIN)
+
+
+def gpu_limit_where_dra_hands_out_gpus(folder: Path) -> None:
+    """The device plugin swapped for the DRA driver by hand, and a GPU job still asking for
+    nvidia.com/gpu, which nothing advertises any more."""
+    (folder / "daemonset-nvidia-device-plugin.yaml").unlink()
+    dra_kubelet_plugin_beside_the_device_plugin(folder)
+    cuda_job_without_gpu(folder)
+    edit(
+        "job-cuda-test.yaml",
+        lambda obj: pod(obj)["containers"][0].update(resources={"limits": {"nvidia.com/gpu": 1}}),
+    )(folder)
+
+
 MISTAKES: dict[str, Callable[[Path], None]] = {
     # The NFD worker must reach tainted GPU nodes to label them (GPU pods that use the
     # RuntimeClass get its tolerations from the class, so they would still be tolerated).
@@ -199,6 +221,8 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
     ),
     "mig-strategy-without-partitions": mig_strategy_without_a_mig_manager,
     "duplicate-device-plugin": second_device_plugin,
+    "dra-with-device-plugin": dra_kubelet_plugin_beside_the_device_plugin,
+    "gpu-resource-on-dra": gpu_limit_where_dra_hands_out_gpus,
     "api-version-not-served": edit(
         "runtimeclass-nvidia.yaml", lambda obj: obj.update(apiVersion="node.k8s.io/v1beta1")
     ),

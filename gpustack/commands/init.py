@@ -256,6 +256,10 @@ def starter(
             if setting("nodes.aks")
             else []
         ),
+        default_line(
+            "gpuAllocation",
+            "device-plugin | dra (NVIDIA's DRA driver, Kubernetes 1.34+; then drop devicePlugin.enabled)",
+        ),
         ("devicePlugin:", ""),
         line(
             "devicePlugin.enabled",

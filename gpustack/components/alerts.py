@@ -189,6 +189,8 @@ def _advertised(stack: Stack) -> tuple[str, int] | None:
     """The resource a GPU node advertises its GPUs as (kube-state-metrics' name) and how many per
     GPU, or None where the number depends on a MIG layout."""
     plugin = stack.config.devicePlugin
+    if stack.dra_gpus:
+        return None  # the DRA driver publishes GPUs in ResourceSlices, not in node capacity
     if plugin.migStrategy != "none":
         return None
     sharing = plugin.sharing

@@ -19,8 +19,7 @@ from gpustack.config import Stack
 from gpustack.decorate import GENERATED, HEADER
 from gpustack.model import AKSNodePool, GKENodePool, NodePool
 from gpustack.workload import (
-    DEPLOY_CLIENTS,
-    DEPLOY_LABEL_PREFIX,
+    deploy_label_keys,
     deploy_labels_used,
     deploy_node_labels,
 )
@@ -142,9 +141,7 @@ def _pools_note(stack: Stack) -> str:
 
 
 def _deploy_note(stack: Stack) -> str:
-    labels = deploy_node_labels(stack) or {
-        DEPLOY_LABEL_PREFIX + label: "true" for label, _ in sorted(DEPLOY_CLIENTS.values())
-    }
+    labels = deploy_node_labels(stack) or dict.fromkeys(deploy_label_keys(stack), "true")
     both = stack.driver_container and stack.mig_manager_enabled
     managers = " and ".join(
         name

@@ -1,4 +1,6 @@
-"""The GPU smoke test: a Job whose pod takes one GPU from the device plugin and runs CUDA on it.
+"""The GPU smoke test: a Job whose pod takes one GPU from the device plugin and runs CUDA on it,
+or, with the DRA driver (`gpuAllocation: dra`), claims one GPU through a ResourceClaimTemplate of
+DeviceClass `gpu.nvidia.com` and runs nvidia-smi on it.
 
 Once the stack reports ready it proves what readiness cannot: a pod that asks for a GPU is
 scheduled on a GPU node, the runtime hands it the device and the driver, and a CUDA kernel runs.
@@ -16,6 +18,7 @@ import json
 from typing import Any
 
 import gpustack
+from gpustack.components import dra_driver
 from gpustack.config import Stack
 from gpustack.model import NodePool
 from gpustack.workload import (
@@ -30,6 +33,12 @@ NAME = "gpu-smoke-test"
 COMPONENT = "smoke-test"
 # Any uid but root: the GPU device nodes are world read-write (nvidia-modprobe's default mode).
 NON_ROOT_UID = 65534
+# With DRA: what the pod runs unless smokeTest.command says otherwise. The driver's CDI spec puts
+# the host driver's nvidia-smi into the container (dra-driver-nvidia-gpu docs/install.md runs
+# `nvidia-smi -L` in a plain ubuntu image); it exits non-zero when it finds no GPU.
+DRA_COMMAND = ["nvidia-smi"]
+# The pod's name for its claim (spec.resourceClaims, container resources.claims).
+CLAIM = "gpu"
 # A finished Job is deleted after a day when nothing else removes it (plain kubectl apply), so
 # applying the folder again later runs the test again.
 KEEP_FINISHED_SECONDS = 86400
@@ -119,8 +128,17 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     }
     if settings.command:
         container["command"] = list(settings.command)
+    job_name = name(stack)
     pod_spec: dict[str, Any] = {}
-    if stack.runtime_class_name:
+    objects: list[dict[str, Any]] = []
+    if stack.dra_gpus:
+        # The claim is the pod's own, made from the template and deleted with the pod; the
+        # container runs under the default runtime, which injects the claimed GPU through CDI.
+        container["resources"] = {"claims": [{"name": CLAIM}]}
+        container.setdefault("command", list(DRA_COMMAND))
+        pod_spec["resourceClaims"] = [{"name": CLAIM, "resourceClaimTemplateName": job_name}]
+        objects.append(_claim_template(stack, job_name, labels))
+    elif stack.runtime_class_name:
         pod_spec["runtimeClassName"] = stack.runtime_class_name
     pod_spec.update(
         {
@@ -145,10 +163,23 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         spec["ttlSecondsAfterFinished"] = KEEP_FINISHED_SECONDS
     spec["template"] = {"metadata": {"labels": labels}, "spec": pod_spec}
     return [
+        *objects,
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": name(stack), "namespace": stack.namespace, "labels": dict(labels)},
+            "metadata": {"name": job_name, "namespace": stack.namespace, "labels": dict(labels)},
             "spec": spec,
-        }
+        },
     ]
+
+
+def _claim_template(stack: Stack, job_name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """One whole GPU of the DRA driver (its install guide's `single-gpu` template, docs/
+    install.md, v0.4.1). Named as the Job: a template's spec cannot change either."""
+    request = {"name": CLAIM, "exactly": {"deviceClassName": dra_driver.GPU_DEVICE_CLASS}}
+    return {
+        "apiVersion": stack.resource_api_version,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": job_name, "namespace": stack.namespace, "labels": dict(labels)},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }

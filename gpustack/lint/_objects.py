@@ -244,7 +244,9 @@ def is_nfd_worker(pod: Pod) -> bool:
 def is_gpu_pod(pod: Pod, objects: Objects) -> bool:
     """A pod that runs on GPU nodes: it requests GPUs, selects GPU nodes, runs under an nvidia
     RuntimeClass or is an NVIDIA GPU-stack image."""
-    if pod.requests_gpu() or any(_GPU_IMAGE.search(image) for image in pod.images):
+    if pod.requests_gpu():
+        return True
+    if any(_GPU_IMAGE.search(image) for image in pod.images) and not is_dra_controller(pod):
         return True
     if any(_GPU_NODE_LABEL.match(key) for key in pod.placement_keys()):
         return True
@@ -254,6 +256,33 @@ def is_gpu_pod(pod: Pod, objects: Objects) -> bool:
         handler = str(known.get("handler", "")) if known else runtime_class
         return "nvidia" in handler
     return False
+
+
+# The DRA driver's image (registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu, and NVIDIA's
+# earlier nvcr.io/nvidia/k8s-dra-driver-gpu) and its binaries (kubernetes-sigs/
+# dra-driver-nvidia-gpu v0.4.1 templates/kubeletplugin.yaml, controller.yaml).
+DRA_IMAGE = re.compile(r"(dra-driver-nvidia-gpu|k8s-dra-driver-gpu)([:@]|$)")
+DRA_GPU_PLUGIN = "gpu-kubelet-plugin"
+
+
+def is_dra_controller(pod: Pod) -> bool:
+    """The DRA driver's ComputeDomain controller: the driver's image, but no GPU node's pod (it
+    only calls the API server, near the control plane)."""
+    return bool(pod.containers) and all(
+        "compute-domain-controller" in pod.command_words(container) for container in pod.containers
+    )
+
+
+def dra_gpu_plugins(pod: Pod) -> list[dict[str, Any]]:
+    """The containers of `pod` that run the DRA driver's GPU kubelet plugin, which publishes the
+    node's GPUs as ResourceSlices."""
+    return [
+        container
+        for container in sequence(pod.spec.get("containers"))
+        if isinstance(container, dict)
+        and DRA_IMAGE.search(str(container.get("image", "")))
+        and DRA_GPU_PLUGIN in " ".join(pod.command_words(container))
+    ]
 
 
 def _plugin_binary(pod: Pod, container: dict[str, Any]) -> str | None:

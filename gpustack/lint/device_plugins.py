@@ -13,7 +13,8 @@ from gpustack.objects import describe, identity
 GKE_PLUGIN_IMAGE = "nvidia-gpu-device-plugin"
 
 
-def _is_plugin(pod: Pod) -> bool:
+def is_device_plugin(pod: Pod) -> bool:
+    """A device plugin advertising `nvidia.com/gpu`: NVIDIA's or GKE's."""
     return bool(containers_running(pod, "nvidia-device-plugin")) or any(
         GKE_PLUGIN_IMAGE in image for image in pod.images
     )
@@ -88,7 +89,7 @@ def check(objects: Objects) -> Iterator[Finding]:
     seen: set[tuple[str, str, str, str]] = set()
     representatives: dict[Placement, Pod] = {}
     shares: dict[tuple[Placement, Placement], bool] = {}
-    for pod in (pod for pod in objects.pods() if _is_plugin(pod)):
+    for pod in (pod for pod in objects.pods() if is_device_plugin(pod)):
         if identity(pod.owner) in seen:
             continue  # the same object listed twice (two files, two renders) is one plugin
         seen.add(identity(pod.owner))

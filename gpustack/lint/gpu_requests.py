@@ -1,4 +1,4 @@
-"""gpu-not-requested: a CUDA container without a GPU in its limits.
+"""gpu-not-requested: a CUDA container without a GPU in its limits (or a claimed one, DRA).
 
 NVIDIA's CUDA images set NVIDIA_VISIBLE_DEVICES=all, so where nvidia is the node's default
 runtime such a container sees every GPU of the node, outside the device plugin's allocation, and
@@ -32,9 +32,12 @@ def check(objects: Objects) -> Iterator[Finding]:
                     continue
                 if "NVIDIA_VISIBLE_DEVICES" in pod.env(container):
                     continue  # the container chooses its devices itself
-                limits = mapping(mapping(container.get("resources")).get("limits"))
+                resources = mapping(container.get("resources"))
+                limits = mapping(resources.get("limits"))
                 if any(str(name).startswith(NVIDIA_LABEL_PREFIX) for name in limits):
                     continue
+                if sequence(resources.get("claims")):
+                    continue  # a GPU claimed through DRA (a ResourceClaim of the pod)
                 yield finding(
                     RULE,
                     pod.owner,
@@ -55,7 +58,8 @@ RULE = Rule(
     "`requests`, or none): the image sets `NVIDIA_VISIBLE_DEVICES=all`, so it sees every GPU "
     "of a node whose default runtime is nvidia, outside the device plugin's allocation, and "
     "none elsewhere.",
-    "Request the GPU in `resources.limits` (`nvidia.com/gpu: 1`), or set "
+    "Request the GPU in `resources.limits` (`nvidia.com/gpu: 1`) or claim one through DRA "
+    "(`resources.claims`), or set "
     "`NVIDIA_VISIBLE_DEVICES` in the container when it must see no or all GPUs on purpose.",
     check,
 )

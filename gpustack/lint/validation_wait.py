@@ -15,7 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Pod, Rule, finding, sequence
+from gpustack.lint._objects import (
+    DRA_IMAGE,
+    Objects,
+    Pod,
+    Rule,
+    dra_gpu_plugins,
+    finding,
+    is_dra_controller,
+    sequence,
+)
 from gpustack.lint.device_plugins import may_share_a_node
 from gpustack.objects import describe
 
@@ -34,6 +43,10 @@ def _writes_toolkit_ready(pod: Pod) -> bool:
 
 
 def _is_client(pod: Pod) -> bool:
+    if dra_gpu_plugins(pod) or (
+        DRA_IMAGE.search(" ".join(pod.images)) and not is_dra_controller(pod)
+    ):
+        return True  # the DRA driver's kubelet plugin, which gpustack holds back the same way
     return any(
         image in str(container.get("image", ""))
         for container in sequence(pod.spec.get("containers"))
@@ -72,7 +85,8 @@ def check(objects: Objects) -> Iterator[Finding]:
 RULE = Rule(
     "validation-not-awaited",
     "error",
-    "A GPU DaemonSet (device plugin, GFD, DCGM exporter, MIG manager) runs on nodes NVIDIA's "
+    "A GPU DaemonSet (device plugin, GFD, DCGM exporter, MIG manager, DRA kubelet plugin) runs "
+    "on nodes NVIDIA's "
     "validator validates, without an init container that waits for the validator's "
     "`toolkit-ready` file.",
     "Give it the GPU Operator's `toolkit-validation` init container (gpustack renders it "
