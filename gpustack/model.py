@@ -240,7 +240,10 @@ class Metadata(Strict):
 class Platform(Strict):
     profile: Annotated[
         str,
-        Doc(type="`openshift` | `gke-cos` | `gke-ubuntu` | `rke2` | `kubeadm` | a user profile"),
+        Doc(
+            type="`openshift` | `gke-cos` | `gke-ubuntu` | `rke2` | `kubeadm` | `eks-al2023` | "
+            "`eks-bottlerocket` | a user profile"
+        ),
     ] = Field(description="the platform profile")
     kubernetesVersion: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$"), Doc(type='`"1.NN"`')] = (
         Field(
@@ -313,6 +316,40 @@ class GKENodePool(Strict):
     accelerator: GKEAccelerator
 
 
+# Bottlerocket's names for a GPU model and a MIG profile in `settings.kubelet-device-plugins.
+# nvidia.mig.profile` (bottlerocket-settings-sdk bottlerocket-settings-models/modeled-types/src/
+# kubernetes.rs NVIDIAGPU_NAME, MIGPROFILE_NAME and the slice counts MigProfile accepts, 25e4241).
+BottlerocketGPUModel = Annotated[
+    str, Field(pattern=r"^[a-z][0-9]+\.[0-9]+gb$"), Doc(type="GPU model such as `a100.40gb`")
+]
+BottlerocketMIGProfile = Annotated[
+    str,
+    Field(pattern=r"^([1-7]|[0-9]g\.[0-9]+gb)$"),
+    Doc(type="MIG profile such as `1g.5gb`, or a slice count `1`, `2`, `3`, `4`, `7`"),
+]
+
+
+class EKSNodeGroup(Strict):
+    instanceType: Annotated[
+        str,
+        Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"),
+        Doc(type="EC2 instance type"),
+    ] = Field(
+        description=(
+            "EKS profiles: the GPU node group's EC2 instance type, e.g. `g6.xlarge` (one L4), "
+            "`p4d.24xlarge` (eight A100), written into the node group in `node/`"
+        )
+    )
+    migProfile: dict[BottlerocketGPUModel, BottlerocketMIGProfile] = Field(
+        default_factory=dict,
+        description=(
+            "eks-bottlerocket with `devicePlugin.migStrategy: single`: the MIG profile "
+            "Bottlerocket cuts each GPU model into (`settings.kubelet-device-plugins.nvidia.mig."
+            'profile`), e.g. `{a100.40gb: 1g.5gb, h100.80gb: "7"}`'
+        ),
+    )
+
+
 class Nodes(Strict):
     selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -336,6 +373,11 @@ class Nodes(Strict):
         default=None,
         description="GKE profiles: the GPU node pool's machine type and accelerator, written "
         "into the pool files in `node/`",
+    )
+    eks: EKSNodeGroup | None = Field(
+        default=None,
+        description="EKS profiles: the GPU node group's instance type (and Bottlerocket's MIG "
+        "profiles), written into the node group files in `node/`",
     )
     machineConfigPool: Annotated[
         Literal["worker-gpu", "worker"], Doc(see="GPU-only MachineConfigPool")
@@ -1488,10 +1530,18 @@ class ToolkitFacts(Strict):
 
 class RuntimeFacts(Strict):
     engine: Literal["containerd", "cri-o"]
-    runtimeClass: Literal["required", "optional", "cdi-only", "none"] = Field(
+    runtimeClass: Literal["required", "optional", "default", "cdi-only", "none"] = Field(
         description="required: the default runtime is runc, GPU pods need runtimeClassName; "
-        "optional: only when nvidia is not the default runtime; cdi-only: only with CDI; "
+        "optional: only when nvidia is not the default runtime; default: the node image makes "
+        "nvidia the runtime's default, GPU pods need none; cdi-only: only with CDI; "
         "none: the platform mounts the driver itself."
+    )
+    unprivilegedEnvvar: bool = Field(
+        default=True,
+        description="The nvidia runtime hands GPUs to an unprivileged container that asks for "
+        "them with NVIDIA_VISIBLE_DEVICES (the toolkit's accept-nvidia-visible-devices-envvar-"
+        "when-unprivileged); false: only privileged containers get GPUs that way, so the "
+        "stack's own GPU pods that request none run privileged.",
     )
     providedRuntimeClasses: list[str] = Field(
         default_factory=list,
@@ -1562,6 +1612,11 @@ class DriverFacts(Strict):
         "(GKE: no nvidia runtime, the directory is mounted).",
     )
     installerOS: Literal["cos", "ubuntu"] | None = None
+    nodeImage: str | None = Field(
+        default=None,
+        description="The node image that ships the driver and the runtime's NVIDIA setup, named "
+        "when a setting that would install them again is refused.",
+    )
 
     @model_validator(mode="after")
     def _default_allowed(self) -> DriverFacts:
@@ -1580,7 +1635,10 @@ class CriticalPodsQuota(Strict):
 class ProfileFacts(Strict):
     runtime: RuntimeFacts
     driver: DriverFacts
-    devicePluginProvider: Literal["nvidia", "gke"]
+    devicePluginProvider: Literal["nvidia", "gke", "bottlerocket"] = Field(
+        description="Whose device plugin serves nvidia.com/gpu: NVIDIA's (gpustack renders it), "
+        "GKE's (a GKE add-on), Bottlerocket's (a host service configured by node settings)."
+    )
     gpuNodeSelector: list[NodeSelectorRequirement] = Field(
         description="How GPU nodes are recognised (NFD's PCI label, or a platform label)."
     )
@@ -1599,8 +1657,16 @@ class ProfileFacts(Strict):
         default=False, description="OpenShift: node files are shipped as MachineConfigs."
     )
     taintMechanism: Literal[
-        "openshift-machineset", "gke-node-pool", "rke2-agent-config", "kubeadm-join"
+        "openshift-machineset",
+        "gke-node-pool",
+        "rke2-agent-config",
+        "kubeadm-join",
+        "eks-node-group",
     ]
+    amiFamily: Literal["AmazonLinux2023", "Bottlerocket"] | None = Field(
+        default=None,
+        description="EKS: the node group's AMI family, as eksctl names it (`amiFamily`).",
+    )
     nodeLabelsReapplied: bool = Field(
         default=False,
         description="The platform copies the labels the node files give GPU nodes onto them "
@@ -1626,10 +1692,11 @@ class ProfileFacts(Strict):
         "(nfd.mode external); gpustack's own NFD (deploy) serves upstream's nfd.k8s-sigs.io.",
     )
     nodeOSLabel: NodeSelectorRequirement | None = None
-    migPartitioning: Literal["mig-manager", "node-pool"] = Field(
+    migPartitioning: Literal["mig-manager", "node-pool", "node-settings"] = Field(
         default="mig-manager",
         description="Who creates MIG partitions: NVIDIA's MIG manager from the node label "
-        "nvidia.com/mig.config, or the platform's node pool (GKE's gpu-partition-size).",
+        "nvidia.com/mig.config, the platform's node pool (GKE's gpu-partition-size), or the node "
+        "OS from its settings (Bottlerocket's MIG manager, settings.kubelet-device-plugins).",
     )
     kubeletSystemdService: str | None = Field(
         default="kubelet.service",

@@ -17,7 +17,15 @@ from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file_fast
 
-BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "rke2", "kubeadm")
+BUILTIN = (
+    "openshift",
+    "gke-cos",
+    "gke-ubuntu",
+    "rke2",
+    "kubeadm",
+    "eks-al2023",
+    "eks-bottlerocket",
+)
 
 
 @lru_cache(maxsize=8)

@@ -15,6 +15,7 @@ from typing import Any
 from gpustack.components import device_plugin, validator
 from gpustack.components.nfd import FEATURES_D
 from gpustack.config import Stack
+from gpustack.decorate import ignore
 from gpustack.workload import (
     daemonset,
     driver_mount,
@@ -125,9 +126,14 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    return daemonset(
+    workload = daemonset(
         stack,
         NAME,
         validator.after_toolkit_ready(stack, pod_spec),
         component="gpu-feature-discovery",
     )
+    if plugin.migStrategy != "none" and stack.facts.migPartitioning == "node-settings":
+        # The node OS partitions the GPUs from the settings in node/ (Bottlerocket's MIG
+        # manager), which no manifest shows.
+        ignore(workload, "mig-strategy-without-partitions")
+    return workload
