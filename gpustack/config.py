@@ -191,6 +191,13 @@ class Stack:
         return [strategy]
 
     @property
+    def nvidia_plugin_serves(self) -> bool:
+        """NVIDIA's device plugin advertises the GPUs as the `devicePlugin` section says:
+        gpustack's DaemonSet, or the node OS's own plugin configured from `node/` (Bottlerocket).
+        False where the platform's plugin (GKE's) reads its own settings."""
+        return self.config.devicePlugin.enabled or self.facts.devicePluginProvider == "bottlerocket"
+
+    @property
     def uses_cdi(self) -> bool:
         """The device plugin requests GPUs as CDI devices: the runtime must resolve them."""
         return any(strategy.startswith("cdi") for strategy in self.device_list_strategy)

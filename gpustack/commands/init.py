@@ -33,6 +33,7 @@ COMMENT_COLUMN = 32
 RUNTIME_CLASS_AUTO = {
     "required": "on every GPU pod (containerd's default is runc)",
     "optional": "on every GPU pod; false if nvidia is containerd's default",
+    "default": "off here (the node image makes nvidia containerd's default)",
     "cdi-only": "on every GPU pod with the Container Toolkit's CDI, else off",
     "none": "off here (the platform mounts the driver)",
 }
@@ -190,7 +191,10 @@ def starter(
     profile, layer = profiles.load(profile_name, profiles_dir)
     defaults = layer.data
     facts = profile.facts
-    gke_plugin = facts.devicePluginProvider == "gke"
+    plugin_notes = {
+        "gke": "GKE runs its own device plugin on GPU nodes",
+        "bottlerocket": "Bottlerocket runs NVIDIA's plugin as a host service; node/ sets it up",
+    }
 
     def setting(path: str, fallback: object = None) -> object:
         """The profile's default for a config field, else the model's, else `fallback` (for a
@@ -250,12 +254,15 @@ def starter(
             if setting("nodes.gke")
             else []
         ),
+        *(
+            [line("nodes.eks", "the GPU node group node/ creates", setting("nodes.eks"))]
+            if setting("nodes.eks")
+            else []
+        ),
         ("devicePlugin:", ""),
         line(
             "devicePlugin.enabled",
-            "GKE runs its own device plugin on GPU nodes"
-            if gke_plugin
-            else "NVIDIA's device plugin",
+            plugin_notes.get(facts.devicePluginProvider, "NVIDIA's device plugin"),
             setting("devicePlugin.enabled", True),
         ),
         default_line(
@@ -320,7 +327,7 @@ def starter(
         ("toolkit:", ""),
         default_line("toolkit.enabled", _toolkit_note(facts)),
         ("validator:", ""),
-        default_line("validator.enabled", _validator_note(facts)),
+        default_line("validator.enabled", _validator_note(facts, setting("validator.enabled"))),
     ]
     header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
     return header + "".join(_line(text, comment) for text, comment in lines)
@@ -334,7 +341,9 @@ def _toolkit_note(facts: ProfileFacts) -> str:
     return "NVIDIA Container Toolkit DaemonSet: on with a driver container"
 
 
-def _validator_note(facts: ProfileFacts) -> str:
+def _validator_note(facts: ProfileFacts, enabled: object) -> str:
+    if enabled is False:
+        return "NVIDIA's per-node validation: off on this profile"
     # What validator.enabled auto decides with the profile's default driver mode
     # (gpustack.config.validator_finds_driver).
     container = facts.driver.default in ("container", "driver-toolkit")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack import emit
 from gpustack.components import device_plugin, validator
 from gpustack.components.nfd import FEATURES_D
 from gpustack.config import Stack
@@ -21,12 +22,15 @@ from gpustack.workload import (
     driver_mount,
     gpu_pod_spec,
     host_path_volume,
+    config_map,
     role_with_binding,
     scc_rules,
     service_account,
 )
 
 NAME = "gpu-feature-discovery"
+# GFD's own config where the device plugin is the node OS's (Bottlerocket) and shares GPUs.
+CONFIG_MAP = "gpu-feature-discovery-config"
 
 
 def publishes_node_features(stack: Stack) -> bool:
@@ -62,8 +66,23 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     objects = [service_account(stack, NAME, calls_api=publishes_node_features(stack))]
     if rules:
         objects += role_with_binding(stack, NAME, rules)
+    if _shares_on_the_host(stack):
+        # The sharing Bottlerocket's plugin applies (node/), for GFD's nvidia.com/gpu.replicas
+        # and gpu.sharing-strategy labels; GFD reads only the config file's `sharing`.
+        sharing = device_plugin.plugin_config(stack)["sharing"]
+        document = {"version": "v1", "sharing": sharing}
+        objects.append(config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(document)}))
     objects.append(_daemonset(stack))
     return objects
+
+
+def _shares_on_the_host(stack: Stack) -> bool:
+    plugin = stack.config.devicePlugin
+    return (
+        not plugin.enabled
+        and stack.facts.devicePluginProvider == "bottlerocket"
+        and plugin.sharing.strategy != "none"
+    )
 
 
 def _daemonset(stack: Stack) -> dict[str, Any]:
@@ -102,6 +121,10 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # gpu.sharing-strategy), as the helm chart does by sharing one config between the two.
         env.append({"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"})
         volumes.append({"name": "config", "configMap": {"name": device_plugin.CONFIG_MAP}})
+        mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
+    elif _shares_on_the_host(stack):
+        env.append({"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"})
+        volumes.append({"name": "config", "configMap": {"name": CONFIG_MAP}})
         mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
     env += driver_env
     pod_spec = gpu_pod_spec(stack)

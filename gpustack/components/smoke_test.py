@@ -39,7 +39,7 @@ def resource(stack: Stack) -> str:
     if stack.config.smokeTest.resource:
         return stack.config.smokeTest.resource
     sharing = stack.config.devicePlugin.sharing
-    if stack.config.devicePlugin.enabled and sharing.strategy != "none" and sharing.renameByDefault:
+    if stack.nvidia_plugin_serves and sharing.strategy != "none" and sharing.renameByDefault:
         return f"{GPU_RESOURCE}.shared"
     return GPU_RESOURCE
 
