@@ -18,11 +18,11 @@ from gpustack.components.nfd import FEATURES_D
 from gpustack.config import Stack
 from gpustack.decorate import ignore
 from gpustack.workload import (
+    config_map,
     daemonset,
     driver_mount,
     gpu_pod_spec,
     host_path_volume,
-    config_map,
     role_with_binding,
     scc_rules,
     service_account,
