@@ -729,7 +729,7 @@ def _eks(stack: Stack) -> tuple[Files, Where, Notes]:
     where = [
         (
             "eksctl-nodegroup.yaml",
-            f"replace CLUSTER and REGION and run `eksctl create nodegroup --config-file "
+            f"replace CLUSTER and REGION and run `eksctl create nodegroup -f "
             f"eksctl-nodegroup.yaml`: a managed node group of {group.instanceType} with the "
             f"`{stack.facts.amiFamily}` AMI family, for which eksctl picks the NVIDIA AMI, and "
             "the taints and labels the manifests expect. EKS applies them to each node when it "
