@@ -1189,12 +1189,11 @@ def _check_eks_node_group(config: GPUStack, profile: Profile, layers: list[Layer
             field="nodes.eks",
             hint="e.g. nodes: {eks: {instanceType: g6.xlarge}}",
         )
-    migrated = ("nodes", "eks", "migProfile")
     if group.migProfile and profile.facts.migPartitioning != "node-settings":
         raise UserError(
             f"MIG profiles are Bottlerocket settings; on profile {name!r} NVIDIA's MIG manager "
             "partitions the GPUs from the node label nvidia.com/mig.config",
-            nearest(layers, migrated, key=True),
+            nearest(layers, ("nodes", "eks", "migProfile"), key=True),
             field="nodes.eks.migProfile",
             hint="remove nodes.eks.migProfile and set migManager.defaultConfig",
         )
@@ -1241,9 +1240,18 @@ def _check_bottlerocket_translation(config: GPUStack, layers: list[Layer]) -> No
         )
     # Settings of a DaemonSet that does not exist would be dropped silently. The version also
     # names GFD's image, so it stands while gpustack renders GFD.
-    for field, why in (
-        ("resources", "Bottlerocket's plugin is a host service, not a pod"),
-        ("version", "Bottlerocket's plugin comes with the Bottlerocket release"),
+    for field, why, hint in (
+        (
+            "resources",
+            "Bottlerocket's plugin is a host service, not a pod",
+            "remove devicePlugin.resources",
+        ),
+        (
+            "version",
+            "Bottlerocket's plugin comes with the Bottlerocket release",
+            "remove devicePlugin.version; the node group's Bottlerocket release picks the "
+            "plugin's (it names GFD's image only while GFD runs)",
+        ),
     ):
         if field == "version" and config.gfd.enabled:
             continue
@@ -1252,8 +1260,7 @@ def _check_bottlerocket_translation(config: GPUStack, layers: list[Layer]) -> No
                 f"has no effect: {why}",
                 nearest(layers[1:], ("devicePlugin", field), key=True),
                 field=f"devicePlugin.{field}",
-                hint="remove it; pick the plugin's version by the Bottlerocket release of the "
-                "node group's AMI",
+                hint=hint,
             )
 
 

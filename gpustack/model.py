@@ -324,7 +324,7 @@ BottlerocketGPUModel = Annotated[
 ]
 BottlerocketMIGProfile = Annotated[
     str,
-    Field(pattern=r"^([1-7]|[0-9]g\.[0-9]+gb)$"),
+    Field(pattern=r"^([12347]|[0-9]g\.[0-9]+gb)$"),
     Doc(type="MIG profile such as `1g.5gb`, or a slice count `1`, `2`, `3`, `4`, `7`"),
 ]
 

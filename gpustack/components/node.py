@@ -755,12 +755,14 @@ def _eks(stack: Stack) -> tuple[Files, Where, Notes]:
         )
         notes.append(_bottlerocket_note(stack))
     else:
+        image = stack.facts.driver.nodeImage or "the node image"
         notes.append(
-            "Container runtime: nothing to do on the nodes. The AL2023 NVIDIA AMI ships the "
-            "driver and the NVIDIA Container Toolkit, and nodeadm makes `nvidia` containerd's "
-            f"default runtime at every boot (`{stack.facts.runtime.containerdConfig}`), so GPU "
-            "pods name no RuntimeClass. The AMI is the unit of upgrade: a new AMI release (a "
-            "managed node group update) brings a new driver and toolkit and replaces the nodes."
+            f"Container runtime: nothing to do on the nodes. {image[0].upper()}{image[1:]} ships "
+            "the driver and the NVIDIA Container Toolkit, and nodeadm makes `nvidia` "
+            f"containerd's default runtime at every boot (`{stack.facts.runtime.containerdConfig}`"
+            "), so GPU pods name no RuntimeClass. The AMI is the unit of upgrade: a new AMI "
+            "release (a managed node group update) brings a new driver and toolkit and replaces "
+            "the nodes."
         )
     return files, where, notes
 
