@@ -15,6 +15,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from conftest import ROOT, is_core, validate_upstream
 from kubernetes_validate.utils import SchemaNotFoundError
 from ruamel.yaml import YAML
 
@@ -81,6 +82,7 @@ EKSCTL_NODE_GROUP = {"name", "amiFamily", "instanceType", "labels", "taints", "b
 EKSCTL_TAINT = {"key", "value", "effect"}
 EKSCTL_AMI_FAMILIES = {"eks-al2023": "AmazonLinux2023", "eks-bottlerocket": "Bottlerocket"}
 POD_RESOURCES = "/var/lib/kubelet/pod-resources"  # the kubelet's root on both images
+EXAMPLES = ROOT / "examples"
 
 
 def write(tmp_path: Path, profile: str, body: str = "") -> Path:
@@ -252,9 +254,9 @@ def test_the_dcgm_exporter_reads_the_kubelets_pod_resources(tmp_path, profile):
     assert POD_RESOURCES in paths
 
 
-@pytest.mark.parametrize("example", ["eks-al2023", "eks-bottlerocket"])
+@pytest.mark.parametrize("example", EKS)
 def test_examples_pass_strict_schemas_and_the_lint(example):
-    stack = load_stack(Path(__file__).parent.parent / "examples" / f"{example}.yaml")
+    stack = load_stack(EXAMPLES / f"{example}.yaml")
     rendering = render(stack)
     assert lint.run_for_stack(stack, rendering.objects) == []
     checked = 0
@@ -265,6 +267,16 @@ def test_examples_pass_strict_schemas_and_the_lint(example):
         except SchemaNotFoundError:
             assert "." in obj["apiVersion"].split("/")[0], obj["kind"]
     assert checked > 10
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("example", EKS)
+def test_examples_custom_resources_pass_the_upstream_crd_schemas(example):
+    stack = load_stack(EXAMPLES / f"{example}.yaml")
+    custom = [obj for obj in render(stack).objects if not is_core(obj["apiVersion"])]
+    assert {"ServiceMonitor", "PrometheusRule", "NodeFeatureRule"} <= {o["kind"] for o in custom}
+    for obj in custom:
+        validate_upstream(obj, stack.config.platform.kubernetesVersion)
 
 
 def test_profiles_diff_explains_eks_al2023_against_kubeadm(cli):
