@@ -185,7 +185,7 @@ def starter(
     schema: str = SCHEMA_FILE,
 ) -> str:
     """The starter config: the profile's defaults written out, each choice explained."""
-    from gpustack import profiles
+    from gpustack import bottlerocket, profiles
     from gpustack.model import field_choices, field_default
 
     profile, layer = profiles.load(profile_name, profiles_dir)
@@ -270,7 +270,10 @@ def starter(
         ),
         default_line(
             "devicePlugin.deviceListStrategy",
-            "auto (cdi-annotations and cdi-cri with the toolkit, else envvar) | "
+            "auto (Bottlerocket's default, volume-mounts) | "
+            + " | ".join(bottlerocket.DEVICE_LIST_STRATEGIES)
+            if facts.devicePluginProvider == "bottlerocket"
+            else "auto (cdi-annotations and cdi-cri with the toolkit, else envvar) | "
             + " | ".join(
                 c for c in field_choices("devicePlugin.deviceListStrategy") if c != "auto"
             ),
