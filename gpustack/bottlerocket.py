@@ -19,6 +19,9 @@ SETTINGS = ("settings", "kubelet-device-plugins", "nvidia")
 # NvidiaDeviceListStrategy: `cdi-cri` turns the default runtime to CDI mode (bottlerocket.dev
 # "Supported NVIDIA Container Runtime modes"); there is no `cdi-annotations`.
 DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-cri")
+# `cdi-cri` hands GPUs over only in the CRI's CDIDevices field, which the kubelet passes from
+# Kubernetes 1.29 (KEP-4009, DevicePluginCDIDevices beta and on); before, pods get no GPU.
+CDI_CRI_FROM = (1, 29)
 # NvidiaDeviceSharingStrategy (`mps` from the 1.54.x reference on).
 SHARING_STRATEGIES = {"time-slicing": "time-slicing", "mps": "mps"}
 # NvidiaDevicePartitioningStrategy: with `mig` Bottlerocket's template sets the plugin's

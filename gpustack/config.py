@@ -1238,6 +1238,16 @@ def _check_bottlerocket_translation(config: GPUStack, layers: list[Layer]) -> No
             hint=f"one of: auto (Bottlerocket's default, volume-mounts), "
             f"{', '.join(bottlerocket.DEVICE_LIST_STRATEGIES)}",
         )
+    version = tuple(int(part) for part in config.platform.kubernetesVersion.split("."))
+    if listed == "cdi-cri" and version < bottlerocket.CDI_CRI_FROM:
+        raise UserError(
+            f"with device list strategy 'cdi-cri' GPUs reach pods only through the CRI's CDI "
+            f"field, which the kubelet of Kubernetes {config.platform.kubernetesVersion} drops "
+            "(it passes it from 1.29): GPU pods would start without their GPUs",
+            nearest(layers, ("devicePlugin", "deviceListStrategy")),
+            field="devicePlugin.deviceListStrategy",
+            hint="use auto (volume-mounts) or envvar, or target Kubernetes 1.29 or later",
+        )
     # Settings of a DaemonSet that does not exist would be dropped silently. The version also
     # names GFD's image, so it stands while gpustack renders GFD.
     for field, why, hint in (

@@ -87,9 +87,12 @@ EXAMPLES = ROOT / "examples"
 
 def write(tmp_path: Path, profile: str, body: str = "") -> Path:
     path = tmp_path / "eks.yaml"
+    body = textwrap.dedent(body)
+    platform = "" if body.startswith("platform:") else f"platform: {{profile: {profile}}}\n"
     path.write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
-        f"platform: {{profile: {profile}}}\n" + textwrap.dedent(body)
+        + platform
+        + body
     )
     return path
 
@@ -445,6 +448,12 @@ def test_gfd_labels_the_sharing_bottlerockets_plugin_applies(tmp_path):
             "devicePlugin: {deviceListStrategy: cdi-annotations}\n",
             "devicePlugin.deviceListStrategy",
             "no device list strategy",
+        ),
+        (
+            'platform: {profile: eks-bottlerocket, kubernetesVersion: "1.28"}\n'
+            "devicePlugin: {deviceListStrategy: cdi-cri}\n",
+            "devicePlugin.deviceListStrategy",
+            "drops",
         ),
         (
             "devicePlugin: {resources: {requests: {cpu: 10m}}}\n",
