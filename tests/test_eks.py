@@ -238,6 +238,17 @@ def test_the_node_group_carries_the_taints_and_labels_the_manifests_expect(tmp_p
         assert "pool.example.com/gpu" in str(spec["affinity"]), name
     readme = rendering.node_files["README.md"]
     assert "eksctl create nodegroup -f eksctl-nodegroup.yaml" in readme
+    if profile == "eks-al2023":
+        # Self-managed AL2023 nodes register with the same taints and labels through nodeadm
+        # (NodeConfig spec.kubelet.flags, appended to the kubelet's: nodeconfig_types.go).
+        config = YAML(typ="safe").load(rendering.node_files["nodeadm-nodeconfig.yaml"])
+        assert (config["apiVersion"], config["kind"]) == ("node.eks.aws/v1alpha1", "NodeConfig")
+        flags = dict(flag.split("=", 1) for flag in config["spec"]["kubelet"]["flags"])
+        assert flags["--register-with-taints"].split(",") == [
+            "nvidia.com/gpu=present:NoSchedule",
+            "dedicated:NoExecute",
+        ]
+        assert flags["--node-labels"] == "pool.example.com/gpu=a100"
 
 
 def test_node_group_settings_belong_to_eks_profiles(tmp_path):
@@ -306,7 +317,11 @@ def test_al2023_gets_nvidias_plugin_for_the_host_driver_and_the_validator(tmp_pa
     assert {"nvidia-device-plugin", "gpu-feature-discovery", "nvidia-dcgm-exporter"} <= set(found)
     assert "nvidia-operator-validator" in found  # the AMI's nvidia-smi is on the host's root
     assert "node/99-nvidia.toml" not in rendering.node_files
-    assert sorted(rendering.node_files) == ["README.md", "eksctl-nodegroup.yaml"]
+    assert sorted(rendering.node_files) == [
+        "README.md",
+        "eksctl-nodegroup.yaml",
+        "nodeadm-nodeconfig.yaml",
+    ]
     [config] = [
         o for o in rendering.objects if o["metadata"]["name"] == "nvidia-device-plugin-config"
     ]

@@ -686,6 +686,24 @@ def _eks_node_group(stack: Stack) -> dict[str, Any]:
     }
 
 
+def _nodeadm_config(stack: Stack) -> dict[str, Any]:
+    """The kubelet flags nodeadm appends to its defaults (awslabs/amazon-eks-ami
+    nodeadm/api/v1alpha1/nodeconfig_types.go KubeletOptions.Flags, group node.eks.aws; 81fec2e):
+    the taints and labels of a node no managed node group or Karpenter NodePool registers."""
+    flags = []
+    labels = _label_strings(stack)
+    if labels:
+        flags.append(f"--node-labels={','.join(labels)}")
+    taints = _taint_strings(stack)
+    if taints:
+        flags.append(f"--register-with-taints={','.join(taints)}")
+    return {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"kubelet": {"flags": flags}},
+    }
+
+
 def _bottlerocket_settings(stack: Stack) -> dict[str, Any]:
     settings: dict[str, Any] = bottlerocket.device_plugin_settings(stack.config)
     for key in reversed(bottlerocket.SETTINGS):
@@ -755,6 +773,16 @@ def _eks(stack: Stack) -> tuple[Files, Where, Notes]:
         )
         notes.append(_bottlerocket_note(stack))
     else:
+        files["nodeadm-nodeconfig.yaml"] = _yaml(_nodeadm_config(stack))
+        where.append(
+            (
+                "nodeadm-nodeconfig.yaml",
+                "for self-managed nodes (a launch template of your own): the same taints and "
+                "labels as kubelet flags, a `NodeConfig` document to add to the user data beside "
+                "the one naming the cluster (nodeadm merges them); managed node groups and "
+                "Karpenter, whose NodePool `spec.template` carries taints and labels, need none",
+            )
+        )
         image = stack.facts.driver.nodeImage or "the node image"
         notes.append(
             f"Container runtime: nothing to do on the nodes. {image[0].upper()}{image[1:]} ships "
