@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpustack import gke_accelerators, mig
+from gpustack import bottlerocket, gke_accelerators, mig
 from gpustack import patches as patching
 from gpustack import profiles as profile_store
 from gpustack.errors import (
@@ -227,6 +227,13 @@ class Stack:
         if strategy == "auto":
             return ["cdi-annotations", "cdi-cri"] if self.toolkit_enabled else ["envvar"]
         return [strategy]
+
+    @property
+    def nvidia_plugin_serves(self) -> bool:
+        """NVIDIA's device plugin advertises the GPUs as the `devicePlugin` section says:
+        gpustack's DaemonSet, or the node OS's own plugin configured from `node/` (Bottlerocket).
+        False where the platform's plugin (GKE's) reads its own settings."""
+        return self.config.devicePlugin.enabled or self.facts.devicePluginProvider == "bottlerocket"
 
     @property
     def uses_cdi(self) -> bool:
@@ -442,6 +449,7 @@ def load_stack(
             _check_against_profile(config, profile, all_layers)
             _check_gke_node_pool(config, profile, all_layers)
             _check_aks_node_pool(config, profile, all_layers)
+            _check_eks_node_group(config, profile, all_layers)
             break
         except UserError as problem:
             done = {field for field, _ in left_out}
@@ -885,8 +893,13 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
     facts = profile.facts
     name = profile.metadata.name
     if config.driver.mode != "auto" and config.driver.mode not in facts.driver.modes:
+        shipped = (
+            f": {facts.driver.nodeImage} ships the driver, and a second one cannot load beside it"
+            if facts.driver.nodeImage
+            else ""
+        )
         raise UserError(
-            f"driver mode {config.driver.mode!r} is not available on profile {name!r}",
+            f"driver mode {config.driver.mode!r} is not available on profile {name!r}{shipped}",
             nearest(layers, ("driver", "mode")),
             field="driver.mode",
             hint=f"allowed: auto, {', '.join(facts.driver.modes)}",
@@ -925,6 +938,19 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
             field="devicePlugin.enabled",
             hint="set devicePlugin.enabled: false, or install the GPU Operator as NVIDIA's GKE "
             "guide describes",
+        )
+    if config.devicePlugin.enabled and facts.devicePluginProvider == "bottlerocket":
+        # Bottlerocket runs NVIDIA's plugin as a host service on every NVIDIA variant
+        # (bottlerocket-core-kit packages/nvidia-k8s-device-plugin): a DaemonSet would register
+        # a second plugin for nvidia.com/gpu with the same kubelet.
+        raise UserError(
+            f"Bottlerocket's NVIDIA variants run NVIDIA's device plugin as a host service; a "
+            f"device plugin DaemonSet on profile {name!r} would advertise every GPU a second "
+            "time",
+            nearest(layers, ("devicePlugin", "enabled")),
+            field="devicePlugin.enabled",
+            hint="set devicePlugin.enabled: false; the plugin's settings (sharing, MIG, device "
+            "list strategy) go to the Bottlerocket settings gpustack writes in node/",
         )
     if not _gpu_node_selector(config, profile) and not config.nodes.selector:
         nfd_labels = ", ".join(item.key for item in facts.gpuNodeSelector)
@@ -1016,8 +1042,13 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
     facts = profile.facts
     name = profile.metadata.name
     if config.toolkit.enabled is True and facts.runtime.toolkit is None:
+        shipped = (
+            f": {facts.driver.nodeImage} ships it and configures the runtime"
+            if facts.driver.nodeImage
+            else ""
+        )
         raise UserError(
-            f"gpustack does not deploy the NVIDIA Container Toolkit on profile {name!r}",
+            f"gpustack does not deploy the NVIDIA Container Toolkit on profile {name!r}{shipped}",
             nearest(layers, ("toolkit", "enabled")),
             field="toolkit.enabled",
             hint="set toolkit.enabled: auto",
@@ -1432,6 +1463,112 @@ def _check_gke_translation(
         )
 
 
+def _check_eks_node_group(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """The node group's settings, and on Bottlerocket what the config says about the device
+    plugin, must become node settings Bottlerocket honours, or be refused: its plugin reads
+    nothing else."""
+    group = config.nodes.eks
+    name = profile.metadata.name
+    if profile.facts.taintMechanism != "eks-node-group":
+        if group is not None:
+            raise UserError(
+                f"EKS node group settings do not apply to profile {name!r}",
+                nearest(layers, ("nodes", "eks"), key=True),
+                field="nodes.eks",
+            )
+        return
+    if group is None:
+        raise UserError(
+            f"profile {name!r} needs the GPU node group's instance type",
+            nearest(layers, ("nodes",)),
+            field="nodes.eks",
+            hint="e.g. nodes: {eks: {instanceType: g6.xlarge}}",
+        )
+    if group.migProfile and profile.facts.migPartitioning != "node-settings":
+        raise UserError(
+            f"MIG profiles are Bottlerocket settings; on profile {name!r} NVIDIA's MIG manager "
+            "partitions the GPUs from the node label nvidia.com/mig.config",
+            nearest(layers, ("nodes", "eks", "migProfile"), key=True),
+            field="nodes.eks.migProfile",
+            hint="remove nodes.eks.migProfile and set migManager.defaultConfig",
+        )
+    if profile.facts.devicePluginProvider == "bottlerocket":
+        _check_bottlerocket_translation(config, layers)
+
+
+def _check_bottlerocket_translation(config: GPUStack, layers: list[Layer]) -> None:
+    plugin = config.devicePlugin
+    profiles = config.nodes.eks.migProfile if config.nodes.eks else {}
+    strategy = ("devicePlugin", "migStrategy")
+    if plugin.migStrategy != "none" and plugin.migStrategy not in bottlerocket.PARTITIONING:
+        raise UserError(
+            f"Bottlerocket's device plugin knows MIG strategy 'single' only (its "
+            f"device-partitioning-strategy 'mig'), not {plugin.migStrategy!r}",
+            nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint="use migStrategy: single",
+        )
+    if plugin.migStrategy == "single" and not profiles:
+        raise UserError(
+            "MIG on Bottlerocket needs the MIG profile of each GPU model, which Bottlerocket's "
+            "MIG manager applies at boot (settings.kubelet-device-plugins.nvidia.mig.profile)",
+            nearest(layers, strategy),
+            field="devicePlugin.migStrategy",
+            hint='set nodes.eks.migProfile, e.g. {a100.40gb: 1g.5gb, h100.80gb: "7"}',
+        )
+    if profiles and plugin.migStrategy == "none":
+        raise UserError(
+            "has no effect without MIG: Bottlerocket partitions GPUs only with "
+            "devicePlugin.migStrategy single",
+            nearest(layers, ("nodes", "eks", "migProfile"), key=True),
+            field="nodes.eks.migProfile",
+            hint="set devicePlugin.migStrategy: single, or remove nodes.eks.migProfile",
+        )
+    listed = plugin.deviceListStrategy
+    if listed != "auto" and listed not in bottlerocket.DEVICE_LIST_STRATEGIES:
+        raise UserError(
+            f"Bottlerocket's device plugin has no device list strategy {listed!r}",
+            nearest(layers, ("devicePlugin", "deviceListStrategy")),
+            field="devicePlugin.deviceListStrategy",
+            hint=f"one of: auto (Bottlerocket's default, volume-mounts), "
+            f"{', '.join(bottlerocket.DEVICE_LIST_STRATEGIES)}",
+        )
+    version = tuple(int(part) for part in config.platform.kubernetesVersion.split("."))
+    if listed == "cdi-cri" and version < bottlerocket.CDI_CRI_FROM:
+        raise UserError(
+            f"with device list strategy 'cdi-cri' GPUs reach pods only through the CRI's CDI "
+            f"field, which the kubelet of Kubernetes {config.platform.kubernetesVersion} drops "
+            "(it passes it from 1.29): GPU pods would start without their GPUs",
+            nearest(layers, ("devicePlugin", "deviceListStrategy")),
+            field="devicePlugin.deviceListStrategy",
+            hint="use auto (volume-mounts) or envvar, or target Kubernetes 1.29 or later",
+        )
+    # Settings of a DaemonSet that does not exist would be dropped silently. The version also
+    # names GFD's image, so it stands while gpustack renders GFD.
+    for field, why, hint in (
+        (
+            "resources",
+            "Bottlerocket's plugin is a host service, not a pod",
+            "remove devicePlugin.resources",
+        ),
+        (
+            "version",
+            "Bottlerocket's plugin comes with the Bottlerocket release",
+            "remove devicePlugin.version; the node group's Bottlerocket release picks the "
+            "plugin's (it names GFD's image only while GFD runs)",
+        ),
+    ):
+        if field == "version" and config.gfd.enabled:
+            continue
+        if _set_by_user(layers, ("devicePlugin", field)):
+            raise UserError(
+                f"has no effect: {why}",
+                nearest(layers[1:], ("devicePlugin", field), key=True),
+                field=f"devicePlugin.{field}",
+                hint=hint,
+            )
+
+
 def _mig_manager_enabled(config: GPUStack, profile: Profile) -> bool:
     enabled = config.migManager.enabled
     if enabled == "auto":
@@ -1444,14 +1581,20 @@ def _check_mig_manager(
     config: GPUStack, profile: Profile, layers: list[Layer], user_configs: mig.Configs | None
 ) -> None:
     settings = config.migManager
+    by_settings = profile.facts.migPartitioning == "node-settings"
     if settings.enabled is True and profile.facts.migPartitioning != "mig-manager":
         raise UserError(
-            f"on profile {profile.metadata.name!r} the node pool creates the MIG partitions "
-            "itself; NVIDIA's MIG manager would fight it",
+            f"on profile {profile.metadata.name!r} the "
+            + ("node OS" if by_settings else "node pool")
+            + " creates the MIG partitions itself; NVIDIA's MIG manager would fight it",
             nearest(layers, ("migManager", "enabled")),
             field="migManager.enabled",
-            hint="remove migManager.enabled and set the pool's partition size "
-            "(nodes.gke.accelerator.gpuPartitionSize)",
+            hint="remove migManager.enabled and set "
+            + (
+                "the node group's MIG profiles (nodes.eks.migProfile)"
+                if by_settings
+                else "the pool's partition size (nodes.gke.accelerator.gpuPartitionSize)"
+            ),
         )
     if not _mig_manager_enabled(config, profile):
         # A setting of a component that is not deployed would be dropped silently. (Looked up
@@ -1466,7 +1609,9 @@ def _check_mig_manager(
                     "it runs with a MIG strategy, devicePlugin.migStrategy single or mixed, or "
                     "migManager.enabled: true"
                     if profile.facts.migPartitioning == "mig-manager"
-                    else f"on profile {profile.metadata.name!r} the node pool partitions GPUs"
+                    else f"on profile {profile.metadata.name!r} the "
+                    + ("node OS" if by_settings else "node pool")
+                    + " partitions GPUs"
                 )
                 raise UserError(
                     f"has no effect: the MIG manager is not deployed ({why})",

@@ -28,7 +28,17 @@ from gpustack.model import Doc, GPUStack, NodeSelectorRequirement, ProfileFacts,
 REGENERATE = "python -m gpustack.docs README.md"
 _REGION = re.compile(r"<!-- generated: ([a-z-]+)\b[^\n]*-->\n.*?(<!-- end generated -->)", re.S)
 # The profiles table's columns: the plain Kubernetes distributions first, then the managed ones.
-_PROFILE_ORDER = ("kubeadm", "rke2", "k3s", "openshift", "gke-cos", "gke-ubuntu", "aks")
+_PROFILE_ORDER = (
+    "kubeadm",
+    "rke2",
+    "k3s",
+    "openshift",
+    "gke-cos",
+    "gke-ubuntu",
+    "aks",
+    "eks-al2023",
+    "eks-bottlerocket",
+)
 
 
 # --- the model's fields ----------------------------------------------------------------------

@@ -241,8 +241,8 @@ class Platform(Strict):
     profile: Annotated[
         str,
         Doc(
-            type="`openshift` | `gke-cos` | `gke-ubuntu` | `rke2` | `k3s` | `aks` | `kubeadm` | a "
-            "user profile"
+            type="`openshift` | `gke-cos` | `gke-ubuntu` | `rke2` | `k3s` | `aks` | `kubeadm` | "
+            "`eks-al2023` | `eks-bottlerocket` | a user profile"
         ),
     ] = Field(description="the platform profile")
     kubernetesVersion: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$"), Doc(type='`"1.NN"`')] = (
@@ -327,6 +327,40 @@ class AKSNodePool(Strict):
             "`Standard_NC4as_T4_v3` (T4), `Standard_NC24ads_A100_v4` (A100), "
             "`Standard_NC40ads_H100_v5` (H100 NVL) or `Standard_ND96isr_H100_v5` (8 H100)"
         )
+    )
+
+
+# Bottlerocket's names for a GPU model and a MIG profile in `settings.kubelet-device-plugins.
+# nvidia.mig.profile` (bottlerocket-settings-sdk bottlerocket-settings-models/modeled-types/src/
+# kubernetes.rs NVIDIAGPU_NAME, MIGPROFILE_NAME and the slice counts MigProfile accepts, 25e4241).
+BottlerocketGPUModel = Annotated[
+    str, Field(pattern=r"^[a-z][0-9]+\.[0-9]+gb$"), Doc(type="GPU model such as `a100.40gb`")
+]
+BottlerocketMIGProfile = Annotated[
+    str,
+    Field(pattern=r"^([12347]|[0-9]g\.[0-9]+gb)$"),
+    Doc(type="MIG profile such as `1g.5gb`, or a slice count `1`, `2`, `3`, `4`, `7`"),
+]
+
+
+class EKSNodeGroup(Strict):
+    instanceType: Annotated[
+        str,
+        Field(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"),
+        Doc(type="EC2 instance type"),
+    ] = Field(
+        description=(
+            "EKS profiles: the GPU node group's EC2 instance type, e.g. `g6.xlarge` (one L4), "
+            "`p4d.24xlarge` (eight A100), written into the node group in `node/`"
+        )
+    )
+    migProfile: dict[BottlerocketGPUModel, BottlerocketMIGProfile] = Field(
+        default_factory=dict,
+        description=(
+            "eks-bottlerocket with `devicePlugin.migStrategy: single`: the MIG profile "
+            "Bottlerocket cuts each GPU model into (`settings.kubelet-device-plugins.nvidia.mig."
+            'profile`), e.g. `{a100.40gb: 1g.5gb, h100.80gb: "7"}`'
+        ),
     )
 
 
@@ -472,6 +506,11 @@ class Nodes(Strict):
         default=None,
         description="AKS profile: the GPU node pool's VM size, written into the pool command in "
         "`node/`",
+    )
+    eks: EKSNodeGroup | None = Field(
+        default=None,
+        description="EKS profiles: the GPU node group's instance type (and Bottlerocket's MIG "
+        "profiles), written into the node group files in `node/`",
     )
     machineConfigPool: Annotated[
         Literal["worker-gpu", "worker"], Doc(see="GPU-only MachineConfigPool")
@@ -1785,6 +1824,13 @@ class RuntimeFacts(Strict):
         "the nvidia runtime the default (a toolkit gpustack deploys does the same), GPU pods "
         "name none; cdi-only: only with CDI; none: the platform mounts the driver itself."
     )
+    unprivilegedEnvvar: bool = Field(
+        default=True,
+        description="The nvidia runtime hands GPUs to an unprivileged container that asks for "
+        "them with NVIDIA_VISIBLE_DEVICES (the toolkit's accept-nvidia-visible-devices-envvar-"
+        "when-unprivileged); false: only privileged containers get GPUs that way, so the "
+        "stack's own GPU pods that request none run privileged.",
+    )
     providedRuntimeClasses: list[str] = Field(
         default_factory=list,
         description="RuntimeClasses the platform creates itself: GPU pods may name them, and "
@@ -1854,6 +1900,11 @@ class DriverFacts(Strict):
         "(GKE: no nvidia runtime, the directory is mounted).",
     )
     installerOS: Literal["cos", "ubuntu"] | None = None
+    nodeImage: str | None = Field(
+        default=None,
+        description="The node image that ships the driver and the runtime's NVIDIA setup, named "
+        "when a setting that would install them again is refused.",
+    )
     osSkus: dict[NodeOS, Annotated[str, Field(pattern=r"^[A-Za-z0-9]+$")]] = Field(
         default_factory=dict,
         description="AKS: the node pool OS SKU whose nodes run each driver.nodeOS; with a "
@@ -1878,7 +1929,10 @@ class CriticalPodsQuota(Strict):
 class ProfileFacts(Strict):
     runtime: RuntimeFacts
     driver: DriverFacts
-    devicePluginProvider: Literal["nvidia", "gke"]
+    devicePluginProvider: Literal["nvidia", "gke", "bottlerocket"] = Field(
+        description="Whose device plugin serves nvidia.com/gpu: NVIDIA's (gpustack renders it), "
+        "GKE's (a GKE add-on), Bottlerocket's (a host service configured by node settings)."
+    )
     gpuNodeSelector: list[NodeSelectorRequirement] = Field(
         description="How GPU nodes are recognised (NFD's PCI label, or a platform label)."
     )
@@ -1903,7 +1957,12 @@ class ProfileFacts(Strict):
         "rke2-agent-config",
         "k3s-agent-config",
         "kubeadm-join",
+        "eks-node-group",
     ]
+    amiFamily: Literal["AmazonLinux2023", "Bottlerocket"] | None = Field(
+        default=None,
+        description="EKS: the node group's AMI family, as eksctl names it (`amiFamily`).",
+    )
     nodeLabelsReapplied: bool = Field(
         default=False,
         description="The platform copies the labels the node files give GPU nodes onto them "
@@ -1929,10 +1988,11 @@ class ProfileFacts(Strict):
         "(nfd.mode external); gpustack's own NFD (deploy) serves upstream's nfd.k8s-sigs.io.",
     )
     nodeOSLabel: NodeSelectorRequirement | None = None
-    migPartitioning: Literal["mig-manager", "node-pool"] = Field(
+    migPartitioning: Literal["mig-manager", "node-pool", "node-settings"] = Field(
         default="mig-manager",
         description="Who creates MIG partitions: NVIDIA's MIG manager from the node label "
-        "nvidia.com/mig.config, or the platform's node pool (GKE's gpu-partition-size).",
+        "nvidia.com/mig.config, the platform's node pool (GKE's gpu-partition-size), or the node "
+        "OS from its settings (Bottlerocket's MIG manager, settings.kubelet-device-plugins).",
     )
     kubeletSystemdService: str | None = Field(
         default="kubelet.service",

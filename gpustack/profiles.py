@@ -17,7 +17,17 @@ from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file_fast
 
-BUILTIN = ("openshift", "gke-cos", "gke-ubuntu", "aks", "rke2", "k3s", "kubeadm")
+BUILTIN = (
+    "openshift",
+    "gke-cos",
+    "gke-ubuntu",
+    "aks",
+    "eks-al2023",
+    "eks-bottlerocket",
+    "rke2",
+    "k3s",
+    "kubeadm",
+)
 
 
 @lru_cache(maxsize=8)

@@ -24,14 +24,23 @@ GKE_EVERYTHING = {
     "driver": {"mode": "gke-installer"},
     "smokeTest": {"enabled": True},
 }
+# Bottlerocket's device plugin is a host service (NVIDIA's DaemonSet is refused there): its
+# sharing reaches GFD's config, and the smoke test and MIG (Bottlerocket partitions) the rest.
+BOTTLEROCKET_EVERYTHING = {
+    "devicePlugin": {"sharing": {"strategy": "mps"}},
+    "smokeTest": {"enabled": True},
+}
 WORKLOADS = {"DaemonSet", "Deployment", "Job"}
 
 
 def renders(tmp_path, profile: str, **extra: object):
     """The renders of `profile` with each set of features, with `extra` settings."""
     variants = dict(FEATURES)
-    if profiles.load(profile)[0].facts.devicePluginProvider == "gke":
+    provider = profiles.load(profile)[0].facts.devicePluginProvider
+    if provider == "gke":
         variants["everything"] = GKE_EVERYTHING
+    elif provider == "bottlerocket":
+        variants["everything"] = BOTTLEROCKET_EVERYTHING
     return {
         name: render(stack_for(tmp_path, profile, **{**features, **extra}))
         for name, features in variants.items()

@@ -116,6 +116,10 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
     if note.startswith("GKE runs its own device plugin"):
         assert facts.devicePluginProvider == "gke"
         assert enabled == "false" and not mounts_plugin_dir
+    elif note.startswith("Bottlerocket runs NVIDIA's plugin as a host service"):
+        assert facts.devicePluginProvider == "bottlerocket"
+        assert enabled == "false" and not mounts_plugin_dir
+        assert "bottlerocket-settings.toml" in render.render(stack).node_files
     else:
         assert facts.devicePluginProvider == "nvidia"
         assert enabled == "true" and mounts_plugin_dir

@@ -33,7 +33,7 @@ COMMENT_COLUMN = 32
 RUNTIME_CLASS_AUTO = {
     "required": "on every GPU pod (containerd's default is runc)",
     "optional": "on every GPU pod; false if nvidia is containerd's default",
-    "default": "off here (nvidia is containerd's default runtime)",
+    "default": "off here (the node image makes nvidia containerd's default)",
     "cdi-only": "on every GPU pod with the Container Toolkit's CDI, else off",
     "none": "off here (the platform mounts the driver)",
 }
@@ -185,13 +185,16 @@ def starter(
     schema: str = SCHEMA_FILE,
 ) -> str:
     """The starter config: the profile's defaults written out, each choice explained."""
-    from gpustack import profiles
+    from gpustack import bottlerocket, profiles
     from gpustack.model import field_choices, field_default
 
     profile, layer = profiles.load(profile_name, profiles_dir)
     defaults = layer.data
     facts = profile.facts
-    gke_plugin = facts.devicePluginProvider == "gke"
+    plugin_notes = {
+        "gke": "GKE runs its own device plugin on GPU nodes",
+        "bottlerocket": "Bottlerocket runs NVIDIA's plugin as a host service; node/ sets it up",
+    }
 
     def setting(path: str, fallback: object = None) -> object:
         """The profile's default for a config field, else the model's, else `fallback` (for a
@@ -256,6 +259,11 @@ def starter(
             if setting("nodes.aks")
             else []
         ),
+        *(
+            [line("nodes.eks", "the GPU node group node/ creates", setting("nodes.eks"))]
+            if setting("nodes.eks")
+            else []
+        ),
         default_line(
             "gpuAllocation",
             "device-plugin | dra (NVIDIA's DRA driver, Kubernetes 1.34+; then drop devicePlugin.enabled)",
@@ -263,9 +271,7 @@ def starter(
         ("devicePlugin:", ""),
         line(
             "devicePlugin.enabled",
-            "GKE runs its own device plugin on GPU nodes"
-            if gke_plugin
-            else "NVIDIA's device plugin",
+            plugin_notes.get(facts.devicePluginProvider, "NVIDIA's device plugin"),
             setting("devicePlugin.enabled", True),
         ),
         default_line(
@@ -273,7 +279,10 @@ def starter(
         ),
         default_line(
             "devicePlugin.deviceListStrategy",
-            "auto (cdi-annotations and cdi-cri with the toolkit, else envvar) | "
+            "auto (Bottlerocket's default, volume-mounts) | "
+            + " | ".join(bottlerocket.DEVICE_LIST_STRATEGIES)
+            if facts.devicePluginProvider == "bottlerocket"
+            else "auto (cdi-annotations and cdi-cri with the toolkit, else envvar) | "
             + " | ".join(
                 c for c in field_choices("devicePlugin.deviceListStrategy") if c != "auto"
             ),
@@ -331,7 +340,7 @@ def starter(
         ("toolkit:", ""),
         default_line("toolkit.enabled", _toolkit_note(facts)),
         ("validator:", ""),
-        default_line("validator.enabled", _validator_note(facts)),
+        default_line("validator.enabled", _validator_note(facts, setting("validator.enabled"))),
     ]
     header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
     return header + "".join(_line(text, comment) for text, comment in lines)
@@ -345,7 +354,9 @@ def _toolkit_note(facts: ProfileFacts) -> str:
     return "NVIDIA Container Toolkit DaemonSet: on with a driver container"
 
 
-def _validator_note(facts: ProfileFacts) -> str:
+def _validator_note(facts: ProfileFacts, enabled: object) -> str:
+    if enabled is False:
+        return "NVIDIA's per-node validation: off on this profile"
     # What validator.enabled auto decides with the profile's default driver mode
     # (gpustack.config.validator_finds_driver).
     container = facts.driver.default in ("container", "driver-toolkit")

@@ -194,7 +194,7 @@ def _advertised(stack: Stack) -> tuple[str, int] | None:
     if plugin.migStrategy != "none":
         return None
     sharing = plugin.sharing
-    if not plugin.enabled or sharing.strategy == "none":
+    if not stack.nvidia_plugin_serves or sharing.strategy == "none":
         # GKE's own plugin advertises one nvidia.com/gpu per GPU.
         return "nvidia_com_gpu", 1
     # k8s-device-plugin: each GPU is advertised `replicas` times, as nvidia.com/gpu.shared with

@@ -242,10 +242,11 @@ def build(stack: Stack) -> list[dict[str, Any]]:
 
 
 def _security_context(stack: Stack) -> dict[str, Any]:
-    if stack.facts.driver.hostMount is not None:
-        # No nvidia runtime injects /dev/nvidia* here (GKE), and the exporter requests no GPU for
-        # the platform's device plugin to hand it: only a privileged container sees the device
-        # nodes of every GPU (prometheus-engine nvidia-dcgm example runs it privileged).
+    if stack.facts.driver.hostMount is not None or not stack.facts.runtime.unprivilegedEnvvar:
+        # No nvidia runtime injects /dev/nvidia* here (GKE), or it does so only for privileged
+        # containers (Bottlerocket: NVIDIA/dcgm-exporter #279), and the exporter requests no GPU
+        # for the platform's device plugin to hand it: only a privileged container sees the
+        # device nodes of every GPU (prometheus-engine nvidia-dcgm example runs it privileged).
         return {"privileged": True}
     security: dict[str, Any] = {
         # The embedded DCGM host engine runs as root and needs SYS_ADMIN for the DCGM_FI_PROF_*

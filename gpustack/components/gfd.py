@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack import emit
 from gpustack.components import device_plugin, validator
 from gpustack.components.nfd import FEATURES_D
 from gpustack.config import Stack
+from gpustack.decorate import ignore
 from gpustack.workload import (
     cluster_role_with_binding,
+    config_map,
     daemonset,
     driver_mount,
     gpu_pod_spec,
@@ -28,6 +31,8 @@ from gpustack.workload import (
 
 NAME = "gpu-feature-discovery"
 COMMAND = "/usr/bin/gpu-feature-discovery"
+# GFD's own config where the device plugin is the node OS's (Bottlerocket) and shares GPUs.
+CONFIG_MAP = "gpu-feature-discovery-config"
 
 
 def publishes_node_features(stack: Stack) -> bool:
@@ -66,8 +71,23 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     if stack.pools and stack.config.devicePlugin.enabled:
         # Its config manager watches the node's config label.
         objects += cluster_role_with_binding(stack, NAME, device_plugin.CONFIG_MANAGER_RULES)
+    if _shares_on_the_host(stack):
+        # The sharing Bottlerocket's plugin applies (node/), for GFD's nvidia.com/gpu.replicas
+        # and gpu.sharing-strategy labels; GFD reads only the config file's `sharing`.
+        sharing = device_plugin.plugin_config(stack)["sharing"]
+        document = {"version": "v1", "sharing": sharing}
+        objects.append(config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(document)}))
     objects.append(_daemonset(stack))
     return objects
+
+
+def _shares_on_the_host(stack: Stack) -> bool:
+    plugin = stack.config.devicePlugin
+    return (
+        not plugin.enabled
+        and stack.facts.devicePluginProvider == "bottlerocket"
+        and plugin.sharing.strategy != "none"
+    )
 
 
 def _daemonset(stack: Stack) -> dict[str, Any]:
@@ -110,6 +130,10 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         env.append({"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"})
         volumes.append({"name": "config", "configMap": {"name": device_plugin.CONFIG_MAP}})
         mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
+    elif _shares_on_the_host(stack):
+        env.append({"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"})
+        volumes.append({"name": "config", "configMap": {"name": CONFIG_MAP}})
+        mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
     env += driver_env
     pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
@@ -145,9 +169,14 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             {"privileged": True},
             token=not api,
         )
-    return daemonset(
+    workload = daemonset(
         stack,
         NAME,
         validator.after_toolkit_ready(stack, pod_spec),
         component="gpu-feature-discovery",
     )
+    if plugin.migStrategy != "none" and stack.facts.migPartitioning == "node-settings":
+        # The node OS partitions the GPUs from the settings in node/ (Bottlerocket's MIG
+        # manager), which no manifest shows.
+        ignore(workload, "mig-strategy-without-partitions")
+    return workload

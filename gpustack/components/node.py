@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpustack import emit
+from gpustack import bottlerocket, emit
 from gpustack.components import device_plugin, openshift
 from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
@@ -32,6 +32,9 @@ KUBEADM_V1BETA4_FROM = (1, 31)
 OSTREE_VERSION_LABEL = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
 # Placeholders the user replaces in the GKE node pool files (the README says so).
 CLUSTER, LOCATION = "CLUSTER", "LOCATION"
+# ... and in the EKS node group file (eksctl ClusterConfig metadata.name and .region, both
+# required: eksctl-io/eksctl pkg/apis/eksctl.io/v1alpha5/types.go ClusterMeta).
+REGION = "REGION"
 
 Files = dict[str, str]
 Where = list[tuple[str, str]]  # (file name, where it goes and what it does)
@@ -887,7 +890,174 @@ def _rhcos_builds(stack: Stack) -> list[str]:
     return [driver.rhcosVersion] if driver.rhcosVersion else []
 
 
+# ---------------------------------------------------------------------------------------------
+# EKS: a managed node group carries the taints and labels (EKS CreateNodegroup `taints` and
+# `labels`, amazon-eks-user-guide node-taints-managed-node-groups.adoc), written as eksctl's
+# ClusterConfig; on Bottlerocket the node settings of its device plugin go with it.
+
+
+def _eks_node_group(stack: Stack) -> dict[str, Any]:
+    """One eksctl managed node group (eksctl-io/eksctl pkg/apis/eksctl.io/v1alpha5/types.go
+    ManagedNodeGroup, NodeGroupBase, NodeGroupTaint, NodeGroupBottlerocket; 99984ad)."""
+    group = stack.config.nodes.eks
+    if group is None:  # config loading requires it on EKS profiles
+        raise ValueError("nodes.eks is not set")
+    node_group: dict[str, Any] = {
+        "name": f"{stack.name}-gpu",
+        # eksctl picks the family's NVIDIA AMI for a GPU instance type (pkg/ami/auto_resolver.go
+        # IsNvidiaInstanceType; ssm_resolver.go AL2023 .../nvidia/recommended, Bottlerocket
+        # aws-k8s-<version>-nvidia).
+        "amiFamily": stack.facts.amiFamily,
+        "instanceType": group.instanceType,
+    }
+    labels = _node_labels(stack)
+    if labels:
+        node_group["labels"] = labels
+    if stack.config.nodes.taints:
+        node_group["taints"] = _taint_objects(stack)
+    if stack.facts.devicePluginProvider == "bottlerocket":
+        node_group["bottlerocket"] = {"settings": _bottlerocket_settings(stack)["settings"]}
+    return {
+        "apiVersion": "eksctl.io/v1alpha5",
+        "kind": "ClusterConfig",
+        "metadata": {
+            "name": CLUSTER,
+            "region": REGION,
+            "version": stack.config.platform.kubernetesVersion,
+        },
+        "managedNodeGroups": [node_group],
+    }
+
+
+def _nodeadm_config(stack: Stack) -> dict[str, Any]:
+    """The kubelet flags nodeadm appends to its defaults (awslabs/amazon-eks-ami
+    nodeadm/api/v1alpha1/nodeconfig_types.go KubeletOptions.Flags, group node.eks.aws; 81fec2e):
+    the taints and labels of a node no managed node group or Karpenter NodePool registers."""
+    flags = []
+    labels = _label_strings(stack)
+    if labels:
+        flags.append(f"--node-labels={','.join(labels)}")
+    taints = _taint_strings(stack)
+    if taints:
+        flags.append(f"--register-with-taints={','.join(taints)}")
+    return {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"kubelet": {"flags": flags}},
+    }
+
+
+def _bottlerocket_settings(stack: Stack) -> dict[str, Any]:
+    settings: dict[str, Any] = bottlerocket.device_plugin_settings(stack.config)
+    for key in reversed(bottlerocket.SETTINGS):
+        settings = {key: settings}
+    return settings
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value))  # a TOML basic string is a JSON string
+
+
+def _toml_key(key: str) -> str:
+    return key if all(c.isalnum() or c in "-_" for c in key) else json.dumps(key)
+
+
+def _toml(table: dict[str, Any], path: tuple[str, ...] = ()) -> list[str]:
+    """TOML tables for nested mappings of strings, numbers and booleans: what Bottlerocket's
+    user data takes."""
+    lines: list[str] = []
+    scalars = {key: value for key, value in table.items() if not isinstance(value, dict)}
+    if scalars and path:
+        lines.append(f"[{'.'.join(_toml_key(part) for part in path)}]")
+    lines += [f"{_toml_key(key)} = {_toml_value(value)}" for key, value in scalars.items()]
+    for key, value in table.items():
+        if isinstance(value, dict):
+            if lines:
+                lines.append("")
+            lines += _toml(value, (*path, key))
+    return lines
+
+
+def _eks(stack: Stack) -> tuple[Files, Where, Notes]:
+    group = stack.config.nodes.eks
+    assert group is not None  # config loading requires it on EKS profiles
+    on_bottlerocket = stack.facts.devicePluginProvider == "bottlerocket"
+    files = {"eksctl-nodegroup.yaml": _yaml(_eks_node_group(stack))}
+    where = [
+        (
+            "eksctl-nodegroup.yaml",
+            f"replace CLUSTER and REGION and run `eksctl create nodegroup -f "
+            f"eksctl-nodegroup.yaml`: a managed node group of {group.instanceType} with the "
+            f"`{stack.facts.amiFamily}` AMI family, for which eksctl picks the NVIDIA AMI, and "
+            "the taints and labels the manifests expect. EKS applies them to each node when it "
+            "registers; to change them later, update the node group (EKS "
+            "`UpdateNodegroupConfig`, or the EKS console). Merge "
+            "`managedNodeGroups` into your own ClusterConfig to keep one file per cluster",
+        )
+    ]
+    notes = []
+    if on_bottlerocket:
+        files["bottlerocket-settings.toml"] = (
+            HEADER + "\n".join(_toml(_bottlerocket_settings(stack))) + "\n"
+        )
+        where.append(
+            (
+                "bottlerocket-settings.toml",
+                "the same device plugin settings as Bottlerocket user data, for nodes eksctl does "
+                "not create: a Karpenter `EC2NodeClass` takes it as `spec.userData` (with the "
+                "taints and labels in the NodePool's `spec.template`), a launch template of "
+                "self-managed nodes as its user data. Bottlerocket merges it over its defaults "
+                "when the node boots",
+            )
+        )
+        notes.append(_bottlerocket_note(stack))
+    else:
+        files["nodeadm-nodeconfig.yaml"] = _yaml(_nodeadm_config(stack))
+        where.append(
+            (
+                "nodeadm-nodeconfig.yaml",
+                "for self-managed nodes (a launch template of your own): the same taints and "
+                "labels as kubelet flags, a `NodeConfig` document to add to the user data beside "
+                "the one naming the cluster (nodeadm merges them); managed node groups and "
+                "Karpenter, whose NodePool `spec.template` carries taints and labels, need none",
+            )
+        )
+        image = stack.facts.driver.nodeImage or "the node image"
+        notes.append(
+            f"Container runtime: nothing to do on the nodes. {image[0].upper()}{image[1:]} ships "
+            "the driver and the NVIDIA Container Toolkit, and nodeadm makes `nvidia` "
+            f"containerd's default runtime at every boot (`{stack.facts.runtime.containerdConfig}`"
+            "), so GPU pods name no RuntimeClass. The AMI is the unit of upgrade: a new AMI "
+            "release (a managed node group update) brings a new driver and toolkit and replaces "
+            "the nodes."
+        )
+    return files, where, notes
+
+
+def _bottlerocket_note(stack: Stack) -> str:
+    plugin = stack.config.devicePlugin
+    parts = [
+        "Device plugin: Bottlerocket runs NVIDIA's device plugin as the host service "
+        "`nvidia-k8s-device-plugin`, configured by `settings.kubelet-device-plugins.nvidia`; "
+        "gpustack renders no plugin DaemonSet, and the `devicePlugin` section of the config "
+        "becomes these settings. Bottlerocket restarts the service when a setting changes "
+        "(`apiclient set` on a running node); a new setting in the node group's user data "
+        "reaches new nodes, so roll the node group."
+    ]
+    if plugin.migStrategy == "single":
+        parts.append(
+            "MIG: Bottlerocket's MIG manager (`nvidia-migmanager.service`) partitions the GPUs "
+            "at boot from `mig.profile`; a changed profile takes effect when the node reboots."
+        )
+    return " ".join(parts)
+
+
 _WRITERS = {
+    "eks-node-group": _eks,
     "kubeadm-join": _kubeadm,
     "rke2-agent-config": _rancher,
     "k3s-agent-config": _rancher,

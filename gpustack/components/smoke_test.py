@@ -50,7 +50,7 @@ def resource(stack: Stack) -> str:
         return stack.config.smokeTest.resource
     canaries = canary_pools(stack)
     sharing = stack.config.pool_sharing(canaries[0] if canaries else None)
-    if stack.config.devicePlugin.enabled and sharing.strategy != "none" and sharing.renameByDefault:
+    if stack.nvidia_plugin_serves and sharing.strategy != "none" and sharing.renameByDefault:
         return f"{GPU_RESOURCE}.shared"
     return GPU_RESOURCE
 
