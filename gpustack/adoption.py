@@ -73,8 +73,7 @@ def load(text: str, output_file: Path | None, profiles_dir: Path | None) -> Stac
             f"the imported config is not valid: {problem.message}",
             None,
             field=problem.field,
-            hint="the report above lists what was imported; say --profile another platform, "
-            "or import fewer inputs",
+            hint="give --profile another platform, or fewer inputs",
         ) from None
 
 

@@ -343,6 +343,7 @@ class _Import:
         self.entries: list[Entry] = []
         self.expected: dict[str, str] = {}
         self.done: set[tuple[int, Path_]] = set()  # (input id, path) given an outcome
+        self.mapped_at: dict[str, list[int]] = {}  # config field -> its entries
 
     # -- outcomes -------------------------------------------------------------------------
     def _entry(
@@ -379,19 +380,30 @@ class _Import:
         """Map the field at `path` to the config field `target`; the same value as gpustack's
         default is left out of the config."""
         known = self.settings.get(target)
+        origin = source.shown(path)
         if known is not None and known[0] != value:
-            self.dropped(
-                source, path, f"{target} is already taken from {known[1][0]}, which is kept"
-            )
-            return
+            # A later input overrides an earlier one, as a kustomize patch or a second values
+            # file does: the earlier field is reported as overridden.
+            for index in self.mapped_at.pop(target, []):
+                entry = self.entries[index]
+                self.entries[index] = Entry(
+                    entry.input,
+                    entry.field,
+                    entry.location,
+                    "dropped",
+                    target,
+                    f"overridden by {origin}",
+                )
+            known = None
+            del self.settings[target]
         if known is None and self.gpustack_default(target) == value:
             self._entry(source, path, "default", target, why or f"{target} is the same")
             return
-        origin = source.shown(path)
         if known is None:
             self.settings[target] = (value, [origin])
         elif origin not in known[1]:
             known[1].append(origin)
+        self.mapped_at.setdefault(target, []).append(len(self.entries))
         self._entry(source, path, "mapped", target, why or None)
 
     # -- the walk -------------------------------------------------------------------------
@@ -809,12 +821,16 @@ def _operator(
     strategy = get("mig", "strategy")
     if strategy in ("none", "single", "mixed"):
         state.set(source, at("mig", "strategy"), "devicePlugin.migStrategy", strategy)
-    state.expected["plugin migStrategy"] = strategy if isinstance(strategy, str) else "none"
-    state.expected["plugin sharing"] = "none"
-    toolkit_on = get("toolkit", "enabled") is not False
+    # What a later input (a kustomize patch) leaves out keeps an earlier input's value.
+    if isinstance(strategy, str):
+        state.expected["plugin migStrategy"] = strategy
+    state.expected.setdefault("plugin migStrategy", "none")
+    state.expected.setdefault("plugin sharing", "none")
     # cdi.enabled defaults to true (clusterpolicy_types.go CDIConfigSpec.Enabled, v26.7.0); the
     # toolkit writes the CDI specs.
-    state.expected["CDI"] = "on" if toolkit_on and cdi is not False else "off"
+    if present("toolkit", "enabled") or present("cdi", "enabled") or "CDI" not in state.expected:
+        toolkit_on = get("toolkit", "enabled") is not False
+        state.expected["CDI"] = "on" if toolkit_on and cdi is not False else "off"
     _device_plugin_config(state, source, spec, plugin_configs)
     # MIG manager.
     mig_enabled = get("migManager", "enabled")
@@ -864,9 +880,9 @@ def _operator(
             "a ConfigMap of custom counters: gpustack renders its own counters list (the one "
             "its alerts and dashboard read); a `patches:` entry can change it",
         )
-    state.expected["exporter counters"] = (
-        f"ConfigMap {counters}" if counters else "the exporter image's default counters"
-    )
+    if counters:
+        state.expected["exporter counters"] = f"ConfigMap {counters}"
+    state.expected.setdefault("exporter counters", "the exporter image's default counters")
     monitor = get("dcgmExporter", "serviceMonitor", "enabled")
     if isinstance(monitor, bool):
         state.set(
@@ -915,9 +931,9 @@ def _operator(
     runtime_class = get("operator", "runtimeClass")
     if isinstance(runtime_class, str) and runtime_class:
         state.set(source, at("operator", "runtimeClass"), "runtimeClass.name", runtime_class)
-    state.expected["runtime class"] = (
-        runtime_class if isinstance(runtime_class, str) and runtime_class else "nvidia"
-    )
+    if isinstance(runtime_class, str) and runtime_class:
+        state.expected["runtime class"] = runtime_class
+    state.expected.setdefault("runtime class", "nvidia")
     _daemonsets(state, source, spec)
     _registries(state, source, spec)
 
@@ -947,9 +963,12 @@ def _versions(state: _Import, source: Input, spec: dict[str, Any], driver_on: bo
             isinstance(node, dict) and node.get("enabled") is True
         ):
             off = True
-        state.expected[f"{component} image"] = (
-            "not run" if off else f"{repository}/{image}:{version}"
+        aspect = f"{component} image"
+        explicit = isinstance(node, dict) and bool(
+            {"enabled", "repository", "image", "version"} & set(node)
         )
+        if explicit or aspect not in state.expected:
+            state.expected[aspect] = "not run" if off else f"{repository}/{image}:{version}"
         if not isinstance(node, dict) or "version" not in node:
             continue
         where = (*root, *path, "version")
@@ -1520,7 +1539,6 @@ _NOT_CARRIED: list[tuple[str, str]] = [
         "migManager.gpuClientsConfig.**",
         "a GPU clients ConfigMap: gpustack's MIG manager knows the GPU clients it renders",
     ),
-    ("validator.**", "gpustack's validator runs the checks the profile needs"),
     ("*.imagePullPolicy", "gpustack pulls by the Kubernetes default (IfNotPresent for a tag)"),
     ("*.hostNetwork", "gpustack's GPU pods run in the pod network"),
     ("*.args", "no gpustack setting: a `patches:` entry can add arguments"),
@@ -1530,6 +1548,7 @@ _NOT_CARRIED: list[tuple[str, str]] = [
     ("*.livenessProbe", "gpustack's driver probes are upstream's"),
     ("*.readinessProbe", "gpustack's driver probes are upstream's"),
     ("*.config.name", "no gpustack setting"),
+    ("validator.**", "gpustack's validator runs the checks the profile needs"),
     # The device-plugin chart.
     ("compatWithCPUManager", "gpustack's plugin passes no device specs (the CPU manager works)"),
     ("failOnInitError", "gpustack's plugin fails on an init error"),
@@ -1578,6 +1597,17 @@ def _leftovers(
 ) -> None:
     if source.kind == PLUGIN_CONFIG:
         return
+    entries = source.data.get("data") if source.kind == CONFIG_MAP else None
+    if isinstance(entries, dict) and (id(source), ("data",)) not in state.done:
+        owner = source.name.removeprefix("ConfigMap ")
+        for key in entries:
+            if (owner, str(key)) in plugin_configs:
+                why = "a plugin config in a ConfigMap no input's devicePlugin.config.name names"
+            else:
+                why = "not a device plugin config (`version: v1`)"
+            if (id(source), ("data", str(key))) not in state.done:
+                state.dropped(source, ("data", str(key)), why)
+        state.done.add((id(source), ("data",)))
     for path, value in list(state.leaves(source)):
         relative = path[len(source.root) :] if path[: len(source.root)] == source.root else path
         if source.kind == CONFIG_MAP:
@@ -1589,7 +1619,14 @@ def _leftovers(
             why = next(
                 (reason for pattern, reason in _NOT_CARRIED if _matches(pattern, path)), None
             )
-        if relative and relative[-1] == "enabled" and value is False and why is not None:
+        sandbox = _at(source.data, (*source.root, "sandboxWorkloads", "enabled")) is True
+        if relative and relative[0] in _SANDBOX and not sandbox and why is not None:
+            state.default(
+                source, path, "runs only with sandboxWorkloads.enabled, which is off here"
+            )
+        elif relative == ("devicePlugin", "mps", "root") and value == "/run/nvidia/mps":
+            state.default(source, path, "gpustack's MPS root too")
+        elif relative and relative[-1] == "enabled" and value is False and why is not None:
             state.default(source, path, "off, as in gpustack")
         elif _empty(value) and (
             why is not None
@@ -1598,13 +1635,13 @@ def _leftovers(
         ):
             state.default(source, path, "unset")
         elif relative[-1:] == ("resources",) and isinstance(value, dict):
-            section = _resource_section(relative)
+            section = None if why and relative[0] == "operator" else _resource_section(relative)
             if section and value:
                 state.set(source, path, f"{section}.resources", value)
             elif section:
                 state.default(source, path, "gpustack's own requests")
             else:
-                state.dropped(source, path, "no gpustack setting")
+                state.dropped(source, path, why or "no gpustack setting")
         elif relative[-1:] == ("version",) and why is not None:
             state.dropped(source, path, why)
         elif why is not None:
@@ -1647,6 +1684,19 @@ _SPEC_FIELDS = {
     "ccManager",
     "hostPaths",
     "kataSandboxDevicePlugin",
+}
+
+
+# The operator's components for VMs and confidential computing: they run only with sandbox
+# workloads on (clusterpolicy_types.go SandboxWorkloadsSpec, v26.7.0).
+_SANDBOX = {
+    "vgpuManager",
+    "vgpuDeviceManager",
+    "vfioManager",
+    "sandboxDevicePlugin",
+    "kataSandboxDevicePlugin",
+    "kataManager",
+    "ccManager",
 }
 
 
