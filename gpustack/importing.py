@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -179,8 +178,9 @@ def _object(data: Any, source: SourceMap, prefix: Path_, stem: str) -> Input:
     if not isinstance(data, dict):
         raise UserError("a List item is not a mapping", source.nearest(prefix))
     kind, api_version = data.get("kind"), str(data.get("apiVersion", ""))
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    name = metadata.get("name") if isinstance(metadata.get("name"), str) else ""
+    metadata: dict[str, Any] = data.get("metadata") or {}
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    name = name if isinstance(name, str) else ""
     shown = name if re.fullmatch(DNS1123_LABEL, name or "-") else "(unnamed)"
     if kind == CLUSTER_POLICY and api_version.startswith("nvidia.com/"):
         return Input(CLUSTER_POLICY, CLUSTER_POLICY, data, source, prefix, ("spec",))
@@ -260,7 +260,7 @@ def profile_signals(inputs: list[Input]) -> list[Signal]:
         def value(*path: str, spec: Any = spec) -> Any:
             return _at(spec, path)
 
-        def named(*path: str, each: Input = each) -> str:
+        def named(*path: str | int, each: Input = each) -> str:
             return each.shown((*each.root, *path))
 
         if value("operator", "use_ocp_driver_toolkit") is True:
@@ -520,10 +520,9 @@ def import_inputs(
         elif each.kind == PLUGIN_VALUES:
             _plugin_chart(state, each, plugin_configs)
     for each in inputs:
-        if each.kind == PLUGIN_CONFIG and not any(
-            config.source is each for config in plugin_configs.values()
-        ):
-            _plugin_config(state, each, "default")
+        reported = any(done[0] == id(each) for done in state.done)
+        if each.kind == PLUGIN_CONFIG and not reported:
+            _plugin_config(state, PluginConfig(each, (), each.data), "default")
         _leftovers(state, each, plugin_configs)
     config = state.config()
     config.insert(0, "apiVersion", API_VERSION)
@@ -596,7 +595,7 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
 
     whole = base != ()  # a ConfigMap entry is one field of its input: say what became of it
     notes: list[str] = []
-    flags = value("flags") if isinstance(value("flags"), dict) else {}
+    flags: dict[str, Any] = value("flags") if isinstance(value("flags"), dict) else {}
     strategy = flags.get("migStrategy")
     if strategy in ("none", "single", "mixed"):
         if whole:
@@ -604,7 +603,8 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
             _set_quiet(state, source, base, "devicePlugin.migStrategy", strategy)
         else:
             state.set(source, ("flags", "migStrategy"), "devicePlugin.migStrategy", strategy)
-    plugin = flags.get("plugin") if isinstance(flags.get("plugin"), dict) else {}
+    plugin: dict[str, Any] = flags.get("plugin") or {}
+    plugin = plugin if isinstance(plugin, dict) else {}
     list_strategy = plugin.get("deviceListStrategy")
     if isinstance(list_strategy, str) and list_strategy in (
         "envvar",
@@ -731,6 +731,7 @@ def _operator(
     # Driver.
     enabled = get("driver", "enabled")
     ocp_toolkit = get("operator", "use_ocp_driver_toolkit") is True
+    mode: str
     if enabled is False:
         mode = "preinstalled" if "preinstalled" in facts.driver.modes else facts.driver.default
         state.set(source, at("driver", "enabled"), "driver.mode", mode)
@@ -1285,10 +1286,11 @@ def _device_plugin_config(
 
 
 def _expected_plugin(state: _Import, data: dict[str, Any]) -> None:
-    flags = data.get("flags") if isinstance(data.get("flags"), dict) else {}
-    if flags.get("migStrategy"):
+    flags: dict[str, Any] = data.get("flags") or {}
+    if isinstance(flags, dict) and flags.get("migStrategy"):
         state.expected["plugin migStrategy"] = str(flags["migStrategy"])
-    sharing = data.get("sharing") if isinstance(data.get("sharing"), dict) else {}
+    sharing: dict[str, Any] = data.get("sharing") or {}
+    sharing = sharing if isinstance(sharing, dict) else {}
     for key, strategy in (("timeSlicing", "time-slicing"), ("mps", "mps")):
         shared = sharing.get(key)
         if isinstance(shared, dict):
@@ -1602,17 +1604,17 @@ def _leftovers(
         owner = source.name.removeprefix("ConfigMap ")
         for key in entries:
             if (owner, str(key)) in plugin_configs:
-                why = "a plugin config in a ConfigMap no input's devicePlugin.config.name names"
+                unread = "a plugin config in a ConfigMap no input's devicePlugin.config.name names"
             else:
-                why = "not a device plugin config (`version: v1`)"
+                unread = "not a device plugin config (`version: v1`)"
             if (id(source), ("data", str(key))) not in state.done:
-                state.dropped(source, ("data", str(key)), why)
+                state.dropped(source, ("data", str(key)), unread)
         state.done.add((id(source), ("data",)))
     for path, value in list(state.leaves(source)):
         relative = path[len(source.root) :] if path[: len(source.root)] == source.root else path
         if source.kind == CONFIG_MAP:
             relative = path
-        why = next(
+        why: str | None = next(
             (reason for pattern, reason in _NOT_CARRIED if _matches(pattern, relative)), None
         )
         if why is None and path[: len(source.root)] != source.root:
@@ -1642,8 +1644,6 @@ def _leftovers(
                 state.default(source, path, "gpustack's own requests")
             else:
                 state.dropped(source, path, why or "no gpustack setting")
-        elif relative[-1:] == ("version",) and why is not None:
-            state.dropped(source, path, why)
         elif why is not None:
             state.dropped(source, path, why)
         else:
@@ -1732,5 +1732,6 @@ def report_text(imported: Imported, shown: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stem(file: str) -> str:
-    return PurePosixPath(file).stem
+def config_name(stem: str | None) -> str:
+    """metadata.name: the -o file's name where it is a DNS label, else `imported`."""
+    return stem if stem and re.fullmatch(DNS1123_LABEL, stem) and len(stem) <= 63 else "imported"

@@ -57,7 +57,7 @@ def command(
     """Write a gpustack config equivalent to a GPU Operator or device-plugin chart install."""
     import json
 
-    from gpustack import adoption, emit, importing, profiles
+    from gpustack import adoption, importing, profiles
     from gpustack.errors import display_path
 
     documents, stems = adoption.read_inputs(files)
@@ -67,11 +67,7 @@ def command(
     else:
         reason = "given with --profile"
     loaded, _ = profiles.load(profile, profiles_dir)
-    name = "imported"
-    if output_file is not None and importing.re.fullmatch(
-        importing.DNS1123_LABEL, output_file.stem
-    ):
-        name = output_file.stem
+    name = importing.config_name(output_file.stem if output_file else None)
     imported = importing.import_inputs(inputs, loaded, reason, name)
     text = adoption.config_text(imported, [display_path(each) for each in files])
     stack = adoption.load(text, output_file, profiles_dir)
@@ -96,4 +92,3 @@ def command(
             typer.echo(adoption.differences_text(differences), err=True, nl=False)
     if output_file is not None:
         typer.echo(f"wrote {display_path(output_file)}", err=True)
-    del emit
