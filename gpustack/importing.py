@@ -376,6 +376,18 @@ class _Import:
         except KeyError:
             return _MISSING
 
+    def auto(self, target: str) -> Any:
+        """What a setting left at `auto` comes to on this profile with the settings so far
+        (config.Stack: toolkit_enabled, monitor); None where it depends on more."""
+        facts = self.profile.facts
+        if target == "toolkit.enabled":
+            mode = self.settings.get("driver.mode", (facts.driver.default,))[0]
+            required = facts.runtime.toolkit is not None and facts.runtime.toolkit.required
+            return mode in ("container", "driver-toolkit") or required
+        if target == "dcgmExporter.monitor":
+            return facts.monitoring
+        return None
+
     def set(self, source: Input, path: Path_, target: str, value: Any, why: str = "") -> None:
         """Map the field at `path` to the config field `target`; the same value as gpustack's
         default is left out of the config."""
@@ -398,6 +410,9 @@ class _Import:
             del self.settings[target]
         if known is None and self.gpustack_default(target) == value:
             self._entry(source, path, "default", target, why or f"{target} is the same")
+            return
+        if known is None and self.gpustack_default(target) == "auto" and self.auto(target) == value:
+            self._entry(source, path, "default", target, f"what {target} auto gives here")
             return
         if known is None:
             self.settings[target] = (value, [origin])
@@ -547,31 +562,43 @@ class PluginConfig:
 
 
 def _plugin_configs(inputs: list[Input]) -> dict[tuple[str, str], PluginConfig]:
-    """Plugin configs by (ConfigMap or chart, entry name): ('', stem) for a file of its own."""
+    """Plugin configs by (owner, entry name): the owner is the ConfigMap's name, the chart's
+    values (`config.map`, the operator chart's `devicePlugin.config.data`), or '' for a file
+    of its own (named by its file name)."""
     found: dict[tuple[str, str], PluginConfig] = {}
     for each in inputs:
         if each.kind == PLUGIN_CONFIG:
             found[("", each.name.removeprefix("plugin config "))] = PluginConfig(
                 each, (), each.data
             )
-        entries: Any = None
-        owner = ""
-        if each.kind == CONFIG_MAP:
-            entries, owner = each.data.get("data"), each.name.removeprefix("ConfigMap ")
-            base: Path_ = ("data",)
+        elif each.kind == CONFIG_MAP:
+            found |= _configs_at(each, ("data",), each.name.removeprefix("ConfigMap "))
         elif each.kind == PLUGIN_VALUES:
-            entries, owner = _at(each.data, ("config", "map")), PLUGIN_VALUES
-            base = ("config", "map")
-        if not isinstance(entries, dict):
+            found |= _configs_at(each, ("config", "map"), PLUGIN_VALUES)
+        else:
+            found |= _configs_at(each, (*each.root, "devicePlugin", "config", "data"), each.name)
+    return found
+
+
+def _configs_at(source: Input, base: Path_, owner: str) -> dict[tuple[str, str], PluginConfig]:
+    """The plugin configs in the mapping of texts at `base` (an entry that is not one YAML
+    mapping is left for the report to name)."""
+    entries = _at(source.data, base)
+    found: dict[tuple[str, str], PluginConfig] = {}
+    for key, text in entries.items() if isinstance(entries, dict) else ():
+        if not isinstance(text, str):
             continue
-        for key, text in entries.items():
-            if not isinstance(text, str):
-                continue
-            path = (*base, str(key))
-            shown = str(each.location(path))
-            parsed = [doc.data for doc in load_all_text(text, shown) if doc.data is not None]
-            if len(parsed) == 1 and isinstance(parsed[0], dict):
-                found[(owner, str(key))] = PluginConfig(each, path, parsed[0])
+        path = (*base, str(key))
+        try:
+            parsed = [
+                doc.data
+                for doc in load_all_text(text, str(source.location(path)))
+                if doc.data is not None
+            ]
+        except UserError:
+            continue
+        if len(parsed) == 1 and isinstance(parsed[0], dict):
+            found[(owner, str(key))] = PluginConfig(source, path, parsed[0])
     return found
 
 
@@ -728,6 +755,7 @@ def _operator(
         return isinstance(parent, dict) and path[-1] in parent
 
     facts = state.profile.facts
+    _operator_version(state, source)
     # Driver.
     enabled = get("driver", "enabled")
     ocp_toolkit = get("operator", "use_ocp_driver_toolkit") is True
@@ -838,10 +866,13 @@ def _operator(
     if isinstance(mig_enabled, bool):
         # The operator runs it only on MIG-capable nodes (nvidia.com/mig.capable); gpustack's
         # `auto` runs it with a MIG strategy.
-        wanted = "auto" if mig_enabled and strategy in ("single", "mixed") else mig_enabled
-        if mig_enabled and strategy in (None, "none") and present("mig", "strategy"):
-            wanted = "auto"
-        state.set(source, at("migManager", "enabled"), "migManager.enabled", wanted)
+        state.set(
+            source,
+            at("migManager", "enabled"),
+            "migManager.enabled",
+            "auto" if mig_enabled else False,
+            "runs with a MIG strategy" if mig_enabled else "",
+        )
     default_config = get("migManager", "config", "default")
     if isinstance(default_config, str) and default_config:
         state.set(
@@ -937,6 +968,41 @@ def _operator(
     state.expected.setdefault("runtime class", "nvidia")
     _daemonsets(state, source, spec)
     _registries(state, source, spec)
+
+
+# The labels the operator's chart puts on its ClusterPolicy (deployments/gpu-operator/templates/
+# _helpers.tpl gpu-operator.labels, v26.7.0): the release it was installed with.
+_VERSION_LABELS = ("app.kubernetes.io/version", "helm.sh/chart")
+
+
+def _operator_version(state: _Import, source: Input) -> None:
+    labels = _at(source.data, ("metadata", "labels"))
+    if source.kind != CLUSTER_POLICY or not isinstance(labels, dict):
+        return
+    for label in _VERSION_LABELS:
+        written = labels.get(label)
+        found = re.search(
+            r"v?([0-9]+\.[0-9]+\.[0-9]+)$", written if isinstance(written, str) else ""
+        )
+        if found is None:
+            continue
+        version = f"v{found.group(1)}"
+        if version == OPERATOR_VERSION:
+            state.default(
+                source,
+                ("metadata", "labels"),
+                f"installed by GPU Operator {OPERATOR_VERSION}, whose defaults fill in what the "
+                "ClusterPolicy leaves out",
+            )
+        else:
+            state.dropped(
+                source,
+                ("metadata", "labels"),
+                f"installed by GPU Operator {version}: what the ClusterPolicy leaves out is "
+                f"taken at {OPERATOR_VERSION}'s defaults, the release the importer knows; "
+                "compare the versions with --check",
+            )
+        return
 
 
 def _image(spec: dict[str, Any], component: str) -> tuple[str, str, str]:
@@ -1227,35 +1293,16 @@ def _device_plugin_config(
     if not isinstance(config, dict):
         return
     name, default = config.get("name"), config.get("default")
-    chart_map = config.get("data")  # the operator chart's devicePlugin.config.data
-    if isinstance(chart_map, dict) and chart_map:
-        plugin_configs.update(
-            {
-                key: value
-                for key, value in _plugin_configs(
-                    [
-                        Input(
-                            PLUGIN_VALUES,
-                            source.name,
-                            {"config": {"map": chart_map}},
-                            source.source,
-                            (*source.prefix, *base[:-1]),
-                        )
-                    ]
-                ).items()
-            }
-        )
-        owner = source.name
-    else:
-        owner = str(name) if name else ""
-    if not name and not (isinstance(chart_map, dict) and chart_map):
+    # The operator chart's own ConfigMap (devicePlugin.config.create and .data), or one the
+    # ClusterPolicy names.
+    chart_data = isinstance(config.get("data"), dict) and bool(config["data"])
+    owner = source.name if chart_data else str(name or "")
+    if not owner:
         for key in config:
             state.default(source, (*base, str(key)), "no plugin config: gpustack's own")
         return
     mine = {
-        entry: each
-        for (config_map, entry), each in plugin_configs.items()
-        if config_map in (owner, PLUGIN_VALUES)
+        entry: each for (config_map, entry), each in plugin_configs.items() if config_map == owner
     }
     if not mine:
         state.dropped(
@@ -1269,6 +1316,8 @@ def _device_plugin_config(
                 state.dropped(source, (*base, str(key)), "its ConfigMap is not among the inputs")
         return
     chosen = str(default) if default else (next(iter(mine)) if len(mine) == 1 else "")
+    if chosen not in mine:
+        chosen = ""
     for key in config:
         if key in ("name", "default", "create", "data"):
             state._entry(
@@ -1276,13 +1325,14 @@ def _device_plugin_config(
                 (*base, str(key)),
                 "mapped" if chosen else "dropped",
                 "devicePlugin" if chosen else None,
-                None if chosen else "no default plugin config named, and more than one given",
+                None if chosen else "names no plugin config among the inputs as the default",
             )
         else:
             state.dropped(source, (*base, str(key)), "no gpustack setting")
     for entry, each in sorted(mine.items()):
         _plugin_config(state, each, "default" if entry == chosen else "other")
-        _expected_plugin(state, each.data) if entry == chosen else None
+        if entry == chosen:
+            _expected_plugin(state, each.data)
 
 
 def _expected_plugin(state: _Import, data: dict[str, Any]) -> None:
@@ -1383,11 +1433,9 @@ def _plugin_chart(
     state: _Import, source: Input, plugin_configs: dict[tuple[str, str], PluginConfig]
 ) -> None:
     data = source.data
-    state.set(source, ("devicePlugin", "enabled"), "devicePlugin.enabled", True) if isinstance(
-        _at(data, ("devicePlugin", "enabled")), bool
-    ) and data["devicePlugin"]["enabled"] else None
-    if _at(data, ("devicePlugin", "enabled")) is False:
-        state.set(source, ("devicePlugin", "enabled"), "devicePlugin.enabled", False)
+    plugin_on = _at(data, ("devicePlugin", "enabled"))
+    if isinstance(plugin_on, bool):
+        state.set(source, ("devicePlugin", "enabled"), "devicePlugin.enabled", plugin_on)
     for key, target in (
         ("migStrategy", "devicePlugin.migStrategy"),
         ("deviceListStrategy", "devicePlugin.deviceListStrategy"),
@@ -1401,14 +1449,21 @@ def _plugin_chart(
     state.expected["CDI"] = (
         "on" if isinstance(list_strategy, str) and list_strategy.startswith("cdi") else "off"
     )
+    # The chart runs the plugin (and GFD with gfd.enabled), nothing else of the stack.
+    for component in OPERATOR_IMAGES:
+        if component not in ("devicePlugin", "gfd"):
+            state.expected.setdefault(f"{component} image", "not run")
+    if _at(data, ("gfd", "enabled")) is not True:
+        state.expected.setdefault("gfd image", "not run")
     tag = _at(data, ("image", "tag"))
     if isinstance(tag, str) and tag:
         state.set(source, ("image", "tag"), "devicePlugin.version", tag)
     repository = _at(data, ("image", "repository"))
     upstream_repository, upstream_tag = PLUGIN_CHART_IMAGE
-    state.expected["devicePlugin image"] = (
-        f"{repository or upstream_repository}:{tag or upstream_tag}"
-    )
+    plugin_image = f"{repository or upstream_repository}:{tag or upstream_tag}"
+    state.expected["devicePlugin image"] = plugin_image
+    if _at(data, ("gfd", "enabled")) is True:
+        state.expected["gfd image"] = plugin_image
     if isinstance(repository, str):
         suffix = upstream_repository.removeprefix(UPSTREAM_REGISTRY)
         if repository == upstream_repository:

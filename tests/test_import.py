@@ -230,7 +230,7 @@ UPSTREAM = [
     (
         "gpu-operator/bundle__csv-alm-example__clusterpolicy-openshift.yaml",
         (),
-        {"platform.profile": "openshift", "dcgmExporter.monitor": "servicemonitor"},
+        {"platform.profile": "openshift", "devicePlugin.migStrategy": "single"},
     ),
     (
         "openshift/gitops-catalog__gpu-operator-certified__instance__base__cluster-policy.yaml",
