@@ -186,6 +186,13 @@ def _object(data: Any, source: SourceMap, prefix: Path_, stem: str) -> Input:
         return Input(CLUSTER_POLICY, CLUSTER_POLICY, data, source, prefix, ("spec",))
     if kind == CONFIG_MAP and api_version == "v1":
         return Input(CONFIG_MAP, f"ConfigMap {shown}", data, source, prefix)
+    if kind == "GPUStack":
+        raise UserError(
+            "is a gpustack config already: import reads what the GPU Operator or the "
+            "device-plugin chart was given",
+            source.nearest((*prefix, "kind")),
+            field="kind",
+        )
     raise UserError(
         "is neither a ClusterPolicy (nvidia.com/v1) nor a ConfigMap holding device plugin "
         "configs; other objects are not imported",
@@ -821,7 +828,15 @@ def _operator(
     _upgrade(state, source, spec)
     _manager_env(state, source, get("driver", "manager", "env"), at("driver", "manager", "env"))
     # Toolkit and CDI.
-    if isinstance(get("toolkit", "enabled"), bool):
+    profile = state.profile.metadata.name
+    if get("toolkit", "enabled") is True and facts.runtime.toolkit is None:
+        state.dropped(
+            source,
+            at("toolkit", "enabled"),
+            f"gpustack does not deploy the Container Toolkit on {profile}: the platform's "
+            "runtime reaches the GPUs without it",
+        )
+    elif isinstance(get("toolkit", "enabled"), bool):
         state.set(source, at("toolkit", "enabled"), "toolkit.enabled", get("toolkit", "enabled"))
     _toolkit_env(state, source, get("toolkit", "env"), at("toolkit", "env"))
     cdi = get("cdi", "enabled")
@@ -840,7 +855,14 @@ def _operator(
             source, at("cdi", "default"), "deprecated in the operator; cdi.enabled decides"
         )
     # Device plugin.
-    if isinstance(get("devicePlugin", "enabled"), bool):
+    if get("devicePlugin", "enabled") is True and facts.devicePluginProvider != "nvidia":
+        state.dropped(
+            source,
+            at("devicePlugin", "enabled"),
+            f"the platform's own device plugin serves nvidia.com/gpu on {profile}; gpustack "
+            "does not deploy NVIDIA's there",
+        )
+    elif isinstance(get("devicePlugin", "enabled"), bool):
         state.set(
             source,
             at("devicePlugin", "enabled"),

@@ -266,3 +266,75 @@ def test_upstream_samples_import_and_render(
         assert _field(config, dotted) == value, dotted
     assert not [entry for entry in report["entries"] if entry["outcome"] == "unknown"]
     renders_clean(tmp_path)
+
+
+def test_a_plugin_config_file_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "sliced.yaml").write_text(
+        "version: v1\nflags:\n  migStrategy: single\n  failOnInitError: false\n"
+        "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 3\n"
+    )
+    config, report, _ = run_import(tmp_path, tmp_path / "sliced.yaml", "--profile", "kubeadm")
+    assert config["devicePlugin"] == {
+        "migStrategy": "single",
+        "sharing": {"strategy": "time-slicing", "replicas": 3},
+    }
+    # A flag gpustack writes itself is named, with its line.
+    flag = outcome(report, "flags.failOnInitError")
+    assert flag["outcome"] == "dropped" and flag["location"].endswith("sliced.yaml:4:20")
+    renders_clean(tmp_path)
+
+
+def test_the_text_report_groups_each_field(tmp_path: Path) -> None:
+    done = run_gpustack("import", CASES / "precompiled.yaml", "--profile", "kubeadm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].endswith("precompiled.yaml for profile kubeadm (given with --profile)")
+    assert "mapped (3):" in lines and "not carried over (6):" in lines
+    assert any(
+        line.endswith(
+            "precompiled.yaml:11:14: ClusterPolicy spec.driver.version: not a driver "
+            "version such as 595.91.07 (a digest or a custom tag): gpustack names the "
+            "driver image by version and node OS"
+        )
+        for line in lines
+    )
+    # The config on stdout says where each field came from.
+    assert "mode: container  # from ClusterPolicy spec.driver.enabled" in done.stdout
+
+
+def test_another_operator_release_is_said(tmp_path: Path) -> None:
+    (tmp_path / "old.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cluster-policy\n"
+        "  labels:\n    app.kubernetes.io/version: v25.3.0\nspec:\n  driver:\n    enabled: true\n"
+    )
+    _, report, _ = run_import(tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm")
+    labels = outcome(report, "metadata.labels")
+    assert labels["outcome"] == "dropped"
+    assert "GPU Operator v25.3.0" in labels["why"] and "v26.7.0's defaults" in labels["why"]
+
+
+def test_check_of_the_device_plugin_chart_names_what_gpustack_adds(tmp_path: Path) -> None:
+    done = run_gpustack(
+        "import",
+        CASES / "mps-values.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    differences = {each["aspect"]: each for each in json.loads(done.stderr)["differences"]}
+    # The chart ran the plugin and GFD only; gpustack's stack also runs the DCGM exporter.
+    assert differences["dcgmExporter image"]["operator"] == "not run"
+    assert differences["dcgmExporter image"]["gpustack"].startswith(
+        "nvcr.io/nvidia/k8s/dcgm-exporter:"
+    )
+    assert "devicePlugin image" not in differences and "plugin sharing" not in differences
+
+
+def test_a_gpustack_config_is_not_an_input(tmp_path: Path) -> None:
+    done = run_gpustack("import", ROOT / "examples" / "kubeadm.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "kubeadm.yaml:" in done.stderr and "is a gpustack config already" in done.stderr
