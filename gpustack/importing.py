@@ -353,7 +353,7 @@ class _Import:
         self.mapped_at: dict[str, list[int]] = {}  # config field -> its entries
 
     # -- outcomes -------------------------------------------------------------------------
-    def _entry(
+    def record(
         self,
         source: Input,
         path: Path_,
@@ -367,10 +367,10 @@ class _Import:
         self.entries.append(Entry(source.name, dotted(path), str(where), outcome, target, why))
 
     def default(self, source: Input, path: Path_, why: str = "same as gpustack's") -> None:
-        self._entry(source, path, "default", why=why)
+        self.record(source, path, "default", why=why)
 
     def dropped(self, source: Input, path: Path_, why: str) -> None:
-        self._entry(source, path, "dropped", why=why)
+        self.record(source, path, "dropped", why=why)
 
     def gpustack_default(self, target: str) -> Any:
         node: Any = self.profile.defaults
@@ -393,6 +393,8 @@ class _Import:
             return mode in ("container", "driver-toolkit") or required
         if target == "dcgmExporter.monitor":
             return facts.monitoring
+        if target == "driver.mode":
+            return facts.driver.default
         return None
 
     def set(self, source: Input, path: Path_, target: str, value: Any, why: str = "") -> None:
@@ -416,17 +418,17 @@ class _Import:
             known = None
             del self.settings[target]
         if known is None and self.gpustack_default(target) == value:
-            self._entry(source, path, "default", target, why or f"{target} is the same")
+            self.record(source, path, "default", target, why or f"{target} is the same")
             return
         if known is None and self.gpustack_default(target) == "auto" and self.auto(target) == value:
-            self._entry(source, path, "default", target, f"what {target} auto gives here")
+            self.record(source, path, "default", target, f"what {target} auto gives here")
             return
         if known is None:
             self.settings[target] = (value, [origin])
         elif origin not in known[1]:
             known[1].append(origin)
         self.mapped_at.setdefault(target, []).append(len(self.entries))
-        self._entry(source, path, "mapped", target, why or None)
+        self.record(source, path, "mapped", target, why or None)
 
     # -- the walk -------------------------------------------------------------------------
     def leaves(self, source: Input) -> Iterator[tuple[Path_, Any]]:
@@ -703,7 +705,7 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
                 if flag not in ("resources", "renameByDefault", "failRequestsGreaterThanOne"):
                     state.dropped(source, (*here, str(flag)), "no gpustack setting")
     if whole:
-        state._entry(
+        state.record(
             source,
             base,
             "mapped",
@@ -1045,6 +1047,13 @@ def _versions(state: _Import, source: Input, spec: dict[str, Any], driver_on: bo
         node = _at(spec, path)
         repository, image, version = _image(spec, component)
         if component.startswith("driver") and not driver_on:
+            state.expected[f"{component} image"] = "not run"
+            if isinstance(node, dict) and "version" in node:
+                state.default(
+                    source,
+                    (*root, *path, "version"),
+                    "no driver container here: the driver is the host's",
+                )
             continue
         off = isinstance(node, dict) and node.get("enabled") is False
         # The node status exporter is off unless enabled (values.yaml v26.7.0).
@@ -1136,7 +1145,7 @@ def _registries(state: _Import, source: Input, spec: dict[str, Any]) -> None:
                 for name in names:
                     if name not in secrets:
                         secrets.append(name)
-                state._entry(
+                state.record(
                     source, (*root, *path, "imagePullSecrets"), "mapped", "images.pullSecrets"
                 )
             else:
@@ -1171,6 +1180,12 @@ def _upgrade(state: _Import, source: Input, spec: dict[str, Any]) -> None:
             "driver.upgrade.maxUnavailable",
             parallel,
             "nodes upgraded at a time",
+        )
+    if parallel == 0 and not isinstance(parallel, bool):
+        state.dropped(
+            source,
+            (*base, "maxParallelUpgrades"),
+            "0, no limit: the driver's rolling update takes maxUnavailable nodes at a time",
         )
     unavailable = policy.get("maxUnavailable")
     if "maxUnavailable" in policy:
@@ -1342,7 +1357,7 @@ def _device_plugin_config(
         chosen = ""
     for key in config:
         if key in ("name", "default", "create", "data"):
-            state._entry(
+            state.record(
                 source,
                 (*base, str(key)),
                 "mapped" if chosen else "dropped",
@@ -1543,7 +1558,7 @@ def _plugin_chart(
         for key in ("name", "default"):
             if key in config and (id(source), ("config", key)) not in state.done:
                 if config[key]:
-                    state._entry(source, ("config", key), "mapped", "devicePlugin")
+                    state.record(source, ("config", key), "mapped", "devicePlugin")
                 else:
                     state.default(source, ("config", key), "no plugin config: gpustack's own")
         if "map" in config and not mine:
@@ -1724,7 +1739,7 @@ def _leftovers(
         elif why is not None:
             state.dropped(source, path, why)
         else:
-            state._entry(
+            state.record(
                 source,
                 path,
                 "unknown",
