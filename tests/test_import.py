@@ -51,7 +51,9 @@ def test_mig_on_rke2_from_kubectl_output(tmp_path: Path) -> None:
     assert config["migManager"] == {"defaultConfig": "all-1g.10gb", "withReboot": True}
     assert config["dcgmExporter"]["interval"] == "30s"
     assert config["dcgmExporter"]["monitorLabels"] == {"release": "kube-prometheus-stack"}
-    assert config["driver"]["mode"] == "preinstalled"
+    # The host's driver is what `auto` means on RKE2: nothing to write.
+    assert "driver" not in config
+    assert outcome(report, "spec.driver.enabled")["outcome"] == "default"
     assert "# from ClusterPolicy spec.mig.strategy" in text
     # kubectl's additions are reported, not read as settings.
     assert outcome(report, "metadata.managedFields")["outcome"] == "dropped"
