@@ -340,3 +340,25 @@ def test_a_gpustack_config_is_not_an_input(tmp_path: Path) -> None:
     done = run_gpustack("import", ROOT / "examples" / "kubeadm.yaml", cwd=tmp_path)
     assert done.returncode == 2
     assert "kubeadm.yaml:" in done.stderr and "is a gpustack config already" in done.stderr
+
+
+def test_a_later_input_overrides_an_earlier_one(tmp_path: Path) -> None:
+    # A base ClusterPolicy and a kustomize patch of it, as a GitOps repository keeps them.
+    (tmp_path / "base.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        "spec:\n  mig:\n    strategy: single\n  devicePlugin:\n    config:\n      name: ''\n"
+    )
+    (tmp_path / "patch.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        "spec:\n  mig:\n    strategy: mixed\n"
+    )
+    config, report, text = run_import(
+        tmp_path, tmp_path / "base.yaml", tmp_path / "patch.yaml", "--profile", "kubeadm"
+    )
+    assert config["devicePlugin"]["migStrategy"] == "mixed"
+    first, second = [entry for entry in report["entries"] if entry["field"] == "spec.mig.strategy"]
+    assert first["location"].endswith("base.yaml:7:15") and first["outcome"] == "dropped"
+    assert first["why"] == "overridden by ClusterPolicy spec.mig.strategy"
+    assert second["location"].endswith("patch.yaml:7:15") and second["outcome"] == "mapped"
+    assert text.count("# from ClusterPolicy spec.mig.strategy") == 1
+    renders_clean(tmp_path)
