@@ -17,7 +17,7 @@ ClusterPolicy leaves out what the chart or the OLM bundle fills in from them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -623,9 +623,6 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
         )
         return
 
-    def mark(path: Path_, outcome: Callable[..., None], *args: Any) -> None:
-        outcome(source, (*base, *path), *args)
-
     def value(*path: str) -> Any:
         return _at(data, path)
 
@@ -690,16 +687,24 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
                 _set_quiet(state, source, base, target, setting)
             else:
                 state.set(source, (*here, "resources"), target, setting)
-        extra = [item for item in resources or [] if item is not gpu]
-        if extra or (gpu and set(gpu) - {"name", "replicas"}):
+        # gpustack shares every GPU of a node as nvidia.com/gpu: the other resources of the
+        # list, and `rename` and `devices`, are said, each where it is written.
+        partial = False
+        for index, item in enumerate(resources or []):
+            if item is gpu:
+                extras = [str(name) for name in item if name not in ("name", "replicas")]
+            else:
+                extras = [""]
+            for name in extras:
+                partial = True
+                if not whole:
+                    state.dropped(
+                        source,
+                        (*here, "resources", index, *([name] if name else [])),
+                        "gpustack shares every GPU as nvidia.com/gpu, with one replicas count",
+                    )
+        if partial:
             notes.append(f"sharing.{key}: only nvidia.com/gpu's replicas")
-            if not whole:
-                state.dropped(
-                    source,
-                    (*here, "resources"),
-                    "gpustack shares nvidia.com/gpu as a whole: other resources, `rename` and "
-                    "`devices` are not carried over",
-                )
         if not whole:
             for flag in shared:
                 if flag not in ("resources", "renameByDefault", "failRequestsGreaterThanOne"):
