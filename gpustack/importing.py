@@ -691,7 +691,7 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
         # list, and `rename` and `devices`, are said, each where it is written.
         partial = False
         for index, item in enumerate(resources or []):
-            if item is gpu:
+            if item is gpu and isinstance(item, dict):
                 extras = [str(name) for name in item if name not in ("name", "replicas")]
             else:
                 extras = [""]
