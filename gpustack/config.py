@@ -390,17 +390,23 @@ def load_stack(
     profiles_dir: Path | None = None,
     leave_out_inapplicable: bool = False,
     override: Layer | None = None,
+    document: Document | None = None,
 ) -> Stack:
     """Load one cluster config (or the embedded example when `path` is None).
 
     `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
     refuses (e.g. `platform.openshiftVersion` on rke2) is left out, back to the profile's
     default, and named in `Stack.left_out`, instead of being an error. `override` (`--set`)
-    goes above the file.
+    goes above the file. `document`: the config already read (`gpustack import` checks the
+    config it writes before writing it), standing for the file at `path`, which extends nothing.
     """
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
-    layers = _config_layers(path)
+    layers = (
+        _config_layers(path)
+        if document is None
+        else [Layer(document.data, document.source, (), path.parent, path)]
+    )
     file_layer = layers[-1]
     if override is not None:
         layers.append(override)

@@ -25,6 +25,7 @@ from gpustack.commands import (
     diff,
     driver_toolkit,
     gitops,
+    import_,
     init,
     profiles,
     render,
@@ -151,5 +152,6 @@ app.command("validate")(declared.typer_command(validate.COMMAND))
 app.command("check")(declared.typer_command(check.COMMAND))
 app.command("driver-toolkit-builds")(driver_toolkit.command)
 app.command("diff")(declared.typer_command(diff.COMMAND))
+app.command("import")(import_.command)
 app.add_typer(gitops.app, name="gitops")
 app.command("completion")(completion.command)

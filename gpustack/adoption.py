@@ -1,0 +1,232 @@
+"""`gpustack import`'s disk and render side: the inputs read bounded, the imported config checked
+as a config (and with `--check` rendered in memory and compared with what the operator runs for
+the same inputs), and the config written.
+
+What the operator runs for a ClusterPolicy (images, plugin config, runtime) is
+`importing.Imported.expected`, taken from the inputs and GPU Operator v26.7.0's defaults; what
+gpustack runs is read from the rendered objects, so the comparison sees what a cluster would.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from gpustack import importing
+from gpustack.config import Stack, load_stack
+from gpustack.errors import Location, UserError, display_path
+from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
+from gpustack.render import render
+from gpustack.workload import COMPONENT_LABEL
+from gpustack.yamlio import Document, load_all_text, load_text
+
+HEADER = (
+    "# Written by `gpustack import`. Each imported field says where it came from; fields equal\n"
+    "# to gpustack's defaults are left out (the import's report lists them, and what was not\n"
+    "# carried over). Imported from:\n"
+)
+
+
+def read_inputs(files: list[Path]) -> tuple[list[Document], list[str]]:
+    """Every YAML document of every file (bounded reads), with each file's stem beside it."""
+    documents: list[Document] = []
+    stems: list[str] = []
+    for path in files:
+        shown = display_path(path)
+        text = decode(read_bounded(path, MAX_FILE_BYTES, "an import input"), shown)
+        found = [each for each in load_all_text(text, shown) if each.data is not None]
+        if not found:
+            raise UserError("holds no YAML document to import", Location(shown, 1, 1))
+        documents += found
+        stems += [path.stem] * len(found)
+    return documents, stems
+
+
+def config_text(imported: importing.Imported, sources: list[str]) -> str:
+    yaml = YAML(typ="rt", pure=True)
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=2, offset=0)
+    out = StringIO()
+    yaml.dump(imported.config, out)
+    text = out.getvalue()
+    named = "".join(
+        f"#   {''.join(ch if ch.isprintable() else '?' for ch in each)}\n" for each in sources
+    )
+    return HEADER + named + text + ("" if text.endswith("\n") else "\n")
+
+
+def load(text: str, output_file: Path | None, profiles_dir: Path | None) -> Stack:
+    """The imported config as gpustack reads it: a config that would not load is a bug of the
+    import, or a combination of settings gpustack refuses, said at the field."""
+    path = output_file or Path("imported.yaml")
+    document = load_text(text, display_path(path))
+    try:
+        return load_stack(path, profiles_dir=profiles_dir, document=document)
+    except UserError as problem:
+        raise UserError(
+            f"the imported config is not valid: {problem.message}",
+            None,
+            field=problem.field,
+            hint="give --profile another platform, or fewer inputs",
+        ) from None
+
+
+def write_config(path: Path, text: str, force: bool) -> None:
+    """Write the config to a new file; an existing one only with `force`, replaced whole."""
+    shown = display_path(path)
+    if os.path.lexists(path) and not force:
+        raise UserError(
+            "exists already; the import does not overwrite it",
+            Location(shown),
+            hint="give --force to replace it, or another -o",
+        )
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        descriptor, staged = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.")
+    except OSError as error:
+        raise UserError(f"cannot write the config: {error.strerror}", Location(shown)) from None
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(staged, 0o644)
+        if force:
+            os.replace(staged, path)
+        else:
+            os.link(staged, path)  # fails if the file appeared meanwhile
+            os.unlink(staged)
+    except OSError as error:
+        Path(staged).unlink(missing_ok=True)
+        raise UserError(f"cannot write the config: {error.strerror}", Location(shown)) from None
+
+
+@dataclass(frozen=True)
+class Difference:
+    aspect: str
+    operator: str
+    gpustack: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"aspect": self.aspect, "operator": self.operator, "gpustack": self.gpustack}
+
+
+# The operator's component (importing.OPERATOR_IMAGES) -> gpustack's by its component label.
+_COMPONENTS = {
+    "driver": "nvidia-driver",
+    "driver.manager": "nvidia-driver",
+    "toolkit": "container-toolkit",
+    "devicePlugin": "device-plugin",
+    "gfd": "gpu-feature-discovery",
+    "dcgmExporter": "dcgm-exporter",
+    "migManager": "mig-manager",
+    "validator": "operator-validator",
+    "nodeStatusExporter": "node-status-exporter",
+}
+NOT_RUN = "not run"
+
+
+def check(stack: Stack, imported: importing.Imported) -> list[Difference]:
+    """Render the imported config and compare it with what the operator runs."""
+    objects = render(stack).objects
+    found = _rendered(stack, objects)
+    differences = []
+    for aspect, expected in sorted(imported.expected.items()):
+        actual = found.get(aspect, NOT_RUN)
+        if not _same(aspect, expected, actual):
+            differences.append(Difference(aspect, expected, actual))
+    return differences
+
+
+def _same(aspect: str, expected: str, actual: str) -> bool:
+    if aspect == "driver image":
+        # Both run <version>-<node OS>: the operator adds the OS tag from NFD's labels.
+        return actual == expected or actual.startswith(expected + "-")
+    return actual == expected
+
+
+def _rendered(stack: Stack, objects: list[dict[str, Any]]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    daemonsets = {
+        obj["metadata"].get("labels", {}).get(COMPONENT_LABEL): obj
+        for obj in objects
+        if obj.get("kind") == "DaemonSet"
+    }
+    for component, label in _COMPONENTS.items():
+        daemonset = daemonsets.get(label)
+        if daemonset is None:
+            continue
+        pod = daemonset["spec"]["template"]["spec"]
+        if component == "driver.manager":
+            images = [c["image"] for c in pod.get("initContainers", [])]
+            image = next((each for each in images if "k8s-driver-manager" in each), None)
+        else:
+            image = pod["containers"][0]["image"]
+        if image:
+            found[f"{component} image"] = image
+        secrets = [each["name"] for each in pod.get("imagePullSecrets", [])]
+        if secrets:
+            found["pull secrets"] = ", ".join(sorted(secrets))
+        if pod.get("runtimeClassName"):
+            found["runtime class"] = pod["runtimeClassName"]
+    for obj in objects:
+        if obj.get("kind") == "RuntimeClass":
+            found.setdefault("runtime class", obj["metadata"]["name"])
+        name = obj.get("metadata", {}).get("name", "")
+        if obj.get("kind") == "ConfigMap" and name == "nvidia-dcgm-exporter-metrics":
+            rows = [
+                line
+                for text in obj.get("data", {}).values()
+                for line in str(text).splitlines()
+                if line.strip() and not line.startswith("#")
+            ]
+            found["exporter counters"] = f"gpustack's counters ({len(rows)} fields)"
+        if obj.get("kind") == "ConfigMap" and name == "nvidia-device-plugin-config":
+            for text in obj.get("data", {}).values():
+                plugin = load_text(str(text), name).data
+                if isinstance(plugin, dict):
+                    _plugin(plugin, found)
+    toolkit = stack.facts.runtime.toolkit
+    if stack.toolkit_enabled and toolkit is not None:
+        for name, fact in (
+            ("CONTAINERD_CONFIG", toolkit.configFile),
+            ("RUNTIME_CONFIG", toolkit.configFile),
+            ("CONTAINERD_SOCKET", toolkit.socket),
+            ("RUNTIME_SOCKET", toolkit.socket),
+            ("RUNTIME_DROP_IN_CONFIG", toolkit.dropInConfigFile),
+            ("RUNTIME_RESTART_MODE", toolkit.restartMode),
+        ):
+            if fact is not None:
+                found[f"toolkit {name}"] = str(fact)
+        found["toolkit CONTAINERD_RUNTIME_CLASS"] = stack.config.runtimeClass.handler
+        found["toolkit RUNTIME_CLASS"] = stack.config.runtimeClass.handler
+    found["plugin migStrategy"] = found.get("plugin migStrategy", "none")
+    found.setdefault("plugin sharing", "none")
+    found["CDI"] = "on" if stack.uses_cdi else "off"
+    return found
+
+
+def _plugin(plugin: dict[str, Any], found: dict[str, str]) -> None:
+    flags = plugin.get("flags") or {}
+    if isinstance(flags, dict) and flags.get("migStrategy"):
+        found["plugin migStrategy"] = str(flags["migStrategy"])
+    sharing = plugin.get("sharing") or {}
+    for key, strategy in (("timeSlicing", "time-slicing"), ("mps", "mps")):
+        shared = sharing.get(key) if isinstance(sharing, dict) else None
+        if isinstance(shared, dict):
+            for item in shared.get("resources") or []:
+                if isinstance(item, dict) and item.get("name") == "nvidia.com/gpu":
+                    found["plugin sharing"] = f"{strategy} x{item.get('replicas')}"
+
+
+def differences_text(differences: list[Difference]) -> str:
+    if not differences:
+        return "check: the rendered config runs what the operator runs\n"
+    lines = [f"check: {len(differences)} difference(s) from what the operator runs:"]
+    for each in differences:
+        lines.append(f"  {each.aspect}: operator {each.operator}; gpustack {each.gpustack}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,388 @@
+"""`gpustack import`: a ClusterPolicy, the GPU Operator's or the device-plugin chart's values and
+device plugin configs become a commented gpustack config, each input field reported; the
+config renders, validates and lints clean, and importing twice gives the same bytes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, SHARED, run_gpustack
+from ruamel.yaml import YAML
+
+CASES = ROOT / "tests" / "cases" / "import"
+REFS = SHARED / "refs"
+
+
+def run_import(tmp_path: Path, *args: object) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Import into tmp_path/imported.yaml; the config, the JSON report, and the config's text."""
+    target = tmp_path / "imported.yaml"
+    done = run_gpustack("import", *args, "-o", target, "--output", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = target.read_text()
+    report = json.loads(done.stderr[: done.stderr.rindex("}") + 1])
+    return YAML(typ="safe").load(text), report, text
+
+
+def outcome(report: dict[str, Any], field: str) -> dict[str, Any]:
+    found = [entry for entry in report["entries"] if entry["field"] == field]
+    assert found, f"{field} is not in the report"
+    return found[-1]
+
+
+def renders_clean(tmp_path: Path) -> None:
+    """The imported config renders, validates and lints clean through the real CLI."""
+    done = run_gpustack("render", "imported.yaml", "-o", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    checked = run_gpustack("check", "imported.yaml", "-o", "out", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "error" not in checked.stderr
+
+
+def test_mig_on_rke2_from_kubectl_output(tmp_path: Path) -> None:
+    config, report, text = run_import(tmp_path, CASES / "mig-rke2.yaml")
+    # RKE2's containerd paths in the toolkit's environment name the platform.
+    assert config["platform"]["profile"] == "rke2"
+    assert config["devicePlugin"]["migStrategy"] == "mixed"
+    assert config["migManager"] == {"defaultConfig": "all-1g.10gb", "withReboot": True}
+    assert config["dcgmExporter"]["interval"] == "30s"
+    assert config["dcgmExporter"]["monitorLabels"] == {"release": "kube-prometheus-stack"}
+    # The host's driver is what `auto` means on RKE2: nothing to write.
+    assert "driver" not in config
+    assert outcome(report, "spec.driver.enabled")["outcome"] == "default"
+    assert "# from ClusterPolicy spec.mig.strategy" in text
+    # kubectl's additions are reported, not read as settings.
+    assert outcome(report, "metadata.managedFields")["outcome"] == "dropped"
+    assert outcome(report, "status.state")["outcome"] == "dropped"
+    # The operator's toolkit config path is RKE2's template: the profile keeps its own.
+    toolkit = outcome(report, "spec.toolkit.env[0]")
+    assert toolkit["outcome"] == "dropped" and "facts.runtime.toolkit" in toolkit["why"]
+    assert outcome(report, "spec.migManager.config.name")["outcome"] == "dropped"
+    assert report["entries"][0]["location"].endswith("mig-rke2.yaml:5:15")
+    renders_clean(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("config_path", "profile"),
+    [
+        ("/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", "k3s"),
+        ("/etc/containerd/config.toml", None),  # the shared /run/k3s socket alone tells neither
+    ],
+)
+def test_k3s_is_told_from_rke2_by_its_containerd_config(
+    tmp_path: Path, config_path: str, profile: str | None
+) -> None:
+    source = (CASES / "mig-rke2.yaml").read_text()
+    rke2_path = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl"
+    assert rke2_path in source and "/run/k3s/containerd/containerd.sock" in source
+    (tmp_path / "policy.yaml").write_text(source.replace(rke2_path, config_path))
+    done = run_gpustack("import", "policy.yaml", cwd=tmp_path)
+    if profile is None:
+        assert done.returncode == 2
+        assert "nothing in the inputs names the platform" in done.stderr
+        assert "--profile" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert f"profile: {profile}" in done.stdout
+
+
+def test_time_slicing_from_the_named_config_map(tmp_path: Path) -> None:
+    config, report, _ = run_import(tmp_path, CASES / "time-slicing.yaml", "--profile", "kubeadm")
+    sharing = config["devicePlugin"]["sharing"]
+    assert sharing == {"strategy": "time-slicing", "replicas": 8, "renameByDefault": True}
+    assert config["driver"]["mode"] == "container"
+    assert config["driver"]["version"] == "580.95.05"
+    # maxParallelUpgrades is how many nodes upgrade at once; the operator's maxUnavailable is not.
+    assert config["driver"]["upgrade"]["maxUnavailable"] == 2
+    assert config["driver"]["upgrade"]["drain"] == {
+        "enabled": True,
+        "timeoutSeconds": 600,
+        "deleteEmptyDir": True,
+    }
+    assert outcome(report, "spec.driver.upgradePolicy.maxUnavailable")["outcome"] == "dropped"
+    assert config["nodes"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "gpu", "effect": "NoExecute"},
+    ]
+    # The other config, which nodes would pick by label, is reported as not carried over.
+    other = outcome(report, "data.a100")
+    assert other["outcome"] == "dropped" and "nvidia.com/device-plugin.config" in other["why"]
+    assert outcome(report, "data.any")["outcome"] == "mapped"
+    renders_clean(tmp_path)
+
+
+def test_mps_from_the_device_plugin_chart(tmp_path: Path) -> None:
+    config, report, _ = run_import(tmp_path, CASES / "mps-values.yaml", "--profile", "kubeadm")
+    assert config["devicePlugin"]["sharing"] == {"strategy": "mps", "replicas": 10}
+    assert config["devicePlugin"]["resources"] == {"requests": {"cpu": "20m", "memory": "96Mi"}}
+    assert outcome(report, "migStrategy")["outcome"] == "default"
+    assert outcome(report, "image.tag")["target"] == "devicePlugin.version"
+    renders_clean(tmp_path)
+
+
+def test_cdi_off_means_envvar(tmp_path: Path) -> None:
+    config, report, _ = run_import(tmp_path, CASES / "cdi-off.yaml", "--profile", "kubeadm")
+    assert config["devicePlugin"]["deviceListStrategy"] == "envvar"
+    assert config["toolkit"] == {"enabled": True, "version": "v1.19.0"}
+    assert config["nfd"]["mode"] == "external"
+    assert outcome(report, "cdi.enabled")["target"] == "devicePlugin.deviceListStrategy"
+    renders_clean(tmp_path)
+
+
+def test_precompiled_is_reported_not_guessed(tmp_path: Path) -> None:
+    config, report, _ = run_import(tmp_path, CASES / "precompiled.yaml", "--profile", "kubeadm")
+    # No kernel in the ClusterPolicy: gpustack cannot name the one precompiled image.
+    assert "precompiled" not in config["driver"]
+    precompiled = outcome(report, "spec.driver.usePrecompiled")
+    assert precompiled["outcome"] == "dropped" and "driver.kernelVersion" in precompiled["why"]
+    assert outcome(report, "spec.driver.kernelModuleType")["outcome"] == "dropped"
+    # A driver branch is not a driver version gpustack can tag an image with.
+    assert outcome(report, "spec.driver.version")["outcome"] == "dropped"
+    assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "timeoutSeconds": 900}
+    renders_clean(tmp_path)
+
+
+def test_private_registry_and_unknown_fields(tmp_path: Path) -> None:
+    config, report, _ = run_import(
+        tmp_path, CASES / "private-registry.yaml", "--profile", "kubeadm"
+    )
+    assert config["images"] == {
+        "registry": "registry.example.com:5000/mirror",
+        "pullSecrets": ["mirror-pull"],
+    }
+    assert config["devicePlugin"]["version"] == "v0.19.0"
+    assert config["devicePlugin"]["resources"] == {"requests": {"cpu": "50m"}}
+    unknown = [entry for entry in report["entries"] if entry["outcome"] == "unknown"]
+    assert [entry["field"] for entry in unknown] == ["spec.driverz.enabled"]
+    assert unknown[0]["location"].endswith("private-registry.yaml:27:14")
+    renders_clean(tmp_path)
+
+
+def test_check_names_each_difference(tmp_path: Path) -> None:
+    done = run_gpustack(
+        "import",
+        CASES / "private-registry.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    differences = {each["aspect"]: each for each in json.loads(done.stderr)["differences"]}
+    # The operator pulls the images the ClusterPolicy leaves at nvcr.io from there; gpustack
+    # pulls every image from the mirror.
+    assert differences["validator image"] == {
+        "aspect": "validator image",
+        "operator": "nvcr.io/nvidia/gpu-operator:v26.7.0",
+        "gpustack": "registry.example.com:5000/mirror/nvidia/gpu-operator:v26.7.0",
+    }
+    assert differences["exporter counters"]["operator"] == "ConfigMap custom-counters"
+    # The operator's GFD keeps its own version; gpustack's runs the plugin's.
+    assert differences["gfd image"]["gpustack"].endswith("k8s-device-plugin:v0.19.0")
+    assert "devicePlugin image" not in differences
+
+
+def test_profile_is_guessed_or_asked_for(tmp_path: Path) -> None:
+    done = run_gpustack("import", CASES / "gke.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--profile gke-cos or --profile gke-ubuntu" in done.stderr
+    done = run_gpustack("import", CASES / "cdi-off.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "give --profile" in done.stderr
+    assert done.stdout == ""
+
+
+def test_bad_inputs_are_located_and_never_quoted(tmp_path: Path) -> None:
+    secret = "hunter2-not-for-logs"
+    (tmp_path / "deployment.yaml").write_text(
+        f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {secret}\n"
+    )
+    done = run_gpustack("import", "deployment.yaml", "--profile", "kubeadm", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "deployment.yaml:2:7: kind:" in done.stderr
+    assert secret not in done.stderr and "Traceback" not in done.stderr
+    (tmp_path / "list.yaml").write_text(f"- {secret}\n")
+    done = run_gpustack("import", "list.yaml", "--profile", "kubeadm", cwd=tmp_path)
+    assert done.returncode == 2 and "list.yaml:1:1" in done.stderr
+    assert secret not in done.stderr
+    (tmp_path / "broken.yaml").write_text("driver: {enabled: [\n")
+    done = run_gpustack("import", "broken.yaml", "--profile", "kubeadm", cwd=tmp_path)
+    assert done.returncode == 2 and "broken.yaml:2:1" in done.stderr
+
+
+def test_output_file_is_not_overwritten_without_force(tmp_path: Path) -> None:
+    target = tmp_path / "lab.yaml"
+    target.write_text("kept\n")
+    args = ("import", CASES / "cdi-off.yaml", "--profile", "kubeadm", "-o", target)
+    done = run_gpustack(*args, cwd=tmp_path)
+    assert done.returncode == 2 and "--force" in done.stderr
+    assert target.read_text() == "kept\n"
+    done = run_gpustack(*args, "--force", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "name: lab" in target.read_text()
+
+
+def test_importing_twice_gives_the_same_bytes(tmp_path: Path) -> None:
+    inputs = [CASES / "time-slicing.yaml", CASES / "private-registry.yaml"]
+    # The console script, as a user runs it: the config on stdout, the report on stderr.
+    runs = [
+        subprocess.run(
+            [sys.executable, "-m", "gpustack", "import", *map(str, inputs), "--profile", "kubeadm"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+        )
+        for _ in range(2)
+    ]
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout and runs[0].stderr == runs[1].stderr
+    assert runs[0].stdout.startswith("# Written by `gpustack import`")
+    assert "mapped (" in runs[0].stderr
+
+
+UPSTREAM = [
+    # (file under refs/, extra arguments, mapped fields the sample must give)
+    (
+        "gpu-operator/config__samples__v1_clusterpolicy.yaml",
+        (),
+        {"platform.profile": "openshift", "devicePlugin.migStrategy": "single"},
+    ),
+    (
+        "gpu-operator/bundle__csv-alm-example__clusterpolicy-openshift.yaml",
+        (),
+        {"platform.profile": "openshift", "devicePlugin.migStrategy": "single"},
+    ),
+    (
+        "openshift/gitops-catalog__gpu-operator-certified__instance__base__cluster-policy.yaml",
+        (),
+        {
+            "platform.profile": "openshift",
+            "nodes.taints": [{"key": "nvidia-gpu-only", "effect": "NoSchedule"}],
+            "validator.pluginWorkload": True,
+        },
+    ),
+    (
+        "gpu-operator/helm__values.yaml",
+        ("--profile", "kubeadm"),
+        {"driver.mode": "container", "devicePlugin.migStrategy": "single"},
+    ),
+    ("k8s-device-plugin/helm-values.yaml", ("--profile", "kubeadm"), {"gfd.enabled": False}),
+]
+
+
+def _field(config: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        config = config[part]
+    return config
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("sample", "args", "fields"), UPSTREAM, ids=[u[0] for u in UPSTREAM])
+def test_upstream_samples_import_and_render(
+    tmp_path: Path, sample: str, args: tuple[str, ...], fields: dict[str, Any]
+) -> None:
+    config, report, _ = run_import(tmp_path, REFS / sample, *args)
+    for dotted, value in fields.items():
+        assert _field(config, dotted) == value, dotted
+    assert not [entry for entry in report["entries"] if entry["outcome"] == "unknown"]
+    renders_clean(tmp_path)
+
+
+def test_a_plugin_config_file_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "sliced.yaml").write_text(
+        "version: v1\nflags:\n  migStrategy: single\n  failOnInitError: false\n"
+        "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 3\n"
+    )
+    config, report, _ = run_import(tmp_path, tmp_path / "sliced.yaml", "--profile", "kubeadm")
+    assert config["devicePlugin"] == {
+        "migStrategy": "single",
+        "sharing": {"strategy": "time-slicing", "replicas": 3},
+    }
+    # A flag gpustack writes itself is named, with its line.
+    flag = outcome(report, "flags.failOnInitError")
+    assert flag["outcome"] == "dropped" and flag["location"].endswith("sliced.yaml:4:20")
+    renders_clean(tmp_path)
+
+
+def test_the_text_report_groups_each_field(tmp_path: Path) -> None:
+    done = run_gpustack("import", CASES / "precompiled.yaml", "--profile", "kubeadm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].endswith("precompiled.yaml for profile kubeadm (given with --profile)")
+    assert "mapped (3):" in lines and "not carried over (6):" in lines
+    assert any(
+        line.endswith(
+            "precompiled.yaml:11:14: ClusterPolicy spec.driver.version: not a driver "
+            "version such as 595.91.07 (a digest or a custom tag): gpustack names the "
+            "driver image by version and node OS"
+        )
+        for line in lines
+    )
+    # The config on stdout says where each field came from.
+    assert "mode: container  # from ClusterPolicy spec.driver.enabled" in done.stdout
+
+
+def test_another_operator_release_is_said(tmp_path: Path) -> None:
+    (tmp_path / "old.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cluster-policy\n"
+        "  labels:\n    app.kubernetes.io/version: v25.3.0\nspec:\n  driver:\n    enabled: true\n"
+    )
+    _, report, _ = run_import(tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm")
+    labels = outcome(report, "metadata.labels")
+    assert labels["outcome"] == "dropped"
+    assert "GPU Operator v25.3.0" in labels["why"] and "v26.7.0's defaults" in labels["why"]
+
+
+def test_check_of_the_device_plugin_chart_names_what_gpustack_adds(tmp_path: Path) -> None:
+    done = run_gpustack(
+        "import",
+        CASES / "mps-values.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    differences = {each["aspect"]: each for each in json.loads(done.stderr)["differences"]}
+    # The chart ran the plugin and GFD only; gpustack's stack also runs the DCGM exporter.
+    assert differences["dcgmExporter image"]["operator"] == "not run"
+    assert differences["dcgmExporter image"]["gpustack"].startswith(
+        "nvcr.io/nvidia/k8s/dcgm-exporter:"
+    )
+    assert "devicePlugin image" not in differences and "plugin sharing" not in differences
+
+
+def test_a_gpustack_config_is_not_an_input(tmp_path: Path) -> None:
+    done = run_gpustack("import", ROOT / "examples" / "kubeadm.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "kubeadm.yaml:" in done.stderr and "is a gpustack config already" in done.stderr
+
+
+def test_a_later_input_overrides_an_earlier_one(tmp_path: Path) -> None:
+    # A base ClusterPolicy and a kustomize patch of it, as a GitOps repository keeps them.
+    (tmp_path / "base.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        "spec:\n  mig:\n    strategy: single\n  devicePlugin:\n    config:\n      name: ''\n"
+    )
+    (tmp_path / "patch.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        "spec:\n  mig:\n    strategy: mixed\n"
+    )
+    config, report, text = run_import(
+        tmp_path, tmp_path / "base.yaml", tmp_path / "patch.yaml", "--profile", "kubeadm"
+    )
+    assert config["devicePlugin"]["migStrategy"] == "mixed"
+    first, second = [entry for entry in report["entries"] if entry["field"] == "spec.mig.strategy"]
+    assert first["location"].endswith("base.yaml:7:15") and first["outcome"] == "dropped"
+    assert first["why"] == "overridden by ClusterPolicy spec.mig.strategy"
+    assert second["location"].endswith("patch.yaml:7:15") and second["outcome"] == "mapped"
+    assert text.count("# from ClusterPolicy spec.mig.strategy") == 1
+    renders_clean(tmp_path)
