@@ -1002,6 +1002,28 @@ def _check_os_sku(config: GPUStack, profile: Profile, layers: list[Layer]) -> No
             field="driver.nodeOS",
             hint=f"one of {', '.join(skus)}",
         )
+    offered = profile.facts.driver.osSkuKubernetesVersions.get(config.driver.nodeOS)
+    version = kubernetes_minor(config.platform.kubernetesVersion)
+    if offered and not (
+        kubernetes_minor(offered.first) <= version <= kubernetes_minor(offered.last)
+    ):
+        others = [
+            node_os
+            for node_os, span in profile.facts.driver.osSkuKubernetesVersions.items()
+            if node_os in skus
+            and kubernetes_minor(span.first) <= version <= kubernetes_minor(span.last)
+        ]
+        raise UserError(
+            f"profile {profile.metadata.name!r} offers the node pool OS SKU "
+            f"{skus[config.driver.nodeOS]} of {config.driver.nodeOS} for Kubernetes "
+            f"{offered.first} to {offered.last}, not {config.platform.kubernetesVersion}: "
+            "the pool command would be refused",
+            nearest(layers, ("driver", "nodeOS")),
+            field="driver.nodeOS",
+            hint=f"driver.nodeOS: {' or '.join(others)}"
+            if others
+            else "a platform.kubernetesVersion the OS SKU is offered for",
+        )
 
 
 def _check_platform_os(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:

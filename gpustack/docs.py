@@ -271,8 +271,10 @@ def _profile_value(value: Any) -> str:
         return f"{value['key']} in ({', '.join(value['values'])})"
     if isinstance(value, dict) and "effect" in value:
         return f"{value['key']}={value.get('value') or ''}:{value['effect']}"
+    if isinstance(value, dict) and set(value) == {"first", "last"}:
+        return f"{value['first']}–{value['last']}"
     if isinstance(value, dict):
-        return ", ".join(f"{key}={item}" for key, item in value.items())
+        return ", ".join(f"{key}={_profile_value(item)}" for key, item in value.items())
     return str(value)
 
 

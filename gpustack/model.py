@@ -1869,6 +1869,17 @@ class PublishedDriverImages(Strict):
     osTags: list[Annotated[str, Field(pattern=r"^[a-z]+[0-9]+(\.[0-9]+)?$")]] = Field(min_length=1)
 
 
+class KubernetesVersionRange(Strict):
+    """Kubernetes minor versions from `first` to `last`, both included."""
+
+    first: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] = Field(
+        description='The first Kubernetes version, "1.NN".'
+    )
+    last: Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")] = Field(
+        description='The last Kubernetes version, "1.NN".'
+    )
+
+
 class DriverFacts(Strict):
     modes: list[DriverMode]
     default: DriverMode
@@ -1910,6 +1921,12 @@ class DriverFacts(Strict):
         description="AKS: the node pool OS SKU whose nodes run each driver.nodeOS; with a "
         "driver container the pool command asks for it, and a driver.nodeOS not listed is "
         "refused (no pool would run it).",
+    )
+    osSkuKubernetesVersions: dict[NodeOS, KubernetesVersionRange] = Field(
+        default_factory=dict,
+        description="AKS: the Kubernetes versions whose pools the OS SKU of each driver.nodeOS "
+        "is offered for; a driver container for a platform.kubernetesVersion outside them is "
+        "refused (AKS would refuse to create the pool).",
     )
 
     @model_validator(mode="after")

@@ -14,7 +14,10 @@ Expectations are AKS's own facts, not gpustack's code:
 - Azure Monitor managed Prometheus reads ServiceMonitors of the group azmonitoring.coreos.com/v1
   only, with labelLimit 63, labelNameLengthLimit 511 and labelValueLengthLimit 1023 in its
   templates (learn.microsoft.com azure-monitor containers/prometheus-metrics-scrape-crd), and no
-  rule objects from the cluster.
+  rule objects from the cluster;
+- AKS offers the OS SKU Ubuntu2204 for Kubernetes 1.25 to 1.33 and Ubuntu2404 for 1.32 to 1.38
+  (MicrosoftDocs/azure-aks-docs articles/aks/upgrade-os-version.md, "Supported OS versions"), so
+  a pool asking for another pair is refused by AKS.
 """
 
 from __future__ import annotations
@@ -280,3 +283,51 @@ def test_what_an_aks_pool_cannot_be_is_refused(tmp_path, cli, profile, body, fie
     assert "aks.yaml:5:" in result.output and field in result.output, result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("kubernetes", "node_os", "hint"),
+    [
+        # Ubuntu2204 is offered up to 1.33: a 1.34 cluster's new pools run Ubuntu 24.04.
+        ("1.34", "ubuntu22.04", "driver.nodeOS: ubuntu24.04"),
+        # Ubuntu2404 is offered from 1.32.
+        ("1.31", "ubuntu24.04", "driver.nodeOS: ubuntu22.04"),
+    ],
+)
+def test_a_pool_os_aks_does_not_offer_at_that_kubernetes_version_is_refused(
+    tmp_path, cli, kubernetes, node_os, hint
+):
+    path = tmp_path / "aks.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        f"platform: {{profile: aks, kubernetesVersion: '{kubernetes}'}}\n"
+        f"driver: {{mode: container, nodeOS: {node_os}}}\n"
+    )
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert "aks.yaml:5:" in result.output and "driver.nodeOS" in result.output, result.output
+    assert hint in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("kubernetes", "node_os", "sku"),
+    [
+        ("1.33", "ubuntu22.04", "Ubuntu2204"),
+        ("1.32", "ubuntu24.04", "Ubuntu2404"),
+        ("1.35", "ubuntu24.04", "Ubuntu2404"),
+    ],
+)
+def test_the_pool_os_of_the_driver_is_offered_across_its_kubernetes_versions(
+    tmp_path, kubernetes, node_os, sku
+):
+    path = tmp_path / "aks.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        f"platform: {{profile: aks, kubernetesVersion: '{kubernetes}'}}\n"
+        f"driver: {{mode: container, nodeOS: {node_os}}}\n"
+    )
+    rendering = render(load_stack(path))
+    code, argv, stderr = run_pool_script(tmp_path, rendering, RESOURCE_GROUP="rg", CLUSTER="c")
+    assert code == 0, stderr
+    assert flag_values(argv)["os-sku"] == [sku]
