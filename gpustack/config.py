@@ -1090,6 +1090,29 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
             field="toolkit.enabled",
             hint="set toolkit.enabled to auto or true",
         )
+    if (
+        facts.runtime.providedHandlers
+        and facts.runtime.toolkit is not None
+        and stack.toolkit_enabled
+        and not stack.runtime_class_enabled
+    ):
+        # k3s (and RKE2, which runs k3s' agent) adds the nvidia runtimes it finds when it
+        # starts, and refuses to start at all while its `default-runtime` names one it did not
+        # find (k3s-io/k3s pkg/agent/containerd/config_linux.go setupContainerdConfig: "default
+        # runtime %s was not found"). The toolkit DaemonSet installs the runtime only once the
+        # node runs pods: with `default-runtime: nvidia` in its agent config the node would
+        # never start, and without it GPU pods naming no RuntimeClass run under runc.
+        raise UserError(
+            f"on profile {name!r} the toolkit DaemonSet's nvidia runtime can't be containerd's "
+            "default: the node's agent refuses to start while its `default-runtime` names a "
+            "runtime it has not found, and that runtime exists only once the toolkit's pod has "
+            "run on the node, so GPU pods need the RuntimeClass",
+            nearest(layers, ("runtimeClass", "enabled")),
+            field="runtimeClass.enabled",
+            hint="set runtimeClass.enabled: auto; or install the NVIDIA Container Toolkit on "
+            "the hosts before the agent starts (driver.mode: preinstalled), and node/ makes "
+            "nvidia the default runtime",
+        )
     if config.driver.rhcosBuilds and stack.driver_mode != "driver-toolkit":
         raise UserError(
             f"driver.rhcosBuilds is for driver.mode driver-toolkit (OpenShift); the driver mode "

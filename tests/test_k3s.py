@@ -14,7 +14,10 @@ Expectations are k3s' own facts, not gpustack's code:
   k3s exits with it and systemd starts k3s again (pkg/agent/containerd/containerd.go Run;
   k3s.service: Restart=always, KillMode=process);
 - the agent reads /etc/rancher/k3s/config.yaml with `node-taint`, `node-label` and
-  `default-runtime`; the kubelet runs inside k3s, with no unit of its own.
+  `default-runtime`; the kubelet runs inside k3s, with no unit of its own;
+- k3s refuses to start while `default-runtime` names a runtime it did not find at start
+  (pkg/agent/containerd/config_linux.go setupContainerdConfig: "default runtime %s was not
+  found"); RKE2 runs the same agent code.
 """
 
 from __future__ import annotations
@@ -163,3 +166,23 @@ def test_profiles_list_shows_k3s_and_aks(cli):
     listed = {line.split()[0]: line for line in cli("profiles", "list").stdout.splitlines()}
     assert "embedded containerd (default runtime runc)" in listed["k3s"]
     assert "nvidia as default runtime" in listed["aks"]
+
+
+@pytest.mark.parametrize("profile", ["k3s", "rke2"])
+def test_no_default_runtime_the_toolkit_daemonset_installs_only_after_the_node_starts(
+    tmp_path, cli, profile
+):
+    # The agent would refuse to start with `default-runtime: nvidia` before the toolkit's pod
+    # has installed the runtime, and the pod needs a started agent: the node would never join.
+    path = tmp_path / "k3s.yaml"
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        f"platform: {{profile: {profile}}}\n"
+        "driver: {mode: container, nodeOS: ubuntu24.04}\n"
+        "runtimeClass: {enabled: false}\n"
+    )
+    result = cli("render", path, "-o", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert "k3s.yaml:6:" in result.output and "runtimeClass.enabled" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
