@@ -492,3 +492,33 @@ def test_a_plugin_version_still_pins_gfd_on_bottlerocket(tmp_path):
     gfd = daemonsets(rendering)["gpu-feature-discovery"]["spec"]["template"]["spec"]
     assert gfd["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
     assert "v0.17.0" not in rendering.node_files["bottlerocket-settings.toml"]
+
+
+# eksctl installs its own copy of NVIDIA's device plugin with a node group of NVIDIA GPU
+# instances on AL2 and AL2023 (not Bottlerocket, whose OS runs the plugin), unless
+# `--install-nvidia-plugin=false` (eksctl-io/eksctl pkg/eks/tasks.go ClusterTasksForNodeGroups,
+# pkg/ctl/cmdutils/nodegroup_flags.go: default true; the flag is allowed with -f, configfile.go).
+EKSCTL_OWN_PLUGIN_OFF = "--install-nvidia-plugin=false"
+
+
+@pytest.mark.parametrize(
+    ("profile", "body", "off"),
+    [
+        ("eks-al2023", "", True),
+        # The DRA driver must not share nodes with a device plugin either.
+        (
+            "eks-al2023",
+            "platform: {profile: eks-al2023, kubernetesVersion: '1.34'}\n"
+            "gpuAllocation: dra\ndevicePlugin: {enabled: false}\n",
+            True,
+        ),
+        ("eks-bottlerocket", "", False),
+    ],
+)
+def test_eksctl_adds_no_second_device_plugin(tmp_path, profile, body, off):
+    readme = rendered(tmp_path, profile, body).node_files["README.md"]
+    command = re.search(r"`(eksctl create nodegroup [^`]*)`", readme)
+    assert command is not None, readme
+    assert (EKSCTL_OWN_PLUGIN_OFF in command.group(1).split()) is off
+    if off:
+        assert "kubectl -n kube-system delete daemonset nvidia-device-plugin-daemonset" in readme

@@ -896,6 +896,12 @@ def _rhcos_builds(stack: Stack) -> list[str]:
 # ClusterConfig; on Bottlerocket the node settings of its device plugin go with it.
 
 
+# The AMI families for whose GPU node groups eksctl installs NVIDIA's device plugin itself
+# (eksctl-io/eksctl pkg/eks/tasks.go ClusterTasksForNodeGroups: "Only AL2/AL2023 requires the
+# NVIDIA device plugin"; 99984ad).
+EKSCTL_NVIDIA_PLUGIN_AMI_FAMILIES = ("AmazonLinux2", "AmazonLinux2023")
+
+
 def _eks_node_group(stack: Stack) -> dict[str, Any]:
     """One eksctl managed node group (eksctl-io/eksctl pkg/apis/eksctl.io/v1alpha5/types.go
     ManagedNodeGroup, NodeGroupBase, NodeGroupTaint, NodeGroupBottlerocket; 99984ad)."""
@@ -987,16 +993,38 @@ def _eks(stack: Stack) -> tuple[Files, Where, Notes]:
     assert group is not None  # config loading requires it on EKS profiles
     on_bottlerocket = stack.facts.devicePluginProvider == "bottlerocket"
     files = {"eksctl-nodegroup.yaml": _yaml(_eks_node_group(stack))}
+    # eksctl installs its own copy of NVIDIA's device plugin (kube-system
+    # nvidia-device-plugin-daemonset) with a node group of GPU instances on these AMI families
+    # unless told not to (eksctl-io/eksctl pkg/eks/tasks.go ClusterTasksForNodeGroups,
+    # pkg/ctl/cmdutils/nodegroup_flags.go `--install-nvidia-plugin`, default true; 99984ad):
+    # beside gpustack's plugin or DRA driver it would advertise the same GPUs a second time.
+    ours = stack.config.devicePlugin.enabled or stack.dra_enabled
+    no_eksctl_plugin = (
+        " --install-nvidia-plugin=false"
+        if ours and stack.facts.amiFamily in EKSCTL_NVIDIA_PLUGIN_AMI_FAMILIES
+        else ""
+    )
+    why_no_eksctl_plugin = (
+        ". `--install-nvidia-plugin=false` keeps eksctl from installing its own NVIDIA device "
+        "plugin (`nvidia-device-plugin-daemonset` in `kube-system`), which would advertise the "
+        f"GPUs a second time beside gpustack's {'DRA driver' if stack.dra_enabled else 'plugin'}"
+        "; where eksctl created GPU node groups before, it is there: `kubectl -n kube-system "
+        "delete daemonset nvidia-device-plugin-daemonset`"
+        if no_eksctl_plugin
+        else ""
+    )
     where = [
         (
             "eksctl-nodegroup.yaml",
             f"replace CLUSTER and REGION and run `eksctl create nodegroup -f "
-            f"eksctl-nodegroup.yaml`: a managed node group of {group.instanceType} with the "
+            f"eksctl-nodegroup.yaml{no_eksctl_plugin}`: a managed node "
+            f"group of {group.instanceType} with the "
             f"`{stack.facts.amiFamily}` AMI family, for which eksctl picks the NVIDIA AMI, and "
             "the taints and labels the manifests expect. EKS applies them to each node when it "
             "registers; to change them later, update the node group (EKS "
             "`UpdateNodegroupConfig`, or the EKS console). Merge "
-            "`managedNodeGroups` into your own ClusterConfig to keep one file per cluster",
+            "`managedNodeGroups` into your own ClusterConfig to keep one file per cluster"
+            + why_no_eksctl_plugin,
         )
     ]
     notes = []
