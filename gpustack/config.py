@@ -1098,7 +1098,7 @@ def _check_toolkit(config: GPUStack, profile: Profile, layers: list[Layer]) -> N
     ):
         # k3s (and RKE2, which runs k3s' agent) adds the nvidia runtimes it finds when it
         # starts, and refuses to start at all while its `default-runtime` names one it did not
-        # find (k3s-io/k3s pkg/agent/containerd/config_linux.go setupContainerdConfig: "default
+        # find (k3s-io/k3s pkg/agent/containerd/config_linux.go SetupContainerdConfig: "default
         # runtime %s was not found"). The toolkit DaemonSet installs the runtime only once the
         # node runs pods: with `default-runtime: nvidia` in its agent config the node would
         # never start, and without it GPU pods naming no RuntimeClass run under runc.

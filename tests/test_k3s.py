@@ -16,7 +16,7 @@ Expectations are k3s' own facts, not gpustack's code:
 - the agent reads /etc/rancher/k3s/config.yaml with `node-taint`, `node-label` and
   `default-runtime`; the kubelet runs inside k3s, with no unit of its own;
 - k3s refuses to start while `default-runtime` names a runtime it did not find at start
-  (pkg/agent/containerd/config_linux.go setupContainerdConfig: "default runtime %s was not
+  (pkg/agent/containerd/config_linux.go SetupContainerdConfig: "default runtime %s was not
   found"); RKE2 runs the same agent code.
 """
 
