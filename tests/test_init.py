@@ -191,3 +191,11 @@ def test_a_user_profiles_defaults_are_what_its_starter_writes(cli, tmp_path: Pat
     assert render.files(render.render(load_stack(minimal, profiles_dir=profiles))) == render.files(
         render.render(stack)
     )
+
+
+def test_starter_writes_node_pool_mappings_as_yaml_not_json(starter) -> None:
+    # A JSON object is valid YAML, but a config a person edits reads as the rest of the file.
+    profile, path, _ = starter
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith(("gke:", "aks:", "eks:")):
+            assert '"' not in line.partition("#")[0], (profile, line)

@@ -377,9 +377,27 @@ def _value(value: object) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, dict) and value:
+        # YAML flow style, `{vmSize: Standard_NC4as_T4_v3}`, as the taints are written.
+        items = (f"{_flow_value(key)}: {_flow_value(item)}" for key, item in value.items())
+        return "{" + ", ".join(items) + "}"
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return str(value)
+
+
+def _flow_value(value: object) -> str:
+    """A value inside a flow mapping: plain where YAML reads it back as the same string."""
+    if isinstance(value, str):
+        plain = (
+            bool(value) and value[0].isalpha() and all(c.isalnum() or c in "._/-" for c in value)
+        )
+        return value if plain and value.lower() not in _YAML_WORDS else json.dumps(value)
+    return _value(value)
+
+
+# Plain scalars YAML reads as something other than a string.
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
 
 
 def _flow(taint: dict[str, object]) -> str:
