@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.errors import Location, UserError, display_path
+from gpustack.layout import KUSTOMIZATION, NODE_DIR, SUBFOLDERS, is_ours, owned_name
 from gpustack.objects import Identity, identity, qualified
-from gpustack.output import SUBFOLDERS, entries, is_ours, owned_name
+from gpustack.output import entries
 from gpustack.reading import decode, read_bounded
-from gpustack.render import KUSTOMIZATION, NODE_DIR
 from gpustack.yamlio import load_all_fast, load_text
 
 # A rendered file is at most a few hundred kilobytes (the largest are CRDs).

@@ -32,14 +32,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpustack import lint, output, validation
+from gpustack import lint, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.decorate import layer
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
-from gpustack.gitops import FLEET_DIR, with_namespace
+from gpustack.gitops import with_namespace
 from gpustack.layers import Layer
+from gpustack.layout import FLEET_DIR, KUSTOMIZATION, is_ours
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import PICKLE, Rendering, render
 from gpustack.yamlio import load_text
@@ -348,7 +349,7 @@ def strays(
         and (among is None or entry.name in among)
         and not entry.name.startswith(".")
         and entry.is_dir(follow_symlinks=False)
-        and output.is_ours(out / entry.name / "kustomization.yaml")
+        and is_ours(out / entry.name / KUSTOMIZATION)
     ]
 
 

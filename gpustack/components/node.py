@@ -16,7 +16,7 @@ from gpustack.components import device_plugin, openshift
 from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
 from gpustack.config import Stack
-from gpustack.decorate import GENERATED, HEADER
+from gpustack.layout import GENERATED, HEADER
 from gpustack.model import AKSNodePool, GKENodePool, NodePool
 from gpustack.workload import (
     deploy_label_keys,
