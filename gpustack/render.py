@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from gpustack import emit, gitops, patches
-from gpustack.components import build_all, driver, namespace, node
+from gpustack import emit, gitops, node_files, patches
+from gpustack.components import build_all, driver, namespace
 from gpustack.config import Stack
 from gpustack.decorate import decorate, layer, rehash
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
@@ -115,7 +115,7 @@ def render(stack: Stack) -> Rendering:
     return Rendering(
         stack.name,
         objects,
-        node.build(stack),
+        node_files.build(stack),
         warnings,
         source=stack.source,
         kubernetes_version=stack.config.platform.kubernetesVersion,
