@@ -18,15 +18,8 @@ from gpustack.model import NodePool
 from gpustack.workload import API_ACCESS, API_ACCESS_MOUNT, CDI_HOOK, HOST_CDI_HOOK
 
 NAME = "nvidia-device-plugin"
-MPS_DAEMON = "nvidia-device-plugin-mps-control-daemon"
 CONFIG_MAP = "nvidia-device-plugin-config"
 CONFIG_DIR = "/etc/nvidia-device-plugin"
-# helm values.yaml `mps.root`; the plugin and the MPS control daemon share it through the host.
-MPS_ROOT = "/run/nvidia/mps"
-# Where both binaries expect that folder inside their containers: the daemon creates its pipes,
-# logs and `.ready` there and the plugin health-checks it there (cmd/mps-control-daemon/mps/root.go
-# `ContainerRoot`); MPS_ROOT only tells the plugin the host path to mount into GPU pods.
-MPS_MOUNT = "/mps"
 # The plugin's default `containerDriverRoot` (api/config/v1/flags.go, helm chart mount).
 DRIVER_ROOT_MOUNT = "/driver-root"
 

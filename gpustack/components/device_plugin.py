@@ -17,9 +17,7 @@ from gpustack.device_plugin_config import (
     CONFIG_DIR,
     CONFIG_MANAGER_RULES,
     CONFIG_MAP,
-    MPS_DAEMON,
-    MPS_MOUNT,
-    MPS_ROOT,
+    DRIVER_ROOT_MOUNT,
     NAME,
     image,
     mig_strategies,
@@ -31,7 +29,6 @@ from gpustack.device_plugin_config import (
     with_config_manager,
 )
 from gpustack.workload import (
-    DRIVER_ROOT_MOUNT,
     cluster_role_with_binding,
     config_map,
     daemonset,
@@ -43,6 +40,14 @@ from gpustack.workload import (
     scc_rules,
     service_account,
 )
+
+MPS_DAEMON = "nvidia-device-plugin-mps-control-daemon"
+# helm values.yaml `mps.root`; the plugin and the MPS control daemon share it through the host.
+MPS_ROOT = "/run/nvidia/mps"
+# Where both binaries expect that folder inside their containers: the daemon creates its pipes,
+# logs and `.ready` there and the plugin health-checks it there (cmd/mps-control-daemon/mps/root.go
+# `ContainerRoot`); MPS_ROOT only tells the plugin the host path to mount into GPU pods.
+MPS_MOUNT = "/mps"
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
