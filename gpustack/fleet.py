@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import posixpath
 import re
 import shlex
 from collections.abc import Callable, Collection, Sequence
@@ -377,8 +378,6 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     nearest folder above `out` holding `.git`), or from the working folder outside one. Nothing
     when `out` lies outside that folder (where the repository reads it cannot be told), nor
     for a path to a kustomize overlay of the rendered folder (see overlays)."""
-    import posixpath
-
     wanted = [(r, r.gitops_path) for r in renderings if r.gitops_path is not None]
     if not wanted:
         return []
