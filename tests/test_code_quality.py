@@ -4,6 +4,7 @@ pyproject.toml)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,3 +96,20 @@ def test_an_import_between_independent_modules_breaks_their_contract(
     result = lint_imports(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"{broken} BROKEN" in result.stdout
+
+
+def test_architecture_draws_the_layers_that_are_enforced():
+    """ARCHITECTURE.md's picture of the layers is the contract's list, row for row."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in contracts["contracts"] if c["type"] == "layers")["layers"]
+    enforced = [layer.replace("gpustack.", "") for layer in layers]
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    drawing = text.split("## The layers, as enforced", 1)[1].split("```", 2)[1]
+    drawn = [
+        re.split(r"\s{2,}|\s*◀", line.strip())[0]
+        for line in drawing.splitlines()
+        if line.strip() and not line.startswith(" ")
+    ]
+    assert drawn == enforced
