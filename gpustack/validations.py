@@ -21,9 +21,9 @@ from gpustack.workload import host_path_volume
 # Where every step of a node's bring-up leaves its ready file (the host folder the operator's
 # GPU DaemonSets mount, e.g. assets/state-device-plugin/0500_daemonset.yaml).
 VALIDATIONS = "/run/nvidia/validations"
-# The operator DaemonSet's name, which the validator reads back to give its workload pods the
+# The validator DaemonSet's name, which the validator reads back to give its workload pods the
 # DaemonSet's tolerations (main.go runWorkload: "nvidia-operator-validator").
-NAME = "nvidia-operator-validator"
+VALIDATOR = "nvidia-operator-validator"
 
 # deployments/gpu-operator/values.yaml `validator.repository`/`validator.image` (v26.7.0): one
 # image for the operator and the validator since v25.10 (gpu-operator a4782da, "Consolidate

@@ -43,7 +43,7 @@ RESOURCE_NAMES = {
 WATCHED_DAEMONSETS = (
     metrics.DCGM_EXPORTER,
     device_plugin_config.NAME,
-    validations.NAME,
+    validations.VALIDATOR,
     metrics.NODE_STATUS_EXPORTER,
 )
 

@@ -29,7 +29,6 @@ from typing import Any
 from gpustack.config import Stack
 from gpustack.decorate import mirrored
 from gpustack.validations import (
-    NAME,
     VALIDATIONS,
     VALIDATIONS_VOLUME,
     driver_validation,
@@ -37,6 +36,7 @@ from gpustack.validations import (
     host_folder_selinux,
     image,
 )
+from gpustack.validations import VALIDATOR as NAME
 from gpustack.workload import (
     cluster_role_with_binding,
     daemonset,
