@@ -30,7 +30,7 @@ from gpustack import fleet
 from gpustack import profiles as profile_store
 from gpustack.config import Inputs, inputs
 from gpustack.errors import real_path
-from gpustack.gitops import FLEET_DIR
+from gpustack.layout import FLEET_DIR
 from gpustack.reading import read_bounded
 
 

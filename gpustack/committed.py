@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.errors import Location, UserError, display_path
+from gpustack.layout import KUSTOMIZATION, NODE_DIR, SUBFOLDERS, is_ours, owned_name
 from gpustack.objects import Identity, identity, qualified
-from gpustack.output import SUBFOLDERS, entries, is_ours, owned_name
+from gpustack.output import entries
 from gpustack.reading import decode, read_bounded
-from gpustack.render import KUSTOMIZATION, NODE_DIR
-from gpustack.yamlio import load_all_fast, load_text
+from gpustack.yamlio import load_all_text, load_text
 
 # A rendered file is at most a few hundred kilobytes (the largest are CRDs).
 MAX_COMMITTED_BYTES = 16 * 1024 * 1024
@@ -105,7 +105,7 @@ def read(folder: Path) -> Committed:
         path = folder / relative
         shown = display_path(path)
         content = read_file(folder, relative) or b""
-        for document in load_all_fast(decode(content, shown), shown):
+        for document in load_all_text(decode(content, shown), shown):
             if document.data is None:
                 continue
             obj = document.data

@@ -52,7 +52,6 @@ from gpustack.yamlio import (
     SourceMap,
     load_all_text,
     load_file,
-    load_file_fast,
     load_text,
 )
 
@@ -676,7 +675,7 @@ def read_document(path: Path) -> Document:
 def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> Document:
     # mtime and size in the key: an edited file is read again; cwd: positions name the file as
     # the user would type it from there.
-    return load_file_fast(Path(path))
+    return load_file(Path(path))
 
 
 # A config path of `-` reads the config from standard input (bases relative to the working folder).

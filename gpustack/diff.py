@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from gpustack import emit, secrets
 from gpustack.errors import UserError
-from gpustack.gitops import FLEET_DIR
+from gpustack.layout import FLEET_DIR
 from gpustack.objects import Identity, file_name, identity, qualified, sort_key
 from gpustack.yamlio import load_text
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import posixpath
 import re
 import shlex
 from collections.abc import Callable, Collection, Sequence
@@ -32,14 +33,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpustack import lint, output, validation
+from gpustack import lint, validation
 from gpustack import render as rendering_files
 from gpustack.config import Stack, bases, load_stack, read_document
 from gpustack.decorate import layer
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
-from gpustack.gitops import FLEET_DIR, with_namespace
+from gpustack.gitops import with_namespace
 from gpustack.layers import Layer
+from gpustack.layout import FLEET_DIR, KUSTOMIZATION, is_ours
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import PICKLE, Rendering, render
 from gpustack.yamlio import load_text
@@ -348,7 +350,7 @@ def strays(
         and (among is None or entry.name in among)
         and not entry.name.startswith(".")
         and entry.is_dir(follow_symlinks=False)
-        and output.is_ours(out / entry.name / "kustomization.yaml")
+        and is_ours(out / entry.name / KUSTOMIZATION)
     ]
 
 
@@ -376,8 +378,6 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
     nearest folder above `out` holding `.git`), or from the working folder outside one. Nothing
     when `out` lies outside that folder (where the repository reads it cannot be told), nor
     for a path to a kustomize overlay of the rendered folder (see overlays)."""
-    import posixpath
-
     wanted = [(r, r.gitops_path) for r in renderings if r.gitops_path is not None]
     if not wanted:
         return []

@@ -12,13 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.config import Stack
-from gpustack.decorate import CANARY_LAYER, SMOKE_TEST_LAYER, layer, layer_dependency
+from gpustack.decorate import layer, layer_dependency
+from gpustack.layout import CANARY_LAYER, SMOKE_TEST_LAYER
+from gpustack.layout import FLEET_DIR as FLEET_DIR  # the command line names it from here
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
 
-# Folder (beside the clusters' folders) for objects that belong to the whole fleet.
-FLEET_DIR = "_gitops"
-# Folder inside `out/<name>/` for the cluster's own GitOps objects.
-CLUSTER_DIR = "gitops"
 APPLICATION_SET_NAME = "gpustack"
 ARGOCD_API = "argoproj.io/v1alpha1"
 # Deleting an Application that carries this finalizer deletes the objects it deployed (argo-cd
@@ -165,7 +163,7 @@ def _application_spec(argocd: ArgoCD, path: str, destination: dict[str, str]) ->
 
 
 def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A Kustomization per layer, each depending on the layer decorate.LAYER_DEPENDENCIES names
+    """A Kustomization per layer, each depending on the layer layout.LAYER_DEPENDENCIES names
     (or the nearest one rendered), and the GitRepository when the config describes it.
 
     The smoke-test layer depends on the workloads and is Ready only when its Job passed: `wait`

@@ -20,6 +20,11 @@ import yaml  # type: ignore[import-untyped]
 from gpustack.errors import UserError, describe
 from gpustack.yamlio import Document
 
+# The node labels the MIG manager (NVIDIA/mig-parted's nvidia-mig-manager, components/mig_manager.py)
+# reads a node's MIG config name from and reports its state in.
+CONFIG_LABEL = "nvidia.com/mig.config"
+STATE_LABEL = "nvidia.com/mig.config.state"
+
 DEFAULTS = Path(__file__).with_name("mig_parted_defaults.yaml")
 VERSION = "v1"
 # A MIG profile as mig-parted parses it (pkg/types/mig_profile.go): [<c>c.]<g>g.<memory>gb with

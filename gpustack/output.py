@@ -36,62 +36,16 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpustack import decorate
 from gpustack.errors import Location, UserError, display_path
+from gpustack.layout import is_ours
 from gpustack.reading import MAX_FILE_BYTES, kind_of, read_bounded
 from gpustack.secrets import carries_secret
 
-# The exact first lines of gpustack's files: YAML, TOML and shell take the comment, Markdown
-# (node/README.md) the HTML comment.
-HEADERS = (decorate.HEADER.encode(), f"<!-- {decorate.GENERATED} -->\n".encode())
-# File names gpustack writes: `<kind>-<name>.yaml` (DNS-1123 names, lowercase kind) and
-# kustomization.yaml, at the top or in a Flux layer or gitops/ folder; host-side files in node/.
-_OBJECT_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.yaml")
-_NODE_FILE = re.compile(r"(?:README\.md|[a-z0-9][a-z0-9.-]*\.(?:yaml|toml|sh|conf|json))")
-SUBFOLDERS = {"node", "gitops", *decorate.LAYERS}
 # A staged folder (`new`), or an old one set aside by a two-rename swap (`old`, non-Linux).
 _STAGING = re.compile(r"\.(?P<name>.+)\.gpustack-(?P<role>new|old)-[0-9a-f]{12}")
 # renameat2(2): exchange two paths atomically; AT_FDCWD: paths relative to the working folder.
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-
-
-def owned_name(relative: str) -> bool:
-    """Whether gpustack writes files at `relative` (a path inside a rendered folder)."""
-    parts = relative.split("/")
-    if len(parts) == 1:
-        return _OBJECT_FILE.fullmatch(parts[0]) is not None
-    if len(parts) != 2 or parts[0] not in SUBFOLDERS:
-        return False
-    pattern = _NODE_FILE if parts[0] == "node" else _OBJECT_FILE
-    return pattern.fullmatch(parts[1]) is not None
-
-
-def has_header(path: Path) -> bool:
-    """The first line of the regular file `path` (never a link) is gpustack's header (ended by
-    LF or CRLF)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return False
-        start = os.read(descriptor, 512)
-    except OSError:
-        return False
-    finally:
-        os.close(descriptor)
-    # A checkout with CRLF line endings (git's core.autocrlf on Windows) keeps the marker.
-    first = start.replace(b"\r\n", b"\n", 1)
-    return any(first.startswith(header) for header in HEADERS)
-
-
-def is_ours(path: Path, relative: str | None = None) -> bool:
-    """A file gpustack wrote: a name it writes (`relative` to the rendered folder; the file name
-    alone when not given) and its exact header on the first line."""
-    name = relative if relative is not None else path.name
-    return owned_name(name) and has_header(path)
 
 
 @dataclass

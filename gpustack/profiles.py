@@ -15,7 +15,7 @@ from typing import Any
 from gpustack.errors import Location, UserError, describe, did_you_mean, display_path
 from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
-from gpustack.yamlio import SourceMap, load_file_fast
+from gpustack.yamlio import SourceMap, load_file
 
 BUILTIN = (
     "openshift",
@@ -84,7 +84,7 @@ def files(name: str, profiles_dir: Path | None = None) -> list[Path]:
             break
         found.append(path.resolve())
         try:
-            data = load_file_fast(path).data
+            data = load_file(path).data
         except UserError:
             break
         current = data.get("extends") if isinstance(data, dict) else None
@@ -154,7 +154,7 @@ def _load(
                 else "extends",
                 hint=did_you_mean(current, choices) or f"available: {', '.join(choices)}",
             )
-        document = load_file_fast(path)
+        document = load_file(path)
         if not isinstance(document.data, dict):
             raise UserError("expected a Profile mapping", document.source.nearest(()))
         _check_is_profile(document.data, path)

@@ -10,15 +10,13 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from gpustack import emit, gitops, patches
-from gpustack.components import build_all, driver, namespace, node
+from gpustack import emit, gitops, node_files, patches
+from gpustack.components import build_all, driver, namespace
 from gpustack.config import Stack
-from gpustack.decorate import HEADER, decorate, layer, rehash
+from gpustack.decorate import decorate, layer, rehash
+from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
 from gpustack.workload import deploy_node_labels
-
-KUSTOMIZATION = "kustomization.yaml"
-NODE_DIR = "node"
 
 
 @dataclass
@@ -117,7 +115,7 @@ def render(stack: Stack) -> Rendering:
     return Rendering(
         stack.name,
         objects,
-        node.build(stack),
+        node_files.build(stack),
         warnings,
         source=stack.source,
         kubernetes_version=stack.config.platform.kubernetesVersion,
@@ -152,7 +150,7 @@ def files(rendering: Rendering) -> dict[str, bytes]:
     result = _folder(rendering.objects, rendering.layered, rendering.content_keys)
     if rendering.gitops_objects:
         for name, emitted in _folder(rendering.gitops_objects).items():
-            result[f"{gitops.CLUSTER_DIR}/{name}"] = emitted
+            result[f"{CLUSTER_DIR}/{name}"] = emitted
     for name, text in sorted(rendering.node_files.items()):
         result[f"{NODE_DIR}/{name}"] = text.encode()
     return dict(sorted(result.items()))
@@ -165,7 +163,7 @@ def object_paths(rendering: Rendering) -> dict[Identity, str]:
         for obj in rendering.objects
     }
     for obj in rendering.gitops_objects:
-        paths[identity(obj)] = f"{gitops.CLUSTER_DIR}/{file_name(obj)}"
+        paths[identity(obj)] = f"{CLUSTER_DIR}/{file_name(obj)}"
     return paths
 
 

@@ -33,7 +33,7 @@ from gpustack import committed, errors, fleet, output, profiles, reading, render
 from gpustack.diff import Change, Diff, Status, diff_files, diff_objects
 from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
-from gpustack.gitops import FLEET_DIR
+from gpustack.layout import FLEET_DIR, KUSTOMIZATION, NODE_DIR, is_ours
 from gpustack.objects import Identity, file_name, identity
 from gpustack.render import Rendering
 from gpustack.secrets import mask_text
@@ -105,14 +105,14 @@ def compare_folder(target: Path, expected: dict[str, bytes]) -> OutputCheck:
             report.diffs[relative] = _file_diff(
                 current, content, f"{path} (committed)", f"{path} (rendered)"
             )
-            if not output.is_ours(target / relative, relative):
+            if not is_ours(target / relative, relative):
                 report.unmarked.append(relative)
     if target.is_dir():
         report.extra = sorted(
             relative
             for relative, mode in output.entries(target).items()
             if stat.S_ISREG(mode)
-            and output.is_ours(target / relative, relative)
+            and is_ours(target / relative, relative)
             and relative not in expected
         )
     return report
@@ -187,7 +187,7 @@ def _split(
     others = {
         path: content
         for path, content in files.items()
-        if path.rpartition("/")[2] == render.KUSTOMIZATION or path.startswith(f"{render.NODE_DIR}/")
+        if path.rpartition("/")[2] == KUSTOMIZATION or path.startswith(f"{NODE_DIR}/")
     }
     return Snapshot(objects, others, paths)
 
@@ -238,9 +238,7 @@ def against(folder: Path, new: Snapshot, files: dict[str, bytes], new_label: str
     changes = []
     for relative in sorted([*report.missing, *report.extra, *report.diffs]):
         name = relative.rpartition("/")[2]
-        if relative in covered | object_files or (
-            name != render.KUSTOMIZATION and name in object_files
-        ):
+        if relative in covered | object_files or (name != KUSTOMIZATION and name in object_files):
             continue
         before = committed.read_file(folder, relative) if relative not in report.missing else None
         after = files.get(relative)

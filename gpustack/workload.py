@@ -21,6 +21,64 @@ GPU_RESOURCE = "nvidia.com/gpu"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 
 
+# --- Paths, volumes and names the GPU components share ---------------------------------------
+# gpu-operator values.yaml `toolkit.installDir` (v26.7.0): where the Container Toolkit DaemonSet
+# installs the runtime and its hook on the host.
+TOOLKIT_INSTALL_DIR = "/usr/local/nvidia"
+# The nvidia-cdi-hook the CDI specs name; the device plugin writes specs that call it too
+# (object_controls.go transformDevicePluginCtrForCDI: <installDir>/toolkit/nvidia-cdi-hook).
+CDI_HOOK = f"{TOOLKIT_INSTALL_DIR}/toolkit/nvidia-cdi-hook"
+# Where the nvidia-container-toolkit packages install the hook (nvidia-container-toolkit-base).
+HOST_CDI_HOOK = "/usr/bin/nvidia-cdi-hook"
+CDI_ROOT = "/var/run/cdi"
+# Where the Container Toolkit's and the MIG manager's containers see the host's root and the
+# driver's root (gpu-operator object_controls.go, v26.7.0: DRIVER_ROOT_CTR_PATH, DEV_ROOT_CTR_PATH).
+HOST_ROOT = "/host"
+DRIVER_ROOT_MOUNT = "/driver-root"
+
+
+def container_path(host_path: str) -> str:
+    """Where a host folder the toolkit reads (driver root, dev root) appears in its container."""
+    return HOST_ROOT if host_path == "/" else DRIVER_ROOT_MOUNT
+
+
+# The ServiceAccount token, API server CA and namespace where client-go's in-cluster config reads
+# them, as the kubelet mounts them into every container of a pod whose account automounts its
+# token (kubernetes.io, "Managing Service Accounts", kube-api-access projected volume), mounted
+# only into the one container that calls the API (the driver manager, the device plugin's
+# config manager).
+API_ACCESS_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+API_ACCESS: dict[str, Any] = {
+    "name": "driver-manager-api-access",
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+            {
+                "downwardAPI": {
+                    "items": [
+                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                    ]
+                }
+            },
+        ]
+    },
+}
+# The node label an OpenShift custom MachineConfigPool selects its nodes by
+# (openshift/machine-config-operator docs/custom-pools.md).
+NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
+# The DeviceClass a pod claims a whole GPU of through DRA (kubernetes-sigs/dra-driver-nvidia-gpu
+# v0.4.1, deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml).
+GPU_DEVICE_CLASS = "gpu.nvidia.com"
+# kubernetes-sigs/node-feature-discovery v0.19.0 (the worker's `local` feature source): where GFD (or any tool) drops feature files that the worker's `local` source reads.
+FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
+
+
 def selector_labels(name: str) -> dict[str, str]:
     """The labels a workload's selector matches. `name` is unique per workload, so no two
     DaemonSets share a selector (a GitOps hazard of the upstream chart, k8s-device-plugin #982)."""

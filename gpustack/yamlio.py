@@ -90,7 +90,7 @@ class LazySourceMap(SourceMap):
 
     def _positions(self) -> SourceMap:
         if self._full is None:
-            documents = list(load_all_text(self._text, self.file))
+            documents = list(_parse_all(self._text, self.file))
             found = documents[self._index] if self._index < len(documents) else None
             self._full = found.source if found else SourceMap(self.file, text=self._text)
         return self._full
@@ -121,31 +121,30 @@ def read_text(path: Path) -> str:
 
 
 def load_file(path: Path) -> Document:
+    """One YAML document from a user's file: see load_text."""
     return load_text(read_text(path), display_path(path))
 
 
-def load_file_fast(path: Path) -> Document:
-    """load_file, twenty times faster for the well-formed files a fleet is made of: libyaml reads
-    the data, and positions are computed only when asked for. Anything the fast path is not sure
-    to read exactly as the full parser does (aliases, tags, duplicate keys, YAML 1.1-only scalars,
-    errors) goes to the full parser, which also reports every problem with its position."""
-    return load_text_fast(read_text(path), display_path(path))
+def load_text(text: str, shown: str) -> Document:
+    """Parse one YAML document into plain data and its source map.
 
-
-def load_text_fast(text: str, shown: str) -> Document:
-    """load_text by the fast path, as load_file_fast."""
+    The well-formed files a fleet is made of are read by libyaml, twenty times faster, and their
+    positions worked out only when something asks for one. Anything that path is not sure to read
+    exactly as the full parser does (aliases, tags, duplicate keys, YAML 1.1-only scalars, more
+    than one document, errors) goes to the full parser, which also reports every problem with its
+    position."""
     documents = _fast_documents(text)
     if documents is None or len(documents) != 1:
-        return load_text(text, shown)
+        return _parse_one(text, shown)
     return Document(documents[0], LazySourceMap(shown, text))
 
 
-def load_all_fast(text: str, shown: str) -> list[Document]:
-    """load_all_text by the fast path where it is sure to read the same data (gpustack's own
-    output always is), positions computed only when asked for."""
+def load_all_text(text: str, shown: str) -> list[Document]:
+    """Every YAML document of `text`, read as load_text reads one (gpustack's own output always
+    takes the fast path)."""
     documents = _fast_documents(text)
     if documents is None:
-        return list(load_all_text(text, shown))
+        return list(_parse_all(text, shown))
     return [
         Document(data, LazySourceMap(shown, text, index)) for index, data in enumerate(documents)
     ]
@@ -208,10 +207,10 @@ def _fast_documents(text: str) -> list[Any] | None:
         return None
 
 
-def load_text(text: str, shown: str) -> Document:
-    """Parse one YAML document into plain data and its source map."""
+def _parse_one(text: str, shown: str) -> Document:
+    """One YAML document by the full parser (ruamel), positions and all."""
     # An empty document (a stray `---` at the end) holds nothing to choose between.
-    documents = [document for document in load_all_text(text, shown) if document.data is not None]
+    documents = [document for document in _parse_all(text, shown) if document.data is not None]
     if len(documents) > 1:
         raise UserError(
             "a second YAML document starts here; a config file holds one",
@@ -223,7 +222,8 @@ def load_text(text: str, shown: str) -> Document:
     return documents[0]
 
 
-def load_all_text(text: str, shown: str) -> Iterator[Document]:
+def _parse_all(text: str, shown: str) -> Iterator[Document]:
+    """Every YAML document by the full parser: plain data, positions, every problem located."""
     deepest, where = _flow_depth(text)
     if deepest > MAX_NESTING:
         line, column = _position(text, where)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import pty
 import re
 import shutil
 import signal
@@ -252,6 +253,33 @@ def run_gpustack(
         stderr += "".join(traceback.format_exception(*result.exc_info))  # "Traceback (most ..."
         returncode = 1
     return subprocess.CompletedProcess(["gpustack", *argv], returncode, result.stdout, stderr)
+
+
+def run_on_terminal(
+    *args: str,
+    cwd: Path | str = ROOT,
+    env: Mapping[str, str] | None = None,
+    stream: str = "stdout",
+) -> tuple[int, str]:
+    """The real `python -m gpustack ARGS...` with its `stream` (stdout or stderr) on a
+    pseudo-terminal, the other thrown away: its exit code and what the terminal showed."""
+    controller, tty = pty.openpty()
+    outputs = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: tty}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpustack", *args], cwd=cwd, env=env, **outputs
+    )
+    os.close(tty)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closes when the process exits
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    return process.wait(), b"".join(chunks).decode()
 
 
 def read_manifests(text: str) -> list[Any]:

@@ -39,6 +39,7 @@ def listed_objects(folder: Path) -> list[dict[str, Any]]:
 
 
 def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    """What names an object to the API server: its apiVersion and kind, namespace and name."""
     metadata = obj["metadata"]
     return (obj["apiVersion"], obj["kind"], metadata.get("namespace", ""), metadata["name"])
 

@@ -96,17 +96,23 @@ def configured_taints(stack: Stack) -> list[dict[str, Any]]:
     return taints
 
 
-def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
-    """Kubernetes' rule (core/v1 Toleration.ToleratesTaint)."""
-    for toleration in tolerations:
-        key, operator = toleration.get("key", ""), toleration.get("operator", "Equal")
-        if toleration.get("effect") and toleration["effect"] != taint["effect"]:
-            continue
-        if key and key != taint["key"]:
-            continue
-        if operator == "Exists" or toleration.get("value", "") == (taint.get("value") or ""):
-            return True
-    return False
+def covering_tolerations(taint: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tolerations that cover `taint` whatever its value may be on a node, by Kubernetes' rule
+    (core/v1 Toleration.ToleratesTaint; an empty key with `Exists` matches every taint, an empty
+    effect every effect): `Equal` to its value, or `Exists` on its key. A taint declared without
+    a value stands for any value, which only `Exists` covers (as the lint rule taint-not-tolerated
+    reads it)."""
+    key, effect = taint["key"], taint["effect"]
+    covering = [
+        {"key": key, "operator": "Exists", "effect": effect},
+        {"key": key, "operator": "Exists"},
+        {"operator": "Exists"},
+    ]
+    if taint.get("value") is not None:
+        covering.append(
+            {"key": key, "operator": "Equal", "value": taint["value"], "effect": effect}
+        )
+    return covering
 
 
 def shared_affinity(spec: dict[str, Any]) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gpustack import output, render
 from gpustack.config import load_stack
-from gpustack.decorate import HEADER
+from gpustack.layout import HEADER
 from tests.conftest import EXAMPLES, ROOT
 
 

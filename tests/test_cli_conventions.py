@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_on_terminal
 
 CONFIG = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -286,27 +286,7 @@ def run_real(*args: str, env: dict[str, str], cwd: Path, terminal: bool = False)
             check=False,
         )
         return done.stdout
-    controller, tty = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpustack", *args],
-        cwd=cwd,
-        stdout=tty,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    os.close(tty)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(controller)
-    process.wait()
-    return b"".join(chunks).decode()
+    return run_on_terminal(*args, cwd=cwd, env=env)[1]
 
 
 def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
@@ -458,31 +438,12 @@ def test_completion_of_an_unknown_shell_is_exit_2(cli):
     assert result.exit_code == 2
 
 
-def stderr_on_terminal(*args: str, cwd: Path) -> str:
-    controller, tty = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpustack", *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=tty
-    )
-    os.close(tty)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(controller)
-    assert process.wait() == 0
-    return b"".join(chunks).decode()
-
-
 def test_a_long_render_shows_progress_on_a_terminal_only(tmp_path):
     clusters = tmp_path / "clusters"
     for index in range(20):
         cluster(clusters / f"gpu-{index}.yaml", f"gpu-{index}")
-    shown = stderr_on_terminal("render", "clusters", "-o", "out", cwd=tmp_path)
+    code, shown = run_on_terminal("render", "clusters", "-o", "out", cwd=tmp_path, stream="stderr")
+    assert code == 0
     # Both count clusters: the fleet's _gitops/ folder is written (here emptied) too, but is none.
     assert "rendering 20/20" in shown and "writing 20/20" in shown
     assert "/21" not in shown

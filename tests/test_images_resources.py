@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import stack_for
 
-from gpustack import profiles
+from gpustack import decorate, profiles
 from gpustack.render import render
 
 MIRROR = "registry.example.com:5000/gpu-mirror"
@@ -65,14 +65,44 @@ def containers(objects: list[dict]) -> list[tuple[str, str, dict]]:
     ]
 
 
+# The registries the shipped components pull from, each a registry host by Docker's reference
+# grammar (distribution/reference normalize.go splitDockerDomain: a first component holding "."
+# or ":", or "localhost"), so that the mirror takes its place and keeps the path, tag and digest.
+REGISTRIES = {"nvcr.io", "registry.k8s.io", "gcr.io", "gke.gcr.io", "registry.redhat.io"}
+# Images a node resolves by a short name: GKE preloads its driver installer on the node.
+SHORT_NAMES = {"gke-nvidia-installer"}
+
+
 def expected_image(image: str, pull_policy: str | None) -> str:
     """Where an air-gapped node pulls `image` from: the mirror, under the same repository path,
-    tag and digest. A short name (no registry host) is resolved by the node itself and, like an
-    image never pulled, stays as it is."""
-    first, _, path = image.partition("/")
-    if pull_policy == "Never" or not path or not ("." in first or ":" in first):
+    tag and digest; a short name, or an image never pulled, stays as it is."""
+    host, _, path = image.partition("/")
+    if pull_policy == "Never":
         return image
+    if not path:
+        assert image.partition(":")[0] in SHORT_NAMES, f"{image}: a short name this test expects"
+        return image
+    assert host in REGISTRIES, f"{image}: a registry this test does not list"
     return f"{MIRROR}/{path}"
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("nvcr.io/nvidia/driver:580.95.05", "mirror.local/nvidia/driver:580.95.05"),
+        (
+            "registry.k8s.io/pause:3.8@sha256:" + "0" * 64,
+            "mirror.local/pause:3.8@sha256:" + "0" * 64,
+        ),
+        ("localhost:5000/team/tool:1", "mirror.local/team/tool:1"),
+        ("localhost/tool:1", "mirror.local/tool:1"),
+        # No registry host: the node's runtime resolves the name (Docker Hub or preloaded).
+        ("gke-nvidia-installer:fixed", "gke-nvidia-installer:fixed"),
+        ("nvidia/cuda:12.4.1-base-ubuntu22.04", "nvidia/cuda:12.4.1-base-ubuntu22.04"),
+    ],
+)
+def test_the_mirror_takes_the_place_of_the_registry_host_only(image, expected):
+    assert decorate.mirrored(image, "mirror.local") == expected
 
 
 def workload_key(workload: str) -> str:

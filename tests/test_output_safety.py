@@ -27,7 +27,7 @@ import render_process
 from conftest import ROOT, run_gpustack
 
 from gpustack import output
-from gpustack.decorate import HEADER
+from gpustack.layout import HEADER
 
 CONFIG = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 BASE = (

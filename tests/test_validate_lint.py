@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, read_manifest
 
 from gpustack import emit, lint
-from gpustack.decorate import HEADER
+from gpustack.layout import HEADER
 
 FORMATS = ("text", "json", "junit", "tap", "sarif")
 RENDERED = ROOT / "out" / "kubeadm-lab"

@@ -5,7 +5,7 @@ or with Google Managed Prometheus a ClusterRules (a namespaced `Rules` sees only
 own namespace, prometheus-engine charts/operator/crds/monitoring.googleapis.com_rules.yaml, and
 these rules join the exporter's metrics with kube-state-metrics' from another namespace).
 
-Every exporter sample carries the `node` label its monitor sets (dcgm_exporter.NODE_LABEL), the
+Every exporter sample carries the `node` label its monitor sets (metrics.NODE_LABEL), the
 label kube-state-metrics names nodes by; per-GPU rules keep the exporter's `gpu`, `UUID` and
 `modelName` labels (dcgm-exporter internal/pkg/rendermetrics/render_metrics.go, d5e5f51) and drop
 the pod labels, so a GPU is one series whichever pod holds it. README's "Alert runbooks" section
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.components import dcgm_exporter, device_plugin, node_status_exporter, validator
+from gpustack import device_plugin_config, metrics, validations
 from gpustack.config import Stack
 from gpustack.model import AlertThresholds, duration_ms
 from gpustack.objects import kind_of, name_of, namespace_of
@@ -28,7 +28,7 @@ RECORDING_GROUP = "gpustack-gpu.recording"
 ALERTING_GROUP = "gpustack-gpu.alerts"
 
 # The per-GPU labels rules aggregate by, dropping the pod, namespace and container labels.
-NODE = dcgm_exporter.NODE_LABEL
+NODE = metrics.NODE_LABEL
 GPU = f"{NODE}, gpu, UUID, modelName"
 # The XID the driver reports when a GPU no longer answers on PCIe (NVIDIA XID catalogue).
 XID_FALLEN_OFF_BUS = 79
@@ -41,10 +41,10 @@ RESOURCE_NAMES = {
 }
 # The GPU DaemonSets gpustack renders whose absence from a GPU node the on-call team must know.
 WATCHED_DAEMONSETS = (
-    dcgm_exporter.NAME,
-    device_plugin.NAME,
-    validator.NAME,
-    node_status_exporter.NAME,
+    metrics.DCGM_EXPORTER,
+    device_plugin_config.NAME,
+    validations.VALIDATOR,
+    metrics.NODE_STATUS_EXPORTER,
 )
 
 # Recorded series (level:metric:operations, Prometheus recording rule naming).
@@ -371,14 +371,14 @@ def _node_status_alerts(stack: Stack) -> list[dict[str, Any]]:
     intent of upstream's node deployment alerts (gpu-operator assets/state-node-status-exporter/
     0800_prometheus_rule_openshift.yaml, v26.7.0). A later step is blamed only while the driver
     validation passes, so a broken driver raises one alert, not three."""
-    if not node_status_exporter.enabled(stack):
+    if not metrics.node_status_exporter_enabled(stack):
         return []
     waited = stack.config.alerts.thresholds.nodeValidationFor
-    driver_ok = f"and on ({NODE}) {node_status_exporter.DRIVER_VALIDATION} == 1"
+    driver_ok = f"and on ({NODE}) {metrics.DRIVER_VALIDATION} == 1"
     rules: list[dict[str, Any]] = [
         {
             "alert": "GPUNodeDriverValidationFailed",
-            "expr": f"{node_status_exporter.DRIVER_VALIDATION} == 0",
+            "expr": f"{metrics.DRIVER_VALIDATION} == 0",
             "for": waited,
             "annotations": {
                 "summary": "A GPU node's driver fails its validation.",
@@ -390,7 +390,7 @@ def _node_status_alerts(stack: Stack) -> list[dict[str, Any]]:
         },
         {
             "alert": "GPUNodeToolkitNotReady",
-            "expr": f"{node_status_exporter.TOOLKIT_READY} == 0\n{driver_ok}",
+            "expr": f"{metrics.TOOLKIT_READY} == 0\n{driver_ok}",
             "for": waited,
             "annotations": {
                 "summary": "A GPU node's container runtime cannot run GPU containers.",
@@ -402,7 +402,7 @@ def _node_status_alerts(stack: Stack) -> list[dict[str, Any]]:
         },
         {
             "alert": "GPUNodeCUDANotReady",
-            "expr": f"{node_status_exporter.CUDA_READY} == 0\n{driver_ok}",
+            "expr": f"{metrics.CUDA_READY} == 0\n{driver_ok}",
             "for": waited,
             "annotations": {
                 "summary": "CUDA applications cannot run on a GPU node.",
@@ -418,7 +418,7 @@ def _node_status_alerts(stack: Stack) -> list[dict[str, Any]]:
         rules.append(
             {
                 "alert": "GPUNodeNoDevicesAdvertised",
-                "expr": f"{node_status_exporter.PLUGIN_DEVICES} == 0\n{driver_ok}",
+                "expr": f"{metrics.PLUGIN_DEVICES} == 0\n{driver_ok}",
                 "for": waited,
                 "annotations": {
                     "summary": "A GPU node advertises no GPUs.",

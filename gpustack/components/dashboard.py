@@ -1,6 +1,6 @@
 """The DCGM dashboard as code: a Grafana dashboard in a ConfigMap for Grafana's dashboard sidecar.
 
-Made from the exporter's own counter list (dcgm_exporter.COUNTERS): a panel for each metric the
+Made from the exporter's own counter list (metrics.COUNTERS): a panel for each metric the
 exporter collects, in its sections, and none for a metric it does not, so the dashboard follows
 the counters. NVIDIA's dashboard (dcgm-exporter grafana/dcgm-exporter-dashboard.json, d5e5f51)
 charts temperature, power, SM clocks (MHz times 10^6, in hertz), utilisation, framebuffer memory
@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from gpustack.components import dcgm_exporter
+from gpustack import metrics
 from gpustack.config import Stack
 from gpustack.workload import COMPONENT_LABEL
 
@@ -25,7 +25,7 @@ UID = "gpustack-gpu-dcgm"
 # The sidecar's folder annotation (kiwigrid k8s-sidecar FOLDER_ANNOTATION, kube-prometheus-stack
 # grafana chart `sidecar.dashboards.folderAnnotation`).
 FOLDER_ANNOTATION = "grafana_folder"
-NODE = dcgm_exporter.NODE_LABEL
+NODE = metrics.NODE_LABEL
 # Grafana's JSON model version the panels are written for (Grafana 10 and 11 read it).
 SCHEMA_VERSION = 39
 
@@ -122,7 +122,7 @@ def dashboard(stack: Stack) -> dict[str, Any]:
     selector = f'cluster=~"$cluster", {NODE}=~"$node", gpu=~"$gpu"'
     panels: list[dict[str, Any]] = []
     y = 0
-    for heading, counters in dcgm_exporter.COUNTERS:
+    for heading, counters in metrics.COUNTERS:
         fields = [field for field, kind, _ in counters if kind != "label"]
         if not fields:
             continue

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.components import validator
+from gpustack import validations
 from gpustack.config import Stack, dra_gate_enabled
 from gpustack.decorate import mirrored
 from gpustack.model import ResourceRequirements
 from gpustack.workload import (
     COMPONENT_LABEL,
+    GPU_DEVICE_CLASS,
     daemonset,
     gpu_pod_spec,
     host_path_volume,
@@ -52,8 +53,6 @@ COMPUTE_DOMAINS_METRICS = ":8081"
 CONTROLLER_METRICS = ":8080"
 METRICS_PATH = "/metrics"
 CDI_ROOT = "/var/run/cdi"
-# The DeviceClass a pod claims a whole GPU of (deviceclass-gpu.yaml).
-GPU_DEVICE_CLASS = "gpu.nvidia.com"
 
 
 def image(stack: Stack) -> str:
@@ -551,7 +550,7 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
     workload = daemonset(
         stack,
         KUBELET_PLUGIN,
-        validator.after_toolkit_ready(stack, pod_spec),
+        validations.after_toolkit_ready(stack, pod_spec),
         component=COMPONENT,
     )
     # values.yaml kubeletPlugin.updateStrategy: every node at once; prepared claims outlive a

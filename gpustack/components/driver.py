@@ -39,7 +39,10 @@ from typing import Any
 from gpustack.config import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.decorate import CANARY, POOL_LABEL, ignore, rollout
 from gpustack.model import NodePool
+from gpustack.validations import VALIDATIONS
 from gpustack.workload import (
+    API_ACCESS,
+    API_ACCESS_MOUNT,
     cluster_role_with_binding,
     daemonset,
     deploy_labeller,
@@ -58,7 +61,6 @@ MANAGER = "k8s-driver-manager"
 MANAGER_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
 # gpu-operator values.yaml `driver.repository`/`driver.image`.
 IMAGE = "nvcr.io/nvidia/driver"
-VALIDATIONS = "/run/nvidia/validations"
 # Written by the driver pod's startup probe once nvidia-smi answers, as gpu-operator's startup
 # probe writes it. NVIDIA's validator waits for it only for a driver DaemonSet the operator owns
 # (cmd/nvidia-validator/main.go isDriverManagedByOperator), else for nvidia-smi in the driver root.
@@ -198,34 +200,6 @@ MANAGER_RULES: list[dict[str, Any]] = [
     # (podHasGPUResourceClaim); without this right any such pod stops the eviction.
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
 ]
-
-
-# The ServiceAccount token, API server CA and namespace where client-go's in-cluster config reads
-# them, as the kubelet mounts them into every container of a pod whose account automounts its
-# token (kubernetes.io, "Managing Service Accounts", kube-api-access projected volume), here
-# into the manager only.
-API_ACCESS_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-API_ACCESS: dict[str, Any] = {
-    "name": "driver-manager-api-access",
-    "projected": {
-        "sources": [
-            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
-            {
-                "configMap": {
-                    "name": "kube-root-ca.crt",
-                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                }
-            },
-            {
-                "downwardAPI": {
-                    "items": [
-                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
-                    ]
-                }
-            },
-        ]
-    },
-}
 
 
 def manager_image(stack: Stack) -> str:

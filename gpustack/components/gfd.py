@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import emit
-from gpustack.components import device_plugin, validator
-from gpustack.components.nfd import FEATURES_D
+from gpustack import device_plugin_config, emit, validations
 from gpustack.config import Stack
 from gpustack.decorate import ignore
 from gpustack.workload import (
+    FEATURES_D,
     cluster_role_with_binding,
     config_map,
     daemonset,
@@ -70,11 +69,11 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         objects += role_with_binding(stack, NAME, rules)
     if stack.pools and stack.config.devicePlugin.enabled:
         # Its config manager watches the node's config label.
-        objects += cluster_role_with_binding(stack, NAME, device_plugin.CONFIG_MANAGER_RULES)
+        objects += cluster_role_with_binding(stack, NAME, device_plugin_config.CONFIG_MANAGER_RULES)
     if _shares_on_the_host(stack):
         # The sharing Bottlerocket's plugin applies (node/), for GFD's nvidia.com/gpu.replicas
         # and gpu.sharing-strategy labels; GFD reads only the config file's `sharing`.
-        sharing = device_plugin.plugin_config(stack)["sharing"]
+        sharing = device_plugin_config.plugin_config(stack)["sharing"]
         document = {"version": "v1", "sharing": sharing}
         objects.append(config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(document)}))
     objects.append(_daemonset(stack))
@@ -115,7 +114,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ]
-    if device_plugin.mig_strategies(stack) != {"none"}:
+    if device_plugin_config.mig_strategies(stack) != {"none"}:
         # MIG devices are visible to NVML only with the monitor capability (helm _helpers.tpl).
         env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
     volumes = [host_path_volume("host-sys", "/sys", "Directory"), *driver_volumes]
@@ -127,13 +126,21 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     if plugin.enabled:
         # Reading the plugin's config file gives the sharing labels (nvidia.com/gpu.replicas,
         # gpu.sharing-strategy), as the helm chart does by sharing one config between the two.
-        env.append({"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"})
-        volumes.append({"name": "config", "configMap": {"name": device_plugin.CONFIG_MAP}})
-        mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
+        env.append(
+            {"name": "CONFIG_FILE", "value": f"{device_plugin_config.CONFIG_DIR}/config.yaml"}
+        )
+        volumes.append({"name": "config", "configMap": {"name": device_plugin_config.CONFIG_MAP}})
+        mounts.append(
+            {"name": "config", "mountPath": device_plugin_config.CONFIG_DIR, "readOnly": True}
+        )
     elif _shares_on_the_host(stack):
-        env.append({"name": "CONFIG_FILE", "value": f"{device_plugin.CONFIG_DIR}/config.yaml"})
+        env.append(
+            {"name": "CONFIG_FILE", "value": f"{device_plugin_config.CONFIG_DIR}/config.yaml"}
+        )
         volumes.append({"name": "config", "configMap": {"name": CONFIG_MAP}})
-        mounts.append({"name": "config", "mountPath": device_plugin.CONFIG_DIR, "readOnly": True})
+        mounts.append(
+            {"name": "config", "mountPath": device_plugin_config.CONFIG_DIR, "readOnly": True}
+        )
     env += driver_env
     pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
@@ -142,7 +149,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "containers": [
                 {
                     "name": NAME,
-                    "image": device_plugin.image(stack),
+                    "image": device_plugin_config.image(stack),
                     "command": [COMMAND],
                     "env": env,
                     # Privileged, as upstream (static manifest, helm values `gfd.securityContext`,
@@ -161,7 +168,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # GFD reads the plugin's config, so it needs the same config per node (helm
         # templates/daemonset-gfd.yml). The config manager signals argv[0], which is this
         # container's command as written.
-        pod_spec = device_plugin.with_config_manager(
+        pod_spec = device_plugin_config.with_config_manager(
             stack,
             pod_spec,
             NAME,
@@ -172,7 +179,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     workload = daemonset(
         stack,
         NAME,
-        validator.after_toolkit_ready(stack, pod_spec),
+        validations.after_toolkit_ready(stack, pod_spec),
         component="gpu-feature-discovery",
     )
     if plugin.migStrategy != "none" and stack.facts.migPartitioning == "node-settings":

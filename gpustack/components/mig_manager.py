@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import emit
-from gpustack.components import device_plugin, toolkit, validator
+from gpustack import device_plugin_config, emit, validations, workload
 from gpustack.config import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
@@ -39,8 +38,6 @@ CONFIG_MAP = "nvidia-mig-manager-config"
 GPU_CLIENTS_CONFIG_MAP = "nvidia-mig-manager-gpu-clients"
 CONFIG_DIR = "/mig-parted-config"
 GPU_CLIENTS_DIR = "/gpu-clients"
-CONFIG_LABEL = "nvidia.com/mig.config"
-STATE_LABEL = "nvidia.com/mig.config.state"
 PAUSED = "paused-for-mig-change"
 # GFD labels GPUs that can be partitioned (the GPU Operator runs the manager only there).
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
@@ -77,7 +74,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     if stack.pools:
         # Which layout each pool's nodes register with, for lint (gpustack.lint.pool_configs):
         # every one must be a config of this file.
-        layouts["metadata"]["annotations"] = device_plugin.pools_annotation(
+        layouts["metadata"]["annotations"] = device_plugin_config.pools_annotation(
             stack, {pool.name: stack.config.pool_mig_config(pool) for pool in stack.pools}
         )
     objects = [
@@ -139,9 +136,9 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # operator's validator hands them over (driver-ready file, sourced by the entrypoint);
         # k8s-mig-manager v0.15.0 defaults both to /run/nvidia/driver (cmd/nvidia-mig-manager).
         {"name": "NVIDIA_DRIVER_ROOT", "value": stack.driver_root},
-        {"name": "DRIVER_ROOT_CTR_PATH", "value": toolkit.container_path(stack.driver_root)},
+        {"name": "DRIVER_ROOT_CTR_PATH", "value": workload.container_path(stack.driver_root)},
         {"name": "NVIDIA_DEV_ROOT", "value": stack.dev_root},
-        {"name": "DEV_ROOT_CTR_PATH", "value": toolkit.container_path(stack.dev_root)},
+        {"name": "DEV_ROOT_CTR_PATH", "value": workload.container_path(stack.dev_root)},
     ]
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
@@ -150,7 +147,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         mounts.append(
             {
                 "name": "driver-install-dir",
-                "mountPath": toolkit.DRIVER_ROOT_MOUNT,
+                "mountPath": workload.DRIVER_ROOT_MOUNT,
                 "mountPropagation": "HostToContainer",
             }
         )
@@ -167,11 +164,11 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             {
                 "name": "NVIDIA_CDI_HOOK_PATH",
                 # Without gpustack's toolkit the hook is the host package's.
-                "value": toolkit.CDI_HOOK if stack.toolkit_enabled else device_plugin.HOST_CDI_HOOK,
+                "value": workload.CDI_HOOK if stack.toolkit_enabled else workload.HOST_CDI_HOOK,
             },
         ]
-        mounts.append({"name": "cdi-root", "mountPath": toolkit.CDI_ROOT})
-        volumes.append(host_path_volume("cdi-root", toolkit.CDI_ROOT, "DirectoryOrCreate"))
+        mounts.append({"name": "cdi-root", "mountPath": workload.CDI_ROOT})
+        volumes.append(host_path_volume("cdi-root", workload.CDI_ROOT, "DirectoryOrCreate"))
     pod_spec = gpu_pod_spec(stack)
     if stack.config.gfd.enabled:
         pod_spec["affinity"] = gpu_node_affinity(
@@ -220,5 +217,5 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # (its own account's token reaches the API server).
         pod_spec["initContainers"] = [deploy_labeller(stack, [])]
     return daemonset(
-        stack, NAME, validator.after_toolkit_ready(stack, pod_spec), component="mig-manager"
+        stack, NAME, validations.after_toolkit_ready(stack, pod_spec), component="mig-manager"
     )

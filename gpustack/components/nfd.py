@@ -21,6 +21,7 @@ from gpustack.config import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
     CONTROL_PLANE_TAINT,
+    FEATURES_D,
     cluster_role_with_binding,
     config_map,
     daemonset,
@@ -40,8 +41,6 @@ WORKER = "nfd-worker"
 GARBAGE_COLLECTOR = "nfd-gc"
 # nfd-master and nfd-worker read `<name>.conf` from this folder by default.
 CONFIG_DIR = "/etc/kubernetes/node-feature-discovery"
-# Where GFD (or any tool) drops feature files that the worker's `local` source reads.
-FEATURES_D = f"{CONFIG_DIR}/features.d"
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:

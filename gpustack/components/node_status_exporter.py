@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.components import validator
+from gpustack import validations
 from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
+from gpustack.metrics import NODE_STATUS_EXPORTER as NAME
+from gpustack.metrics import node_status_exporter_enabled as enabled
 from gpustack.workload import (
     COMPONENT_LABEL,
     cluster_role_with_binding,
@@ -36,43 +38,17 @@ from gpustack.workload import (
     service_monitor,
 )
 
-# state-node-status-exporter/0700_daemonset.yaml (v26.7.0): name, port 8000 named node-status.
-NAME = "nvidia-node-status-exporter"
+# state-node-status-exporter/0700_daemonset.yaml (v26.7.0): port 8000 named node-status.
 COMPONENT = "node-status-exporter"
 PORT = 8000
 PORT_NAME = "node-status"
 LABELS = {**selector_labels(NAME), COMPONENT_LABEL: COMPONENT}
 
-# The metrics the exporter serves (cmd/nvidia-validator/metrics.go, v26.7.0), 1 or 0 per node.
-DRIVER_VALIDATION = "gpu_operator_node_driver_validation"
-TOOLKIT_READY = "gpu_operator_node_toolkit_ready"
-CUDA_READY = "gpu_operator_node_cuda_ready"
-# The node's nvidia.com/gpu and nvidia.com/mig-* capacity; -1 when the node cannot be read.
-PLUGIN_DEVICES = "gpu_operator_node_device_plugin_devices_total"
-METRICS = (
-    "gpu_operator_node_metrics_ready_ts_seconds",
-    "gpu_operator_node_driver_ready",
-    TOOLKIT_READY,
-    "gpu_operator_node_plugin_ready",
-    CUDA_READY,
-    DRIVER_VALIDATION,
-    "gpu_operator_node_driver_validation_last_success_ts_seconds",
-    PLUGIN_DEVICES,
-    "gpu_operator_node_device_plugin_validation_last_success_ts_seconds",
-    "gpu_operator_nvidia_pci_devices_total",
-)
-
-
-def enabled(stack: Stack) -> bool:
-    """Rendered where the setting asks for it and the validator writes the ready files it reads
-    (the config check refuses `enabled: true` without the validator)."""
-    return stack.config.nodeStatusExporter.enabled and stack.validator_enabled
-
 
 def image(stack: Stack) -> str:
     # values.yaml `nodeStatusExporter`: repository nvcr.io/nvidia, image gpu-operator (the
     # validator's image, which carries nvidia-validator).
-    return f"{validator.IMAGE}:{stack.config.nodeStatusExporter.version}"
+    return f"{validations.IMAGE}:{stack.config.nodeStatusExporter.version}"
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -155,8 +131,8 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                         # The validator's ready files, only looked at (metrics.go watchStatusFile;
                         # main.go --output-dir defaults to /run/nvidia/validations).
                         {
-                            "name": validator.VALIDATIONS_VOLUME,
-                            "mountPath": validator.VALIDATIONS,
+                            "name": validations.VALIDATIONS_VOLUME,
+                            "mountPath": validations.VALIDATIONS,
                             "readOnly": True,
                         },
                     ],
@@ -166,7 +142,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 host_path_volume("host-root", "/"),
                 host_path_volume("driver-install-dir", DRIVER_CONTAINER_ROOT, "DirectoryOrCreate"),
                 host_path_volume(
-                    validator.VALIDATIONS_VOLUME, validator.VALIDATIONS, "DirectoryOrCreate"
+                    validations.VALIDATIONS_VOLUME, validations.VALIDATIONS, "DirectoryOrCreate"
                 ),
             ],
         }

@@ -24,12 +24,11 @@ import base64
 from typing import Any
 
 from gpustack.config import Stack
+from gpustack.workload import NODE_ROLE_PREFIX
 
 IGNITION_VERSION = "3.2.0"
 FILE_MODE = 0o644  # written as 420: MachineConfig modes are decimal integers
 ROLE_LABEL = "machineconfiguration.openshift.io/role"
-# The node label a custom pool selects its nodes by (custom-pools.md).
-NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
 
 # subscription-manager's settings for Red Hat's CDN, as in the upstream template's rhsm.conf, minus
 # the proxy and logging keys that only restate subscription-manager's defaults.

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 import gpustack
-from gpustack.components import dra_driver
+from gpustack import workload
 from gpustack.config import Stack
 from gpustack.model import NodePool
 from gpustack.workload import (
@@ -176,7 +176,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
 def _claim_template(stack: Stack, job_name: str, labels: dict[str, str]) -> dict[str, Any]:
     """One whole GPU of the DRA driver (its install guide's `single-gpu` template, docs/
     install.md, v0.4.1). Named as the Job: a template's spec cannot change either."""
-    request = {"name": CLAIM, "exactly": {"deviceClassName": dra_driver.GPU_DEVICE_CLASS}}
+    request = {"name": CLAIM, "exactly": {"deviceClassName": workload.GPU_DEVICE_CLASS}}
     return {
         "apiVersion": stack.resource_api_version,
         "kind": "ResourceClaimTemplate",

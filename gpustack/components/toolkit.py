@@ -16,9 +16,14 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from gpustack.components import driver, validator
+from gpustack import validations
 from gpustack.config import Stack
 from gpustack.workload import (
+    CDI_ROOT,
+    DRIVER_ROOT_MOUNT,
+    HOST_ROOT,
+    TOOLKIT_INSTALL_DIR,
+    container_path,
     daemonset,
     gpu_pod_spec,
     host_path_volume,
@@ -32,29 +37,17 @@ ACCOUNT = "nvidia-container-toolkit"
 CONTAINER = "nvidia-container-toolkit-ctr"
 # gpu-operator values.yaml `toolkit.repository`/`toolkit.image`, `toolkit.installDir`.
 IMAGE = "nvcr.io/nvidia/k8s/container-toolkit"
-INSTALL_DIR = "/usr/local/nvidia"
-# The nvidia-cdi-hook the CDI specs name; the device plugin writes specs that call it too
-# (object_controls.go transformDevicePluginCtrForCDI: <installDir>/toolkit/nvidia-cdi-hook).
-CDI_HOOK = f"{INSTALL_DIR}/toolkit/nvidia-cdi-hook"
-CDI_ROOT = "/var/run/cdi"
 # object_controls.go DefaultRuntimeConfigTargetDir, DefaultRuntimeDropInConfigTargetDir,
 # DefaultRuntimeSocketTargetDir.
 CONFIG_DIR = "/runtime/config-dir/"
 DROP_IN_DIR = "/runtime/config-dir.d/"
 SOCKET_DIR = "/runtime/sock-dir/"
-HOST_ROOT = "/host"
-DRIVER_ROOT_MOUNT = "/driver-root"
 # gpu-operator's toolkit DaemonSet mounts CRI-O's hook folder on OpenShift at this host path.
 CRIO_HOOKS = "/run/containers/oci/hooks.d"
 
 
 def image(stack: Stack) -> str:
     return f"{IMAGE}:{stack.config.toolkit.version}"
-
-
-def container_path(host_path: str) -> str:
-    """Where a host folder the toolkit reads (driver root, dev root) appears in its container."""
-    return HOST_ROOT if host_path == "/" else DRIVER_ROOT_MOUNT
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -147,7 +140,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     # stays the default (transformToolkitCtrForCDI; NVIDIA_RUNTIME_SET_AS_DEFAULT).
     default_runtime = "false" if stack.runtime_class_enabled else "true"
     env: list[dict[str, Any]] = [
-        {"name": "ROOT", "value": INSTALL_DIR},
+        {"name": "ROOT", "value": TOOLKIT_INSTALL_DIR},
         {
             "name": "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
             "value": "management.nvidia.com/gpu",
@@ -179,8 +172,8 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     env += runtime_env
     mounts: list[dict[str, Any]] = [
         {"name": "toolkit-root", "mountPath": "/run/nvidia/toolkit"},
-        {"name": "run-nvidia-validations", "mountPath": driver.VALIDATIONS},
-        {"name": "toolkit-install-dir", "mountPath": INSTALL_DIR},
+        {"name": "run-nvidia-validations", "mountPath": validations.VALIDATIONS},
+        {"name": "toolkit-install-dir", "mountPath": TOOLKIT_INSTALL_DIR},
         {
             "name": "host-root",
             "mountPath": HOST_ROOT,
@@ -191,8 +184,8 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     ]
     volumes: list[dict[str, Any]] = [
         host_path_volume("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
-        host_path_volume("run-nvidia-validations", driver.VALIDATIONS, "DirectoryOrCreate"),
-        host_path_volume("toolkit-install-dir", INSTALL_DIR, "DirectoryOrCreate"),
+        host_path_volume("run-nvidia-validations", validations.VALIDATIONS, "DirectoryOrCreate"),
+        host_path_volume("toolkit-install-dir", TOOLKIT_INSTALL_DIR, "DirectoryOrCreate"),
         host_path_volume("host-root", "/"),
         host_path_volume("cdi-root", CDI_ROOT, "DirectoryOrCreate"),
     ]
@@ -237,7 +230,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     # Configure the runtime only once the driver runs, and leave the /dev/char symlinks and the
     # driver-ready file behind, as upstream's toolkit DaemonSet does with the validator's driver
     # validation as its init container.
-    validation, validation_volumes = validator.driver_validation(stack)
+    validation, validation_volumes = validations.driver_validation(stack)
     pod_spec["initContainers"] = [validation]
     named = {volume["name"] for volume in volumes}
     volumes += [volume for volume in validation_volumes if volume["name"] not in named]

@@ -26,47 +26,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.components import driver
-from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
+from gpustack.config import Stack
 from gpustack.decorate import mirrored
+from gpustack.validations import (
+    VALIDATIONS,
+    VALIDATIONS_VOLUME,
+    driver_validation,
+    field_ref,
+    host_folder_selinux,
+    image,
+)
+from gpustack.validations import VALIDATOR as NAME
 from gpustack.workload import (
     cluster_role_with_binding,
     daemonset,
     gpu_pod_spec,
-    host_path_volume,
     role_with_binding,
     scc_rules,
     service_account,
 )
 
-# The operator DaemonSet's name, which the validator reads back to give its workload pods the
-# DaemonSet's tolerations (main.go runWorkload: "nvidia-operator-validator").
-NAME = "nvidia-operator-validator"
 COMPONENT = "operator-validator"
-# deployments/gpu-operator/values.yaml `validator.repository`/`validator.image` (v26.7.0): one
-# image for the operator and the validator since v25.10 (gpu-operator a4782da, "Consolidate
-# operator and validator into one image"; docker/Dockerfile copies nvidia-validator, vectorAdd
-# and validator/manifests into it).
-IMAGE = "nvcr.io/nvidia/gpu-operator"
-VALIDATIONS = driver.VALIDATIONS
-TOOLKIT_READY = f"{VALIDATIONS}/toolkit-ready"
-# main.go hostDevCharPath: where the host's /dev/char is mounted for the symlinks.
-HOST_DEV_CHAR = "/host-dev-char"
-VALIDATIONS_VOLUME = "run-nvidia-validations"
 # values.yaml `validator.imagePullPolicy`, which the operator hands the workload pods.
 PULL_POLICY = "IfNotPresent"
-
-
-def image(stack: Stack) -> str:
-    return f"{IMAGE}:{stack.config.validator.version}"
-
-
-def _host_folder_selinux(stack: Stack) -> dict[str, Any]:
-    """On OpenShift, spc_t lets an unprivileged container use the host's /run/nvidia/validations,
-    which SELinux denies container_t; SCC privileged admits it."""
-    if not stack.facts.securityContextConstraints:
-        return {}
-    return {"seLinuxOptions": {"type": "spc_t"}}
 
 
 def _runs_as_root(stack: Stack) -> dict[str, Any]:
@@ -77,96 +59,7 @@ def _runs_as_root(stack: Stack) -> dict[str, Any]:
         "runAsUser": 0,
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
-        **_host_folder_selinux(stack),
-    }
-
-
-def _field(path: str) -> dict[str, Any]:
-    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
-
-
-def driver_validation(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The `driver-validation` init container (the validator's first step, and the Container
-    Toolkit's, assets/state-container-toolkit/0500_daemonset.yaml) with the volumes it mounts.
-
-    Its pod's ServiceAccount needs a token and `list` on DaemonSets in the namespace: with no
-    driver on the host it looks for a driver DaemonSet the operator owns before it waits for
-    the driver container's root (main.go isDriverManagedByOperator; none here, so it waits for
-    nvidia-smi in /run/nvidia/driver to run)."""
-    security: dict[str, Any] = {"privileged": True, "runAsUser": 0}
-    if stack.facts.securityContextConstraints:
-        security["seLinuxOptions"] = {"level": "s0"}  # as upstream's on OpenShift
-    container = {
-        "name": "driver-validation",
-        "image": image(stack),
-        "command": ["sh", "-c"],
-        "args": ["nvidia-validator"],
-        "env": [
-            # Wait for the driver instead of failing (a driver container builds for minutes).
-            {"name": "WITH_WAIT", "value": "true"},
-            {"name": "COMPONENT", "value": "driver"},
-            {"name": "OPERATOR_NAMESPACE", **_field("metadata.namespace")},
-        ],
-        # Privileged: it chroots into the host to run its nvidia-smi, loads the kernel modules
-        # and creates device nodes and the /dev/char symlinks on the host (createDevCharSymlinks:
-        # WithLoadKernelModules, WithCreateDeviceNodes).
-        "securityContext": security,
-        "volumeMounts": [
-            {
-                "name": "host-root",
-                "mountPath": "/host",
-                "readOnly": True,
-                "mountPropagation": "HostToContainer",
-            },
-            # HostToContainer: the driver container mounts its root there after this pod starts.
-            {
-                "name": "driver-install-dir",
-                "mountPath": DRIVER_CONTAINER_ROOT,
-                "mountPropagation": "HostToContainer",
-            },
-            {"name": VALIDATIONS_VOLUME, "mountPath": VALIDATIONS},
-            {"name": "host-dev-char", "mountPath": HOST_DEV_CHAR},
-        ],
-    }
-    volumes = [
-        host_path_volume("host-root", "/"),
-        host_path_volume("driver-install-dir", DRIVER_CONTAINER_ROOT, "DirectoryOrCreate"),
-        host_path_volume(VALIDATIONS_VOLUME, VALIDATIONS, "DirectoryOrCreate"),
-        host_path_volume("host-dev-char", "/dev/char"),
-    ]
-    return container, volumes
-
-
-def after_toolkit_ready(stack: Stack, pod_spec: dict[str, Any]) -> dict[str, Any]:
-    """`pod_spec` held until the validator has proven the node's driver and runtime
-    (`toolkit-ready`) by a first init container, as the operator's device plugin, GFD, DCGM
-    exporter and MIG manager DaemonSets are (their `toolkit-validation` init container);
-    unchanged where the validator is not deployed."""
-    if not stack.validator_enabled:
-        return pod_spec
-    wait = {
-        "name": "toolkit-validation",
-        "image": image(stack),
-        "command": ["sh", "-c"],
-        "args": [
-            f"until [ -f {TOOLKIT_READY} ]; do echo waiting for nvidia container stack to be "
-            "setup; sleep 5; done"
-        ],
-        # It only reads the host folder (upstream runs it privileged).
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            **_host_folder_selinux(stack),
-        },
-        "volumeMounts": [{"name": VALIDATIONS_VOLUME, "mountPath": VALIDATIONS, "readOnly": True}],
-    }
-    volumes = list(pod_spec.get("volumes", []))
-    if all(volume["name"] != VALIDATIONS_VOLUME for volume in volumes):
-        volumes.append(host_path_volume(VALIDATIONS_VOLUME, VALIDATIONS, "DirectoryOrCreate"))
-    return {
-        **pod_spec,
-        "initContainers": [wait, *pod_spec.get("initContainers", [])],
-        "volumes": volumes,
+        **host_folder_selinux(stack),
     }
 
 
@@ -249,8 +142,8 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     settings = stack.config.validator
     driver_container, volumes = driver_validation(stack)
     node_and_namespace = [
-        {"name": "NODE_NAME", **_field("spec.nodeName")},
-        {"name": "OPERATOR_NAMESPACE", **_field("metadata.namespace")},
+        {"name": "NODE_NAME", **field_ref("spec.nodeName")},
+        {"name": "OPERATOR_NAMESPACE", **field_ref("metadata.namespace")},
     ]
     init_containers = [
         driver_container,

@@ -70,7 +70,7 @@ def parse_yaml(text: str) -> tuple[Any, str | None]:
     of a fleet mostly carry the same files, and the rules must not parse them once per cluster.
     The data is shared between callers, who only read it."""
     try:
-        return yamlio.load_text_fast(text, "file").data, None
+        return yamlio.load_text(text, "file").data, None
     except UserError as error:
         return None, str(error).removeprefix("file:")
 

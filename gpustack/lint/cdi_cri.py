@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Rule, finding
-from gpustack.lint.cdi_toolkit import strategies
+from gpustack.lint._pods import cdi_strategies
 from gpustack.objects import describe
 
 # The first Kubernetes minor whose kubelet passes CDIDevices on by default.
@@ -35,7 +35,7 @@ def check(objects: Objects) -> Iterator[Finding]:
     if target is None or target >= FIRST:
         return
     for pod in objects.pods():
-        if strategies(objects, pod) == {"cdi-cri"}:
+        if cdi_strategies(objects, pod) == {"cdi-cri"}:
             yield finding(
                 RULE,
                 pod.owner,

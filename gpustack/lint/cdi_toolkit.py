@@ -15,34 +15,11 @@ from collections.abc import Iterator
 from gpustack.findings import Finding
 from gpustack.lint._objects import (
     Objects,
-    Pod,
     Rule,
-    containers_running,
     finding,
-    mapping,
-    sequence,
 )
-from gpustack.lint.device_plugin_config import mounted_configs, parse
+from gpustack.lint._pods import TOOLKIT_IMAGE, cdi_strategies
 from gpustack.objects import describe
-
-# The Container Toolkit's image (gpu-operator values.yaml toolkit.repository/image).
-TOOLKIT_IMAGE = "container-toolkit"
-
-
-def strategies(objects: Objects, pod: Pod) -> set[str]:
-    """The device list strategies the pod's device plugin containers use."""
-    found: set[str] = set()
-    for container in containers_running(pod, "nvidia-device-plugin"):
-        env = pod.env(container).get("DEVICE_LIST_STRATEGY")
-        if env:
-            found.update(part.strip() for part in env.split(","))
-        for _, _, text in mounted_configs(objects, pod, container):
-            config, _ = parse(text)
-            value = mapping(mapping(mapping(config).get("flags")).get("plugin")).get(
-                "deviceListStrategy"
-            )
-            found.update(str(item) for item in (sequence(value) or ([value] if value else [])))
-    return found
 
 
 def toolkit_enables_cdi(objects: Objects) -> bool:
@@ -58,7 +35,7 @@ def check(objects: Objects) -> Iterator[Finding]:
     if toolkit_enables_cdi(objects):
         return
     for pod in objects.pods():
-        cdi = sorted(s for s in strategies(objects, pod) if s.startswith("cdi"))
+        cdi = sorted(s for s in cdi_strategies(objects, pod) if s.startswith("cdi"))
         if cdi:
             yield finding(
                 RULE,

@@ -15,42 +15,16 @@ from typing import Any
 from gpustack.findings import Finding
 from gpustack.lint._objects import (
     Objects,
-    Pod,
     Rule,
     containers_running,
     finding,
     mapping,
-    parse_yaml,
     sequence,
 )
+from gpustack.lint._pods import CONFIG_READERS, mounted_configs, parse
 from gpustack.objects import describe
 
-CONFIG_READERS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-daemon")
 MIG_STRATEGIES = ("none", "single", "mixed")
-
-
-def mounted_configs(
-    objects: Objects, pod: Pod, container: dict[str, Any]
-) -> Iterator[tuple[dict[str, Any], str, str]]:
-    """(ConfigMap, key, text) of every file in the ConfigMaps `container` mounts."""
-    mounted = {str(m.get("name")) for m in map(mapping, sequence(container.get("volumeMounts")))}
-    for volume in map(mapping, sequence(pod.spec.get("volumes"))):
-        name = mapping(volume.get("configMap")).get("name")
-        if str(volume.get("name")) not in mounted or not name:
-            continue
-        config_map = objects.config_map(pod.namespace, str(name))
-        for key, text in mapping(config_map.get("data") if config_map else None).items():
-            yield config_map, str(key), str(text)  # type: ignore[misc]
-
-
-def parse(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The config as data, or the reason it does not parse."""
-    data, error = parse_yaml(text)
-    if error:
-        return None, f"at {error.strip()}"
-    if not isinstance(data, dict):
-        return None, "expected a mapping with `version: v1`"
-    return data, None
 
 
 def problems(config: dict[str, Any]) -> list[str]:

@@ -6,70 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding
+from gpustack.lint._objects import Objects, Pod, Rule, finding
+from gpustack.lint._pods import is_device_plugin, may_share_a_node, requirements
 from gpustack.objects import describe, identity
-
-# GKE's plugin image (container-engine-accelerators cmd/nvidia_gpu/device-plugin.yaml).
-GKE_PLUGIN_IMAGE = "nvidia-gpu-device-plugin"
-
-
-def is_device_plugin(pod: Pod) -> bool:
-    """A device plugin advertising `nvidia.com/gpu`: NVIDIA's or GKE's."""
-    return bool(containers_running(pod, "nvidia-device-plugin")) or any(
-        GKE_PLUGIN_IMAGE in image for image in pod.images
-    )
-
-
-def _requirements(pod: Pod) -> list[dict[str, tuple[str, frozenset[str]]]]:
-    """The pod's placement as alternatives (ORed), each {label key: (operator, values)} ANDed."""
-    base = {key: ("In", frozenset([value])) for key, value in pod.node_selector().items()}
-    terms = pod.node_selector_terms() or [[]]
-    alternatives = []
-    for term in terms:
-        alternative = dict(base)
-        for expression in term:
-            key = str(expression.get("key"))
-            values = frozenset(str(v) for v in expression.get("values") or [])
-            alternative[key] = _narrow(
-                alternative.get(key), (str(expression.get("operator")), values)
-            )
-        alternatives.append(alternative)
-    return alternatives
-
-
-def _narrow(
-    old: tuple[str, frozenset[str]] | None, new: tuple[str, frozenset[str]]
-) -> tuple[str, frozenset[str]]:
-    return new if old is None or not _disjoint(old, new) else ("In", frozenset())
-
-
-def _disjoint(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> bool:
-    """Whether no node label value satisfies both requirements on one key."""
-    (op_a, values_a), (op_b, values_b) = a, b
-    if (op_a == "In" and not values_a) or (op_b == "In" and not values_b):
-        return True
-    pairs = {(op_a, op_b), (op_b, op_a)}
-    if ("DoesNotExist", "In") in pairs or ("DoesNotExist", "Exists") in pairs:
-        return True
-    if (op_a, op_b) == ("In", "In"):
-        return not values_a & values_b
-    if (op_a, op_b) == ("In", "NotIn"):
-        return values_a <= values_b
-    if (op_a, op_b) == ("NotIn", "In"):
-        return values_b <= values_a
-    return False
-
-
-def may_share_a_node(a: Pod, b: Pod) -> bool:
-    for left in _requirements(a):
-        for right in _requirements(b):
-            shared = set(left) & set(right)
-            if not any(_disjoint(left[key], right[key]) for key in shared) and not any(
-                _disjoint(req, req) for req in [*left.values(), *right.values()]
-            ):
-                return True
-    return False
-
 
 Placement = tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...]
 
@@ -78,7 +17,7 @@ def _placement(pod: Pod) -> Placement:
     """The pod's node placement in a canonical form: equal forms place pods alike."""
     return tuple(
         tuple(sorted((key, op, tuple(sorted(values))) for key, (op, values) in alternative.items()))
-        for alternative in _requirements(pod)
+        for alternative in requirements(pod)
     )
 
 

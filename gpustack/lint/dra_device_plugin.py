@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Rule, dra_gpu_plugins, finding
-from gpustack.lint.device_plugins import is_device_plugin, may_share_a_node
+from gpustack.lint._pods import is_device_plugin, may_share_a_node
 from gpustack.objects import describe
 
 

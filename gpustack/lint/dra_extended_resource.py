@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Rule, dra_gpu_plugins, finding, mapping, sequence
-from gpustack.lint.device_plugins import is_device_plugin
+from gpustack.lint._pods import is_device_plugin
 from gpustack.objects import describe
 
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -17,9 +17,7 @@ from collections.abc import Iterator
 
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding, mapping
-from gpustack.lint.cdi_toolkit import TOOLKIT_IMAGE
-from gpustack.lint.device_plugin_config import mounted_configs, parse
-from gpustack.lint.device_plugins import may_share_a_node
+from gpustack.lint._pods import TOOLKIT_IMAGE, may_share_a_node, mounted_configs, parse
 from gpustack.objects import describe, identity
 
 # NVIDIA's driver image (nvcr.io/nvidia/driver) and Google's installers.

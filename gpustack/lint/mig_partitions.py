@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from gpustack.findings import Finding
 from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding
-from gpustack.lint.mig_strategy import strategy
+from gpustack.lint._pods import mig_strategy
 from gpustack.objects import describe
 
 # The node label NVIDIA's MIG manager applies, and the one GKE gives partitioned pools.
@@ -47,7 +47,7 @@ def check(objects: Objects) -> Iterator[Finding]:
     for pod in objects.pods():
         for binary in ("nvidia-device-plugin", "gpu-feature-discovery"):
             for container in containers_running(pod, binary):
-                found = strategy(objects, pod, container)
+                found = mig_strategy(objects, pod, container)
                 if found in (None, "none"):
                     continue
                 if partitioned is None:

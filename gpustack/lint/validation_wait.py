@@ -25,7 +25,7 @@ from gpustack.lint._objects import (
     is_dra_controller,
     sequence,
 )
-from gpustack.lint.device_plugins import may_share_a_node
+from gpustack.lint._pods import may_share_a_node
 from gpustack.objects import describe
 
 TOOLKIT_READY = "/run/nvidia/validations/toolkit-ready"

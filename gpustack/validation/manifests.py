@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.errors import UserError, display_path
+from gpustack.layout import KUSTOMIZATION, NODE_DIR, is_ours
 from gpustack.reading import decode, read_bounded
 from gpustack.validation import kubeyaml
 
@@ -24,10 +25,6 @@ STDIN = "-"
 EXTENSIONS = (".yaml", ".yml", ".json")
 # Rendered fleets and vendor bundles (CRDs) run to megabytes; a manifest past this is a mistake.
 SCHEMA_SUFFIX = ".schema.json"
-# A rendered cluster folder's names (render.KUSTOMIZATION, render.NODE_DIR), spelled here so that
-# validating does not load the renderer.
-KUSTOMIZATION = "kustomization.yaml"
-NODE_DIR = "node"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 _SEPARATOR = re.compile(r"^---(?=\s|$)", re.MULTILINE)
 
@@ -114,9 +111,6 @@ def cluster_folder(file: str, known: dict[str, str | None] | None = None) -> str
     `known` remembers the answer per folder for the files of one run."""
     if file == "stdin":
         return None
-    # Here, not on top: output loads ctypes for its swaps, which only lint's question pays for.
-    from gpustack.output import is_ours
-
     parent = os.path.dirname(os.path.abspath(file))
     if known is not None and parent in known:
         return known[parent]
@@ -134,9 +128,6 @@ def _host_side(folder: str) -> bool:
     """A rendered cluster's `node/` folder: named `node`, beside a kustomization gpustack wrote."""
     if os.path.basename(folder) != NODE_DIR:
         return False
-    # Here, not on top: output loads ctypes for its swaps, paid only for a folder named node/.
-    from gpustack.output import is_ours
-
     return is_ours(Path(folder).parent / KUSTOMIZATION)
 
 

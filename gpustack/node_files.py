@@ -11,12 +11,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpustack import bottlerocket, emit
-from gpustack.components import device_plugin, openshift
-from gpustack.components.mig_manager import CONFIG_LABEL as MIG_CONFIG_LABEL
-from gpustack.components.mig_manager import STATE_LABEL as MIG_STATE_LABEL
+from gpustack import bottlerocket, device_plugin_config, emit, mig, workload
 from gpustack.config import Stack
-from gpustack.decorate import GENERATED, HEADER
+from gpustack.layout import GENERATED, HEADER
 from gpustack.model import AKSNodePool, GKENodePool, NodePool
 from gpustack.workload import (
     deploy_label_keys,
@@ -98,7 +95,9 @@ def pool_view(stack: Stack, pool: NodePool) -> Stack:
             "driver": driver,
         }
     )
-    plugin_config = device_plugin.pool_config_name(pool) if config.devicePlugin.enabled else None
+    plugin_config = (
+        device_plugin_config.pool_config_name(pool) if config.devicePlugin.enabled else None
+    )
     return replace(stack, config=view, pool=pool, pool_plugin_config=plugin_config)
 
 
@@ -122,7 +121,7 @@ def _pools_note(stack: Stack) -> str:
         labels = {
             key: value
             for key, value in _node_labels(view).items()
-            if key in (MIG_CONFIG_LABEL, device_plugin.CONFIG_LABEL)
+            if key in (mig.CONFIG_LABEL, device_plugin_config.CONFIG_LABEL)
         }
         command = f"kubectl label nodes -l {selector} --overwrite " + " ".join(
             f"{key}={value}" for key, value in labels.items()
@@ -135,7 +134,7 @@ def _pools_note(stack: Stack) -> str:
             )
     lines += [
         "",
-        f"The device plugin and GFD read the config a node's `{device_plugin.CONFIG_LABEL}` "
+        f"The device plugin and GFD read the config a node's `{device_plugin_config.CONFIG_LABEL}` "
         "label names (a node without it: `default`, the cluster's) and restart with the new "
         "one when the label changes; a name the ConfigMap `nvidia-device-plugin-config` does "
         "not hold keeps them from starting on that node.",
@@ -193,11 +192,11 @@ def _deploy_note(stack: Stack) -> str:
 def _mig_note(stack: Stack) -> str:
     default = stack.config.migManager.defaultConfig
     return (
-        f"MIG: GPU nodes register with the label `{MIG_CONFIG_LABEL}={default}`. The "
+        f"MIG: GPU nodes register with the label `{mig.CONFIG_LABEL}={default}`. The "
         "nvidia-mig-manager DaemonSet applies the MIG config a node's label names (from its "
         "ConfigMap `nvidia-mig-manager-config`) and reports progress in "
-        f"`{MIG_STATE_LABEL}` (`pending`, then `success` or `failed`). To repartition a node, "
-        f"change the label: `kubectl label node NODE {MIG_CONFIG_LABEL}=all-1g.10gb --overwrite`; "
+        f"`{mig.STATE_LABEL}` (`pending`, then `success` or `failed`). To repartition a node, "
+        f"change the label: `kubectl label node NODE {mig.CONFIG_LABEL}=all-1g.10gb --overwrite`; "
         "the device plugin, GFD and the DCGM exporter leave the node while it changes and "
         "come back when it is done."
     )
@@ -234,9 +233,9 @@ def _node_labels(stack: Stack) -> dict[str, str]:
     labels = dict(stack.config.nodes.selector)
     if stack.pool_plugin_config is not None:
         # A pool's nodes pick its device plugin config (the config manager reads the label).
-        labels[device_plugin.CONFIG_LABEL] = stack.pool_plugin_config
+        labels[device_plugin_config.CONFIG_LABEL] = stack.pool_plugin_config
     if stack.mig_manager_enabled:
-        labels[MIG_CONFIG_LABEL] = stack.config.migManager.defaultConfig
+        labels[mig.CONFIG_LABEL] = stack.config.migManager.defaultConfig
     labels.update(deploy_node_labels(stack))
     return labels
 
@@ -833,7 +832,7 @@ def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
     if pool:
         # The role the GPU MachineConfigPool selects nodes by; the Machine API puts the
         # template's spec.metadata.labels on each new machine's node (nodelink controller).
-        labels[openshift.NODE_ROLE_PREFIX + pool] = ""
+        labels[workload.NODE_ROLE_PREFIX + pool] = ""
     if labels:
         template_spec["metadata"] = {"labels": labels}
     template_spec["taints"] = _taint_objects(stack)
@@ -862,11 +861,11 @@ def _openshift(stack: Stack) -> tuple[Files, Where, Notes]:
     if pool:
         notes.append(
             f"GPU MachineConfigPool: the MachineConfigPool `{pool}` (with the manifests) takes "
-            f"the nodes labelled `{openshift.NODE_ROLE_PREFIX}{pool}`, with the worker pool's "
+            f"the nodes labelled `{workload.NODE_ROLE_PREFIX}{pool}`, with the worker pool's "
             "MachineConfigs and gpustack's own, so a GPU-side MachineConfig reboots GPU nodes "
             "only. The MachineSet patch labels the machines created afterwards; label the GPU "
             f"nodes that exist now yourself, before gpustack's MachineConfigs target `{pool}`: "
-            f"`oc label node NODE {openshift.NODE_ROLE_PREFIX}{pool}=`. Each node keeps its "
+            f"`oc label node NODE {workload.NODE_ROLE_PREFIX}{pool}=`. Each node keeps its "
             "worker role label."
         )
     if stack.entitlement_pem is not None:
