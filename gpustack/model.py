@@ -466,6 +466,17 @@ class NodePool(Strict):
         default=None,
         description="GKE profiles: the pool's machine type and accelerator over `nodes.gke`",
     )
+    gpuAllocation: Annotated[
+        Literal["device-plugin", "dra"] | None,
+        Doc(default="the cluster's", see="Node pools"),
+    ] = Field(
+        default=None,
+        description=(
+            "how pods get the pool's GPUs over the cluster's `gpuAllocation`: the device "
+            "plugin's `nvidia.com/gpu`, or ResourceClaims of NVIDIA's DRA driver; each node is "
+            "served by one of them"
+        ),
+    )
 
     @field_validator("taints")
     @classmethod
@@ -1685,6 +1696,11 @@ class GPUStack(Strict):
         if self.pool_mig_strategy(pool) == "none" and self.devicePlugin.migStrategy != "none":
             return MIG_DISABLED
         return self.migManager.defaultConfig
+
+    def pool_gpu_allocation(self, pool: NodePool | None) -> str:
+        """How pods get a pool's GPUs (None: nodes in no pool): `device-plugin` or `dra`."""
+        own = pool.gpuAllocation if pool else None
+        return own or self.gpuAllocation
 
     def pool_driver_version(self, pool: NodePool | None) -> str:
         """The driver version of a pool's driver DaemonSet (None: nodes in no pool)."""

@@ -7,9 +7,11 @@ workload selects GPU nodes the same way and tolerates every configured taint" ho
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from gpustack.config import Stack
+from gpustack.model import NodePool
 
 NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -45,6 +47,63 @@ def gpu_node_affinity(stack: Stack, extra: list[dict[str, Any]] | None = None) -
             }
         }
     }
+
+
+def pool_node_terms(
+    base: list[dict[str, Any]], pools: list[NodePool], *, inside: bool
+) -> list[dict[str, Any]]:
+    """Required node affinity terms (ORed), each `base` and more: with `inside`, on the nodes of
+    any of `pools` (one term per pool, its selector's labels `In`); else on the nodes in none of
+    them. A node is outside a pool when one of its selector's labels differs: one term per
+    choice of such a label in each pool (`NotIn`)."""
+    if inside:
+        return [
+            {
+                "matchExpressions": [
+                    *base,
+                    *(
+                        {"key": key, "operator": "In", "values": [value]}
+                        for key, value in pool.selector.items()
+                    ),
+                ]
+            }
+            for pool in pools
+        ]
+    choices = [sorted(pool.selector.items()) for pool in pools]
+    return [
+        {
+            "matchExpressions": [
+                *base,
+                *(
+                    {"key": key, "operator": "NotIn", "values": [value]}
+                    for key, value in combination
+                ),
+            ]
+        }
+        for combination in itertools.product(*choices)
+    ]
+
+
+def allocation_pools(stack: Stack) -> list[NodePool]:
+    """The pools whose GPUs are handed out otherwise than the cluster's (`gpuAllocation`)."""
+    config = stack.config
+    return [pool for pool in stack.pools if config.pool_gpu_allocation(pool) != config.gpuAllocation]
+
+
+def place_by_allocation(stack: Stack, pod_spec: dict[str, Any], allocation: str) -> dict[str, Any]:
+    """A GPU pod spec (from `gpu_pod_spec`) kept to the nodes whose GPUs `allocation` hands out
+    (`device-plugin` or `dra`), so that no node runs both the device plugin and the DRA driver's
+    kubelet plugin: every GPU node but the other allocation's pools where the cluster's
+    `gpuAllocation` is `allocation`, else only the pools that choose it. Unchanged while no pool
+    differs from the cluster."""
+    differing = allocation_pools(stack)
+    if not differing:
+        return pod_spec
+    required = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    base = required["nodeSelectorTerms"][0]["matchExpressions"]
+    inside = stack.config.gpuAllocation != allocation
+    required["nodeSelectorTerms"] = pool_node_terms(base, differing, inside=inside)
+    return pod_spec
 
 
 def gpu_tolerations(stack: Stack) -> list[dict[str, Any]]:

@@ -56,7 +56,14 @@ def resource(stack: Stack) -> str:
 
 
 def canary_pools(stack: Stack) -> list[NodePool]:
-    return [pool for pool in stack.pools if pool.canary]
+    """The pools the test runs on: the canary pools whose GPUs are handed out as the test asks
+    for its own (`Stack.smoke_test_allocation`, the first canary's)."""
+    allocation = stack.smoke_test_allocation
+    return [
+        pool
+        for pool in stack.pools
+        if pool.canary and stack.config.pool_gpu_allocation(pool) == allocation
+    ]
 
 
 def _affinity(stack: Stack) -> dict[str, Any]:
@@ -131,7 +138,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     job_name = name(stack)
     pod_spec: dict[str, Any] = {}
     objects: list[dict[str, Any]] = []
-    if stack.dra_gpus:
+    if stack.smoke_test_allocation == "dra" and stack.dra_gpus:
         # The claim is the pod's own, made from the template and deleted with the pod; the
         # container runs under the default runtime, which injects the claimed GPU through CDI.
         container["resources"] = {"claims": [{"name": CLAIM}]}

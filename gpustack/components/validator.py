@@ -34,6 +34,7 @@ from gpustack.workload import (
     daemonset,
     gpu_pod_spec,
     host_path_volume,
+    place_by_allocation,
     role_with_binding,
     scc_rules,
     service_account,
@@ -42,6 +43,11 @@ from gpustack.workload import (
 # The operator DaemonSet's name, which the validator reads back to give its workload pods the
 # DaemonSet's tolerations (main.go runWorkload: "nvidia-operator-validator").
 NAME = "nvidia-operator-validator"
+# With pools on the DRA driver beside pools on the device plugin: the validator of the DRA
+# pools' nodes, without the plugin step (no nvidia.com/gpu to find there). Its CUDA workload reads
+# the tolerations of DaemonSet nvidia-operator-validator, which every mixed cluster has, by that
+# name (gpu-operator cmd/nvidia-validator/main.go runWorkload, v26.7.0): the same as its own.
+DRA_NAME = f"{NAME}-dra"
 COMPONENT = "operator-validator"
 # deployments/gpu-operator/values.yaml `validator.repository`/`validator.image` (v26.7.0): one
 # image for the operator and the validator since v25.10 (gpu-operator a4782da, "Consolidate
@@ -203,7 +209,13 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         objects += cluster_role_with_binding(
             stack, NAME, [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
         )
-    objects.append(_daemonset(stack))
+    if plugin and stack.gpu_allocations == {"device-plugin", "dra"}:
+        # The plugin step waits for nvidia.com/gpu, which DRA nodes never advertise: it runs
+        # only where the device plugin does, and the DRA nodes get a validator without it.
+        objects.append(_daemonset(stack, "device-plugin"))
+        objects.append(_daemonset(stack, "dra"))
+    else:
+        objects.append(_daemonset(stack, None))
     return objects
 
 
@@ -245,7 +257,9 @@ def _validation(
     }
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
+def _daemonset(stack: Stack, allocation: str | None) -> dict[str, Any]:
+    """The validator DaemonSet: on every GPU node (`allocation` None), or on the nodes whose
+    GPUs the device plugin or the DRA driver hands out."""
     settings = stack.config.validator
     driver_container, volumes = driver_validation(stack)
     node_and_namespace = [
@@ -276,7 +290,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             _runs_as_root(stack),
         ),
     ]
-    if stack.config.devicePlugin.enabled:
+    if stack.config.devicePlugin.enabled and allocation != "dra":
         init_containers.append(
             _validation(
                 stack,
@@ -295,6 +309,8 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             )
         )
     pod_spec = gpu_pod_spec(stack)  # the toolkit validation needs the nvidia runtime
+    if allocation is not None:
+        pod_spec = place_by_allocation(stack, pod_spec, allocation)
     pod_spec.update(
         {
             "serviceAccountName": NAME,
@@ -322,4 +338,5 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    return daemonset(stack, NAME, pod_spec, component=COMPONENT)
+    name = DRA_NAME if allocation == "dra" else NAME
+    return daemonset(stack, name, pod_spec, component=COMPONENT)
