@@ -100,15 +100,27 @@ def name(stack: Stack) -> str:
             gpustack.__version__,
             stack.profile.model_dump_json(),
             # Without node pools, the field is left out: the name stays what it was before
-            # pools existed.
+            # pools existed; so is a pool's unset gpuAllocation, from before pools had one.
             stack.config.model_dump_json(
                 exclude={"metadata": True, "extends": True, "patches": True}
-                | ({} if stack.pools else {"nodes": {"pools"}})
+                | (
+                    {"nodes": {"pools": _unset_pool_fields(stack)}}
+                    if stack.pools
+                    else {"nodes": {"pools"}}
+                )
             ),
             json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
         )
     )
     return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
+
+
+def _unset_pool_fields(stack: Stack) -> dict[int, set[str]]:
+    return {
+        index: {"gpuAllocation"}
+        for index, pool in enumerate(stack.pools)
+        if pool.gpuAllocation is None
+    }
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
