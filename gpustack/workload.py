@@ -87,7 +87,9 @@ def pool_node_terms(
 def allocation_pools(stack: Stack) -> list[NodePool]:
     """The pools whose GPUs are handed out otherwise than the cluster's (`gpuAllocation`)."""
     config = stack.config
-    return [pool for pool in stack.pools if config.pool_gpu_allocation(pool) != config.gpuAllocation]
+    return [
+        pool for pool in stack.pools if config.pool_gpu_allocation(pool) != config.gpuAllocation
+    ]
 
 
 def place_by_allocation(stack: Stack, pod_spec: dict[str, Any], allocation: str) -> dict[str, Any]:
@@ -99,7 +101,9 @@ def place_by_allocation(stack: Stack, pod_spec: dict[str, Any], allocation: str)
     differing = allocation_pools(stack)
     if not differing:
         return pod_spec
-    required = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    required = pod_spec["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     base = required["nodeSelectorTerms"][0]["matchExpressions"]
     inside = stack.config.gpuAllocation != allocation
     required["nodeSelectorTerms"] = pool_node_terms(base, differing, inside=inside)

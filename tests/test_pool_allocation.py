@@ -192,9 +192,7 @@ def test_a_dra_pool_below_kubernetes_1_34_is_refused(tmp_path):
     ],
 )
 def test_device_plugin_settings_on_a_dra_pool_are_refused(tmp_path, setting, field):
-    problem = refused(
-        tmp_path, nodes={"pools": [INFERENCE, {**TRAINING, "devicePlugin": setting}]}
-    )
+    problem = refused(tmp_path, nodes={"pools": [INFERENCE, {**TRAINING, "devicePlugin": setting}]})
     assert problem.field == field
     assert "reads no device plugin settings" in problem.message
 

@@ -362,7 +362,9 @@ POOL_KEY = "example.com/gpu-pool"
 
 
 def first_term(obj: Objects) -> list[dict[str, Any]]:
-    affinity = pod(obj)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    affinity = pod(obj)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     terms: list[dict[str, Any]] = affinity["nodeSelectorTerms"][0]["matchExpressions"]
     return terms
 
