@@ -1186,19 +1186,16 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     choice = _dra_choice(config)
     chosen = ".".join(str(part) for part in choice)
     mixed = stack.gpu_allocations == {"device-plugin", "dra"}
-    if profile.facts.devicePluginProvider != "nvidia":
+    if profile.facts.devicePluginProvider == "bottlerocket":
+        _check_bottlerocket_dra(config, layers, choice)
+    elif profile.facts.devicePluginProvider != "nvidia":
         raise UserError(
             f"the platform's own device plugin serves nvidia.com/gpu on every GPU node of profile "
             f"{name!r}: with the DRA driver beside it the GPUs would be handed out twice",
             nearest(layers, choice),
             field=chosen,
             hint=f"set {chosen}: device-plugin; DRA needs nodes without the platform's device "
-            "plugin"
-            + (
-                " (eks-al2023's AMI ships none)"
-                if profile.facts.devicePluginProvider == "bottlerocket"
-                else ""
-            ),
+            "plugin",
         )
     if kubernetes_minor(version) < DRA_MINIMUM_KUBERNETES:
         first_version = ".".join(map(str, DRA_MINIMUM_KUBERNETES))
@@ -1221,7 +1218,7 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
             hint="remove devicePlugin.enabled (gpuAllocation: dra turns the plugin off), or set "
             "dra.gpus.enabled: false to run the DRA driver for ComputeDomains only",
         )
-    if not dra.gpus.enabled and not config.devicePlugin.enabled:
+    if not dra.gpus.enabled and not stack.nvidia_plugin_serves:
         raise UserError(
             "with dra.gpus.enabled false and no device plugin, nothing hands GPUs to pods",
             nearest(layers, ("dra", "gpus", "enabled")),
@@ -1237,7 +1234,7 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
             field="dra.gpus.enabled",
             hint="enable one of them, or set gpuAllocation: device-plugin",
         )
-    _check_pool_allocation(config, layers, mixed=mixed)
+    _check_pool_allocation(config, layers, mixed=mixed, plugin_serves=stack.nvidia_plugin_serves)
     _check_dra_gates(config, layers)
     if stack.driver_container:
         known_driver = _version_tuple(config.driver.version)
@@ -1261,7 +1258,32 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
         )
 
 
-def _check_pool_allocation(config: GPUStack, layers: list[Layer], *, mixed: bool) -> None:
+def _check_bottlerocket_dra(
+    config: GPUStack, layers: list[Layer], choice: tuple[str | int, ...]
+) -> None:
+    """Bottlerocket's NVIDIA variants run NVIDIA's device plugin as a host service on every node;
+    only a release that can turn it off (`enabled = false` in the node settings, which gpustack
+    writes for the DRA nodes) may run the DRA driver."""
+    chosen = ".".join(str(part) for part in choice)
+    group = config.nodes.eks
+    version = group.bottlerocketVersion if group else None
+    first = ".".join(map(str, bottlerocket.PLUGIN_OFF_FROM))
+    if version is None or _version_tuple(version) < bottlerocket.PLUGIN_OFF_FROM:
+        raise UserError(
+            "Bottlerocket runs NVIDIA's device plugin on every GPU node as a host service; with "
+            "the DRA driver beside it the GPUs would be handed out twice, and only Bottlerocket "
+            f"{first} or later can turn it off (settings.kubelet-device-plugins.nvidia.enabled)"
+            + (f": nodes.eks.bottlerocketVersion is {version}" if version else ""),
+            nearest(layers, ("nodes", "eks", "bottlerocketVersion") if version else choice),
+            field="nodes.eks.bottlerocketVersion" if version else chosen,
+            hint=f'run Bottlerocket {first} or later and say so (nodes.eks.bottlerocketVersion: "{first}"), '
+            f"or set {chosen}: device-plugin",
+        )
+
+
+def _check_pool_allocation(
+    config: GPUStack, layers: list[Layer], *, mixed: bool, plugin_serves: bool
+) -> None:
     """Each pool's GPUs are handed out by what it chooses, which reads the pool's settings; with
     pools on the device plugin beside pools on the DRA driver (`mixed`), both must run."""
     for index, pool in enumerate(config.nodes.pools):
@@ -1275,7 +1297,7 @@ def _check_pool_allocation(config: GPUStack, layers: list[Layer], *, mixed: bool
                 field=f"nodes.pools.{index}.gpuAllocation",
                 hint="set dra.gpus.enabled: true, or the pool's gpuAllocation: device-plugin",
             )
-        if mixed and allocation == "device-plugin" and not config.devicePlugin.enabled:
+        if mixed and allocation == "device-plugin" and not plugin_serves:
             raise UserError(
                 f"pool {pool.name} takes its GPUs from the device plugin, but "
                 "devicePlugin.enabled is false: nothing would hand out the pool's GPUs",

@@ -354,6 +354,18 @@ class EKSNodeGroup(Strict):
             "`p4d.24xlarge` (eight A100), written into the node group in `node/`"
         )
     )
+    bottlerocketVersion: Annotated[
+        str | None,
+        Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$"),
+        Doc(type="`X.Y.Z` (Bottlerocket release)", default="unknown"),
+    ] = Field(
+        default=None,
+        description=(
+            "eks-bottlerocket: the oldest Bottlerocket release the node group runs, e.g. "
+            "`1.63.0`; `gpuAllocation: dra` needs 1.63.0 or later, whose "
+            "`settings.kubelet-device-plugins.nvidia.enabled` turns the OS's device plugin off"
+        ),
+    )
     migProfile: dict[BottlerocketGPUModel, BottlerocketMIGProfile] = Field(
         default_factory=dict,
         description=(

@@ -151,6 +151,17 @@ def test_without_a_canary_the_smoke_test_asks_as_the_cluster_does(tmp_path):
     assert pod(job)["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
 
 
+def test_only_the_dra_pools_nodes_register_the_dra_deploy_label(tmp_path):
+    """k8s-driver-manager takes its DRA path (claim holders, then the kubelet plugin, leave
+    before the driver unloads) on nodes labelled nvidia.com/gpu.deploy.dra-driver
+    (k8s-driver-manager cmd/driver-manager/main.go nvidiaDRADriverDeployLabel)."""
+    node_files = render(mixed(tmp_path)).node_files
+    label = "nvidia.com/gpu.deploy.dra-driver=true"
+    assert label in node_files["join-configuration-training.yaml"]
+    assert label not in node_files["join-configuration-inference.yaml"]
+    assert label not in node_files["join-configuration.yaml"]
+
+
 def alert_names(stack: Any) -> set[str]:
     rules = alerts.groups(stack, [DEVICE_PLUGIN])
     return {rule["alert"] for group in rules for rule in group["rules"] if "alert" in rule}
@@ -197,16 +208,46 @@ def test_device_plugin_settings_on_a_dra_pool_are_refused(tmp_path, setting, fie
     assert "reads no device plugin settings" in problem.message
 
 
-def test_a_dra_pool_on_bottlerocket_whose_host_plugin_serves_every_node_is_refused(tmp_path):
-    with pytest.raises(UserError) as raised:
-        stack_for(
-            tmp_path,
-            "eks-bottlerocket",
-            platform={"profile": "eks-bottlerocket", "kubernetesVersion": "1.34"},
-            nodes={"pools": [TRAINING]},
-        )
-    assert raised.value.field == "nodes.pools.0.gpuAllocation"
-    assert "eks-al2023" in raised.value.hint
+def bottlerocket(tmp_path: Path, version: str | None) -> Any:
+    group: dict[str, Any] = {"instanceType": "g6.xlarge"}
+    if version:
+        group["bottlerocketVersion"] = version
+    return stack_for(
+        tmp_path,
+        "eks-bottlerocket",
+        platform={"profile": "eks-bottlerocket", "kubernetesVersion": "1.34"},
+        nodes={"eks": group, "pools": [INFERENCE, TRAINING]},
+    )
+
+
+def test_a_dra_pool_on_bottlerocket_needs_a_release_that_turns_its_plugin_off(tmp_path):
+    """Bottlerocket's NVIDIA variants run the device plugin on every node; from 1.63.0 its
+    settings turn it off (amazon-eks-user-guide device-management-nvidia-time-slicing.adoc)."""
+    with pytest.raises(UserError) as unknown:
+        bottlerocket(tmp_path, None)
+    assert unknown.value.field == "nodes.pools.1.gpuAllocation"
+    assert "nodes.eks.bottlerocketVersion" in unknown.value.hint
+    with pytest.raises(UserError) as older:
+        bottlerocket(tmp_path, "1.62.1")
+    assert older.value.field == "nodes.eks.bottlerocketVersion"
+
+
+def test_a_dra_pool_on_bottlerocket_turns_the_hosts_plugin_off_on_its_nodes_only(tmp_path):
+    rendered = render(bottlerocket(tmp_path, "1.63.0"))
+    settings = {
+        name: text
+        for name, text in rendered.node_files.items()
+        if name.startswith("bottlerocket-settings")
+    }
+    assert "enabled = false" in settings["bottlerocket-settings-training.toml"]
+    assert "enabled" not in settings["bottlerocket-settings-inference.toml"]
+    assert "enabled" not in settings["bottlerocket-settings.toml"]
+    objects = {
+        obj["metadata"]["name"]: obj for obj in rendered.objects if obj["kind"] == "DaemonSet"
+    }
+    assert KUBELET_PLUGIN in running_on(objects, {POOL_KEY: "training"})
+    assert KUBELET_PLUGIN not in running_on(objects, {POOL_KEY: "inference"})
+    assert KUBELET_PLUGIN not in running_on(objects, {})
 
 
 def test_a_device_plugin_pool_with_the_plugin_turned_off_is_refused(tmp_path):
