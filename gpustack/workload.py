@@ -485,7 +485,13 @@ def deploy_node_labels(stack: Stack) -> dict[str, str]:
     controller would write on each GPU node)."""
     if not deploy_labels_used(stack) or stack.facts.nodeLabelsReapplied:
         return {}
-    return dict.fromkeys(deploy_label_keys(stack), DEPLOYED)
+    keys = deploy_label_keys(stack)
+    if stack.config.gpuAllocation != "dra":
+        # Nodes whose GPUs the device plugin hands out (the cluster's, or a pool's as
+        # node.pool_view shows it) run no DRA kubelet plugin for k8s-driver-manager to wait for.
+        dra_keys = {DEPLOY_LABEL_PREFIX + DEPLOY_CLIENTS[client][0] for client in _DRA_CLIENTS}
+        keys = [key for key in keys if key not in dra_keys]
+    return dict.fromkeys(keys, DEPLOYED)
 
 
 def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
