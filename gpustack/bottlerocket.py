@@ -29,8 +29,20 @@ SHARING_STRATEGIES = {"time-slicing": "time-slicing", "mps": "mps"}
 PARTITIONING = {"single": "mig"}
 
 
+# The release whose settings can turn the OS's device plugin off (`enabled`, default true), as
+# the NVIDIA DRA driver needs on its nodes (amazon-eks-user-guide
+# device-management-nvidia-time-slicing.adoc, "NVIDIA DRA driver": "setting
+# `settings.kubelet-device-plugins.nvidia.enabled = false` in the node user data, which requires
+# Bottlerocket version 1.63.0 or later"; bottlerocket-core-kit PR #914). A release without the
+# setting refuses user data that names it.
+PLUGIN_OFF_FROM = (1, 63, 0)
+
+
 def device_plugin_settings(config: GPUStack) -> dict[str, Any]:
-    """`settings.kubelet-device-plugins.nvidia` for the config's `devicePlugin` section."""
+    """`settings.kubelet-device-plugins.nvidia` for the config's `devicePlugin` section, or the
+    OS's plugin turned off where the DRA driver hands out the nodes' GPUs."""
+    if config.gpuAllocation == "dra" and config.dra.gpus.enabled:
+        return {"enabled": False}
     plugin = config.devicePlugin
     settings: dict[str, Any] = {
         # Bottlerocket's default: the plugin hands the kubelet each GPU's device nodes.

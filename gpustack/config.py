@@ -183,8 +183,21 @@ class Stack:
 
     @property
     def dra_enabled(self) -> bool:
-        """NVIDIA's DRA driver runs (`gpuAllocation: dra`)."""
-        return self.config.gpuAllocation == "dra"
+        """NVIDIA's DRA driver runs (`gpuAllocation: dra`, the cluster's or some pool's)."""
+        return "dra" in self.gpu_allocations
+
+    @property
+    def gpu_allocations(self) -> set[str]:
+        """How pods get GPUs on some GPU node: `device-plugin`, `dra` or both (node pools)."""
+        config = self.config
+        return {config.gpuAllocation} | {config.pool_gpu_allocation(pool) for pool in self.pools}
+
+    @property
+    def smoke_test_allocation(self) -> str:
+        """How the smoke test gets its GPU: as its first canary pool's nodes do, where it runs,
+        else as the cluster's nodes do."""
+        canaries = [pool for pool in self.pools if pool.canary]
+        return self.config.pool_gpu_allocation(canaries[0] if canaries else None)
 
     @property
     def dra_gpus(self) -> bool:
@@ -314,11 +327,19 @@ def resource_api_version(kubernetes_version: str) -> str:
 
 
 def _dra_serves_gpus(data: dict[str, Any]) -> bool:
-    """Whether the merged config data asks the DRA driver for GPUs (before validation)."""
+    """Whether the merged config data asks the DRA driver for every GPU node's GPUs (before
+    validation): the cluster's `gpuAllocation` is `dra` and no pool chooses the device plugin."""
     dra = data.get("dra")
     gpus = dra.get("gpus") if isinstance(dra, dict) else None
     enabled = gpus.get("enabled", True) if isinstance(gpus, dict) else True
-    return data.get("gpuAllocation") == "dra" and enabled is not False
+    nodes = data.get("nodes")
+    pools = nodes.get("pools") if isinstance(nodes, dict) else None
+    plugin_pools = [
+        pool
+        for pool in (pools if isinstance(pools, list) else [])
+        if isinstance(pool, dict) and pool.get("gpuAllocation") == "device-plugin"
+    ]
+    return data.get("gpuAllocation") == "dra" and enabled is not False and not plugin_pools
 
 
 class _OverrideSource(SourceMap):
@@ -1185,33 +1206,53 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def _dra_choice(config: GPUStack) -> tuple[str | int, ...]:
+    """Where the config chooses the DRA driver: the cluster's `gpuAllocation`, else the first
+    pool that does."""
+    if config.gpuAllocation == "dra":
+        return ("gpuAllocation",)
+    index = next(
+        index
+        for index, pool in enumerate(config.nodes.pools)
+        if config.pool_gpu_allocation(pool) == "dra"
+    )
+    return ("nodes", "pools", index, "gpuAllocation")
+
+
 def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """What NVIDIA's DRA driver cannot do on this cluster is refused before anything renders."""
-    if config.gpuAllocation != "dra":
+    stack = Stack(config, profile, "")
+    if not stack.dra_enabled:
         return
     name = profile.metadata.name
     dra = config.dra
     version = config.platform.kubernetesVersion
-    if profile.facts.devicePluginProvider != "nvidia":
+    choice = _dra_choice(config)
+    chosen = ".".join(str(part) for part in choice)
+    mixed = stack.gpu_allocations == {"device-plugin", "dra"}
+    if profile.facts.devicePluginProvider == "bottlerocket":
+        _check_bottlerocket_dra(config, layers, choice)
+    elif profile.facts.devicePluginProvider != "nvidia":
         raise UserError(
             f"the platform's own device plugin serves nvidia.com/gpu on every GPU node of profile "
             f"{name!r}: with the DRA driver beside it the GPUs would be handed out twice",
-            nearest(layers, ("gpuAllocation",)),
-            field="gpuAllocation",
-            hint="set gpuAllocation: device-plugin; DRA needs node pools without the "
-            "platform's device plugin",
+            nearest(layers, choice),
+            field=chosen,
+            hint=f"set {chosen}: device-plugin; DRA needs nodes without the platform's device "
+            "plugin",
         )
     if kubernetes_minor(version) < DRA_MINIMUM_KUBERNETES:
         first_version = ".".join(map(str, DRA_MINIMUM_KUBERNETES))
         raise UserError(
             f"NVIDIA's DRA driver {dra.version} needs Kubernetes {first_version}.2 or later (DRA is "
-            f"GA and on by default from {first_version}, resource.k8s.io/v1); the target is {version}",
+            f"GA and on by default from {first_version}, resource.k8s.io/v1); the target is "
+            f"{version}" + (f" and {chosen} is dra" if choice != ("gpuAllocation",) else ""),
             nearest(layers, ("platform", "kubernetesVersion")),
             field="platform.kubernetesVersion",
             hint=f'upgrade to Kubernetes {first_version} (platform.kubernetesVersion: "{first_version}"), '
-            "or set gpuAllocation: device-plugin",
+            f"or set {chosen}: device-plugin",
         )
-    if dra.gpus.enabled and config.devicePlugin.enabled:
+    if dra.gpus.enabled and config.devicePlugin.enabled and not mixed:
         raise UserError(
             "the device plugin and the DRA driver would both hand out the GPUs of the same "
             "nodes: each counts them free, so pods would be admitted to GPUs the other has "
@@ -1221,7 +1262,7 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
             hint="remove devicePlugin.enabled (gpuAllocation: dra turns the plugin off), or set "
             "dra.gpus.enabled: false to run the DRA driver for ComputeDomains only",
         )
-    if not dra.gpus.enabled and not config.devicePlugin.enabled:
+    if not dra.gpus.enabled and not stack.nvidia_plugin_serves:
         raise UserError(
             "with dra.gpus.enabled false and no device plugin, nothing hands GPUs to pods",
             nearest(layers, ("dra", "gpus", "enabled")),
@@ -1237,8 +1278,8 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
             field="dra.gpus.enabled",
             hint="enable one of them, or set gpuAllocation: device-plugin",
         )
+    _check_pool_allocation(config, layers, mixed=mixed, plugin_serves=stack.nvidia_plugin_serves)
     _check_dra_gates(config, layers)
-    stack = Stack(config, profile, "")
     if stack.driver_container:
         known_driver = _version_tuple(config.driver.version)
         for feature, minimum in DRA_MINIMUM_DRIVER.items():
@@ -1251,7 +1292,7 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
                     hint=f"set driver.version to {minimum} or later, or "
                     f"dra.{feature}.enabled: false",
                 )
-    if dra.gpus.enabled and config.smokeTest.resource:
+    if stack.smoke_test_allocation == "dra" and dra.gpus.enabled and config.smokeTest.resource:
         raise UserError(
             "with the DRA driver the smoke test claims a GPU of DeviceClass gpu.nvidia.com; "
             "nothing advertises an extended resource to request",
@@ -1259,6 +1300,67 @@ def check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
             field="smokeTest.resource",
             hint="remove smokeTest.resource",
         )
+
+
+def _check_bottlerocket_dra(
+    config: GPUStack, layers: list[Layer], choice: tuple[str | int, ...]
+) -> None:
+    """Bottlerocket's NVIDIA variants run NVIDIA's device plugin as a host service on every node;
+    only a release that can turn it off (`enabled = false` in the node settings, which gpustack
+    writes for the DRA nodes) may run the DRA driver."""
+    chosen = ".".join(str(part) for part in choice)
+    group = config.nodes.eks
+    version = group.bottlerocketVersion if group else None
+    first = ".".join(map(str, bottlerocket.PLUGIN_OFF_FROM))
+    if version is None or _version_tuple(version) < bottlerocket.PLUGIN_OFF_FROM:
+        raise UserError(
+            "Bottlerocket runs NVIDIA's device plugin on every GPU node as a host service; with "
+            "the DRA driver beside it the GPUs would be handed out twice, and only Bottlerocket "
+            f"{first} or later can turn it off (settings.kubelet-device-plugins.nvidia.enabled)"
+            + (f": nodes.eks.bottlerocketVersion is {version}" if version else ""),
+            nearest(layers, ("nodes", "eks", "bottlerocketVersion") if version else choice),
+            field="nodes.eks.bottlerocketVersion" if version else chosen,
+            hint=f'run Bottlerocket {first} or later and say so (nodes.eks.bottlerocketVersion: "{first}"), '
+            f"or set {chosen}: device-plugin",
+        )
+
+
+def _check_pool_allocation(
+    config: GPUStack, layers: list[Layer], *, mixed: bool, plugin_serves: bool
+) -> None:
+    """Each pool's GPUs are handed out by what it chooses, which reads the pool's settings; with
+    pools on the device plugin beside pools on the DRA driver (`mixed`), both must run."""
+    for index, pool in enumerate(config.nodes.pools):
+        here: tuple[str | int, ...] = ("nodes", "pools", index)
+        allocation = config.pool_gpu_allocation(pool)
+        if mixed and allocation == "dra" and not config.dra.gpus.enabled:
+            raise UserError(
+                f"pool {pool.name} takes its GPUs from the DRA driver, but dra.gpus.enabled is "
+                "false: nothing would hand out the pool's GPUs",
+                nearest(layers, (*here, "gpuAllocation")),
+                field=f"nodes.pools.{index}.gpuAllocation",
+                hint="set dra.gpus.enabled: true, or the pool's gpuAllocation: device-plugin",
+            )
+        if mixed and allocation == "device-plugin" and not plugin_serves:
+            raise UserError(
+                f"pool {pool.name} takes its GPUs from the device plugin, but "
+                "devicePlugin.enabled is false: nothing would hand out the pool's GPUs",
+                nearest(layers, (*here, "gpuAllocation")),
+                field=f"nodes.pools.{index}.gpuAllocation",
+                hint="remove devicePlugin.enabled: false, or the pool's gpuAllocation",
+            )
+        plugin = pool.devicePlugin
+        if allocation == "dra" and config.dra.gpus.enabled and plugin is not None:
+            setting = "migStrategy" if plugin.migStrategy is not None else "sharing"
+            raise UserError(
+                f"pool {pool.name} takes its GPUs from the DRA driver, which reads no device "
+                f"plugin settings: devicePlugin.{setting} would change nothing on its nodes",
+                nearest(layers, (*here, "devicePlugin", setting)),
+                field=f"nodes.pools.{index}.devicePlugin.{setting}",
+                hint="remove the pool's devicePlugin (a DRA claim picks MIG devices by "
+                "DeviceClass mig.nvidia.com; the DRA driver's sharing is its feature gates "
+                "TimeSlicingSettings and MPSSupport), or set its gpuAllocation: device-plugin",
+            )
 
 
 def _check_dra_gates(config: GPUStack, layers: list[Layer]) -> None:

@@ -354,6 +354,18 @@ class EKSNodeGroup(Strict):
             "`p4d.24xlarge` (eight A100), written into the node group in `node/`"
         )
     )
+    bottlerocketVersion: Annotated[
+        str | None,
+        Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$"),
+        Doc(type="`X.Y.Z` (Bottlerocket release)", default="unknown"),
+    ] = Field(
+        default=None,
+        description=(
+            "eks-bottlerocket: the oldest Bottlerocket release the node group runs, e.g. "
+            "`1.63.0`; `gpuAllocation: dra` needs 1.63.0 or later, whose "
+            "`settings.kubelet-device-plugins.nvidia.enabled` turns the OS's device plugin off"
+        ),
+    )
     migProfile: dict[BottlerocketGPUModel, BottlerocketMIGProfile] = Field(
         default_factory=dict,
         description=(
@@ -465,6 +477,17 @@ class NodePool(Strict):
     gke: GKENodePool | None = Field(
         default=None,
         description="GKE profiles: the pool's machine type and accelerator over `nodes.gke`",
+    )
+    gpuAllocation: Annotated[
+        Literal["device-plugin", "dra"] | None,
+        Doc(default="the cluster's", see="Node pools"),
+    ] = Field(
+        default=None,
+        description=(
+            "how pods get the pool's GPUs over the cluster's `gpuAllocation`: the device "
+            "plugin's `nvidia.com/gpu`, or ResourceClaims of NVIDIA's DRA driver; each node is "
+            "served by one of them"
+        ),
     )
 
     @field_validator("taints")
@@ -1685,6 +1708,11 @@ class GPUStack(Strict):
         if self.pool_mig_strategy(pool) == "none" and self.devicePlugin.migStrategy != "none":
             return MIG_DISABLED
         return self.migManager.defaultConfig
+
+    def pool_gpu_allocation(self, pool: NodePool | None) -> str:
+        """How pods get a pool's GPUs (None: nodes in no pool): `device-plugin` or `dra`."""
+        own = pool.gpuAllocation if pool else None
+        return own or self.gpuAllocation
 
     def pool_driver_version(self, pool: NodePool | None) -> str:
         """The driver version of a pool's driver DaemonSet (None: nodes in no pool)."""

@@ -89,6 +89,7 @@ def pool_view(stack: Stack, pool: NodePool) -> Stack:
     driver = config.driver.model_copy(update={"version": config.pool_driver_version(pool)})
     view = config.model_copy(
         update={
+            "gpuAllocation": config.pool_gpu_allocation(pool),
             "nodes": nodes,
             "devicePlugin": plugin,
             "migManager": mig_manager,
@@ -1067,6 +1068,14 @@ def _eks(stack: Stack) -> tuple[Files, Where, Notes]:
 
 def _bottlerocket_note(stack: Stack) -> str:
     plugin = stack.config.devicePlugin
+    if stack.config.gpuAllocation == "dra" and stack.config.dra.gpus.enabled:
+        return (
+            "Device plugin: NVIDIA's DRA driver hands out these nodes' GPUs, so "
+            "`enabled = false` turns off the device plugin Bottlerocket runs as the host "
+            "service `nvidia-k8s-device-plugin` (Bottlerocket 1.63.0 or later: an older release "
+            "refuses user data that names a setting it lacks). Roll the node group to move its "
+            "nodes from one to the other."
+        )
     parts = [
         "Device plugin: Bottlerocket runs NVIDIA's device plugin as the host service "
         "`nvidia-k8s-device-plugin`, configured by `settings.kubelet-device-plugins.nvidia`; "

@@ -24,6 +24,11 @@ VALIDATIONS = "/run/nvidia/validations"
 # The validator DaemonSet's name, which the validator reads back to give its workload pods the
 # DaemonSet's tolerations (main.go runWorkload: "nvidia-operator-validator").
 VALIDATOR = "nvidia-operator-validator"
+# With pools on the DRA driver beside pools on the device plugin: the validator of the DRA
+# pools' nodes, without the plugin step (no nvidia.com/gpu to find there). Its CUDA workload reads
+# the tolerations of DaemonSet nvidia-operator-validator, which every mixed cluster has, by that
+# name (gpu-operator cmd/nvidia-validator/main.go runWorkload, v26.7.0): the same as its own.
+VALIDATOR_DRA = f"{VALIDATOR}-dra"
 
 # deployments/gpu-operator/values.yaml `validator.repository`/`validator.image` (v26.7.0): one
 # image for the operator and the validator since v25.10 (gpu-operator a4782da, "Consolidate

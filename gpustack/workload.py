@@ -7,9 +7,11 @@ workload selects GPU nodes the same way and tolerates every configured taint" ho
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from gpustack.config import Stack
+from gpustack.model import NodePool
 
 NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -103,6 +105,67 @@ def gpu_node_affinity(stack: Stack, extra: list[dict[str, Any]] | None = None) -
             }
         }
     }
+
+
+def pool_node_terms(
+    base: list[dict[str, Any]], pools: list[NodePool], *, inside: bool
+) -> list[dict[str, Any]]:
+    """Required node affinity terms (ORed), each `base` and more: with `inside`, on the nodes of
+    any of `pools` (one term per pool, its selector's labels `In`); else on the nodes in none of
+    them. A node is outside a pool when one of its selector's labels differs: one term per
+    choice of such a label in each pool (`NotIn`)."""
+    if inside:
+        return [
+            {
+                "matchExpressions": [
+                    *base,
+                    *(
+                        {"key": key, "operator": "In", "values": [value]}
+                        for key, value in pool.selector.items()
+                    ),
+                ]
+            }
+            for pool in pools
+        ]
+    choices = [sorted(pool.selector.items()) for pool in pools]
+    return [
+        {
+            "matchExpressions": [
+                *base,
+                *(
+                    {"key": key, "operator": "NotIn", "values": [value]}
+                    for key, value in combination
+                ),
+            ]
+        }
+        for combination in itertools.product(*choices)
+    ]
+
+
+def allocation_pools(stack: Stack) -> list[NodePool]:
+    """The pools whose GPUs are handed out otherwise than the cluster's (`gpuAllocation`)."""
+    config = stack.config
+    return [
+        pool for pool in stack.pools if config.pool_gpu_allocation(pool) != config.gpuAllocation
+    ]
+
+
+def place_by_allocation(stack: Stack, pod_spec: dict[str, Any], allocation: str) -> dict[str, Any]:
+    """A GPU pod spec (from `gpu_pod_spec`) kept to the nodes whose GPUs `allocation` hands out
+    (`device-plugin` or `dra`), so that no node runs both the device plugin and the DRA driver's
+    kubelet plugin: every GPU node but the other allocation's pools where the cluster's
+    `gpuAllocation` is `allocation`, else only the pools that choose it. Unchanged while no pool
+    differs from the cluster."""
+    differing = allocation_pools(stack)
+    if not differing:
+        return pod_spec
+    required = pod_spec["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    base = required["nodeSelectorTerms"][0]["matchExpressions"]
+    inside = stack.config.gpuAllocation != allocation
+    required["nodeSelectorTerms"] = pool_node_terms(base, differing, inside=inside)
+    return pod_spec
 
 
 def gpu_tolerations(stack: Stack) -> list[dict[str, Any]]:
@@ -480,7 +543,13 @@ def deploy_node_labels(stack: Stack) -> dict[str, str]:
     controller would write on each GPU node)."""
     if not deploy_labels_used(stack) or stack.facts.nodeLabelsReapplied:
         return {}
-    return dict.fromkeys(deploy_label_keys(stack), DEPLOYED)
+    keys = deploy_label_keys(stack)
+    if stack.config.gpuAllocation != "dra":
+        # Nodes whose GPUs the device plugin hands out (the cluster's, or a pool's as
+        # node.pool_view shows it) run no DRA kubelet plugin for k8s-driver-manager to wait for.
+        dra_keys = {DEPLOY_LABEL_PREFIX + DEPLOY_CLIENTS[client][0] for client in _DRA_CLIENTS}
+        keys = [key for key in keys if key not in dra_keys]
+    return dict.fromkeys(keys, DEPLOYED)
 
 
 def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

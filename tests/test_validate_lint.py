@@ -354,3 +354,53 @@ def test_every_committed_render_validates_on_its_own(cli):
     result = cli("validate", "--summary", ROOT / "out")
     assert result.exit_code == 0, result.output
     assert ", Invalid: 0, Errors: 0" in result.stdout
+
+
+# --- dra-with-device-plugin and node pools -----------------------------------------------------
+MIXED = ROOT / "out" / "mixed-allocation"
+POOL_KEY = "example.com/gpu-pool"
+
+
+def first_term(obj: Objects) -> list[dict[str, Any]]:
+    affinity = pod(obj)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    terms: list[dict[str, Any]] = affinity["nodeSelectorTerms"][0]["matchExpressions"]
+    return terms
+
+
+def pool_expression(obj: Objects) -> dict[str, Any]:
+    (expression,) = [e for e in first_term(obj) if e["key"] == POOL_KEY]
+    return expression
+
+
+def test_a_device_plugin_kept_off_the_dra_pools_is_no_finding(cli, tmp_path):
+    """The committed mixed cluster: the plugin excludes the DRA pool (NotIn), the kubelet plugin
+    selects it (In)."""
+    result = validate(cli, MIXED, "json", "1.34")
+    assert result.exit_code == 0, result.output
+    assert rules_reported("json", result.stdout) == set()
+
+
+def test_a_device_plugin_excluding_two_pools_of_one_label_overlaps_neither(cli, tmp_path):
+    """NotIn [training] and NotIn [batch] on one key, as a DaemonSet excluding two pools has:
+    a node of either pool runs no plugin, so a kubelet plugin there is no overlap."""
+    folder = tmp_path / "mixed"
+    shutil.copytree(MIXED, folder)
+    plugin = load(folder, "daemonset-nvidia-device-plugin.yaml")
+    first_term(plugin).append({"key": POOL_KEY, "operator": "NotIn", "values": ["batch"]})
+    save(folder, "daemonset-nvidia-device-plugin.yaml", plugin)
+    result = validate(cli, folder, "json", "1.34")
+    assert "dra-with-device-plugin" not in rules_reported("json", result.stdout)
+
+
+def test_a_dra_kubelet_plugin_reaching_a_device_plugin_pool_is_caught(cli, tmp_path):
+    folder = tmp_path / "mixed"
+    shutil.copytree(MIXED, folder)
+    name = "daemonset-dra-driver-nvidia-gpu-kubelet-plugin.yaml"
+    kubelet_plugin = load(folder, name)
+    pool_expression(kubelet_plugin)["values"] = ["training", "inference"]
+    save(folder, name, kubelet_plugin)
+    result = validate(cli, folder, "json", "1.34")
+    assert result.exit_code == 1, result.output
+    assert "dra-with-device-plugin" in rules_reported("json", result.stdout)

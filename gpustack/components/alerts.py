@@ -44,6 +44,7 @@ WATCHED_DAEMONSETS = (
     metrics.DCGM_EXPORTER,
     device_plugin_config.NAME,
     validations.VALIDATOR,
+    validations.VALIDATOR_DRA,
     metrics.NODE_STATUS_EXPORTER,
 )
 
@@ -190,7 +191,9 @@ def _advertised(stack: Stack) -> tuple[str, int] | None:
     GPU, or None where the number depends on a MIG layout."""
     plugin = stack.config.devicePlugin
     if stack.dra_gpus:
-        return None  # the DRA driver publishes GPUs in ResourceSlices, not in node capacity
+        # The DRA driver publishes GPUs in ResourceSlices, not in node capacity: its nodes (all,
+        # or a pool's) advertise none.
+        return None
     if plugin.migStrategy != "none":
         return None
     sharing = plugin.sharing
@@ -345,6 +348,10 @@ def _alerts(stack: Stack, daemonsets: list[str]) -> list[dict[str, Any]]:
                 },
             }
         )
+    if stack.dra_gpus and "device-plugin" not in stack.gpu_allocations:
+        # Pods waiting for a DRA GPU wait on a ResourceClaim, which kube-state-metrics (v2.x)
+        # reports nothing of: no series tells them from pods waiting for anything else.
+        return rules + _node_status_alerts(stack)
     rules.append(
         {
             "alert": "GPUsIdleWhilePodsWait",
@@ -413,8 +420,9 @@ def _node_status_alerts(stack: Stack) -> list[dict[str, Any]]:
             },
         },
     ]
-    if stack.config.devicePlugin.enabled:
-        # -1: the exporter could not read its node; 0: the node advertises no GPU.
+    if stack.config.devicePlugin.enabled and not stack.dra_gpus:
+        # -1: the exporter could not read its node; 0: the node advertises no GPU (as every node
+        # of a pool on the DRA driver does).
         rules.append(
             {
                 "alert": "GPUNodeNoDevicesAdvertised",

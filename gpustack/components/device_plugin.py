@@ -36,6 +36,7 @@ from gpustack.workload import (
     gpu_pod_spec,
     host_path_volume,
     kubelet_socket_selinux,
+    place_by_allocation,
     role_with_binding,
     scc_rules,
     service_account,
@@ -145,7 +146,8 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
             {"name": "mps-root", "mountPath": MPS_MOUNT},
             {"name": "mps-shm", "mountPath": "/dev/shm"},
         ]
-    pod_spec = gpu_pod_spec(stack)
+    # Never where the DRA driver hands out the GPUs (pools with the other gpuAllocation).
+    pod_spec = place_by_allocation(stack, gpu_pod_spec(stack), "device-plugin")
     pod_spec.update(
         {
             "serviceAccountName": NAME,
@@ -179,7 +181,7 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
     """The MPS control daemon the plugin talks to when sharing with MPS (helm
     templates/daemonset-mps-control-daemon.yml): privileged and in the host PID namespace, since it
     starts nvidia-cuda-mps-control for every process on the GPU."""
-    pod_spec = gpu_pod_spec(stack)
+    pod_spec = place_by_allocation(stack, gpu_pod_spec(stack), "device-plugin")
     # GFD labels nodes whose GPUs support MPS (helm chart nodeSelector).
     pod_spec["nodeSelector"] = {"nvidia.com/mps.capable": "true"}
     pod_spec.update(

@@ -24,6 +24,7 @@ from gpustack.workload import (
     daemonset,
     gpu_pod_spec,
     host_path_volume,
+    place_by_allocation,
     selector_labels,
 )
 
@@ -539,6 +540,10 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
     # Under runc, as the chart runs it (NVIDIA_VISIBLE_DEVICES=void): the plugins reach the
     # driver through the driver-root mount, not through an nvidia runtime.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
+    if dra.gpus.enabled:
+        # Only where the DRA driver hands out the GPUs (pools with the other gpuAllocation run
+        # the device plugin); for ComputeDomains alone it runs beside the plugin everywhere.
+        pod_spec = place_by_allocation(stack, pod_spec, "dra")
     pod_spec.update(
         {
             "serviceAccountName": KUBELET_PLUGIN_ACCOUNT,

@@ -31,7 +31,6 @@ evicting the GPU pods and taking the GPU DaemonSets off the node through their
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from dataclasses import dataclass, replace
 from typing import Any
@@ -48,6 +47,7 @@ from gpustack.workload import (
     deploy_labeller,
     gpu_pod_spec,
     host_path_volume,
+    pool_node_terms,
     role_with_binding,
     scc_rules,
     service_account,
@@ -240,33 +240,6 @@ def _privileged(stack: Stack) -> dict[str, Any]:
     return security
 
 
-def _pool_terms(
-    base: list[dict[str, Any]], pool: NodePool | None, exclude: list[NodePool]
-) -> list[dict[str, Any]]:
-    """The required node affinity terms (ORed) of a driver DaemonSet: `base` and the pool's
-    labels, or `base` on nodes in none of the `exclude` pools. A node is outside a pool when
-    one of its selector's labels differs: one term per choice of such a label in each pool."""
-    if pool is not None:
-        pinned = [
-            {"key": key, "operator": "In", "values": [value]}
-            for key, value in pool.selector.items()
-        ]
-        return [{"matchExpressions": [*base, *pinned]}]
-    choices = [sorted(each.selector.items()) for each in exclude]
-    return [
-        {
-            "matchExpressions": [
-                *base,
-                *(
-                    {"key": key, "operator": "NotIn", "values": [value]}
-                    for key, value in combination
-                ),
-            ]
-        }
-        for combination in itertools.product(*choices)
-    ]
-
-
 def _daemonset(
     stack: Stack,
     pin: RhcosPin | None,
@@ -426,7 +399,10 @@ def _daemonset(
     if pool is not None or exclude:
         # Each GPU node gets exactly one driver pod: its pool's, or the cluster's.
         base = required["nodeSelectorTerms"][0]["matchExpressions"]
-        required["nodeSelectorTerms"] = _pool_terms(base, pool, exclude or [])
+        if pool is not None:
+            required["nodeSelectorTerms"] = pool_node_terms(base, [pool], inside=True)
+        else:
+            required["nodeSelectorTerms"] = pool_node_terms(base, exclude or [], inside=False)
     pod_spec.update(
         {
             "serviceAccountName": ACCOUNT,

@@ -56,7 +56,14 @@ def resource(stack: Stack) -> str:
 
 
 def canary_pools(stack: Stack) -> list[NodePool]:
-    return [pool for pool in stack.pools if pool.canary]
+    """The pools the test runs on: the canary pools whose GPUs are handed out as the test asks
+    for its own (`Stack.smoke_test_allocation`, the first canary's)."""
+    allocation = stack.smoke_test_allocation
+    return [
+        pool
+        for pool in stack.pools
+        if pool.canary and stack.config.pool_gpu_allocation(pool) == allocation
+    ]
 
 
 def _affinity(stack: Stack) -> dict[str, Any]:
@@ -93,15 +100,27 @@ def name(stack: Stack) -> str:
             gpustack.__version__,
             stack.profile.model_dump_json(),
             # Without node pools, the field is left out: the name stays what it was before
-            # pools existed.
+            # pools existed; so is a pool's unset gpuAllocation, from before pools had one.
             stack.config.model_dump_json(
                 exclude={"metadata": True, "extends": True, "patches": True}
-                | ({} if stack.pools else {"nodes": {"pools"}})
+                | (
+                    {"nodes": {"pools": _unset_pool_fields(stack)}}
+                    if stack.pools
+                    else {"nodes": {"pools"}}
+                )
             ),
             json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
         )
     )
     return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
+
+
+def _unset_pool_fields(stack: Stack) -> dict[int, set[str]]:
+    return {
+        index: {"gpuAllocation"}
+        for index, pool in enumerate(stack.pools)
+        if pool.gpuAllocation is None
+    }
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -131,7 +150,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     job_name = name(stack)
     pod_spec: dict[str, Any] = {}
     objects: list[dict[str, Any]] = []
-    if stack.dra_gpus:
+    if stack.smoke_test_allocation == "dra" and stack.dra_gpus:
         # The claim is the pod's own, made from the template and deleted with the pod; the
         # container runs under the default runtime, which injects the claimed GPU through CDI.
         container["resources"] = {"claims": [{"name": CLAIM}]}

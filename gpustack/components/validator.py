@@ -37,10 +37,12 @@ from gpustack.validations import (
     image,
 )
 from gpustack.validations import VALIDATOR as NAME
+from gpustack.validations import VALIDATOR_DRA as DRA_NAME
 from gpustack.workload import (
     cluster_role_with_binding,
     daemonset,
     gpu_pod_spec,
+    place_by_allocation,
     role_with_binding,
     scc_rules,
     service_account,
@@ -96,7 +98,13 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         objects += cluster_role_with_binding(
             stack, NAME, [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
         )
-    objects.append(_daemonset(stack))
+    if plugin and stack.gpu_allocations == {"device-plugin", "dra"}:
+        # The plugin step waits for nvidia.com/gpu, which DRA nodes never advertise: it runs
+        # only where the device plugin does, and the DRA nodes get a validator without it.
+        objects.append(_daemonset(stack, "device-plugin"))
+        objects.append(_daemonset(stack, "dra"))
+    else:
+        objects.append(_daemonset(stack, None))
     return objects
 
 
@@ -138,7 +146,9 @@ def _validation(
     }
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
+def _daemonset(stack: Stack, allocation: str | None) -> dict[str, Any]:
+    """The validator DaemonSet: on every GPU node (`allocation` None), or on the nodes whose
+    GPUs the device plugin or the DRA driver hands out."""
     settings = stack.config.validator
     driver_container, volumes = driver_validation(stack)
     node_and_namespace = [
@@ -169,7 +179,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             _runs_as_root(stack),
         ),
     ]
-    if stack.config.devicePlugin.enabled:
+    if stack.config.devicePlugin.enabled and allocation != "dra":
         init_containers.append(
             _validation(
                 stack,
@@ -188,6 +198,8 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             )
         )
     pod_spec = gpu_pod_spec(stack)  # the toolkit validation needs the nvidia runtime
+    if allocation is not None:
+        pod_spec = place_by_allocation(stack, pod_spec, allocation)
     pod_spec.update(
         {
             "serviceAccountName": NAME,
@@ -215,4 +227,5 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
             "volumes": volumes,
         }
     )
-    return daemonset(stack, NAME, pod_spec, component=COMPONENT)
+    name = DRA_NAME if allocation == "dra" else NAME
+    return daemonset(stack, name, pod_spec, component=COMPONENT)

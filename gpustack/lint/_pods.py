@@ -44,7 +44,23 @@ def requirements(pod: Pod) -> list[dict[str, tuple[str, frozenset[str]]]]:
 def _narrow(
     old: tuple[str, frozenset[str]] | None, new: tuple[str, frozenset[str]]
 ) -> tuple[str, frozenset[str]]:
-    return new if old is None or not _disjoint(old, new) else ("In", frozenset())
+    """Two requirements on one key, both to be met (Kubernetes ANDs a term's expressions): the
+    values both allow, where both are value lists (`NotIn [a]` and `NotIn [b]`, as a DaemonSet
+    excluding two pools of one label has, allow neither a nor b)."""
+    if old is None:
+        return new
+    if _disjoint(old, new):
+        return ("In", frozenset())
+    (op_old, values_old), (op_new, values_new) = old, new
+    if (op_old, op_new) == ("In", "In"):
+        return ("In", values_old & values_new)
+    if (op_old, op_new) == ("NotIn", "NotIn"):
+        return ("NotIn", values_old | values_new)
+    if (op_old, op_new) == ("In", "NotIn"):
+        return ("In", values_old - values_new)
+    if (op_old, op_new) == ("NotIn", "In"):
+        return ("In", values_new - values_old)
+    return new
 
 
 def _disjoint(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> bool:

@@ -28,7 +28,8 @@ def check(objects: Objects) -> Iterator[Finding]:
                 f"{describe(plugin.owner)} advertises nvidia.com/gpu on nodes where "
                 f"{describe(kubelet_plugin.owner)} publishes the same GPUs for DRA: both hand "
                 "them out, so pods are admitted to GPUs already taken; keep one of them per "
-                "node (gpustack: gpuAllocation dra turns the device plugin off)",
+                "node (gpustack: gpuAllocation dra turns the device plugin off; a pool's "
+                "gpuAllocation keeps each off the other's pools)",
                 f"{plugin.path}.affinity",
             )
 
@@ -39,6 +40,7 @@ RULE = Rule(
     "A device plugin advertising `nvidia.com/gpu` and the DRA driver's GPU kubelet plugin may "
     "run on the same node: both hand out its GPUs, which over-admits them.",
     "Run one of them per node: remove the device plugin (`gpuAllocation: dra` does), or give "
-    "the two disjoint node placement.",
+    "the two disjoint node placement (a node pool's `gpuAllocation` does: `NotIn` the DRA pools' "
+    "labels for the plugin, `In` for the kubelet plugin).",
     check,
 )
