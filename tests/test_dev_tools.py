@@ -19,7 +19,9 @@ def copy_repository(target: Path) -> Path:
     for name in GENERATED_FROM:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+            # __pycache__ too, its sources' times kept (copy2): the copy's commands start from
+            # the compiled modules rather than compile the package again.
+            shutil.copytree(source, target / name)
         else:
             shutil.copy2(source, target / name)
     return target
