@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT
@@ -28,7 +29,13 @@ def render_example(path: Path) -> tuple[Stack, render.Rendering]:
 
 
 def expected_out() -> dict[str, bytes]:
-    """Every file of `out/`, keyed by its path relative to `out/`."""
+    """Every file of `out/`, keyed by its path relative to `out/` (rendered once a process; each
+    caller gets its own dict)."""
+    return dict(_expected_out())
+
+
+@functools.cache
+def _expected_out() -> dict[str, bytes]:
     expected: dict[str, bytes] = {}
     for path in example_configs():
         _, rendering = render_example(path)

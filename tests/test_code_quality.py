@@ -1,5 +1,6 @@
-"""The code type-checks under `mypy --strict`, passes ruff and is formatted by it (configured in
-pyproject.toml)."""
+"""The static checks run as their own steps in `.ci/run`, before the tests: `mypy --strict`, ruff's
+lint and formatter check, and import-linter's contracts (all configured in pyproject.toml). These
+tests keep those steps and their configuration in place, and prove the contracts catch a breach."""
 
 from __future__ import annotations
 
@@ -8,34 +9,41 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
-
-def run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, check=False
-    )
-
-
-def test_the_package_passes_mypy_strict():
-    # mypy's incremental cache in .mypy_cache (git-ignored): it re-checks only modules that
-    # changed, or that depend on one that did, since the last run; a fresh clone checks them all.
-    result = run("mypy", "gpustack")
-    assert result.returncode == 0, result.stdout + result.stderr
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+CI_STEPS = [
+    line
+    for line in (ROOT / ".ci" / "run").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+]
+CODE = "gpustack tests bench dev"
 
 
-def test_the_code_passes_ruff():
-    result = run("ruff", "check", "--no-cache", "gpustack", "tests", "bench", "dev")
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_ci_runs_each_static_check_before_the_tests():
+    steps = {
+        ".venv/bin/python -m mypy gpustack",
+        f".venv/bin/python -m ruff check --no-cache {CODE}",
+        f".venv/bin/python -m ruff format --check --no-cache {CODE}",
+        ".venv/bin/lint-imports --no-cache",
+    }
+    assert steps <= set(CI_STEPS[:-1]), steps - set(CI_STEPS)
+    assert "pytest" in CI_STEPS[-1]  # after all of them
 
 
-def test_the_code_is_formatted():
-    # Fix with `ruff format gpustack tests bench dev`.
-    result = run("ruff", "format", "--check", "--no-cache", "gpustack", "tests", "bench", "dev")
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_mypy_checks_the_package_strictly():
+    assert PYPROJECT["tool"]["mypy"]["strict"] is True
+    assert PYPROJECT["tool"]["mypy"]["packages"] == ["gpustack"]
+
+
+def test_import_linter_has_contracts_for_the_package():
+    linter = PYPROJECT["tool"]["importlinter"]
+    assert linter["root_package"] == "gpustack"
+    assert linter["contracts"]
 
 
 LINT_IMPORTS = "from importlinter.cli import lint_imports_command as c; c()"
@@ -51,11 +59,6 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
         check=False,
         env={**os.environ, "PYTHONPATH": str(root)},
     )
-
-
-def test_imports_follow_the_pipelines_layers():
-    result = lint_imports(ROOT)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_an_import_against_the_layers_breaks_the_contract(tmp_path):

@@ -19,7 +19,9 @@ def copy_repository(target: Path) -> Path:
     for name in GENERATED_FROM:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+            # __pycache__ too, its sources' times kept (copy2): the copy's commands start from
+            # the compiled modules rather than compile the package again.
+            shutil.copytree(source, target / name)
         else:
             shutil.copy2(source, target / name)
     return target
@@ -73,7 +75,7 @@ def test_the_repository_is_current_by_generates_check() -> None:
 
 def test_the_contributor_hooks_run_with_the_pre_commit_framework(tmp_path: Path) -> None:
     """A file that breaks ruff's format is refused and fixed by the ruff-format hook; the
-    configuration loads with pre-commit's own schema and runs the tools the tests run."""
+    configuration loads with pre-commit's own schema and runs the tools .ci/run runs."""
     config = load_config(str(ROOT / ".pre-commit-config.yaml"))
     hooks = {hook["id"]: hook for repo in config["repos"] for hook in repo["hooks"]}
     assert set(hooks) == {"ruff", "ruff-format", "mypy", "generated"}

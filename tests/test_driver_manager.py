@@ -748,18 +748,31 @@ class APIServer:
 def labeller_run(container: dict[str, Any], labels: dict[str, str], tmp_path: Path) -> Any:
     """Run the init container's kubectl command line, as the kubelet expands it on node gpu-1,
     against an API server whose node gpu-1 has `labels`; the patches it sent."""
-    server = APIServer({"gpu-1": labels, "gpu-2": {}})
+    assert container["command"] == ["/bin/kubectl"]
+    args = tuple(a.replace("$(NODE_NAME)", "gpu-1") for a in container["args"])
+    return kubectl_patches(args, tuple(sorted(labels.items())), tmp_path / "kubectl")
+
+
+# (args, labels) -> the patches: the profiles whose renders share a command line share its runs
+# (the same command against the same nodes sends the same patches).
+_PATCHES: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Any] = {}
+
+
+def kubectl_patches(args: tuple[str, ...], labels: tuple[tuple[str, str], ...], home: Path) -> Any:
+    if (args, labels) in _PATCHES:
+        return _PATCHES[args, labels]
+    home.mkdir(exist_ok=True)
+    server = APIServer({"gpu-1": dict(labels), "gpu-2": {}})
     try:
-        assert container["command"] == ["/bin/kubectl"]
-        args = [a.replace("$(NODE_NAME)", "gpu-1") for a in container["args"]]
         result = subprocess.run(
-            [str(KUBECTL), *args, f"--server={server.url}", f"--cache-dir={tmp_path}/cache"],
+            [str(KUBECTL), *args, f"--server={server.url}", f"--cache-dir={home}/cache"],
             capture_output=True,
             text=True,
             timeout=60,
-            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+            env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
         )
         assert result.returncode == 0, result.stderr
+        _PATCHES[args, labels] = server.patches
         return server.patches
     finally:
         server.close()

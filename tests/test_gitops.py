@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, read_manifests
+from conftest import EXAMPLES, ROOT, read_manifests, run_gpustack
 from gitops_helpers import (
     by_identity,
     kustomize,
@@ -89,31 +89,32 @@ def _run(cli, command: str) -> None:
         pytest.fail(f"the walk-through has a command this test cannot run: {command}")
 
 
-def _render_readme_fleet(cli, root: Path, tool: str) -> Path:
-    """The README's two-cluster fleet, rendered for Argo CD or Flux (from `root`, the working
-    directory); returns the output folder."""
-    readme_files(root, tool)
-    result = cli("render", "clusters", "-o", "out")
-    assert result.exit_code == 0, result.output
-    return root / "out"
+@pytest.fixture(scope="module")
+def fleets(tmp_path_factory):
+    """tool -> the README fleet rendered for it, once for the module's tests (they only read it)."""
+    rendered = {}
+    for tool in ("argocd", "flux"):
+        root = tmp_path_factory.mktemp(tool)
+        readme_files(root, tool)
+        result = run_gpustack("render", "clusters", "-o", "out", cwd=root)
+        assert result.returncode == 0, result.stdout + result.stderr
+        rendered[tool] = root / "out"
+    return rendered
 
 
 @pytest.fixture(params=["argocd", "flux"])
-def fleet(request, cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return request.param, _render_readme_fleet(cli, tmp_path, request.param)
+def fleet(request, fleets):
+    return request.param, fleets[request.param]
 
 
 @pytest.fixture
-def argocd_out(cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return _render_readme_fleet(cli, tmp_path, "argocd")
+def argocd_out(fleets):
+    return fleets["argocd"]
 
 
 @pytest.fixture
-def flux_out(cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return _render_readme_fleet(cli, tmp_path, "flux")
+def flux_out(fleets):
+    return fleets["flux"]
 
 
 def test_fleet_renders_one_folder_per_cluster(fleet):

@@ -6,6 +6,7 @@ Regenerate the file with `gpustack schema > schemas/gpustack.schema.json`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -20,7 +21,10 @@ SCHEMA_FILE = ROOT / "schemas" / "gpustack.schema.json"
 PROFILES = ["kubeadm", "rke2", "openshift", "gke-cos", "gke-ubuntu"]
 
 
+@functools.cache
 def validator() -> jsonschema.Draft202012Validator:
+    """The committed schema's validator, the schema checked once (a validator keeps no state
+    between validations)."""
     schema = json.loads(SCHEMA_FILE.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
