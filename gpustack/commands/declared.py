@@ -340,6 +340,7 @@ def parse(
     if name is None:  # help, or a mistake: argparse's, with every command listed
         if "-h" not in arguments and "--help" not in arguments:
             # The group's own options first: --version answers without loading any command.
+            parser.usage = f"{prog} [OPTIONS] COMMAND ..."
             _fill(parser, entry, commands=False)
             parser.parse_known_args(arguments, argparse.Namespace())
             parser = _new(prog, entry.help)
