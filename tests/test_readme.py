@@ -92,7 +92,7 @@ def cli_commands() -> dict[tuple[str, ...], Any]:
     def walk(command: Any, words: tuple[str, ...]) -> None:
         found[words] = command
         if is_group(command):
-            for name, sub in command:
+            for name, sub in command.each():
                 walk(sub, (*words, name))
 
     walk(PROGRAM, ())

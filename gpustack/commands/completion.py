@@ -169,7 +169,7 @@ def _option(options: list[Option], spelling: str) -> Option | None:
 def _positional(positionals: tuple[Arguments, ...], given: int) -> Arguments | None:
     """The positional argument the next word is, after `given` of them."""
     for arguments in positionals:
-        if arguments.count != 1:
+        if arguments.number != 1:
             return arguments
         if given == 0:
             return arguments

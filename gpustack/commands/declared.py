@@ -13,16 +13,14 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from gpustack.commands import COMPLETE_VARIABLE
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One option: the parameter it sets, its spellings (a switch with a negative form:
     "--strict/--no-strict"), and what it takes: str, int, Path or an Enum; None for a switch."""
 
@@ -57,16 +55,15 @@ class Option:
         return []
 
 
-@dataclass(frozen=True)
-class Arguments:
-    """Positional arguments: `count` "*" (any number, the parameter a list or None), "+" (one or
+class Arguments(NamedTuple):
+    """Positional arguments: `number` "*" (any number, the parameter a list or None), "+" (one or
     more) or 1 (exactly one; with a `default`, optional); each a `value` (str, Path or an Enum)."""
 
     parameter: str
     metavar: str
     help: str
     value: Any = str
-    count: int | str = "*"
+    number: int | str = "*"
     default: Any = None
     complete: Callable[[str], list[str]] | None = None
 
@@ -76,8 +73,7 @@ class Arguments:
         )
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """A command: `run` takes every argument and option as a keyword and returns the exit code
     (a UserError is printed and exits 2)."""
 
@@ -92,21 +88,22 @@ class Command:
     def positionals(self) -> tuple[Arguments, ...]:
         if self.arguments is None:
             return ()
-        return self.arguments if isinstance(self.arguments, tuple) else (self.arguments,)
+        if isinstance(self.arguments, Arguments):
+            return (self.arguments,)
+        return self.arguments
 
 
 Entry = Union[Command, "Group", str]
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):
     """Commands under one word (the program itself, `profiles`): each a Command, a Group, or the
     name of the module whose COMMAND it is (imported when used). `options` are the group's own,
     given before the command; a parameter they share with a command is that command's default."""
 
     help: str
     commands: dict[str, Entry]
-    options: tuple[Option, ...] = field(default=())
+    options: tuple[Option, ...] = ()
 
     def command(self, name: str) -> Command | Group:
         entry = self.commands[name]
@@ -115,7 +112,8 @@ class Group:
             return loaded
         return entry
 
-    def __iter__(self) -> Iterator[tuple[str, Command | Group]]:
+    def each(self) -> Iterator[tuple[str, Command | Group]]:
+        """Every command, by name (each module imported)."""
         for name in self.commands:
             yield name, self.command(name)
 
@@ -133,8 +131,23 @@ def summary(help: str) -> str:
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help as written (paragraphs kept), wrapped to the terminal ($COLUMNS, else its width)."""
+
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=30)
+        super().__init__(prog, max_help_position=30, width=_columns() - 2)
+
+
+def _columns() -> int:
+    # As shutil.get_terminal_size, without importing shutil (and the compression modules it
+    # loads) on every run: argparse makes a formatter for each option it is given.
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 class _Eager(argparse.Action):
@@ -232,9 +245,8 @@ def _add_option(parser: argparse.ArgumentParser, option: Option, dest: str) -> N
 
 
 def _add_arguments(parser: argparse.ArgumentParser, arguments: Arguments) -> None:
-    count = arguments.count
-    nargs: Any = count
-    if count == 1:
+    nargs: Any = arguments.number
+    if arguments.number == 1:
         nargs = "?" if arguments.default is not None else None
     parser.add_argument(
         arguments.parameter,
@@ -271,7 +283,7 @@ def _fill(parser: argparse.ArgumentParser, entry: Command | Group, commands: boo
         return
     listed = parser.add_subparsers(metavar="COMMAND", title="commands")
     listed.required = True
-    for name, sub in entry:
+    for name, sub in entry.each():
         child = listed.add_parser(
             name,
             help=_escaped(summary(sub.help)),
@@ -358,7 +370,7 @@ def values(root: Group, command: Command, parsed: argparse.Namespace) -> dict[st
     environment variable, else the root option of the same parameter, else the default."""
     found: dict[str, Any] = {a.parameter: getattr(parsed, a.parameter) for a in command.positionals}
     for arguments in command.positionals:
-        if arguments.count == "*" and not found[arguments.parameter]:
+        if arguments.number == "*" and not found[arguments.parameter]:
             found[arguments.parameter] = None
     for option in command.options:
         value = getattr(parsed, option.parameter)
