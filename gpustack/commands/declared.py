@@ -365,7 +365,7 @@ def parse(
     return parse(entry.command(name), f"{prog} {name}", arguments[index + 1 :], namespace)
 
 
-def values(root: Group, command: Command, parsed: argparse.Namespace) -> dict[str, Any]:
+def values(command: Command, parsed: argparse.Namespace) -> dict[str, Any]:
     """The command's keyword arguments: given on the command line, else from the option's
     environment variable, else the root option of the same parameter, else the default."""
     found: dict[str, Any] = {a.parameter: getattr(parsed, a.parameter) for a in command.positionals}
@@ -375,7 +375,7 @@ def values(root: Group, command: Command, parsed: argparse.Namespace) -> dict[st
     for option in command.options:
         value = getattr(parsed, option.parameter)
         if value is None and option.envvar and os.environ.get(option.envvar):
-            value = _parse_default(option, os.environ[option.envvar])
+            value = _from_environment(option, os.environ[option.envvar])
             if option.repeatable:
                 value = [value]
         if value is None:
@@ -384,7 +384,7 @@ def values(root: Group, command: Command, parsed: argparse.Namespace) -> dict[st
     return found
 
 
-def _parse_default(option: Option, text: str) -> Any:
+def _from_environment(option: Option, text: str) -> Any:
     try:
         return _converter(option.value, option.minimum)(text)
     except argparse.ArgumentTypeError as problem:
@@ -393,14 +393,15 @@ def _parse_default(option: Option, text: str) -> Any:
         raise UserError(f"{option.envvar}: {problem}") from None
 
 
-def invoke(command: Command, values: dict[str, Any]) -> int:
-    """Run the command; a UserError is printed as `error: file:line:col: field: message` and is
-    exit 2 (with --debug it is raised, for its traceback)."""
+def invoke(command: Command, parsed: argparse.Namespace) -> int:
+    """Run the command with what the command line gave it; a UserError is printed as
+    `error: file:line:col: field: message` and is exit 2 (with --debug it is raised, for its
+    traceback)."""
     from gpustack.commands import common
     from gpustack.errors import UserError
 
     try:
-        return command.run(**values)
+        return command.run(**values(command, parsed))
     except UserError as problem:
         if common.DEBUG:
             raise
@@ -431,16 +432,7 @@ def main(root: Group, arguments: list[str]) -> int:
     except SystemExit as done:  # help, --version, or argparse's message about a mistake
         return done.code if isinstance(done.code, int) else 0 if done.code is None else 1
     common.DEBUG = bool(parsed.debug or getattr(parsed, "_group_debug", None))
-    try:
-        keywords = values(root, command, parsed)
-    except Exception as problem:
-        from gpustack.errors import UserError
-
-        if not isinstance(problem, UserError):
-            raise
-        common.error(str(problem))
-        return 2
-    return invoke(command, keywords)
+    return invoke(command, parsed)
 
 
 # --- what completion and the README checks walk ----------------------------------------------
