@@ -190,6 +190,13 @@ def _converter(kind: Any, minimum: int | None = None) -> Callable[[str], Any]:
     return convert
 
 
+def _dedented(help: str) -> str:
+    """A docstring's text with the indentation of its lines after the first taken away."""
+    first, *rest = help.strip().splitlines() or [""]
+    indent = min((len(line) - len(line.lstrip()) for line in rest if line.strip()), default=0)
+    return "\n".join([first, *(line[indent:] for line in rest)])
+
+
 def _escaped(text: str) -> str:
     return text.replace("%", "%%")
 
@@ -261,7 +268,7 @@ def _add_arguments(parser: argparse.ArgumentParser, arguments: Arguments) -> Non
 def _new(prog: str, help: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
         prog=prog,
-        description=_escaped(help),
+        description=_escaped(_dedented(help)),
         formatter_class=_Formatter,
         add_help=False,
         allow_abbrev=False,
@@ -287,7 +294,7 @@ def _fill(parser: argparse.ArgumentParser, entry: Command | Group, commands: boo
         child = listed.add_parser(
             name,
             help=_escaped(summary(sub.help)),
-            description=_escaped(sub.help),
+            description=_escaped(_dedented(sub.help)),
             formatter_class=_Formatter,
             add_help=False,
             allow_abbrev=False,
