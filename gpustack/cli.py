@@ -1,5 +1,6 @@
 """The `gpustack` command. Each subcommand lives in `gpustack/commands/<name>.py`, and
-`gpustack/commands/root.py` puts them together as a typer application (`app`).
+`gpustack/commands/root.py` puts them together (`ROOT`), parsed by argparse
+(`gpustack/commands/declared.py`).
 
 Exit codes: 0 success, 1 findings (invalid, stale, different), 2 usage or config error.
 """
@@ -8,36 +9,32 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import NoReturn
 
 from gpustack import tune_gc
-from gpustack.commands import COMPLETE_VARIABLE, GLOBAL_FLAGS, declared
 
-__all__ = ["GLOBAL_FLAGS", "main"]  # and `app` (below)
+__all__ = ["app", "main", "run"]
+
+
+def run(arguments: list[str]) -> int:
+    """`gpustack ARGUMENTS`: its exit code."""
+    from gpustack.commands import declared
+    from gpustack.commands.root import ROOT
+
+    return declared.main(ROOT, arguments)
+
+
+def app(arguments: list[str] | None = None) -> NoReturn:
+    """`gpustack ARGUMENTS` (default: the process's own), ending the process with its exit code."""
+    sys.exit(run(sys.argv[1:] if arguments is None else list(arguments)))
 
 
 def main() -> None:
     tune_gc()
-    completing = COMPLETE_VARIABLE in os.environ
     try:
-        code = None if completing else declared.main(sys.argv[1:])
-    except BrokenPipeError:  # as click: a closed pipe (`| head`) ends the run quietly
+        code = run(sys.argv[1:])
+        sys.stdout.flush()
+    except BrokenPipeError:  # a closed pipe (`| head`) ends the run quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
-    if code is not None:
-        sys.exit(code)
-    # Deferred: typer's application, for every other command line (start-up time).
-    from gpustack.commands import completion, root
-
-    if completing:
-        completion.prepare()
-    root.app(prog_name="gpustack", complete_var=completion.COMPLETE_VARIABLE)
-
-
-def __getattr__(name: str) -> Any:
-    """`app`, the typer application, loaded on first use (start-up time)."""
-    if name == "app":
-        from gpustack.commands.root import app  # deferred: start-up time
-
-        return app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    sys.exit(code)

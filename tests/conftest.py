@@ -8,7 +8,9 @@ tests run a fifth of their examples (the `dev` profile); CI runs them all (`HYPO
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import io
 import os
 import pty
 import re
@@ -29,7 +31,6 @@ from typing import Any
 sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -110,15 +111,85 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(skip)
 
 
+@dataclasses.dataclass
+class Result:
+    """What `gpustack ARGS...` run in-process showed: its exit code, stdout, stderr, both as
+    they were interleaved (`output`), and an exception the command let through."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    output: str
+    exception: BaseException | None = None
+    exc_info: Any = None
+
+
+class _Tee(io.BytesIO):
+    """One stream's bytes, also written to the streams' common record (`output`)."""
+
+    def __init__(self, both: io.BytesIO) -> None:
+        super().__init__()
+        self.both = both
+
+    def write(self, data: Any) -> int:
+        self.both.write(data)
+        return super().write(data)
+
+    def close(self) -> None:
+        """Kept open when its text wrapper is collected: the result is read after."""
+
+
+def invoke(
+    argv: list[str],
+    input: str | bytes | None = None,
+    env: Mapping[str, str | None] | None = None,
+) -> Result:
+    """`gpustack ARGV...` in this process (gpustack.cli.run): stdin from `input`, `env` added to
+    the environment (None removes a variable), stdout and stderr captured."""
+    from gpustack.cli import run
+
+    both = io.BytesIO()
+    out, err = _Tee(both), _Tee(both)
+    streams = (sys.stdin, sys.stdout, sys.stderr)
+    saved = {name: os.environ.get(name) for name in env or {}}
+    data = input.encode() if isinstance(input, str) else input or b""
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
+    exception, exc_info = None, None
+    try:
+        for name, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        try:
+            code = run(argv)
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+        except Exception as problem:
+            code, exception, exc_info = 1, problem, sys.exc_info()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = streams
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    stdout, stderr, output = (
+        data.getvalue().decode("utf-8", "replace") for data in (out, err, both)
+    )
+    return Result(code, stdout, stderr, output, exception, exc_info)
+
+
 @pytest.fixture
 def cli():
-    """Run `gpustack ARGS...` in-process; returns the click Result (exit_code, stdout, stderr)."""
-    from gpustack.cli import app
+    """Run `gpustack ARGS...` in-process; returns its Result (exit_code, stdout, stderr)."""
 
-    runner = CliRunner()
-
-    def run(*args: str, input: str | None = None):
-        return runner.invoke(app, [str(arg) for arg in args], input=input)
+    def run(*args: str, input: str | None = None) -> Result:
+        return invoke([str(arg) for arg in args], input=input)
 
     return run
 
@@ -162,27 +233,6 @@ def _keep_shipped_data_cached() -> None:
 
 
 _keep_shipped_data_cached()
-
-
-def _build_each_click_command_once() -> None:
-    """typer turns the application into a click command on every CliRunner.invoke, inspecting
-    every command's signature and type hints again (about 10 ms a call, several hundred in-process
-    calls in the suite); the application does not change during a run, so each is built once.
-    A new process builds it once too."""
-    import typer.testing
-
-    build = typer.testing._get_command
-    built: dict[int, tuple[Any, Any]] = {}
-
-    def get_command(app: Any) -> Any:
-        if id(app) not in built:
-            built[id(app)] = (app, build(app))  # the app kept alive: its id stays its own
-        return built[id(app)][1]
-
-    typer.testing._get_command = get_command
-
-
-_build_each_click_command_once()
 
 
 def _fresh_caches() -> None:
@@ -235,15 +285,11 @@ def run_gpustack(
     shows (the console script, the installed wheel, hash seeds, a kill -9, a terminal, start-up
     imports, the pre-commit framework) run `python -m gpustack` in a subprocess instead.
     """
-    from typer.testing import CliRunner
-
-    from gpustack.cli import app
-
     argv = [str(arg) for arg in args]
     _fresh_caches()
     with contextlib.chdir(cwd), _deadline(timeout):
         try:
-            result = CliRunner().invoke(app, argv, input=input, env=env, prog_name="gpustack")
+            result = invoke(argv, input=input, env=env)
         except _TimedOut:
             raise subprocess.TimeoutExpired(["gpustack", *argv], timeout or 0) from None
     stderr = result.stderr

@@ -230,6 +230,30 @@ def test_help_shows_no_python_types(cli):
         assert not named_by_parameter, (words, named_by_parameter)
 
 
+def test_a_mistake_on_the_command_line_is_exit_2_with_the_command_s_usage(cli):
+    from test_readme import LEAVES
+
+    for words in LEAVES:
+        result = cli(*words, "--bogus")
+        assert result.exit_code == 2 and result.stdout == "", words
+        assert result.stderr.startswith(f"usage: gpustack {' '.join(words)} "), result.stderr
+        # The option, or an argument the command needs and was not given.
+        last = result.stderr.splitlines()[-1]
+        assert last.startswith(f"gpustack {' '.join(words)}: error: "), result.stderr
+        assert last.endswith("--bogus") or "required" in last, result.stderr
+        assert result.exception is None
+    for words, message in (
+        (["rendr"], "invalid choice: 'rendr'"),
+        (["render", "-j", "0"], "argument -j/--jobs: 0 is less than 1"),
+        (["render", "--output", "yaml"], "'yaml' is not one of 'text', 'json'"),
+        (["profiles", "show"], "required: NAME"),
+        (["--profiles-dir"], "argument --profiles-dir: expected one argument"),
+    ):
+        result = cli(*words)
+        assert (result.exit_code, result.stdout) == (2, ""), words
+        assert message in result.stderr.splitlines()[-1], result.stderr
+
+
 def test_global_options_work_after_the_command(cli, tmp_path):
     profiles = tmp_path / "profiles"
     profiles.mkdir()

@@ -12,7 +12,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES, examples, read_manifest
+from conftest import EXAMPLES, examples, invoke, read_manifest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,12 +128,8 @@ manifest_values = st.recursive(
 def test_validate_reports_any_input_without_a_traceback(documents, noise):
     """`gpustack validate` on whatever arrives (pre-commit passes any staged YAML): every
     resource gets a verdict, and the run ends with 0 or 1, never an exception."""
-    from typer.testing import CliRunner
-
-    from gpustack.cli import app
-
     stream = emit.dump_all(documents).encode() + noise
-    result = CliRunner().invoke(app, ["validate", "-o", "json", "-"], input=stream)
+    result = invoke(["validate", "-o", "json", "-"], input=stream)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (0, 1), result.output
 
@@ -170,10 +166,6 @@ def paths_in(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 @given(file=st.sampled_from(RENDERED), pick=st.integers(min_value=0), value=values)
 def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, value):
     """A committed manifest edited into any shape gets verdicts, not an exception."""
-    from typer.testing import CliRunner
-
-    from gpustack.cli import app
-
     obj = copy.deepcopy(committed_object(file))
     paths = paths_in(obj)[1:]
     if not paths:
@@ -185,6 +177,6 @@ def test_lint_and_schemas_survive_any_damage_to_a_rendered_object(file, pick, va
     node[last] = value
     neighbours = folder_objects(file.parent)
     stream = emit.dump_all([obj, *neighbours]).encode()
-    result = CliRunner().invoke(app, ["validate", "-o", "sarif", "-"], input=stream)
+    result = invoke(["validate", "-o", "sarif", "-"], input=stream)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (0, 1), result.output

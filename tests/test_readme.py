@@ -12,12 +12,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import typer
 from conftest import EXAMPLES, ROOT
 from ruamel.yaml import YAML
 
 from gpustack import docs
-from gpustack.cli import GLOBAL_FLAGS, app
+from gpustack.commands.declared import DEBUG, Group
+from gpustack.commands.root import ROOT as PROGRAM
 
 README = (ROOT / "README.md").read_text()
 QUICK_START = [
@@ -81,30 +81,30 @@ def code_key(cell: str) -> str | None:
 
 
 def is_group(command: Any) -> bool:
-    return hasattr(command, "commands")
+    return isinstance(command, Group)
 
 
 def cli_commands() -> dict[tuple[str, ...], Any]:
-    """Every command and command group of `gpustack` (as typer builds them) by its words, the
-    root as ()."""
+    """Every command and command group of `gpustack` (as declared for its parser) by its words,
+    the root as ()."""
     found: dict[tuple[str, ...], Any] = {}
 
     def walk(command: Any, words: tuple[str, ...]) -> None:
         found[words] = command
         if is_group(command):
-            for name, sub in command.commands.items():
+            for name, sub in command.each():
                 walk(sub, (*words, name))
 
-    walk(typer.main.get_command(app), ())
+    walk(PROGRAM, ())
     return found
 
 
 def options(command: Any) -> set[str]:
+    """The spellings a user writes (a hidden option is the command line's own bookkeeping)."""
     names = {"-h", "--help"}
-    for parameter in command.params:
-        # A hidden option is the command line's own bookkeeping, not one a user writes.
-        if parameter.param_type_name == "option" and not getattr(parameter, "hidden", False):
-            names.update(parameter.opts, parameter.secondary_opts)
+    for option in command.options:
+        if not option.hidden:
+            names.update(spelling for spelling, _ in option.spellings)
     return names
 
 
@@ -148,8 +148,8 @@ def test_readme_names_only_commands_that_exist_with_their_options():
         assert not is_group(COMMANDS[command]), (
             f"README: `gpustack {' '.join(command)}` needs a subcommand ({line})"
         )
-        # Global flags work after the command too (gpustack.cli.GLOBAL_FLAGS).
-        unknown = set(arguments) - options(COMMANDS[command]) - set(GLOBAL_FLAGS)
+        # --debug works after the command too.
+        unknown = set(arguments) - options(COMMANDS[command]) - set(DEBUG.names)
         assert not unknown, f"README: `gpustack {' '.join(command)}` has no {unknown} ({line})"
 
 

@@ -74,16 +74,30 @@ def test_other_schema_files_are_read_for_the_built_in_api_groups(monkeypatch):
         api_versions.built_in_groups.cache_clear()
 
 
-def test_a_plain_command_line_never_loads_typer(tmp_path):
-    """render, check, diff and validate read a plain command line with their own parser:
-    typer (and the pydantic adapters it builds for every option) is left for help and mistakes."""
-    code = (
-        "import sys\nfrom gpustack.commands import declared\n"
-        "lines = [['render', 'missing.yaml'], ['check', 'missing.yaml', '-o', 'out'], ['diff'],"
-        " ['validate', 'missing.yaml'], ['--version']]\n"
-        "print([declared.main(line) for line in lines], 'typer' in sys.modules)\n"
+@pytest.mark.parametrize(
+    ("line", "code", "loaded"),
+    [
+        (["--version"], 0, []),
+        (["--profiles-dir", "x", "--version", "render", "--bogus"], 0, []),  # eager: first
+        (["render", "missing.yaml"], 2, ["render"]),
+        (["check", "missing.yaml", "-o", "out"], 2, ["check"]),
+        (["--debug", "--version"], 0, []),
+        (["validate", "-summary", "missing.yaml"], 1, ["validate"]),
+        (["profiles", "show", "nonesuch"], 2, ["profiles"]),
+        (["render", "--bogus"], 2, ["render"]),
+    ],
+)
+def test_a_run_loads_only_the_command_it_names(tmp_path, line, code, loaded):
+    """The program names its commands' modules without importing them: a run parses with
+    argparse (standard library) and loads only the module of the command it runs."""
+    program = (
+        "import sys\nfrom gpustack.cli import run\n"
+        f"code = run({line!r})\n"
+        "names = sorted(n.rpartition('.')[2] for n in sys.modules if n.startswith('gpustack.commands.')"
+        " and n.rpartition('.')[2] not in ('common', 'declared', 'root'))\n"
+        "print(code, names)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+        [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, check=True
     )
-    assert done.stdout.split("\n")[-2] == "[2, 2, 2, 1, 0] False", done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == f"{code} {loaded}", done.stdout + done.stderr

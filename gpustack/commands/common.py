@@ -1,23 +1,19 @@
 """What every command shares: its common options, printing, and turning user errors into a
-message and exit code 2. Nothing here loads typer (start-up time of a plain run)."""
+message and exit code 2."""
 
 from __future__ import annotations
 
 import codecs
-import functools
 import os
 import re
 import sys
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from gpustack.commands.declared import Option
-from gpustack.errors import UserError
 
 DEBUG = False
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def profile_names(incomplete: str) -> list[str]:
@@ -131,9 +127,9 @@ _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
 
 
 def echo(message: str = "", nl: bool = True, err: bool = False, color: bool | None = None) -> None:
-    """Print as typer.echo (click.echo) does, without loading typer: colour codes are left out
-    unless the stream is a terminal or `color` is true, a stream that says it is ASCII gets
-    UTF-8 (with replacement characters), and the stream is flushed."""
+    """Print a line (or `message` as it is, without `nl`): colour codes are left out unless the
+    stream is a terminal or `color` is true, a stream that says it is ASCII gets UTF-8 (with
+    replacement characters), and the stream is flushed."""
     stream = sys.stderr if err else sys.stdout
     if stream is None:
         return
@@ -266,25 +262,3 @@ def configs(paths: list[Path] | None, quiet: bool = False) -> list[Path | None]:
             "`gpustack init` writes a config of your own"
         )
     return found
-
-
-def handles_user_errors(function: F) -> F:
-    """Print a UserError as `error: file:line:col: field: message` and exit 2, no traceback (the
-    commands declared in typer's way; declared.invoke does this for the others)."""
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import typer
-
-        try:
-            return function(*args, **kwargs)
-        except UserError as problem:
-            if DEBUG:
-                raise
-            for each in problem.every():
-                error(str(each))
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            raise typer.Exit(130) from None
-
-    return wrapper  # type: ignore[return-value]

@@ -5,27 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
+from gpustack.commands.common import echo
+from gpustack.commands.declared import Arguments, Command, Option
 
-from gpustack.commands.common import handles_user_errors
 
-
-@handles_user_errors
-def command(
-    imagestream: Path = typer.Argument(
-        ...,
-        metavar="FILE",
-        help="What `oc get imagestream driver-toolkit -n openshift -o yaml` printed, saved.",
-    ),
-    config: Path | None = typer.Option(
-        None,
-        "--config",
-        metavar="CONFIG",
-        help="Write the list into this config's driver.rhcosBuilds (comments kept, the "
-        "one-build driver.rhcosVersion and driver.driverToolkitImage dropped) instead of "
-        "printing it.",
-    ),
-) -> None:
+def run(imagestream: Path, config: Path | None) -> int:
     """Print driver.rhcosBuilds for the RHCOS builds of a saved driver-toolkit ImageStream."""
     from gpustack import driver_toolkit, emit
     from gpustack.errors import display_path
@@ -33,9 +17,33 @@ def command(
     builds = driver_toolkit.read_builds(imagestream)
     count = f"{len(builds)} RHCOS build(s)"
     if config is None:
-        typer.echo(emit.dump(driver_toolkit.as_config(builds)), nl=False)
-        typer.echo(f"{count} from {display_path(imagestream)}", err=True)
-        return
+        echo(emit.dump(driver_toolkit.as_config(builds)), nl=False)
+        echo(f"{count} from {display_path(imagestream)}", err=True)
+        return 0
     dropped = driver_toolkit.write_into_config(config, builds)
     note = f"; dropped {' and '.join(dropped)} (the one-build form)" if dropped else ""
-    typer.echo(f"wrote {count} into {display_path(config)} driver.rhcosBuilds{note}", err=True)
+    echo(f"wrote {count} into {display_path(config)} driver.rhcosBuilds{note}", err=True)
+    return 0
+
+
+COMMAND = Command(
+    run.__doc__ or "",
+    run,
+    (
+        Option(
+            "config",
+            ("--config",),
+            "Write the list into this config's driver.rhcosBuilds (comments kept, the one-build "
+            "driver.rhcosVersion and driver.driverToolkitImage dropped) instead of printing it.",
+            Path,
+            metavar="CONFIG",
+        ),
+    ),
+    Arguments(
+        "imagestream",
+        "FILE",
+        "What `oc get imagestream driver-toolkit -n openshift -o yaml` printed, saved.",
+        Path,
+        1,
+    ),
+)

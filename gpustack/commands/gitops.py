@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import typer
-
-from gpustack.commands.common import handles_user_errors
-
-app = typer.Typer(help="Argo CD and Flux integration.", no_args_is_help=True)
+from gpustack.commands.common import echo
+from gpustack.commands.declared import Command, Group
 
 # Where Argo CD's sidecar plugin server reads its configuration (argo-cd
 # config-management-plugins docs: /home/argocd/cmp-server/config/plugin.yaml).
@@ -17,15 +14,15 @@ PLUGIN_HEADER = (
 )
 
 
-@app.callback()
-def _group() -> None:
-    """Argo CD and Flux integration."""
-
-
-@app.command("plugin")
-@handles_user_errors
-def plugin() -> None:
+def plugin() -> int:
     """Print Argo CD's ConfigManagementPlugin (plugin.yaml) that renders configs in Argo CD."""
     from gpustack import emit, gitops
 
-    typer.echo(PLUGIN_HEADER + emit.dump(gitops.plugin()), nl=False)
+    echo(PLUGIN_HEADER + emit.dump(gitops.plugin()), nl=False)
+    return 0
+
+
+COMMAND = Group(
+    "Argo CD and Flux integration.",
+    {"plugin": Command(plugin.__doc__ or "", plugin, ())},
+)

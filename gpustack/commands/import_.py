@@ -7,10 +7,8 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-import typer
-
 from gpustack.commands import common
-from gpustack.commands.common import handles_user_errors
+from gpustack.commands.declared import Arguments, Command, Option
 
 
 class ReportFormat(str, Enum):
@@ -18,42 +16,15 @@ class ReportFormat(str, Enum):
     json = "json"
 
 
-@handles_user_errors
-def command(
-    files: list[Path] = typer.Argument(
-        ...,
-        metavar="FILE...",
-        help="A ClusterPolicy (`kubectl get clusterpolicy -o yaml`, or from Git), the GPU "
-        "Operator's or the device-plugin chart's values, device plugin configs (files, or "
-        "ConfigMaps holding them).",
-    ),
-    profile: str | None = typer.Option(
-        None,
-        "--profile",
-        metavar="PROFILE",
-        help="The platform profile; guessed from the inputs where they name it.",
-        autocompletion=common.profile_names,
-    ),
-    output_file: Path | None = typer.Option(
-        None,
-        "-o",
-        "--output-file",
-        metavar="CONFIG",
-        help="Write the config to this new file instead of stdout (an existing file is kept: "
-        "see --force).",
-    ),
-    force: bool = typer.Option(False, "--force", help="With -o, replace an existing file."),
-    output: ReportFormat = typer.Option(
-        ReportFormat.text, "--output", help="The report's format on stderr: text or json."
-    ),
-    check: bool = typer.Option(
-        False,
-        "--check",
-        help="Render the imported config and report each difference from what the operator "
-        "(or the chart) runs for these inputs.",
-    ),
-    profiles_dir: Path | None = common.PROFILES_DIR.typer(),
-) -> None:
+def run(
+    files: list[Path],
+    profile: str | None,
+    output_file: Path | None,
+    force: bool,
+    output: ReportFormat,
+    check: bool,
+    profiles_dir: Path | None,
+) -> int:
     """Write a gpustack config equivalent to a GPU Operator or device-plugin chart install."""
     import json
 
@@ -73,7 +44,7 @@ def command(
     stack = adoption.load(text, output_file, profiles_dir)
     differences = adoption.check(stack, imported) if check else None
     if output_file is None:
-        typer.echo(text, nl=False)
+        common.echo(text, nl=False)
     else:
         adoption.write_config(output_file, text, force)
     shown = [display_path(each) for each in files]
@@ -85,10 +56,61 @@ def command(
         }
         if differences is not None:
             report["differences"] = [each.as_json() for each in differences]
-        typer.echo(json.dumps(report, indent=2, sort_keys=True), err=True)
+        common.echo(json.dumps(report, indent=2, sort_keys=True), err=True)
     else:
-        typer.echo(importing.report_text(imported, shown), err=True, nl=False)
+        common.echo(importing.report_text(imported, shown), err=True, nl=False)
         if differences is not None:
-            typer.echo(adoption.differences_text(differences), err=True, nl=False)
+            common.echo(adoption.differences_text(differences), err=True, nl=False)
     if output_file is not None:
-        typer.echo(f"wrote {display_path(output_file)}", err=True)
+        common.echo(f"wrote {display_path(output_file)}", err=True)
+    return 0
+
+
+COMMAND = Command(
+    run.__doc__ or "",
+    run,
+    (
+        Option(
+            "profile",
+            ("--profile",),
+            "The platform profile; guessed from the inputs where they name it.",
+            str,
+            metavar="PROFILE",
+            complete=common.profile_names,
+        ),
+        Option(
+            "output_file",
+            ("-o", "--output-file"),
+            "Write the config to this new file instead of stdout (an existing file is kept: "
+            "see --force).",
+            Path,
+            metavar="CONFIG",
+        ),
+        Option("force", ("--force",), "With -o, replace an existing file.", default=False),
+        Option(
+            "output",
+            ("--output",),
+            "The report's format on stderr: text or json.",
+            ReportFormat,
+            ReportFormat.text,
+            metavar="FORMAT",
+        ),
+        Option(
+            "check",
+            ("--check",),
+            "Render the imported config and report each difference from what the operator "
+            "(or the chart) runs for these inputs.",
+            default=False,
+        ),
+        common.PROFILES_DIR,
+    ),
+    Arguments(
+        "files",
+        "FILE...",
+        "A ClusterPolicy (`kubectl get clusterpolicy -o yaml`, or from Git), the GPU "
+        "Operator's or the device-plugin chart's values, device plugin configs (files, or "
+        "ConfigMaps holding them).",
+        Path,
+        "+",
+    ),
+)

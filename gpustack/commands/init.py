@@ -9,10 +9,8 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-import typer
-
 from gpustack.commands import common
-from gpustack.commands.common import handles_user_errors
+from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.model import ProfileFacts
@@ -39,31 +37,14 @@ RUNTIME_CLASS_AUTO = {
 }
 
 
-@handles_user_errors
-def command(
-    path: Path = typer.Argument(
-        Path("gpustack.yaml"),
-        help="Where to write the config; a folder (or a path not ending in .yaml) gets gpustack.yaml "
-        "in it, named after the folder.",
-    ),
-    profile: str = typer.Option(
-        "kubeadm",
-        "--profile",
-        metavar="NAME",
-        help="Platform profile to start from.",
-        autocompletion=common.profile_names,
-    ),
-    name: str = typer.Option("", "--name", help="Cluster name (default: from the file name)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    profiles_dir: Path | None = common.PROFILES_DIR.typer(),
-    schema: str | None = typer.Option(
-        None,
-        "--schema",
-        metavar="PATH|URL",
-        help=f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "
-        "written or refreshed there).",
-    ),
-) -> None:
+def run(
+    path: Path,
+    profile: str,
+    name: str,
+    force: bool,
+    profiles_dir: Path | None,
+    schema: str | None,
+) -> int:
     """Write a commented starter config (never overwriting without --force)."""
     from gpustack.commands.schema import render_schema
     from gpustack.errors import Location, UserError, display_path
@@ -128,11 +109,49 @@ def command(
     following = ["gpustack", "render", str(path)]
     if profiles_dir is not None:
         following += ["--profiles-dir", str(profiles_dir)]
-    typer.echo(
+    common.echo(
         f"wrote {display_path(path)} (profile {profile}); next: {shlex.join(following)} "
         f"writes out/{cluster}/",
         err=True,
     )
+    return 0
+
+
+COMMAND = Command(
+    run.__doc__ or "",
+    run,
+    (
+        Option(
+            "profile",
+            ("--profile",),
+            "Platform profile to start from.",
+            str,
+            "kubeadm",
+            metavar="NAME",
+            complete=common.profile_names,
+        ),
+        Option("name", ("--name",), "Cluster name (default: from the file name).", str, ""),
+        Option("force", ("--force",), "Overwrite an existing file.", default=False),
+        common.PROFILES_DIR,
+        Option(
+            "schema",
+            ("--schema",),
+            f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "
+            "written or refreshed there).",
+            str,
+            metavar="PATH|URL",
+        ),
+    ),
+    Arguments(
+        "path",
+        "PATH",
+        "Where to write the config; a folder (or a path not ending in .yaml) gets gpustack.yaml "
+        "in it, named after the folder.",
+        Path,
+        1,
+        Path("gpustack.yaml"),
+    ),
+)
 
 
 def _write(path: Path, text: str) -> None:

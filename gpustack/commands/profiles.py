@@ -6,19 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from gpustack.commands import common
-from gpustack.commands.common import TextOrJson, handles_user_errors
-
-PROFILES_DIR = common.PROFILES_DIR.typer()
-
-app = typer.Typer(help="List, show and compare platform profiles.", no_args_is_help=True)
+from gpustack.commands.common import TextOrJson, echo
+from gpustack.commands.declared import Arguments, Command, Group, Option
 
 
-@app.command("list")
-@handles_user_errors
-def list_(profiles_dir: Path | None = PROFILES_DIR) -> None:
+def list_(profiles_dir: Path | None) -> int:
     """List the available profiles with a one-line description."""
     from gpustack import profiles
     from gpustack.errors import UserError
@@ -35,44 +28,24 @@ def list_(profiles_dir: Path | None = PROFILES_DIR) -> None:
             if str(problem) not in {str(other) for other in broken}:
                 broken.append(problem)
             continue
-        typer.echo(f"{name:<{width}}  {profile.metadata.description}")
+        echo(f"{name:<{width}}  {profile.metadata.description}")
     if broken:
         first, *rest = broken
         first.also = (*first.also, *rest)
         raise first
+    return 0
 
 
-@app.command("show")
-@handles_user_errors
-def show(
-    name: str = typer.Argument(..., metavar="NAME", autocompletion=common.profile_names),
-    profiles_dir: Path | None = PROFILES_DIR,
-) -> None:
+def show(name: str, profiles_dir: Path | None) -> int:
     """Print a profile with its `extends:` chain merged, as YAML."""
     from gpustack import emit, profiles
 
     profile, _ = profiles.load(name, profiles_dir)
-    typer.echo(emit.dump(profile.model_dump(mode="json", exclude_none=True)), nl=False)
+    echo(emit.dump(profile.model_dump(mode="json", exclude_none=True)), nl=False)
+    return 0
 
 
-@app.command("diff")
-@handles_user_errors
-def diff(
-    first: str = typer.Argument(
-        ...,
-        metavar="A",
-        help="Profile shown in the left column.",
-        autocompletion=common.profile_names,
-    ),
-    second: str = typer.Argument(
-        ...,
-        metavar="B",
-        help="Profile shown in the right column.",
-        autocompletion=common.profile_names,
-    ),
-    profiles_dir: Path | None = PROFILES_DIR,
-    output: TextOrJson = typer.Option(TextOrJson.text, "--output", help="text (a table) or json."),
-) -> None:
+def diff(first: str, second: str, profiles_dir: Path | None, output: TextOrJson) -> int:
     """Show side by side the facts and defaults two profiles set differently (exit 1 if any)."""
     from gpustack import profiles
     from gpustack.errors import UserError, did_you_mean
@@ -95,15 +68,47 @@ def diff(
     ]
     if output is TextOrJson.json:
         differences = [{"path": path, "a": a, "b": b} for path, a, b in rows]
-        typer.echo(json.dumps({"a": first, "b": second, "differences": differences}, indent=2))
+        echo(json.dumps({"a": first, "b": second, "differences": differences}, indent=2))
     elif rows:
         table = [("path", first, second), *((path, _cell(a), _cell(b)) for path, a, b in rows)]
         widths = [max(len(row[column]) for row in table) for column in range(2)]
         for path, a, b in table:
-            typer.echo(f"{path:<{widths[0]}}  {a:<{widths[1]}}  {b}")
+            echo(f"{path:<{widths[0]}}  {a:<{widths[1]}}  {b}")
     else:
-        typer.echo(f"profiles {first} and {second} set the same facts and defaults")
-    raise typer.Exit(1 if rows else 0)
+        echo(f"profiles {first} and {second} set the same facts and defaults")
+    return 1 if rows else 0
+
+
+def _profile(parameter: str, metavar: str, help: str = "") -> Arguments:
+    return Arguments(parameter, metavar, help, str, 1, complete=common.profile_names)
+
+
+COMMAND = Group(
+    "List, show and compare platform profiles.",
+    {
+        "list": Command(list_.__doc__ or "", list_, (common.PROFILES_DIR,)),
+        "show": Command(show.__doc__ or "", show, (common.PROFILES_DIR,), _profile("name", "NAME")),
+        "diff": Command(
+            diff.__doc__ or "",
+            diff,
+            (
+                common.PROFILES_DIR,
+                Option(
+                    "output",
+                    ("--output",),
+                    "text (a table) or json.",
+                    TextOrJson,
+                    TextOrJson.text,
+                    metavar="FORMAT",
+                ),
+            ),
+            (
+                _profile("first", "A", "Profile shown in the left column."),
+                _profile("second", "B", "Profile shown in the right column."),
+            ),
+        ),
+    },
+)
 
 
 def _flatten(value: Any, path: str = "") -> dict[str, Any]:

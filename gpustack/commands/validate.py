@@ -7,8 +7,8 @@ gpustack's defaults are not kubeconform's (strict, lint rules, `metadata.name`, 
 schemas), a run spelled kubeconform's way says so once on stderr (`spelling_note`), and
 `--kubeconform-defaults` asks for kubeconform's.
 
-Its options are declared once, in OPTIONS (gpustack/commands/declared.py): a plain run goes by a
-small parser rather than typer's option machinery, whose start-up kubeconform users would notice.
+Its options are declared once, in OPTIONS (gpustack/commands/declared.py), and `translate` writes
+kubeconform's spelling as theirs, so help, messages and completion are those of the options.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ KUBECONFORM_FLAG = "--kubeconform-flag"
 MASTER = "master"
 
 
-PATHS_METAVAR = "[PATH ... | -]"
+PATHS_METAVAR = "PATH|-"
 PATHS_HELP = "Files, folders (walked for .yaml, .yml, .json) or - for stdin (the default)."
 OPTIONS = (
     Option(
