@@ -162,7 +162,7 @@ def run(
     else:
         painted = use_color(color)
         text = render_text(single, painted) if single else render_fleet_text(fleet, painted)
-        # click strips escape codes when stdout is no terminal unless told the colour is wanted.
+        # echo strips escape codes when stdout is no terminal unless told the colour is wanted.
         echo(text, nl=False, color=painted)
     return 0 if all(diff.is_empty for _, diff in fleet) else 1
 
