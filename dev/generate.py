@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpustack import docs  # noqa: E402
-from gpustack.commands.schema import render_schema  # noqa: E402
+from gpustack.config_schema import render_schema  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "gpustack.schema.json"
 README = ROOT / "README.md"

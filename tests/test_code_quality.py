@@ -87,6 +87,12 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
             "from gpustack.lint import mig_strategy  # noqa",
             "Lint rules are independent of each other",
         ),
+        # init once took the config schema from the schema command's module.
+        (
+            "commands/init.py",
+            "from gpustack.commands import schema  # noqa",
+            "Commands are independent of each other",
+        ),
     ],
 )
 def test_an_import_between_independent_modules_breaks_their_contract(

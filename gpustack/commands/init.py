@@ -46,7 +46,7 @@ def run(
     schema: str | None,
 ) -> int:
     """Write a commented starter config (never overwriting without --force)."""
-    from gpustack.commands.schema import render_schema
+    from gpustack.config_schema import render_schema
     from gpustack.errors import Location, UserError, display_path
     from gpustack.model import dns_label
 
@@ -188,7 +188,7 @@ def _write(path: Path, text: str) -> None:
 
 def _is_gpustack_schema(path: Path) -> bool:
     """Whether `path` holds a gpustack config schema (of any version), so it may be refreshed."""
-    from gpustack.commands.schema import SCHEMA_ID
+    from gpustack.config_schema import SCHEMA_ID
 
     try:
         return bool(json.loads(path.read_text(encoding="utf-8")).get("$id") == SCHEMA_ID)
