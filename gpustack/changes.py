@@ -5,7 +5,7 @@ hook) re-renders.
     scan(texts, folders, changed, out, profiles_dir) -> the YAML files of `folders` that can read
                        a changed file, or None when every config can (check them all)
     affected(configs, read, changed, out, profiles_dir) -> the configs whose output they change
-    unnamed(texts, names) -> the cluster names no YAML file of the fleet spells (stray folders)
+    names_given(texts) -> every value a `name:` of the fleet's YAML files gives (cluster names)
 
 A cluster depends on its config, every base its `extends:` chain names, the PEM, MIG config
 and patch files its layers name, its profile's files (a user profile and the profiles it
@@ -104,12 +104,11 @@ def scan(
     return chosen
 
 
-def unnamed(fleet_texts: dict[Path, bytes], names: Sequence[str]) -> list[str]:
-    """The names (of folders under the output folder) that no `name:` of the fleet's YAML files
-    gives: no config can render them (a cluster's name is its `metadata.name`, in a config or a
-    base). A name some `name:` gives may still be nobody's cluster: only a whole check knows."""
-    given = set(_NAME.findall(b"\n".join(fleet_texts.values())))
-    return [name for name in names if name.encode() not in given]
+def names_given(fleet_texts: dict[Path, bytes]) -> set[str]:
+    """Every value a `name:` key of the fleet's YAML files gives: a superset of its clusters'
+    names (a cluster's name is its `metadata.name`, in a config or a base), so an output folder
+    named by none of them is nobody's cluster; one named may still be, only a whole check knows."""
+    return {name.decode() for name in _NAME.findall(b"\n".join(fleet_texts.values()))}
 
 
 # A `name:` key's plain or quoted value, in block or flow style.

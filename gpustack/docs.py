@@ -27,18 +27,6 @@ from gpustack.model import Doc, GPUStack, NodeSelectorRequirement, ProfileFacts,
 
 REGENERATE = "python -m gpustack.docs README.md"
 _REGION = re.compile(r"<!-- generated: ([a-z-]+)\b[^\n]*-->\n.*?(<!-- end generated -->)", re.S)
-# The profiles table's columns: the plain Kubernetes distributions first, then the managed ones.
-_PROFILE_ORDER = (
-    "kubeadm",
-    "rke2",
-    "k3s",
-    "openshift",
-    "gke-cos",
-    "gke-ubuntu",
-    "aks",
-    "eks-al2023",
-    "eks-bottlerocket",
-)
 
 
 # --- the model's fields ----------------------------------------------------------------------
@@ -157,7 +145,7 @@ def _dotted(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def _profile_defaults() -> dict[str, dict[str, Any]]:
     """For each config path a built-in profile's `defaults` set: the value per profile."""
     found: dict[str, dict[str, Any]] = {}
-    for name in _profile_columns():
+    for name in profiles.BUILTIN:
         profile, _ = profiles.load(name)
         for path, value in _dotted(profile.defaults).items():
             found.setdefault(path, {})[name] = value
@@ -175,7 +163,7 @@ def _default(path: str, info: FieldInfo, doc: Doc, from_profiles: dict[str, Any]
         own = "(required)"
     if not from_profiles:
         return own
-    if len(from_profiles) == len(_profile_columns()):
+    if len(from_profiles) == len(profiles.BUILTIN):
         return "profile"
     if any(isinstance(value, dict) for value in from_profiles.values()):
         return f"profile ({', '.join(from_profiles)})"  # a section: its fields say the values
@@ -236,11 +224,6 @@ _WITH_RESOURCES = _sections_with_resources()
 # --- profiles --------------------------------------------------------------------------------
 
 
-def _profile_columns() -> tuple[str, ...]:
-    known = [name for name in _PROFILE_ORDER if name in profiles.BUILTIN]
-    return (*known, *(name for name in profiles.BUILTIN if name not in known))
-
-
 def _leaves(model: type[BaseModel], data: dict[str, Any], prefix: str) -> dict[str, Any]:
     """`data` (dumped from `model`) as dotted paths down to the fields that hold no model."""
     flat: dict[str, Any] = {}
@@ -279,7 +262,7 @@ def _profile_value(value: Any) -> str:
 
 
 def profile_facts() -> str:
-    columns = _profile_columns()
+    columns = profiles.BUILTIN
     settings = {}
     for name in columns:
         profile, _ = profiles.load(name)

@@ -330,15 +330,13 @@ def output_folders(
     return folders
 
 
-def strays(
-    renderings: Sequence[Rendering], out: Path, among: Collection[str] | None = None
-) -> list[Path]:
+def strays(renderings: Sequence[Rendering], out: Path, known: Collection[str] = ()) -> list[Path]:
     """Folders directly under `out` holding gpustack's output (a kustomization.yaml with its
     marker) that no cluster of `renderings` writes: a cluster renamed or removed from the fleet.
     A render never removes them (another fleet folder may render into `out` too); render and
-    check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not.
-    `among`: only folders of these names are looked at."""
-    names = {rendering.name for rendering in renderings} | {FLEET_DIR}
+    check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not, nor
+    are the folders of the `known` names (clusters not rendered here)."""
+    names = {rendering.name for rendering in renderings} | {FLEET_DIR, *known}
     try:
         children = sorted(os.scandir(out), key=lambda entry: entry.name)
     except OSError:
@@ -347,7 +345,6 @@ def strays(
         out / entry.name
         for entry in children
         if entry.name not in names
-        and (among is None or entry.name in among)
         and not entry.name.startswith(".")
         and entry.is_dir(follow_symlinks=False)
         and is_ours(out / entry.name / KUSTOMIZATION)

@@ -13,8 +13,7 @@ from typing import Any
 
 from gpustack.config import Stack
 from gpustack.decorate import layer, layer_dependency
-from gpustack.layout import CANARY_LAYER, SMOKE_TEST_LAYER
-from gpustack.layout import FLEET_DIR as FLEET_DIR  # the command line names it from here
+from gpustack.layout import CANARY_LAYER, FLEET_DIR, SMOKE_TEST_LAYER
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
 
 APPLICATION_SET_NAME = "gpustack"

@@ -1270,11 +1270,13 @@ def _manager_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
             state.dropped(source, where, "no gpustack setting for this driver-manager variable")
             continue
         if target.endswith("timeoutSeconds"):
-            try:
-                setting: Any = int(str(value))
-            except ValueError:
+            # A count of seconds, or a duration as the driver manager reads it and the operator
+            # writes it (`0s`: a Go duration flag, k8s-driver-manager v0.12.0 main.go).
+            duration = re.fullmatch(r"([0-9]+)(s|m|h)?", str(value).strip())
+            if duration is None:
                 state.dropped(source, where, "not a number of seconds")
                 continue
+            setting: Any = int(duration[1]) * {"m": 60, "h": 3600}.get(duration[2] or "s", 1)
         elif target.endswith("podSelector"):
             setting = str(value or "")
         else:

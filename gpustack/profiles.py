@@ -17,16 +17,18 @@ from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file
 
+# The built-in profiles, in the order README's tables give them: the plain Kubernetes
+# distributions first, then the managed ones.
 BUILTIN = (
+    "kubeadm",
+    "rke2",
+    "k3s",
     "openshift",
     "gke-cos",
     "gke-ubuntu",
     "aks",
     "eks-al2023",
     "eks-bottlerocket",
-    "rke2",
-    "k3s",
-    "kubeadm",
 )
 
 

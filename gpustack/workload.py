@@ -278,6 +278,14 @@ AZURE_MONITOR_LIMITS = {
 }
 
 
+def monitor_metadata(stack: Stack, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """An exporter's ServiceMonitor or PodMonitoring metadata. One Prometheus scrapes every
+    exporter, so each monitor carries `dcgmExporter.monitorLabels`: e.g. an existing
+    kube-prometheus-stack selects only monitors that carry its `release` label."""
+    labels = {**labels, **stack.config.dcgmExporter.monitorLabels}
+    return {"name": name, "namespace": stack.namespace, "labels": labels}
+
+
 def service_monitor(stack: Stack, metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """A ServiceMonitor for the Prometheus that `stack.monitor` names: prometheus-operator's
     (`servicemonitor`) or Azure Monitor managed Prometheus's (`azure-servicemonitor`)."""

@@ -146,6 +146,25 @@ def test_precompiled_is_reported_not_guessed(tmp_path: Path) -> None:
     renders_clean(tmp_path)
 
 
+@pytest.mark.parametrize(("written", "seconds"), [("0s", 0), ("300s", 300), ("15m", 900)])
+def test_a_drain_timeout_written_as_the_operator_writes_it(
+    tmp_path: Path, written: str, seconds: int
+) -> None:
+    """The operator's driver-manager env spells the timeout as a Go duration (`0s` in its
+    rendered driver DaemonSet, gpu-operator v26.7.0), as the driver manager reads it."""
+    source = (CASES / "precompiled.yaml").read_text()
+    assert 'value: "900"' in source
+    (tmp_path / "policy.yaml").write_text(source.replace('value: "900"', f'value: "{written}"'))
+    config, report, _ = run_import(tmp_path, tmp_path / "policy.yaml", "--profile", "kubeadm")
+    timeout = outcome(report, "spec.driver.manager.env[2]")
+    if seconds == 300:  # gpustack's default: read, and left out of the config
+        assert timeout["outcome"] == "default"
+        assert config["driver"]["upgrade"]["drain"] == {"enabled": True}
+    else:
+        assert timeout["outcome"] == "mapped"
+        assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "timeoutSeconds": seconds}
+
+
 def test_private_registry_and_unknown_fields(tmp_path: Path) -> None:
     config, report, _ = run_import(
         tmp_path, CASES / "private-registry.yaml", "--profile", "kubeadm"

@@ -10,7 +10,6 @@ clusters they affect (gpustack.changes). Exit 0 when current and clean, 1 when s
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,7 +63,7 @@ def run(
     from gpustack import fleet
     from gpustack.config import overrides
     from gpustack.errors import Location, UserError, display_path
-    from gpustack.gitops import FLEET_DIR
+    from gpustack.layout import FLEET_DIR
     from gpustack.review import check_json, check_output
 
     given = configs or []
@@ -236,22 +235,13 @@ def _unsure(
     whole check can tell). A config outside the folders (`texts` None) has its folders left
     to the whole check, as before."""
     from gpustack import changes, fleet
-    from gpustack.gitops import FLEET_DIR
+    from gpustack.layout import FLEET_DIR
 
     if renderings and any(report.name == FLEET_DIR and report.stale for report in reports):
         return True
     if texts is None:
         return False
-    rendered = {rendering.name for rendering in renderings} | {FLEET_DIR}
-    try:
-        names = sorted(
-            entry.name
-            for entry in os.scandir(out)
-            if entry.name not in rendered and not entry.name.startswith(".")
-        )
-    except OSError:
-        return False
-    return bool(fleet.strays(renderings, out, changes.unnamed(texts, names)))
+    return bool(fleet.strays(renderings, out, known=changes.names_given(texts)))
 
 
 def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | None]) -> list[Path]:

@@ -76,7 +76,7 @@ def run(
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import fleet, output, render
     from gpustack.config import overrides
-    from gpustack.gitops import FLEET_DIR
+    from gpustack.layout import FLEET_DIR
     from gpustack.secrets import mask_text
     from gpustack.validation.validator import explain
 

@@ -26,6 +26,7 @@ from gpustack.workload import (
     host_path_volume,
     kubelet_socket_selinux,
     metrics_service,
+    monitor_metadata,
     role_with_binding,
     scc_rules,
     selector_labels,
@@ -178,17 +179,10 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     )
 
 
-def _monitor_metadata(stack: Stack) -> dict[str, Any]:
-    # monitorLabels: e.g. an existing kube-prometheus-stack selects only ServiceMonitors that
-    # carry its `release` label.
-    labels = {**LABELS, **stack.config.dcgmExporter.monitorLabels}
-    return {"name": NAME, "namespace": stack.namespace, "labels": labels}
-
-
 def _service_monitor(stack: Stack) -> dict[str, Any]:
     return service_monitor(
         stack,
-        _monitor_metadata(stack),
+        monitor_metadata(stack, NAME, LABELS),
         {
             "selector": {"matchLabels": selector_labels(NAME)},
             "namespaceSelector": {"matchNames": [stack.namespace]},
@@ -217,7 +211,7 @@ def _pod_monitoring(stack: Stack) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.googleapis.com/v1",
         "kind": "PodMonitoring",
-        "metadata": _monitor_metadata(stack),
+        "metadata": monitor_metadata(stack, NAME, LABELS),
         "spec": {
             "selector": {"matchLabels": selector_labels(NAME)},
             "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],

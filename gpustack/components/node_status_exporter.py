@@ -31,6 +31,7 @@ from gpustack.workload import (
     gpu_pod_spec,
     host_path_volume,
     metrics_service,
+    monitor_metadata,
     role_with_binding,
     scc_rules,
     selector_labels,
@@ -150,18 +151,12 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     return daemonset(stack, NAME, pod_spec, component=COMPONENT)
 
 
-def _monitor_metadata(stack: Stack) -> dict[str, Any]:
-    # The same Prometheus scrapes both exporters: the DCGM exporter's monitor labels select it.
-    labels = {**LABELS, **stack.config.dcgmExporter.monitorLabels}
-    return {"name": NAME, "namespace": stack.namespace, "labels": labels}
-
-
 def _service_monitor(stack: Stack) -> dict[str, Any]:
     # state-node-status-exporter/0600_service_monitor.yaml: port node-status, path /metrics. No
     # relabelling: the samples carry their node already.
     return service_monitor(
         stack,
-        _monitor_metadata(stack),
+        monitor_metadata(stack, NAME, LABELS),
         {
             "selector": {"matchLabels": selector_labels(NAME)},
             "namespaceSelector": {"matchNames": [stack.namespace]},
@@ -181,7 +176,7 @@ def _pod_monitoring(stack: Stack) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.googleapis.com/v1",
         "kind": "PodMonitoring",
-        "metadata": _monitor_metadata(stack),
+        "metadata": monitor_metadata(stack, NAME, LABELS),
         "spec": {
             "selector": {"matchLabels": selector_labels(NAME)},
             "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],
