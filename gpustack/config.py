@@ -1469,27 +1469,53 @@ def _gpu_node_selector(config: GPUStack, profile: Profile) -> list[NodeSelectorR
     return [item for item in requirements if not item.key.startswith(NFD_LABEL_PREFIX)]
 
 
+def _platform_nodes(
+    config: GPUStack,
+    profile: Profile,
+    layers: list[Layer],
+    section: str,
+    mechanism: str,
+    what: str,
+    needs: str,
+    hint: str,
+) -> Any:
+    """`nodes.<section>`, the GPU nodes' settings of the platform whose `node/` files take them
+    (its taint mechanism): refused on other profiles, required on its own. None elsewhere."""
+    settings = getattr(config.nodes, section)
+    name = profile.metadata.name
+    if profile.facts.taintMechanism != mechanism:
+        if settings is not None:
+            raise UserError(
+                f"{what} settings do not apply to profile {name!r}",
+                nearest(layers, ("nodes", section), key=True),
+                field=f"nodes.{section}",
+            )
+        return None
+    if settings is None:
+        raise UserError(
+            f"profile {name!r} needs {needs}",
+            nearest(layers, ("nodes",)),
+            field=f"nodes.{section}",
+            hint=hint,
+        )
+    return settings
+
+
 def _check_gke_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """The pool's machine type must take its GPUs, and what the config says about sharing and
     MIG must become pool settings, or be refused: GKE's device plugin reads nothing else."""
-    pool = config.nodes.gke
-    name = profile.metadata.name
-    if profile.facts.taintMechanism != "gke-node-pool":
-        if pool is not None:
-            raise UserError(
-                f"GKE node pool settings do not apply to profile {name!r}",
-                nearest(layers, ("nodes", "gke"), key=True),
-                field="nodes.gke",
-            )
-        return
+    pool = _platform_nodes(
+        config,
+        profile,
+        layers,
+        "gke",
+        "gke-node-pool",
+        "GKE node pool",
+        "the GPU node pool's machine type and accelerator",
+        "e.g. nodes: {gke: {machineType: g2-standard-8, accelerator: {type: nvidia-l4, count: 1}}}",
+    )
     if pool is None:
-        raise UserError(
-            f"profile {name!r} needs the GPU node pool's machine type and accelerator",
-            nearest(layers, ("nodes",)),
-            field="nodes.gke",
-            hint="e.g. nodes: {gke: {machineType: g2-standard-8, accelerator: {type: nvidia-l4, "
-            "count: 1}}}",
-        )
+        return
     _check_gke_accelerator(pool, ("nodes", "gke"), layers)
     _check_gke_translation(config, layers)
 
@@ -1530,22 +1556,16 @@ def _check_gke_accelerator(
 
 def _check_aks_node_pool(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """The AKS pool command in node/ needs the pool's VM size; other platforms take none."""
-    name = profile.metadata.name
-    if profile.facts.taintMechanism != "aks-node-pool":
-        if config.nodes.aks is not None:
-            raise UserError(
-                f"AKS node pool settings do not apply to profile {name!r}",
-                nearest(layers, ("nodes", "aks"), key=True),
-                field="nodes.aks",
-            )
-        return
-    if config.nodes.aks is None:
-        raise UserError(
-            f"profile {name!r} needs the GPU node pool's VM size",
-            nearest(layers, ("nodes",)),
-            field="nodes.aks",
-            hint="e.g. nodes: {aks: {vmSize: Standard_NC4as_T4_v3}}",
-        )
+    _platform_nodes(
+        config,
+        profile,
+        layers,
+        "aks",
+        "aks-node-pool",
+        "AKS node pool",
+        "the GPU node pool's VM size",
+        "e.g. nodes: {aks: {vmSize: Standard_NC4as_T4_v3}}",
+    )
 
 
 def _check_gke_translation(
@@ -1619,23 +1639,19 @@ def _check_eks_node_group(config: GPUStack, profile: Profile, layers: list[Layer
     """The node group's settings, and on Bottlerocket what the config says about the device
     plugin, must become node settings Bottlerocket honours, or be refused: its plugin reads
     nothing else."""
-    group = config.nodes.eks
-    name = profile.metadata.name
-    if profile.facts.taintMechanism != "eks-node-group":
-        if group is not None:
-            raise UserError(
-                f"EKS node group settings do not apply to profile {name!r}",
-                nearest(layers, ("nodes", "eks"), key=True),
-                field="nodes.eks",
-            )
-        return
+    group = _platform_nodes(
+        config,
+        profile,
+        layers,
+        "eks",
+        "eks-node-group",
+        "EKS node group",
+        "the GPU node group's instance type",
+        "e.g. nodes: {eks: {instanceType: g6.xlarge}}",
+    )
     if group is None:
-        raise UserError(
-            f"profile {name!r} needs the GPU node group's instance type",
-            nearest(layers, ("nodes",)),
-            field="nodes.eks",
-            hint="e.g. nodes: {eks: {instanceType: g6.xlarge}}",
-        )
+        return
+    name = profile.metadata.name
     if group.migProfile and profile.facts.migPartitioning != "node-settings":
         raise UserError(
             f"MIG profiles are Bottlerocket settings; on profile {name!r} NVIDIA's MIG manager "
