@@ -7,8 +7,9 @@ What is generated, and from what:
 
     schemas/gpustack.schema.json   `gpustack schema`, from gpustack/model.py
     out/                           `gpustack render examples/*.yaml -o out`, one folder per example
-    README.md's reference tables   `python -m gpustack.docs README.md`, from the model, the
-                                   profiles and the lint rules
+    docs/'s reference tables       `python -m gpustack.docs`, from the model, the profiles
+                                   and the lint rules (in docs/config.md, docs/profiles.md,
+                                   docs/lint.md)
 
 Run from anywhere; paths are the repository's. The tests check the same three things
 (tests/test_schema.py, tests/test_golden.py, tests/test_readme.py); this is the one command
@@ -29,7 +30,7 @@ from gpustack import docs  # noqa: E402
 from gpustack.config_schema import render_schema  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "gpustack.schema.json"
-README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
 def examples() -> list[str]:
@@ -58,12 +59,17 @@ def main() -> int:
         if not check:
             SCHEMA.write_text(schema, encoding="utf-8")
 
-    text = README.read_text(encoding="utf-8")
-    tables = docs.generate(text)
-    if tables != text:
-        stale.append("README.md (generated tables)")
-        if not check:
-            README.write_text(tables, encoding="utf-8")
+    documents = docs.read(DOCS)
+    try:
+        tables = docs.generate(documents)
+    except ValueError as error:
+        print(f"error: docs: {error}", file=sys.stderr)
+        return 2
+    for name, text in documents.items():
+        if tables[name] != text:
+            stale.append(f"docs/{name} (generated tables)")
+            if not check:
+                (DOCS / name).write_text(tables[name], encoding="utf-8")
 
     # `check` compares out/ with a render byte for byte (and validates it); `render` writes only
     # the files that differ and prunes gpustack's files no render makes.

@@ -1,11 +1,13 @@
-"""README.md's reference tables, generated from what they describe: the config reference from the
-model (`gpustack.model`: field paths, types, defaults, `Field(description=...)`), the profiles
-table from `profiles/*.yaml`, the lint table from the lint rules.
+"""The reference tables of the documentation in docs/, generated from what they describe: the
+config reference (docs/config.md) from the model (`gpustack.model`: field paths, types, defaults,
+`Field(description=...)`), the profiles table (docs/profiles.md) from `profiles/*.yaml`, the lint
+table (docs/lint.md) from the lint rules.
 
-Each table sits between marker comments in README.md, `<!-- generated: NAME -->` and
-`<!-- end generated -->`; everything outside them is written by hand. Regenerate with
-`python -m gpustack.docs README.md`; tests/test_readme.py fails while README.md differs from what
-this module writes.
+Each table sits between marker comments in one of the documents, `<!-- generated: NAME -->` and
+`<!-- end generated -->`; everything outside them is written by hand. A field's `Doc(see=...)`
+names a section by its heading, wherever in docs/ it is: the table links to it. Regenerate with
+`python -m gpustack.docs` (the folder `docs`, or the one it is given); tests/test_readme.py fails
+while a document differs from what this module writes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from pydantic_core import PydanticUndefined
 from gpustack import lint, profiles
 from gpustack.model import Doc, GPUStack, NodeSelectorRequirement, ProfileFacts, WithResources
 
-REGENERATE = "python -m gpustack.docs README.md"
+REGENERATE = "python -m gpustack.docs"
+# A heading's text -> (the document holding it, its anchor).
+Headings = dict[str, tuple[str, str]]
 _REGION = re.compile(r"<!-- generated: ([a-z-]+)\b[^\n]*-->\n.*?(<!-- end generated -->)", re.S)
 
 
@@ -175,16 +179,19 @@ def _default(path: str, info: FieldInfo, doc: Doc, from_profiles: dict[str, Any]
     return f"{mine}profile ({which})"
 
 
-def _link(section: str) -> str:
-    anchor = re.sub(r"[^a-z0-9 -]", "", section.lower()).replace(" ", "-")
-    return f"[{section}](#{anchor})"
+def _link(section: str, headings: Headings, here: str) -> str:
+    """A Markdown link from the document `here` to the section of that heading."""
+    if section not in headings:
+        raise ValueError(f"no section '{section}' in the documents (named by a Doc(see=...))")
+    document, anchor = headings[section]
+    return f"[{section}]({'' if document == here else document}#{anchor})"
 
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def config_fields() -> str:
+def config_fields(headings: Headings, here: str) -> str:
     rows = ["| field | type | default | meaning |", "|---|---|---|---|"]
     from_profiles = _profile_defaults()
     for path, info in fields(GPUStack):
@@ -202,7 +209,7 @@ def config_fields() -> str:
             own = component.resource_defaults.get(leaf.removeprefix("."))
             default = f"none (gpustack's: {own})" if own else default
         if doc.see:
-            description += f" ({_link(doc.see)})"
+            description += f" ({_link(doc.see, headings, here)})"
         type_words = _type_words(info.annotation, info.metadata)
         cells = [f"`{path}`", type_words, default, description]
         rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
@@ -304,48 +311,103 @@ def lint_rules() -> str:
     return "\n".join(rows)
 
 
-# --- README.md -------------------------------------------------------------------------------
+# --- the documents ---------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_HEADING = re.compile(r"^#{1,6} +(.+?) *#* *$", re.M)
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces made hyphens (a
+    second heading of the same text gets `-1`, and so on; see `headings`)."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def headings(documents: dict[str, str]) -> Headings:
+    """Every heading of the documents (outside code blocks) with its document and anchor; a
+    heading whose text two documents share is left out, so no link can name the wrong one."""
+    found: Headings = {}
+    shared = set()
+    for name, text in documents.items():
+        seen: dict[str, int] = {}
+        for heading in _HEADING.findall(_FENCE.sub("", text)):
+            base = anchor(heading)
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            if heading in found or heading in shared:
+                shared.add(heading)
+                found.pop(heading, None)
+                continue
+            found[heading] = (name, base if count == 0 else f"{base}-{count}")
+    return found
+
 
 # Each generated table: how it is made and what to edit instead of the table.
-TABLES: dict[str, tuple[Callable[[], str], str]] = {
+TABLES: dict[str, tuple[Callable[[Headings, str], str], str]] = {
     "config-fields": (config_fields, "gpustack/model.py"),
-    "profile-facts": (profile_facts, "profiles/*.yaml"),
-    "lint-rules": (lint_rules, "the RULE of each module in gpustack/lint/"),
+    "profile-facts": (lambda headings, here: profile_facts(), "profiles/*.yaml"),
+    "lint-rules": (lambda headings, here: lint_rules(), "the RULE of each module in gpustack/lint/"),
 }
 
 
-def generate(readme: str) -> str:
-    """`readme` with every generated region rewritten; the rest stays as it is."""
-    seen = []
+def generate(documents: dict[str, str]) -> dict[str, str]:
+    """The documents (file name -> text, all of one folder) with every generated region
+    rewritten; the rest stays as it is. Each table is in exactly one document."""
+    found = headings(documents)
+    seen: dict[str, str] = {}
 
-    def table(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in TABLES:
-            raise ValueError(f"no generated table '{name}' (known: {', '.join(TABLES)})")
-        seen.append(name)
-        make, source = TABLES[name]
-        marker = f"<!-- generated: {name} from {source} by {REGENERATE}: edit that, not this -->"
-        return f"{marker}\n\n{make()}\n\n{match.group(2)}"
+    def rewrite(name: str, text: str) -> str:
+        def table(match: re.Match[str]) -> str:
+            table_name = match.group(1)
+            if table_name not in TABLES:
+                raise ValueError(
+                    f"{name}: no generated table '{table_name}' (known: {', '.join(TABLES)})"
+                )
+            if table_name in seen:
+                raise ValueError(f"{name}: the table '{table_name}' is in {seen[table_name]} too")
+            seen[table_name] = name
+            make, source = TABLES[table_name]
+            marker = (
+                f"<!-- generated: {table_name} from {source} by {REGENERATE}: edit that, not this -->"
+            )
+            return f"{marker}\n\n{make(found, name)}\n\n{match.group(2)}"
 
-    result = _REGION.sub(table, readme)
+        return _REGION.sub(table, text)
+
+    result = {name: rewrite(name, text) for name, text in documents.items()}
     missing = [name for name in TABLES if name not in seen]
     if missing:
         raise ValueError(f"no region <!-- generated: {missing[0]} --> ... <!-- end generated -->")
     return result
 
 
+def read(folder: Path) -> dict[str, str]:
+    """The Markdown documents of `folder` by file name."""
+    return {
+        path.name: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.md"))
+    }
+
+
 def main(argv: list[str]) -> int:
-    """`python -m gpustack.docs [README.md]`: rewrite the file's generated tables in place."""
-    path = Path(argv[0] if argv else "README.md")
-    text = path.read_text(encoding="utf-8")
-    try:
-        new = generate(text)
-    except ValueError as error:
-        print(f"error: {path}: {error}", file=sys.stderr)
+    """`python -m gpustack.docs [FOLDER]`: rewrite the generated tables of the documents in
+    FOLDER (default `docs`) in place."""
+    folder = Path(argv[0] if argv else "docs")
+    if not folder.is_dir():
+        print(f"error: {folder}: not a folder of Markdown documents", file=sys.stderr)
         return 2
-    if new != text:
-        path.write_text(new, encoding="utf-8")
-    print(f"{path}: {'regenerated' if new != text else 'up to date'}")
+    documents = read(folder)
+    try:
+        new = generate(documents)
+    except ValueError as error:
+        print(f"error: {folder}: {error}", file=sys.stderr)
+        return 2
+    changed = [name for name in documents if new[name] != documents[name]]
+    for name in changed:
+        (folder / name).write_text(new[name], encoding="utf-8")
+    for name in changed:
+        print(f"{folder / name}: regenerated")
+    if not changed:
+        print(f"{folder}: up to date")
     return 0
 
 
