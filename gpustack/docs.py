@@ -346,7 +346,10 @@ def headings(documents: dict[str, str]) -> Headings:
 TABLES: dict[str, tuple[Callable[[Headings, str], str], str]] = {
     "config-fields": (config_fields, "gpustack/model.py"),
     "profile-facts": (lambda headings, here: profile_facts(), "profiles/*.yaml"),
-    "lint-rules": (lambda headings, here: lint_rules(), "the RULE of each module in gpustack/lint/"),
+    "lint-rules": (
+        lambda headings, here: lint_rules(),
+        "the RULE of each module in gpustack/lint/",
+    ),
 }
 
 
@@ -367,9 +370,7 @@ def generate(documents: dict[str, str]) -> dict[str, str]:
                 raise ValueError(f"{name}: the table '{table_name}' is in {seen[table_name]} too")
             seen[table_name] = name
             make, source = TABLES[table_name]
-            marker = (
-                f"<!-- generated: {table_name} from {source} by {REGENERATE}: edit that, not this -->"
-            )
+            marker = f"<!-- generated: {table_name} from {source} by {REGENERATE}: edit that, not this -->"
             return f"{marker}\n\n{make(found, name)}\n\n{match.group(2)}"
 
         return _REGION.sub(table, text)
@@ -383,9 +384,7 @@ def generate(documents: dict[str, str]) -> dict[str, str]:
 
 def read(folder: Path) -> dict[str, str]:
     """The Markdown documents of `folder` by file name."""
-    return {
-        path.name: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.md"))
-    }
+    return {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.md"))}
 
 
 def main(argv: list[str]) -> int:

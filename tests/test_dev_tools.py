@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import ROOT
 from pre_commit.clientlib import load_config
 
-GENERATED_FROM = ["gpustack", "profiles", "schemas", "examples", "out", "dev", "README.md"]
+GENERATED_FROM = ["gpustack", "profiles", "schemas", "examples", "out", "dev", "docs"]
 
 
 def copy_repository(target: Path) -> Path:
@@ -40,13 +40,13 @@ def generate(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_generate_finds_and_fixes_each_kind_of_stale_file(tmp_path: Path) -> None:
     root = copy_repository(tmp_path)
     schema = root / "schemas" / "gpustack.schema.json"
-    readme = root / "README.md"
+    config_reference = root / "docs" / "config.md"
     output = next(path for path in sorted((root / "out").rglob("daemonset-*.yaml")))
-    originals = {path: path.read_bytes() for path in (schema, readme, output)}
+    originals = {path: path.read_bytes() for path in (schema, config_reference, output)}
     schema.write_text(schema.read_text().replace('"type": "object"', '"type": "array"', 1))
     # A row of the generated config reference, hand-edited.
-    readme.write_text(
-        readme.read_text().replace("| `metadata.name` | DNS", "| `metadata.nam` | DNS", 1)
+    config_reference.write_text(
+        config_reference.read_text().replace("| `metadata.name` | DNS", "| `metadata.nam` | DNS", 1)
     )
     output.write_text(output.read_text() + "# edited by hand\n")
     damaged = {path: path.read_bytes() for path in originals}
@@ -56,7 +56,7 @@ def test_generate_finds_and_fixes_each_kind_of_stale_file(tmp_path: Path) -> Non
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert checked.stdout.splitlines() == [
         "stale: schemas/gpustack.schema.json",
-        "stale: README.md (generated tables)",
+        "stale: docs/config.md (generated tables)",
         "stale: out/",
     ]
     assert {path: path.read_bytes() for path in originals} == damaged, "--check changed a file"

@@ -362,8 +362,8 @@ def test_ports_need_a_json6902_patch(kind: str, body: dict[str, Any]) -> None:
 
 
 def _readme_patches() -> list[Any]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Patches\n") :]
+    text = (ROOT / "docs" / "config.md").read_text()
+    section = text[text.index("\n## Patches\n") :]
     block = section[
         section.index("```yaml\n") + 8 : section.index("```\n", section.index("```yaml\n"))
     ]

@@ -1,7 +1,8 @@
-"""README.md stays true to the code: the commands and options it names exist (and every one is in
-its reference), its generated tables (config reference, profiles, lint rules) are what
-`python -m gpustack.docs README.md` writes, its examples work as written, and CI runs the Quick
-start's test command.
+"""README.md and the documents of docs/ stay true to the code: the commands and options they name
+exist (and every one is in the command reference, docs/commands.md), the generated tables (config
+reference, profiles, lint rules) are what `python -m gpustack.docs` writes, every link to a file
+or a section of the repository leads to it, the examples work as written, README lists every
+document and stays short, and CI runs the Quick start's test command.
 
 Commands are found by the word `gpustack` followed by a subcommand; the regenerate command runs
 the module `gpustack.docs`, a word of its own, so it is not taken for one."""
@@ -9,6 +10,7 @@ the module `gpustack.docs`, a word of its own, so it is not taken for one."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,11 @@ from gpustack.commands.declared import DEBUG, Group
 from gpustack.commands.root import ROOT as PROGRAM
 
 README = (ROOT / "README.md").read_text()
+DOCS_DIR = ROOT / "docs"
+# Each document of docs/ by file name, as gpustack.docs reads them.
+DOCS = {path.name: path.read_text() for path in sorted(DOCS_DIR.glob("*.md"))}
+# Every document a user reads, by its path in the repository.
+DOCUMENTS = {"README.md": README, **{f"docs/{name}": text for name, text in DOCS.items()}}
 QUICK_START = [
     "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/gpustack render",
     'python3 -m venv .venv && .venv/bin/pip install ".[test]" && .venv/bin/python -m pytest -q',
@@ -27,17 +34,17 @@ QUICK_START = [
 FENCED = re.compile(r"^```\w*\n(.*?)^```", re.S | re.M)
 
 
-# --- reading the README ----------------------------------------------------------------------
+# --- reading the documents -------------------------------------------------------------------
 
 
-def section(title: str) -> str:
+def section(title: str, text: str = README) -> str:
     """The text of the `## title` section, up to the next `## ` heading."""
-    assert f"\n## {title}\n" in README, f"README has no section '## {title}'"
-    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    assert f"\n## {title}\n" in text, f"no section '## {title}'"
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def subsection(text: str, title: str) -> str:
-    assert f"\n### {title}\n" in text, f"README has no section '### {title}'"
+    assert f"\n### {title}\n" in text, f"no section '### {title}'"
     return text.split(f"\n### {title}\n", 1)[1].split("\n### ", 1)[0]
 
 
@@ -113,10 +120,11 @@ LEAVES = {words: command for words, command in COMMANDS.items() if words and not
 
 
 def mentions() -> list[tuple[str, tuple[str, ...], list[str]]]:
-    """Each `gpustack ...` in README code: (the line, the command words, the options after them
-    up to a pipe, `&&`, redirection or `;`)."""
+    """Each `gpustack ...` in the code of README and docs/: (the document and line, the command
+    words, the options after them up to a pipe, `&&`, redirection or `;`)."""
     found = []
-    for line in code_lines(README):
+    lines = [(path, line) for path, text in DOCUMENTS.items() for line in code_lines(text)]
+    for path, line in lines:
         words = line.split()
         for index, word in enumerate(words):
             if word != "gpustack" and not word.endswith("/gpustack"):
@@ -136,54 +144,59 @@ def mentions() -> list[tuple[str, tuple[str, ...], list[str]]]:
                 if token in ("|", "&&", ">", ";"):
                     break
                 arguments += re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])(?![\w-])", token)
-            found.append((line, command, arguments))
+            found.append((f"{path}: {line}", command, arguments))
     return found
 
 
 def test_readme_names_only_commands_that_exist_with_their_options():
     checked = mentions()
-    assert len(checked) > 20, "the README's commands were not found"
+    assert len(checked) > 20, "the documents' commands were not found"
+    # The tour names commands too, not only the documents it links to.
+    assert len([line for line, _, _ in checked if line.startswith("README.md: ")]) > 5
     for line, command, arguments in checked:
-        assert command in COMMANDS, f"README: no command `gpustack {' '.join(command)}` ({line})"
+        assert command in COMMANDS, f"no command `gpustack {' '.join(command)}` ({line})"
         assert not is_group(COMMANDS[command]), (
-            f"README: `gpustack {' '.join(command)}` needs a subcommand ({line})"
+            f"`gpustack {' '.join(command)}` needs a subcommand ({line})"
         )
         # --debug works after the command too.
         unknown = set(arguments) - options(COMMANDS[command]) - set(DEBUG.names)
-        assert not unknown, f"README: `gpustack {' '.join(command)}` has no {unknown} ({line})"
+        assert not unknown, f"`gpustack {' '.join(command)}` has no {unknown} ({line})"
 
 
 LONG_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)")
 
 
-def test_every_long_option_the_readme_names_exists():
+def test_every_long_option_the_documents_name_exists():
     """Options on a benchmark's or a dev script's command line belong to that script; all others
     to gpustack."""
     everything = set().union(*(options(command) for command in COMMANDS.values()))
     benchmarks = set()
-    for line in code_lines(README):
+    for line in (line for text in DOCUMENTS.values() for line in code_lines(text)):
         for script in re.findall(r"(?:bench|dev)/\w+\.py", line):
             source = (ROOT / script).read_text()
             for option in LONG_OPTION.findall(line):
                 assert f'"{option}"' in source, f"{script} has no {option}"
                 benchmarks.add(option)
-    named = set(LONG_OPTION.findall(README))
-    assert named - everything - benchmarks == set(), "README names options gpustack lacks"
+    for path, text in DOCUMENTS.items():
+        named = set(LONG_OPTION.findall(text))
+        assert named - everything - benchmarks == set(), f"{path} names options gpustack lacks"
 
 
 def test_the_command_reference_covers_every_command_and_option():
-    reference = section("Commands")
+    # The commands' sections, without the exit codes that follow them.
+    reference = DOCS["commands.md"].split("\n## Exit codes and errors\n", 1)[0]
     for words, command in LEAVES.items():
         name = f"gpustack {' '.join(words)}"
-        assert f"`{name}" in reference, f"{name} is missing from README's Commands"
-        text = subsection(reference, f"gpustack {words[0]}")
+        assert f"`{name}" in reference, f"{name} is missing from docs/commands.md"
+        text = section(f"gpustack {words[0]}", reference)
         long_options = {option for option in options(command) if option.startswith("--")}
         for option in sorted(long_options - {"--help"}):
             assert f"`{option}" in text or f", {option}" in text, (
-                f"{name} {option} is missing from README's Commands"
+                f"{name} {option} is missing from docs/commands.md"
             )
+    global_options = reference.split("\n## ", 1)[0]  # before the first command's section
     for option in options(COMMANDS[()]) - {"-h", "--help"}:
-        assert f"`{option}`" in reference, f"global option {option} is missing"
+        assert f"`{option}`" in global_options, f"global option {option} is missing"
 
 
 # --- Quick start and CI ----------------------------------------------------------------------
@@ -213,51 +226,171 @@ def test_ci_runs_the_readme_test_command_as_written():
 
 def test_the_generated_tables_are_current():
     """The config reference, the profiles table and the lint table are generated (gpustack.docs)
-    from the model, the profiles and the rules; README.md must hold what the generator writes."""
-    assert docs.generate(README) == README, (
-        f"README.md's generated tables are stale: run `{docs.REGENERATE}` and commit the result"
+    from the model, the profiles and the rules; docs/ must hold what the generator writes."""
+    assert docs.generate(DOCS) == DOCS, (
+        f"the generated tables of docs/ are stale: run `{docs.REGENERATE}` and commit the result"
     )
+    # Where a user looks for each table.
+    for name, document in [
+        ("config-fields", "config.md"),
+        ("profile-facts", "profiles.md"),
+        ("lint-rules", "lint.md"),
+    ]:
+        assert f"<!-- generated: {name} " in DOCS[document], (name, document)
 
 
 def test_regenerating_rewrites_only_the_tables(tmp_path):
-    """A stale table is rewritten from its source, the prose around it is kept; a README missing
-    a table's region, or naming a table that does not exist, is an error (exit 2)."""
-    stale = re.sub(r"\| `image-not-pinned` \|[^\n]*\n", "", README).replace(
-        "\n## Lint rules\n", "\n## Lint rules\n\nProse edited by hand.\n"
-    )
-    path = tmp_path / "README.md"
-    path.write_text(stale)
-    assert docs.main([str(path)]) == 0
-    regenerated = path.read_text()
+    """A stale table is rewritten from its source, the prose around it is kept; a folder missing
+    a table's region, naming a table that does not exist, holding a table twice, or without the
+    section a field's `see` links to, is an error (exit 2) and nothing is written."""
+    lint_rules = DOCS["lint.md"]
+    assert lint_rules.startswith("# Lint rules\n")
+    edited = lint_rules.replace("# Lint rules\n", "# Lint rules\n\nProse edited by hand.\n", 1)
+    stale = re.sub(r"\| `image-not-pinned` \|[^\n]*\n", "", edited)
+    folder = tmp_path / "docs"
+    shutil.copytree(DOCS_DIR, folder)
+    (folder / "lint.md").write_text(stale)
+    assert docs.main([str(folder)]) == 0
+    regenerated = (folder / "lint.md").read_text()
     assert "| `image-not-pinned` | error |" in regenerated
-    assert regenerated == README.replace(
-        "\n## Lint rules\n", "\n## Lint rules\n\nProse edited by hand.\n"
-    )
-    for broken in (
-        re.sub(r"<!-- generated: lint-rules .*?<!-- end generated -->", "", README, flags=re.S),
-        README + "\n<!-- generated: commands -->\n<!-- end generated -->\n",
-    ):
-        path.write_text(broken)
-        assert docs.main([str(path)]) == 2
-        assert path.read_text() == broken
-
-
-def test_every_section_link_names_a_heading():
-    """Links such as `[Resources](#resources)`, hand-written or generated, point at a heading."""
-    anchors = {
-        re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
-        for heading in re.findall(r"^#+ (.+)$", FENCED.sub("", README), re.M)
+    assert regenerated == edited
+    assert {path.name: path.read_text() for path in folder.glob("*.md")} == {
+        **DOCS,
+        "lint.md": edited,
     }
-    linked = set(re.findall(r"\]\(#([^)]+)\)", README))
-    assert sorted(linked - anchors) == [], "README links to sections it does not have"
+    config = DOCS["config.md"]
+    for document, broken in (
+        (
+            "lint.md",
+            re.sub(r"<!-- generated: lint-rules .*?<!-- end generated -->", "", edited, flags=re.S),
+        ),
+        ("lint.md", edited + "\n<!-- generated: commands -->\n<!-- end generated -->\n"),
+        ("lint.md", edited + "\n<!-- generated: config-fields -->\n<!-- end generated -->\n"),
+        # The section `resources` fields link to, renamed: the links would lead nowhere.
+        ("components.md", DOCS["components.md"].replace("\n## Resources\n", "\n## Requests\n")),
+    ):
+        shutil.rmtree(folder)
+        shutil.copytree(DOCS_DIR, folder)
+        (folder / "lint.md").write_text(edited)
+        (folder / document).write_text(broken)
+        before = {path.name: path.read_text() for path in folder.glob("*.md")}
+        assert docs.main([str(folder)]) == 2
+        assert {path.name: path.read_text() for path in folder.glob("*.md")} == before
+    assert "](components.md#resources)" in config
+    assert docs.main([str(tmp_path / "README.md")]) == 2  # a folder of documents, not a file
+
+
+# --- links -------------------------------------------------------------------------------------
+
+LINK = re.compile(r"\[(?:[^\[\]`]|`[^`]*`)*\]\(([^()\s]+)\)")
+
+
+def github_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown text: the heading's text in lower case,
+    every character but letters, digits, spaces, `-` and `_` dropped, spaces made hyphens; a
+    repeated one gets `-1`, `-2`..."""
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#{1,6} +(.+?)\s*$", FENCED.sub("", text), re.M):
+        base = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchor, count = base, 0
+        while anchor in anchors:
+            count += 1
+            anchor = f"{base}-{count}"
+        anchors.add(anchor)
+    return anchors
+
+
+def broken_links(path: str, text: str) -> list[str]:
+    """The links of the Markdown file at `path` (relative to the repository) that lead to no file
+    of the repository, or to no heading of it: web addresses are not followed."""
+    broken = []
+    prose = re.sub(r"`[^`\n]*`", "", FENCED.sub("", text))
+    for target in LINK.findall(prose):
+        if re.match(r"[a-z][a-z+.-]*:", target):
+            continue  # https:, mailto:
+        file, _, anchor = target.partition("#")
+        if not file:
+            if anchor not in github_anchors(text):
+                broken.append(f"{path}: {target}: no such section")
+            continue
+        resolved = (ROOT / path).parent / file
+        if not resolved.resolve().is_relative_to(ROOT.resolve()) or not resolved.exists():
+            broken.append(f"{path}: {target}: no such file")
+        elif anchor and anchor not in github_anchors(resolved.read_text()):
+            broken.append(f"{path}: {target}: no such section")
+    return broken
+
+
+def test_github_anchors_are_the_ones_github_makes():
+    """Anchors of headings of these documents as GitHub renders them."""
+    anchors = github_anchors(
+        "# Migrating from the GPU Operator / the device-plugin chart\n"
+        "## Dynamic Resource Allocation (DRA)\n"
+        "### gpustack's own files\n"
+        "## Node pools\n"
+        "## Node pools\n"
+        "```markdown\n### gpustack diff: HEAD → working tree\n```\n"
+    )
+    assert anchors == {
+        "migrating-from-the-gpu-operator--the-device-plugin-chart",
+        "dynamic-resource-allocation-dra",
+        "gpustacks-own-files",
+        "node-pools",
+        "node-pools-1",
+    }
+
+
+def test_a_broken_link_is_found():
+    text = (
+        "[ok](#docs) [ok](docs/lint.md#lint-rules) `[code](#nowhere)` [web](https://example.com)\n"
+        "[gone](docs/nothing.md) [no heading](docs/lint.md#nothing) [out](../outside.md)\n"
+        "[here](#nowhere)\n# Docs\n"
+    )
+    assert broken_links("README.md", text) == [
+        "README.md: docs/nothing.md: no such file",
+        "README.md: docs/lint.md#nothing: no such section",
+        "README.md: ../outside.md: no such file",
+        "README.md: #nowhere: no such section",
+    ]
+
+
+def test_every_link_leads_to_a_file_or_section_of_the_repository():
+    """Links in README.md, ARCHITECTURE.md and docs/, hand-written or generated, to a file of the
+    repository or a heading of a document lead there."""
+    documents = {**DOCUMENTS, "ARCHITECTURE.md": (ROOT / "ARCHITECTURE.md").read_text()}
+    assert sum(len(LINK.findall(text)) for text in documents.values()) > 100
+    broken = [link for path, text in documents.items() for link in broken_links(path, text)]
+    assert broken == []
+
+
+# --- the user's story --------------------------------------------------------------------------
+
+
+def test_readme_is_short_and_lists_every_document():
+    """README keeps the user's story: well under 25 KB, its tour linking to the documents, and
+    one row per document of docs/ (linked) in its Documentation table."""
+    assert len(README.encode()) < 25_000
+    rows = table_with_header(section("Documentation"), "document")
+    linked = [re.fullmatch(r"\[[^\]]+\]\(docs/([a-z-]+\.md)\)", row[0]) for row in rows[1:]]
+    assert all(linked), rows
+    assert sorted(match.group(1) for match in linked if match) == sorted(DOCS)
+    assert all(row[1] for row in rows[1:]), "a document without its line"
+    tour = section("Tour")
+    assert {name for name in DOCS if f"(docs/{name}" in tour} >= {
+        "config.md",
+        "render.md",
+        "ci.md",
+        "diff.md",
+        "gitops.md",
+    }
 
 
 # --- examples ----------------------------------------------------------------------------------
 
 
 def test_the_user_profile_example_works(cli, tmp_path, monkeypatch):
-    """The profile of README's "User profiles", with its commands, as written."""
-    text = subsection(section("Profiles"), "User profiles")
+    """The profile of docs/profiles.md's "User profiles", with its commands, as written."""
+    text = section("User profiles", DOCS["profiles.md"])
     blocks = FENCED.findall(text)
     profile, commands = blocks[0], blocks[1]
     path, _, content = profile.partition("\n")
@@ -280,7 +413,8 @@ def test_the_user_profile_example_works(cli, tmp_path, monkeypatch):
 
 
 def test_examples_table_names_every_example_and_its_output_folder():
-    rows = table_with_header(section("Write a config"), "example")
+    # docs/config.md's first section, before Patches.
+    rows = table_with_header(DOCS["config.md"].split("\n## ", 1)[0], "example")
     documented = {code_key(row[0].split(" ")[0]): code_key(row[1]) for row in rows[1:]}
     examples = {}
     for path in sorted(EXAMPLES.glob("*.yaml")):
@@ -291,8 +425,8 @@ def test_examples_table_names_every_example_and_its_output_folder():
 
 
 def test_the_error_example_is_what_gpustack_prints():
-    """The README's sample error is the bad-input corpus' expected line for that file."""
-    blocks = FENCED.findall(section("Exit codes and errors"))
+    """The sample error of docs/commands.md is the bad-input corpus' expected line for that file."""
+    blocks = FENCED.findall(section("Exit codes and errors", DOCS["commands.md"]))
     (line,) = [line for block in blocks for line in block.splitlines() if line.startswith("error:")]
     source = line.split()[1].split(":")[0]
     expected = (ROOT / source).with_suffix(".expected").read_text().strip()
@@ -302,7 +436,7 @@ def test_the_error_example_is_what_gpustack_prints():
 def test_the_diff_sample_is_what_gpustack_diff_prints(cli, monkeypatch):
     """The sample's first line is the command (run from the repository root), the rest the
     summary it prints."""
-    (block,) = [block for block in FENCED.findall(section("Diff")) if block.startswith("$ ")]
+    (block,) = [block for block in FENCED.findall(DOCS["diff.md"]) if block.startswith("$ ")]
     command, *summary = block.splitlines()
     monkeypatch.chdir(ROOT)
     result = cli(*command.split()[2:], "--color", "never")
