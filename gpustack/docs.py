@@ -182,7 +182,9 @@ def _default(path: str, info: FieldInfo, doc: Doc, from_profiles: dict[str, Any]
 def _link(section: str, headings: Headings, here: str) -> str:
     """A Markdown link from the document `here` to the section of that heading."""
     if section not in headings:
-        raise ValueError(f"no section '{section}' in the documents (named by a Doc(see=...))")
+        raise ValueError(
+            f"no section '{section}', or more than one, in the documents (a Doc(see=...) names it)"
+        )
     document, anchor = headings[section]
     return f"[{section}]({'' if document == here else document}#{anchor})"
 
@@ -325,9 +327,10 @@ def anchor(heading: str) -> str:
 
 def headings(documents: dict[str, str]) -> Headings:
     """Every heading of the documents (outside code blocks) with its document and anchor; a
-    heading whose text two documents share is left out, so no link can name the wrong one."""
+    heading written twice (in one document or two) is left out, so no link can lead to the
+    wrong one."""
     found: Headings = {}
-    shared = set()
+    shared: set[str] = set()
     for name, text in documents.items():
         seen: dict[str, int] = {}
         for heading in _HEADING.findall(_FENCE.sub("", text)):
@@ -370,7 +373,8 @@ def generate(documents: dict[str, str]) -> dict[str, str]:
                 raise ValueError(f"{name}: the table '{table_name}' is in {seen[table_name]} too")
             seen[table_name] = name
             make, source = TABLES[table_name]
-            marker = f"<!-- generated: {table_name} from {source} by {REGENERATE}: edit that, not this -->"
+            marker = f"<!-- generated: {table_name} from {source} by {REGENERATE}: "
+            marker += "edit that, not this -->"
             return f"{marker}\n\n{make(found, name)}\n\n{match.group(2)}"
 
         return _REGION.sub(table, text)
@@ -403,7 +407,6 @@ def main(argv: list[str]) -> int:
     changed = [name for name in documents if new[name] != documents[name]]
     for name in changed:
         (folder / name).write_text(new[name], encoding="utf-8")
-    for name in changed:
         print(f"{folder / name}: regenerated")
     if not changed:
         print(f"{folder}: up to date")

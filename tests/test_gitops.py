@@ -1,5 +1,5 @@
-"""Argo CD and Flux: the README walk-through run as written, GitOps objects checked against the
-upstream CRD schemas, and every rendered folder built with real kustomize."""
+"""Argo CD and Flux: the walk-through of docs/gitops.md run as written, GitOps objects checked
+against the upstream CRD schemas, and every rendered folder built with real kustomize."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ GIT_IDENTITY = {
 
 
 def test_readme_walkthrough_runs_as_written(cli, tmp_path, monkeypatch):
-    """Every file and command of the README's "Fleets and GitOps" section, in order."""
+    """Every file and command of docs/gitops.md, "Fleets and GitOps", in order."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     monkeypatch.setenv("HOME", str(tmp_path))  # no user git config leaks in
     for key, value in GIT_IDENTITY.items():
@@ -91,7 +91,8 @@ def _run(cli, command: str) -> None:
 
 @pytest.fixture(scope="module")
 def fleets(tmp_path_factory):
-    """tool -> the README fleet rendered for it, once for the module's tests (they only read it)."""
+    """tool -> the walk-through's fleet rendered for it, once for the module's tests (they only
+    read it)."""
     rendered = {}
     for tool in ("argocd", "flux"):
         root = tmp_path_factory.mktemp(tool)

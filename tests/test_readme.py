@@ -268,6 +268,8 @@ def test_regenerating_rewrites_only_the_tables(tmp_path):
         ("lint.md", edited + "\n<!-- generated: config-fields -->\n<!-- end generated -->\n"),
         # The section `resources` fields link to, renamed: the links would lead nowhere.
         ("components.md", DOCS["components.md"].replace("\n## Resources\n", "\n## Requests\n")),
+        # ... or written twice: a link could lead to the wrong one.
+        ("day-two.md", DOCS["day-two.md"] + "\n## Resources\n\nAnother section.\n"),
     ):
         shutil.rmtree(folder)
         shutil.copytree(DOCS_DIR, folder)
