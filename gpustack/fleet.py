@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack import lint, validation
 from gpustack import render as rendering_files
-from gpustack.config import Stack, bases, load_stack, read_document
+from gpustack.config import bases, load_stack, read_document
 from gpustack.decorate import layer
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
@@ -44,6 +44,7 @@ from gpustack.layers import Layer
 from gpustack.layout import FLEET_DIR, KUSTOMIZATION, is_ours
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import PICKLE, Rendering, render
+from gpustack.stack import Stack
 from gpustack.yamlio import load_text
 
 if TYPE_CHECKING:

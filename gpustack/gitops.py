@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.config import Stack
 from gpustack.decorate import layer, layer_dependency
 from gpustack.layout import CANARY_LAYER, FLEET_DIR, SMOKE_TEST_LAYER
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
+from gpustack.stack import Stack
 
 APPLICATION_SET_NAME = "gpustack"
 ARGOCD_API = "argoproj.io/v1alpha1"

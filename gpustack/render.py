@@ -12,10 +12,10 @@ from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.config import Stack
 from gpustack.decorate import decorate, layer, rehash
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
+from gpustack.stack import Stack
 from gpustack.workload import deploy_node_labels
 
 

@@ -72,6 +72,17 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
     assert "gpustack.profiles -> gpustack.config" in result.stdout
 
 
+def test_a_component_importing_the_loader_breaks_the_contract(tmp_path):
+    # Components take the resolved Stack from gpustack.stack; the loader sits above them.
+    shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    gfd = tmp_path / "gpustack" / "components" / "gfd.py"
+    gfd.write_text(gfd.read_text() + "\nfrom gpustack import config  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "gpustack.components.gfd -> gpustack.config" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("module", "line", "broken"),
     [

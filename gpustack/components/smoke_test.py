@@ -19,8 +19,8 @@ from typing import Any
 
 import gpustack
 from gpustack import workload
-from gpustack.config import Stack
 from gpustack.model import NodePool
+from gpustack.stack import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
     GPU_RESOURCE,
