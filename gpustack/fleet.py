@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from gpustack import lint, validation
 from gpustack import render as rendering_files
 from gpustack.config import bases, load_stack, read_document
-from gpustack.decorate import layer
+from gpustack.decorate import stage
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
 from gpustack.gitops import with_namespace
@@ -390,8 +390,8 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
         name = rendering.name
         points = posixpath.normpath(template.replace("{name}", name))
         writes = posixpath.normpath(posixpath.join(relative, name))
-        # Flux's Kustomizations read one folder per layer: an overlay has one per layer too.
-        folders = sorted({layer(obj) for obj in rendering.objects}) if rendering.layered else [""]
+        # Flux's Kustomizations read one folder per stage: an overlay has one per stage too.
+        folders = sorted({stage(obj) for obj in rendering.objects}) if rendering.staged else [""]
         if points != writes and not all(
             overlays(top / points / folder, top / writes / folder) for folder in folders
         ):
