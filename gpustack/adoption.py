@@ -19,10 +19,11 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from gpustack import importing
-from gpustack.config import Stack, load_stack
+from gpustack.config import load_stack
 from gpustack.errors import Location, UserError, display_path
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import render
+from gpustack.stack import Stack
 from gpustack.workload import COMPONENT_LABEL
 from gpustack.yamlio import Document, load_all_text, load_text
 

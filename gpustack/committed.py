@@ -1,6 +1,6 @@
 """Reading a rendered folder back from disk (`out/<name>/`), to compare it with a fresh render.
 
-It reads the layout `gpustack render` writes: the cluster folder, Flux's layer folders and
+It reads the layout `gpustack render` writes: the cluster folder, Flux's stage folders and
 `gitops/` (and a fleet's `_gitops/` when given that folder). The objects are those of the YAML
 files a `kustomization.yaml` there lists plus any other `*.yaml` that gpustack wrote (its name and
 header line); every `kustomization.yaml` and gpustack's files under `node/` come back as bytes,
@@ -84,7 +84,7 @@ def read(folder: Path) -> Committed:
     for relative, mode in found.items():
         if stat.S_ISLNK(mode) and (owned_name(relative) or relative in SUBFOLDERS):
             read_file(folder, relative)  # reports the link where gpustack's output belongs
-    # The cluster folder and the sub-folders render writes objects to (Flux layers, gitops/).
+    # The cluster folder and the sub-folders render writes objects to (Flux stages, gitops/).
     object_folders = [""] + [
         relative
         for relative, mode in found.items()

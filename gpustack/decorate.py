@@ -1,8 +1,8 @@
 """The one place for what all objects share: common labels, config hashes, Argo CD sync waves and
-Flux layers, and what every pod gets (images from the registry mirror, pull secrets, resources
+Flux stages, and what every pod gets (images from the registry mirror, pull secrets, resources
 from the config); objects leave here sorted into apply order.
 
-Apply order is gpustack.objects' rank table; sync waves and Flux layers are cut from the same
+Apply order is gpustack.objects' rank table; sync waves and Flux stages are cut from the same
 table, so they follow apply order.
 """
 
@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from gpustack.layout import CANARY_LAYER, LAYER_DEPENDENCIES, SMOKE_TEST_LAYER
+from gpustack.layout import CANARY_STAGE, SMOKE_TEST_STAGE, STAGE_DEPENDENCIES
 from gpustack.objects import RANK, name_of, namespace_of, rank, sort_key
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpustack"}
@@ -70,26 +70,27 @@ def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
     return later + 1  # Jobs that check the running stack (PostSync hooks) and the claims they take
 
 
-def layer(obj: dict[str, Any]) -> str:
-    """The Flux layer (sub-folder of the rendered output) an object belongs to."""
+def stage(obj: dict[str, Any]) -> str:
+    """The Flux stage an object is applied in (its sub-folder of the rendered output, whose
+    Kustomization depends on the stage before it)."""
     position = rank(obj)
     if position <= RANK["RuntimeClass"]:
         return "foundation"
     if is_canary(obj):
-        return CANARY_LAYER
+        return CANARY_STAGE
     if position < RANK["ServiceMonitor"]:
         return "workloads"
     if position < RANK[FIRST_CHECK]:
         return "monitors"  # and kinds not in the rank table
-    return SMOKE_TEST_LAYER
+    return SMOKE_TEST_STAGE
 
 
-def layer_dependency(folder: str, present: Collection[str]) -> str | None:
-    """The layer `folder`'s Kustomization depends on among the `present` (non-empty) ones: its
+def stage_dependency(folder: str, present: Collection[str]) -> str | None:
+    """The stage `folder`'s Kustomization depends on among the `present` (non-empty) ones: its
     own, or the nearest one that one depends on."""
-    dependency = LAYER_DEPENDENCIES[folder]
+    dependency = STAGE_DEPENDENCIES[folder]
     while dependency is not None and dependency not in present:
-        dependency = LAYER_DEPENDENCIES[dependency]
+        dependency = STAGE_DEPENDENCIES[dependency]
     return dependency
 
 
@@ -185,7 +186,7 @@ def _annotate_sync(obj: dict[str, Any], canary: bool) -> None:
         # Client-side apply stores the whole object in an annotation limited to 256 KiB, which
         # large CRDs exceed (argo-cd sync-options docs, ServerSideApply).
         annotations[SYNC_OPTIONS] = "ServerSideApply=true"
-    elif layer(obj) == "monitors":
+    elif stage(obj) == "monitors":
         # A monitor's CRD comes from the monitoring stack; if it is not installed yet, the dry run
         # must not block the GPU stack (argo-cd sync-options docs, SkipDryRunOnMissingResource).
         annotations[SYNC_OPTIONS] = "SkipDryRunOnMissingResource=true"

@@ -13,8 +13,8 @@ import copy
 import json
 from typing import Any
 
-from gpustack.config import Stack
 from gpustack.model import NodePool
+from gpustack.stack import Stack
 from gpustack.workload import API_ACCESS, API_ACCESS_MOUNT, CDI_HOOK, HOST_CDI_HOOK
 
 NAME = "nvidia-device-plugin"

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack import lint, validation
 from gpustack import render as rendering_files
-from gpustack.config import Stack, bases, load_stack, read_document
-from gpustack.decorate import layer
+from gpustack.config import bases, load_stack, read_document
+from gpustack.decorate import stage
 from gpustack.errors import Location, UserError, display_path, real_path
 from gpustack.findings import Finding
 from gpustack.gitops import with_namespace
@@ -44,6 +44,7 @@ from gpustack.layers import Layer
 from gpustack.layout import FLEET_DIR, KUSTOMIZATION, is_ours
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import PICKLE, Rendering, render
+from gpustack.stack import Stack
 from gpustack.yamlio import load_text
 
 if TYPE_CHECKING:
@@ -389,8 +390,8 @@ def misplaced(renderings: Sequence[Rendering], out: Path) -> list[str]:
         name = rendering.name
         points = posixpath.normpath(template.replace("{name}", name))
         writes = posixpath.normpath(posixpath.join(relative, name))
-        # Flux's Kustomizations read one folder per layer: an overlay has one per layer too.
-        folders = sorted({layer(obj) for obj in rendering.objects}) if rendering.layered else [""]
+        # Flux's Kustomizations read one folder per stage: an overlay has one per stage too.
+        folders = sorted({stage(obj) for obj in rendering.objects}) if rendering.staged else [""]
         if points != writes and not all(
             overlays(top / points / folder, top / writes / folder) for folder in folders
         ):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.config import Stack
-from gpustack.decorate import layer, layer_dependency
-from gpustack.layout import CANARY_LAYER, FLEET_DIR, SMOKE_TEST_LAYER
+from gpustack.decorate import stage, stage_dependency
+from gpustack.layout import CANARY_STAGE, FLEET_DIR, SMOKE_TEST_STAGE
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
+from gpustack.stack import Stack
 
 APPLICATION_SET_NAME = "gpustack"
 ARGOCD_API = "argoproj.io/v1alpha1"
@@ -28,7 +28,7 @@ def application_name(cluster: str) -> str:
 
 
 def cluster_objects(stack: Stack, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The cluster's Application, or its Flux Kustomizations (one per non-empty layer of the
+    """The cluster's Application, or its Flux Kustomizations (one per non-empty stage of the
     rendered `objects`)."""
     gitops = stack.config.gitops
     if gitops.tool == "argocd" and gitops.argocd and not gitops.argocd.applicationSet:
@@ -162,15 +162,15 @@ def _application_spec(argocd: ArgoCD, path: str, destination: dict[str, str]) ->
 
 
 def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A Kustomization per layer, each depending on the layer layout.LAYER_DEPENDENCIES names
+    """A Kustomization per stage, each depending on the stage layout.STAGE_DEPENDENCIES names
     (or the nearest one rendered), and the GitRepository when the config describes it.
 
-    The smoke-test layer depends on the workloads and is Ready only when its Job passed: `wait`
+    The smoke-test stage depends on the workloads and is Ready only when its Job passed: `wait`
     health-checks every object, a Job by its completion (fluxcd/pkg runtime/statusreaders/job.go,
     which kustomize-controller uses for Jobs), and without `wait` the Job is named in
     `healthChecks`. Its timeout covers the Job's deadline, so a failure reports the Job's reason
     rather than a timeout (Flux docs, use-cases/running-jobs)."""
-    layers = list(dict.fromkeys(layer(obj) for obj in rendered))
+    stages = list(dict.fromkeys(stage(obj) for obj in rendered))
     flux = stack.config.gitops.flux
     assert flux is not None and flux.sourceRef is not None  # the model refuses incomplete settings
     source_ref: dict[str, str] = {"kind": flux.sourceRef.kind, "name": flux.sourceRef.name}
@@ -178,23 +178,23 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
         source_ref["namespace"] = flux.sourceRef.namespace
     path = flux.path.replace("{name}", stack.name)
     objects: list[dict[str, Any]] = []
-    for folder in layers:
+    for folder in stages:
         name = f"{application_name(stack.name)}-{folder}"
         spec: dict[str, Any] = {"interval": flux.interval}
-        dependency = layer_dependency(folder, layers)
+        dependency = stage_dependency(folder, stages)
         if dependency:
-            # dependsOn waits until that layer is Ready (with wait: all its objects).
+            # dependsOn waits until that stage is Ready (with wait: all its objects).
             spec["dependsOn"] = [{"name": f"{application_name(stack.name)}-{dependency}"}]
         timeout = flux.timeout
         startup = max(
-            (_startup_seconds(obj) for obj in rendered if layer(obj) == folder), default=0
+            (_startup_seconds(obj) for obj in rendered if stage(obj) == folder), default=0
         )
         if startup:
             # A pod is Ready only once its startup probe passed, which may take the probe's whole
             # budget (the driver container's build: 60 s + 120 x 10 s, as the GPU Operator
-            # allows); the layer's own timeout is left for the rest once it has.
+            # allows); the stage's own timeout is left for the rest once it has.
             timeout = f"{startup + duration_ms(timeout) // 1000}s"
-        if folder == SMOKE_TEST_LAYER:
+        if folder == SMOKE_TEST_STAGE:
             deadline = stack.config.smokeTest.activeDeadlineSeconds + 60
             if deadline * 1000 > duration_ms(timeout):
                 timeout = f"{deadline}s"
@@ -203,13 +203,13 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
                 "sourceRef": source_ref,
                 "path": f"{path}/{folder}",
                 "prune": flux.prune,
-                # The canary layer always waits: the rest of the stack depends on its driver
+                # The canary stage always waits: the rest of the stack depends on its driver
                 # pods being Ready, not on its objects being applied.
-                "wait": flux.wait or folder == CANARY_LAYER,
+                "wait": flux.wait or folder == CANARY_STAGE,
                 "timeout": timeout,
             }
         )
-        if folder == SMOKE_TEST_LAYER and not flux.wait:
+        if folder == SMOKE_TEST_STAGE and not flux.wait:
             spec["healthChecks"] = [
                 {
                     "apiVersion": obj["apiVersion"],
@@ -218,7 +218,7 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
                     "namespace": obj["metadata"]["namespace"],
                 }
                 for obj in rendered
-                if layer(obj) == SMOKE_TEST_LAYER
+                if stage(obj) == SMOKE_TEST_STAGE
             ]
         objects.append(
             {

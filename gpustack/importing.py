@@ -388,7 +388,7 @@ class _Import:
 
     def auto(self, target: str) -> Any:
         """What a setting left at `auto` comes to on this profile with the settings so far
-        (config.Stack: toolkit_enabled, monitor); None where it depends on more."""
+        (stack.Stack: toolkit_enabled, monitor); None where it depends on more."""
         facts = self.profile.facts
         if target == "toolkit.enabled":
             mode = self.settings.get("driver.mode", (facts.driver.default,))[0]

@@ -81,6 +81,18 @@ def nearest(layers: list[Layer], path: tuple[str | int, ...], key: bool = False)
     return top.source.nearest(())
 
 
+def set_by_user(layers: list[Layer], path: tuple[str, ...]) -> bool:
+    """Whether a layer above the profile's defaults (the first) sets `path`, read from the
+    layers' data: positions are worked out only for an error."""
+    for layer in layers[1:]:
+        data: Any = layer.data
+        for key in path:
+            data = data.get(key) if isinstance(data, dict) else None
+        if data is not None:
+            return True
+    return False
+
+
 def validate(model: type[BaseModel], data: Any, layers: list[Layer]) -> Any:
     """Validate `data` against `model`, turning the first error into a located UserError."""
     try:

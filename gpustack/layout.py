@@ -10,7 +10,7 @@ the writer.
       _gitops/                  the fleet's ApplicationSet (FLEET_DIR)
       <cluster>/
         kustomization.yaml      (KUSTOMIZATION)
-        <kind>-<name>.yaml      the objects; with Flux, in one folder per layer (LAYERS)
+        <kind>-<name>.yaml      the objects; with Flux, in one folder per stage (STAGES)
         gitops/                 the cluster's Application or Flux Kustomizations (CLUSTER_DIR)
         node/                   host-side files: scripts, containerd and TOML settings (NODE_DIR)
 """
@@ -32,31 +32,31 @@ CLUSTER_DIR = "gitops"
 # cannot start a cluster name, so no cluster's folder can clash with it.
 FLEET_DIR = "_gitops"
 
-# Flux layers (sub-folders of the rendered output), one Kustomization each, in apply order; each
-# depends on the layer named beside it, so that nothing waits for what it does not need. The GPU
-# DaemonSets (the driver and everything that needs it on its node) are in `workloads`: after a
-# driver change its rollout may take hours (one node at a time, each rebuilding the driver), and
-# kstatus keeps the layer InProgress until every node runs the new pod. Only the smoke test, which
-# proves the driver, depends on it; the monitors need only the namespace. An object keeps its layer
-# across gpustack versions: Flux prunes an object that leaves a Kustomization before another
-# Kustomization has taken it over.
-SMOKE_TEST_LAYER = "smoke-test"
+# Flux applies a cluster's objects in stages, in apply order: each stage a sub-folder of the
+# rendered output and one Kustomization, which depends on the stage named beside it, so that
+# nothing waits for what it does not need. The GPU DaemonSets (the driver and everything that
+# needs it on its node) are in `workloads`: after a driver change its rollout may take hours (one
+# node at a time, each rebuilding the driver), and kstatus keeps the stage InProgress until every
+# node runs the new pod. Only the smoke test, which proves the driver, depends on it; the monitors
+# need only the namespace. An object keeps its stage across gpustack versions: Flux prunes an
+# object that leaves a Kustomization before another Kustomization has taken it over.
+SMOKE_TEST_STAGE = "smoke-test"
 # With a canary node pool, what changes the canary's GPU node software (its driver DaemonSet and
-# what that needs) is a layer of its own, which the workloads layer depends on: with `wait` the
+# what that needs) is a stage of its own, which the workloads stage depends on: with `wait` the
 # canary's driver pods must all be Ready, their new driver answering, before Flux applies the
-# change to the other nodes. Without a canary pool the layer is empty, and the workloads depend
+# change to the other nodes. Without a canary pool the stage is empty, and the workloads depend
 # on the foundation as before.
-CANARY_LAYER = "canary"
-LAYER_DEPENDENCIES: dict[str, str | None] = {
+CANARY_STAGE = "canary"
+STAGE_DEPENDENCIES: dict[str, str | None] = {
     "foundation": None,
-    CANARY_LAYER: "foundation",
-    "workloads": CANARY_LAYER,
+    CANARY_STAGE: "foundation",
+    "workloads": CANARY_STAGE,
     "monitors": "foundation",
-    SMOKE_TEST_LAYER: "workloads",
+    SMOKE_TEST_STAGE: "workloads",
 }
-LAYERS = tuple(LAYER_DEPENDENCIES)
+STAGES = tuple(STAGE_DEPENDENCIES)
 # The folders inside a cluster's folder that gpustack writes.
-SUBFOLDERS = {NODE_DIR, CLUSTER_DIR, *LAYERS}
+SUBFOLDERS = {NODE_DIR, CLUSTER_DIR, *STAGES}
 
 # The ownership marker: the first line of every file gpustack writes; `output` replaces and
 # prunes only files that carry it.
@@ -68,7 +68,7 @@ HEADER = f"# {GENERATED}\n"
 HEADERS = (HEADER.encode(), f"<!-- {GENERATED} -->\n".encode())
 
 # File names gpustack writes: `<kind>-<name>.yaml` (DNS-1123 names, lowercase kind) and
-# kustomization.yaml, at the top or in a Flux layer or gitops/ folder; host-side files in node/.
+# kustomization.yaml, at the top or in a Flux stage or gitops/ folder; host-side files in node/.
 _OBJECT_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.yaml")
 _NODE_FILE = re.compile(r"(?:README\.md|[a-z0-9][a-z0-9.-]*\.(?:yaml|toml|sh|conf|json))")
 

@@ -5,7 +5,7 @@ components/node_status_exporter.py) publish them; the alerts and the dashboard q
 
 from __future__ import annotations
 
-from gpustack.config import Stack
+from gpustack.stack import Stack
 
 DCGM_EXPORTER = "nvidia-dcgm-exporter"
 # The label every exporter sample gets with the name of its node (the exporter's monitors in

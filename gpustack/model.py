@@ -461,7 +461,7 @@ class NodePool(Strict):
         default=False,
         description=(
             "the pool gets a driver DaemonSet of its own, applied first (Argo CD sync wave, "
-            "Flux layer), and the rest of the stack only once it is healthy; the smoke test "
+            "Flux stage), and the rest of the stack only once it is healthy; the smoke test "
             "runs on the pool"
         ),
     )

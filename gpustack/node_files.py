@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpustack import bottlerocket, device_plugin_config, emit, mig, workload
-from gpustack.config import Stack
 from gpustack.layout import GENERATED, HEADER
 from gpustack.model import AKSNodePool, GKENodePool, NodePool
+from gpustack.stack import Stack
 from gpustack.workload import (
     deploy_label_keys,
     deploy_labels_used,

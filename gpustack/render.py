@@ -12,10 +12,10 @@ from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.config import Stack
-from gpustack.decorate import decorate, layer, rehash
+from gpustack.decorate import decorate, rehash, stage
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
+from gpustack.stack import Stack
 from gpustack.workload import deploy_node_labels
 
 
@@ -23,8 +23,8 @@ from gpustack.workload import deploy_node_labels
 class Rendering:
     """One cluster's output: Kubernetes objects in apply order, plus host-side node files.
 
-    With Flux (`layered`), the objects go to one sub-folder per layer (decorate.layer) so that a
-    Kustomization per layer can depend on the previous one; `gitops_objects` (the Application or
+    With Flux (`staged`), the objects go to one sub-folder per stage (decorate.stage) so that a
+    Kustomization per stage can depend on the previous one; `gitops_objects` (the Application or
     the Flux Kustomizations) go to `gitops/`, outside the kustomization they point at.
     """
 
@@ -34,7 +34,7 @@ class Rendering:
     warnings: list[str] = field(default_factory=list)
     source: str = ""
     kubernetes_version: str = ""
-    layered: bool = False
+    staged: bool = False
     gitops_objects: list[dict[str, Any]] = field(default_factory=list)
     application_set: dict[str, Any] | None = None
     # What the config says about the GPU nodes, for the lint rules (lint.run).
@@ -119,7 +119,7 @@ def render(stack: Stack) -> Rendering:
         warnings,
         source=stack.source,
         kubernetes_version=stack.config.platform.kubernetesVersion,
-        layered=tool == "flux",
+        staged=tool == "flux",
         gitops_objects=decorate(gitops.cluster_objects(stack, objects)),
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
@@ -147,7 +147,7 @@ def _minor(version: str) -> tuple[int, ...]:
 
 def files(rendering: Rendering) -> dict[str, bytes]:
     """Every file of `out/<name>/`, keyed by its path relative to that folder."""
-    result = _folder(rendering.objects, rendering.layered, rendering.content_keys)
+    result = _folder(rendering.objects, rendering.staged, rendering.content_keys)
     if rendering.gitops_objects:
         for name, emitted in _folder(rendering.gitops_objects).items():
             result[f"{CLUSTER_DIR}/{name}"] = emitted
@@ -159,7 +159,7 @@ def files(rendering: Rendering) -> dict[str, bytes]:
 def object_paths(rendering: Rendering) -> dict[Identity, str]:
     """Where files() writes each object, relative to `out/<name>/`."""
     paths = {
-        identity(obj): f"{layer(obj)}/{file_name(obj)}" if rendering.layered else file_name(obj)
+        identity(obj): f"{stage(obj)}/{file_name(obj)}" if rendering.staged else file_name(obj)
         for obj in rendering.objects
     }
     for obj in rendering.gitops_objects:
@@ -173,27 +173,27 @@ def fleet_files(application_set: dict[str, Any]) -> dict[str, bytes]:
 
 
 def _folder(
-    objects: list[dict[str, Any]], layered: bool = False, keys: list[bytes] | None = None
+    objects: list[dict[str, Any]], staged: bool = False, keys: list[bytes] | None = None
 ) -> dict[str, bytes]:
-    """One file per object and a kustomization.yaml listing them all in apply order; `layered`
-    puts each object in its layer's sub-folder, which gets a kustomization.yaml of its own.
+    """One file per object and a kustomization.yaml listing them all in apply order; `staged`
+    puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own.
     `keys`: the objects' content keys, when already made."""
     result: dict[str, bytes] = {}
     resources: list[str] = []
-    layers: dict[str, list[str]] = {}
+    stages: dict[str, list[str]] = {}
     if keys is None:
         keys = [pickle.dumps(obj, PICKLE) for obj in objects]
     for key in keys:
-        name, object_layer, emitted = _written(key)
-        if layered:
-            layers.setdefault(object_layer, []).append(name)
-            name = f"{object_layer}/{name}"
+        name, object_stage, emitted = _written(key)
+        if staged:
+            stages.setdefault(object_stage, []).append(name)
+            name = f"{object_stage}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
         result[name] = emitted
         resources.append(name)
     result[KUSTOMIZATION] = _kustomization(resources)
-    for folder, names in layers.items():
+    for folder, names in stages.items():
         result[f"{folder}/{KUSTOMIZATION}"] = _kustomization(names)
     return result
 
@@ -206,9 +206,9 @@ PICKLE = pickle.HIGHEST_PROTOCOL
 
 @lru_cache(maxsize=8192)
 def _written(content: bytes) -> tuple[str, str, bytes]:
-    """The object's file name, Flux layer and file content."""
+    """The object's file name, Flux stage and file content."""
     obj = pickle.loads(content)
-    return file_name(obj), layer(obj), (HEADER + emit.dump(obj)).encode()
+    return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode()
 
 
 def _kustomization(resources: list[str]) -> bytes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
+from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack
 from gpustack.workload import host_path_volume
 
 # Where every step of a node's bring-up leaves its ready file (the host folder the operator's

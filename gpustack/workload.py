@@ -10,8 +10,8 @@ import copy
 import itertools
 from typing import Any
 
-from gpustack.config import Stack
 from gpustack.model import NodePool
+from gpustack.stack import Stack
 
 NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"

@@ -472,7 +472,7 @@ def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
         raise error
 
 
-def stack_for(tmp_path: Path, profile: str, **sections: object):  # -> gpustack.config.Stack
+def stack_for(tmp_path: Path, profile: str, **sections: object):  # -> gpustack.stack.Stack
     """A Stack for a minimal config on `profile` with the given top-level sections."""
     import json
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from conftest import EXAMPLES, ROOT
 
 from gpustack import render
-from gpustack.config import Stack, load_stack
+from gpustack.config import load_stack
+from gpustack.stack import Stack
 
 OUT = ROOT / "out"
 

@@ -61,8 +61,8 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
-    # The cycle the layers once had: profiles reaching up into config for its merging.
+def test_an_import_against_the_tiers_breaks_the_contract(tmp_path):
+    # The cycle the tiers once had: profiles reaching up into config for its merging.
     shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     profiles = tmp_path / "gpustack" / "profiles.py"
@@ -70,6 +70,17 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
     result = lint_imports(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "gpustack.profiles -> gpustack.config" in result.stdout
+
+
+def test_a_component_importing_the_loader_breaks_the_contract(tmp_path):
+    # Components take the resolved Stack from gpustack.stack; the loader sits above them.
+    shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    gfd = tmp_path / "gpustack" / "components" / "gfd.py"
+    gfd.write_text(gfd.read_text() + "\nfrom gpustack import config  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "gpustack.components.gfd -> gpustack.config" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -107,15 +118,15 @@ def test_an_import_between_independent_modules_breaks_their_contract(
     assert f"{broken} BROKEN" in result.stdout
 
 
-def test_architecture_draws_the_layers_that_are_enforced():
-    """ARCHITECTURE.md's picture of the layers is the contract's list, row for row."""
+def test_architecture_draws_the_tiers_that_are_enforced():
+    """ARCHITECTURE.md's picture of the tiers is the contract's list, row for row."""
     import tomllib
 
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    layers = next(c for c in contracts["contracts"] if c["type"] == "layers")["layers"]
-    enforced = [layer.replace("gpustack.", "") for layer in layers]
+    tiers = next(c for c in contracts["contracts"] if c["type"] == "layers")["layers"]
+    enforced = [tier.replace("gpustack.", "") for tier in tiers]
     text = (ROOT / "ARCHITECTURE.md").read_text()
-    drawing = text.split("## The layers, as enforced", 1)[1].split("```", 2)[1]
+    drawing = text.split("## The tiers, as enforced", 1)[1].split("```", 2)[1]
     drawn = [
         re.split(r"\s{2,}|\s*◀", line.strip())[0]
         for line in drawing.splitlines()

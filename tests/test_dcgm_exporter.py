@@ -19,9 +19,10 @@ import pytest
 from conftest import SHARED, validate_upstream
 from manifests import shared_affinity
 
-from gpustack.config import Stack, load_stack
+from gpustack.config import load_stack
 from gpustack.errors import UserError
 from gpustack.render import render
+from gpustack.stack import Stack
 
 PROFILES = ("kubeadm", "rke2", "openshift", "gke-cos")
 EXPORTER = "nvidia-dcgm-exporter"

@@ -31,7 +31,7 @@ LAYOUTS = {
     "argocd-application": ARGOCD,
     "argocd-application-set": ARGOCD + "    applicationSet: true\n",
     "argocd-plugin": ARGOCD + "    path: clusters/{name}\n    plugin: {name: gpustack}\n",
-    "flux-layers": FLUX,
+    "flux-stages": FLUX,
     "flux-with-git-repository": FLUX
     + "    gitRepository: {url: https://git.example.com/fleet.git, ref: {branch: main}}\n",
 }
@@ -49,7 +49,7 @@ def test_render_then_diff_against_the_output_is_no_difference(cli, tmp_path, lay
     assert result.stdout.startswith("no differences"), result.stdout
 
 
-def test_a_hand_edit_in_a_flux_layer_is_reported_once(cli, tmp_path):
+def test_a_hand_edit_in_a_flux_stage_is_reported_once(cli, tmp_path):
     config = tmp_path / "lab.yaml"
     config.write_text(BASE + FLUX)
     out = tmp_path / "out"
@@ -67,7 +67,7 @@ def test_a_hand_edit_in_a_flux_layer_is_reported_once(cli, tmp_path):
     (change,) = document["changes"]
     assert (change["kind"], change["name"]) == ("DaemonSet", "nvidia-device-plugin")
     assert change["paths"] == ["spec.template.spec.priorityClassName"]
-    # Named by the file it is in, layer folder included, in the JSON and the diff's headers.
+    # Named by the file it is in, stage folder included, in the JSON and the diff's headers.
     assert change["file"] == "workloads/daemonset-nvidia-device-plugin.yaml"
     header = f"--- {out / 'lab' / 'workloads' / 'daemonset-nvidia-device-plugin.yaml'}\n"
     assert header in change["diff"]

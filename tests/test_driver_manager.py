@@ -616,7 +616,7 @@ def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
     cli, tmp_path, profile, sections, layout
 ):
     """What a reviewer sees before committing a driver upgrade: one changed object, the driver
-    DaemonSet (its image and digest), whatever the GitOps layout (Flux layers, Argo CD waves).
+    DaemonSet (its image and digest), whatever the GitOps layout (Flux stages, Argo CD waves).
     With a GitOps tool the smoke test Job is also replaced by a new one, by design: its name
     hashes the config so that every change of the stack is tested again (and the kustomizations
     list the new name); diff pairs the two Jobs, a change of its name alone."""

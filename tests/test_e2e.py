@@ -34,8 +34,9 @@ from manifests import (
 from ruamel.yaml import YAML
 
 from gpustack import output, render
-from gpustack.config import Stack, load_stack
+from gpustack.config import load_stack
 from gpustack.objects import identity
+from gpustack.stack import Stack
 
 CRD_SCHEMAS = SHARED / "crd-schemas"
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"

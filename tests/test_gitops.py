@@ -139,18 +139,18 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet):
         gitops = cluster / "gitops"
         assert by_identity(kustomize(gitops)) == by_identity(listed_objects(gitops))
         if tool == "flux":
-            layer_objects = []
+            stage_objects = []
             for kustomization in listed_objects(gitops):
                 if kustomization["kind"] != "Kustomization":
                     continue
                 folder = out.parent / kustomization["spec"]["path"]
-                layer_objects += kustomize(folder)
-            # The layers together are exactly the whole folder, each object in one layer.
-            assert by_identity(layer_objects) == by_identity(rendered)
+                stage_objects += kustomize(folder)
+            # The stages together are exactly the whole folder, each object in one stage.
+            assert by_identity(stage_objects) == by_identity(rendered)
 
 
 def test_the_rendered_fleet_validates_on_its_own(cli, fleet):
-    # Flux splits a cluster into layer folders: lint still sees the cluster as a whole (the
+    # Flux splits a cluster into stage folders: lint still sees the cluster as a whole (the
     # DaemonSets in workloads/ find the RuntimeClass in foundation/).
     _, out = fleet
     result = cli("validate", "--summary", out)
@@ -194,7 +194,7 @@ def test_sync_waves_follow_apply_order(argocd_out):
             assert by_kind["RuntimeClass"] < by_kind["DaemonSet"]
 
 
-def test_flux_layers_depend_on_what_they_need(flux_out):
+def test_flux_stages_depend_on_what_they_need(flux_out):
     out = flux_out
     cluster = out / "gpu-west"
     kustomizations = [
@@ -212,15 +212,15 @@ def test_flux_layers_depend_on_what_they_need(flux_out):
         assert kustomization["spec"]["prune"] is True and kustomization["spec"]["wait"] is True
         assert kustomization["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "gpu-fleet"}
     kinds = {
-        layer: {obj["kind"] for obj in kustomize(cluster / layer)}
-        for layer in ("foundation", "workloads")
+        stage: {obj["kind"] for obj in kustomize(cluster / stage)}
+        for stage in ("foundation", "workloads")
     }
     assert {"Namespace", "CustomResourceDefinition"} <= kinds["foundation"]
     assert "DaemonSet" in kinds["workloads"] and "Namespace" not in kinds["workloads"]
-    # The top-level kustomization still lists every object, layer by layer in apply order.
+    # The top-level kustomization still lists every object, stage by stage in apply order.
     top = [path.split("/")[0] for path in load(cluster / "kustomization.yaml")["resources"]]
     order = ["foundation", "workloads", "monitors", "smoke-test"]
-    assert [order.index(layer) for layer in top] == sorted(order.index(layer) for layer in top)
+    assert [order.index(stage) for stage in top] == sorted(order.index(stage) for stage in top)
     assert top[0] == "foundation"
 
 
@@ -442,17 +442,17 @@ def test_sync_waves_put_crds_and_namespaces_first_and_monitors_with_the_workload
     assert all("annotations" not in o["metadata"] for o in decorate(_objects_of_every_phase()))
 
 
-def test_flux_layers_build_with_kustomize_including_crds_and_monitors(tmp_path):
+def test_flux_stages_build_with_kustomize_including_crds_and_monitors(tmp_path):
     from gpustack.decorate import decorate
     from gpustack.render import Rendering, files
 
-    rendering = Rendering("lab", decorate(_objects_of_every_phase()), layered=True)
+    rendering = Rendering("lab", decorate(_objects_of_every_phase()), staged=True)
     for relative, content in files(rendering).items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_bytes(content)
     kinds = {
-        layer: [o["kind"] for o in kustomize(tmp_path / layer)]
-        for layer in ("foundation", "workloads", "monitors")
+        stage: [o["kind"] for o in kustomize(tmp_path / stage)]
+        for stage in ("foundation", "workloads", "monitors")
     }
     assert sorted(kinds["foundation"]) == ["CustomResourceDefinition", "Namespace", "RuntimeClass"]
     assert sorted(kinds["workloads"]) == ["DaemonSet", "ServiceAccount"]
@@ -520,7 +520,7 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
 ):
     """Argo CD or Flux may read a kustomize overlay of the rendered folder (a supported layout):
     render and check say nothing of it; a cluster whose overlay is missing is still named. Flux
-    reads one folder per layer, so its overlay has one per layer too."""
+    reads one folder per stage, so its overlay has one per stage too."""
     monkeypatch.chdir(tmp_path)
     readme_files(tmp_path, tool)
     base = tmp_path / "clusters/base.yaml"
@@ -531,7 +531,7 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
         )
     )
     assert cli("render", "clusters", "-o", "out").exit_code == 0
-    layers = (
+    stages = (
         sorted(
             p.name
             for p in (tmp_path / "out/gpu-east").iterdir()
@@ -540,11 +540,11 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
         if tool == "flux"
         else [""]
     )
-    assert layers != [] and (tool == "argocd" or "workloads" in layers)
+    assert stages != [] and (tool == "argocd" or "workloads" in stages)
 
     def overlay(name: str, source: str, annotate: bool = True) -> None:
-        """overlays/<name>/ building on `source` (relative to the repository), per layer."""
-        for folder in layers:
+        """overlays/<name>/ building on `source` (relative to the repository), per stage."""
+        for folder in stages:
             target = tmp_path / "overlays" / name / folder
             target.mkdir(parents=True, exist_ok=True)
             up = "../" * (3 if folder else 2)
@@ -554,7 +554,7 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
             )
 
     if tool == "flux":
-        # A top-level overlay alone is not enough for Flux, which reads the layers' folders.
+        # A top-level overlay alone is not enough for Flux, which reads the stages' folders.
         (tmp_path / "overlays/gpu-east").mkdir(parents=True)
         (tmp_path / "overlays/gpu-east/kustomization.yaml").write_text(
             "resources:\n  - ../../out/gpu-east\n"
@@ -572,6 +572,6 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
     for command in ("render", "check"):
         quiet = cli(command, "clusters", "-o", "out")
         assert quiet.exit_code == 0 and setting not in quiet.stderr, quiet.stderr
-    for folder in layers:
+    for folder in stages:
         built = kustomize(tmp_path / "overlays" / "gpu-east" / folder)
         assert built and all(obj["metadata"]["annotations"]["team"] == "gpu" for obj in built)

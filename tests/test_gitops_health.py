@@ -1,4 +1,4 @@
-"""Every Flux layer and Argo CD Application reaches Ready/Healthy, on a first install and after a
+"""Every Flux stage and Argo CD Application reaches Ready/Healthy, on a first install and after a
 driver change, judged by Flux's and Argo CD's own rules (tests/health_rules.py).
 
 The cluster is simulated as its controllers leave it once they converged: a DaemonSet's pods run
@@ -175,7 +175,7 @@ class Cluster:
 
 
 @dataclass
-class LayerResult:
+class StageResult:
     ready: bool
     message: str
     applied: bool
@@ -183,10 +183,10 @@ class LayerResult:
 
 def reconcile_flux(
     folder: Path, kustomizations: list[dict[str, Any]], cluster: Cluster
-) -> dict[str, LayerResult]:
+) -> dict[str, StageResult]:
     """Each Kustomization reconciled once its dependencies are (kustomize-controller: dependsOn,
     then apply, then wait for every object's kstatus, or only `healthChecks` without `wait`)."""
-    results: dict[str, LayerResult] = {}
+    results: dict[str, StageResult] = {}
     pending = {k["metadata"]["name"]: k for k in kustomizations}
     while pending:
         progressed = False
@@ -200,7 +200,7 @@ def reconcile_flux(
             not_ready = [d for d in dependencies if not results[d].ready]
             if not_ready:
                 message = f"DependencyNotReady: dependency '{not_ready[0]}' is not ready"
-                results[name] = LayerResult(False, message, applied=False)
+                results[name] = StageResult(False, message, applied=False)
                 continue
             objects = kustomize(folder / spec["path"].rsplit("/", 1)[1])
             for obj in objects:
@@ -218,7 +218,7 @@ def reconcile_flux(
                 for status, message in [kstatus(obj)]
                 if status != CURRENT
             ]
-            results[name] = LayerResult(
+            results[name] = StageResult(
                 not waiting, "; ".join(waiting) or "ReconciliationSucceeded", applied=True
             )
         assert progressed, f"dependency cycle among {sorted(pending)}"
@@ -226,10 +226,10 @@ def reconcile_flux(
 
 
 def flux_objects_waiting(
-    folder: Path, kustomizations: list[dict[str, Any]], results: dict[str, LayerResult]
+    folder: Path, kustomizations: list[dict[str, Any]], results: dict[str, StageResult]
 ) -> list[dict[str, Any]]:
     """The objects of the Kustomizations that did not apply the revision (a dependency was not
-    Ready): what waits behind the layers that are not Ready."""
+    Ready): what waits behind the stages that are not Ready."""
     return [
         obj
         for kustomization in kustomizations
@@ -338,7 +338,7 @@ def drivers(folder: Path) -> list[dict[str, Any]]:
 ON_DELETE_WEDGES = (
     "the driver DaemonSet is rendered with updateStrategy OnDelete, which kstatus keeps "
     "InProgress after every driver change (its pods are replaced only by hand): the workloads "
-    "layer, and the smoke test after it, reach Ready only with a RollingUpdate driver "
+    "stage, and the smoke test after it, reach Ready only with a RollingUpdate driver "
     "(driver.upgrade.maxUnavailable)"
 )
 
@@ -347,7 +347,7 @@ ON_DELETE_WEDGES = (
 
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
-def test_every_flux_layer_is_ready_on_a_first_install_and_after_a_driver_change(tmp_path, example):
+def test_every_flux_stage_is_ready_on_a_first_install_and_after_a_driver_change(tmp_path, example):
     cluster = Cluster()
     before = render_example(tmp_path, example, "flux", VERSION_A)
     first = reconcile_flux(before, kustomizations(before), cluster)
@@ -356,16 +356,16 @@ def test_every_flux_layer_is_ready_on_a_first_install_and_after_a_driver_change(
     after = render_example(tmp_path, example, "flux", VERSION_B)
     assert drivers(after) != drivers(before), "a driver.version change must change the driver"
     results = reconcile_flux(after, kustomizations(after), cluster)
-    layer = {
+    stage = {
         k["spec"]["path"].rsplit("/", 1)[1]: k["metadata"]["name"] for k in kustomizations(after)
     }
-    # Whatever the driver does, the layers that do not need it are Ready.
+    # Whatever the driver does, the stages that do not need it are Ready.
     for folder in ("foundation", "monitors"):
-        assert results[layer[folder]].ready, results[layer[folder]].message
+        assert results[stage[folder]].ready, results[stage[folder]].message
     if any(update_strategy(o) == "OnDelete" for o in drivers(after)):
         # The evaluator sees the wedge kstatus makes of it, and that it stops at the driver.
-        assert "Updated: 0/3" in results[layer["workloads"]].message
-        assert results[layer["smoke-test"]].message.startswith("DependencyNotReady")
+        assert "Updated: 0/3" in results[stage["workloads"]].message
+        assert results[stage["smoke-test"]].message.startswith("DependencyNotReady")
         pytest.xfail(ON_DELETE_WEDGES)
     assert all(result.ready for result in results.values()), {
         name: result.message for name, result in results.items() if not result.ready
@@ -384,7 +384,7 @@ def test_a_flux_driver_rollout_holds_back_only_the_smoke_test(tmp_path, example)
         k["spec"]["path"].rsplit("/", 1)[1]: results[k["metadata"]["name"]]
         for k in kustomizations(after)
     }
-    # The layer holding the driver reports its rollout; what is held back behind it is only
+    # The stage holding the driver reports its rollout; what is held back behind it is only
     # what needs the new driver to prove anything: the smoke-test Job.
     assert not by_folder["workloads"].ready
     assert by_folder["foundation"].ready and by_folder["monitors"].ready
@@ -466,8 +466,8 @@ def test_kstatus_keeps_an_on_delete_daemonset_in_progress_after_a_template_chang
     )
 
 
-def test_a_chain_of_layers_would_wedge_behind_the_driver_rollout(tmp_path):
-    # The layers chained one after the other, monitors after the workloads and the smoke test
+def test_a_chain_of_stages_would_wedge_behind_the_driver_rollout(tmp_path):
+    # The stages chained one after the other, monitors after the workloads and the smoke test
     # after the monitors: the evaluator finds the ServiceMonitor held back by the rollout.
     cluster = Cluster()
     before = render_example(tmp_path, "kubeadm-driver-container", "flux", VERSION_A)
@@ -536,7 +536,7 @@ def test_argo_cd_retry_follows_the_settings(tmp_path):
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
 def test_a_flux_first_install_before_any_gpu_node_fails_only_the_smoke_test(tmp_path, example):
-    # README: every other layer turns Ready; the smoke test reports its failed Job, which stays
+    # README: every other stage turns Ready; the smoke test reports its failed Job, which stays
     # failed until it is deleted (Flux then creates it again) or the config changes.
     folder = render_example(tmp_path, example, "flux", VERSION_A)
     cluster = Cluster(gpu_nodes=0)

@@ -10,8 +10,9 @@ from conftest import ROOT
 from manifests import gpu_workloads, pod_spec, runtime_users, workloads
 
 from gpustack import profiles, render
-from gpustack.config import Stack, load_stack
+from gpustack.config import load_stack
 from gpustack.profiles import BUILTIN, available
+from gpustack.stack import Stack
 from gpustack.yamlio import load_text
 
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"

@@ -448,7 +448,7 @@ def pool_node() -> dict[str, str]:
     return {"feature.node.kubernetes.io/pci-10de.present": "true"}
 
 
-def test_flux_applies_the_rest_only_once_the_canary_layer_is_ready(tmp_path):
+def test_flux_applies_the_rest_only_once_the_canary_stage_is_ready(tmp_path):
     objects = gitops_objects(tmp_path, "flux")
     kustomizations = {
         obj["metadata"]["name"].removeprefix("gpustack-lab-"): obj["spec"]
@@ -480,7 +480,7 @@ def test_flux_applies_the_rest_only_once_the_canary_layer_is_ready(tmp_path):
 
 
 def test_the_committed_multi_pool_render_is_canary_first():
-    """out/multi-pool (Flux): the canary layer holds the canary's driver, the workloads depend
+    """out/multi-pool (Flux): the canary stage holds the canary's driver, the workloads depend
     on it."""
     workloads = read_manifest(
         (MULTI_POOL / "gitops/kustomization-gpustack-multi-pool-workloads.yaml").read_text()
@@ -515,7 +515,7 @@ def test_a_pool_without_mig_keeps_its_gpus_whole_in_a_mig_cluster(tmp_path):
     assert f"{MIG_LABEL}=all-1g.10gb" in cluster["nodeRegistration"]["kubeletExtraArgs"][0]["value"]
 
 
-def test_the_canary_layer_waits_even_where_the_others_do_not(tmp_path):
+def test_the_canary_stage_waits_even_where_the_others_do_not(tmp_path):
     """dependsOn waits for the canary Kustomization to be Ready; without `wait` it is Ready once
     applied, and the other pools would get the new driver before the canary runs it."""
     objects = gitops_objects(tmp_path, "flux", wait=False)

@@ -85,7 +85,7 @@ def seconds(duration: str) -> int:
     ("profile", "driver"),
     [("kubeadm", {"mode": "container"}), ("rke2", {"mode": "container"}), ("openshift", {})],
 )
-def test_flux_waits_out_the_driver_containers_build_in_its_layer(tmp_path, profile, driver):
+def test_flux_waits_out_the_driver_containers_build_in_its_stage(tmp_path, profile, driver):
     # OpenShift's default driver is a driver container built with the Driver Toolkit.
     rendering = render(stack_for(tmp_path, profile, driver=driver, gitops=FLUX))
     (daemonset,) = [
@@ -98,7 +98,7 @@ def test_flux_waits_out_the_driver_containers_build_in_its_layer(tmp_path, profi
     ]
     build = probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"]
     by_path = {k["spec"]["path"].rsplit("/", 1)[1]: k["spec"] for k in rendering.gitops_objects}
-    # The driver DaemonSet is Ready only after its build: its layer must not time out first,
+    # The driver DaemonSet is Ready only after its build: its stage must not time out first,
     # and keeps the configured timeout (5m) for the pods that start after the driver.
     assert seconds(by_path["workloads"]["timeout"]) >= build + 5 * 60
     assert by_path["workloads"]["wait"] is True

@@ -18,9 +18,9 @@ from gpustack.commands.common import ColorMode, echo, use_color, warning
 from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
-    from gpustack.config import Stack
     from gpustack.diff import ClusterDiffs, Diff
     from gpustack.layers import Layer
+    from gpustack.stack import Stack
 
 
 # The smallest --max-size: the summary and the note on what was left out need some room.

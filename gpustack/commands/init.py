@@ -377,7 +377,7 @@ def _validator_note(facts: ProfileFacts, enabled: object) -> str:
     if enabled is False:
         return "NVIDIA's per-node validation: off on this profile"
     # What validator.enabled auto decides with the profile's default driver mode
-    # (gpustack.config.validator_finds_driver).
+    # (gpustack.stack.validator_finds_driver).
     container = facts.driver.default in ("container", "driver-toolkit")
     if container or (facts.driver.default == "preinstalled" and facts.driver.root == "/"):
         return "NVIDIA's per-node validation, which GPU DaemonSets wait for: on here"

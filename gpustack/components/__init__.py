@@ -28,7 +28,7 @@ from gpustack.components import (
     toolkit,
     validator,
 )
-from gpustack.config import Stack
+from gpustack.stack import Stack
 from gpustack.workload import select_on_deploy_labels
 
 Builder = Callable[[Stack], list[dict[str, Any]]]

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import device_plugin_config, metrics, validations
-from gpustack.config import Stack
 from gpustack.model import AlertThresholds, duration_ms
 from gpustack.objects import kind_of, name_of, namespace_of
+from gpustack.stack import Stack
 from gpustack.workload import COMPONENT_LABEL
 
 NAME = "gpustack-gpu-alerts"

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from gpustack import metrics
-from gpustack.config import Stack
+from gpustack.stack import Stack
 from gpustack.workload import COMPONENT_LABEL
 
 NAME = "gpustack-gpu-dashboard"

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import validations
-from gpustack.config import Stack
 from gpustack.metrics import COUNTERS, NODE_LABEL
 from gpustack.metrics import DCGM_EXPORTER as NAME
 from gpustack.model import duration_ms
+from gpustack.stack import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
     config_map,

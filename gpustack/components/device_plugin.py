@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit, validations
-from gpustack.config import Stack
 from gpustack.decorate import ignore
 from gpustack.device_plugin_config import (
     CONFIG_DIR,
@@ -28,6 +27,7 @@ from gpustack.device_plugin_config import (
     sharing_strategies,
     with_config_manager,
 )
+from gpustack.stack import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
     config_map,

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import validations
-from gpustack.config import Stack, dra_gate_enabled
 from gpustack.decorate import mirrored
 from gpustack.model import ResourceRequirements
+from gpustack.stack import Stack, dra_gate_enabled
 from gpustack.workload import (
     COMPONENT_LABEL,
     GPU_DEVICE_CLASS,

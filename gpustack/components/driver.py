@@ -35,9 +35,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpustack.config import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.decorate import CANARY, POOL_LABEL, ignore, rollout
 from gpustack.model import NodePool
+from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.validations import VALIDATIONS
 from gpustack.workload import (
     API_ACCESS,

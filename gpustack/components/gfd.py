@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import device_plugin_config, emit, validations
-from gpustack.config import Stack
 from gpustack.decorate import ignore
+from gpustack.stack import Stack
 from gpustack.workload import (
     FEATURES_D,
     cluster_role_with_binding,

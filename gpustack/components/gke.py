@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.config import Stack
 from gpustack.errors import UserError
 from gpustack.model import CriticalPodsQuota
+from gpustack.stack import Stack
 from gpustack.workload import daemonset, gpu_node_affinity, gpu_pod_spec, host_path_volume
 
 INSTALLER = "nvidia-driver-installer"

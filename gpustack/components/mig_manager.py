@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import device_plugin_config, emit, validations, workload
-from gpustack.config import Stack
+from gpustack.stack import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
     config_map,

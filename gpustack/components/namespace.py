@@ -5,7 +5,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gpustack.config import Stack
+from gpustack.stack import Stack
 
 # Kubernetes' own namespaces: `default`, and the `kube-` prefix it reserves for system namespaces
 # (kubernetes.io docs, concepts/overview/working-with-objects/namespaces: "Initial namespaces").

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
-from gpustack.config import Stack
+from gpustack.stack import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
     CONTROL_PLANE_TAINT,

@@ -21,9 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import validations
-from gpustack.config import DRIVER_CONTAINER_ROOT, Stack
 from gpustack.metrics import NODE_STATUS_EXPORTER as NAME
 from gpustack.metrics import node_status_exporter_enabled as enabled
+from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
     cluster_role_with_binding,

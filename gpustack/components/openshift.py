@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from gpustack.config import Stack
+from gpustack.stack import Stack
 from gpustack.workload import NODE_ROLE_PREFIX
 
 IGNITION_VERSION = "3.2.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.config import Stack
+from gpustack.stack import Stack
 from gpustack.workload import gpu_tolerations
 
 

@@ -7,7 +7,7 @@ scheduled on a GPU node, the runtime hands it the device and the driver, and a C
 The default image is NVIDIA's vectorAdd sample (k8s-device-plugin README, "Running GPU Jobs"),
 which exits non-zero when the kernel or its result fails. The Job is named after a hash of
 everything it renders from, `gpustack.decorate` makes it an Argo CD PostSync hook, and with Flux
-it is the last layer, whose Kustomization depends on the workloads only and waits for the Job
+it is the last stage, whose Kustomization depends on the workloads only and waits for the Job
 (`gpustack.gitops`).
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import gpustack
 from gpustack import workload
-from gpustack.config import Stack
 from gpustack.model import NodePool
+from gpustack.stack import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
     GPU_RESOURCE,

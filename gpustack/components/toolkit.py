@@ -17,7 +17,7 @@ import posixpath
 from typing import Any
 
 from gpustack import validations
-from gpustack.config import Stack
+from gpustack.stack import Stack
 from gpustack.workload import (
     CDI_ROOT,
     DRIVER_ROOT_MOUNT,

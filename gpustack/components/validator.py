@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.config import Stack
 from gpustack.decorate import mirrored
+from gpustack.stack import Stack
 from gpustack.validations import (
     VALIDATIONS,
     VALIDATIONS_VOLUME,

@@ -47,7 +47,7 @@ from gpustack.lint._objects import Objects, Rule, mapping
 from gpustack.objects import identity
 
 if TYPE_CHECKING:
-    from gpustack.config import Stack  # for the annotation only: validate loads no config model
+    from gpustack.stack import Stack  # for the annotation only: validate loads no config model
 
 __all__ = ["IGNORE_ANNOTATION", "RULES", "Rule", "run", "run_for_stack"]
 

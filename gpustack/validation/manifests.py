@@ -107,7 +107,7 @@ def files(paths: list[str]) -> Iterator[str]:
 
 def cluster_folder(file: str, known: dict[str, str | None] | None = None) -> str | None:
     """The rendered cluster folder `file` belongs to: the outermost folder around it whose
-    kustomization.yaml gpustack wrote (Flux layers and gitops/ are sub-folders of a cluster's).
+    kustomization.yaml gpustack wrote (Flux stages and gitops/ are sub-folders of a cluster's).
     `known` remembers the answer per folder for the files of one run."""
     if file == "stdin":
         return None
