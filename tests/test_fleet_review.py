@@ -18,7 +18,7 @@ from markdown_page import ELEMENTS, Page, to_html
 from gpustack.commands import check as check_command
 from gpustack.commands import common
 from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, diff_objects, render_markdown
-from gpustack.review import OutputCheck
+from gpustack.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
 
