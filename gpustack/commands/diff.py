@@ -109,7 +109,7 @@ def run(
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.config import overrides
-    from gpustack.diff import as_json, fleet_json, render_fleet_text, render_markdown, render_text
+    from gpustack.diff import as_json, as_markdown, as_text, fleet_as_text, fleet_json
 
     paths, names = list(configs or []), list(profiles or [])
     if 0 < max_size < MARKDOWN_SMALLEST:
@@ -153,7 +153,7 @@ def run(
             return shlex.join(again)
 
         echo(
-            render_markdown(fleet, title, max_size, shown(None), shown if sources else None),
+            as_markdown(fleet, title, max_size, shown(None), shown if sources else None),
             nl=False,
         )
     elif output is OutputFormat.json:
@@ -161,7 +161,7 @@ def run(
         echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         painted = use_color(color)
-        text = render_text(single, painted) if single else render_fleet_text(fleet, painted)
+        text = as_text(single, painted) if single else fleet_as_text(fleet, painted)
         # echo strips escape codes when stdout is no terminal unless told the colour is wanted.
         echo(text, nl=False, color=painted)
     return 0 if all(diff.is_empty for _, diff in fleet) else 1

@@ -386,7 +386,7 @@ def run(
     # pretty is coloured even into a pipe, as kubeconform's is, but never when NO_COLOR is set
     # (https://no-color.org).
     color = (not os.environ.get("NO_COLOR")) if output == "pretty" else None
-    echo(report.render(outcome, output, summary, verbose), nl=False, color=color)
+    echo(report.formatted(outcome, output, summary, verbose), nl=False, color=color)
     return 1 if outcome.failed else 0
 
 

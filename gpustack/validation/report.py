@@ -52,7 +52,7 @@ class Report:
         )
 
 
-def render(report: Report, output: str, summary: bool = False, verbose: bool = False) -> str:
+def formatted(report: Report, output: str, summary: bool = False, verbose: bool = False) -> str:
     report = _masked(report)
     writers: dict[str, Callable[[Report, bool, bool], str]] = {
         "text": text,
