@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from gpustack import render as rendering_files
+from gpustack import render
 from gpustack.applicationset import for_fleet
 from gpustack.decorate import layer
 from gpustack.errors import UserError, display_path
@@ -35,9 +35,9 @@ def output_folders(
     `_gitops/` with the fleet's ApplicationSet. When a fleet folder is rendered and its clusters
     no longer ask for one, `_gitops/` is empty (so a render prunes, and check reports, an
     ApplicationSet left from before); a render of single configs leaves it alone."""
-    folders = [(out / r.name, rendering_files.files(r)) for r in renderings]
+    folders = [(out / r.name, render.files(r)) for r in renderings]
     application = for_fleet(renderings)
-    fleet = rendering_files.fleet_files(application) if application is not None else {}
+    fleet = render.fleet_files(application) if application is not None else {}
     if application is not None or fleet_folder:
         folders.append((out / FLEET_DIR, fleet))
     return folders
