@@ -3,7 +3,7 @@ output, or what a change to the configs (two profiles, a git revision) does to e
 
     snapshot(rendering) -> a cluster's objects and its other files, split as committed.read does
     rendered(renderings) -> every cluster's snapshot, and the fleet's `_gitops/` when it has one
-    against(folder, objects, files, label) -> what a render writing `files` would change there
+    against(folder, new, files, new_label) -> what a render writing `files` would change there
     against_output(renderings, out, fleet_folder) -> the same for every folder a render writes
     compare(old, new, old_label, new_label) -> one Diff per cluster, in name order
     between(old, new, old_label, new_label) -> the Diff of two snapshots
