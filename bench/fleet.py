@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpustack import fleet, render, tune_gc
+from gpustack import fleet, inventory, render, tune_gc
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -59,7 +59,7 @@ def run(jobs: int | None) -> tuple[dict[str, float], int, int, int, float]:
     tune_gc()  # as the gpustack command does
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    configs = fleet.discover([Path(".")])
+    configs = inventory.discover([Path(".")])
     timings["discover"] = time.perf_counter() - start
     start = time.perf_counter()
     renderings = fleet.render_all(configs, jobs=jobs)

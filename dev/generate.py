@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpustack import docs  # noqa: E402
-from gpustack.config_schema import render_schema  # noqa: E402
+from gpustack.config_schema import schema_text  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "gpustack.schema.json"
 DOCS = ROOT / "docs"
@@ -53,7 +53,7 @@ def main() -> int:
     check = parser.parse_args().check
     stale: list[str] = []
 
-    schema = render_schema()
+    schema = schema_text()
     if SCHEMA.read_text(encoding="utf-8") != schema:
         stale.append(str(SCHEMA.relative_to(ROOT)))
         if not check:

@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpustack import fleet
+from gpustack import inventory
 from gpustack import profiles as profile_store
 from gpustack.config import Inputs, inputs
 from gpustack.errors import real_path
@@ -37,7 +37,7 @@ from gpustack.reading import read_bounded
 def read_fleet(folders: Sequence[Path]) -> dict[Path, bytes] | None:
     """The bytes of each YAML file under `folders`, as discovery walks them, in order; None when
     one is a link (whose target's name the text need not hold: names cannot be looked for)."""
-    files = [path for folder in folders for path in fleet.yaml_files(folder)]
+    files = [path for folder in folders for path in inventory.yaml_files(folder)]
     if any(os.path.islink(path) for path in files):
         return None
     return {path: read_bounded(path) for path in files}
@@ -99,7 +99,7 @@ def scan(
     chosen = [path for path in files if path in found]
     # Every config picked (a shared base changed): the whole fleet, ApplicationSet included.
     others = [path for path in files if path not in found]
-    if not any(fleet.LOOKS_LIKE_CONFIG.search(texts[path]) for path in others):
+    if not any(inventory.LOOKS_LIKE_CONFIG.search(texts[path]) for path in others):
         return None
     return chosen
 

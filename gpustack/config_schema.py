@@ -45,5 +45,5 @@ def config_schema() -> dict[str, Any]:
     return schema
 
 
-def render_schema() -> str:
+def schema_text() -> str:
     return json.dumps(config_schema(), indent=2, sort_keys=True) + "\n"

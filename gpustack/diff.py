@@ -366,7 +366,7 @@ def summary_line(diff: Diff) -> str:
     )
 
 
-def render_text(diff: Diff, color: bool = False) -> str:
+def as_text(diff: Diff, color: bool = False) -> str:
     """The per-object summary (with changed field paths), then the unified diffs."""
     lines = [summary_line(diff)]
     lines.extend(f"note: left out for {side}: {field}: {why}" for side, field, why in diff.left_out)
@@ -477,12 +477,12 @@ def fleet_summary(diffs: ClusterDiffs) -> str:
     return f"{len(differing)} of {len(clusters)} cluster(s) differ: {listed}{gitops}"
 
 
-def render_fleet_text(diffs: ClusterDiffs, color: bool = False) -> str:
-    """The fleet summary line, then each differing cluster's text (render_text) under its name."""
+def fleet_as_text(diffs: ClusterDiffs, color: bool = False) -> str:
+    """The fleet summary line, then each differing cluster's text (as_text) under its name."""
     parts = [fleet_summary(diffs) + "\n"]
     for name, diff in diffs:
         if not diff.is_empty:
-            parts.append(f"\n{paint(f'== {name}', 'header', color)}\n{render_text(diff, color)}")
+            parts.append(f"\n{paint(f'== {name}', 'header', color)}\n{as_text(diff, color)}")
     return "".join(parts)
 
 
@@ -646,7 +646,7 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
     return "\n".join(lines)
 
 
-def render_markdown(
+def as_markdown(
     diffs: ClusterDiffs,
     title: str,
     max_size: int = MARKDOWN_MAX_SIZE,

@@ -103,7 +103,7 @@ def application_set(stack: Stack) -> dict[str, Any] | None:
 def with_namespace(application_set: dict[str, Any], namespace: str) -> dict[str, Any]:
     """The ApplicationSet with `namespace` as its Applications' default destination namespace
     (when `gitops.argocd.destination.namespace` does not name one), as a per-cluster
-    Application has its stack's: the fleet's clusters all share it (fleet.application_set)."""
+    Application has its stack's: the fleet's clusters all share it (applicationset.for_fleet)."""
     destination = application_set["spec"]["template"]["spec"]["destination"]
     if "namespace" in destination:
         return application_set

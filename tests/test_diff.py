@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, run_on_terminal
 
-from gpustack.diff import as_json, changed_paths, diff_objects, render_text
+from gpustack.diff import as_json, as_text, changed_paths, diff_objects
 
 ANSI = "\x1b["
 
@@ -378,7 +378,7 @@ def test_secret_values_and_inline_pems_are_masked():
         ]
 
     difference = diff_objects(objects("hunter2-old"), objects("hunter2-new"), "a", "b")
-    text = render_text(difference)
+    text = as_text(difference)
     output = text + json.dumps(as_json(difference))
     for hidden in ("hunter2", base64.b64encode(b"hunter2-old").decode(), "MIIEvQIBADAN"):
         assert hidden not in output

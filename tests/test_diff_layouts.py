@@ -15,7 +15,7 @@ import pytest
 from conftest import EXAMPLES
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack import review
+from gpustack import revision
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -514,7 +514,7 @@ def test_git_ref_brings_no_unrelated_file_onto_the_disk(cli, repository, monkeyp
     git(repository, "add", "-A")
     git(repository, "commit", "-qm", "unrelated files")
     seen: list[set[str]] = []
-    original = review.tree_at
+    original = revision.tree_at
 
     @contextlib.contextmanager
     def watched(ref, top, into, folders=(), outside=()):
@@ -522,7 +522,7 @@ def test_git_ref_brings_no_unrelated_file_onto_the_disk(cli, repository, monkeyp
             yield
             seen.append({str(p.relative_to(into)) for p in into.rglob("*") if p.is_file()})
 
-    monkeypatch.setattr(review, "tree_at", watched)
+    monkeypatch.setattr(revision, "tree_at", watched)
     result = cli("diff", "--git-ref", "HEAD", "clusters/gpu-west.yaml")
     assert result.exit_code == 0, result.output
     assert seen == [{"clusters/gpu-west.yaml", "clusters/base.yaml"}]

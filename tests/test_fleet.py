@@ -33,7 +33,7 @@ def test_a_well_formed_fleet_is_read_without_the_slow_parser(monkeypatch, tmp_pa
     """Positions are worked out (by ruamel's pure-Python parser, about 25 ms a file) only for an
     error: discovering and rendering a fleet whose configs extend a base must not parse any of
     them that way, or a fleet of 1,000 configs takes seconds before anything renders."""
-    from gpustack import fleet, profiles, yamlio
+    from gpustack import fleet, inventory, profiles, yamlio
 
     clusters = {
         f"c{index}.yaml": cluster(f"c{index}", extra=f"platform:\n  profile: {profile}\n")
@@ -48,7 +48,7 @@ def test_a_well_formed_fleet_is_read_without_the_slow_parser(monkeypatch, tmp_pa
         return slow(text, shown)
 
     monkeypatch.setattr(yamlio, "_parse_all", counted)
-    configs = fleet.discover([tmp_path])
+    configs = inventory.discover([tmp_path])
     assert len(configs) == len(clusters)
     assert parsed == []
     assert len(fleet.render_all(configs)) == len(clusters)
@@ -220,15 +220,18 @@ def test_parallel_rendering_reports_the_same_first_error_as_serial(cli, tmp_path
 
 
 def test_load_all_gives_other_commands_the_same_fleet(tmp_path, monkeypatch):
-    from gpustack import fleet
+    from gpustack import inventory
 
     monkeypatch.chdir(tmp_path)
     files = {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")}
     write(tmp_path / "clusters", files)
-    stacks = fleet.load_all([Path("clusters")])
+    stacks = inventory.load_all([Path("clusters")])
     assert [stack.name for stack in stacks] == ["a", "b"]
     assert [stack.profile.metadata.name for stack in stacks] == ["rke2", "rke2"]
-    assert fleet.discover([Path("clusters")]) == [Path("clusters/a.yaml"), Path("clusters/b.yaml")]
+    assert inventory.discover([Path("clusters")]) == [
+        Path("clusters/a.yaml"),
+        Path("clusters/b.yaml"),
+    ]
 
 
 SCALARS = [

@@ -17,8 +17,8 @@ from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, diff_objects, render_markdown
-from gpustack.review import OutputCheck
+from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, as_markdown, diff_objects
+from gpustack.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
 
@@ -178,7 +178,7 @@ def hostile_diffs() -> list[tuple[str, Diff]]:
 @pytest.mark.parametrize("max_size", [MARKDOWN_MAX_SIZE, 2500])
 def test_hostile_names_and_keys_stay_in_their_code_spans_and_cells(max_size):
     diffs = hostile_diffs()
-    text = render_markdown(diffs, f"title {HOSTILE[1]}", max_size, "gpustack diff x", None)
+    text = as_markdown(diffs, f"title {HOSTILE[1]}", max_size, "gpustack diff x", None)
     page = Page(to_html(text))
     # No element but gpustack's own: no <script>, <b>, link or emphasis made of a name.
     assert set(page.opened) <= ELEMENTS, set(page.opened) - ELEMENTS
@@ -434,7 +434,7 @@ def test_the_gitops_folder_is_no_cluster_in_the_markdown_review():
         ("gpu-west", Diff("old", "new")),
         ("_gitops", Diff("old", "new", (application_set,))),
     ]
-    page = Page(to_html(render_markdown(diffs, "review")))
+    page = Page(to_html(as_markdown(diffs, "review")))
     assert "1 of 2 clusters differs; the fleet's _gitops/ differs." in "".join(page.text)
     assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: gpu-east", "_gitops/"]
     assert page.opened.count("details") == 2

@@ -20,8 +20,8 @@ from gpustack.commands.common import echo
 from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
+    from gpustack.output_check import OutputCheck
     from gpustack.render import Rendering
-    from gpustack.review import OutputCheck
 
 ARGUMENTS = Arguments(
     "configs",
@@ -60,11 +60,11 @@ def run(
     color: common.ColorMode,
 ) -> int:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
-    from gpustack import fleet
+    from gpustack import applicationset, fleet, output_tree
     from gpustack.config import overrides
     from gpustack.errors import Location, UserError, display_path
     from gpustack.layout import FLEET_DIR
-    from gpustack.review import check_json, check_output
+    from gpustack.output_check import check_json, check_output
 
     given = configs or []
     folders = [path for path in given if path.is_dir()]
@@ -104,8 +104,8 @@ def run(
         reports = [report for report in reports if report.name != FLEET_DIR]
     stale = [report for report in reports if report.stale]
     # A folder of no cluster here: stale when the ApplicationSet deploys every folder in `out`.
-    strays = fleet.strays(renderings, out) if fleet_folder and whole else []
-    deployed = fleet.application_set(renderings) is not None
+    strays = output_tree.strays(renderings, out) if fleet_folder and whole else []
+    deployed = applicationset.for_fleet(renderings) is not None
     if output_format is common.TextOrJson.json:
         result = check_json(reports, out)
         result["strays"] = [str(folder) for folder in strays]
@@ -137,12 +137,13 @@ def run(
             f"run `{again}` and commit the result",
             err=True,
         )
-    for message in fleet.misplaced(renderings, out):
+    for message in output_tree.misplaced(renderings, out):
         echo(f"warning: {message}", err=True)
     for stray in strays:
         prefix = "error" if deployed else "warning"
         echo(
-            f"{prefix}: {fleet.stray_message(stray, folders or configs or [], deployed)}", err=True
+            f"{prefix}: {output_tree.stray_message(stray, folders or configs or [], deployed)}",
+            err=True,
         )
     if errors:
         echo(f"error: {errors} finding(s) in the rendered manifests; fix the config", err=True)
@@ -178,7 +179,7 @@ def _affected(
     config, patch file or user profile the configs that read it, a file under `out/<name>/`
     that cluster; a file none of them reads selects nothing. `narrow=False`: the whole fleet.
     """
-    from gpustack import changes, fleet
+    from gpustack import changes, inventory
     from gpustack.config import bases
     from gpustack.errors import Location, UserError, display_path, real_path
 
@@ -190,15 +191,15 @@ def _affected(
         texts = changes.read_fleet(folders) if narrow and not assignments else None
         picked = None if texts is None else changes.scan(texts, folders, changed, out, profiles_dir)
         everything = picked is None
-        candidates = fleet.discover(folders) if picked is None else picked
+        candidates = inventory.discover(folders) if picked is None else picked
         configs = [path for path in candidates if path is not None]
         if picked is not None:
-            configs = [path for path in configs if fleet.is_config(path)]
+            configs = [path for path in configs if inventory.is_config(path)]
             extended = {base for path in configs for base in bases(path)}
             configs = [path for path in configs if real_path(path) not in extended]
         fleet_configs = configs
-    elif fleet.DEFAULT_CONFIG.is_file():
-        fleet_configs = [fleet.DEFAULT_CONFIG]
+    elif inventory.DEFAULT_CONFIG.is_file():
+        fleet_configs = [inventory.DEFAULT_CONFIG]
     read = changes.index(fleet_configs)
     known = {file for each in read for file in each.files}
     for path in changed:
@@ -207,7 +208,7 @@ def _affected(
             continue
         if not path.exists():
             raise UserError("file not found", Location(display_path(path)))
-        if path.name.endswith(fleet.CONFIG_SUFFIXES) and fleet.is_config(path):
+        if path.name.endswith(inventory.CONFIG_SUFFIXES) and inventory.is_config(path):
             fleet_configs.append(path)
             read += changes.index([path])
             known |= read[-1].files
@@ -234,14 +235,14 @@ def _unsure(
     named by no YAML file of the fleet folders (a renamed or removed cluster: a stray only a
     whole check can tell). A config outside the folders (`texts` None) has its folders left
     to the whole check, as before."""
-    from gpustack import changes, fleet
+    from gpustack import changes, output_tree
     from gpustack.layout import FLEET_DIR
 
     if renderings and any(report.name == FLEET_DIR and report.stale for report in reports):
         return True
     if texts is None:
         return False
-    return bool(fleet.strays(renderings, out, known=changes.names_given(texts)))
+    return bool(output_tree.strays(renderings, out, known=changes.names_given(texts)))
 
 
 def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | None]) -> list[Path]:
@@ -250,7 +251,7 @@ def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | N
     if folders or not changed:
         return folders
     configs = [path for path in found if path is not None]
-    from gpustack.fleet import DEFAULT_CONFIG
+    from gpustack.inventory import DEFAULT_CONFIG
 
     return [] if configs == [DEFAULT_CONFIG] else configs
 

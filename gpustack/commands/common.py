@@ -251,11 +251,11 @@ def note(message: str) -> None:
 
 
 def configs(paths: list[Path] | None, quiet: bool = False) -> list[Path | None]:
-    """The configs a command reads (fleet.discover), saying so when it is the embedded example
+    """The configs a command reads (inventory.discover), saying so when it is the embedded example
     (unless `quiet`: `-q` prints only warnings and errors)."""
-    from gpustack import fleet
+    from gpustack import inventory
 
-    found = fleet.discover(paths or [])
+    found = inventory.discover(paths or [])
     if found == [None] and not quiet:
         note(
             "no ./gpustack.yaml here: using the embedded example (kubeadm, cluster kubeadm-lab); "

@@ -109,7 +109,7 @@ def run(
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.config import overrides
-    from gpustack.diff import as_json, fleet_json, render_fleet_text, render_markdown, render_text
+    from gpustack.diff import as_json, as_markdown, as_text, fleet_as_text, fleet_json
 
     paths, names = list(configs or []), list(profiles or [])
     if 0 < max_size < MARKDOWN_SMALLEST:
@@ -153,7 +153,7 @@ def run(
             return shlex.join(again)
 
         echo(
-            render_markdown(fleet, title, max_size, shown(None), shown if sources else None),
+            as_markdown(fleet, title, max_size, shown(None), shown if sources else None),
             nl=False,
         )
     elif output is OutputFormat.json:
@@ -161,7 +161,7 @@ def run(
         echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         painted = use_color(color)
-        text = render_text(single, painted) if single else render_fleet_text(fleet, painted)
+        text = as_text(single, painted) if single else fleet_as_text(fleet, painted)
         # echo strips escape codes when stdout is no terminal unless told the colour is wanted.
         echo(text, nl=False, color=painted)
     return 0 if all(diff.is_empty for _, diff in fleet) else 1
@@ -267,16 +267,16 @@ def _fleet_against(
 ) -> tuple[ClusterDiffs, dict[str, str]]:
     """Every cluster the paths name against `against/<name>/` (and the fleet's `_gitops/`), and
     each cluster's config."""
-    from gpustack import fleet, review
+    from gpustack import applicationset, fleet, output_tree, review
     from gpustack.commands.common import configs
 
     _check_folder(against)
     renderings = fleet.render_all(configs(paths), profile, profiles_dir, override=override)
     fleet_folder = any(path.is_dir() for path in paths)
     if fleet_folder:  # a render leaves them, so they are no difference; but they are deployed
-        deployed = fleet.application_set(renderings) is not None
-        for stray in fleet.strays(renderings, against):
-            warning(fleet.stray_message(stray, paths, deployed))
+        deployed = applicationset.for_fleet(renderings) is not None
+        for stray in output_tree.strays(renderings, against):
+            warning(output_tree.stray_message(stray, paths, deployed))
     sources = {rendering.name: rendering.source for rendering in renderings}
     return review.against_output(renderings, against, fleet_folder), sources
 
@@ -292,7 +292,7 @@ def _since_revision(
     and each cluster's config (in the working tree)."""
     from contextlib import suppress
 
-    from gpustack import fleet, review
+    from gpustack import fleet, inventory, review, revision
     from gpustack.commands.common import configs
     from gpustack.errors import UserError
     from gpustack.reading import read_bounded
@@ -304,7 +304,7 @@ def _since_revision(
             hint="name the config's file",
         )
     new_configs = configs(paths)
-    top = review.repository_top(Path.cwd())
+    top = revision.repository_top(Path.cwd())
     given = paths or [config for config in new_configs if config is not None]
     inside_profiles = profiles_dir is not None and _inside(profiles_dir, top)
     folders = [path for path in given if path.is_dir()]
@@ -314,11 +314,11 @@ def _since_revision(
         tree = Path(temporary) / "repository"
         tree.mkdir()
         elsewhere = [profiles_dir] if profiles_dir is not None and not inside_profiles else []
-        with review.tree_at(ref, top, tree, folders, elsewhere):
-            old_paths = [review.at_revision(path, top, tree) for path in given]
+        with revision.tree_at(ref, top, tree, folders, elsewhere):
+            old_paths = [revision.at_revision(path, top, tree) for path in given]
             old_dir = profiles_dir
             if inside_profiles and profiles_dir is not None:
-                old_dir = review.at_revision(profiles_dir, top, tree)
+                old_dir = revision.at_revision(profiles_dir, top, tree)
             old_configs: list[Path | None] = []
             for path in old_paths:
                 if not path.is_dir():
@@ -327,7 +327,7 @@ def _since_revision(
                 if not path.exists():
                     continue  # a file or folder the change adds: its clusters are all new
                 try:
-                    old_configs += fleet.discover([path])
+                    old_configs += inventory.discover([path])
                 except UserError as problem:
                     if problem.message != "no GPUStack configs in this folder":
                         raise

@@ -46,7 +46,7 @@ def run(
     schema: str | None,
 ) -> int:
     """Write a commented starter config (never overwriting without --force)."""
-    from gpustack.config_schema import render_schema
+    from gpustack.config_schema import schema_text
     from gpustack.errors import Location, UserError, display_path
     from gpustack.model import dns_label
 
@@ -105,7 +105,7 @@ def run(
         ) from None
     _write(path, text)
     if schema is None:
-        _write(schema_path, render_schema())
+        _write(schema_path, schema_text())
     following = ["gpustack", "render", str(path)]
     if profiles_dir is not None:
         following += ["--profiles-dir", str(profiles_dir)]

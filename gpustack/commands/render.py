@@ -74,7 +74,7 @@ def run(
     report: common.TextOrJson,
 ) -> int:
     """Render the GPU stack manifests for each cluster config."""
-    from gpustack import fleet, output, render
+    from gpustack import applicationset, fleet, output, output_tree, render
     from gpustack.config import overrides
     from gpustack.layout import FLEET_DIR
     from gpustack.secrets import mask_text
@@ -109,14 +109,14 @@ def run(
             )
         echo(render.stream(renderings), nl=False)
         return 0
-    for message in fleet.misplaced(renderings, out):
+    for message in output_tree.misplaced(renderings, out):
         warning(message)
     fleet_folder = any(p.is_dir() for p in configs or [])
-    planned = fleet.output_folders(renderings, out, fleet_folder)
+    planned = output_tree.output_folders(renderings, out, fleet_folder)
     if fleet_folder:
-        deployed = fleet.application_set(renderings) is not None
-        for stray in fleet.strays(renderings, out):
-            warning(fleet.stray_message(stray, configs or [], deployed))
+        deployed = applicationset.for_fleet(renderings) is not None
+        for stray in output_tree.strays(renderings, out):
+            warning(output_tree.stray_message(stray, configs or [], deployed))
     modes = {
         out / r.name: output.private_modes(render.files(r), r.secret_file_mode)
         for r in renderings

@@ -8,9 +8,9 @@ from gpustack.commands.declared import Command
 
 def run() -> int:
     """Print the JSON Schema of the GPUStack config file."""
-    from gpustack.config_schema import render_schema
+    from gpustack.config_schema import schema_text
 
-    echo(render_schema(), nl=False)
+    echo(schema_text(), nl=False)
     return 0
 
 

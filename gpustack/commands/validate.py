@@ -386,7 +386,7 @@ def run(
     # pretty is coloured even into a pipe, as kubeconform's is, but never when NO_COLOR is set
     # (https://no-color.org).
     color = (not os.environ.get("NO_COLOR")) if output == "pretty" else None
-    echo(report.render(outcome, output, summary, verbose), nl=False, color=color)
+    echo(report.formatted(outcome, output, summary, verbose), nl=False, color=color)
     return 1 if outcome.failed else 0
 
 
@@ -395,10 +395,10 @@ def _default_version() -> tuple[str, str | None]:
     platform.kubernetesVersion of ./gpustack.yaml when there is one, else the newest known."""
     from gpustack.validation.schemas import minor_version, supported_versions
 
-    if Path("gpustack.yaml").is_file():  # what a bare `gpustack render` renders (fleet.py)
+    if Path("gpustack.yaml").is_file():  # what a bare `gpustack render` renders (inventory.py)
         # Only then the config model: validate alone needs neither it nor the renderer.
         from gpustack.config import load_stack
-        from gpustack.fleet import DEFAULT_CONFIG
+        from gpustack.inventory import DEFAULT_CONFIG
 
         configured = load_stack(DEFAULT_CONFIG, None, None).config.platform.kubernetesVersion
         return minor_version(configured), configured

@@ -52,7 +52,10 @@ class Report:
         )
 
 
-def render(report: Report, output: str, summary: bool = False, verbose: bool = False) -> str:
+def formatted(
+    report: Report, output_format: str, summary: bool = False, verbose: bool = False
+) -> str:
+    """The report in the format `validate --output` names, every secret in it redacted."""
     report = _masked(report)
     writers: dict[str, Callable[[Report, bool, bool], str]] = {
         "text": text,
@@ -62,7 +65,7 @@ def render(report: Report, output: str, summary: bool = False, verbose: bool = F
         "sarif": sarif,
         "pretty": pretty,
     }
-    return writers[output](report, summary, verbose)
+    return writers[output_format](report, summary, verbose)
 
 
 def _masked(report: Report) -> Report:

@@ -117,7 +117,7 @@ class Location:
 
     def path(self, api_version: str, kind: str, version: str, strict: bool = True) -> str:
         assert self.template is not None
-        return render_template(self.template, api_version, kind, version, strict)
+        return fill_template(self.template, api_version, kind, version, strict)
 
 
 def parse_location(spec: str) -> Location:
@@ -133,7 +133,7 @@ def parse_location(spec: str) -> Location:
         )
     if not template.endswith("json"):
         template = template.rstrip("/") + TREE_TEMPLATE
-    render_template(template, "apps/v1", "Deployment", "1.31")  # refuse bad templates up front
+    fill_template(template, "apps/v1", "Deployment", "1.31")  # refuse bad templates up front
     fixed, action, variable = template.partition("{{")
     if action and ".." in re.split(r"[/\\]", variable):
         raise UserError(
@@ -145,7 +145,7 @@ def parse_location(spec: str) -> Location:
     return Location(spec, template, os.path.dirname(fixed) or ".")
 
 
-def render_template(
+def fill_template(
     template: str, api_version: str, kind: str, version: str, strict: bool = True
 ) -> str:
     """Fill in a kubeconform schema-location template (its Go-template variables only) for a
