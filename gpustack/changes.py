@@ -30,7 +30,7 @@ from gpustack import inventory
 from gpustack import profiles as profile_store
 from gpustack.config import Inputs, inputs
 from gpustack.errors import real_path
-from gpustack.layout import FLEET_DIR
+from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.reading import read_bounded
 
 
@@ -70,7 +70,7 @@ def scan(
         where = real_path(path)
         if where.is_relative_to(output) and where != output:
             top = where.relative_to(output).parts[0]
-            if top == FLEET_DIR:
+            if top == APPLICATION_SET_DIR:
                 return None
             tokens.add(top.encode())
             continue
@@ -160,7 +160,7 @@ def affected(
         resolved = real_path(path)
         if resolved.is_relative_to(folder) and resolved != folder:
             top = resolved.relative_to(folder).parts[0]
-            if top == FLEET_DIR:
+            if top == APPLICATION_SET_DIR:
                 return list(configs)
             chosen |= by_name.get(top, set())
         chosen |= by_file.get(resolved, set())

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from gpustack import emit, secrets
 from gpustack.errors import UserError
-from gpustack.layout import FLEET_DIR
+from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.objects import Identity, file_name, identity, qualified, sort_key
 from gpustack.yamlio import load_text
 
@@ -439,7 +439,7 @@ def as_json(diff: Diff) -> dict[str, Any]:
 # --- many clusters -----------------------------------------------------------------------------
 
 # Each pair is a cluster's name and its Diff; the fleet's `_gitops/` folder (its ApplicationSet)
-# may come last under FLEET_DIR: it is compared like a cluster, but counted as none.
+# may come last under APPLICATION_SET_DIR: it is compared like a cluster, but counted as none.
 ClusterDiffs = list[tuple[str, Diff]]
 
 
@@ -457,8 +457,8 @@ def total_counts(diffs: ClusterDiffs) -> dict[Status, int]:
 
 def _clusters(diffs: ClusterDiffs) -> tuple[ClusterDiffs, Diff | None]:
     """The clusters' diffs, and the fleet folder's (None when it was not compared)."""
-    clusters = [(name, diff) for name, diff in diffs if name != FLEET_DIR]
-    fleet = next((diff for name, diff in diffs if name == FLEET_DIR), None)
+    clusters = [(name, diff) for name, diff in diffs if name != APPLICATION_SET_DIR]
+    fleet = next((diff for name, diff in diffs if name == APPLICATION_SET_DIR), None)
     return clusters, fleet
 
 
@@ -467,7 +467,7 @@ def fleet_summary(diffs: ClusterDiffs) -> str:
     clusters, fleet = _clusters(diffs)
     differing = [(name, diff) for name, diff in clusters if not diff.is_empty]
     gitops = (
-        f"; the fleet's {FLEET_DIR}/ differs ({_counted(fleet.counts())})"
+        f"; the fleet's {APPLICATION_SET_DIR}/ differs ({_counted(fleet.counts())})"
         if fleet is not None and not fleet.is_empty
         else ""
     )
@@ -494,7 +494,7 @@ def fleet_json(diffs: ClusterDiffs) -> dict[str, Any]:
         "counts": total_counts(diffs),
         "clustersDiffering": sum(not diff.is_empty for _, diff in clusters),
         "clusters": [{"name": name, **as_json(diff)} for name, diff in clusters],
-        "fleet": {"name": FLEET_DIR, **as_json(fleet)} if fleet is not None else None,
+        "fleet": {"name": APPLICATION_SET_DIR, **as_json(fleet)} if fleet is not None else None,
     }
 
 
@@ -562,8 +562,8 @@ class _Group:
 
     @property
     def label(self) -> str:
-        if self.names == (FLEET_DIR,):
-            return f"the fleet's {FLEET_DIR}/"
+        if self.names == (APPLICATION_SET_DIR,):
+            return f"the fleet's {APPLICATION_SET_DIR}/"
         return f"{len(self.names)} {_plural(len(self.names), 'cluster')}"
 
 
@@ -583,7 +583,7 @@ def _groups(diffs: ClusterDiffs) -> list[_Group]:
     ]
     groups.sort(key=lambda group: -len(group.names))
     if fleet is not None and not fleet.is_empty:
-        groups.append(_Group((FLEET_DIR,), fleet))
+        groups.append(_Group((APPLICATION_SET_DIR,), fleet))
     return groups
 
 
@@ -628,7 +628,7 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
         f"<details><summary>{group.label}: {literal(_counted(diff.counts()))}</summary>",
         "",
     ]
-    if group.names != (FLEET_DIR,):
+    if group.names != (APPLICATION_SET_DIR,):
         lines += [f"Clusters: {_listed(group.names)}", ""]
     lines += ["| change | object or file | fields |", "|---|---|---|"]
     for change in diff.changes:
@@ -664,7 +664,7 @@ def as_markdown(
     secrets are masked already (diff_objects, diff_files)."""
     clusters, fleet = _clusters(diffs)
     groups = _groups(diffs)
-    differing = sum(len(group.names) for group in groups if group.names != (FLEET_DIR,))
+    differing = sum(len(group.names) for group in groups if group.names != (APPLICATION_SET_DIR,))
     summary = (
         f"{differing} of {len(clusters)} {_plural(len(clusters), 'cluster')} "
         f"{'differs' if differing == 1 else 'differ'}"
@@ -675,7 +675,7 @@ def as_markdown(
     if cluster_groups > 1:
         summary += f", in {cluster_groups} groups of identical changes"
     if fleet is not None:
-        summary += f"; the fleet's {FLEET_DIR}/ {'differs' if not fleet.is_empty else 'does not'}"
+        summary += f"; the fleet's {APPLICATION_SET_DIR}/ {'differs' if not fleet.is_empty else 'does not'}"
     head = [f"### {literal(title)}", "", summary + ".", ""]
     left_out = dict.fromkeys(note for _, diff in diffs for note in diff.left_out)
     head += [
@@ -733,8 +733,8 @@ def _row(group: _Group) -> str:
     """The summary table's row of a group: its clusters, counts and what it changes."""
     counts = group.diff.counts()
     who = (
-        _code(f"{FLEET_DIR}/")
-        if group.names == (FLEET_DIR,)
+        _code(f"{APPLICATION_SET_DIR}/")
+        if group.names == (APPLICATION_SET_DIR,)
         else f"{len(group.names)}: {_listed(group.names, 5)}"
     )
     return (
@@ -771,10 +771,10 @@ def _truncated(diff_text: str, room: int) -> str:
 
 def _counted_names(names: tuple[str, ...]) -> str:
     """`2 clusters (a, b)`, and the fleet's `_gitops/` when it is among them."""
-    clusters = tuple(name for name in names if name != FLEET_DIR)
+    clusters = tuple(name for name in names if name != APPLICATION_SET_DIR)
     parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(clusters, 5)})"]
     parts = parts if clusters else []
-    parts += [f"the fleet's {FLEET_DIR}/"] if FLEET_DIR in names else []
+    parts += [f"the fleet's {APPLICATION_SET_DIR}/"] if APPLICATION_SET_DIR in names else []
     return " and ".join(parts)
 
 
@@ -798,6 +798,6 @@ def _left_out(
     if see_all:
         lines.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
     first = [*cut, *left][0].names[0]
-    if see_one and first != FLEET_DIR:
+    if see_one and first != APPLICATION_SET_DIR:
         lines.append(f"One cluster: {_code(see_one(first))}.")
     return "\n".join(lines) + "\n"

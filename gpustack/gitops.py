@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.decorate import stage, stage_dependency
-from gpustack.layout import CANARY_STAGE, FLEET_DIR, SMOKE_TEST_STAGE
+from gpustack.layout import APPLICATION_SET_DIR, CANARY_STAGE, SMOKE_TEST_STAGE
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
 from gpustack.stack import Stack
 
@@ -67,7 +67,7 @@ def application_set(stack: Stack) -> dict[str, Any] | None:
     # ApplicationSet's Git directory generator: {{path}} is the folder, {{path.basename}} its name.
     cluster = "{{path.basename}}"
     folders = argocd.path.replace("{name}", "*")
-    fleet_dir = argocd.path.replace("{name}", FLEET_DIR)
+    fleet_dir = argocd.path.replace("{name}", APPLICATION_SET_DIR)
     destination = _destination(argocd, cluster)
     template_spec = _application_spec(argocd, "{{path}}", destination)
     template_metadata: dict[str, Any] = {"name": application_name(cluster)}

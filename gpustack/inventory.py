@@ -51,7 +51,7 @@ def discover(paths: Sequence[Path]) -> list[Path | None]:
     return list(found.values())
 
 
-# Where a fleet repository keeps its configs, by the README's convention, and how many files a
+# Where a fleet repository keeps its configs, by the convention docs/gitops.md shows, and how many files a
 # bare command looks at there.
 FLEET_FOLDER = Path("clusters")
 _NEARBY_FILES = 2000

@@ -7,7 +7,7 @@ library only and no work at import, so that validating a folder loads neither th
 the writer.
 
     out/
-      _gitops/                  the fleet's ApplicationSet (FLEET_DIR)
+      _gitops/                  the fleet's ApplicationSet (APPLICATION_SET_DIR)
       <cluster>/
         kustomization.yaml      (KUSTOMIZATION)
         <kind>-<name>.yaml      the objects; with Flux, in one folder per stage (STAGES)
@@ -28,9 +28,9 @@ NODE_DIR = "node"
 # Folder inside `out/<name>/` for the cluster's own GitOps objects, outside the kustomization
 # they point at.
 CLUSTER_DIR = "gitops"
-# Folder (beside the clusters' folders) for objects that belong to the whole fleet; an underscore
+# Folder (beside the clusters' folders) for the fleet's ApplicationSet; an underscore
 # cannot start a cluster name, so no cluster's folder can clash with it.
-FLEET_DIR = "_gitops"
+APPLICATION_SET_DIR = "_gitops"
 
 # Flux applies a cluster's objects in stages, in apply order: each stage a sub-folder of the
 # rendered output and one Kustomization, which depends on the stage named beside it, so that

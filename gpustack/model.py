@@ -74,9 +74,9 @@ EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-
 
 @dataclass(frozen=True)
 class Doc:
-    """How README's config reference (gpustack.docs) shows a field where its annotation does not
+    """How the config reference (docs/config.md, written by gpustack.docs) shows a field where its annotation does not
     say it in words: `type` names the value ("DNS-1123 label"), `default` says what an unset
-    field means, `see` names the README section that explains it. Pydantic ignores it, so it
+    field means, `see` names the section of docs/ that explains it. Pydantic ignores it, so it
     goes in `Annotated[...]`, on a field or on a type alias."""
 
     type: str | None = None
@@ -217,7 +217,7 @@ class WithResources(Strict):
     gets the setting by deriving from this class."""
 
     components: ClassVar[tuple[str, ...]] = ()
-    # README's config reference: the main container ("the plugin container"), and gpustack's own
+    # The config reference: the main container ("the plugin container"), and gpustack's own
     # requirements for it (what the component module sets when `resources` is unset).
     container: ClassVar[str] = ""
     resource_defaults: ClassVar[dict[str, str]] = {}
@@ -731,7 +731,7 @@ class DCGMExporter(WithResources):
         return interval
 
 
-# The alerts gpustack renders (gpustack.components.alerts; README "Alert runbooks").
+# The alerts gpustack renders (gpustack.components.alerts; docs/components.md, "Alert runbooks").
 AlertName = Literal[
     "GPUXidError",
     "GPUFallenOffBus",
@@ -873,8 +873,8 @@ class Alerts(Strict):
     ] = Field(
         default=None,
         description=(
-            "where README's runbooks are published; each alert links `<runbookURL>#<alert "
-            "name in lower case>`"
+            "where the alert runbooks (docs/components.md, Alert runbooks) are published; "
+            "each alert links `<runbookURL>#<alert name in lower case>`"
         ),
     )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from gpustack import committed, output, output_tree
 from gpustack.findings import Finding
-from gpustack.layout import FLEET_DIR, is_ours
+from gpustack.layout import APPLICATION_SET_DIR, is_ours
 from gpustack.objects import file_name, identity
 from gpustack.render import Rendering
 from gpustack.secrets import mask_text
@@ -110,7 +110,7 @@ def check_json(reports: Sequence[OutputCheck], out: Path) -> dict[str, Any]:
             "findings": report.findings,
         }
         for report in reports
-        if report.name != FLEET_DIR or report.stale
+        if report.name != APPLICATION_SET_DIR or report.stale
     ]
     return {
         "current": not any(report.stale for report in reports),

@@ -22,7 +22,7 @@ from gpustack import render
 from gpustack.applicationset import for_fleet
 from gpustack.decorate import stage
 from gpustack.errors import UserError, display_path
-from gpustack.layout import FLEET_DIR, KUSTOMIZATION, is_ours
+from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, is_ours
 from gpustack.reading import decode, read_bounded
 from gpustack.render import Rendering
 from gpustack.yamlio import load_text
@@ -37,9 +37,9 @@ def output_folders(
     ApplicationSet left from before); a render of single configs leaves it alone."""
     folders = [(out / r.name, render.files(r)) for r in renderings]
     application = for_fleet(renderings)
-    fleet = render.fleet_files(application) if application is not None else {}
+    fleet = render.application_set_files(application) if application is not None else {}
     if application is not None or fleet_folder:
-        folders.append((out / FLEET_DIR, fleet))
+        folders.append((out / APPLICATION_SET_DIR, fleet))
     return folders
 
 
@@ -49,7 +49,7 @@ def strays(renderings: Sequence[Rendering], out: Path, known: Collection[str] = 
     A render never removes them (another fleet folder may render into `out` too); render and
     check name them. Hidden folders (a render's staging leftovers) and `_gitops/` are not, nor
     are the folders of the `known` names (clusters not rendered here)."""
-    names = {rendering.name for rendering in renderings} | {FLEET_DIR, *known}
+    names = {rendering.name for rendering in renderings} | {APPLICATION_SET_DIR, *known}
     try:
         children = sorted(os.scandir(out), key=lambda entry: entry.name)
     except OSError:
@@ -70,7 +70,7 @@ def stray_message(folder: Path, configs: Sequence[Path], deployed: bool) -> str:
     given = " ".join(str(path) for path in configs)
     out = display_path(folder.parent)
     how = (
-        f"the ApplicationSet in {out}/{FLEET_DIR} deploys every folder in {out}"
+        f"the ApplicationSet in {out}/{APPLICATION_SET_DIR} deploys every folder in {out}"
         if deployed
         else "its Application keeps deploying it while it is committed"
     )

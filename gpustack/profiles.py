@@ -17,7 +17,7 @@ from gpustack.layers import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file
 
-# The built-in profiles, in the order README's tables give them: the plain Kubernetes
+# The built-in profiles, in the order the documents' tables give them: the plain Kubernetes
 # distributions first, then the managed ones.
 BUILTIN = (
     "kubeadm",

@@ -167,7 +167,7 @@ def object_paths(rendering: Rendering) -> dict[Identity, str]:
     return paths
 
 
-def fleet_files(application_set: dict[str, Any]) -> dict[str, bytes]:
+def application_set_files(application_set: dict[str, Any]) -> dict[str, bytes]:
     """The files of `out/_gitops/`: the fleet's ApplicationSet and a kustomization listing it."""
     return _folder([application_set])
 

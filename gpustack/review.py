@@ -26,7 +26,7 @@ from gpustack import committed, output_tree, render
 from gpustack.applicationset import for_fleet
 from gpustack.diff import Change, Diff, Status, diff_files, diff_objects
 from gpustack.errors import display_path
-from gpustack.layout import FLEET_DIR, KUSTOMIZATION, NODE_DIR
+from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity
 from gpustack.output_check import compare_folder, file_diff
 from gpustack.render import Rendering
@@ -81,7 +81,7 @@ def against_output(
         for folder, objects, files, paths in _output(renderings, out, fleet_folder)
         if files or folder.is_dir()
     ]
-    return sorted(diffs, key=lambda pair: (pair[0] == FLEET_DIR, pair[0]))
+    return sorted(diffs, key=lambda pair: (pair[0] == APPLICATION_SET_DIR, pair[0]))
 
 
 def against(folder: Path, new: Snapshot, files: dict[str, bytes], new_label: str) -> Diff:
@@ -126,7 +126,7 @@ def _output(
     """output_tree.output_folders, each folder with the objects its files hold and where."""
     application = for_fleet(renderings)
     objects = {r.name: [*r.objects, *r.gitops_objects] for r in renderings}
-    objects[FLEET_DIR] = [application] if application is not None else []
+    objects[APPLICATION_SET_DIR] = [application] if application is not None else []
     paths = {r.name: render.object_paths(r) for r in renderings}
     return [
         (folder, objects[folder.name], files, paths.get(folder.name, {}))
@@ -157,7 +157,7 @@ def compare(
     """One Diff per cluster found on either side (a cluster on one side only is all added or all
     removed), clusters by name and the fleet's `_gitops` last."""
     empty = Snapshot([], {}, {})
-    names = sorted(old.keys() | new.keys(), key=lambda name: (name == FLEET_DIR, name))
+    names = sorted(old.keys() | new.keys(), key=lambda name: (name == APPLICATION_SET_DIR, name))
     return [
         (
             name,

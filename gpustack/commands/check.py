@@ -63,7 +63,7 @@ def run(
     from gpustack import applicationset, fleet, output_tree
     from gpustack.config import overrides
     from gpustack.errors import Location, UserError, display_path
-    from gpustack.layout import FLEET_DIR
+    from gpustack.layout import APPLICATION_SET_DIR
     from gpustack.output_check import check_json, check_output
 
     given = configs or []
@@ -101,7 +101,7 @@ def run(
         found, whole, _ = _affected(folders, changed, out, profiles_dir, quiet, assignments, False)
         renderings, reports = check(found)
     if not whole:
-        reports = [report for report in reports if report.name != FLEET_DIR]
+        reports = [report for report in reports if report.name != APPLICATION_SET_DIR]
     stale = [report for report in reports if report.stale]
     # A folder of no cluster here: stale when the ApplicationSet deploys every folder in `out`.
     strays = output_tree.strays(renderings, out) if fleet_folder and whole else []
@@ -236,9 +236,11 @@ def _unsure(
     whole check can tell). A config outside the folders (`texts` None) has its folders left
     to the whole check, as before."""
     from gpustack import changes, output_tree
-    from gpustack.layout import FLEET_DIR
+    from gpustack.layout import APPLICATION_SET_DIR
 
-    if renderings and any(report.name == FLEET_DIR and report.stale for report in reports):
+    if renderings and any(
+        report.name == APPLICATION_SET_DIR and report.stale for report in reports
+    ):
         return True
     if texts is None:
         return False

@@ -76,7 +76,7 @@ def run(
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import applicationset, fleet, output, output_tree, render
     from gpustack.config import overrides
-    from gpustack.layout import FLEET_DIR
+    from gpustack.layout import APPLICATION_SET_DIR
     from gpustack.secrets import mask_text
     from gpustack.validation.validator import explain
 
@@ -126,7 +126,7 @@ def run(
     progress = common.Progress(len(renderings), "writing", not quiet)
 
     def written(target: Path) -> None:
-        if target.name != FLEET_DIR:
+        if target.name != APPLICATION_SET_DIR:
             progress.advance()
 
     results: list[dict[str, Any]] = [

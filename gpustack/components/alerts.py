@@ -8,7 +8,7 @@ these rules join the exporter's metrics with kube-state-metrics' from another na
 Every exporter sample carries the `node` label its monitor sets (metrics.NODE_LABEL), the
 label kube-state-metrics names nodes by; per-GPU rules keep the exporter's `gpu`, `UUID` and
 `modelName` labels (dcgm-exporter internal/pkg/rendermetrics/render_metrics.go, d5e5f51) and drop
-the pod labels, so a GPU is one series whichever pod holds it. README's "Alert runbooks" section
+the pod labels, so a GPU is one series whichever pod holds it. The "Alert runbooks" section of docs/components.md
 has one runbook per alert.
 """
 
