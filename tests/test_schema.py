@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 
 import jsonschema
@@ -99,6 +100,12 @@ def test_init_refreshes_its_own_schema_and_leaves_a_foreign_file_alone(cli, tmp_
     assert (
         not (tmp_path / "b.yaml").exists() and schema.read_text() == '{"title": "something else"}'
     )
+    # A FIFO in the schema's place is refused, not waited on for a writer that never comes.
+    schema.unlink()
+    os.mkfifo(schema)
+    fifo = cli("init", tmp_path / "d.yaml")
+    assert fifo.exit_code == 2 and "is not gpustack's config schema" in fifo.stderr
+    assert not (tmp_path / "d.yaml").exists()
     # Pointing the modeline elsewhere writes no schema file.
     other = tmp_path / "elsewhere"
     url = "https://example.com/gpustack.schema.json"

@@ -189,10 +189,14 @@ def _write(path: Path, text: str) -> None:
 def _is_gpustack_schema(path: Path) -> bool:
     """Whether `path` holds a gpustack config schema (of any version), so it may be refreshed."""
     from gpustack.config_schema import SCHEMA_ID
+    from gpustack.errors import UserError
+    from gpustack.reading import read_bounded
 
     try:
-        return bool(json.loads(path.read_text(encoding="utf-8")).get("$id") == SCHEMA_ID)
-    except (OSError, ValueError, AttributeError):
+        # Bounded, and only a regular file: a FIFO or a huge file there is not a schema.
+        document = json.loads(read_bounded(path, what="a JSON schema"))
+        return bool(document.get("$id") == SCHEMA_ID)
+    except (UserError, ValueError, AttributeError):
         return False
 
 
