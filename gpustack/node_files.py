@@ -1,6 +1,6 @@
 """Host-side artifacts kubectl does not apply: they go to `node/` beside the manifests.
 
-Each profile's taint mechanism decides what is written (PRODUCT.md profile table); the README
+Each profile's taint mechanism decides what is written (docs/profiles.md, the profile table); the README
 there says where each file goes. Taints and labels come from the same `nodes.taints` and
 `nodes.selector` the workloads tolerate and select on, so nodes and manifests cannot disagree.
 """
