@@ -22,6 +22,8 @@ BASE_REQUIRED = ["apiVersion", "kind"]
 
 
 def config_schema() -> dict[str, Any]:
+    # The model (and pydantic) loads only when a schema is made: init asks for SCHEMA_ID alone
+    # when it checks whose schema file sits beside a config.
     from gpustack.model import GPUStack
 
     schema = GPUStack.model_json_schema()

@@ -17,7 +17,7 @@ from validate_helpers import CRD_OBJECTS, UPSTREAM_CRDS, UPSTREAM_TEMPLATE
 
 from gpustack.profiles import BUILTIN, data_dir
 from gpustack.validation.schemas import store
-from gpustack.validation.validator import check_object
+from gpustack.validation.verdicts import check_object
 
 PROJECT_SCHEMAS = data_dir("schemas")
 CRD_SCHEMA_FILES = sorted(PROJECT_SCHEMAS.glob("*/*.json"))

@@ -78,7 +78,7 @@ def run(
     from gpustack.config import overrides
     from gpustack.layout import APPLICATION_SET_DIR
     from gpustack.secrets import mask_text
-    from gpustack.validation.validator import explain
+    from gpustack.validation.verdicts import explain
 
     stdout = stdout or str(out) == "-"
     override = overrides(assignments or [])

@@ -351,7 +351,7 @@ def run(
 
     from gpustack.validation import engine as checks
     from gpustack.validation import manifests
-    from gpustack.validation.validator import lint_results
+    from gpustack.validation.verdicts import lint_results
 
     settings = checks.Settings(
         version,

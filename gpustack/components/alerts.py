@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import device_plugin_config, metrics, validations
+from gpustack import device_plugin_config, metrics, ready_files
 from gpustack.model import AlertThresholds, duration_ms
 from gpustack.objects import kind_of, name_of, namespace_of
 from gpustack.stack import Stack
@@ -43,8 +43,8 @@ RESOURCE_NAMES = {
 WATCHED_DAEMONSETS = (
     metrics.DCGM_EXPORTER,
     device_plugin_config.NAME,
-    validations.VALIDATOR,
-    validations.VALIDATOR_DRA,
+    ready_files.VALIDATOR,
+    ready_files.VALIDATOR_DRA,
     metrics.NODE_STATUS_EXPORTER,
 )
 

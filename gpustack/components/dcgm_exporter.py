@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import validations
+from gpustack import ready_files
 from gpustack.metrics import COUNTERS, NODE_LABEL
 from gpustack.metrics import DCGM_EXPORTER as NAME
 from gpustack.model import duration_ms
@@ -175,7 +175,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         }
     )
     return daemonset(
-        stack, NAME, validations.after_toolkit_ready(stack, pod_spec), component=COMPONENT
+        stack, NAME, ready_files.after_toolkit_ready(stack, pod_spec), component=COMPONENT
     )
 
 

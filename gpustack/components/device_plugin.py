@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import emit, validations
+from gpustack import emit, ready_files
 from gpustack.decorate import ignore
 from gpustack.device_plugin_config import (
     CONFIG_DIR,
@@ -168,7 +168,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
     if stack.pools:
         pod_spec = with_config_manager(stack, pod_spec, NAME, NAME, security)
     workload = daemonset(
-        stack, NAME, validations.after_toolkit_ready(stack, pod_spec), component="device-plugin"
+        stack, NAME, ready_files.after_toolkit_ready(stack, pod_spec), component="device-plugin"
     )
     if stack.uses_cdi and not stack.toolkit_enabled:
         # CDI chosen with the host's own toolkit: the nodes' runtime turns CDI on (kubeadm's
@@ -247,6 +247,6 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
     return daemonset(
         stack,
         MPS_DAEMON,
-        validations.after_toolkit_ready(stack, pod_spec),
+        ready_files.after_toolkit_ready(stack, pod_spec),
         component="mps-control-daemon",
     )

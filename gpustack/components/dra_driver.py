@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import validations
+from gpustack import ready_files
 from gpustack.decorate import mirrored
 from gpustack.model import ResourceRequirements
 from gpustack.stack import Stack, dra_gate_enabled
@@ -555,7 +555,7 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
     workload = daemonset(
         stack,
         KUBELET_PLUGIN,
-        validations.after_toolkit_ready(stack, pod_spec),
+        ready_files.after_toolkit_ready(stack, pod_spec),
         component=COMPONENT,
     )
     # values.yaml kubeletPlugin.updateStrategy: every node at once; prepared claims outlive a

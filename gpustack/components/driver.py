@@ -37,8 +37,8 @@ from typing import Any
 
 from gpustack.decorate import CANARY, POOL_LABEL, ignore, rollout
 from gpustack.model import NodePool
+from gpustack.ready_files import VALIDATIONS
 from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
-from gpustack.validations import VALIDATIONS
 from gpustack.workload import (
     API_ACCESS,
     API_ACCESS_MOUNT,

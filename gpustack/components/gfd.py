@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import device_plugin_config, emit, validations
+from gpustack import device_plugin_config, emit, ready_files
 from gpustack.decorate import ignore
 from gpustack.stack import Stack
 from gpustack.workload import (
@@ -179,7 +179,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     workload = daemonset(
         stack,
         NAME,
-        validations.after_toolkit_ready(stack, pod_spec),
+        ready_files.after_toolkit_ready(stack, pod_spec),
         component="gpu-feature-discovery",
     )
     if plugin.migStrategy != "none" and stack.facts.migPartitioning == "node-settings":

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import device_plugin_config, emit, validations, workload
+from gpustack import device_plugin_config, emit, ready_files, workload
 from gpustack.stack import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
@@ -217,5 +217,5 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # (its own account's token reaches the API server).
         pod_spec["initContainers"] = [deploy_labeller(stack, [])]
     return daemonset(
-        stack, NAME, validations.after_toolkit_ready(stack, pod_spec), component="mig-manager"
+        stack, NAME, ready_files.after_toolkit_ready(stack, pod_spec), component="mig-manager"
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import validations
+from gpustack import ready_files
 from gpustack.metrics import NODE_STATUS_EXPORTER as NAME
 from gpustack.metrics import node_status_exporter_enabled as enabled
 from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack
@@ -49,7 +49,7 @@ LABELS = {**selector_labels(NAME), COMPONENT_LABEL: COMPONENT}
 def image(stack: Stack) -> str:
     # values.yaml `nodeStatusExporter`: repository nvcr.io/nvidia, image gpu-operator (the
     # validator's image, which carries nvidia-validator).
-    return f"{validations.IMAGE}:{stack.config.nodeStatusExporter.version}"
+    return f"{ready_files.IMAGE}:{stack.config.nodeStatusExporter.version}"
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -132,8 +132,8 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                         # The validator's ready files, only looked at (metrics.go watchStatusFile;
                         # main.go --output-dir defaults to /run/nvidia/validations).
                         {
-                            "name": validations.VALIDATIONS_VOLUME,
-                            "mountPath": validations.VALIDATIONS,
+                            "name": ready_files.VALIDATIONS_VOLUME,
+                            "mountPath": ready_files.VALIDATIONS,
                             "readOnly": True,
                         },
                     ],
@@ -143,7 +143,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 host_path_volume("host-root", "/"),
                 host_path_volume("driver-install-dir", DRIVER_CONTAINER_ROOT, "DirectoryOrCreate"),
                 host_path_volume(
-                    validations.VALIDATIONS_VOLUME, validations.VALIDATIONS, "DirectoryOrCreate"
+                    ready_files.VALIDATIONS_VOLUME, ready_files.VALIDATIONS, "DirectoryOrCreate"
                 ),
             ],
         }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from gpustack import validations
+from gpustack import ready_files
 from gpustack.stack import Stack
 from gpustack.workload import (
     CDI_ROOT,
@@ -172,7 +172,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     env += runtime_env
     mounts: list[dict[str, Any]] = [
         {"name": "toolkit-root", "mountPath": "/run/nvidia/toolkit"},
-        {"name": "run-nvidia-validations", "mountPath": validations.VALIDATIONS},
+        {"name": "run-nvidia-validations", "mountPath": ready_files.VALIDATIONS},
         {"name": "toolkit-install-dir", "mountPath": TOOLKIT_INSTALL_DIR},
         {
             "name": "host-root",
@@ -184,7 +184,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     ]
     volumes: list[dict[str, Any]] = [
         host_path_volume("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
-        host_path_volume("run-nvidia-validations", validations.VALIDATIONS, "DirectoryOrCreate"),
+        host_path_volume("run-nvidia-validations", ready_files.VALIDATIONS, "DirectoryOrCreate"),
         host_path_volume("toolkit-install-dir", TOOLKIT_INSTALL_DIR, "DirectoryOrCreate"),
         host_path_volume("host-root", "/"),
         host_path_volume("cdi-root", CDI_ROOT, "DirectoryOrCreate"),
@@ -230,7 +230,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     # Configure the runtime only once the driver runs, and leave the /dev/char symlinks and the
     # driver-ready file behind, as upstream's toolkit DaemonSet does with the validator's driver
     # validation as its init container.
-    validation, validation_volumes = validations.driver_validation(stack)
+    validation, validation_volumes = ready_files.driver_validation(stack)
     pod_spec["initContainers"] = [validation]
     named = {volume["name"] for volume in volumes}
     volumes += [volume for volume in validation_volumes if volume["name"] not in named]

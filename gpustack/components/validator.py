@@ -27,8 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.decorate import mirrored
-from gpustack.stack import Stack
-from gpustack.validations import (
+from gpustack.ready_files import (
     VALIDATIONS,
     VALIDATIONS_VOLUME,
     driver_validation,
@@ -36,8 +35,9 @@ from gpustack.validations import (
     host_folder_selinux,
     image,
 )
-from gpustack.validations import VALIDATOR as NAME
-from gpustack.validations import VALIDATOR_DRA as DRA_NAME
+from gpustack.ready_files import VALIDATOR as NAME
+from gpustack.ready_files import VALIDATOR_DRA as DRA_NAME
+from gpustack.stack import Stack
 from gpustack.workload import (
     cluster_role_with_binding,
     daemonset,

@@ -22,7 +22,7 @@ def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str) -> 
     # Here, not on top: the package is imported by commands that never validate (diff), which
     # must not load the schema engine (jsonschema-rs).
     from gpustack.validation.schemas import store
-    from gpustack.validation.validator import check_object
+    from gpustack.validation.verdicts import check_object
 
     schemas = store(kubernetes_version, field="platform.kubernetesVersion")
     findings: list[Finding] = []

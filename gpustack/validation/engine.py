@@ -25,7 +25,7 @@ from typing import Any
 from gpustack.validation import crds, manifests
 from gpustack.validation.manifests import Resource
 from gpustack.validation.schemas import SchemaError, SchemaStore, store
-from gpustack.validation.validator import Result, header, validate_resources
+from gpustack.validation.verdicts import Result, header, validate_resources
 
 # Below this many files (or this much input), starting workers costs more than it saves.
 PARALLEL_FROM_FILES = 1000

@@ -17,7 +17,7 @@ from gpustack import __version__, emit
 from gpustack.findings import Finding
 from gpustack.objects import namespaced
 from gpustack.secrets import mask_text
-from gpustack.validation.validator import (
+from gpustack.validation.verdicts import (
     MANIFEST,
     SCHEMA,
     Result,
