@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_on_terminal
+from conftest import run_gpustack, run_on_terminal
 
 CONFIG = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -368,13 +368,14 @@ def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
     ],
 )
 def test_profile_names_and_formats_complete(tmp_path, words, expected):
+    # In-process (the answer is the same code's): the real process answers in
+    # test_shell_completion_scripts_and_completions.
     env = {
-        **os.environ,
         "_GPUSTACK_COMPLETE": "complete_bash",
         "COMP_WORDS": words,
         "COMP_CWORD": str(len(words.split()) - 1),
     }
-    assert run_real(env=env, cwd=tmp_path).split() == expected
+    assert run_gpustack(env=env, cwd=tmp_path).stdout.split() == expected
 
 
 @pytest.mark.parametrize(
@@ -391,12 +392,11 @@ def test_a_set_value_completes_to_the_fields_choices(tmp_path, shell, word, expe
     the config schema, a boolean, the profile names)."""
     words = f"gpustack render --set {word}"
     env = {
-        **os.environ,
         "_GPUSTACK_COMPLETE": f"complete_{shell}",
         "_TYPER_COMPLETE_ARGS": words,
         "_TYPER_COMPLETE_FISH_ACTION": "get-args",
     }
-    completed = run_real(env=env, cwd=tmp_path)
+    completed = run_gpustack(env=env, cwd=tmp_path).stdout
     field = word.partition("=")[0]
     assert re.findall(re.escape(field) + r"=([-a-z]+)", completed) == expected, completed
 
