@@ -106,16 +106,25 @@ def test_hook_manifest_is_valid_for_pre_commit_and_matches_the_commands():
     assert {"check", "validate"} <= set(ROOT.commands)
 
 
-def test_check_hook_passes_a_clean_commit_and_refuses_stale_output(tmp_path):
-    repo = Repository(tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-check")])
+def hook_result(output: str, name: str) -> str:
+    """What pre-commit printed for the hook called `name`: Passed, Failed or Skipped."""
+    (line,) = [line for line in output.splitlines() if line.startswith(name + ".")]
+    return line.rsplit(".", 1)[1].split()[-1]
+
+
+def test_check_and_validate_hooks_pass_a_clean_commit_and_refuse_stale_or_invalid_output(tmp_path):
+    # The validate hook as the README suggests: the rendered manifests only, not every YAML file.
+    hooks = [local_hook("gpustack-check"), local_hook("gpustack-validate", files="^out/")]
+    check, validate = (hook["name"] for hook in hooks)
+    repo = Repository(tmp_path / "repo", tmp_path / "cache", hooks)
     # A GKE cluster: the platform runs the device plugin, so gpustack's output is complete here.
     assert repo.gpustack("init", "--profile", "gke-cos", "--name", "edge").returncode == 0
     assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
     clean = repo.commit("GPU stack for edge")
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert (
-        "gpustack check" in clean.stdout + clean.stderr and "Passed" in clean.stdout + clean.stderr
-    )
+    output = clean.stdout + clean.stderr
+    assert "gpustack check" in output
+    assert (hook_result(output, check), hook_result(output, validate)) == ("Passed", "Passed")
 
     config = repo.path / "gpustack.yaml"
     config.write_text(config.read_text().replace("namespace: gpu-system", "namespace: gpu-edge"))
@@ -131,22 +140,14 @@ def test_check_hook_passes_a_clean_commit_and_refuses_stale_output(tmp_path):
     fixed = repo.commit("move to another namespace")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
-
-def test_validate_hook_refuses_an_invalid_manifest(tmp_path):
-    # As the README suggests: validate the rendered manifests only, not every YAML file.
-    repo = Repository(
-        tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-validate", files="^out/")]
-    )
-    assert repo.gpustack("init", "--profile", "gke-cos", "--name", "edge").returncode == 0
-    assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
-    clean = repo.commit("GPU stack for edge")
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-
-    namespace = repo.path / "out" / "edge" / "namespace-gpu-system.yaml"
+    namespace = repo.path / "out" / "edge" / "namespace-gpu-edge.yaml"
     namespace.write_text(namespace.read_text().replace("metadata:", "metadata:\n  nmae: typo"))
     invalid = repo.commit("hand-edit a manifest")
+    output = invalid.stdout + invalid.stderr
     assert invalid.returncode != 0
-    assert "nmae" in invalid.stdout + invalid.stderr
+    assert hook_result(output, validate) == "Failed"
+    assert "nmae" in output
+    assert repo.git("log", "--oneline").stdout.count("\n") == 2
 
 
 def test_check_hook_without_args_in_a_fleet_repository_names_the_configs(tmp_path):
