@@ -17,7 +17,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 from conftest import ROOT, SHARED, as_upstream, crd_validator, run_gpustack
-from example_renders import committed_files, example_configs, expected_out, render_example
+from example_renders import committed_files, example_configs, render_example
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
     configured_taints,
@@ -334,15 +334,12 @@ def run_process(
     )
 
 
-def test_separate_processes_with_different_hash_seeds_render_the_same_bytes(tmp_path: Path) -> None:
-    """Files written under one hash seed are the committed out/ (written under another), and the
-    stream under a third seed is what this process (a fourth) streams."""
+def test_separate_processes_with_different_hash_seeds_render_the_same_bytes() -> None:
+    """The stream under one hash seed is what this process (another) streams. Files written
+    under a third are the committed out/: test_golden's regeneration command runs under seed 0."""
     configs = [str(path) for path in example_configs()]
-    out = tmp_path / "out"
-    files = run_process("render", *configs, "-o", str(out), PYTHONHASHSEED="0")
     stream = run_process("render", *configs, "--stdout", PYTHONHASHSEED="4242")
-    assert files.returncode == 0 and stream.returncode == 0, files.stderr + stream.stderr
-    assert committed_files(out) == expected_out()
+    assert stream.returncode == 0, stream.stderr
     here = run_gpustack("render", *configs, "--stdout")
     assert here.returncode == 0, here.stderr
     assert stream.stdout == here.stdout
