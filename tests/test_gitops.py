@@ -7,11 +7,10 @@ import fnmatch
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, read_manifests, run_gpustack
+from conftest import EXAMPLES, read_manifests, run_gpustack
 from gitops_helpers import (
     by_identity,
     kustomize,
@@ -351,15 +350,10 @@ def test_plugin_runs_render_stdout_where_argo_cd_finds_gpustack_yaml(cli, tmp_pa
     assert (folder / plugin["spec"]["discover"]["fileName"]).is_file()
     command = plugin["spec"]["generate"]["command"]
     assert command[0] == "gpustack"
-    # The real console entry point, in the folder, as Argo CD's sidecar runs it.
-    generated = subprocess.run(
-        [sys.executable, "-m", "gpustack", *command[1:]],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=True,
-    )
+    # The command, in the folder, as Argo CD's sidecar runs it (in-process: the installed
+    # console script is test_e2e's).
+    generated = run_gpustack(*command[1:], cwd=folder)
+    assert generated.returncode == 0, generated.stderr
 
     streamed = [doc for doc in read_manifests(generated.stdout) if doc]
     assert by_identity(streamed) == by_identity(kustomize(tmp_path / "out" / "gpu-east"))
