@@ -19,7 +19,8 @@ that fixes them all.
 from __future__ import annotations
 
 import argparse
-import subprocess
+import contextlib
+import io
 import sys
 from pathlib import Path
 
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpustack import docs  # noqa: E402
+from gpustack.cli import run  # noqa: E402
 from gpustack.config_schema import schema_text  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "gpustack.schema.json"
@@ -37,14 +39,20 @@ def examples() -> list[str]:
     return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "examples").glob("*.yaml"))
 
 
-def gpustack(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpustack", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def gpustack(*args: str) -> tuple[int, str]:
+    """`gpustack ARGS...` from the repository root, in this process (gpustack is imported
+    already; a new interpreter would import it again): its exit code and stderr."""
+    stderr = io.StringIO()
+    with (
+        contextlib.chdir(ROOT),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(stderr),
+    ):
+        try:
+            code = run(list(args))
+        except SystemExit as done:  # argparse's usage errors
+            code = done.code if isinstance(done.code, int) else 2
+    return code, stderr.getvalue()
 
 
 def main() -> int:
@@ -73,19 +81,19 @@ def main() -> int:
 
     # `check` compares out/ with a render byte for byte (and validates it); `render` writes only
     # the files that differ and prunes gpustack's files no render makes.
-    compared = gpustack("check", *examples(), "-o", "out", "--quiet")
-    if compared.returncode == 2:
-        sys.stderr.write(compared.stderr)
+    compared, problems = gpustack("check", *examples(), "-o", "out", "--quiet")
+    if compared == 2:
+        sys.stderr.write(problems)
         return 2
-    if compared.returncode != 0:
+    if compared != 0:
         stale.append("out/")
         if check:
-            sys.stderr.write(compared.stderr)
+            sys.stderr.write(problems)
         if not check:
-            rendered = gpustack("render", *examples(), "-o", "out", "--quiet")
-            if rendered.returncode != 0:
-                sys.stderr.write(rendered.stderr)
-                return rendered.returncode
+            rendered, problems = gpustack("render", *examples(), "-o", "out", "--quiet")
+            if rendered != 0:
+                sys.stderr.write(problems)
+                return rendered
 
     for what in stale:
         print(f"{'stale' if check else 'regenerated'}: {what}")

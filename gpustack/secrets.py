@@ -39,6 +39,8 @@ def redacted(secret: str) -> str:
 
 def mask_text(text: str) -> str:
     """`text` with every PEM, and every base64 or `data:` URL payload holding one, redacted."""
+    if len(text) < _MIN_RUN and "-----BEGIN" not in text and "data:" not in text:
+        return text  # no PEM, no data: URL, and every base64 run in it too short to hold one
     if "-----BEGIN" in text:
         text = _PEM_BLOCK.sub(lambda match: redacted(match.group()), text)
     text = _BASE64_RUN.sub(_mask_run, text)

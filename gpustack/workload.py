@@ -6,7 +6,6 @@ workload selects GPU nodes the same way and tolerates every configured taint" ho
 
 from __future__ import annotations
 
-import copy
 import itertools
 from typing import Any
 
@@ -574,17 +573,40 @@ def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list
             result.append(obj)
             continue
         label, app = client
-        selected = copy.deepcopy(obj)
-        template = selected["spec"]["template"]
+        # New dicts and lists along the two paths that change (the pod's labels, its node
+        # selector terms), the rest shared with `obj`, which the result replaces: a copy of the
+        # whole DaemonSet cost more than the rest of the render.
+        template = obj["spec"]["template"]
+        metadata = {**template["metadata"]}
         if app:
-            template["metadata"]["labels"]["app"] = app
-        key = DEPLOY_LABEL_PREFIX + label
-        terms = template["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ]["nodeSelectorTerms"]
-        for term in terms:
-            term["matchExpressions"].append(
-                {"key": key, "operator": "NotIn", "values": _not_deployed(label)}
-            )
-        result.append(selected)
+            metadata["labels"] = {**metadata["labels"], "app": app}
+        affinity = template["spec"]["affinity"]
+        node_affinity = affinity["nodeAffinity"]
+        required = node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+        expression = {"key": DEPLOY_LABEL_PREFIX + label, "operator": "NotIn"}
+        terms = [
+            {
+                **term,
+                "matchExpressions": [
+                    *term["matchExpressions"],
+                    {**expression, "values": _not_deployed(label)},
+                ],
+            }
+            for term in required["nodeSelectorTerms"]
+        ]
+        spec = {
+            **template["spec"],
+            "affinity": {
+                **affinity,
+                "nodeAffinity": {
+                    **node_affinity,
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        **required,
+                        "nodeSelectorTerms": terms,
+                    },
+                },
+            },
+        }
+        template = {**template, "metadata": metadata, "spec": spec}
+        result.append({**obj, "spec": {**obj["spec"], "template": template}})
     return result

@@ -192,14 +192,29 @@ _FastLoader.add_constructor("tag:gpustack,unsure", _FastLoader.construct_unsure)
 
 # Where an anchor (&), alias (*) or tag (!) can start: a node's first character, after a space,
 # a line start or flow punctuation. The same characters inside a word (`conf.d/*.toml`,
-# `gke-*`) are plain text; in a comment or a quoted string after a space they only cost the
-# full parser.
+# `gke-*`) are plain text; inside a quoted string, a block scalar (PromQL's `!=`, a dashboard's
+# `* 1000000`, a script's `&&`) or a comment they are text too, which libyaml's events tell.
 _INDICATOR = re.compile(r"(?:^|[\s\[{,:])[&*!]", re.MULTILINE)
+
+
+def _anchor_alias_or_tag(text: str) -> bool:
+    """Whether `text` holds an anchor, an alias or an explicit tag, as libyaml parses it (an
+    unreadable text counts as holding one: the full parser explains it)."""
+    try:
+        for event in libyaml.parse(text, Loader=_FastLoader):
+            if isinstance(event, libyaml.AliasEvent) or (
+                getattr(event, "anchor", None) is not None
+                or getattr(event, "tag", None) is not None
+            ):
+                return True
+    except (libyaml.YAMLError, RecursionError, ValueError, TypeError):
+        return True
+    return False
 
 
 def _fast_documents(text: str) -> list[Any] | None:
     """The documents' data as libyaml reads them, or None where the full parser must decide."""
-    if _INDICATOR.search(text):
+    if _INDICATOR.search(text) and _anchor_alias_or_tag(text):
         return None  # anchors, aliases and tags: the full parser checks alias bombs and tags
     try:
         return list(libyaml.load_all(text, Loader=_FastLoader))

@@ -8,6 +8,7 @@ tests run a fifth of their examples (the `dev` profile); CI runs them all (`HYPO
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import io
@@ -326,6 +327,28 @@ def run_on_terminal(
         chunks.append(chunk)
     os.close(controller)
     return process.wait(), b"".join(chunks).decode()
+
+
+@functools.cache
+def _yaml_documents(text: str) -> tuple[Any, ...]:
+    from ruamel.yaml import YAML
+
+    return tuple(YAML(typ="safe").load_all(text))
+
+
+def yaml_documents(text: str) -> list[Any]:
+    """The documents of `text` as ruamel's safe loader reads them (`YAML(typ="safe").load_all`),
+    each text parsed once a process: many tests read the same upstream references, and the pure
+    Python parser takes about a second over the largest. A deep copy each call, so a test may
+    change what it gets."""
+    return copy.deepcopy(list(_yaml_documents(text)))
+
+
+def yaml_document(text: str) -> Any:
+    """The one document of `text`, as `YAML(typ="safe").load` reads it (yaml_documents)."""
+    documents = yaml_documents(text)
+    assert len(documents) <= 1, "more than one YAML document"
+    return documents[0] if documents else None
 
 
 def read_manifests(text: str) -> list[Any]:

@@ -4,6 +4,7 @@ the walk-through in docs/gitops.md, and reading rendered folders."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -27,6 +28,16 @@ def kustomize(folder: Path) -> list[dict[str, Any]]:
         [str(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, check=True
     )
     return [doc for doc in read_manifests(built.stdout) if doc]
+
+
+def kustomize_together(folders: list[Path], where: Path) -> list[dict[str, Any]]:
+    """The objects real kustomize builds from `folders` as the resources of one kustomization
+    (written in `where`): each folder built as on its own, in one run; kustomize refuses an object
+    that two of them make."""
+    where.mkdir(parents=True, exist_ok=True)
+    resources = "".join(f"  - {os.path.relpath(folder, where)}\n" for folder in folders)
+    (where / "kustomization.yaml").write_text(f"resources:\n{resources}")
+    return kustomize(where)
 
 
 def load(path: Path) -> Any:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_on_terminal
+from conftest import run_gpustack, run_on_terminal
 
 CONFIG = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -323,7 +323,9 @@ def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
     args = ("check", str(config), "-o", str(out))
     assert "\x1b[" in run_real(*args, env=env, cwd=tmp_path, terminal=True)
     assert "\x1b[" not in run_real(*args, env={**env, "NO_COLOR": "1"}, cwd=tmp_path, terminal=True)
-    assert "\x1b[" not in run_real(*args, env=env, cwd=tmp_path)
+    # Not a terminal (in-process, its output captured): no colour either.
+    piped = run_gpustack(*args, cwd=tmp_path, env={"NO_COLOR": None})
+    assert piped.returncode == 1 and "\x1b[" not in piped.stdout + piped.stderr
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -368,13 +370,14 @@ def test_shell_completion_scripts_and_completions(cli, shell, tmp_path):
     ],
 )
 def test_profile_names_and_formats_complete(tmp_path, words, expected):
+    # In-process (the answer is the same code's): the real process answers in
+    # test_shell_completion_scripts_and_completions.
     env = {
-        **os.environ,
         "_GPUSTACK_COMPLETE": "complete_bash",
         "COMP_WORDS": words,
         "COMP_CWORD": str(len(words.split()) - 1),
     }
-    assert run_real(env=env, cwd=tmp_path).split() == expected
+    assert run_gpustack(env=env, cwd=tmp_path).stdout.split() == expected
 
 
 @pytest.mark.parametrize(
@@ -391,12 +394,11 @@ def test_a_set_value_completes_to_the_fields_choices(tmp_path, shell, word, expe
     the config schema, a boolean, the profile names)."""
     words = f"gpustack render --set {word}"
     env = {
-        **os.environ,
         "_GPUSTACK_COMPLETE": f"complete_{shell}",
         "_TYPER_COMPLETE_ARGS": words,
         "_TYPER_COMPLETE_FISH_ACTION": "get-args",
     }
-    completed = run_real(env=env, cwd=tmp_path)
+    completed = run_gpustack(env=env, cwd=tmp_path).stdout
     field = word.partition("=")[0]
     assert re.findall(re.escape(field) + r"=([-a-z]+)", completed) == expected, completed
 
@@ -473,12 +475,8 @@ def test_a_long_render_shows_progress_on_a_terminal_only(tmp_path):
     assert "/21" not in shown
     # The progress line is cleared before the summary, which stays.
     assert shown.rstrip().endswith("0 unchanged, 0 removed")
-    piped = subprocess.run(
-        [sys.executable, "-m", "gpustack", "render", "clusters", "-o", "out"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    # Not a terminal (in-process, its stderr captured): the summary alone.
+    piped = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert piped.returncode == 0, piped.stderr
     assert piped.stderr.startswith("rendered 20 cluster(s) into out: 0 files written, ")
     assert piped.stderr.count("\n") == 1 and "\r" not in piped.stderr

@@ -27,8 +27,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import SHARED, stack_for, validate_upstream
-from ruamel.yaml import YAML
+from conftest import SHARED, stack_for, validate_upstream, yaml_document, yaml_documents
 
 from gpustack import lint
 from gpustack.errors import UserError
@@ -65,7 +64,7 @@ WAITED_FOR = {
 
 
 def load(text: str) -> Any:
-    return YAML(typ="safe").load(text)
+    return yaml_document(text)
 
 
 def template(name: str) -> Any:
@@ -78,7 +77,7 @@ def template(name: str) -> Any:
 
 def golden_daemonset(name: str) -> dict[str, Any]:
     text = (OPERATOR / name).read_text()
-    return next(d for d in YAML(typ="safe").load_all(text) if d and d["kind"] == "DaemonSet")
+    return next(d for d in yaml_documents(text) if d and d["kind"] == "DaemonSet")
 
 
 def rendered(tmp_path: Path, profile: str, sections: dict[str, Any]) -> Rendering:

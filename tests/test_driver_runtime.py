@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED, stack_for, validate_upstream
+from conftest import SHARED, stack_for, validate_upstream, yaml_documents
 from ruamel.yaml import YAML
 
 from gpustack import lint
@@ -500,7 +500,7 @@ def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
 def golden_daemonset(name: str) -> dict[str, Any]:
     """The DaemonSet of one of the GPU Operator's golden driver renders (internal/state/testdata)."""
     text = (SHARED / "refs/gpu-operator" / name).read_text()
-    return next(d for d in YAML(typ="safe").load_all(text) if d and d["kind"] == "DaemonSet")
+    return next(d for d in yaml_documents(text) if d and d["kind"] == "DaemonSet")
 
 
 @pytest.mark.shared

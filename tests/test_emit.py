@@ -168,7 +168,10 @@ documents = st.recursive(
 )
 
 
-@settings(max_examples=examples(300))
+# 150 examples hold about 1,600 generated strings, keys and values (each one the emitter must
+# decide how to quote), beside the hand-picked TRAPS that pin each known hazard; two parsers
+# read each example back (about 14 ms an example).
+@settings(max_examples=examples(150))
 @given(st.dictionaries(st.text(), documents, min_size=1, max_size=4))
 def test_any_json_like_document_reads_back(data):
     assert_round_trip(data)

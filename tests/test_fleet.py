@@ -263,6 +263,11 @@ SCALARS = [
     "[1, x, 'y']",
     "{b: c}",
     "|\n  x\n  y",
+    # &, * and ! as text, not an anchor, alias or tag: a script, PromQL, a dashboard's JSON.
+    "'nvidia-smi && touch /run/ready'",
+    '"rate(x[5m]) * 100"',
+    "|\n  max(x) != 0\n  * 1000000",
+    "!!str yes",
     '"quoted: yes"',
     "0",
     "-0.5",
@@ -284,6 +289,24 @@ def test_fast_reader_reads_what_the_full_parser_reads(tmp_path, scalar):
     assert repr(fast.data) == repr(full.data)  # same values and the same types
     assert fast.source.values == full.source.values
     assert fast.source.keys == full.source.keys
+
+
+def test_gpustacks_own_output_reads_on_the_fast_path_as_the_full_parser_reads_it():
+    """No committed file of out/ needs the full parser (about fifty times slower on the
+    dashboard): `&&`, `!=` and `*` in quoted strings and block scalars (the driver's probes, the
+    alert rules' PromQL, the dashboard's JSON) are text, not anchors, aliases or tags."""
+    from conftest import ROOT
+
+    indicated = {}  # each distinct text once: the clusters share most of these files
+    for path in sorted((ROOT / "out").rglob("*.yaml")):
+        text = path.read_text()
+        fast = yamlio._fast_documents(text)
+        assert fast is not None, path
+        if yamlio._INDICATOR.search(text):
+            indicated.setdefault(text, (path, fast))
+    assert len(indicated) > 5  # the output holds such text: the comparison below runs
+    for text, (path, fast) in indicated.items():
+        assert fast == [document.data for document in yamlio._parse_all(text, "f")], path
 
 
 @pytest.mark.parametrize(

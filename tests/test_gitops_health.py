@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,10 +308,10 @@ def _app_health(cluster: Cluster, resources: list[dict[str, Any]]) -> str:
 # --- rendering ----------------------------------------------------------------------------------
 
 
-def render_example(tmp_path: Path, example: str, tool: str, version: str) -> Path:
-    """The example with the tool's settings and `driver.version`, written as `render` writes it;
-    returns the cluster's folder."""
-    config = tmp_path / f"{example}-{tool}-{version}.yaml"
+def render_example(folder: Path, example: str, tool: str, version: str) -> Path:
+    """The example with the tool's settings and `driver.version`, written into `folder` as
+    `render` writes it; returns the cluster's folder."""
+    config = folder / f"{example}-{tool}-{version}.yaml"
     config.write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
         f"extends: {EXAMPLES / f'{example}.yaml'}\n"
@@ -318,11 +319,25 @@ def render_example(tmp_path: Path, example: str, tool: str, version: str) -> Pat
         f"gitops: {TOOLS[tool]}\n"
     )
     rendering = render(load_stack(config))
-    folder = tmp_path / version / rendering.name
+    cluster = folder / f"{tool}-{version}" / rendering.name
     for relative, content in files(rendering).items():
-        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-        (folder / relative).write_bytes(content)
-    return folder
+        (cluster / relative).parent.mkdir(parents=True, exist_ok=True)
+        (cluster / relative).write_bytes(content)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str, str], Path]:
+    """render_example, each (example, tool, version) rendered once for the module's tests (and
+    built by kustomize once: `kustomize` keeps each folder's build). The tests only read the
+    folders: what they change (the cluster's objects, a Kustomization) is a copy."""
+    folder = tmp_path_factory.mktemp("rendered")
+
+    @functools.cache
+    def render_once(example: str, tool: str, version: str) -> Path:
+        return render_example(folder, example, tool, version)
+
+    return render_once
 
 
 def kustomizations(folder: Path) -> list[dict[str, Any]]:
@@ -347,13 +362,13 @@ ON_DELETE_WEDGES = (
 
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
-def test_every_flux_stage_is_ready_on_a_first_install_and_after_a_driver_change(tmp_path, example):
+def test_every_flux_stage_is_ready_on_a_first_install_and_after_a_driver_change(rendered, example):
     cluster = Cluster()
-    before = render_example(tmp_path, example, "flux", VERSION_A)
+    before = rendered(example, "flux", VERSION_A)
     first = reconcile_flux(before, kustomizations(before), cluster)
     assert all(result.ready for result in first.values()), first
 
-    after = render_example(tmp_path, example, "flux", VERSION_B)
+    after = rendered(example, "flux", VERSION_B)
     assert drivers(after) != drivers(before), "a driver.version change must change the driver"
     results = reconcile_flux(after, kustomizations(after), cluster)
     stage = {
@@ -373,12 +388,12 @@ def test_every_flux_stage_is_ready_on_a_first_install_and_after_a_driver_change(
 
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
-def test_a_flux_driver_rollout_holds_back_only_the_smoke_test(tmp_path, example):
+def test_a_flux_driver_rollout_holds_back_only_the_smoke_test(rendered, example):
     cluster = Cluster()
-    before = render_example(tmp_path, example, "flux", VERSION_A)
+    before = rendered(example, "flux", VERSION_A)
     reconcile_flux(before, kustomizations(before), cluster)
     cluster.rolling = True
-    after = render_example(tmp_path, example, "flux", VERSION_B)
+    after = rendered(example, "flux", VERSION_B)
     results = reconcile_flux(after, kustomizations(after), cluster)
     by_folder = {
         k["spec"]["path"].rsplit("/", 1)[1]: results[k["metadata"]["name"]]
@@ -394,13 +409,13 @@ def test_a_flux_driver_rollout_holds_back_only_the_smoke_test(tmp_path, example)
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
 def test_every_argo_cd_sync_is_healthy_on_a_first_install_and_after_a_driver_change(
-    tmp_path, example
+    rendered, example
 ):
     cluster = Cluster()
-    before = render_example(tmp_path, example, "argocd", VERSION_A)
+    before = rendered(example, "argocd", VERSION_A)
     first = sync_argocd(kustomize(before), cluster)
     assert (first.phase, first.health) == ("Succeeded", HEALTHY), first.message
-    after = render_example(tmp_path, example, "argocd", VERSION_B)
+    after = rendered(example, "argocd", VERSION_B)
     second = sync_argocd(kustomize(after), cluster)
     assert (second.phase, second.health) == ("Succeeded", HEALTHY), second.message
     # The PostSync smoke test ran again against the new driver (a new Job: its name hashes the
@@ -411,12 +426,12 @@ def test_every_argo_cd_sync_is_healthy_on_a_first_install_and_after_a_driver_cha
 
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
-def test_an_argo_cd_driver_rollout_holds_back_only_the_smoke_test(tmp_path, example):
+def test_an_argo_cd_driver_rollout_holds_back_only_the_smoke_test(rendered, example):
     cluster = Cluster()
-    before = render_example(tmp_path, example, "argocd", VERSION_A)
+    before = rendered(example, "argocd", VERSION_A)
     sync_argocd(kustomize(before), cluster)
     cluster.rolling = True
-    after = render_example(tmp_path, example, "argocd", VERSION_B)
+    after = rendered(example, "argocd", VERSION_B)
     result = sync_argocd(kustomize(after), cluster)
     if result.phase == "Succeeded":
         # Argo CD judges an OnDelete DaemonSet Healthy as soon as its controller saw it.
@@ -429,8 +444,8 @@ def test_an_argo_cd_driver_rollout_holds_back_only_the_smoke_test(tmp_path, exam
 
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
-def test_an_argo_cd_first_sync_before_any_gpu_node_recovers_by_retrying(tmp_path, example):
-    folder = render_example(tmp_path, example, "argocd", VERSION_A)
+def test_an_argo_cd_first_sync_before_any_gpu_node_recovers_by_retrying(rendered, example):
+    folder = rendered(example, "argocd", VERSION_A)
     (application,) = listed_objects(folder / "gitops")
     retry = application["spec"]["syncPolicy"]["retry"]
     cluster = Cluster(gpu_nodes=0)
@@ -442,11 +457,11 @@ def test_an_argo_cd_first_sync_before_any_gpu_node_recovers_by_retrying(tmp_path
     assert sync_argocd(kustomize(folder), cluster).phase == "Succeeded"
 
 
-def test_kstatus_keeps_an_on_delete_daemonset_in_progress_after_a_template_change(tmp_path):
+def test_kstatus_keeps_an_on_delete_daemonset_in_progress_after_a_template_change(rendered):
     # The counter-proof that the evaluator tells a wedge from a rollout: the same driver change
     # under both update strategies.
-    before = render_example(tmp_path, "kubeadm-driver-container", "flux", VERSION_A)
-    after = render_example(tmp_path, "kubeadm-driver-container", "flux", VERSION_B)
+    before = rendered("kubeadm-driver-container", "flux", VERSION_A)
+    after = rendered("kubeadm-driver-container", "flux", VERSION_B)
     statuses = {}
     for strategy in ("OnDelete", "RollingUpdate"):
         cluster = Cluster()
@@ -466,14 +481,14 @@ def test_kstatus_keeps_an_on_delete_daemonset_in_progress_after_a_template_chang
     )
 
 
-def test_a_chain_of_stages_would_wedge_behind_the_driver_rollout(tmp_path):
+def test_a_chain_of_stages_would_wedge_behind_the_driver_rollout(rendered):
     # The stages chained one after the other, monitors after the workloads and the smoke test
     # after the monitors: the evaluator finds the ServiceMonitor held back by the rollout.
     cluster = Cluster()
-    before = render_example(tmp_path, "kubeadm-driver-container", "flux", VERSION_A)
+    before = rendered("kubeadm-driver-container", "flux", VERSION_A)
     reconcile_flux(before, kustomizations(before), cluster)
     cluster.rolling = True
-    after = render_example(tmp_path, "kubeadm-driver-container", "flux", VERSION_B)
+    after = rendered("kubeadm-driver-container", "flux", VERSION_B)
     chained = kustomizations(after)
     by_folder = {k["spec"]["path"].rsplit("/", 1)[1]: k for k in chained}
     by_folder["monitors"]["spec"]["dependsOn"] = [
@@ -498,10 +513,10 @@ def _go_seconds(duration: str) -> int:
     return sum(int(amount) * units[unit] for amount, unit in re.findall(r"(\d+)([hms])", duration))
 
 
-def test_argo_cd_keeps_retrying_a_first_sync_for_hours(tmp_path):
+def test_argo_cd_keeps_retrying_a_first_sync_for_hours(rendered):
     # argo-cd v3.5.1 RetryStrategy.NextRetryAt: the n-th retry waits duration x factor^n, at
     # most maxDuration; each attempt before a GPU node exists lasts the smoke test's deadline.
-    folder = render_example(tmp_path, "kubeadm-driver-container", "argocd", VERSION_A)
+    folder = rendered("kubeadm-driver-container", "argocd", VERSION_A)
     (application,) = listed_objects(folder / "gitops")
     retry = application["spec"]["syncPolicy"]["retry"]
     backoff = retry["backoff"]
@@ -535,10 +550,10 @@ def test_argo_cd_retry_follows_the_settings(tmp_path):
 
 
 @pytest.mark.parametrize("example", EXAMPLES_WITH_DRIVER)
-def test_a_flux_first_install_before_any_gpu_node_fails_only_the_smoke_test(tmp_path, example):
-    # README: every other stage turns Ready; the smoke test reports its failed Job, which stays
+def test_a_flux_first_install_before_any_gpu_node_fails_only_the_smoke_test(rendered, example):
+    # docs/gitops.md: every other stage turns Ready; the smoke test reports its failed Job, which stays
     # failed until it is deleted (Flux then creates it again) or the config changes.
-    folder = render_example(tmp_path, example, "flux", VERSION_A)
+    folder = rendered(example, "flux", VERSION_A)
     cluster = Cluster(gpu_nodes=0)
     results = reconcile_flux(folder, kustomizations(folder), cluster)
     by_folder = {

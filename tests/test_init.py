@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_gpustack
 from manifests import gpu_workloads, pod_spec, runtime_users, workloads
 
 from gpustack import profiles, render
@@ -33,12 +33,15 @@ def commented_fields(text: str) -> dict[str, tuple[str, str]]:
     return fields
 
 
-@pytest.fixture(params=BUILTIN)
-def starter(request: pytest.FixtureRequest, cli, tmp_path: Path) -> tuple[str, Path, Stack]:
+@pytest.fixture(scope="module", params=BUILTIN)
+def starter(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, Path, Stack]:
+    """The profile's starter, written once for the module's tests (they only read it)."""
     profile = request.param
-    path = tmp_path / "clusters" / f"{profile}-lab.yaml"
-    result = cli("init", "--profile", profile, path)
-    assert result.exit_code == 0, result.output
+    path = tmp_path_factory.mktemp(profile) / "clusters" / f"{profile}-lab.yaml"
+    result = run_gpustack("init", "--profile", profile, path)
+    assert result.returncode == 0, result.stderr
     return profile, path, load_stack(path)
 
 

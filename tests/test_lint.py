@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 from gpustack import lint, render
 from gpustack.commands.init import starter
 from gpustack.config import load_stack
-from tests.conftest import EXAMPLES, SHARED
+from tests.conftest import EXAMPLES, SHARED, yaml_documents
 
 REFS = SHARED / "refs"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -29,7 +29,7 @@ PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
 def refs(*names: str) -> list[dict[str, Any]]:
     objects = []
     for name in names:
-        documents = YAML(typ="safe").load_all((REFS / name).read_text())
+        documents = yaml_documents((REFS / name).read_text())
         objects += [d for d in documents if isinstance(d, dict) and "kind" in d]
     return objects
 

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED, stack_for, validate_upstream
-from ruamel.yaml import YAML
+from conftest import SHARED, stack_for, validate_upstream, yaml_document
 
 from gpustack.render import render
 
@@ -17,7 +16,7 @@ MIG_PROFILES = ["kubeadm", "rke2", "openshift"]
 
 
 def load(text: str) -> Any:
-    return YAML(typ="safe").load(text)
+    return yaml_document(text)
 
 
 def objects(tmp_path: Path, profile: str, **sections: Any) -> list[dict[str, Any]]:

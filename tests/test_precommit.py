@@ -8,9 +8,9 @@ repository declares the same hooks as `repo: local` with `language: system`, run
 checkout's gpustack with the test's own interpreter (`sys.executable -m gpustack`). What would
 differ from the published hooks is ruled out separately: `.pre-commit-hooks.yaml` is loaded with
 pre-commit's own manifest schema (`pre_commit.clientlib.load_manifest`), and the local hooks are
-built from its entries (same id, name, entry, pass_filenames and files; only `gpustack` becomes
-`python -m gpustack` and the language becomes `system`). Hooks run on a real `git commit`,
-installed by `pre-commit install`.
+built from its entries (same id, name, entry, pass_filenames, require_serial and files; only
+`gpustack` becomes `python -m gpustack` and the language becomes `system`). Hooks run on a real
+`git commit`, installed by `pre-commit install`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def local_hook(hook_id: str, **overrides: Any) -> dict[str, Any]:
         "entry": shlex.join([sys.executable, "-m", "gpustack", *command[1:]]),
         "language": "system",
         "pass_filenames": hook["pass_filenames"],
+        "require_serial": hook["require_serial"],
         "files": hook["files"],
         **overrides,
     }
@@ -99,6 +100,8 @@ def test_hook_manifest_is_valid_for_pre_commit_and_matches_the_commands():
     assert hooks["gpustack-check"]["pass_filenames"] is True
     assert hooks["gpustack-validate"]["entry"] == "gpustack validate"
     assert hooks["gpustack-validate"]["pass_filenames"] is True
+    # One gpustack process per commit, however many CPUs pre-commit would share the files among.
+    assert all(hook["require_serial"] is True for hook in hooks.values())
     assert all(hook["language"] == "python" for hook in hooks.values())
     # The command the entry names exists in this build and is the console script's.
     from gpustack.commands.root import ROOT
@@ -106,16 +109,25 @@ def test_hook_manifest_is_valid_for_pre_commit_and_matches_the_commands():
     assert {"check", "validate"} <= set(ROOT.commands)
 
 
-def test_check_hook_passes_a_clean_commit_and_refuses_stale_output(tmp_path):
-    repo = Repository(tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-check")])
+def hook_result(output: str, name: str) -> str:
+    """What pre-commit printed for the hook called `name`: Passed, Failed or Skipped."""
+    (line,) = [line for line in output.splitlines() if line.startswith(name + ".")]
+    return line.rsplit(".", 1)[1].split()[-1]
+
+
+def test_check_and_validate_hooks_pass_a_clean_commit_and_refuse_stale_or_invalid_output(tmp_path):
+    # The validate hook as the README suggests: the rendered manifests only, not every YAML file.
+    hooks = [local_hook("gpustack-check"), local_hook("gpustack-validate", files="^out/")]
+    check, validate = (hook["name"] for hook in hooks)
+    repo = Repository(tmp_path / "repo", tmp_path / "cache", hooks)
     # A GKE cluster: the platform runs the device plugin, so gpustack's output is complete here.
     assert repo.gpustack("init", "--profile", "gke-cos", "--name", "edge").returncode == 0
     assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
     clean = repo.commit("GPU stack for edge")
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert (
-        "gpustack check" in clean.stdout + clean.stderr and "Passed" in clean.stdout + clean.stderr
-    )
+    output = clean.stdout + clean.stderr
+    assert "gpustack check" in output
+    assert (hook_result(output, check), hook_result(output, validate)) == ("Passed", "Passed")
 
     config = repo.path / "gpustack.yaml"
     config.write_text(config.read_text().replace("namespace: gpu-system", "namespace: gpu-edge"))
@@ -131,33 +143,32 @@ def test_check_hook_passes_a_clean_commit_and_refuses_stale_output(tmp_path):
     fixed = repo.commit("move to another namespace")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
-
-def test_validate_hook_refuses_an_invalid_manifest(tmp_path):
-    # As the README suggests: validate the rendered manifests only, not every YAML file.
-    repo = Repository(
-        tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-validate", files="^out/")]
-    )
-    assert repo.gpustack("init", "--profile", "gke-cos", "--name", "edge").returncode == 0
-    assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
-    clean = repo.commit("GPU stack for edge")
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-
-    namespace = repo.path / "out" / "edge" / "namespace-gpu-system.yaml"
+    namespace = repo.path / "out" / "edge" / "namespace-gpu-edge.yaml"
     namespace.write_text(namespace.read_text().replace("metadata:", "metadata:\n  nmae: typo"))
     invalid = repo.commit("hand-edit a manifest")
+    output = invalid.stdout + invalid.stderr
     assert invalid.returncode != 0
-    assert "nmae" in invalid.stdout + invalid.stderr
+    assert hook_result(output, validate) == "Failed"
+    assert "nmae" in output
+    assert repo.git("log", "--oneline").stdout.count("\n") == 2
 
 
 def test_check_hook_without_args_in_a_fleet_repository_names_the_configs(tmp_path):
-    """No `./gpustack.yaml`, configs in `clusters/`: the bare hook fails naming them instead of
-    checking the embedded example (which would pass or fail for reasons unrelated to the fleet)."""
+    """No `./gpustack.yaml`, configs in `clusters/`: the bare hook checks a config the commit
+    stages (a named config is checked, as `gpustack check a.yaml` is), and fails naming the
+    configs for a commit that stages none, instead of checking the embedded example (which would
+    pass or fail for reasons unrelated to the fleet)."""
     repo = Repository(tmp_path / "repo", tmp_path / "cache", [local_hook("gpustack-check")])
     (repo.path / "clusters").mkdir()
     created = repo.gpustack("init", "--profile", "gke-cos", "clusters/edge.yaml")
     assert created.returncode == 0, created.stderr
     assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
-    refused = repo.commit("GPU stack for edge")
+    first = repo.commit("GPU stack for edge")
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    kustomization = repo.path / "out" / "edge" / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text() + "# edited by hand\n")
+    refused = repo.commit("hand-edit the output")
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0
     assert "no ./gpustack.yaml here, but there are cluster configs: clusters/" in output
@@ -180,6 +191,8 @@ def test_check_hook_in_a_fleet_checks_the_clusters_the_commit_changes(tmp_path):
     assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
     first = repo.commit("three GKE clusters")
     assert first.returncode == 0, first.stdout + first.stderr
+    # Every file of the fleet, checked by one process: one verdict, each cluster rendered once.
+    assert first.stderr.count("cluster(s) checked") == 1, first.stderr
 
     west = clusters / "west.yaml"
     west.write_text(west.read_text() + "# the west region's cluster\n")

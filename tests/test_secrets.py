@@ -113,6 +113,16 @@ def test_masking_is_linear_and_holds_for_wrapped_values() -> None:
         assert mask_text(hostile) == hostile or "redacted" in mask_text(hostile)
 
 
+def test_short_texts_are_masked_as_long_ones() -> None:
+    """Texts shorter than any base64 run that can hold a PEM still have their PEM markers and
+    data: URLs masked; a base64 run of a PEM's first bytes, at the shortest, is masked too."""
+    for short in ("-----BEGIN A-----", "data:,-----BEGIN", "data:,-----%42EGIN"):
+        assert len(short) < 24 and "redacted" in mask_text(short), short
+    run = base64.b64encode(b"-----BEGIN CERTIFICATE-----").decode()[:24]
+    assert "redacted" in mask_text(run)
+    assert mask_text("nvidia.com/gpu") == "nvidia.com/gpu"
+
+
 # --- 6. committed output: links are never followed ------------------------------------------
 
 

@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import as_upstream
-from ruamel.yaml import YAML
+from conftest import as_upstream, yaml_document
 from validate_helpers import CRD_OBJECTS, UPSTREAM_CRDS, UPSTREAM_TEMPLATE
 
 from gpustack.profiles import BUILTIN, data_dir
@@ -33,7 +32,7 @@ def upstream():
 
 
 def load(path: Path) -> dict:
-    return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    return yaml_document(path.read_text(encoding="utf-8"))
 
 
 def problems(obj: dict, schemas) -> tuple[str, list[str]]:

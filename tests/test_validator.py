@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED, stack_for, validate_upstream
-from ruamel.yaml import YAML
+from conftest import SHARED, stack_for, validate_upstream, yaml_document
 
 from gpustack.errors import UserError
 from gpustack.render import Rendering, render
@@ -99,9 +98,7 @@ def on_host(spec: dict[str, Any], container: dict[str, Any], path: str) -> str |
 
 
 def upstream(name: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = YAML(typ="safe").load(
-        (SHARED / "refs/gpu-operator" / name).read_text()
-    )
+    loaded: dict[str, Any] = yaml_document((SHARED / "refs/gpu-operator" / name).read_text())
     return loaded
 
 
