@@ -69,7 +69,7 @@ def test_the_report_names_every_kind_of_difference(tmp_path: Path) -> None:
 
 
 def test_the_regeneration_command_writes_what_the_test_expects(tmp_path: Path) -> None:
-    """README's command, in a process of its own under a hash seed of its own (this process's
+    """The documented command (docs/development.md), in a process of its own under a hash seed of its own (this process's
     differs), writes what this process renders: the bytes do not depend on the hash seed."""
     *command, option, folder = shlex.split(regenerate_command())
     assert command[:3] == ["python", "-m", "gpustack"] and (option, folder) == ("-o", "out")
@@ -85,5 +85,5 @@ def test_the_regeneration_command_writes_what_the_test_expects(tmp_path: Path) -
     assert stale_report(tmp_path / "out", expected_out()) == []
 
 
-def test_readme_gives_the_regeneration_command() -> None:
-    assert regenerate_command() in (ROOT / "README.md").read_text()
+def test_the_development_guide_gives_the_regeneration_command() -> None:
+    assert regenerate_command() in (ROOT / "docs" / "development.md").read_text()

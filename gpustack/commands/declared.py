@@ -442,7 +442,7 @@ def main(root: Group, arguments: list[str]) -> int:
     return invoke(command, parsed)
 
 
-# --- what completion and the README checks walk ----------------------------------------------
+# --- what completion and the documentation checks walk ----------------------------------------------
 
 
 def every_option(entry: Command | Group) -> list[Option]:
