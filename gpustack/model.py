@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -134,6 +135,17 @@ class Strict(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, populate_by_name=False, strict=True, defer_build=True
     )
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _section(model: type[_M]) -> Callable[[], _M]:
+    """The default of a section left out: its fields' defaults, as `model()` would give them.
+    The section's validator is left unbuilt (`model()` builds it, though the validator of the
+    model that holds the section holds its schema already): pydantic never validates a default,
+    and the sections' model validators only check values; about 35 ms of a command's start-up."""
+    return lambda: model.model_construct()
 
 
 _QUANTITY_SUFFIXES = {
@@ -596,7 +608,7 @@ class DevicePlugin(WithResources):
     migStrategy: Literal["none", "single", "mixed"] = Field(
         default="none", description="MIG strategy of the plugin and GFD"
     )
-    sharing: Sharing = Field(default_factory=Sharing)
+    sharing: Sharing = Field(default_factory=_section(Sharing))
     deviceListStrategy: Annotated[
         Literal["auto", "envvar", "cdi-annotations", "cdi-cri", "volume-mounts"],
         Doc(see="Driver and container runtime"),
@@ -658,7 +670,7 @@ class MigManager(WithResources):
         default=False,
         description="reboot the node when a MIG mode change does not take effect otherwise",
     )
-    config: MigManagerConfig = Field(default_factory=MigManagerConfig)
+    config: MigManagerConfig = Field(default_factory=_section(MigManagerConfig))
 
 
 class NFD(WithResources):
@@ -845,7 +857,7 @@ class Alerts(Strict):
             "with Azure Monitor's (`azure-servicemonitor`), which reads no rule objects"
         ),
     )
-    thresholds: AlertThresholds = Field(default_factory=AlertThresholds)
+    thresholds: AlertThresholds = Field(default_factory=_section(AlertThresholds))
     severity: dict[AlertName, Severity] = Field(
         default_factory=dict,
         description=(
@@ -1005,7 +1017,7 @@ class DriverUpgrade(Strict):
             "(`ENABLE_GPU_POD_EVICTION`)"
         ),
     )
-    drain: DriverDrain = Field(default_factory=DriverDrain)
+    drain: DriverDrain = Field(default_factory=_section(DriverDrain))
 
 
 class DriverManager(Strict):
@@ -1103,10 +1115,10 @@ class Driver(WithResources):
     )
 
     upgrade: Annotated[DriverUpgrade, Doc(see="Driver upgrades")] = Field(
-        default_factory=DriverUpgrade,
+        default_factory=_section(DriverUpgrade),
         description="how a driver change rolls over the GPU nodes (driver container modes)",
     )
-    manager: DriverManager = Field(default_factory=DriverManager)
+    manager: DriverManager = Field(default_factory=_section(DriverManager))
 
     @model_validator(mode="after")
     def _complete(self) -> Driver:
@@ -1374,8 +1386,8 @@ class DRA(Strict):
             "`{DynamicMIG: true}`; combinations the driver refuses at start are refused"
         ),
     )
-    gpus: DRAGPUs = Field(default_factory=DRAGPUs)
-    computeDomains: DRAComputeDomains = Field(default_factory=DRAComputeDomains)
+    gpus: DRAGPUs = Field(default_factory=_section(DRAGPUs))
+    computeDomains: DRAComputeDomains = Field(default_factory=_section(DRAComputeDomains))
     logVerbosity: int = Field(
         default=4, ge=0, le=7, description="log verbosity of every driver component (0 to 7)"
     )
@@ -1442,7 +1454,7 @@ class ArgoCDRetry(Strict):
     limit: int = Field(
         default=8, ge=-1, description="retries of a failed sync (`-1`: no limit, `0`: none)"
     )
-    backoff: ArgoCDBackoff = Field(default_factory=ArgoCDBackoff)
+    backoff: ArgoCDBackoff = Field(default_factory=_section(ArgoCDBackoff))
 
 
 class ArgoCD(Strict):
@@ -1462,7 +1474,7 @@ class ArgoCD(Strict):
     namespace: Name = Field(
         default="argocd", description="namespace of the Application/ApplicationSet"
     )
-    destination: ArgoCDDestination = Field(default_factory=ArgoCDDestination)
+    destination: ArgoCDDestination = Field(default_factory=_section(ArgoCDDestination))
     applicationSet: bool = Field(
         default=False,
         description=(
@@ -1484,7 +1496,7 @@ class ArgoCD(Strict):
         ),
     )
     retry: ArgoCDRetry = Field(
-        default_factory=ArgoCDRetry,
+        default_factory=_section(ArgoCDRetry),
         description=(
             "`syncPolicy.retry`: a failed sync (e.g. the smoke test before any GPU node joined) "
             "is tried again"
@@ -1521,7 +1533,9 @@ class FluxGitReference(Strict):
 
 class FluxGitRepository(Strict):
     url: Annotated[str, Doc(type="URL")] = Field(description="repository Flux clones")
-    ref: FluxGitReference = Field(default_factory=lambda: FluxGitReference(branch="main"))
+    ref: FluxGitReference = Field(
+        default_factory=lambda: FluxGitReference.model_construct(branch="main")
+    )
     interval: Annotated[str, Field(pattern=DURATION), Doc(type="Prometheus-style duration")] = (
         Field(default="5m", description="how often Flux fetches")
     )
@@ -1650,7 +1664,7 @@ class GPUStack(Strict):
         description="namespace of the GPU stack; gpustack writes its Namespace unless Kubernetes "
         "or the platform owns it (`default`, `kube-*`, the profile's `platformNamespaces`)"
     )
-    nodes: Nodes = Field(default_factory=Nodes)
+    nodes: Nodes = Field(default_factory=_section(Nodes))
     gpuAllocation: Annotated[
         Literal["device-plugin", "dra"], Doc(see="Dynamic Resource Allocation (DRA)")
     ] = Field(
@@ -1662,24 +1676,24 @@ class GPUStack(Strict):
         ),
     )
     devicePlugin: DevicePlugin
-    gfd: GFD = Field(default_factory=GFD)
-    migManager: MigManager = Field(default_factory=MigManager)
+    gfd: GFD = Field(default_factory=_section(GFD))
+    migManager: MigManager = Field(default_factory=_section(MigManager))
     nfd: NFD
-    dcgmExporter: DCGMExporter = Field(default_factory=DCGMExporter)
-    alerts: Alerts = Field(default_factory=Alerts)
-    dashboard: Dashboard = Field(default_factory=Dashboard)
-    runtimeClass: RuntimeClass = Field(default_factory=RuntimeClass)
-    driver: Driver = Field(default_factory=Driver)
-    toolkit: Toolkit = Field(default_factory=Toolkit)
-    validator: Validator = Field(default_factory=Validator)
-    nodeStatusExporter: NodeStatusExporter = Field(default_factory=NodeStatusExporter)
-    entitlement: Entitlement = Field(default_factory=Entitlement)
-    images: Images = Field(default_factory=Images)
+    dcgmExporter: DCGMExporter = Field(default_factory=_section(DCGMExporter))
+    alerts: Alerts = Field(default_factory=_section(Alerts))
+    dashboard: Dashboard = Field(default_factory=_section(Dashboard))
+    runtimeClass: RuntimeClass = Field(default_factory=_section(RuntimeClass))
+    driver: Driver = Field(default_factory=_section(Driver))
+    toolkit: Toolkit = Field(default_factory=_section(Toolkit))
+    validator: Validator = Field(default_factory=_section(Validator))
+    nodeStatusExporter: NodeStatusExporter = Field(default_factory=_section(NodeStatusExporter))
+    entitlement: Entitlement = Field(default_factory=_section(Entitlement))
+    images: Images = Field(default_factory=_section(Images))
     dra: DRA = Field(
-        default_factory=DRA, description="NVIDIA's DRA driver, with `gpuAllocation: dra`"
+        default_factory=_section(DRA), description="NVIDIA's DRA driver, with `gpuAllocation: dra`"
     )
-    smokeTest: SmokeTest = Field(default_factory=SmokeTest)
-    gitops: GitOps = Field(default_factory=GitOps)
+    smokeTest: SmokeTest = Field(default_factory=_section(SmokeTest))
+    gitops: GitOps = Field(default_factory=_section(GitOps))
     patches: Annotated[list[PatchEntry], Doc(see="Patches")] = Field(
         default_factory=list,
         description=(

@@ -274,6 +274,31 @@ def test_global_options_work_after_the_command(cli, tmp_path):
     assert after.exit_code != 2 and after.exception is not None  # the traceback, as asked
 
 
+def test_command_lines_run_one_after_another_in_one_process_share_nothing(cli, tmp_path):
+    """A process that runs several command lines (dev/generate.py; the in-process runner here)
+    builds each command's parser once and parses every later line with it: what one line gave
+    (a root option, --debug, a mistake) reaches no other."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "lab-nodes.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
+        "metadata: {name: lab-nodes, description: lab}\n"
+    )
+    config = tmp_path / "lab.yaml"
+    config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", "lab-nodes"))
+    given = cli("--profiles-dir", profiles, "render", config, "--stdout", "--debug")
+    assert given.exit_code == 0, given.stderr
+    # The same line without the root option: the profile is unknown, an error without --debug's
+    # traceback.
+    bare = cli("render", config, "--stdout")
+    assert bare.exit_code == 2 and bare.exception is None, bare.stderr
+    assert "lab-nodes" in bare.stderr
+    assert cli("render", "-j", "0").exit_code == 2
+    after = cli("render", config, "--stdout", "--profiles-dir", profiles)
+    assert after.exit_code == 0, after.stderr
+    assert after.stdout == given.stdout
+
+
 def test_user_profiles_from_the_environment(cli, tmp_path, monkeypatch):
     profiles = tmp_path / "profiles"
     profiles.mkdir()

@@ -39,11 +39,9 @@ def generate(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_generate_finds_and_fixes_each_kind_of_stale_file(tmp_path: Path) -> None:
     root = copy_repository(tmp_path)
-    # The repository as it is (its copy) is current.
-    current = generate(root, "--check")
-    assert (current.returncode, current.stdout) == (0, "everything generated is current\n"), (
-        current.stdout + current.stderr
-    )
+    # That the repository as it is is current, tests/test_schema.py, tests/test_golden.py and
+    # tests/test_readme.py prove; here the check names each damaged file, the fix restores the
+    # repository's bytes exactly, and the check then passes.
     schema = root / "schemas" / "gpustack.schema.json"
     config_reference = root / "docs" / "config.md"
     output = next(path for path in sorted((root / "out").rglob("daemonset-*.yaml")))

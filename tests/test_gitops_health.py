@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES
 from gitops_helpers import kustomize as kustomize_build
-from gitops_helpers import listed_objects
+from gitops_helpers import kustomize_together, listed_objects
 from health_rules import (
     CURRENT,
     DEGRADED,
@@ -64,6 +64,29 @@ def _built(folder: Path) -> list[dict[str, Any]]:
 def kustomize(folder: Path) -> list[dict[str, Any]]:
     """What real kustomize builds from `folder` (once per folder; a fresh copy each call)."""
     return copy.deepcopy(_built(folder))
+
+
+@functools.cache
+def _stages_built(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each Flux stage folder of the cluster's `folder`, as real kustomize builds it: all of them
+    in one run (the stages share no object; kustomize would refuse one made twice), each
+    stage's objects, in kustomize's order, those its own kustomization lists."""
+    names = [k["spec"]["path"].rsplit("/", 1)[1] for k in kustomizations(folder)]
+    built = kustomize_together(
+        [folder / name for name in names], folder.parent / f"{folder.name}-stages"
+    )
+    stages = {}
+    for name in names:
+        listed = {key_of(obj) for obj in listed_objects(folder / name)}
+        stages[name] = [obj for obj in built if key_of(obj) in listed]
+        assert len(stages[name]) == len(listed), f"{name}: not every listed object was built"
+    assert sum(map(len, stages.values())) == len(built), "kustomize built an object no stage lists"
+    return stages
+
+
+def stage_objects(folder: Path, stage: str) -> list[dict[str, Any]]:
+    """What real kustomize builds from the stage folder `folder/stage` (a fresh copy each call)."""
+    return copy.deepcopy(_stages_built(folder)[stage])
 
 
 def key_of(obj: dict[str, Any]) -> Key:
@@ -203,7 +226,7 @@ def reconcile_flux(
                 message = f"DependencyNotReady: dependency '{not_ready[0]}' is not ready"
                 results[name] = StageResult(False, message, applied=False)
                 continue
-            objects = kustomize(folder / spec["path"].rsplit("/", 1)[1])
+            objects = stage_objects(folder, spec["path"].rsplit("/", 1)[1])
             for obj in objects:
                 cluster.apply(obj)
             if spec.get("wait"):
@@ -235,7 +258,7 @@ def flux_objects_waiting(
         obj
         for kustomization in kustomizations
         if not results[kustomization["metadata"]["name"]].applied
-        for obj in kustomize(folder / kustomization["spec"]["path"].rsplit("/", 1)[1])
+        for obj in stage_objects(folder, kustomization["spec"]["path"].rsplit("/", 1)[1])
     ]
 
 

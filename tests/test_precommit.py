@@ -129,27 +129,30 @@ def test_check_and_validate_hooks_pass_a_clean_commit_and_refuse_stale_or_invali
     assert "gpustack check" in output
     assert (hook_result(output, check), hook_result(output, validate)) == ("Passed", "Passed")
 
+    # One refused commit, each hook failing for its own reason: the config changed without a
+    # render (check), and a manifest edited by hand into an invalid one (validate).
     config = repo.path / "gpustack.yaml"
     config.write_text(config.read_text().replace("namespace: gpu-system", "namespace: gpu-edge"))
-    stale = repo.commit("move to another namespace, forgetting to render")
-    output = stale.stdout + stale.stderr
-    assert stale.returncode != 0
+    namespace = repo.path / "out" / "edge" / "namespace-gpu-system.yaml"
+    namespace.write_text(namespace.read_text().replace("metadata:", "metadata:\n  nmae: typo"))
+    refused = repo.commit("move to another namespace, forgetting to render; hand-edit a manifest")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    assert (hook_result(output, check), hook_result(output, validate)) == ("Failed", "Failed")
     assert "out/edge/namespace-gpu-edge.yaml: missing" in output
     assert "out/edge/namespace-gpu-system.yaml: extra" in output
     assert "run `gpustack render -o out` and commit the result" in output
-    assert repo.git("log", "--oneline").stdout.count("\n") == 1  # the stale commit was refused
+    assert "nmae" in output
+    assert repo.git("log", "--oneline").stdout.count("\n") == 1  # the commit was refused
 
+    # The render prunes the hand-edited file (its first line still holds gpustack's marker): the
+    # namespace is gpu-edge now.
     assert repo.gpustack("render", "gpustack.yaml", "-o", "out").returncode == 0
     fixed = repo.commit("move to another namespace")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-
-    namespace = repo.path / "out" / "edge" / "namespace-gpu-edge.yaml"
-    namespace.write_text(namespace.read_text().replace("metadata:", "metadata:\n  nmae: typo"))
-    invalid = repo.commit("hand-edit a manifest")
-    output = invalid.stdout + invalid.stderr
-    assert invalid.returncode != 0
-    assert hook_result(output, validate) == "Failed"
-    assert "nmae" in output
+    output = fixed.stdout + fixed.stderr
+    assert (hook_result(output, check), hook_result(output, validate)) == ("Passed", "Passed")
+    assert not namespace.exists()
     assert repo.git("log", "--oneline").stdout.count("\n") == 2
 
 
@@ -207,12 +210,13 @@ def test_check_hook_in_a_fleet_checks_the_clusters_the_commit_changes(tmp_path):
     assert "out/west/podmonitoring-nvidia-dcgm-exporter.yaml: changed" in output
     assert "out/east" not in output and "out/north" not in output
     assert "run `gpustack render clusters -o out` and commit the result" in output
-    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
-    assert repo.commit("monitor west").returncode == 0
 
+    # Rendered now, in a commit that also changes the base every cluster extends: all three
+    # checked, west's new output current.
+    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
     base = clusters / "base.yaml"
     base.write_text(base.read_text() + "# shared by every cluster\n")
-    shared = repo.commit("comment on the base")
+    shared = repo.commit("monitor west; comment on the base")
     assert shared.returncode == 0, shared.stdout + shared.stderr
     assert "3 cluster(s) checked: output in out is current and valid" in shared.stderr
 
