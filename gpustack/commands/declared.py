@@ -459,7 +459,7 @@ def main(root: Group, arguments: list[str]) -> int:
     return invoke(command, parsed)
 
 
-# --- what completion and the documentation checks walk ----------------------------------------------
+# --- what completion and the documentation checks walk -------------------------------------------
 
 
 def every_option(entry: Command | Group) -> list[Option]:
