@@ -24,7 +24,7 @@ from typing import Any, Literal
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gpustack.errors import Location, UserError
-from gpustack.model import API_VERSION, DNS1123_LABEL, Profile, field_default
+from gpustack.model import API_VERSION, DNS1123_LABEL, Profile, duration_ms, field_default
 from gpustack.yamlio import Document, Path_, SourceMap, load_all_text
 
 # The operator release whose defaults stand in for what an input leaves out.
@@ -1272,11 +1272,13 @@ def _manager_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
         if target.endswith("timeoutSeconds"):
             # A count of seconds, or a duration as the driver manager reads it and the operator
             # writes it (`0s`: a Go duration flag, k8s-driver-manager v0.12.0 main.go).
-            duration = re.fullmatch(r"([0-9]+)(s|m|h)?", str(value).strip())
-            if duration is None:
-                state.dropped(source, where, "not a number of seconds")
+            text = str(value).strip()
+            if re.fullmatch(r"[0-9]+", text):
+                text += "s"
+            if not re.fullmatch(r"([0-9]+(h|m|s|ms))+", text) or duration_ms(text) % 1000:
+                state.dropped(source, where, "not a whole number of seconds")
                 continue
-            setting: Any = int(duration[1]) * {"m": 60, "h": 3600}.get(duration[2] or "s", 1)
+            setting: Any = duration_ms(text) // 1000
         elif target.endswith("podSelector"):
             setting = str(value or "")
         else:

@@ -146,7 +146,9 @@ def test_precompiled_is_reported_not_guessed(tmp_path: Path) -> None:
     renders_clean(tmp_path)
 
 
-@pytest.mark.parametrize(("written", "seconds"), [("0s", 0), ("300s", 300), ("15m", 900)])
+@pytest.mark.parametrize(
+    ("written", "seconds"), [("0s", 0), ("300s", 300), ("15m", 900), ("1m30s", 90), ("120", 120)]
+)
 def test_a_drain_timeout_written_as_the_operator_writes_it(
     tmp_path: Path, written: str, seconds: int
 ) -> None:
@@ -163,6 +165,18 @@ def test_a_drain_timeout_written_as_the_operator_writes_it(
     else:
         assert timeout["outcome"] == "mapped"
         assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "timeoutSeconds": seconds}
+
+
+@pytest.mark.parametrize("written", ["1500ms", "90x", "-5s"])
+def test_a_drain_timeout_that_is_no_whole_number_of_seconds_is_reported_not_guessed(
+    tmp_path: Path, written: str
+) -> None:
+    source = (CASES / "precompiled.yaml").read_text()
+    (tmp_path / "policy.yaml").write_text(source.replace('value: "900"', f'value: "{written}"'))
+    config, report, _ = run_import(tmp_path, tmp_path / "policy.yaml", "--profile", "kubeadm")
+    timeout = outcome(report, "spec.driver.manager.env[2]")
+    assert timeout["outcome"] == "dropped" and "whole number of seconds" in timeout["why"]
+    assert config["driver"]["upgrade"]["drain"] == {"enabled": True}
 
 
 def test_private_registry_and_unknown_fields(tmp_path: Path) -> None:
