@@ -130,3 +130,19 @@ def shared_affinity(spec: dict[str, Any]) -> Any:
             e for e in term["matchExpressions"] if not e["key"].startswith("nvidia.com/gpu.deploy.")
         ]
     return affinity
+
+
+def env(container: dict[str, Any]) -> dict[str, str]:
+    """A container's literal env values by name (`""` for one taken from elsewhere)."""
+    return {item["name"]: item.get("value", "") for item in container.get("env", [])}
+
+
+def host_path(spec: dict[str, Any], container_path: str) -> str | None:
+    """The host path a path in the pod's one container is on (its deepest mount), if any."""
+    (main,) = spec["containers"]
+    volumes = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    for mount in sorted(main["volumeMounts"], key=lambda m: -len(m["mountPath"])):
+        prefix = mount["mountPath"].rstrip("/")
+        if container_path == prefix or container_path.startswith(prefix + "/"):
+            return volumes[mount["name"]] + container_path[len(prefix) :]
+    return None

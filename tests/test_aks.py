@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from manifests import env, host_path
 from ruamel.yaml import YAML
 
 from gpustack.config import load_stack
@@ -67,21 +68,6 @@ def pod_specs(rendering: Rendering) -> dict[str, dict[str, Any]]:
         name: daemonset["spec"]["template"]["spec"]
         for name, daemonset in objects_of(rendering, "DaemonSet").items()
     }
-
-
-def env(container: dict[str, Any]) -> dict[str, str]:
-    return {item["name"]: item.get("value", "") for item in container.get("env", [])}
-
-
-def host_path(spec: dict[str, Any], container_path: str) -> str | None:
-    """The host path a container path of the toolkit's main container is on."""
-    (main,) = spec["containers"]
-    volumes = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    for mount in sorted(main["volumeMounts"], key=lambda m: -len(m["mountPath"])):
-        prefix = mount["mountPath"].rstrip("/")
-        if container_path == prefix or container_path.startswith(prefix + "/"):
-            return volumes[mount["name"]] + container_path[len(prefix) :]
-    return None
 
 
 def test_default_pool_gets_the_plugin_and_the_rest_but_no_driver_toolkit_or_runtime_class(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from manifests import env, host_path
 from ruamel.yaml import YAML
 
 from gpustack.config import load_stack
@@ -55,20 +56,6 @@ def pod_specs(rendering: Rendering) -> dict[str, dict[str, Any]]:
         for o in rendering.objects
         if o["kind"] == "DaemonSet"
     }
-
-
-def env(container: dict[str, Any]) -> dict[str, str]:
-    return {item["name"]: item.get("value", "") for item in container.get("env", [])}
-
-
-def host_path(spec: dict[str, Any], container_path: str) -> str | None:
-    (main,) = spec["containers"]
-    volumes = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    for mount in sorted(main["volumeMounts"], key=lambda m: -len(m["mountPath"])):
-        prefix = mount["mountPath"].rstrip("/")
-        if container_path == prefix or container_path.startswith(prefix + "/"):
-            return volumes[mount["name"]] + container_path[len(prefix) :]
-    return None
 
 
 def agent_config(rendering: Rendering) -> dict[str, Any]:
