@@ -49,13 +49,16 @@ def listed_objects(folder: Path) -> list[dict[str, Any]]:
     return [load(folder / name) for name in load(folder / "kustomization.yaml")["resources"]]
 
 
-def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+Key = tuple[str, str, str, str]
+
+
+def identity(obj: dict[str, Any]) -> Key:
     """What names an object to the API server: its apiVersion and kind, namespace and name."""
     metadata = obj["metadata"]
     return (obj["apiVersion"], obj["kind"], metadata.get("namespace", ""), metadata["name"])
 
 
-def by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], Any]:
+def by_identity(objects: list[dict[str, Any]]) -> dict[Key, Any]:
     result = {identity(obj): obj for obj in objects}
     assert len(result) == len(objects), "two objects share an identity"
     return result

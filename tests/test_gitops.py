@@ -3,16 +3,23 @@ against the upstream CRD schemas, and every rendered folder built with real kust
 
 from __future__ import annotations
 
+import copy
 import fnmatch
+import functools
+import json
 import os
 import shlex
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import EXAMPLES, read_manifests, run_gpustack
+from conftest import EXAMPLES, invoke, read_manifests, run_gpustack
 from gitops_helpers import (
+    Key,
     by_identity,
+    identity,
     kustomize,
     kustomize_together,
     listed_objects,
@@ -367,6 +374,96 @@ def load_text(text: str):
     return YAML(typ="safe").load(text)
 
 
+GITOPS_SETTINGS = {
+    "none": "gitops: {tool: none}\n",
+    "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
+    "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
+}
+ARGOCD_ANNOTATION = "argocd.argoproj.io/"
+
+
+@dataclass
+class ExampleBuilds:
+    """An example rendered with each GitOps tool, and what real kustomize builds of it."""
+
+    folders: dict[str, Path]  # tool -> the rendered folder
+    # The Argo CD folder, its gitops/ folder, Flux's gitops/ folder, and `own`:
+    together: dict[Key, Any]
+    # The files of the folder without GitOps that are not a file of the Argo CD folder without
+    # Argo CD's annotations (the smoke-test Job: Argo CD runs it as a hook), copied into a
+    # folder of their own.
+    own: Path
+    flux: dict[Key, Any]  # the Flux folder
+
+
+# The examples' folders are only read: each file is parsed once.
+_read = functools.cache(load)
+
+
+@functools.cache
+def _listed(folder: Path) -> list[dict[str, Any]]:
+    return [_read(folder / name) for name in _read(folder / "kustomization.yaml")["resources"]]
+
+
+def _plain_files(folder: Path, argocd: Path) -> list[str]:
+    """The files of `folder` (without GitOps) that are a file of `argocd` (the same example's
+    Argo CD folder) without Argo CD's annotations."""
+    return [
+        name
+        for name in _read(folder / "kustomization.yaml")["resources"]
+        if (argocd / name).is_file()
+        and _read(folder / name) == _without_argocd_annotations(_read(argocd / name))
+    ]
+
+
+@pytest.fixture(scope="module")
+def example_builds(tmp_path_factory):
+    """example -> its ExampleBuilds, rendered and built once for the module's tests (they only
+    read them). Two kustomize runs an example: the Argo CD folder with its gitops/ folder,
+    Flux's gitops/ folder and the files only the folder without GitOps has (they share no
+    object; each folder is built as on its own), and the Flux folder (its objects are the Argo
+    CD folder's: kustomize would refuse them in one run)."""
+
+    @functools.cache
+    def build(example: Path) -> ExampleBuilds:
+        root = tmp_path_factory.mktemp(example.stem)
+        folders = {}
+        for tool, settings in GITOPS_SETTINGS.items():
+            config = root / f"{tool}.yaml"
+            config.write_text(
+                f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
+            )
+            result = invoke(["render", str(config), "-o", str(root / tool)])
+            assert result.exit_code == 0, result.output
+            (folders[tool],) = (root / tool).iterdir()
+        none, argocd, flux = folders["none"], folders["argocd"], folders["flux"]
+        own = root / "own"
+        own.mkdir()
+        plain = _plain_files(none, argocd)
+        names = [n for n in _read(none / "kustomization.yaml")["resources"] if n not in plain]
+        for name in names:
+            (own / name).write_bytes((none / name).read_bytes())
+        (own / "kustomization.yaml").write_text(json.dumps({"resources": names}))
+        together = [argocd, argocd / "gitops", flux / "gitops", own]
+        return ExampleBuilds(
+            folders,
+            by_identity(kustomize_together(together, root / "together")),
+            own,
+            by_identity(kustomize(flux)),
+        )
+
+    return build
+
+
+def _without_argocd_annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    annotations = obj["metadata"].pop("annotations", {})
+    kept = {k: v for k, v in annotations.items() if not k.startswith(ARGOCD_ANNOTATION)}
+    if kept:
+        obj["metadata"]["annotations"] = kept
+    return obj
+
+
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
 @pytest.mark.parametrize(
     "tool",
@@ -376,36 +473,47 @@ def load_text(text: str):
         pytest.param("flux", marks=pytest.mark.shared),
     ],
 )
-def test_every_example_builds_with_kustomize_for_every_tool(cli, tmp_path, example, tool):
+def test_every_example_builds_with_kustomize_for_every_tool(example_builds, example, tool):
     """The folder as written (test_golden keeps out/ byte-identical to it) builds into exactly
     its objects; with a GitOps tool, its gitops/ folder builds too, into objects valid under the
     upstream CRD schemas."""
-    settings = {
-        "none": "gitops: {tool: none}\n",
-        "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
-        "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
-    }[tool]
-    config = tmp_path / "cluster.yaml"
-    config.write_text(
-        f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
-    )
-    result = cli("render", config, "-o", tmp_path / "out")
-    assert result.exit_code == 0, result.output
-    (folder,) = (tmp_path / "out").iterdir()
-    rendered = listed_objects(folder)
+    builds = example_builds(example)
+    folder = builds.folders[tool]
+    rendered = _listed(folder)
     for obj in rendered:
         annotations = obj["metadata"].get("annotations", {})
         assert ("argocd.argoproj.io/sync-wave" in annotations) == (tool == "argocd")
+    argocd, flux = builds.folders["argocd"], builds.folders["flux"]
     if tool == "none":
         assert not (folder / "gitops").exists()
-        assert by_identity(kustomize(folder)) == by_identity(rendered)
+        # The folder's files are the Argo CD folder's without Argo CD's annotations (which
+        # kustomize passes through as it does any annotation: a kustomization of resources
+        # alone changes no object), but for those the first run built from a copy. So the
+        # Argo CD folder's build, without those annotations, and the copies' build are this
+        # folder's build.
+        kustomization = _read(folder / "kustomization.yaml")
+        assert kustomization.keys() == {"apiVersion", "kind", "resources"}
+        plain = _plain_files(folder, argocd)
+        copied = _read(builds.own / "kustomization.yaml")["resources"]
+        assert sorted(plain + copied) == sorted(kustomization["resources"])
+        assert all((builds.own / n).read_bytes() == (folder / n).read_bytes() for n in copied)
+        built = [
+            _without_argocd_annotations(builds.together[identity(_read(argocd / name))])
+            for name in plain
+        ] + [builds.together[identity(_read(builds.own / name))] for name in copied]
+        assert by_identity(built) == by_identity(rendered)
         return
-    # The folder and its gitops/ folder, each built as on its own (one kustomize run).
-    gitops = listed_objects(folder / "gitops")
-    built = by_identity(kustomize_together([folder, folder / "gitops"], tmp_path / "both"))
-    assert built == by_identity(rendered + gitops)
-    for key in by_identity(gitops):
-        assert schema_errors(built[key]) == []
+    # The first run built exactly the objects of its folders, the second the Flux folder's.
+    assert builds.together == by_identity(
+        _listed(argocd)
+        + _listed(argocd / "gitops")
+        + _listed(flux / "gitops")
+        + _listed(builds.own)
+    )
+    if tool == "flux":
+        assert builds.flux == by_identity(rendered)
+    for key in by_identity(_listed(folder / "gitops")):
+        assert schema_errors(builds.together[key]) == []
 
 
 def _objects_of_every_phase() -> list[dict]:
