@@ -21,6 +21,7 @@ from gitops_helpers import (
     by_identity,
     identity,
     kustomize,
+    kustomize_apart,
     kustomize_together,
     listed_objects,
     load,
@@ -37,8 +38,9 @@ GIT_IDENTITY = {
 }
 
 
-def test_readme_walkthrough_runs_as_written(cli, tmp_path, monkeypatch):
-    """Every file and command of docs/gitops.md, "Fleets and GitOps", in order."""
+def test_readme_walkthrough_runs_as_written(cli, tmp_path, monkeypatch, fleets):
+    """Every file and command of docs/gitops.md, "Fleets and GitOps", in order (`fleets` is the
+    same fleet: what kustomize built of it is not built again)."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     monkeypatch.setenv("HOME", str(tmp_path))  # no user git config leaks in
     for key, value in GIT_IDENTITY.items():
@@ -96,10 +98,34 @@ def _run(cli, command: str) -> None:
         pytest.fail(f"the walk-through has a command this test cannot run: {command}")
 
 
+def _flux_stages(cluster: Path) -> list[Path]:
+    """The folders the cluster's Flux Kustomizations read."""
+    return [
+        cluster.parent.parent / kustomization["spec"]["path"]
+        for kustomization in listed_objects(cluster / "gitops")
+        if kustomization["kind"] == "Kustomization"
+    ]
+
+
+def _fleet_builds(out: Path, tool: str) -> list[list[list[dict[str, Any]]]]:
+    """What kustomize builds of each cluster's folder and its gitops/ folder (each as on its own,
+    one run a cluster) and, for Flux, of the stage folders (one run a cluster)."""
+    builds = []
+    for cluster in sorted(out.iterdir()):
+        where = out.parent / "built" / cluster.name
+        builds.append(kustomize_apart([cluster, cluster / "gitops"], where))
+        if tool == "flux":
+            builds.append(
+                kustomize_apart(_flux_stages(cluster), where.with_name(f"{cluster.name}-stages"))
+            )
+    return builds
+
+
 @pytest.fixture(scope="module")
 def fleets(tmp_path_factory):
     """tool -> the walk-through's fleet rendered for it, once for the module's tests (they only
-    read it)."""
+    read it), and built by kustomize (a test's `kustomize` of one of its folders, or of a folder
+    with the same bytes, is that build)."""
     rendered = {}
     for tool in ("argocd", "flux"):
         root = tmp_path_factory.mktemp(tool)
@@ -107,6 +133,7 @@ def fleets(tmp_path_factory):
         result = run_gpustack("render", "clusters", "-o", "out", cwd=root)
         assert result.returncode == 0, result.stdout + result.stderr
         rendered[tool] = root / "out"
+        _fleet_builds(rendered[tool], tool)
     return rendered
 
 
@@ -136,8 +163,9 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet, t
         rendered = listed_objects(cluster)
         gitops = cluster / "gitops"
         # The folder and its gitops/ folder, each built as on its own (one kustomize run).
-        built = kustomize_together([cluster, gitops], tmp_path / cluster.name)
-        assert by_identity(built) == by_identity(rendered + listed_objects(gitops))
+        built, built_gitops = kustomize_apart([cluster, gitops], tmp_path / cluster.name)
+        assert by_identity(built) == by_identity(rendered)
+        assert by_identity(built_gitops) == by_identity(listed_objects(gitops))
         # Every object file is listed: only node/ and gitops/ stay outside the kustomization.
         on_disk = {
             str(path.relative_to(cluster))
@@ -147,14 +175,9 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet, t
         }
         assert on_disk == set(load(cluster / "kustomization.yaml")["resources"])
         if tool == "flux":
-            stages = [
-                out.parent / kustomization["spec"]["path"]
-                for kustomization in listed_objects(gitops)
-                if kustomization["kind"] == "Kustomization"
-            ]
             # The stages together are exactly the whole folder, each object in one stage.
-            stage_objects = kustomize_together(stages, tmp_path / f"{cluster.name}-stages")
-            assert by_identity(stage_objects) == by_identity(rendered)
+            stages = kustomize_apart(_flux_stages(cluster), tmp_path / f"{cluster.name}-stages")
+            assert by_identity([obj for stage in stages for obj in stage]) == by_identity(rendered)
 
 
 def test_the_rendered_fleet_validates_on_its_own(cli, fleet):
@@ -567,10 +590,10 @@ def test_flux_stages_build_with_kustomize_including_crds_and_monitors(tmp_path):
     for relative, content in files(rendering).items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_bytes(content)
-    kinds = {
-        stage: [o["kind"] for o in kustomize(tmp_path / stage)]
-        for stage in ("foundation", "workloads", "monitors")
-    }
+    stages = ("foundation", "workloads", "monitors")
+    # The stages share no object: one kustomize run, parted by what each stage lists.
+    built = kustomize_apart([tmp_path / stage for stage in stages], tmp_path / "stages")
+    kinds = {stage: [o["kind"] for o in objects] for stage, objects in zip(stages, built)}
     assert sorted(kinds["foundation"]) == ["CustomResourceDefinition", "Namespace", "RuntimeClass"]
     assert sorted(kinds["workloads"]) == ["DaemonSet", "ServiceAccount"]
     assert kinds["monitors"] == ["ServiceMonitor"]
