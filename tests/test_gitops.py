@@ -406,16 +406,16 @@ ARGOCD_ANNOTATION = "argocd.argoproj.io/"
 
 @dataclass
 class ExampleBuilds:
-    """An example rendered with each GitOps tool, and what real kustomize builds of it."""
+    """An example rendered with each GitOps tool, and what real kustomize builds of it: one run
+    over the Argo CD folder, its gitops/ folder, Flux's gitops/ folder and `own` (they share no
+    object; each is built as on its own)."""
 
     folders: dict[str, Path]  # tool -> the rendered folder
-    # The Argo CD folder, its gitops/ folder, Flux's gitops/ folder, and `own`:
-    together: dict[Key, Any]
-    # The files of the folder without GitOps that are not a file of the Argo CD folder without
-    # Argo CD's annotations (the smoke-test Job: Argo CD runs it as a hook), copied into a
-    # folder of their own.
+    built: dict[Key, Any]
+    # Copies of the files of the folder without GitOps (in none/) and of the Flux folder (in
+    # flux/) that the Argo CD folder does not make (the smoke-test Job, which Argo CD runs as a
+    # hook): the other files are the Argo CD folder's without Argo CD's annotations.
     own: Path
-    flux: dict[Key, Any]  # the Flux folder
 
 
 # The examples' folders are only read: each file is parsed once.
@@ -427,24 +427,25 @@ def _listed(folder: Path) -> list[dict[str, Any]]:
     return [_read(folder / name) for name in _read(folder / "kustomization.yaml")["resources"]]
 
 
-def _plain_files(folder: Path, argocd: Path) -> list[str]:
-    """The files of `folder` (without GitOps) that are a file of `argocd` (the same example's
-    Argo CD folder) without Argo CD's annotations."""
-    return [
-        name
-        for name in _read(folder / "kustomization.yaml")["resources"]
-        if (argocd / name).is_file()
-        and _read(folder / name) == _without_argocd_annotations(_read(argocd / name))
-    ]
+def _resources(folder: Path) -> list[str]:
+    """The files the folder's kustomization lists: a kustomization of resources alone, which
+    changes no object."""
+    kustomization = _read(folder / "kustomization.yaml")
+    assert kustomization.keys() == {"apiVersion", "kind", "resources"}
+    return list(kustomization["resources"])
+
+
+def _plain(name: str, none: Path, argocd: Path) -> bool:
+    """Whether the file `name` of `none` is the Argo CD folder's without Argo CD's annotations."""
+    return (argocd / name).is_file() and _read(none / name) == _without_argocd_annotations(
+        _read(argocd / name)
+    )
 
 
 @pytest.fixture(scope="module")
 def example_builds(tmp_path_factory):
     """example -> its ExampleBuilds, rendered and built once for the module's tests (they only
-    read them). Two kustomize runs an example: the Argo CD folder with its gitops/ folder,
-    Flux's gitops/ folder and the files only the folder without GitOps has (they share no
-    object; each folder is built as on its own), and the Flux folder (its objects are the Argo
-    CD folder's: kustomize would refuse them in one run)."""
+    read them): one kustomize run an example."""
 
     @functools.cache
     def build(example: Path) -> ExampleBuilds:
@@ -460,21 +461,60 @@ def example_builds(tmp_path_factory):
             (folders[tool],) = (root / tool).iterdir()
         none, argocd, flux = folders["none"], folders["argocd"], folders["flux"]
         own = root / "own"
-        own.mkdir()
-        plain = _plain_files(none, argocd)
-        names = [n for n in _read(none / "kustomization.yaml")["resources"] if n not in plain]
-        for name in names:
-            (own / name).write_bytes((none / name).read_bytes())
-        (own / "kustomization.yaml").write_text(json.dumps({"resources": names}))
+        copies = [f"none/{name}" for name in _resources(none) if not _plain(name, none, argocd)]
+        in_none = {(none / name).read_bytes() for name in _resources(none)}
+        copies += [
+            f"flux/{path}" for path in _resources(flux) if (flux / path).read_bytes() not in in_none
+        ]
+        for copy in copies:
+            tool, _, path = copy.partition("/")
+            (own / copy).parent.mkdir(parents=True, exist_ok=True)
+            (own / copy).write_bytes((folders[tool] / path).read_bytes())
+        own.mkdir(exist_ok=True)
+        (own / "kustomization.yaml").write_text(json.dumps({"resources": copies}))
         together = [argocd, argocd / "gitops", flux / "gitops", own]
-        return ExampleBuilds(
-            folders,
-            by_identity(kustomize_together(together, root / "together")),
-            own,
-            by_identity(kustomize_together([flux], root / "flux-built")),
-        )
+        built = by_identity(kustomize_together(together, root / "together"))
+        return ExampleBuilds(folders, built, own)
 
     return build
+
+
+def _none_built(builds: ExampleBuilds) -> dict[str, Any]:
+    """File of the folder without GitOps -> the object kustomize builds of it: its copy's build,
+    or the Argo CD folder's build of the file without Argo CD's annotations (which kustomize
+    passes through as it does any annotation)."""
+    none, argocd = builds.folders["none"], builds.folders["argocd"]
+    built = {}
+    for name in _resources(none):
+        copy = builds.own / "none" / name
+        if copy.is_file():
+            assert copy.read_bytes() == (none / name).read_bytes()
+            built[name] = builds.built[identity(_read(copy))]
+        else:
+            assert _plain(name, none, argocd), name
+            key = identity(_read(argocd / name))
+            built[name] = _without_argocd_annotations(builds.built[key])
+    return built
+
+
+def _flux_built(builds: ExampleBuilds) -> list[dict[str, Any]]:
+    """What kustomize builds of the Flux folder: each file (in its stage's folder) is a file of
+    the folder without GitOps, byte for byte, or was built from its copy. Reading a file in a
+    subfolder is kustomize's as much as one beside the kustomization: test_every_rendered_folder
+    builds the walk-through's Flux folders, and test_gitops_health its stage folders."""
+    none, flux = builds.folders["none"], builds.folders["flux"]
+    none_built = _none_built(builds)
+    by_bytes = {(none / name).read_bytes(): obj for name, obj in none_built.items()}
+    built = []
+    for path in _resources(flux):
+        content = (flux / path).read_bytes()
+        copy = builds.own / "flux" / path
+        if copy.is_file():
+            assert copy.read_bytes() == content
+            built.append(builds.built[identity(_read(copy))])
+        else:
+            built.append(by_bytes[content])
+    return built
 
 
 def _without_argocd_annotations(obj: dict[str, Any]) -> dict[str, Any]:
@@ -499,44 +539,31 @@ def _without_argocd_annotations(obj: dict[str, Any]) -> dict[str, Any]:
 def test_every_example_builds_with_kustomize_for_every_tool(example_builds, example, tool):
     """The folder as written (test_golden keeps out/ byte-identical to it) builds into exactly
     its objects; with a GitOps tool, its gitops/ folder builds too, into objects valid under the
-    upstream CRD schemas."""
+    upstream CRD schemas. The three folders of an example make the same objects but for Argo
+    CD's annotations and the smoke test: kustomize builds the Argo CD folder and copies of the
+    files only the others have, the others' builds are read from it (_none_built, _flux_built)."""
     builds = example_builds(example)
     folder = builds.folders[tool]
     rendered = _listed(folder)
     for obj in rendered:
         annotations = obj["metadata"].get("annotations", {})
         assert ("argocd.argoproj.io/sync-wave" in annotations) == (tool == "argocd")
+    # The run built exactly the objects of its folders.
     argocd, flux = builds.folders["argocd"], builds.folders["flux"]
-    if tool == "none":
-        assert not (folder / "gitops").exists()
-        # The folder's files are the Argo CD folder's without Argo CD's annotations (which
-        # kustomize passes through as it does any annotation: a kustomization of resources
-        # alone changes no object), but for those the first run built from a copy. So the
-        # Argo CD folder's build, without those annotations, and the copies' build are this
-        # folder's build.
-        kustomization = _read(folder / "kustomization.yaml")
-        assert kustomization.keys() == {"apiVersion", "kind", "resources"}
-        plain = _plain_files(folder, argocd)
-        copied = _read(builds.own / "kustomization.yaml")["resources"]
-        assert sorted(plain + copied) == sorted(kustomization["resources"])
-        assert all((builds.own / n).read_bytes() == (folder / n).read_bytes() for n in copied)
-        built = [
-            _without_argocd_annotations(builds.together[identity(_read(argocd / name))])
-            for name in plain
-        ] + [builds.together[identity(_read(builds.own / name))] for name in copied]
-        assert by_identity(built) == by_identity(rendered)
-        return
-    # The first run built exactly the objects of its folders, the second the Flux folder's.
-    assert builds.together == by_identity(
+    assert builds.built == by_identity(
         _listed(argocd)
         + _listed(argocd / "gitops")
         + _listed(flux / "gitops")
         + _listed(builds.own)
     )
+    if tool == "none":
+        assert not (folder / "gitops").exists()
+        assert by_identity(list(_none_built(builds).values())) == by_identity(rendered)
+        return
     if tool == "flux":
-        assert builds.flux == by_identity(rendered)
+        assert by_identity(_flux_built(builds)) == by_identity(rendered)
     for key in by_identity(_listed(folder / "gitops")):
-        assert schema_errors(builds.together[key]) == []
+        assert schema_errors(builds.built[key]) == []
 
 
 def _objects_of_every_phase() -> list[dict]:
