@@ -81,8 +81,8 @@ def kustomize_apart(folders: list[Path], where: Path) -> list[list[dict[str, Any
     before in one run (kustomize_together, in `where`), parted by the objects each folder's
     kustomization lists: the folders are of the kind `kustomize` keeps (_content) and share no
     object."""
-    keys = [_content(folder) for folder in folders]
-    assert None not in keys, "a folder whose build cannot be told apart from the others'"
+    keys = [key for key in map(_content, folders) if key is not None]
+    assert len(keys) == len(folders), "a folder whose build cannot be told apart from the others'"
     todo = {key: folder for key, folder in zip(keys, folders) if key not in _built}
     if todo:
         built = kustomize_together(list(todo.values()), where)
@@ -93,7 +93,7 @@ def kustomize_apart(folders: list[Path], where: Path) -> list[list[dict[str, Any
             assert len(_built[key]) == len(listed), f"{folder}: not every listed object was built"
             parted += len(listed)
         assert parted == len(built), "kustomize built an object no folder lists"
-    return [copy.deepcopy(_built[key]) for key in keys]  # type: ignore[index]
+    return [copy.deepcopy(_built[key]) for key in keys]
 
 
 def load(path: Path) -> Any:

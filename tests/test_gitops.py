@@ -106,18 +106,15 @@ def _flux_stages(cluster: Path) -> list[Path]:
     ]
 
 
-def _fleet_builds(out: Path, tool: str) -> list[list[list[dict[str, Any]]]]:
-    """What kustomize builds of each cluster's folder and its gitops/ folder (each as on its own,
-    one run a cluster) and, for Flux, of the stage folders (one run a cluster)."""
-    builds = []
+def _build_fleet(out: Path, tool: str) -> None:
+    """Have kustomize build each cluster's folder and its gitops/ folder (each as on its own, one
+    run a cluster) and, for Flux, the stage folders (one run a cluster), for `kustomize` and
+    `kustomize_apart` to find."""
     for cluster in sorted(out.iterdir()):
         where = out.parent / "built" / cluster.name
-        builds.append(kustomize_apart([cluster, cluster / "gitops"], where))
+        kustomize_apart([cluster, cluster / "gitops"], where)
         if tool == "flux":
-            builds.append(
-                kustomize_apart(_flux_stages(cluster), where.with_name(f"{cluster.name}-stages"))
-            )
-    return builds
+            kustomize_apart(_flux_stages(cluster), where.with_name(f"{cluster.name}-stages"))
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +129,7 @@ def fleets(tmp_path_factory):
         result = run_gpustack("render", "clusters", "-o", "out", cwd=root)
         assert result.returncode == 0, result.stdout + result.stderr
         rendered[tool] = root / "out"
-        _fleet_builds(rendered[tool], tool)
+        _build_fleet(rendered[tool], tool)
     return rendered
 
 

@@ -339,8 +339,9 @@ def render_example(folder: Path, example: str, tool: str, version: str) -> Path:
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str, str], Path]:
     """render_example, each (example, tool, version) rendered once for the module's tests (and
-    built by kustomize once: `kustomize` keeps each folder's build, `_stages_built` each Flux folder's stages). The tests only read the
-    folders: what they change (the cluster's objects, a Kustomization) is a copy."""
+    built by kustomize once: `kustomize` keeps each folder's build, `_stages_built` each Flux
+    folder's stages). The tests only read the folders: what they change (the cluster's
+    objects, a Kustomization) is a copy."""
     folder = tmp_path_factory.mktemp("rendered")
 
     @functools.cache
