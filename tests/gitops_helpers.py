@@ -3,6 +3,8 @@ the walk-through in docs/gitops.md, and reading rendered folders."""
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import os
 import re
@@ -21,13 +23,47 @@ CRD_SCHEMAS = SHARED / "crd-schemas"
 WALKTHROUGH = ROOT / "docs" / "gitops.md"
 
 
-def kustomize(folder: Path) -> list[dict[str, Any]]:
-    """The objects real kustomize builds from `folder`: what Argo CD, Flux and `kubectl apply -k`
-    get."""
+# What real kustomize built from a folder, by the folder's bytes (see _content): a folder
+# built once is not built again in this process, wherever it was written.
+_built: dict[str, list[dict[str, Any]]] = {}
+
+
+def _content(folder: Path) -> str | None:
+    """A digest of what kustomize reads in `folder`, when that is its kustomization.yaml and the
+    files it lists in the folder (as in every folder gpustack renders): their names and bytes.
+    None for any other kustomization (a patch, a folder outside), which is not kept."""
+    kustomization = load(folder / "kustomization.yaml")
+    if not isinstance(kustomization, dict) or set(kustomization) - {
+        "apiVersion",
+        "kind",
+        "resources",
+    }:
+        return None
+    digest = hashlib.sha256((folder / "kustomization.yaml").read_bytes())
+    for name in kustomization.get("resources") or []:
+        path = folder / name
+        if ".." in Path(name).parts or path.is_symlink() or not path.is_file():
+            return None
+        digest.update(b"\0" + name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _run_kustomize(folder: Path) -> list[dict[str, Any]]:
     built = subprocess.run(
         [str(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, check=True
     )
     return [doc for doc in read_manifests(built.stdout) if doc]
+
+
+def kustomize(folder: Path) -> list[dict[str, Any]]:
+    """The objects real kustomize builds from `folder`: what Argo CD, Flux and `kubectl apply -k`
+    get (a folder with the same bytes is built once a process; a fresh copy each call)."""
+    key = _content(folder)
+    if key is None:
+        return _run_kustomize(folder)
+    if key not in _built:
+        _built[key] = _run_kustomize(folder)
+    return copy.deepcopy(_built[key])
 
 
 def kustomize_together(folders: list[Path], where: Path) -> list[dict[str, Any]]:
@@ -37,7 +73,27 @@ def kustomize_together(folders: list[Path], where: Path) -> list[dict[str, Any]]
     where.mkdir(parents=True, exist_ok=True)
     resources = "".join(f"  - {os.path.relpath(folder, where)}\n" for folder in folders)
     (where / "kustomization.yaml").write_text(f"resources:\n{resources}")
-    return kustomize(where)
+    return _run_kustomize(where)
+
+
+def kustomize_apart(folders: list[Path], where: Path) -> list[list[dict[str, Any]]]:
+    """What real kustomize builds from each of `folders`, as `kustomize` would, those not built
+    before in one run (kustomize_together, in `where`), parted by the objects each folder's
+    kustomization lists: the folders are of the kind `kustomize` keeps (_content) and share no
+    object."""
+    keys = [key for key in map(_content, folders) if key is not None]
+    assert len(keys) == len(folders), "a folder whose build cannot be told apart from the others'"
+    todo = {key: folder for key, folder in zip(keys, folders) if key not in _built}
+    if todo:
+        built = kustomize_together(list(todo.values()), where)
+        parted = 0
+        for key, folder in todo.items():
+            listed = {identity(obj) for obj in listed_objects(folder)}
+            _built[key] = [obj for obj in built if identity(obj) in listed]
+            assert len(_built[key]) == len(listed), f"{folder}: not every listed object was built"
+            parted += len(listed)
+        assert parted == len(built), "kustomize built an object no folder lists"
+    return [copy.deepcopy(_built[key]) for key in keys]
 
 
 def load(path: Path) -> Any:
@@ -49,13 +105,16 @@ def listed_objects(folder: Path) -> list[dict[str, Any]]:
     return [load(folder / name) for name in load(folder / "kustomization.yaml")["resources"]]
 
 
-def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+Key = tuple[str, str, str, str]
+
+
+def identity(obj: dict[str, Any]) -> Key:
     """What names an object to the API server: its apiVersion and kind, namespace and name."""
     metadata = obj["metadata"]
     return (obj["apiVersion"], obj["kind"], metadata.get("namespace", ""), metadata["name"])
 
 
-def by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], Any]:
+def by_identity(objects: list[dict[str, Any]]) -> dict[Key, Any]:
     result = {identity(obj): obj for obj in objects}
     assert len(result) == len(objects), "two objects share an identity"
     return result

@@ -4,16 +4,23 @@ against the upstream CRD schemas, and every rendered folder built with real kust
 from __future__ import annotations
 
 import fnmatch
+import functools
+import json
 import os
 import shlex
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import EXAMPLES, read_manifests, run_gpustack
+from conftest import EXAMPLES, invoke, read_manifests, run_gpustack
 from gitops_helpers import (
+    Key,
     by_identity,
+    identity,
     kustomize,
+    kustomize_apart,
     kustomize_together,
     listed_objects,
     load,
@@ -30,8 +37,9 @@ GIT_IDENTITY = {
 }
 
 
-def test_readme_walkthrough_runs_as_written(cli, tmp_path, monkeypatch):
-    """Every file and command of docs/gitops.md, "Fleets and GitOps", in order."""
+def test_readme_walkthrough_runs_as_written(cli, tmp_path, monkeypatch, fleets):
+    """Every file and command of docs/gitops.md, "Fleets and GitOps", in order (`fleets` is the
+    same fleet: what kustomize built of it is not built again)."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     monkeypatch.setenv("HOME", str(tmp_path))  # no user git config leaks in
     for key, value in GIT_IDENTITY.items():
@@ -89,10 +97,31 @@ def _run(cli, command: str) -> None:
         pytest.fail(f"the walk-through has a command this test cannot run: {command}")
 
 
+def _flux_stages(cluster: Path) -> list[Path]:
+    """The folders the cluster's Flux Kustomizations read."""
+    return [
+        cluster.parent.parent / kustomization["spec"]["path"]
+        for kustomization in listed_objects(cluster / "gitops")
+        if kustomization["kind"] == "Kustomization"
+    ]
+
+
+def _build_fleet(out: Path, tool: str) -> None:
+    """Have kustomize build each cluster's folder and its gitops/ folder (each as on its own, one
+    run a cluster) and, for Flux, the stage folders (one run a cluster), for `kustomize` and
+    `kustomize_apart` to find."""
+    for cluster in sorted(out.iterdir()):
+        where = out.parent / "built" / cluster.name
+        kustomize_apart([cluster, cluster / "gitops"], where)
+        if tool == "flux":
+            kustomize_apart(_flux_stages(cluster), where.with_name(f"{cluster.name}-stages"))
+
+
 @pytest.fixture(scope="module")
 def fleets(tmp_path_factory):
     """tool -> the walk-through's fleet rendered for it, once for the module's tests (they only
-    read it)."""
+    read it), and built by kustomize (a test's `kustomize` of one of its folders, or of a folder
+    with the same bytes, is that build)."""
     rendered = {}
     for tool in ("argocd", "flux"):
         root = tmp_path_factory.mktemp(tool)
@@ -100,6 +129,7 @@ def fleets(tmp_path_factory):
         result = run_gpustack("render", "clusters", "-o", "out", cwd=root)
         assert result.returncode == 0, result.stdout + result.stderr
         rendered[tool] = root / "out"
+        _build_fleet(rendered[tool], tool)
     return rendered
 
 
@@ -129,8 +159,9 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet, t
         rendered = listed_objects(cluster)
         gitops = cluster / "gitops"
         # The folder and its gitops/ folder, each built as on its own (one kustomize run).
-        built = kustomize_together([cluster, gitops], tmp_path / cluster.name)
-        assert by_identity(built) == by_identity(rendered + listed_objects(gitops))
+        built, built_gitops = kustomize_apart([cluster, gitops], tmp_path / cluster.name)
+        assert by_identity(built) == by_identity(rendered)
+        assert by_identity(built_gitops) == by_identity(listed_objects(gitops))
         # Every object file is listed: only node/ and gitops/ stay outside the kustomization.
         on_disk = {
             str(path.relative_to(cluster))
@@ -140,14 +171,9 @@ def test_every_rendered_folder_builds_into_exactly_the_rendered_objects(fleet, t
         }
         assert on_disk == set(load(cluster / "kustomization.yaml")["resources"])
         if tool == "flux":
-            stages = [
-                out.parent / kustomization["spec"]["path"]
-                for kustomization in listed_objects(gitops)
-                if kustomization["kind"] == "Kustomization"
-            ]
             # The stages together are exactly the whole folder, each object in one stage.
-            stage_objects = kustomize_together(stages, tmp_path / f"{cluster.name}-stages")
-            assert by_identity(stage_objects) == by_identity(rendered)
+            stages = kustomize_apart(_flux_stages(cluster), tmp_path / f"{cluster.name}-stages")
+            assert by_identity([obj for stage in stages for obj in stage]) == by_identity(rendered)
 
 
 def test_the_rendered_fleet_validates_on_its_own(cli, fleet):
@@ -367,6 +393,137 @@ def load_text(text: str):
     return YAML(typ="safe").load(text)
 
 
+GITOPS_SETTINGS = {
+    "none": "gitops: {tool: none}\n",
+    "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
+    "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
+}
+ARGOCD_ANNOTATION = "argocd.argoproj.io/"
+
+
+@dataclass
+class ExampleBuilds:
+    """An example rendered with each GitOps tool, and what real kustomize builds of it: one run
+    over the Argo CD folder, its gitops/ folder, Flux's gitops/ folder and `own` (they share no
+    object; each is built as on its own)."""
+
+    folders: dict[str, Path]  # tool -> the rendered folder
+    built: dict[Key, Any]
+    # Copies of the files of the folder without GitOps (in none/) and of the Flux folder (in
+    # flux/) that the Argo CD folder does not make (the smoke-test Job, which Argo CD runs as a
+    # hook): the other files are the Argo CD folder's without Argo CD's annotations.
+    own: Path
+
+
+# The examples' folders are only read: each file is parsed once.
+_read = functools.cache(load)
+
+
+@functools.cache
+def _listed(folder: Path) -> list[dict[str, Any]]:
+    return [_read(folder / name) for name in _read(folder / "kustomization.yaml")["resources"]]
+
+
+def _resources(folder: Path) -> list[str]:
+    """The files the folder's kustomization lists: a kustomization of resources alone, which
+    changes no object."""
+    kustomization = _read(folder / "kustomization.yaml")
+    assert kustomization.keys() == {"apiVersion", "kind", "resources"}
+    return list(kustomization["resources"])
+
+
+def _plain(name: str, none: Path, argocd: Path) -> bool:
+    """Whether the file `name` of `none` is the Argo CD folder's without Argo CD's annotations."""
+    return (argocd / name).is_file() and _read(none / name) == _without_argocd_annotations(
+        _read(argocd / name)
+    )
+
+
+@pytest.fixture(scope="module")
+def example_builds(tmp_path_factory):
+    """example -> its ExampleBuilds, rendered and built once for the module's tests (they only
+    read them): one kustomize run an example."""
+
+    @functools.cache
+    def build(example: Path) -> ExampleBuilds:
+        root = tmp_path_factory.mktemp(example.stem)
+        folders = {}
+        for tool, settings in GITOPS_SETTINGS.items():
+            config = root / f"{tool}.yaml"
+            config.write_text(
+                f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
+            )
+            result = invoke(["render", str(config), "-o", str(root / tool)])
+            assert result.exit_code == 0, result.output
+            (folders[tool],) = (root / tool).iterdir()
+        none, argocd, flux = folders["none"], folders["argocd"], folders["flux"]
+        own = root / "own"
+        copies = [f"none/{name}" for name in _resources(none) if not _plain(name, none, argocd)]
+        in_none = {(none / name).read_bytes() for name in _resources(none)}
+        copies += [
+            f"flux/{path}" for path in _resources(flux) if (flux / path).read_bytes() not in in_none
+        ]
+        for copy in copies:
+            tool, _, path = copy.partition("/")
+            (own / copy).parent.mkdir(parents=True, exist_ok=True)
+            (own / copy).write_bytes((folders[tool] / path).read_bytes())
+        own.mkdir(exist_ok=True)
+        (own / "kustomization.yaml").write_text(json.dumps({"resources": copies}))
+        together = [argocd, argocd / "gitops", flux / "gitops", own]
+        built = by_identity(kustomize_together(together, root / "together"))
+        return ExampleBuilds(folders, built, own)
+
+    return build
+
+
+def _none_built(builds: ExampleBuilds) -> dict[str, Any]:
+    """File of the folder without GitOps -> the object kustomize builds of it: its copy's build,
+    or the Argo CD folder's build of the file without Argo CD's annotations (which kustomize
+    passes through as it does any annotation)."""
+    none, argocd = builds.folders["none"], builds.folders["argocd"]
+    built = {}
+    for name in _resources(none):
+        copy = builds.own / "none" / name
+        if copy.is_file():
+            assert copy.read_bytes() == (none / name).read_bytes()
+            built[name] = builds.built[identity(_read(copy))]
+        else:
+            assert _plain(name, none, argocd), name
+            key = identity(_read(argocd / name))
+            built[name] = _without_argocd_annotations(builds.built[key])
+    return built
+
+
+def _flux_built(builds: ExampleBuilds) -> list[dict[str, Any]]:
+    """What kustomize builds of the Flux folder: each file (in its stage's folder) is a file of
+    the folder without GitOps, byte for byte, or was built from its copy. Reading a file in a
+    subfolder is kustomize's as much as one beside the kustomization: test_every_rendered_folder
+    builds the walk-through's Flux folders, and test_gitops_health its stage folders."""
+    none, flux = builds.folders["none"], builds.folders["flux"]
+    none_built = _none_built(builds)
+    by_bytes = {(none / name).read_bytes(): obj for name, obj in none_built.items()}
+    built = []
+    for path in _resources(flux):
+        content = (flux / path).read_bytes()
+        copy = builds.own / "flux" / path
+        if copy.is_file():
+            assert copy.read_bytes() == content
+            built.append(builds.built[identity(_read(copy))])
+        else:
+            built.append(by_bytes[content])
+    return built
+
+
+def _without_argocd_annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` without Argo CD's annotations (a new object; `obj` is left as it is)."""
+    metadata = {k: v for k, v in obj["metadata"].items() if k != "annotations"}
+    annotations = obj["metadata"].get("annotations", {})
+    kept = {k: v for k, v in annotations.items() if not k.startswith(ARGOCD_ANNOTATION)}
+    if kept:
+        metadata["annotations"] = kept
+    return {**obj, "metadata": metadata}
+
+
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
 @pytest.mark.parametrize(
     "tool",
@@ -376,36 +533,34 @@ def load_text(text: str):
         pytest.param("flux", marks=pytest.mark.shared),
     ],
 )
-def test_every_example_builds_with_kustomize_for_every_tool(cli, tmp_path, example, tool):
+def test_every_example_builds_with_kustomize_for_every_tool(example_builds, example, tool):
     """The folder as written (test_golden keeps out/ byte-identical to it) builds into exactly
     its objects; with a GitOps tool, its gitops/ folder builds too, into objects valid under the
-    upstream CRD schemas."""
-    settings = {
-        "none": "gitops: {tool: none}\n",
-        "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
-        "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
-    }[tool]
-    config = tmp_path / "cluster.yaml"
-    config.write_text(
-        f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
-    )
-    result = cli("render", config, "-o", tmp_path / "out")
-    assert result.exit_code == 0, result.output
-    (folder,) = (tmp_path / "out").iterdir()
-    rendered = listed_objects(folder)
+    upstream CRD schemas. The three folders of an example make the same objects but for Argo
+    CD's annotations and the smoke test: kustomize builds the Argo CD folder and copies of the
+    files only the others have, the others' builds are read from it (_none_built, _flux_built)."""
+    builds = example_builds(example)
+    folder = builds.folders[tool]
+    rendered = _listed(folder)
     for obj in rendered:
         annotations = obj["metadata"].get("annotations", {})
         assert ("argocd.argoproj.io/sync-wave" in annotations) == (tool == "argocd")
+    # The run built exactly the objects of its folders.
+    argocd, flux = builds.folders["argocd"], builds.folders["flux"]
+    assert builds.built == by_identity(
+        _listed(argocd)
+        + _listed(argocd / "gitops")
+        + _listed(flux / "gitops")
+        + _listed(builds.own)
+    )
     if tool == "none":
         assert not (folder / "gitops").exists()
-        assert by_identity(kustomize(folder)) == by_identity(rendered)
+        assert by_identity(list(_none_built(builds).values())) == by_identity(rendered)
         return
-    # The folder and its gitops/ folder, each built as on its own (one kustomize run).
-    gitops = listed_objects(folder / "gitops")
-    built = by_identity(kustomize_together([folder, folder / "gitops"], tmp_path / "both"))
-    assert built == by_identity(rendered + gitops)
-    for key in by_identity(gitops):
-        assert schema_errors(built[key]) == []
+    if tool == "flux":
+        assert by_identity(_flux_built(builds)) == by_identity(rendered)
+    for key in by_identity(_listed(folder / "gitops")):
+        assert schema_errors(builds.built[key]) == []
 
 
 def _objects_of_every_phase() -> list[dict]:
@@ -459,10 +614,10 @@ def test_flux_stages_build_with_kustomize_including_crds_and_monitors(tmp_path):
     for relative, content in files(rendering).items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_bytes(content)
-    kinds = {
-        stage: [o["kind"] for o in kustomize(tmp_path / stage)]
-        for stage in ("foundation", "workloads", "monitors")
-    }
+    stages = ("foundation", "workloads", "monitors")
+    # The stages share no object: one kustomize run, parted by what each stage lists.
+    built = kustomize_apart([tmp_path / stage for stage in stages], tmp_path / "stages")
+    kinds = {stage: [o["kind"] for o in objects] for stage, objects in zip(stages, built)}
     assert sorted(kinds["foundation"]) == ["CustomResourceDefinition", "Namespace", "RuntimeClass"]
     assert sorted(kinds["workloads"]) == ["DaemonSet", "ServiceAccount"]
     assert kinds["monitors"] == ["ServiceMonitor"]
@@ -581,6 +736,11 @@ def test_a_path_to_a_kustomize_overlay_of_the_rendered_folder_is_not_warned_abou
     for command in ("render", "check"):
         quiet = cli(command, "clusters", "-o", "out")
         assert quiet.exit_code == 0 and setting not in quiet.stderr, quiet.stderr
-    for folder in stages:
-        built = kustomize(tmp_path / "overlays" / "gpu-east" / folder)
-        assert built and all(obj["metadata"]["annotations"]["team"] == "gpu" for obj in built)
+    # Each stage's overlay (they share no object: one kustomize run) builds the stage's objects,
+    # annotated.
+    overlays = [tmp_path / "overlays" / "gpu-east" / folder for folder in stages]
+    built = by_identity(kustomize_together(overlays, tmp_path / "built"))
+    assert all(obj["metadata"]["annotations"]["team"] == "gpu" for obj in built.values())
+    listed = [by_identity(listed_objects(tmp_path / "out/gpu-east" / folder)) for folder in stages]
+    assert all(listed) and sum(map(len, listed)) == len(built)
+    assert all(key in built for objects in listed for key in objects)

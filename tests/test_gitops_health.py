@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES
-from gitops_helpers import kustomize as kustomize_build
-from gitops_helpers import kustomize_together, listed_objects
+from gitops_helpers import kustomize, kustomize_apart, listed_objects
 from health_rules import (
     CURRENT,
     DEGRADED,
@@ -56,14 +55,8 @@ EXAMPLES_WITH_DRIVER = ["kubeadm-driver-container", "openshift"]
 Key = tuple[str, str, str, str]
 
 
-@functools.cache
-def _built(folder: Path) -> list[dict[str, Any]]:
-    return kustomize_build(folder)
-
-
-def kustomize(folder: Path) -> list[dict[str, Any]]:
-    """What real kustomize builds from `folder` (once per folder; a fresh copy each call)."""
-    return copy.deepcopy(_built(folder))
+def _stages(folder: Path) -> list[str]:
+    return [k["spec"]["path"].rsplit("/", 1)[1] for k in kustomizations(folder)]
 
 
 @functools.cache
@@ -71,17 +64,11 @@ def _stages_built(folder: Path) -> dict[str, list[dict[str, Any]]]:
     """Each Flux stage folder of the cluster's `folder`, as real kustomize builds it: all of them
     in one run (the stages share no object; kustomize would refuse one made twice), each
     stage's objects, in kustomize's order, those its own kustomization lists."""
-    names = [k["spec"]["path"].rsplit("/", 1)[1] for k in kustomizations(folder)]
-    built = kustomize_together(
+    names = _stages(folder)
+    built = kustomize_apart(
         [folder / name for name in names], folder.parent / f"{folder.name}-stages"
     )
-    stages = {}
-    for name in names:
-        listed = {key_of(obj) for obj in listed_objects(folder / name)}
-        stages[name] = [obj for obj in built if key_of(obj) in listed]
-        assert len(stages[name]) == len(listed), f"{name}: not every listed object was built"
-    assert sum(map(len, stages.values())) == len(built), "kustomize built an object no stage lists"
-    return stages
+    return dict(zip(names, built))
 
 
 def stage_objects(folder: Path, stage: str) -> list[dict[str, Any]]:
@@ -352,8 +339,9 @@ def render_example(folder: Path, example: str, tool: str, version: str) -> Path:
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str, str], Path]:
     """render_example, each (example, tool, version) rendered once for the module's tests (and
-    built by kustomize once: `kustomize` keeps each folder's build). The tests only read the
-    folders: what they change (the cluster's objects, a Kustomization) is a copy."""
+    built by kustomize once: `kustomize` keeps each folder's build, `_stages_built` each Flux
+    folder's stages). The tests only read the folders: what they change (the cluster's
+    objects, a Kustomization) is a copy."""
     folder = tmp_path_factory.mktemp("rendered")
 
     @functools.cache
@@ -368,7 +356,13 @@ def kustomizations(folder: Path) -> list[dict[str, Any]]:
 
 
 def drivers(folder: Path) -> list[dict[str, Any]]:
-    found = [o for o in kustomize(folder) if is_driver(o)]
+    """The driver DaemonSets kustomize builds from the Argo CD folder or, for Flux, from its
+    stage folders (which the reconciliation reads: the folder itself is not built)."""
+    if (folder / "gitops").is_dir() and kustomizations(folder):
+        objects = [o for stage in _stages(folder) for o in stage_objects(folder, stage)]
+    else:
+        objects = kustomize(folder)
+    found = [o for o in objects if is_driver(o)]
     assert found, "the example renders no driver DaemonSet"
     return found
 
