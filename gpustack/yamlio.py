@@ -180,6 +180,10 @@ _CORE_INT = re.compile(r"^-?(?:0|[1-9][0-9]*)$")
 _CORE_FLOAT = re.compile(r"^-?(?:0|[1-9][0-9]*)\.[0-9]+$")
 _NUMBER_START = frozenset("-0123456789")
 _NO_KEY = object()
+# Short plain scalars met before that read as themselves: names, labels and keys repeat across
+# a fleet's files, and are resolved once (a bounded set, kept for the process).
+_TEXTS: set[str] = set()
+_TEXTS_KEPT = 65536
 
 
 def _core_scalar(text: str) -> Any:
@@ -214,14 +218,18 @@ def _read_documents(parser: Any) -> list[Any]:
     documents: list[Any] = []
     building: list[Any] = []  # the mappings and sequences open, innermost last
     keys: list[Any] = []  # for each, the key waiting for its value (_NO_KEY: none)
-    get_event = parser.get_event
+    get_event, texts = parser.get_event, _TEXTS
     while True:
         event = get_event()
         kind = type(event)
         if kind is ScalarEvent:
             if event.anchor is not None or event.tag is not None:
                 raise _Unsure
-            value = _core_scalar(event.value) if event.implicit[0] else event.value
+            value = event.value
+            if event.implicit[0] and value not in texts:
+                value = _core_scalar(value)
+                if type(value) is str and len(value) <= 128 and len(texts) < _TEXTS_KEPT:
+                    texts.add(value)
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
             if event.anchor is not None or event.tag is not None:
                 raise _Unsure
