@@ -59,7 +59,7 @@ _DOCUMENT = st.lists(
 ).map(_block)
 
 
-@settings(max_examples=examples(150))
+@settings(max_examples=examples(100))
 @given(st.lists(_DOCUMENT, min_size=1, max_size=2).map("---\n".join))
 def test_what_the_fast_reader_reads_the_full_parser_reads_alike(text: str) -> None:
     fast = yamlio._fast_documents(text)

@@ -184,7 +184,7 @@ def _reference(node: Any, duplicates: list[tuple[str, int, int]]) -> Any:
     return mapping
 
 
-@settings(max_examples=examples(200))
+@settings(max_examples=examples(100))
 @given(st.lists(st.tuples(st.sampled_from(_KEYS), _flow(3)).map(_entry), max_size=6))
 def test_the_event_reader_reads_what_the_node_tree_holds(entries):
     """kubeyaml.load builds data from parse events with short paths for strings and string
