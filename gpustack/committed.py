@@ -91,17 +91,19 @@ def read(folder: Path) -> Committed:
         if relative in SUBFOLDERS and relative != NODE_DIR and stat.S_ISDIR(mode)
     ]
     listed = [path for each in object_folders for path in _listed(folder, each, committed)]
+    read_anyway = set(listed)  # no need to open these to look at their header
     ours = [
         relative
         for relative, mode in found.items()
-        if relative.rpartition("/")[0] in object_folders
+        if relative not in read_anyway
+        and relative.rpartition("/")[0] in object_folders
         and relative.rpartition("/")[2] != KUSTOMIZATION
         and relative.endswith(".yaml")
         and stat.S_ISREG(mode)
         and is_ours(folder / relative, relative)
     ]
     seen: dict[Identity, str] = {}
-    for relative in sorted(set(listed) | set(ours)):
+    for relative in sorted(read_anyway | set(ours)):
         path = folder / relative
         shown = display_path(path)
         content = read_file(folder, relative) or b""

@@ -212,6 +212,14 @@ def _index(objects: list[dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
     return indexed
 
 
+def _masked_sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
+    """sort_key(mask(obj)), masking only the fields it reads, unless one holds a secret."""
+    found = sort_key(obj)
+    if any(mask_text(part) != part for part in found[1:]):
+        return sort_key(mask(obj))
+    return found
+
+
 def _unified(old_text: str, new_text: str, old_name: str, new_name: str) -> str:
     lines = difflib.unified_diff(
         old_text.splitlines(), new_text.splitlines(), old_name, new_name, lineterm=""
@@ -259,20 +267,23 @@ def diff_objects(
     before a content hash (the smoke-test Job): one change with its fields, not a removal and
     an addition. Each is named by its file (`files`, relative to the folder, either side's
     identities; else the name gpustack gives it)."""
-    old_by_key = {key: mask(obj) for key, obj in _index(old).items()}
-    new_by_key = {key: mask(obj) for key, obj in _index(new).items()}
+    old_by_key, new_by_key = _index(old), _index(new)
     renamed = _renames(set(old_by_key), set(new_by_key))
     was = set(renamed.values())
     keys = sorted(
         (old_by_key.keys() - was) | new_by_key.keys(),
-        key=lambda key: sort_key(new_by_key.get(key) or old_by_key[key]),
+        key=lambda key: _masked_sort_key(new_by_key.get(key) or old_by_key[key]),
     )
     changes = []
     for key in keys:
         old_key = renamed.get(key, key)
         before, after = old_by_key.get(old_key), new_by_key.get(key)
         if before == after:
-            continue
+            continue  # equal objects are equal masked: most are, and are not masked at all
+        before = mask(before) if before is not None else None
+        after = mask(after) if after is not None else None
+        if before == after:
+            continue  # they differ only where masking hides (a secret wrapped otherwise)
         name = (files or {}).get(key) or file_name(after if after is not None else before)
         old_name = (files or {}).get(old_key) or (file_name(before) if before is not None else name)
         old_text = emit.dump(before) if before is not None else ""

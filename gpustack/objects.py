@@ -87,12 +87,20 @@ def name_of(obj: Any) -> str:
 
 def identity(obj: Any) -> Identity:
     """(group, kind, namespace, name) of `obj`."""
-    found = metadata(obj)
+    if not isinstance(obj, dict):
+        return "", "", "", ""
+    # The four fields read here at once, not through text(): every command asks this of
+    # every object, many times.
+    api_version, kind, found = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
+    if isinstance(found, dict):
+        namespace, name = found.get("namespace"), found.get("name")
+    else:
+        namespace = name = None
     return (
-        text(obj, "apiVersion").rpartition("/")[0],
-        text(obj, "kind"),
-        text(found, "namespace"),
-        text(found, "name"),
+        api_version.rpartition("/")[0] if isinstance(api_version, str) else "",
+        kind if isinstance(kind, str) else "",
+        namespace if isinstance(namespace, str) else "",
+        name if isinstance(name, str) else "",
     )
 
 

@@ -31,6 +31,16 @@ _WRAPPING = re.compile(r"[\s\\]")
 # `data:` URLs; the media type holds no ':' or ',' (so every scan stops at the next URL).
 _DATA_URL = re.compile(r"data:([^,\s\"':]*+),([^\s\"']++)")
 _PEM_MARK = b"-----BEGIN"
+# The base64 of "-----BEGIN" at each of the three places a run's 3-byte groups can cut it, whole
+# groups only: a run that decodes to a PEM holds one of them once its wrapping is taken out, so a
+# text that holds none (most texts) has no run to decode.
+_ENCODED_MARKS = tuple(
+    base64.b64encode(_PEM_MARK[start : start + (len(_PEM_MARK) - start) // 3 * 3]).decode()
+    for start in range(3)
+)
+# What may separate a wrapped run's pieces (a line break only joins them: without one, a run is a
+# single piece of base64 characters).
+_UNWRAP = str.maketrans("", "", " \t\r\n\\")
 
 
 def redacted(secret: str) -> str:
@@ -43,7 +53,8 @@ def mask_text(text: str) -> str:
         return text  # no PEM, no data: URL, and every base64 run in it too short to hold one
     if "-----BEGIN" in text:
         text = _PEM_BLOCK.sub(lambda match: redacted(match.group()), text)
-    text = _BASE64_RUN.sub(_mask_run, text)
+    if _may_hold_encoded_pem(text):
+        text = _BASE64_RUN.sub(_mask_run, text)
     if "data:" in text:
         text = _DATA_URL.sub(_mask_data_url, text)
     return text
@@ -52,6 +63,13 @@ def mask_text(text: str) -> str:
 def carries_secret(text: str) -> bool:
     """Whether `text` holds something `mask_text` redacts (a file to keep private)."""
     return mask_text(text) != text
+
+
+def _may_hold_encoded_pem(text: str) -> bool:
+    """Whether some base64 run of `text` could decode to a PEM: a quick test on the whole text
+    that spares decoding each of its words (every word is a base64 run)."""
+    unwrapped = text.translate(_UNWRAP) if "\n" in text else text
+    return any(mark in unwrapped for mark in _ENCODED_MARKS)
 
 
 def _mask_run(match: re.Match[str]) -> str:
@@ -93,10 +111,10 @@ def mask(obj: dict[str, Any]) -> dict[str, Any]:
 
 def mask_value(value: Any) -> Any:
     """`value` (any YAML data) with every string masked (mask_text)."""
+    if isinstance(value, str):  # the most common value first
+        return mask_text(value)
     if isinstance(value, dict):
         return {key: mask_value(child) for key, child in value.items()}
     if isinstance(value, list):
         return [mask_value(child) for child in value]
-    if isinstance(value, str):
-        return mask_text(value)
     return value

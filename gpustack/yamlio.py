@@ -19,6 +19,15 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
+from yaml.events import (  # type: ignore[import-untyped]
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 
 from gpustack.emit import _RESOLVES
 from gpustack.errors import Location, UserError, display_path
@@ -155,71 +164,102 @@ class _Unsure(Exception):
 
 
 class _FastLoader(getattr(libyaml, "CSafeLoader", libyaml.SafeLoader)):  # type: ignore[misc]
-    """libyaml with the YAML 1.2 core schema ruamel uses; scalars the two specs read differently
-    (yes/no/on/off, octal, sexagesimal, dates, '=') are refused rather than guessed."""
+    """libyaml's parser; its events are read into data by _read_documents."""
 
-    yaml_implicit_resolvers: dict[Any, Any] = {}
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        if len(mapping) != len(node.value):
-            raise _Unsure  # a duplicate or merge key: the full parser explains it
-        return mapping
+# The YAML 1.2 core schema ruamel uses, for plain scalars (as PyYAML's resolvers match them);
+# scalars the two specs read differently (yes/no/on/off, octal, sexagesimal, dates, '=') are
+# refused rather than guessed: whatever some YAML 1.1 or 1.2 resolver reads as a bool, null,
+# number, date or merge key (_RESOLVES) is left to the full parser.
+_CORE_WORDS: dict[str, Any] = {
+    **dict.fromkeys(["true", "True", "TRUE"], True),
+    **dict.fromkeys(["false", "False", "FALSE"], False),
+    **dict.fromkeys(["~", "null", "Null", "NULL", ""], None),
+}
+_CORE_INT = re.compile(r"^-?(?:0|[1-9][0-9]*)$")
+_CORE_FLOAT = re.compile(r"^-?(?:0|[1-9][0-9]*)\.[0-9]+$")
+_NUMBER_START = frozenset("-0123456789")
+_NO_KEY = object()
+# Short plain scalars met before that read as themselves: names, labels and keys repeat across
+# a fleet's files, and are resolved once (a bounded set, kept for the process).
+_TEXTS: set[str] = set()
+_TEXTS_KEPT = 65536
 
-    def construct_unsure(self, node: Any) -> None:
+
+def _core_scalar(text: str) -> Any:
+    if text in _CORE_WORDS:
+        return _CORE_WORDS[text]
+    if text[0] in _NUMBER_START:
+        if _CORE_INT.match(text):
+            return int(text)
+        if _CORE_FLOAT.match(text):
+            return float(text)
+    if _RESOLVES.match(text):
         raise _Unsure
-
-
-_FastLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-_FastLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
-)
-_FastLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^-?(?:0|[1-9][0-9]*)$"), list("-0123456789")
-)
-_FastLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^-?(?:0|[1-9][0-9]*)\.[0-9]+$"),
-    list("-0123456789"),
-)
-# Checked after the resolvers above, for every plain scalar: whatever some YAML 1.1 or 1.2
-# resolver reads as a bool, null, number, date or merge key is left to the full parser.
-_FastLoader.add_implicit_resolver("tag:gpustack,unsure", _RESOLVES, None)
-_FastLoader.add_constructor("tag:gpustack,unsure", _FastLoader.construct_unsure)
-
-
-# Where an anchor (&), alias (*) or tag (!) can start: a node's first character, after a space,
-# a line start or flow punctuation. The same characters inside a word (`conf.d/*.toml`,
-# `gke-*`) are plain text; inside a quoted string, a block scalar (PromQL's `!=`, a dashboard's
-# `* 1000000`, a script's `&&`) or a comment they are text too, which libyaml's events tell.
-_INDICATOR = re.compile(r"(?:^|[\s\[{,:])[&*!]", re.MULTILINE)
-
-
-def _anchor_alias_or_tag(text: str) -> bool:
-    """Whether `text` holds an anchor, an alias or an explicit tag, as libyaml parses it (an
-    unreadable text counts as holding one: the full parser explains it)."""
-    try:
-        for event in libyaml.parse(text, Loader=_FastLoader):
-            if isinstance(event, libyaml.AliasEvent) or (
-                getattr(event, "anchor", None) is not None
-                or getattr(event, "tag", None) is not None
-            ):
-                return True
-    except (libyaml.YAMLError, RecursionError, ValueError, TypeError):
-        return True
-    return False
+    return text
 
 
 def _fast_documents(text: str) -> list[Any] | None:
     """The documents' data as libyaml reads them, or None where the full parser must decide."""
-    if _INDICATOR.search(text) and _anchor_alias_or_tag(text):
-        return None  # anchors, aliases and tags: the full parser checks alias bombs and tags
+    parser = _FastLoader(text)
     try:
-        return list(libyaml.load_all(text, Loader=_FastLoader))
+        return _read_documents(parser)
     except (libyaml.YAMLError, _Unsure, RecursionError, ValueError, TypeError):
         return None
+    finally:
+        parser.dispose()
+
+
+def _read_documents(parser: Any) -> list[Any]:
+    """Every document's data, built from libyaml's parse events one at a time (no node tree,
+    no recursion). Anchors, aliases and tags (the full parser checks alias bombs and tags),
+    duplicate keys, keys that are neither strings nor integers, and unsure scalars raise
+    _Unsure."""
+    documents: list[Any] = []
+    building: list[Any] = []  # the mappings and sequences open, innermost last
+    keys: list[Any] = []  # for each, the key waiting for its value (_NO_KEY: none)
+    get_event, texts = parser.get_event, _TEXTS
+    while True:
+        event = get_event()
+        kind = type(event)
+        if kind is ScalarEvent:
+            if event.anchor is not None or event.tag is not None:
+                raise _Unsure
+            value = event.value
+            if event.implicit[0] and value not in texts:
+                value = _core_scalar(value)
+                if type(value) is str and len(value) <= 128 and len(texts) < _TEXTS_KEPT:
+                    texts.add(value)
+        elif kind is MappingStartEvent or kind is SequenceStartEvent:
+            if event.anchor is not None or event.tag is not None:
+                raise _Unsure
+            if building and keys[-1] is _NO_KEY and type(building[-1]) is dict:
+                raise _Unsure  # a mapping or sequence as a key
+            building.append({} if kind is MappingStartEvent else [])
+            keys.append(_NO_KEY)
+            continue
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
+            value = building.pop()
+            keys.pop()
+        elif kind is AliasEvent:
+            raise _Unsure
+        elif kind is StreamEndEvent:
+            return documents
+        else:  # the stream's start, a document's start or end
+            continue
+        if not building:
+            documents.append(value)
+        elif type(building[-1]) is list:
+            building[-1].append(value)
+        elif keys[-1] is _NO_KEY:
+            if value in building[-1]:
+                raise _Unsure  # a duplicate key (1 and true are one key in Python)
+            if not isinstance(value, (str, int)):
+                raise _Unsure  # a float or null key, which the full parser spells as text
+            keys[-1] = value
+        else:
+            building[-1][keys[-1]] = value
+            keys[-1] = _NO_KEY
 
 
 def _parse_one(text: str, shown: str) -> Document:

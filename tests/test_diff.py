@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, run_on_terminal
 
-from gpustack.diff import as_json, as_text, changed_paths, diff_objects
+from gpustack.diff import as_json, as_text, changed_paths, diff_objects, redacted
 
 ANSI = "\x1b["
 
@@ -387,6 +387,32 @@ def test_secret_values_and_inline_pems_are_masked():
     ) in text
     assert "~ changed  ConfigMap gpu-system/certificates\n    data.url\n" in text
     assert not diff_objects(objects("same"), objects("same")).changes
+
+
+def test_a_secret_only_rewrapped_is_no_change_and_a_secret_in_a_name_sorts_masked():
+    """Objects are compared as they are shown, masked: a base64 certificate wrapped otherwise
+    (a YAML formatter's doing) is the same value, and objects are listed in the order of their
+    masked names."""
+    payload = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    encoded = payload.decode()
+
+    def config_map(name: str, value: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name},
+            "data": {"ca": value},
+        }
+
+    wrapped = "\n  ".join(encoded[i : i + 20] for i in range(0, len(encoded), 20))
+    assert not diff_objects([config_map("ca", encoded)], [config_map("ca", wrapped)]).changes
+    assert diff_objects([config_map("ca", encoded)], [config_map("ca", encoded + "x")]).changes
+    # Named by a certificate: its file named redacted, and sorted by that ("<" before "A").
+    added = diff_objects([], [config_map("A", "1"), config_map(encoded, "2")]).changes
+    assert [change.file for change in added] == [
+        f"configmap-{redacted(encoded)}.yaml",
+        "configmap-A.yaml",
+    ]
 
 
 # --- field paths ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ parallel rendering byte-identical to serial."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -302,7 +303,7 @@ def test_gpustacks_own_output_reads_on_the_fast_path_as_the_full_parser_reads_it
         text = path.read_text()
         fast = yamlio._fast_documents(text)
         assert fast is not None, path
-        if yamlio._INDICATOR.search(text):
+        if re.search(r"(?:^|[\s\[{,:])[&*!]", text, re.MULTILINE):
             indicated.setdefault(text, (path, fast))
     assert len(indicated) > 5  # the output holds such text: the comparison below runs
     for text, (path, fast) in indicated.items():

@@ -10,8 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_gpustack
+from conftest import ROOT, examples, run_gpustack
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gpustack import secrets
 from gpustack.secrets import mask_text
 
 EXAMPLE = ROOT / "examples" / "openshift.yaml"
@@ -121,6 +124,58 @@ def test_short_texts_are_masked_as_long_ones() -> None:
     run = base64.b64encode(b"-----BEGIN CERTIFICATE-----").decode()[:24]
     assert "redacted" in mask_text(run)
     assert mask_text("nvidia.com/gpu") == "nvidia.com/gpu"
+
+
+def full_mask(text: str) -> str:
+    """mask_text without its shortcuts: every pattern run over the whole text."""
+    text = secrets._PEM_BLOCK.sub(lambda match: secrets.redacted(match.group()), text)
+    text = secrets._BASE64_RUN.sub(secrets._mask_run, text)
+    return secrets._DATA_URL.sub(secrets._mask_data_url, text)
+
+
+WRAPS = ["\n", "\\\n    ", "\r\n\t", "\n  \\"]
+
+
+def test_a_wrapped_base64_pem_is_masked_wherever_its_groups_fall() -> None:
+    """mask_text decodes only texts that hold the base64 of "-----BEGIN" (at one of the three
+    places the 3-byte groups can cut it): each place is found, also when wrapped mid-marker."""
+    for lead in (b"", b"x", b"xy"):
+        payload = base64.b64encode(lead + PEM.read_bytes()).decode()
+        for width in (5, 7, 40, 10_000):
+            for wrap in WRAPS:
+                wrapped = wrap.join(payload[i : i + width] for i in range(0, len(payload), width))
+                text = f'value: "{wrapped}"\nnext: key\n'
+                masked = mask_text(text)
+                assert masked == full_mask(text), (lead, width, wrap)
+                assert "redacted" in masked and masked.endswith("next: key\n"), (lead, width)
+                assert_no_secret(masked, "mask_text")
+
+
+def wrapped_base64(lead: bytes, pem: bool, tail: bytes, width: int, wrap: str) -> str:
+    encoded = base64.b64encode(lead + (b"-----BEGIN CERT" if pem else b"") + tail).decode()
+    return wrap.join(encoded[i : i + width] for i in range(0, len(encoded), width))
+
+
+# Text around base64 runs that may or may not decode to a PEM: base64 of random bytes with
+# "-----BEGIN" at any offset, wrapped anywhere, among words, keys, data: URLs and PEM markers.
+_PIECES = st.one_of(
+    st.text(alphabet="abcXYZ019+/=:-_ \t\n\\%,\"'", max_size=30),
+    st.sampled_from(["data:", "data:;base64,", "data:,", "-----BEGIN ", "-----END X-----", "%2D"]),
+    st.builds(
+        wrapped_base64,
+        st.binary(max_size=8),
+        st.booleans(),
+        st.binary(max_size=20),
+        st.integers(min_value=1, max_value=30),
+        st.sampled_from(WRAPS),
+    ),
+)
+
+
+@settings(max_examples=examples(150))
+@given(st.lists(_PIECES, max_size=8).map("".join))
+def test_mask_text_agrees_with_every_pattern_run_on_the_whole_text(text: str) -> None:
+    assert mask_text(text) == full_mask(text)
 
 
 # --- 6. committed output: links are never followed ------------------------------------------

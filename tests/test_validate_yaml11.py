@@ -8,9 +8,14 @@ as strings in an interface{}), as documented there.
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 import pytest
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from validate_helpers import DATA, expected_verdicts, verdicts
 
 TRAPS = sorted((DATA / "yaml11").glob("*.yaml"))
@@ -117,3 +122,90 @@ def test_alias_bombs_are_refused():
     )
     with pytest.raises(Problem, match="alias bomb"):
         list(load(bomb))
+
+
+# Documents for the event reader to agree on with the node tree: keys that collide once read
+# (`on` and `true`, `1` and `0x1`, quoted and plain), merges of anchored mappings, aliases,
+# scalars that read as booleans, numbers and null, quoted or tagged strings, nesting.
+_KEYS = ["a", "b", "on", "true", "'true'", "1", "0x1", '"1"', "1.5", "!!str 2", "y", "<<"]
+_SCALARS = ["x", "yes", "'yes'", "~", "0755", "1_000", ".5", "08", "!!str 1", "1e3", '""', "*m"]
+
+
+def _entry(pair: tuple[str, str]) -> str:
+    key, value = pair
+    if key == "<<":  # a merge takes a mapping or a list of them: an anchored one
+        return f"<<: {value if value.startswith(('*', '[*')) else '*m'}"
+    return f"{key}: {value}"
+
+
+def _flow(depth: int) -> Any:
+    leaf = st.sampled_from(_SCALARS)
+    if depth == 0:
+        return leaf
+    child = _flow(depth - 1)
+    return st.one_of(
+        leaf,
+        st.sampled_from(["*m", "[*m, *n]"]),
+        st.lists(child, max_size=4).map(lambda items: f"[{', '.join(items)}]"),
+        st.lists(st.tuples(st.sampled_from(_KEYS), child).map(_entry), max_size=5).map(
+            lambda entries: f"{{{', '.join(entries)}}}"
+        ),
+    )
+
+
+def _reference(node: Any, duplicates: list[tuple[str, int, int]]) -> Any:
+    """The data of a node tree (compose()), recursively: the reader the event loop replaces."""
+    from yaml.nodes import ScalarNode, SequenceNode
+
+    from gpustack.validation.kubeyaml import _Scalars
+
+    if type(node) is ScalarNode:
+        return _Scalars().scalar(node)
+    if type(node) is SequenceNode:
+        return [_reference(child, duplicates) for child in node.value]
+    mapping: dict[str, Any] = {}
+    written: set[str] = set()
+    for key_node, value_node in node.value:
+        if (
+            type(key_node) is ScalarNode
+            and key_node.tag == "gpustack:plain"
+            and key_node.value == "<<"
+        ):
+            value = _reference(value_node, duplicates)
+            for source in reversed(value) if type(value) is list else [value]:
+                mapping.update(source)
+            continue
+        key = _Scalars().key(key_node)
+        if key in written:
+            mark = key_node.start_mark
+            duplicates.append((f"duplicate key {key!r}", mark.line, mark.column))
+        written.add(key)
+        mapping[key] = _reference(value_node, duplicates)
+    return mapping
+
+
+@settings(max_examples=examples(100))
+@given(st.lists(st.tuples(st.sampled_from(_KEYS), _flow(3)).map(_entry), max_size=6))
+def test_the_event_reader_reads_what_the_node_tree_holds(entries):
+    """kubeyaml.load builds data from parse events with short paths for strings and string
+    keys; a recursive read of the node tree gives the same data, key order, types and
+    duplicate keys (or the same problem at the same place)."""
+    from gpustack.validation.kubeyaml import Problem, compose, load
+
+    text = "m: &m {a: 1, on: x}\nn: &n {b: 2, 'true': y}\n" + "".join(
+        f"{entry}\n" for entry in entries
+    )
+    try:
+        [document] = load(text)
+    except Problem as problem:
+        got: Any = ("problem", problem.message, problem.line, problem.column)
+    else:
+        found = [(problem.message, problem.line, problem.column) for problem in document.duplicates]
+        got = (json.dumps(document.data), found, document.line, document.column)
+    duplicates: list[tuple[str, int, int]] = []
+    try:
+        [node] = compose(text)
+        expected: Any = (json.dumps(_reference(node, duplicates)), duplicates, 0, 0)
+    except Problem as problem:
+        expected = ("problem", problem.message, problem.line, problem.column)
+    assert got == expected, text

@@ -60,25 +60,43 @@ def references(crd: dict[str, Any]) -> Iterator[tuple[str | int, ...]]:
 
 
 def _references(schema: Any, path: tuple[str | int, ...]) -> Iterator[tuple[str | int, ...]]:
-    stack = [(schema, path)]
-    while stack:  # no recursion: a CRD's schema is as deep as its document, whatever that is
+    # No recursion: a CRD's schema is as deep as its document, whatever that is. Each schema's
+    # place is kept as (its parent's place, keys...), and spelt out only for a `$ref`: a CRD's
+    # schema has thousands of places, and almost never a `$ref`.
+    stack: list[tuple[dict[str, Any], Any]] = [(schema, None)] if isinstance(schema, dict) else []
+    while stack:
         node, where = stack.pop()
-        if not isinstance(node, dict):
-            continue
         if REFERENCE in node:
-            yield where
+            yield (*path, *_spelt(where))
         for keyword in _ONE:
-            stack.append((node.get(keyword), (*where, keyword)))
+            child = node.get(keyword)
+            if isinstance(child, dict):
+                stack.append((child, (where, keyword)))
         for keyword in _LIST:
-            if isinstance(node.get(keyword), list):
+            items = node.get(keyword)
+            if isinstance(items, list):
                 stack.extend(
-                    (item, (*where, keyword, number)) for number, item in enumerate(node[keyword])
+                    (item, (where, keyword, number))
+                    for number, item in enumerate(items)
+                    if isinstance(item, dict)
                 )
         for keyword in _MAP:
-            if isinstance(node.get(keyword), dict):
+            named = node.get(keyword)
+            if isinstance(named, dict):
                 stack.extend(
-                    (item, (*where, keyword, name)) for name, item in node[keyword].items()
+                    (item, (where, keyword, name))
+                    for name, item in named.items()
+                    if isinstance(item, dict)
                 )
+
+
+def _spelt(where: Any) -> list[str | int]:
+    """The keys of a place kept as (the parent's place, keys...), from the root down."""
+    parts: list[str | int] = []
+    while where is not None:
+        parts[:0] = where[1:]
+        where = where[0]
+    return parts
 
 
 def schemas(

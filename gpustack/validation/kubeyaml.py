@@ -186,19 +186,24 @@ def load(text: str) -> Iterator[Document]:
 class _Open:
     """A mapping or sequence being built: its value so far, and (a mapping) the pending key."""
 
-    __slots__ = ("anchor", "key", "mark", "places", "size", "value", "written")
+    __slots__ = ("anchor", "is_map", "key", "mark", "places", "size", "value", "written")
 
     def __init__(self, value: Any, anchor: str | None, mark: Any) -> None:
         self.value, self.anchor, self.mark = value, anchor, mark
+        self.is_map = type(value) is dict
         self.key: Any = _NO_KEY
         self.size = 1
-        self.written: set[str] = set()
+        # The keys written in the mapping, once a merge (`<<`) has put others in its value;
+        # until then they are the value's keys.
+        self.written: set[str] | None = None
         self.places: list[tuple[int, int]] | None = None  # where each item starts (`items`)
 
 
 _NO_KEY = object()
 _MERGING = object()
 _OPEN = object()
+# A plain scalar that starts with none of these, and is no word of _RESOLVED, is a string.
+_MAYBE_NOT_TEXT = _NUMERIC_START | {"."}
 
 
 class _Events:
@@ -218,6 +223,7 @@ class _Events:
         stack: list[_Open] = []
         items: list[tuple[int, int]] = []
         str_tag = _TAG + "str"
+        resolved, maybe_not_text = _RESOLVED, _MAYBE_NOT_TEXT
         while True:
             event = get_event()
             kind = type(event)
@@ -226,18 +232,37 @@ class _Events:
                 tag, text = event.tag, event.value
                 if tag is None or tag == "!":
                     tag = _PLAIN if event.implicit[0] else str_tag
-                value, size = scalar_of(tag, text, event.start_mark), 1
+                # Strings, the most common scalars, made short; scalar_of reads the others.
+                if tag == str_tag or (
+                    tag == _PLAIN and text not in resolved and text[0] not in maybe_not_text
+                ):
+                    value = text
+                else:
+                    value = scalar_of(tag, text, event.start_mark)
+                size = 1
                 if event.anchor is not None:
                     self.anchors[event.anchor] = (value, 1, (tag, text))
                 if stack:
                     parent = stack[-1]
-                    if type(parent.value) is dict and parent.key is not _NO_KEY:
-                        if parent.key is not _MERGING:  # the common case, made short
-                            parent.value[parent.key] = value
+                    if parent.is_map:
+                        key = parent.key
+                        if key is _NO_KEY:
+                            # A key: a string one (no merge `<<`) made short, add() the others.
+                            if type(value) is str and (tag != _PLAIN or text != _MERGE):
+                                written = parent.written
+                                if value in (parent.value if written is None else written):
+                                    self.duplicates.append(_at(f"duplicate key {value!r}", event))
+                                if written is not None:
+                                    written.add(value)
+                                parent.key = value
+                                parent.size += 1
+                                continue
+                        elif key is not _MERGING:
+                            parent.value[key] = value
                             parent.key = _NO_KEY
                             parent.size += 1
                             continue
-                    elif type(parent.value) is list and parent.places is None:
+                    elif parent.places is None:
                         parent.value.append(value)
                         parent.size += 1
                         continue
@@ -284,7 +309,7 @@ class _Events:
     ) -> None:
         """Put a value (a scalar's with its tag and text) into the collection being built."""
         parent.size += size
-        if type(parent.value) is list:
+        if not parent.is_map:
             parent.value.append(value)
             if parent.places is not None:
                 parent.places.append((event.start_mark.line, event.start_mark.column))
@@ -296,9 +321,10 @@ class _Events:
                 parent.key = _MERGING
                 return
             key = self.scalars.key_of(tag, text, event.start_mark)
-            if key in parent.written:
+            if key in (parent.value if parent.written is None else parent.written):
                 self.duplicates.append(_at(f"duplicate key {key!r}", event))
-            parent.written.add(key)
+            if parent.written is not None:
+                parent.written.add(key)
             parent.key = key
             return
         if parent.key is _MERGING:
@@ -307,6 +333,8 @@ class _Events:
             for source in reversed(value) if type(value) is list else [value]:
                 if not isinstance(source, dict):
                     raise _at("map merge requires map or sequence of maps as the value", event)
+                if parent.written is None:
+                    parent.written = set(parent.value)  # the keys written before the merge
                 parent.value.update(source)
         else:
             parent.value[parent.key] = value

@@ -1,0 +1,93 @@
+"""The fast YAML reader (yamlio's, libyaml's events read into data) agrees with the full parser
+(ruamel) on every text it reads, and leaves to the full parser what it is not sure of."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpustack import yamlio
+
+# Scalars both parsers read alike, and (fewer) where YAML 1.1 and 1.2 or the two parsers part
+# ways; keys that collide once read (1 and true, null and ~); anchors, aliases, tags, a merge key.
+SURE = ["x", "a b", "-", "true", "False", "~", "null", "''", "0", "-0", "12", "-3", "1.5", "-0.0"]
+SURE += ["'on'", '"1"', "'true'", '"multi\\nline"']
+UNSURE = ["=", "<<", "12:30", "2024-01-01", "0x1F", "0755", "1_0", "1e3", ".5", "yes", "on"]
+UNSURE += ["!!str 1", "&a x", "*a", "1.0e+3"]
+SCALARS = SURE * 8 + UNSURE
+KEYS = [*"abcdefghij" * 4, "1", "true", "'1'", "x y", "1.0", "~", "<<", "[k]"]
+
+
+def _flow(depth: int) -> Any:
+    leaf = st.sampled_from(SCALARS)
+    if depth == 0:
+        return leaf
+    child = _flow(depth - 1)
+    return st.one_of(
+        leaf,
+        st.lists(child, max_size=3).map(lambda items: f"[{', '.join(items)}]"),
+        st.lists(st.tuples(st.sampled_from(KEYS), child), max_size=3).map(
+            lambda pairs: "{" + ", ".join(f"{key}: {value}" for key, value in pairs) + "}"
+        ),
+    )
+
+
+def _block(entries: list[tuple[str, Any]], indent: str = "") -> str:
+    lines = []
+    for key, value in entries:
+        if isinstance(value, list):  # a nested block mapping, or a block sequence of values
+            if value and isinstance(value[0], tuple):
+                lines.append(f"{indent}{key}:\n{_block(value, indent + '  ')}")
+            else:
+                lines.append(f"{indent}{key}:\n" + "".join(f"{indent}- {v}\n" for v in value))
+        else:
+            lines.append(f"{indent}{key}: {value}\n")
+    return "".join(lines)
+
+
+_ENTRY = st.tuples(st.sampled_from(KEYS), _flow(1))
+_DOCUMENT = st.lists(
+    st.one_of(
+        _ENTRY,
+        st.tuples(st.sampled_from(KEYS), st.lists(_ENTRY, min_size=1, max_size=3)),
+        st.tuples(st.sampled_from(KEYS), st.lists(_flow(1), min_size=1, max_size=3)),
+    ),
+    max_size=5,
+).map(_block)
+
+
+@settings(max_examples=examples(100))
+@given(st.lists(_DOCUMENT, min_size=1, max_size=2).map("---\n".join))
+def test_what_the_fast_reader_reads_the_full_parser_reads_alike(text: str) -> None:
+    fast = yamlio._fast_documents(text)
+    if fast is None:
+        return  # left to the full parser, which reads it or explains what is wrong
+    full = [document.data for document in yamlio._parse_all(text, "f")]
+    assert repr(fast) == repr(full), text  # the same values, types and key order
+
+
+def test_the_fast_reader_reads_plain_data_and_leaves_the_rest() -> None:
+    """It takes what it can be sure of (so most files skip the full parser) and nothing else."""
+    sure = "a: 1\nb: [true, ~, -0.5, 'on', x y]\nc:\n  d: {e: null}\n---\n- 12\n- ''\n"
+    assert yamlio._fast_documents(sure) == [
+        {"a": 1, "b": [True, None, -0.5, "on", "x y"], "c": {"d": {"e": None}}},
+        [12, ""],
+    ]
+    assert yamlio._fast_documents("") == []
+    for unsure in [
+        "a: &x 1\nb: *x\n",  # anchors and aliases: alias bombs are the full parser's to refuse
+        "a: !!str 1\n",  # tags
+        "a: 1\na: 2\n",  # duplicate keys
+        "1: a\ntrue: b\n",  # one key in Python
+        "1.0: a\n",  # a float key: the full parser makes it the string "1.0"
+        "~: a\n",
+        "<<: {a: 1}\n",  # a merge key
+        "a: yes\n",  # YAML 1.1 and 1.2 read differently
+        "a: 0755\n",
+        "? [a]\n: b\n",  # a key that is a sequence
+        "a: [1\n",  # not YAML
+    ]:
+        assert yamlio._fast_documents(unsure) is None, unsure
