@@ -301,10 +301,12 @@ def diff_objects(
             status = "removed"
         else:
             status, fields = "changed", changed_fields(before, after)
+        # Named by the masked object: a secret in a name is no more shown than one in a field.
+        shown = identity(after if after is not None else before)
         changes.append(
             Change(
                 status,
-                qualified(key),
+                qualified(shown),
                 name,
                 key,
                 tuple(path for path, _, _ in fields),
@@ -400,8 +402,16 @@ def _what(change: Change) -> str:
     if change.identity is None:
         return f"file {change.subject}"
     if change.renamed_from is not None:
-        return f"{change.subject} (was {change.renamed_from})"
+        return f"{change.subject} (was {secrets.mask_text(change.renamed_from)})"
     return change.subject
+
+
+def _shown(fields: tuple[str | None, ...] | None) -> tuple[str | None, ...]:
+    """An identity's fields as a report shows them: masked (a secret may be a name), each None
+    for a file compared as text."""
+    if fields is None:
+        return (None, None, None, None)
+    return tuple(secrets.mask_text(field) if field else field for field in fields)
 
 
 def paint_diff_line(line: str, color: bool) -> str:
@@ -429,12 +439,9 @@ def as_json(diff: Diff) -> dict[str, Any]:
         "changes": [
             {
                 "change": change.status,
-                "group": change.identity[0] if change.identity else None,
-                "kind": change.identity[1] if change.identity else None,
-                "namespace": change.identity[2] if change.identity else None,
-                "name": change.identity[3] if change.identity else None,
+                **dict(zip(("group", "kind", "namespace", "name"), _shown(change.identity))),
                 "file": change.file,
-                "renamedFrom": change.renamed_from,
+                "renamedFrom": _shown((change.renamed_from,))[0],
                 "paths": list(change.paths),
                 "values": [
                     {"path": path, "old": before, "new": after}

@@ -413,6 +413,10 @@ def test_a_secret_only_rewrapped_is_no_change_and_a_secret_in_a_name_sorts_maske
         f"configmap-{redacted(encoded)}.yaml",
         "configmap-A.yaml",
     ]
+    # Nor is the name shown anywhere else: the change's subject, the text, the JSON.
+    assert added[0].subject == f"ConfigMap {redacted(encoded)}"
+    shown = diff_objects([], [config_map(encoded, "2")], "a", "b")
+    assert encoded not in as_text(shown) + json.dumps(as_json(shown))
 
 
 # --- field paths ------------------------------------------------------------------------------
