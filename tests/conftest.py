@@ -302,6 +302,55 @@ def run_gpustack(
     return subprocess.CompletedProcess(["gpustack", *argv], returncode, result.stdout, stderr)
 
 
+def run_script_main(
+    script: Path, *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A script's `main()` (bench/*.py) called in this process with ARGS as its command line:
+    the script loaded as a module from its own file, `env` added to the environment (the
+    processes it starts inherit it). What a script changes of this process is put back after:
+    sys.argv, sys.path, the modules it imported from its own folder, the working directory, the
+    environment. The exit code (0 when main returns, else its SystemExit's), stdout, stderr."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"script_{script.stem}", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    path, argv, modules = list(sys.path), sys.argv, set(sys.modules)
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    code: int | str | None = 0
+    try:
+        with (
+            contextlib.chdir(Path.cwd()),
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
+            sys.argv = [str(script), *args]
+            try:
+                sys.modules[spec.name] = module  # its functions pickle by name, for workers
+                spec.loader.exec_module(module)
+                module.main()
+            except SystemExit as done:
+                code = done.code
+    finally:
+        sys.path[:], sys.argv = path, argv
+        for name in set(sys.modules) - modules:
+            if Path(getattr(sys.modules[name], "__file__", None) or "/").parent == script.parent:
+                del sys.modules[name]
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    if not isinstance(code, int):  # SystemExit("message"): printed, exit 1
+        stderr.write(f"{code}\n" if code is not None else "")
+        code = 0 if code is None else 1
+    return subprocess.CompletedProcess(
+        [str(script), *args], code, stdout.getvalue(), stderr.getvalue()
+    )
+
+
 def run_on_terminal(
     *args: str,
     cwd: Path | str = ROOT,
