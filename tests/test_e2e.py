@@ -493,7 +493,8 @@ def run_installed(target: Path, cwd: Path, *command: str) -> subprocess.Complete
     )
 
 
-def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
+def check_package(target: Path, cwd: Path) -> None:
+    """The package imported is the installed one, and it holds the data files."""
     where = run_installed(
         target, cwd, sys.executable, "-c", "import gpustack; print(gpustack.__file__)"
     )
@@ -507,16 +508,24 @@ def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
     ):
         assert committed_files(data / folder) == committed_files(expected), folder
 
+
+def check_render(target: Path, cwd: Path, gpustack: list[str]) -> None:
+    """`gpustack render` with no config renders the embedded example into ./out."""
     rendered_files = run_installed(target, cwd, *gpustack, "render")
     assert rendered_files.returncode == 0, rendered_files.stderr
     _, embedded = render_example(EXAMPLES["kubeadm"])
     assert committed_files(cwd / "out" / "kubeadm-lab") == render.files(embedded)
 
+
+def check_profiles_list(target: Path, cwd: Path, gpustack: list[str]) -> None:
     listed = run_installed(target, cwd, *gpustack, "profiles", "list")
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[0] for line in listed.stdout.splitlines()] == sorted(
         path.stem for path in (ROOT / "profiles").glob("*.yaml")
     )
+
+
+def check_profiles_show(target: Path, cwd: Path, gpustack: list[str]) -> None:
     shown = run_installed(target, cwd, *gpustack, "profiles", "show", "rke2")
     assert shown.returncode == 0, shown.stderr
     profile = YAML(typ="safe").load(shown.stdout)
@@ -536,12 +545,22 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_installed_wheel_works_outside_the_repository(installed: Path, tmp_path: Path) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
-    check_installation(installed, cwd, [sys.executable, "-m", "gpustack"])
+    check_package(installed, cwd)
+    gpustack = [sys.executable, "-m", "gpustack"]
+    check_render(installed, cwd, gpustack)
+    check_profiles_list(installed, cwd, gpustack)
+    check_profiles_show(installed, cwd, gpustack)
 
 
 def test_the_console_script_of_the_installed_wheel_works(installed: Path, tmp_path: Path) -> None:
+    """The script pip wrote starts the same gpustack.cli:main as `python -m gpustack` above
+    (the package and its data are that test's): a command that writes files into the working
+    folder, and one that takes arguments and prints."""
     cwd = tmp_path / "work"
     cwd.mkdir()
     script = installed / "bin" / "gpustack"
     assert script.is_file()
-    check_installation(installed, cwd, [str(script)])
+    for launcher in (script, installed / "gpustack" / "__main__.py"):
+        assert "from gpustack.cli import main" in launcher.read_text(), launcher
+    check_render(installed, cwd, [str(script)])
+    check_profiles_show(installed, cwd, [str(script)])
