@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import functools
 import io
+import json
 import os
 import pty
 import re
@@ -351,19 +352,14 @@ def run_script_main(
     )
 
 
-def run_on_terminal(
-    *args: str,
-    cwd: Path | str = ROOT,
-    env: Mapping[str, str] | None = None,
-    stream: str = "stdout",
+def _on_terminal(
+    argv: list[str], cwd: Path | str, env: Mapping[str, str] | None, stream: str
 ) -> tuple[int, str]:
-    """The real `python -m gpustack ARGS...` with its `stream` (stdout or stderr) on a
-    pseudo-terminal, the other thrown away: its exit code and what the terminal showed."""
+    """ARGV run with its `stream` (stdout or stderr) on a pseudo-terminal, the other thrown
+    away: its exit code and what the terminal showed."""
     controller, tty = pty.openpty()
     outputs = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: tty}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpustack", *args], cwd=cwd, env=env, **outputs
-    )
+    process = subprocess.Popen(argv, cwd=cwd, env=env, **outputs)
     os.close(tty)
     chunks = []
     while True:
@@ -376,6 +372,55 @@ def run_on_terminal(
         chunks.append(chunk)
     os.close(controller)
     return process.wait(), b"".join(chunks).decode()
+
+
+def run_on_terminal(
+    *args: str,
+    cwd: Path | str = ROOT,
+    env: Mapping[str, str] | None = None,
+    stream: str = "stdout",
+) -> tuple[int, str]:
+    """The real `python -m gpustack ARGS...` with its `stream` (stdout or stderr) on a
+    pseudo-terminal, the other thrown away: its exit code and what the terminal showed."""
+    return _on_terminal([sys.executable, "-m", "gpustack", *args], cwd, env, stream)
+
+
+# Between two runs on one terminal: the run's exit code between two record separators.
+_RUN_END = re.compile(r"\x1e(\d+)\x1e")
+_RUNS_ON_TERMINAL = """\
+import json, os, sys
+from gpustack.cli import run
+for arguments, changes in json.loads(sys.argv[1]):
+    for name, value in changes.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    code = run(arguments)
+    stream = sys.stdout if sys.argv[2] == "stdout" else sys.stderr
+    stream.flush()
+    stream.write(f"\\x1e{code}\\x1e")
+    stream.flush()
+"""
+
+
+def runs_on_one_terminal(
+    runs: list[tuple[list[str], Mapping[str, str | None]]],
+    cwd: Path | str = ROOT,
+    env: Mapping[str, str] | None = None,
+    stream: str = "stdout",
+) -> list[tuple[int, str]]:
+    """Several `gpustack ARGS...` runs, one after the other in one new interpreter whose
+    `stream` is a pseudo-terminal (the other thrown away), each after its changes to the
+    environment (None removes a variable): each run's exit code and what the terminal showed
+    during it. One process proves several terminal behaviours: gpustack asks whether its stream
+    is a terminal, and reads NO_COLOR, on each run."""
+    program = [sys.executable, "-c", _RUNS_ON_TERMINAL, json.dumps(runs), stream]
+    code, shown = _on_terminal(program, cwd, env, stream)
+    assert code == 0, shown
+    parts = _RUN_END.split(shown)
+    assert parts[-1] == "" and len(parts) == 2 * len(runs) + 1, shown
+    return [(int(parts[2 * index + 1]), parts[2 * index]) for index in range(len(runs))]
 
 
 @functools.cache

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_gpustack, run_on_terminal
+from conftest import run_gpustack, run_on_terminal, runs_on_one_terminal
 
 CONFIG = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -346,8 +346,13 @@ def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
     plugin.write_text(plugin.read_text() + "# edited\n")
     env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
     args = ("check", str(config), "-o", str(out))
-    assert "\x1b[" in run_real(*args, env=env, cwd=tmp_path, terminal=True)
-    assert "\x1b[" not in run_real(*args, env={**env, "NO_COLOR": "1"}, cwd=tmp_path, terminal=True)
+    # One process, its stdout a terminal: a run as it starts, then one with NO_COLOR set.
+    coloured, plain = runs_on_one_terminal(
+        [(list(args), {}), (list(args), {"NO_COLOR": "1"})], cwd=tmp_path, env=env
+    )
+    assert coloured[0] == plain[0] == 1  # the edited file is stale
+    assert "\x1b[" in coloured[1]
+    assert "\x1b[" not in plain[1] and "daemonset-nvidia-device-plugin.yaml" in plain[1]
     # Not a terminal (in-process, its output captured): no colour either.
     piped = run_gpustack(*args, cwd=tmp_path, env={"NO_COLOR": None})
     assert piped.returncode == 1 and "\x1b[" not in piped.stdout + piped.stderr
