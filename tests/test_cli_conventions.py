@@ -461,7 +461,11 @@ def test_bash_completes_a_set_field_without_a_space_after_the_equals_sign(tmp_pa
     """The bash script from `gpustack completion bash`, run by bash: `path=` is left open for
     the value, a command name gets its space as usual."""
     script = tmp_path / "gpustack.bash"
-    script.write_text(run_real("completion", "bash", env=dict(os.environ), cwd=tmp_path))
+    # The script's text is the command's output (in-process); bash runs it, and it runs the
+    # real command through the launcher on PATH.
+    written = run_gpustack("completion", "bash", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    script.write_text(written.stdout)
     launcher = tmp_path / "bin" / "gpustack"
     launcher.parent.mkdir()
     launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m gpustack "$@"\n')
