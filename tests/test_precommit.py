@@ -104,9 +104,9 @@ class Repository:
         themselves run as pre-commit starts them, on a real `git commit`."""
         return run_gpustack(*args, cwd=self.path, env=self.env)
 
-    def commit(self, message: str) -> subprocess.CompletedProcess[str]:
+    def commit(self, message: str, *options: str) -> subprocess.CompletedProcess[str]:
         self.git("add", "-A")
-        return self.git("commit", "-q", "-m", message)
+        return self.git("commit", "-q", "-m", message, *options)
 
 
 def test_hook_manifest_is_valid_for_pre_commit_and_matches_the_commands():
@@ -210,10 +210,10 @@ def test_check_hook_in_a_fleet_checks_the_clusters_the_commit_changes(tmp_path, 
             head + f"extends: base.yaml\nmetadata: {{name: {name}}}\n"
         )
     assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
-    first = repo.commit("three GKE clusters")
+    # The fleet as it stood before the hook (a commit that skips it): the commits below change
+    # it, and pre-commit gives the hook the files each changes.
+    first = repo.commit("three GKE clusters", "--no-verify")
     assert first.returncode == 0, first.stdout + first.stderr
-    # Every file of the fleet, checked by one process: one verdict, each cluster rendered once.
-    assert first.stderr.count("cluster(s) checked") == 1, first.stderr
 
     west = clusters / "west.yaml"
     west.write_text(west.read_text() + "# the west region's cluster\n")
@@ -229,14 +229,20 @@ def test_check_hook_in_a_fleet_checks_the_clusters_the_commit_changes(tmp_path, 
     assert "out/east" not in output and "out/north" not in output
     assert "run `gpustack render clusters -o out` and commit the result" in output
 
-    # Rendered now, in a commit that also changes the base every cluster extends: all three
-    # checked, west's new output current.
-    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
+    # Rendered now, in a commit that also moves every cluster to another namespace in the base
+    # they extend: all three checked, west's new output current. The commit stages nearly every
+    # file of the fleet (each output file names the namespace), more than pre-commit gives one
+    # process without require_serial: one process checks them all, one verdict, each cluster
+    # rendered once.
     base = clusters / "base.yaml"
-    base.write_text(base.read_text() + "# shared by every cluster\n")
-    shared = repo.commit("monitor west; comment on the base")
+    base.write_text(base.read_text() + "namespace: gpu-fleet\n")
+    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
+    shared = repo.commit("monitor west; every cluster in the gpu-fleet namespace")
     assert shared.returncode == 0, shared.stdout + shared.stderr
+    assert shared.stderr.count("cluster(s) checked") == 1, shared.stderr
     assert "3 cluster(s) checked: output in out is current and valid" in shared.stderr
+    changed = repo.git("show", "--name-only", "--diff-filter=ACMR", "--format=", "HEAD").stdout
+    assert len(changed.split()) >= 20, changed
 
     (repo.path / "notes.yaml").write_text("owner: platform team\n")
     unrelated = repo.commit("notes")
