@@ -323,19 +323,17 @@ def test_a_config_from_stdin(cli, tmp_path, monkeypatch):
     assert bad.stderr.startswith("error: <stdin>:3:18: metadata.name: 'Bad_Name'"), bad.stderr
 
 
-def run_real(*args: str, env: dict[str, str], cwd: Path, terminal: bool = False) -> str:
-    """The real `python -m gpustack`, its stdout on a pseudo-terminal when asked."""
-    if not terminal:
-        done = subprocess.run(
-            [sys.executable, "-m", "gpustack", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return done.stdout
-    return run_on_terminal(*args, cwd=cwd, env=env)[1]
+def run_real(*args: str, env: dict[str, str], cwd: Path) -> str:
+    """The real `python -m gpustack`: what it printed on stdout."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gpustack", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout
 
 
 def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
