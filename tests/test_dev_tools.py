@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, _fresh_caches
+from conftest import ROOT
 from pre_commit.clientlib import load_config
 
 GENERATED_FROM = ["gpustack", "profiles", "schemas", "examples", "out", "dev", "docs"]
@@ -52,7 +52,6 @@ def generate_in_process(root: Path, *args: str) -> subprocess.CompletedProcess[s
     module = importlib.util.module_from_spec(spec)
     stdout, stderr = io.StringIO(), io.StringIO()
     path, argv = list(sys.path), sys.argv
-    _fresh_caches()
     try:
         spec.loader.exec_module(module)  # puts the copy first on sys.path, as the script does
         assert root.resolve() == module.ROOT
