@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import functools
 import io
+import json
 import os
 import pty
 import re
@@ -302,19 +303,63 @@ def run_gpustack(
     return subprocess.CompletedProcess(["gpustack", *argv], returncode, result.stdout, stderr)
 
 
-def run_on_terminal(
-    *args: str,
-    cwd: Path | str = ROOT,
-    env: Mapping[str, str] | None = None,
-    stream: str = "stdout",
+def run_script_main(
+    script: Path, *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A script's `main()` (bench/*.py) called in this process with ARGS as its command line:
+    the script loaded as a module from its own file, `env` added to the environment (the
+    processes it starts inherit it). What a script changes of this process is put back after:
+    sys.argv, sys.path, the modules it imported from its own folder, the working directory, the
+    environment. The exit code (0 when main returns, else its SystemExit's), stdout, stderr."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"script_{script.stem}", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    path, argv, modules = list(sys.path), sys.argv, set(sys.modules)
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    code: int | str | None = 0
+    try:
+        with (
+            contextlib.chdir(Path.cwd()),
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
+            sys.argv = [str(script), *args]
+            try:
+                sys.modules[spec.name] = module  # its functions pickle by name, for workers
+                spec.loader.exec_module(module)
+                module.main()
+            except SystemExit as done:
+                code = done.code
+    finally:
+        sys.path[:], sys.argv = path, argv
+        for name in set(sys.modules) - modules:
+            if Path(getattr(sys.modules[name], "__file__", None) or "/").parent == script.parent:
+                del sys.modules[name]
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    if not isinstance(code, int):  # SystemExit("message"): printed, exit 1
+        stderr.write(f"{code}\n" if code is not None else "")
+        code = 0 if code is None else 1
+    return subprocess.CompletedProcess(
+        [str(script), *args], code, stdout.getvalue(), stderr.getvalue()
+    )
+
+
+def _on_terminal(
+    argv: list[str], cwd: Path | str, env: Mapping[str, str] | None, stream: str
 ) -> tuple[int, str]:
-    """The real `python -m gpustack ARGS...` with its `stream` (stdout or stderr) on a
-    pseudo-terminal, the other thrown away: its exit code and what the terminal showed."""
+    """ARGV run with its `stream` (stdout or stderr) on a pseudo-terminal, the other thrown
+    away: its exit code and what the terminal showed."""
     controller, tty = pty.openpty()
     outputs = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: tty}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpustack", *args], cwd=cwd, env=env, **outputs
-    )
+    process = subprocess.Popen(argv, cwd=cwd, env=env, **outputs)
     os.close(tty)
     chunks = []
     while True:
@@ -327,6 +372,55 @@ def run_on_terminal(
         chunks.append(chunk)
     os.close(controller)
     return process.wait(), b"".join(chunks).decode()
+
+
+def run_on_terminal(
+    *args: str,
+    cwd: Path | str = ROOT,
+    env: Mapping[str, str] | None = None,
+    stream: str = "stdout",
+) -> tuple[int, str]:
+    """The real `python -m gpustack ARGS...` with its `stream` (stdout or stderr) on a
+    pseudo-terminal, the other thrown away: its exit code and what the terminal showed."""
+    return _on_terminal([sys.executable, "-m", "gpustack", *args], cwd, env, stream)
+
+
+# Between two runs on one terminal: the run's exit code between two record separators.
+_RUN_END = re.compile(r"\x1e(\d+)\x1e")
+_RUNS_ON_TERMINAL = """\
+import json, os, sys
+from gpustack.cli import run
+for arguments, changes in json.loads(sys.argv[1]):
+    for name, value in changes.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    code = run(arguments)
+    stream = sys.stdout if sys.argv[2] == "stdout" else sys.stderr
+    stream.flush()
+    stream.write(f"\\x1e{code}\\x1e")
+    stream.flush()
+"""
+
+
+def runs_on_one_terminal(
+    runs: list[tuple[list[str], Mapping[str, str | None]]],
+    cwd: Path | str = ROOT,
+    env: Mapping[str, str] | None = None,
+    stream: str = "stdout",
+) -> list[tuple[int, str]]:
+    """Several `gpustack ARGS...` runs, one after the other in one new interpreter whose
+    `stream` is a pseudo-terminal (the other thrown away), each after its changes to the
+    environment (None removes a variable): each run's exit code and what the terminal showed
+    during it. One process proves several terminal behaviours: gpustack asks whether its stream
+    is a terminal, and reads NO_COLOR, on each run."""
+    program = [sys.executable, "-c", _RUNS_ON_TERMINAL, json.dumps(runs), stream]
+    code, shown = _on_terminal(program, cwd, env, stream)
+    assert code == 0, shown
+    parts = _RUN_END.split(shown)
+    assert parts[-1] == "" and len(parts) == 2 * len(runs) + 1, shown
+    return [(int(parts[2 * index + 1]), parts[2 * index]) for index in range(len(runs))]
 
 
 @functools.cache

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_gpustack, run_on_terminal
+from conftest import run_gpustack, run_on_terminal, runs_on_one_terminal
 
 CONFIG = """\
 apiVersion: gpustack.dev/v1alpha1
@@ -323,19 +323,17 @@ def test_a_config_from_stdin(cli, tmp_path, monkeypatch):
     assert bad.stderr.startswith("error: <stdin>:3:18: metadata.name: 'Bad_Name'"), bad.stderr
 
 
-def run_real(*args: str, env: dict[str, str], cwd: Path, terminal: bool = False) -> str:
-    """The real `python -m gpustack`, its stdout on a pseudo-terminal when asked."""
-    if not terminal:
-        done = subprocess.run(
-            [sys.executable, "-m", "gpustack", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return done.stdout
-    return run_on_terminal(*args, cwd=cwd, env=env)[1]
+def run_real(*args: str, env: dict[str, str], cwd: Path) -> str:
+    """The real `python -m gpustack`: what it printed on stdout."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gpustack", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout
 
 
 def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
@@ -346,8 +344,13 @@ def test_check_colours_on_a_terminal_unless_no_color(cli, tmp_path):
     plugin.write_text(plugin.read_text() + "# edited\n")
     env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
     args = ("check", str(config), "-o", str(out))
-    assert "\x1b[" in run_real(*args, env=env, cwd=tmp_path, terminal=True)
-    assert "\x1b[" not in run_real(*args, env={**env, "NO_COLOR": "1"}, cwd=tmp_path, terminal=True)
+    # One process, its stdout a terminal: a run as it starts, then one with NO_COLOR set.
+    coloured, plain = runs_on_one_terminal(
+        [(list(args), {}), (list(args), {"NO_COLOR": "1"})], cwd=tmp_path, env=env
+    )
+    assert coloured[0] == plain[0] == 1  # the edited file is stale
+    assert "\x1b[" in coloured[1]
+    assert "\x1b[" not in plain[1] and "daemonset-nvidia-device-plugin.yaml" in plain[1]
     # Not a terminal (in-process, its output captured): no colour either.
     piped = run_gpustack(*args, cwd=tmp_path, env={"NO_COLOR": None})
     assert piped.returncode == 1 and "\x1b[" not in piped.stdout + piped.stderr
@@ -456,7 +459,11 @@ def test_bash_completes_a_set_field_without_a_space_after_the_equals_sign(tmp_pa
     """The bash script from `gpustack completion bash`, run by bash: `path=` is left open for
     the value, a command name gets its space as usual."""
     script = tmp_path / "gpustack.bash"
-    script.write_text(run_real("completion", "bash", env=dict(os.environ), cwd=tmp_path))
+    # The script's text is the command's output (in-process); bash runs it, and it runs the
+    # real command through the launcher on PATH.
+    written = run_gpustack("completion", "bash", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    script.write_text(written.stdout)
     launcher = tmp_path / "bin" / "gpustack"
     launcher.parent.mkdir()
     launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m gpustack "$@"\n')
@@ -491,8 +498,14 @@ def test_completion_of_an_unknown_shell_is_exit_2(cli):
 
 def test_a_long_render_shows_progress_on_a_terminal_only(tmp_path):
     clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    # Progress counts clusters, whatever each holds: small ones (GKE without the exporter, a
+    # few files each) keep the render cheap.
     for index in range(20):
-        cluster(clusters / f"gpu-{index}.yaml", f"gpu-{index}")
+        (clusters / f"gpu-{index}.yaml").write_text(
+            CONFIG.replace("NAME", f"gpu-{index}").replace("kubeadm", "gke-cos")
+            + "dcgmExporter: {enabled: false}\n"
+        )
     code, shown = run_on_terminal("render", "clusters", "-o", "out", cwd=tmp_path, stream="stderr")
     assert code == 0
     # Both count clusters: the fleet's _gitops/ folder is written (here emptied) too, but is none.

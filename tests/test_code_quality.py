@@ -61,61 +61,85 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_an_import_against_the_tiers_breaks_the_contract(tmp_path):
+# Imports that break a contract, each as a past change once did, all in one copy of the package
+# checked by one run: import-linter reports every broken contract with the imports that break
+# it, so each test finds its own import in the report of its own contract.
+BREAKING_IMPORTS = {
     # The cycle the tiers once had: profiles reaching up into config for its merging.
-    shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    profiles = tmp_path / "gpustack" / "profiles.py"
-    profiles.write_text(profiles.read_text() + "\nfrom gpustack import config  # noqa\n")
-    result = lint_imports(tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "gpustack.profiles -> gpustack.config" in result.stdout
+    "profiles.py": ["from gpustack import config  # noqa"],
+    "components/gfd.py": [
+        # Components take the resolved Stack from gpustack.stack; the loader sits above them.
+        "from gpustack import config  # noqa",
+        # The device plugin's config was once read from the device plugin's module by GFD.
+        "from gpustack.components import device_plugin  # noqa",
+    ],
+    # A rule reaching into another rule for its helper, as the MIG rules once did.
+    "lint/mig_partitions.py": ["from gpustack.lint import mig_strategy  # noqa"],
+    # init once took the config schema from the schema command's module.
+    "commands/init.py": ["from gpustack.commands import schema  # noqa"],
+}
 
 
-def test_a_component_importing_the_loader_breaks_the_contract(tmp_path):
-    # Components take the resolved Stack from gpustack.stack; the loader sits above them.
-    shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    gfd = tmp_path / "gpustack" / "components" / "gfd.py"
-    gfd.write_text(gfd.read_text() + "\nfrom gpustack import config  # noqa\n")
-    result = lint_imports(tmp_path)
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """lint-imports on a copy of the package with every import of BREAKING_IMPORTS added."""
+    root = tmp_path_factory.mktemp("broken")
+    shutil.copytree(ROOT / "gpustack", root / "gpustack")
+    shutil.copy(ROOT / "pyproject.toml", root)
+    for module, lines in BREAKING_IMPORTS.items():
+        path = root / "gpustack" / module
+        path.write_text(path.read_text() + "".join(f"\n{line}\n" for line in lines))
+    result = lint_imports(root)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "gpustack.components.gfd -> gpustack.config" in result.stdout
+    return result
+
+
+def broken_contract(report: str, name: str) -> str:
+    """The part of lint-imports' report that says why the contract `name` is broken."""
+    details = report.split("Broken contracts\n", 1)[1]
+    _, found, after = details.partition(f"\n{name}\n{'-' * len(name)}\n")
+    assert found, f"{name!r} is not among the broken contracts:\n{report}"
+    return re.split(r"\n[^\n]+\n-+\n", after, maxsplit=1)[0]
+
+
+def test_an_import_against_the_tiers_breaks_the_contract(broken):
+    assert "gpustack.profiles -> gpustack.config" in broken.stdout
+    tiers = broken_contract(broken.stdout, "Tiers of the pipeline")
+    assert "- gpustack.profiles -> gpustack.config (l." in tiers
+
+
+def test_a_component_importing_the_loader_breaks_the_contract(broken):
+    assert "gpustack.components.gfd -> gpustack.config" in broken.stdout
+    tiers = broken_contract(broken.stdout, "Tiers of the pipeline")
+    assert "- gpustack.components.gfd -> gpustack.config (l." in tiers
 
 
 @pytest.mark.parametrize(
-    ("module", "line", "broken"),
+    ("importer", "imported", "broken_name"),
     [
-        # The device plugin's config was once read from the device plugin's module by GFD.
         (
-            "components/gfd.py",
-            "from gpustack.components import device_plugin  # noqa",
+            "gpustack.components.gfd",
+            "gpustack.components.device_plugin",
             "Components are independent of each other",
         ),
-        # A rule reaching into another rule for its helper, as the MIG rules once did.
         (
-            "lint/mig_partitions.py",
-            "from gpustack.lint import mig_strategy  # noqa",
+            "gpustack.lint.mig_partitions",
+            "gpustack.lint.mig_strategy",
             "Lint rules are independent of each other",
         ),
-        # init once took the config schema from the schema command's module.
         (
-            "commands/init.py",
-            "from gpustack.commands import schema  # noqa",
+            "gpustack.commands.init",
+            "gpustack.commands.schema",
             "Commands are independent of each other",
         ),
     ],
 )
 def test_an_import_between_independent_modules_breaks_their_contract(
-    tmp_path, module, line, broken
+    broken, importer, imported, broken_name
 ):
-    shutil.copytree(ROOT / "gpustack", tmp_path / "gpustack")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    path = tmp_path / "gpustack" / module
-    path.write_text(path.read_text() + f"\n{line}\n")
-    result = lint_imports(tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert f"{broken} BROKEN" in result.stdout
+    assert f"{broken_name} BROKEN" in broken.stdout
+    # Broken by that import itself, not by another of the copy's.
+    assert f"- {importer} -> {imported} (l." in broken_contract(broken.stdout, broken_name)
 
 
 def test_architecture_draws_the_tiers_that_are_enforced():

@@ -3,6 +3,9 @@ repository's own `.pre-commit-config.yaml`, run for real on copies of the reposi
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import os
 import shutil
 import subprocess
@@ -28,12 +31,37 @@ def copy_repository(target: Path) -> Path:
 
 
 def generate(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The copy's `dev/generate.py ARGS...` as a contributor runs it: a script of its own,
+    here started from outside the copy (it finds the repository from its own path)."""
     return subprocess.run(
         [sys.executable, str(root / "dev" / "generate.py"), *args],
+        cwd=root.parent,
         capture_output=True,
         text=True,
         check=False,
         env={**os.environ, "PYTHONPATH": str(root)},
+    )
+
+
+def generate_in_process(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The copy's dev/generate.py loaded as a module and its main() called with ARGS, in this
+    process: the script's own code, its paths the copy's; what main() returns is the exit code
+    the script ends with (`sys.exit(main())`, which the runs of `generate` show)."""
+    spec = importlib.util.spec_from_file_location("generate", root / "dev" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    path, argv = list(sys.path), sys.argv
+    try:
+        spec.loader.exec_module(module)  # puts the copy first on sys.path, as the script does
+        assert root.resolve() == module.ROOT
+        sys.argv = [str(root / "dev" / "generate.py"), *args]
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = module.main()
+    finally:
+        sys.path[:], sys.argv = path, argv
+    return subprocess.CompletedProcess(
+        ["generate.py", *args], code, stdout.getvalue(), stderr.getvalue()
     )
 
 
@@ -64,10 +92,16 @@ def test_generate_finds_and_fixes_each_kind_of_stale_file(tmp_path: Path) -> Non
     ]
     assert {path: path.read_bytes() for path in originals} == damaged, "--check changed a file"
 
-    fixed = generate(root)
+    # The fix and the check after it call the same script's main() in this process.
+    fixed = generate_in_process(root)
     assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.splitlines() == [
+        "regenerated: schemas/gpustack.schema.json",
+        "regenerated: docs/config.md (generated tables)",
+        "regenerated: out/",
+    ]
     assert {path: path.read_bytes() for path in originals} == originals
-    again = generate(root, "--check")
+    again = generate_in_process(root, "--check")
     assert (again.returncode, again.stdout) == (0, "everything generated is current\n")
 
 

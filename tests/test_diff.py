@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, run_on_terminal
+from conftest import EXAMPLES, runs_on_one_terminal
 
 from gpustack.diff import as_json, as_text, changed_paths, diff_objects, redacted
 
@@ -456,11 +456,14 @@ def test_colour_only_when_asked(cli):
 
 def test_colour_on_a_terminal_unless_no_color():
     env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
-    args = ("diff", "--profile", "kubeadm", "--profile", "rke2")
-    code, shown = run_on_terminal(*args, env=env)
-    assert code == 1  # the profiles differ
+    args = ["diff", "--profile", "kubeadm", "--profile", "rke2"]
+    # One process, its stdout a terminal: a run as it starts, then one with NO_COLOR set.
+    (code, shown), (plain_code, plain) = runs_on_one_terminal(
+        [(args, {}), (args, {"NO_COLOR": "1"})], env=env
+    )
+    assert code == plain_code == 1  # the profiles differ
     assert ANSI in shown
-    assert ANSI not in run_on_terminal(*args, env={**env, "NO_COLOR": "1"})[1]
+    assert ANSI not in plain and "rke2" in plain
 
 
 # --- gpustack profiles diff -------------------------------------------------------------------

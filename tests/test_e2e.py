@@ -7,6 +7,7 @@ list of components, so they hold for components added later as much as for today
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -493,12 +494,41 @@ def run_installed(target: Path, cwd: Path, *command: str) -> subprocess.Complete
     )
 
 
-def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
-    where = run_installed(
-        target, cwd, sys.executable, "-c", "import gpustack; print(gpustack.__file__)"
-    )
-    assert Path(where.stdout.strip()).parent == target / "gpustack", where.stderr
+# One interpreter with only the installed package on its path: the gpustack it imports, then
+# commands run by gpustack.cli.run (what both launchers call), each one's exit code and output.
+INSTALLED_PROGRAM = """\
+import contextlib, io, json, sys
+import gpustack
+from gpustack.cli import run
+runs = []
+for arguments in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(arguments)
+    runs.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps({"file": gpustack.__file__, "runs": runs}))
+"""
 
+
+def run_in_installed_package(
+    target: Path, cwd: Path, *commands: list[str]
+) -> list[subprocess.CompletedProcess[str]]:
+    """COMMANDS run one after the other in one interpreter that imports the installed package
+    (checked here): each one's exit code, stdout and stderr."""
+    done = run_installed(
+        target, cwd, sys.executable, "-c", INSTALLED_PROGRAM, json.dumps(list(commands))
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert Path(report["file"]).parent == target / "gpustack", report["file"]
+    return [
+        subprocess.CompletedProcess(command, *run)
+        for command, run in zip(commands, report["runs"], strict=True)
+    ]
+
+
+def check_data(target: Path) -> None:
+    """The installed package holds the data files."""
     data = target / "gpustack" / "_data"
     for folder, expected in (
         ("profiles", ROOT / "profiles"),
@@ -507,17 +537,25 @@ def check_installation(target: Path, cwd: Path, gpustack: list[str]) -> None:
     ):
         assert committed_files(data / folder) == committed_files(expected), folder
 
+
+def check_render(target: Path, cwd: Path, gpustack: list[str]) -> None:
+    """`gpustack render` with no config renders the embedded example into ./out."""
     rendered_files = run_installed(target, cwd, *gpustack, "render")
     assert rendered_files.returncode == 0, rendered_files.stderr
     _, embedded = render_example(EXAMPLES["kubeadm"])
     assert committed_files(cwd / "out" / "kubeadm-lab") == render.files(embedded)
 
-    listed = run_installed(target, cwd, *gpustack, "profiles", "list")
+
+def check_profiles_list(listed: subprocess.CompletedProcess[str]) -> None:
+    """What `gpustack profiles list` showed: every shipped profile."""
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[0] for line in listed.stdout.splitlines()] == sorted(
         path.stem for path in (ROOT / "profiles").glob("*.yaml")
     )
-    shown = run_installed(target, cwd, *gpustack, "profiles", "show", "rke2")
+
+
+def check_profiles_show(shown: subprocess.CompletedProcess[str]) -> None:
+    """What `gpustack profiles show rke2` showed: the profile, as YAML."""
     assert shown.returncode == 0, shown.stderr
     profile = YAML(typ="safe").load(shown.stdout)
     assert profile["metadata"]["name"] == "rke2"
@@ -534,14 +572,29 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_installed_wheel_works_outside_the_repository(installed: Path, tmp_path: Path) -> None:
+    """The installed package, outside the repository: its data files, `python -m gpustack`
+    rendering the embedded example, and the profile commands (in one interpreter, with the
+    package imported from where pip put it)."""
     cwd = tmp_path / "work"
     cwd.mkdir()
-    check_installation(installed, cwd, [sys.executable, "-m", "gpustack"])
+    check_data(installed)
+    check_render(installed, cwd, [sys.executable, "-m", "gpustack"])
+    listed, shown = run_in_installed_package(
+        installed, cwd, ["profiles", "list"], ["profiles", "show", "rke2"]
+    )
+    check_profiles_list(listed)
+    check_profiles_show(shown)
 
 
 def test_the_console_script_of_the_installed_wheel_works(installed: Path, tmp_path: Path) -> None:
+    """The script pip wrote starts the same gpustack.cli:main as `python -m gpustack` above
+    (the package and its data are that test's): a command that writes files into the working
+    folder, and one that takes arguments and prints."""
     cwd = tmp_path / "work"
     cwd.mkdir()
     script = installed / "bin" / "gpustack"
     assert script.is_file()
-    check_installation(installed, cwd, [str(script)])
+    for launcher in (script, installed / "gpustack" / "__main__.py"):
+        assert "from gpustack.cli import main" in launcher.read_text(), launcher
+    check_render(installed, cwd, [str(script)])
+    check_profiles_show(run_installed(installed, cwd, str(script), "profiles", "show", "rke2"))

@@ -261,19 +261,23 @@ def test_output_file_is_not_overwritten_without_force(tmp_path: Path) -> None:
 
 
 def test_importing_twice_gives_the_same_bytes(tmp_path: Path) -> None:
+    """Two runs in two processes (each with a hash seed of its own): `python -m gpustack` as a
+    user runs it (the config on stdout, the report on stderr), and the same command in this
+    process."""
     inputs = [CASES / "time-slicing.yaml", CASES / "private-registry.yaml"]
-    # The console script, as a user runs it: the config on stdout, the report on stderr.
+    command = ["import", *map(str, inputs), "--profile", "kubeadm"]
     runs = [
         subprocess.run(
-            [sys.executable, "-m", "gpustack", "import", *map(str, inputs), "--profile", "kubeadm"],
+            [sys.executable, "-m", "gpustack", *command],
             capture_output=True,
             text=True,
             cwd=tmp_path,
             check=False,
-        )
-        for _ in range(2)
+        ),
+        run_gpustack(*command, cwd=tmp_path),
     ]
     assert runs[0].returncode == 0, runs[0].stderr
+    assert runs[1].returncode == 0, runs[1].stderr
     assert runs[0].stdout == runs[1].stdout and runs[0].stderr == runs[1].stderr
     assert runs[0].stdout.startswith("# Written by `gpustack import`")
     assert "mapped (" in runs[0].stderr
