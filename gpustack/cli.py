@@ -31,6 +31,11 @@ def app(arguments: list[str] | None = None) -> NoReturn:
 
 def main() -> None:
     tune_gc()
+    # No pydantic plugin takes part in gpustack's own validation, so the program spares pydantic
+    # the search for them: every installed distribution's entry points, read through
+    # importlib.metadata on the first validation (pydantic/plugin/_loader.py, pydantic 2.x).
+    # A value the user set is kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         code = run(sys.argv[1:])
         sys.stdout.flush()

@@ -5,14 +5,17 @@ are optional here; the profile's `defaults` are merged beneath the user's config
 so a validated GPUStack always carries concrete values. The model knows nothing of files or YAML.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here, unlike the other modules: pydantic would then
+# compile and evaluate each of the ~300 field annotations as a string when it creates the
+# classes, about a third of this module's import time, paid by every command that loads a config.
+# Python evaluates them as it defines each class instead; a validator returning its own model
+# says `Self`.
 import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -206,7 +209,7 @@ class ResourceRequirements(Strict):
     )
 
     @model_validator(mode="after")
-    def _requests_within_limits(self) -> ResourceRequirements:
+    def _requests_within_limits(self) -> Self:
         # The API server refuses a request above its limit (ValidateResourceRequirements).
         for name, request in self.requests.items():
             limit = self.limits.get(name)
@@ -585,7 +588,7 @@ class Nodes(Strict):
         return taints
 
     @model_validator(mode="after")
-    def _unique_pools(self) -> Nodes:
+    def _unique_pools(self) -> Self:
         seen: set[str] = set()
         for index, pool in enumerate(self.pools):
             if pool.name in seen:
@@ -833,7 +836,7 @@ class AlertThresholds(Strict):
     )
 
     @model_validator(mode="after")
-    def _positive_durations(self) -> AlertThresholds:
+    def _positive_durations(self) -> Self:
         for name in ("errorWindow", "gpuCountLookback"):
             _positive_duration(name, getattr(self, name))
         for name in (
@@ -1121,7 +1124,7 @@ class Driver(WithResources):
     manager: DriverManager = Field(default_factory=_section(DriverManager))
 
     @model_validator(mode="after")
-    def _complete(self) -> Driver:
+    def _complete(self) -> Self:
         if self.precompiled and not self.kernelVersion:
             raise ConflictError(
                 ("driver", "kernelVersion"),
@@ -1504,7 +1507,7 @@ class ArgoCD(Strict):
     )
 
     @model_validator(mode="after")
-    def _one_destination(self) -> ArgoCD:
+    def _one_destination(self) -> Self:
         if self.destination.server and self.destination.name:
             raise ConflictError(
                 ("gitops", "argocd", "destination"),
@@ -1566,7 +1569,7 @@ class Flux(Strict):
     )
 
     @model_validator(mode="after")
-    def _repository_matches_source(self) -> Flux:
+    def _repository_matches_source(self) -> Self:
         if self.gitRepository and self.sourceRef and self.sourceRef.kind != "GitRepository":
             raise ConflictError(
                 ("gitops", "flux", "gitRepository"),
@@ -1625,7 +1628,7 @@ class PatchEntry(Strict):
     )
 
     @model_validator(mode="after")
-    def _patch_or_path(self) -> PatchEntry:
+    def _patch_or_path(self) -> Self:
         if (self.patch is None) == (self.path is None):
             raise ValueError("give either patch (the patch itself) or path (a file holding it)")
         return self
@@ -1734,7 +1737,7 @@ class GPUStack(Strict):
         return own or self.driver.version
 
     @model_validator(mode="after")
-    def _consistent(self) -> GPUStack:
+    def _consistent(self) -> Self:
         for index, pool in [(None, None), *enumerate(self.nodes.pools)]:
             self._sharing_fits_mig(index, pool)
         self._gitops_complete()
@@ -1972,7 +1975,7 @@ class DriverFacts(Strict):
     )
 
     @model_validator(mode="after")
-    def _default_allowed(self) -> DriverFacts:
+    def _default_allowed(self) -> Self:
         if self.default not in self.modes:
             raise ValueError(f"driver.default {self.default!r} is not one of driver.modes")
         return self

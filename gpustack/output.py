@@ -23,23 +23,24 @@ generated-file header; nothing else is overwritten or pruned.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import os
 import re
-import shutil
 import stat
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpustack.errors import Location, UserError, display_path
 from gpustack.layout import is_ours
 from gpustack.reading import MAX_FILE_BYTES, kind_of, read_bounded
 from gpustack.secrets import carries_secret
+
+if TYPE_CHECKING:
+    import ctypes
 
 # A staged folder (`new`), or an old one set aside by a two-rename swap (`old`, non-Linux).
 _STAGING = re.compile(r"\.(?P<name>.+)\.gpustack-(?P<role>new|old)-[0-9a-f]{12}")
@@ -421,6 +422,11 @@ def recover(out: Path) -> None:
 
 def _stage(each: Plan) -> Path:
     """A hidden sibling of the target holding the new files and links to the user's own."""
+    # Here, not on top: check, diff and a render that changes nothing load this module but
+    # write nothing (uuid brings platform; with shutil, about 6 ms of their start-up).
+    import shutil
+    import uuid
+
     target = each.target
     staged = target.parent / f".{target.name}.gpustack-new-{uuid.uuid4().hex[:12]}"
     umask = _umask()
@@ -466,6 +472,8 @@ def _stage(each: Plan) -> Path:
 
 def _parents(target: Path, staged: Path, relative: str) -> None:
     """Create the folders above `relative` in `staged`, with the modes they have in `target`."""
+    import shutil  # as in _stage: only a run that writes needs it
+
     parts = relative.split("/")[:-1]
     for depth in range(1, len(parts) + 1):
         folder = "/".join(parts[:depth])
@@ -503,6 +511,8 @@ _LIBC: ctypes.CDLL | None = None
 
 def _exchange(first: Path, second: Path) -> bool:
     """Exchange two folders atomically (Linux renameat2); False where the system cannot."""
+    import ctypes  # here, not on top: only a run that replaces a folder needs it (2 ms to load)
+
     global _LIBC
     if not hasattr(os, "uname") or os.uname().sysname != "Linux":
         return False
