@@ -27,7 +27,9 @@ import errno
 import fcntl
 import os
 import re
+import shutil
 import stat
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -422,11 +424,6 @@ def recover(out: Path) -> None:
 
 def _stage(each: Plan) -> Path:
     """A hidden sibling of the target holding the new files and links to the user's own."""
-    # Here, not on top: check, diff and a render that changes nothing load this module but
-    # write nothing (uuid brings platform; with shutil, about 6 ms of their start-up).
-    import shutil
-    import uuid
-
     target = each.target
     staged = target.parent / f".{target.name}.gpustack-new-{uuid.uuid4().hex[:12]}"
     umask = _umask()
@@ -472,8 +469,6 @@ def _stage(each: Plan) -> Path:
 
 def _parents(target: Path, staged: Path, relative: str) -> None:
     """Create the folders above `relative` in `staged`, with the modes they have in `target`."""
-    import shutil  # as in _stage: only a run that writes needs it
-
     parts = relative.split("/")[:-1]
     for depth in range(1, len(parts) + 1):
         folder = "/".join(parts[:depth])

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -144,3 +145,78 @@ def test_a_run_loads_only_the_command_it_names(tmp_path, line, code, loaded):
         [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert done.stdout.splitlines()[-1] == f"{code} {loaded}", done.stdout + done.stderr
+
+
+def _loaded_after(lines: list[list[str]], names: list[str]) -> list[str]:
+    """Which of `names` a process has loaded after running each command line in turn."""
+    program = (
+        "import sys\nfrom gpustack.cli import run\n"
+        f"codes = [run(line) for line in {lines!r}]\n"
+        f"print(codes, ' '.join(name for name in {names!r} if name in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    codes, _, loaded = done.stdout.splitlines()[-1].partition("] ")
+    assert codes.strip("[").split(", ") == ["0"] * len(lines), done.stdout + done.stderr
+    return loaded.split()
+
+
+# Loaded only by the runs that use them: ruamel (the full YAML parser) for a file libyaml cannot
+# read as the full parser would, jsonpatch for a config's JSON 6902 patches, difflib and the diff
+# printer for a suggestion or stale output, ctypes to swap a folder that exists.
+NOT_NEEDED = ["ruamel.yaml", "jsonpatch", "difflib", "gpustack.diff", "ctypes"]
+
+
+def test_rendering_and_checking_a_config_load_only_what_they_use(tmp_path):
+    out = str(tmp_path / "out")
+    lines = [
+        ["render", "examples/kubeadm.yaml", "-o", out, "-q"],
+        ["check", "examples/kubeadm.yaml", "-o", out, "-q"],
+        ["validate", str(tmp_path / "out" / "kubeadm-lab")],
+    ]
+    assert _loaded_after(lines, NOT_NEEDED) == []
+    # The first render wrote a new folder: replacing it (a config changed) swaps in the new one.
+    changed = [["render", "examples/kubeadm.yaml", "-o", out, "-q", "--set", "gfd.enabled=false"]]
+    assert _loaded_after(lines[:1] + changed, NOT_NEEDED) == ["ctypes"]
+
+
+def test_the_config_model_s_annotations_are_not_strings():
+    """pydantic evaluates an annotation written as a string (`from __future__ import
+    annotations`) on creating each model class, a third of the model's import time."""
+    from pydantic import BaseModel
+
+    from gpustack import model
+
+    models = [
+        cls
+        for cls in vars(model).values()
+        if isinstance(cls, type) and issubclass(cls, BaseModel) and cls.__module__ == model.__name__
+    ]
+    assert len(models) > 50
+    for cls in models:
+        written = vars(cls).get("__annotations__", {})
+        assert not [name for name, value in written.items() if isinstance(value, str)], cls
+
+
+@pytest.mark.parametrize(("given", "searched"), [(None, False), ("other-plugin", True)])
+def test_the_program_leaves_pydantic_plugins_out_unless_told(given, searched):
+    """The command does not search the environment's distributions for pydantic plugins (their
+    entry points, read through importlib.metadata) when it validates a config; a
+    PYDANTIC_DISABLE_PLUGINS the user set is kept as it is."""
+    program = (
+        "import os, runpy, sys\nsys.argv = ['gpustack', 'render', 'examples/kubeadm.yaml',"
+        " '--stdout']\n"
+        "try:\n    runpy.run_module('gpustack', run_name='__main__')\nexcept SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "from pydantic.plugin import _loader\n"
+        "print(os.environ['PYDANTIC_DISABLE_PLUGINS'], _loader._plugins is not None)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"{given or '__all__'} {searched}"
