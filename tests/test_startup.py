@@ -78,8 +78,7 @@ def test_a_run_loads_only_the_command_it_names(tmp_path):
 def test_validating_loads_neither_the_config_model_nor_the_renderer():
     """`gpustack validate` with kubeconform's flags needs only the YAML reader and the schemas;
     the names it spells itself are the renderer's: neither loads the config model, the loader,
-    the renderer or the writer, nor hashlib (OpenSSL), which only masking a secret or hashing
-    a ConfigMap needs."""
+    the renderer or the writer, nor what only some inputs need."""
     from gpustack.profiles import data_dir
     from gpustack.validation import schemas
 
@@ -89,7 +88,14 @@ def test_validating_loads_neither_the_config_model_nor_the_renderer():
         ["validate", "-strict", "-schema-location", "default", "-schema-location", "gpustack"],
         ["validate", "--no-lint"],  # gpustack's own spelling
     ]
-    names = ["gpustack.model", "gpustack.config", "gpustack.render", "gpustack.output", "hashlib"]
+    names = [
+        "gpustack.model",
+        "gpustack.config",
+        "gpustack.render",
+        "gpustack.output",
+        "hashlib",  # OpenSSL: for masking a secret or hashing a ConfigMap
+        "gpustack.yamlio",  # the config reader: for a config file held in a ConfigMap
+    ]
     program = (
         "import json, sys\nfrom gpustack.cli import app\nresults = []\n"
         f"for line in {lines!r}:\n"
