@@ -33,8 +33,9 @@ def main() -> None:
     tune_gc()
     # No pydantic plugin takes part in gpustack's own validation, so the program spares pydantic
     # the search for them: every installed distribution's entry points, read through
-    # importlib.metadata on the first validation (pydantic/plugin/_loader.py, pydantic 2.x).
-    # A value the user set is kept.
+    # importlib.metadata on the first validation (pydantic v2.14, pydantic/plugin/_loader.py
+    # `get_plugins`, which PYDANTIC_DISABLE_PLUGINS=__all__ turns off). A value the user set is
+    # kept.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         code = run(sys.argv[1:])
