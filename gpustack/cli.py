@@ -31,6 +31,12 @@ def app(arguments: list[str] | None = None) -> NoReturn:
 
 def main() -> None:
     tune_gc()
+    # No pydantic plugin takes part in gpustack's own validation, so the program spares pydantic
+    # the search for them: every installed distribution's entry points, read through
+    # importlib.metadata on the first validation (pydantic v2.14, pydantic/plugin/_loader.py
+    # `get_plugins`, which PYDANTIC_DISABLE_PLUGINS=__all__ turns off). A value the user set is
+    # kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         code = run(sys.argv[1:])
         sys.stdout.flush()

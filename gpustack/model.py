@@ -5,14 +5,17 @@ are optional here; the profile's `defaults` are merged beneath the user's config
 so a validated GPUStack always carries concrete values. The model knows nothing of files or YAML.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here, unlike the other modules: pydantic would then
+# compile and evaluate each of the ~300 field annotations as a string when it creates the
+# classes, about a third of this module's import time, paid by every command that loads a config.
+# Python evaluates them as it defines each class instead; a validator returning its own model
+# says `Self`.
 import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -148,6 +151,14 @@ def _section(model: type[_M]) -> Callable[[], _M]:
     return lambda: model.model_construct()
 
 
+def _no_items() -> list[Any]:
+    """The default of a list field. Not `list` itself: pydantic asks each default factory for
+    its signature as it builds a validator, and a builtin's is parsed from its text signature,
+    about 0.2 ms each time (pydantic v2.14, pydantic/_internal/_fields.py
+    `takes_validated_data_argument`)."""
+    return []
+
+
 _QUANTITY_SUFFIXES = {
     "": Decimal(1),
     "m": Decimal("0.001"),
@@ -206,7 +217,7 @@ class ResourceRequirements(Strict):
     )
 
     @model_validator(mode="after")
-    def _requests_within_limits(self) -> ResourceRequirements:
+    def _requests_within_limits(self) -> Self:
         # The API server refuses a request above its limit (ValidateResourceRequirements).
         for name, request in self.requests.items():
             limit = self.limits.get(name)
@@ -463,7 +474,7 @@ class NodePool(Strict):
         ),
     )
     taints: Annotated[list[Taint], Doc(type="list of taints")] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "taints the pool's nodes carry besides `nodes.taints`; GPU workloads tolerate them "
             "and the pool's `node/` files apply them"
@@ -519,7 +530,7 @@ class Nodes(Strict):
         description="labels GPU nodes carry, ANDed into every GPU workload's placement",
     )
     taints: Annotated[list[Taint], Doc(type="list of taints")] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "taints GPU nodes carry; every GPU workload tolerates them and the `node/` files "
             "apply them; a key and effect may appear once"
@@ -559,7 +570,7 @@ class Nodes(Strict):
         ),
     )
     pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "GPU node pools of the cluster, each with its own device plugin config, MIG layout, "
             "driver version and taints; a node belongs to at most one pool, the others get the "
@@ -585,7 +596,7 @@ class Nodes(Strict):
         return taints
 
     @model_validator(mode="after")
-    def _unique_pools(self) -> Nodes:
+    def _unique_pools(self) -> Self:
         seen: set[str] = set()
         for index, pool in enumerate(self.pools):
             if pool.name in seen:
@@ -833,7 +844,7 @@ class AlertThresholds(Strict):
     )
 
     @model_validator(mode="after")
-    def _positive_durations(self) -> AlertThresholds:
+    def _positive_durations(self) -> Self:
         for name in ("errorWindow", "gpuCountLookback"):
             _positive_duration(name, getattr(self, name))
         for name in (
@@ -866,7 +877,7 @@ class Alerts(Strict):
         ),
     )
     disabled: list[AlertName] = Field(
-        default_factory=list, description="alerts left out, e.g. `[GPUsIdleWhilePodsWait]`"
+        default_factory=_no_items, description="alerts left out, e.g. `[GPUsIdleWhilePodsWait]`"
     )
     labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
@@ -1105,7 +1116,7 @@ class Driver(WithResources):
             type="list of `{rhcosVersion, driverToolkitImage}`", see="Driver and container runtime"
         ),
     ] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "OpenShift: one driver DaemonSet per RHCOS build, each on the nodes of its build "
             "with that build's Driver Toolkit image (by digest), as the GPU Operator runs "
@@ -1121,7 +1132,7 @@ class Driver(WithResources):
     manager: DriverManager = Field(default_factory=_section(DriverManager))
 
     @model_validator(mode="after")
-    def _complete(self) -> Driver:
+    def _complete(self) -> Self:
         if self.precompiled and not self.kernelVersion:
             raise ConflictError(
                 ("driver", "kernelVersion"),
@@ -1256,7 +1267,7 @@ class Images(Strict):
         list[Annotated[str, Field(pattern=DNS1123_SUBDOMAIN, max_length=253)]],
         Doc(type="list of Secret names"),
     ] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "`imagePullSecrets` of every pod gpustack emits; each Secret must exist in the "
             "pod's namespace"
@@ -1392,7 +1403,7 @@ class DRA(Strict):
         default=4, ge=0, le=7, description="log verbosity of every driver component (0 to 7)"
     )
     clusterFeatureGates: Annotated[list[ClusterFeatureGate], Doc(default="none")] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "Kubernetes feature gates the cluster's control plane turns on beyond the defaults "
             "of `platform.kubernetesVersion`, e.g. `[DRAPartitionableDevices]`, which "
@@ -1504,7 +1515,7 @@ class ArgoCD(Strict):
     )
 
     @model_validator(mode="after")
-    def _one_destination(self) -> ArgoCD:
+    def _one_destination(self) -> Self:
         if self.destination.server and self.destination.name:
             raise ConflictError(
                 ("gitops", "argocd", "destination"),
@@ -1566,7 +1577,7 @@ class Flux(Strict):
     )
 
     @model_validator(mode="after")
-    def _repository_matches_source(self) -> Flux:
+    def _repository_matches_source(self) -> Self:
         if self.gitRepository and self.sourceRef and self.sourceRef.kind != "GitRepository":
             raise ConflictError(
                 ("gitops", "flux", "gitRepository"),
@@ -1625,7 +1636,7 @@ class PatchEntry(Strict):
     )
 
     @model_validator(mode="after")
-    def _patch_or_path(self) -> PatchEntry:
+    def _patch_or_path(self) -> Self:
         if (self.patch is None) == (self.path is None):
             raise ValueError("give either patch (the patch itself) or path (a file holding it)")
         return self
@@ -1695,7 +1706,7 @@ class GPUStack(Strict):
     smokeTest: SmokeTest = Field(default_factory=_section(SmokeTest))
     gitops: GitOps = Field(default_factory=_section(GitOps))
     patches: Annotated[list[PatchEntry], Doc(see="Patches")] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "kustomize-style patches applied to the rendered objects before they are checked; "
             "a base's come first"
@@ -1734,7 +1745,7 @@ class GPUStack(Strict):
         return own or self.driver.version
 
     @model_validator(mode="after")
-    def _consistent(self) -> GPUStack:
+    def _consistent(self) -> Self:
         for index, pool in [(None, None), *enumerate(self.nodes.pools)]:
             self._sharing_fits_mig(index, pool)
         self._gitops_complete()
@@ -1824,7 +1835,7 @@ class ConflictError(ValueError):
 class NodeSelectorRequirement(Strict):
     key: LabelKey
     operator: Literal["In", "Exists"]
-    values: list[str] = Field(default_factory=list)
+    values: list[str] = Field(default_factory=_no_items)
 
 
 class ProfileMetadata(Strict):
@@ -1874,12 +1885,12 @@ class RuntimeFacts(Strict):
         "stack's own GPU pods that request none run privileged.",
     )
     providedRuntimeClasses: list[str] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description="RuntimeClasses the platform creates itself: GPU pods may name them, and "
         "gpustack does not emit one of the same name (it would fight the platform's copy).",
     )
     providedHandlers: list[str] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description="The nvidia runtime handlers the platform adds to its runtime itself (RKE2 "
         "when it finds the toolkit): runtimeClass.handler must name one of them, since nothing "
         "else configures that runtime. Empty: whichever handler the toolkit or node/ names.",
@@ -1972,7 +1983,7 @@ class DriverFacts(Strict):
     )
 
     @model_validator(mode="after")
-    def _default_allowed(self) -> DriverFacts:
+    def _default_allowed(self) -> Self:
         if self.default not in self.modes:
             raise ValueError(f"driver.default {self.default!r} is not one of driver.modes")
         return self
@@ -1998,7 +2009,7 @@ class ProfileFacts(Strict):
     monitoring: Literal["servicemonitor", "podmonitoring", "azure-servicemonitor", "none"]
     namespaceLabels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     platformNamespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9][-a-z0-9]*\*?$")]] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description="Namespaces the platform owns besides Kubernetes' own (`default`, `kube-*`), "
         "a trailing `*` matching any rest: gpustack deploys into them but never writes their "
         "Namespace object.",

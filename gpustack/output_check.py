@@ -13,7 +13,6 @@ and reads committed output through gpustack.committed, which never follows a lin
 
 from __future__ import annotations
 
-import difflib
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -139,6 +138,8 @@ def file_diff(current: bytes, wanted: bytes, fromfile: str, tofile: str) -> str:
     file whose only difference is CRLF line endings says so (its lines would look the same)."""
     if current and wanted and current.replace(b"\r\n", b"\n") == wanted.replace(b"\r\n", b"\n"):
         return f"Line endings differ: {fromfile} has CRLF where {tofile} has LF\n"
+    import difflib  # here, not on top: only stale output is diffed
+
     lines = difflib.unified_diff(
         mask_text(current.decode("utf-8", errors="replace")).splitlines(keepends=True),
         mask_text(wanted.decode("utf-8", errors="replace")).splitlines(keepends=True),

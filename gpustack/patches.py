@@ -27,8 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpatch
-
 from gpustack.errors import Location, UserError, did_you_mean
 from gpustack.objects import Identity, display, identity
 
@@ -209,6 +207,8 @@ def selector_matches(selector: str, labels: Mapping[str, Any]) -> bool:
 
 
 def _json6902(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
+    import jsonpatch  # here, not on top: only a config with a JSON 6902 patch needs it
+
     try:
         result: dict[str, Any] = jsonpatch.apply_patch(obj, patch.body, in_place=False)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:

@@ -14,11 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml as libyaml  # type: ignore[import-untyped]
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.constructor import DuplicateKeyError
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.reader import ReaderError
 from yaml.events import (  # type: ignore[import-untyped]
     AliasEvent,
     MappingEndEvent,
@@ -285,6 +280,13 @@ def _parse_all(text: str, shown: str) -> Iterator[Document]:
         raise UserError(
             f"YAML nests more than {MAX_NESTING} levels deep", Location(shown, line, column)
         )
+    # ruamel here, not on top: most files are read by libyaml alone, and validate, render and
+    # check load this module without ever needing the full parser (about 10 ms of start-up).
+    from ruamel.yaml import YAML
+    from ruamel.yaml.constructor import DuplicateKeyError
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+    from ruamel.yaml.reader import ReaderError
+
     yaml = YAML(typ="rt", pure=True)
     yaml.allow_duplicate_keys = False
     try:
@@ -393,6 +395,8 @@ def _location(shown: str, mark: Any) -> Location:
 
 def _check_expansion(root: Any, shown: str) -> None:
     """Refuse documents whose aliases expand past MAX_EXPANDED_NODES (a 'billion laughs')."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq  # loaded with the full parser
+
     sizes: dict[int, int] = {}
 
     def children(node: Any) -> list[Any]:
@@ -441,6 +445,8 @@ def _check_expansion(root: Any, shown: str) -> None:
 
 def _plain(node: Any, path: Path_, source: SourceMap) -> Any:
     """Copy ruamel's round-trip nodes into plain Python data, recording positions on the way."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq  # loaded with the full parser
+
     if isinstance(node, CommentedMap):
         if path == ():
             source.values[path] = Location(source.file, node.lc.line + 1, node.lc.col + 1)
