@@ -111,6 +111,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, skip in missing.items():
             if marker in item.keywords:
                 item.add_marker(skip)
+    _schedule_slowest_first(items)
+
+
+# The modules that take longest, slowest first (CPU seconds of a single-process run, measured as
+# docs/development.md says). xdist's loadscope hands each worker whole modules, by default
+# those with the most tests first (addopts turns that off); a slow module of few tests (real
+# pre-commit commits, the benchmarks) would then come last and keep one worker busy while the
+# other idles. These go first; every other module follows, those with more tests first.
+SLOWEST_FIRST = (
+    "test_gitops.py",
+    "test_precommit.py",
+    "test_e2e.py",
+    "test_fleet.py",
+    "test_diff_layouts.py",
+    "test_validate_lint.py",
+    "test_bad_input.py",
+    "test_output_safety.py",
+    "test_dev_tools.py",
+    "test_validate_bench.py",
+)
+
+
+def _schedule_slowest_first(items: list[pytest.Item]) -> None:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+    rank = {name: place for place, name in enumerate(SLOWEST_FIRST)}
+    # A stable sort: each module's tests keep their order.
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -counts[item.path.name]))
 
 
 @dataclasses.dataclass
