@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, invoke
 from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack import revision
@@ -37,23 +39,50 @@ LAYOUTS = {
 }
 
 
+def render(*configs: Path, out: Path) -> None:
+    """`gpustack render CONFIGS... -o OUT`, which must succeed."""
+    result = invoke(["render", *map(str, configs), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def renders(tmp_path_factory) -> Callable[[str], tuple[Path, Path]]:
+    """A layout's config and its output, rendered once a module by `gpustack render`: most
+    tests below start from such a render. Read only: a test that changes them takes a copy
+    (rendered)."""
+    made: dict[str, tuple[Path, Path]] = {}
+
+    def rendered(layout: str) -> tuple[Path, Path]:
+        if layout not in made:
+            folder = tmp_path_factory.mktemp(layout)
+            config = folder / "lab.yaml"
+            config.write_text(BASE + LAYOUTS[layout])
+            render(config, out=folder / "out")
+            made[layout] = (config, folder / "out")
+        return made[layout]
+
+    return rendered
+
+
+def rendered(renders, layout: str, folder: Path) -> tuple[Path, Path]:
+    """The layout's config and its output as a render leaves them, copied into `folder`."""
+    config, out = renders(layout)
+    shutil.copy(config, folder / config.name)
+    shutil.copytree(out, folder / "out", symlinks=True)
+    return folder / config.name, folder / "out"
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_render_then_diff_against_the_output_is_no_difference(cli, tmp_path, layout):
-    config = tmp_path / "lab.yaml"
-    config.write_text(BASE + LAYOUTS[layout])
-    out = tmp_path / "out"
-    assert cli("render", config, "-o", out).exit_code == 0
+def test_render_then_diff_against_the_output_is_no_difference(cli, renders, layout):
+    config, out = renders(layout)
     assert cli("check", config, "-o", out).exit_code == 0
     result = cli("diff", config, "--against", out)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("no differences"), result.stdout
 
 
-def test_a_hand_edit_in_a_flux_stage_is_reported_once(cli, tmp_path):
-    config = tmp_path / "lab.yaml"
-    config.write_text(BASE + FLUX)
-    out = tmp_path / "out"
-    assert cli("render", config, "-o", out).exit_code == 0
+def test_a_hand_edit_in_a_flux_stage_is_reported_once(cli, renders, tmp_path):
+    config, out = rendered(renders, "flux-stages", tmp_path)
     plugin = out / "lab" / "workloads" / "daemonset-nvidia-device-plugin.yaml"
     plugin.write_text(
         plugin.read_text().replace(
@@ -91,11 +120,8 @@ def test_a_flux_config_change_counts_each_object_once(cli, tmp_path):
     )
 
 
-def test_a_removed_gitops_file_is_reported(cli, tmp_path):
-    config = tmp_path / "lab.yaml"
-    config.write_text(BASE + ARGOCD)
-    out = tmp_path / "out"
-    assert cli("render", config, "-o", out).exit_code == 0
+def test_a_removed_gitops_file_is_reported(cli, renders, tmp_path):
+    config, out = rendered(renders, "argocd-application", tmp_path)
     (out / "lab" / "gitops" / "application-gpustack-lab.yaml").unlink()
     result = cli("diff", config, "--against", out, "--output", "json")
     assert result.exit_code == 1
@@ -165,21 +191,41 @@ def fleet(folder: Path, gitops: str = "") -> Path:
     return clusters
 
 
+@pytest.fixture(scope="module")
+def fleet_renders(tmp_path_factory) -> Callable[[str], Path]:
+    """A folder holding a layout's fleet (clusters/) and its output (out/), rendered once a
+    module by `gpustack render clusters -o out`. Read only: a test that changes them takes a
+    copy (rendered_fleet)."""
+    made: dict[str, Path] = {}
+
+    def rendered(layout: str) -> Path:
+        if layout not in made:
+            folder = tmp_path_factory.mktemp(layout)
+            render(fleet(folder, LAYOUTS[layout]), out=folder / "out")
+            made[layout] = folder
+        return made[layout]
+
+    return rendered
+
+
+def rendered_fleet(fleet_renders, layout: str, folder: Path) -> tuple[Path, Path]:
+    """The layout's fleet and its output as a render leaves them, copied into `folder`."""
+    shutil.copytree(fleet_renders(layout), folder, symlinks=True, dirs_exist_ok=True)
+    return folder / "clusters", folder / "out"
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_render_a_fleet_then_diff_the_folder_is_no_difference(cli, tmp_path, layout):
-    clusters = fleet(tmp_path, LAYOUTS[layout])
-    out = tmp_path / "out"
-    assert cli("render", clusters, "-o", out).exit_code == 0
+def test_render_a_fleet_then_diff_the_folder_is_no_difference(cli, fleet_renders, layout):
+    folder = fleet_renders(layout)
+    clusters, out = folder / "clusters", folder / "out"
     result = cli("diff", clusters, "--against", out)
     assert result.exit_code == 0, result.output
     # The fleet's out/_gitops/ (its ApplicationSet) is compared too, but is no cluster.
     assert result.stdout == "no differences in 3 cluster(s)\n", result.stdout
 
 
-def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
-    clusters = fleet(tmp_path, LAYOUTS["argocd-application-set"])
-    out = tmp_path / "out"
-    assert cli("render", clusters, "-o", out).exit_code == 0
+def test_a_fleet_diff_names_the_cluster_that_drifted(cli, fleet_renders, tmp_path):
+    clusters, out = rendered_fleet(fleet_renders, "argocd-application-set", tmp_path)
     (out / "gpu-west" / "namespace-gpu-system.yaml").unlink()
     (out / "_gitops" / "applicationset-gpustack.yaml").unlink()
     result = cli("diff", clusters, "-o", out)
@@ -210,16 +256,24 @@ def git(folder: Path, *arguments: str) -> None:
     )
 
 
-@pytest.fixture
-def repository(tmp_path, monkeypatch):
-    """A GitOps repository whose last commit changed the shared base."""
-    clusters = fleet(tmp_path)
-    git(tmp_path, "init", "-q", "-b", "main")
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "commit", "-qm", "three clusters")
+@pytest.fixture(scope="module")
+def committed_repository(tmp_path_factory) -> Path:
+    """A GitOps repository whose last commit changed the shared base, made once a module."""
+    top = tmp_path_factory.mktemp("repository")
+    clusters = fleet(top)
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "three clusters")
     base = clusters / "base.yaml"
     base.write_text(base.read_text() + "devicePlugin: {version: v0.17.4}\n")
-    git(tmp_path, "commit", "-qam", "older device plugin everywhere but GKE")
+    git(top, "commit", "-qam", "older device plugin everywhere but GKE")
+    return top
+
+
+@pytest.fixture
+def repository(committed_repository, tmp_path, monkeypatch):
+    """A copy of that repository (its history too) of the test's own, the working directory."""
+    shutil.copytree(committed_repository, tmp_path, symlinks=True, dirs_exist_ok=True)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -332,11 +386,8 @@ def test_markdown_of_two_profiles_names_what_was_left_out(cli):
     assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: openshift-entitled"]
 
 
-def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):
-    config = tmp_path / "lab.yaml"
-    config.write_text(BASE + FLUX)
-    out = tmp_path / "out"
-    assert cli("render", config, "-o", out).exit_code == 0
+def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, renders, tmp_path):
+    config, out = rendered(renders, "flux-stages", tmp_path)
     extra = out / "lab" / "overlays"
     extra.mkdir()
     (extra / "kustomization.yaml").write_text("resources: [../workloads]\n")
@@ -345,11 +396,11 @@ def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):
 
 
 @pytest.mark.parametrize("given", ["folder", "files"])
-def test_diff_and_check_agree_on_an_application_set_no_longer_asked_for(cli, tmp_path, given):
+def test_diff_and_check_agree_on_an_application_set_no_longer_asked_for(
+    cli, fleet_renders, tmp_path, given
+):
     # A render of the fleet folder prunes `_gitops/`; a render of some configs leaves it alone.
-    clusters = fleet(tmp_path, LAYOUTS["argocd-application-set"])
-    out = tmp_path / "out"
-    assert cli("render", clusters, "-o", out).exit_code == 0
+    clusters, out = rendered_fleet(fleet_renders, "argocd-application-set", tmp_path)
     base = clusters / "base.yaml"
     base.write_text(base.read_text().replace("applicationSet: true", "applicationSet: false"))
     configs = [clusters] if given == "folder" else sorted(clusters.glob("gpu-*.yaml"))
@@ -397,13 +448,10 @@ MUTATIONS = {
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-def test_diff_against_reports_every_file_check_finds_stale(cli, tmp_path, mutation):
+def test_diff_against_reports_every_file_check_finds_stale(cli, renders, tmp_path, mutation):
     # `diff --against` is what a render would change: whatever makes `check` fail shows there,
     # named by its file, even when the objects read back the same (a comment, line endings).
-    config = tmp_path / "lab.yaml"
-    config.write_text(BASE)
-    out = tmp_path / "out"
-    assert cli("render", config, "-o", out).exit_code == 0
+    config, out = rendered(renders, "no-gitops", tmp_path)
     MUTATIONS[mutation](out / "lab")
     check = json.loads(cli("check", config, "-o", out, "--output", "json").stdout)
     difference = cli("diff", config, "--against", out, "--output", "json")
