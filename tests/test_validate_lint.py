@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -34,7 +35,14 @@ def load(folder: Path, name: str) -> Objects:
 
 
 def save(folder: Path, name: str, obj: Objects) -> None:
-    (folder / name).write_text(HEADER + emit.dump(obj))
+    rewrite(folder / name, HEADER + emit.dump(obj))
+
+
+def rewrite(path: Path, text: str) -> None:
+    """`path` replaced by a new file holding `text`, never written into: a case's folder holds
+    links to one pristine copy (folder)."""
+    path.unlink(missing_ok=True)
+    path.write_text(text)
 
 
 def edit(name: str, change: Callable[[Objects], None]) -> Callable[[Path], None]:
@@ -305,11 +313,35 @@ def rules_reported(output: str, text: str) -> set[str]:
     return found & lint_ids
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    copy = tmp_path / "kubeadm-lab"
+PRISTINE_TIMES: dict[Path, dict[str, int]] = {}  # when each pristine file was written
+
+
+def written_times(folder: Path) -> dict[str, int]:
+    return {
+        str(path.relative_to(folder)): path.stat().st_mtime_ns
+        for path in folder.rglob("*")
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the committed folder, which the cases' folders link to."""
+    copy = tmp_path_factory.mktemp("pristine") / "kubeadm-lab"
     shutil.copytree(RENDERED, copy)
+    PRISTINE_TIMES[copy] = written_times(copy)
     return copy
+
+
+@pytest.fixture
+def folder(pristine: Path, tmp_path: Path) -> Iterator[Path]:
+    """The committed folder for one case, its files hard links to the pristine copy: cheaper
+    than copies, and the cases replace a file they change (rewrite), never write into it."""
+    copy = tmp_path / "kubeadm-lab"
+    shutil.copytree(pristine, copy, copy_function=os.link)
+    yield copy
+    # Nothing was written into a link: the pristine files are as the copy left them.
+    assert written_times(pristine) == PRISTINE_TIMES[pristine]
 
 
 # The Kubernetes version a rule's mistake needs (default 1.31, the example's).
@@ -386,7 +418,7 @@ def test_the_ignore_annotation_silences_a_rule(cli, folder, rule):
             continue
         annotated = ignoring_a_rule(path.read_text())
         assert RULE_SLOT in annotated, path
-        path.write_text(annotated.replace(RULE_SLOT, rule))
+        rewrite(path, annotated.replace(RULE_SLOT, rule))
     result = validate(cli, folder, "json", VERSIONS.get(rule, "1.31"))
     assert rule not in rules_reported("json", result.stdout)
 
