@@ -39,50 +39,23 @@ LAYOUTS = {
 }
 
 
-def render(*configs: Path, out: Path) -> None:
-    """`gpustack render CONFIGS... -o OUT`, which must succeed."""
-    result = invoke(["render", *map(str, configs), "-o", str(out)])
-    assert result.exit_code == 0, result.output
-
-
-@pytest.fixture(scope="module")
-def renders(tmp_path_factory) -> Callable[[str], tuple[Path, Path]]:
-    """A layout's config and its output, rendered once a module by `gpustack render`: most
-    tests below start from such a render. Read only: a test that changes them takes a copy
-    (rendered)."""
-    made: dict[str, tuple[Path, Path]] = {}
-
-    def rendered(layout: str) -> tuple[Path, Path]:
-        if layout not in made:
-            folder = tmp_path_factory.mktemp(layout)
-            config = folder / "lab.yaml"
-            config.write_text(BASE + LAYOUTS[layout])
-            render(config, out=folder / "out")
-            made[layout] = (config, folder / "out")
-        return made[layout]
-
-    return rendered
-
-
-def rendered(renders, layout: str, folder: Path) -> tuple[Path, Path]:
-    """The layout's config and its output as a render leaves them, copied into `folder`."""
-    config, out = renders(layout)
-    shutil.copy(config, folder / config.name)
-    shutil.copytree(out, folder / "out", symlinks=True)
-    return folder / config.name, folder / "out"
-
-
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_render_then_diff_against_the_output_is_no_difference(cli, renders, layout):
-    config, out = renders(layout)
+def test_render_then_diff_against_the_output_is_no_difference(cli, tmp_path, layout):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + LAYOUTS[layout])
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
     assert cli("check", config, "-o", out).exit_code == 0
     result = cli("diff", config, "--against", out)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("no differences"), result.stdout
 
 
-def test_a_hand_edit_in_a_flux_stage_is_reported_once(cli, renders, tmp_path):
-    config, out = rendered(renders, "flux-stages", tmp_path)
+def test_a_hand_edit_in_a_flux_stage_is_reported_once(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + FLUX)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
     plugin = out / "lab" / "workloads" / "daemonset-nvidia-device-plugin.yaml"
     plugin.write_text(
         plugin.read_text().replace(
@@ -120,8 +93,11 @@ def test_a_flux_config_change_counts_each_object_once(cli, tmp_path):
     )
 
 
-def test_a_removed_gitops_file_is_reported(cli, renders, tmp_path):
-    config, out = rendered(renders, "argocd-application", tmp_path)
+def test_a_removed_gitops_file_is_reported(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + ARGOCD)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
     (out / "lab" / "gitops" / "application-gpustack-lab.yaml").unlink()
     result = cli("diff", config, "--against", out, "--output", "json")
     assert result.exit_code == 1
@@ -201,7 +177,10 @@ def fleet_renders(tmp_path_factory) -> Callable[[str], Path]:
     def rendered(layout: str) -> Path:
         if layout not in made:
             folder = tmp_path_factory.mktemp(layout)
-            render(fleet(folder, LAYOUTS[layout]), out=folder / "out")
+            result = invoke(
+                ["render", str(fleet(folder, LAYOUTS[layout])), "-o", str(folder / "out")]
+            )
+            assert result.exit_code == 0, result.output
             made[layout] = folder
         return made[layout]
 
@@ -386,8 +365,11 @@ def test_markdown_of_two_profiles_names_what_was_left_out(cli):
     assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: openshift-entitled"]
 
 
-def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, renders, tmp_path):
-    config, out = rendered(renders, "flux-stages", tmp_path)
+def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE + FLUX)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
     extra = out / "lab" / "overlays"
     extra.mkdir()
     (extra / "kustomization.yaml").write_text("resources: [../workloads]\n")
@@ -448,10 +430,13 @@ MUTATIONS = {
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-def test_diff_against_reports_every_file_check_finds_stale(cli, renders, tmp_path, mutation):
+def test_diff_against_reports_every_file_check_finds_stale(cli, tmp_path, mutation):
     # `diff --against` is what a render would change: whatever makes `check` fail shows there,
     # named by its file, even when the objects read back the same (a comment, line endings).
-    config, out = rendered(renders, "no-gitops", tmp_path)
+    config = tmp_path / "lab.yaml"
+    config.write_text(BASE)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
     MUTATIONS[mutation](out / "lab")
     check = json.loads(cli("check", config, "-o", out, "--output", "json").stdout)
     difference = cli("diff", config, "--against", out, "--output", "json")
