@@ -13,6 +13,7 @@ repository, which tests running in parallel share.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -81,7 +82,10 @@ def test_bad_input(
     case: str, previous_output: Path, generated_checkout: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    shutil.copytree(previous_output, out)
+    # Hard links, not copies: gpustack never writes into an existing file (it writes new files
+    # and swaps folders), so the shared previous output stays as it is; a file written in place
+    # would differ from `before` below all the same.
+    shutil.copytree(previous_output, out, copy_function=os.link)
     before = snapshot(out)
     expected = (CASES / f"{case}.expected").read_text(encoding="utf-8").replace("{out}", str(out))
 

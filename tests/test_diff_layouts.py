@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, invoke
 from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack import revision
@@ -165,21 +167,44 @@ def fleet(folder: Path, gitops: str = "") -> Path:
     return clusters
 
 
+@pytest.fixture(scope="module")
+def fleet_renders(tmp_path_factory) -> Callable[[str], Path]:
+    """A folder holding a layout's fleet (clusters/) and its output (out/), rendered once a
+    module by `gpustack render clusters -o out`. Read only: a test that changes them takes a
+    copy (rendered_fleet)."""
+    made: dict[str, Path] = {}
+
+    def rendered(layout: str) -> Path:
+        if layout not in made:
+            folder = tmp_path_factory.mktemp(layout)
+            result = invoke(
+                ["render", str(fleet(folder, LAYOUTS[layout])), "-o", str(folder / "out")]
+            )
+            assert result.exit_code == 0, result.output
+            made[layout] = folder
+        return made[layout]
+
+    return rendered
+
+
+def rendered_fleet(fleet_renders, layout: str, folder: Path) -> tuple[Path, Path]:
+    """The layout's fleet and its output as a render leaves them, copied into `folder`."""
+    shutil.copytree(fleet_renders(layout), folder, symlinks=True, dirs_exist_ok=True)
+    return folder / "clusters", folder / "out"
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_render_a_fleet_then_diff_the_folder_is_no_difference(cli, tmp_path, layout):
-    clusters = fleet(tmp_path, LAYOUTS[layout])
-    out = tmp_path / "out"
-    assert cli("render", clusters, "-o", out).exit_code == 0
+def test_render_a_fleet_then_diff_the_folder_is_no_difference(cli, fleet_renders, layout):
+    folder = fleet_renders(layout)
+    clusters, out = folder / "clusters", folder / "out"
     result = cli("diff", clusters, "--against", out)
     assert result.exit_code == 0, result.output
     # The fleet's out/_gitops/ (its ApplicationSet) is compared too, but is no cluster.
     assert result.stdout == "no differences in 3 cluster(s)\n", result.stdout
 
 
-def test_a_fleet_diff_names_the_cluster_that_drifted(cli, tmp_path):
-    clusters = fleet(tmp_path, LAYOUTS["argocd-application-set"])
-    out = tmp_path / "out"
-    assert cli("render", clusters, "-o", out).exit_code == 0
+def test_a_fleet_diff_names_the_cluster_that_drifted(cli, fleet_renders, tmp_path):
+    clusters, out = rendered_fleet(fleet_renders, "argocd-application-set", tmp_path)
     (out / "gpu-west" / "namespace-gpu-system.yaml").unlink()
     (out / "_gitops" / "applicationset-gpustack.yaml").unlink()
     result = cli("diff", clusters, "-o", out)
@@ -210,16 +235,24 @@ def git(folder: Path, *arguments: str) -> None:
     )
 
 
-@pytest.fixture
-def repository(tmp_path, monkeypatch):
-    """A GitOps repository whose last commit changed the shared base."""
-    clusters = fleet(tmp_path)
-    git(tmp_path, "init", "-q", "-b", "main")
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "commit", "-qm", "three clusters")
+@pytest.fixture(scope="module")
+def committed_repository(tmp_path_factory) -> Path:
+    """A GitOps repository whose last commit changed the shared base, made once a module."""
+    top = tmp_path_factory.mktemp("repository")
+    clusters = fleet(top)
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "three clusters")
     base = clusters / "base.yaml"
     base.write_text(base.read_text() + "devicePlugin: {version: v0.17.4}\n")
-    git(tmp_path, "commit", "-qam", "older device plugin everywhere but GKE")
+    git(top, "commit", "-qam", "older device plugin everywhere but GKE")
+    return top
+
+
+@pytest.fixture
+def repository(committed_repository, tmp_path, monkeypatch):
+    """A copy of that repository (its history too) of the test's own, the working directory."""
+    shutil.copytree(committed_repository, tmp_path, symlinks=True, dirs_exist_ok=True)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -345,11 +378,11 @@ def test_a_users_own_sub_folder_in_the_output_is_not_read(cli, tmp_path):
 
 
 @pytest.mark.parametrize("given", ["folder", "files"])
-def test_diff_and_check_agree_on_an_application_set_no_longer_asked_for(cli, tmp_path, given):
+def test_diff_and_check_agree_on_an_application_set_no_longer_asked_for(
+    cli, fleet_renders, tmp_path, given
+):
     # A render of the fleet folder prunes `_gitops/`; a render of some configs leaves it alone.
-    clusters = fleet(tmp_path, LAYOUTS["argocd-application-set"])
-    out = tmp_path / "out"
-    assert cli("render", clusters, "-o", out).exit_code == 0
+    clusters, out = rendered_fleet(fleet_renders, "argocd-application-set", tmp_path)
     base = clusters / "base.yaml"
     base.write_text(base.read_text().replace("applicationSet: true", "applicationSet: false"))
     configs = [clusters] if given == "folder" else sorted(clusters.glob("gpu-*.yaml"))

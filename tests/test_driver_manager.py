@@ -737,7 +737,9 @@ class APIServer:
 
         self.http = HTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        # shutdown() waits for the serving loop to look at its flag, which it does every
+        # poll_interval (half a second by default, as long as kubectl itself takes).
+        threading.Thread(target=self.http.serve_forever, args=(0.01,), daemon=True).start()
 
     def close(self) -> None:
         self.http.shutdown()

@@ -28,6 +28,7 @@ from gpustack.lint import device_plugins
 from gpustack.profiles import BUILTIN
 from gpustack.render import render
 from gpustack.validation import schemas
+from gpustack.validation.kubeyaml import MAX_EXPANDED_NODES
 
 CONFIG = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 BASE = CONFIG + 'platform:\n  profile: kubeadm\n  kubernetesVersion: "1.31"\n'
@@ -864,7 +865,8 @@ def test_a_valid_document_is_built_without_a_node_tree_and_findings_parse_it_onc
 def test_a_large_document_with_an_alias_is_not_an_alias_bomb(tmp_path):
     # Only what aliases add counts against the limit (a large mapping that also uses one alias
     # was refused as a bomb); a real bomb still is (tests/test_validate_yaml11.py).
-    keys = "".join(f"  k{n}: v\n" for n in range(120_000))
+    # More values than the limit, counting the mapping's values alone.
+    keys = "".join(f"  k{n}: v\n" for n in range(MAX_EXPANDED_NODES + 1))
     (tmp_path / "big.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  labels: &l {a: b}\n"
         "  annotations: *l\ndata:\n" + keys

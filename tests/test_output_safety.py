@@ -11,14 +11,17 @@ in-process (monkeypatching the one system call that fails).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -74,18 +77,28 @@ def folders(out: Path) -> dict[str, dict[str, bytes]]:
 # --- 1. old or new, never a mix --------------------------------------------------------------
 
 
-def _listing(out: Path) -> dict[str, list[str]]:
-    return {
-        "": sorted(os.listdir(out)),
-        **{name: sorted(os.listdir(out / name)) for name in os.listdir(out)},
-    }
+# What changes a folder's listing (inotify(7), <sys/inotify.h>): an entry created, deleted or
+# renamed in it, or the folder itself deleted or renamed (swapped away).
+_IN_CHANGED = 0x100 | 0x200 | 0x40 | 0x80 | 0x400 | 0x800  # CREATE DELETE MOVED_FROM/TO *_SELF
+_IN_NONBLOCK_CLOEXEC = 0o4000 | 0o2000000
 
 
-def _writing_started(out: Path, before: dict[str, list[str]]) -> bool:
+@contextlib.contextmanager
+def _changes(out: Path) -> Iterator[int]:
+    """A descriptor that turns readable once the listing of `out` or of a folder in it changes
+    (something new appears in the output folder or in a cluster folder: the writing started).
+    Watched before the render starts, so no change is missed, and waited for with select, so
+    the test takes no CPU from the render it waits for."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    descriptor = libc.inotify_init1(_IN_NONBLOCK_CLOEXEC)
+    assert descriptor >= 0, os.strerror(ctypes.get_errno())
     try:
-        return _listing(out) != before
-    except OSError:
-        return True  # a folder swapped away between two listings: writing is under way
+        for folder in [out, *(path for path in out.iterdir() if path.is_dir())]:
+            watch = libc.inotify_add_watch(descriptor, os.fsencode(folder), _IN_CHANGED)
+            assert watch >= 0, (folder, os.strerror(ctypes.get_errno()))
+        yield descriptor
+    finally:
+        os.close(descriptor)
 
 
 def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(tmp_path):
@@ -119,16 +132,16 @@ def test_a_killed_fleet_render_leaves_every_folder_entirely_old_or_entirely_new(
         # (it writes new files and swaps folders), so pristine stays as it is; were one written
         # in place, its bytes would differ from `old` and the comparison below would fail.
         shutil.copytree(pristine, out, copy_function=os.link)
-        listing = _listing(out)
-        process = gpustack_process("render", fleet, "-o", out)
-        # Most kill points just after the writing starts (something new appears in the output
-        # folder or in a cluster folder), where a folder could be left mixed; some anywhere.
-        if attempt % 4 == 3:
-            time.sleep(duration * chooser.uniform(0.3, 1.0))
-        else:
-            while process.is_alive() and not _writing_started(out, listing):
-                time.sleep(0.002)
-            time.sleep(chooser.uniform(0, 0.3))
+        with _changes(out) as changed:
+            process = gpustack_process("render", fleet, "-o", out)
+            # Most kill points just after the writing starts (something new appears in the
+            # output folder or in a cluster folder), where a folder could be left mixed; some
+            # anywhere. Waiting ends early when the render does: no kill point is left then.
+            if attempt % 4 == 3:
+                process.join(duration * chooser.uniform(0.3, 1.0))
+            else:
+                select.select([changed, process.sentinel], [], [])
+                process.join(chooser.uniform(0, 0.3))
         with contextlib.suppress(ProcessLookupError):  # it may have finished
             os.killpg(process.pid, signal.SIGKILL)
         process.join()

@@ -7,10 +7,12 @@ text, json, junit, tap and sarif alike. The untouched folder is valid in every f
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -20,6 +22,7 @@ from conftest import ROOT, read_manifest
 
 from gpustack import emit, lint
 from gpustack.layout import HEADER
+from gpustack.validation import report
 
 FORMATS = ("text", "json", "junit", "tap", "sarif")
 RENDERED = ROOT / "out" / "kubeadm-lab"
@@ -32,7 +35,14 @@ def load(folder: Path, name: str) -> Objects:
 
 
 def save(folder: Path, name: str, obj: Objects) -> None:
-    (folder / name).write_text(HEADER + emit.dump(obj))
+    rewrite(folder / name, HEADER + emit.dump(obj))
+
+
+def rewrite(path: Path, text: str) -> None:
+    """`path` replaced by a new file holding `text`, never written into: a case's folder holds
+    links to one pristine copy (folder)."""
+    path.unlink(missing_ok=True)
+    path.write_text(text)
 
 
 def edit(name: str, change: Callable[[Objects], None]) -> Callable[[Path], None]:
@@ -303,11 +313,35 @@ def rules_reported(output: str, text: str) -> set[str]:
     return found & lint_ids
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    copy = tmp_path / "kubeadm-lab"
+PRISTINE_TIMES: dict[Path, dict[str, int]] = {}  # when each pristine file was written
+
+
+def written_times(folder: Path) -> dict[str, int]:
+    return {
+        str(path.relative_to(folder)): path.stat().st_mtime_ns
+        for path in folder.rglob("*")
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the committed folder, which the cases' folders link to."""
+    copy = tmp_path_factory.mktemp("pristine") / "kubeadm-lab"
     shutil.copytree(RENDERED, copy)
+    PRISTINE_TIMES[copy] = written_times(copy)
     return copy
+
+
+@pytest.fixture
+def folder(pristine: Path, tmp_path: Path) -> Iterator[Path]:
+    """The committed folder for one case, its files hard links to the pristine copy: cheaper
+    than copies, and the cases replace a file they change (rewrite), never write into it."""
+    copy = tmp_path / "kubeadm-lab"
+    shutil.copytree(pristine, copy, copy_function=os.link)
+    yield copy
+    # Nothing was written into a link: the pristine files are as the copy left them.
+    assert written_times(pristine) == PRISTINE_TIMES[pristine]
 
 
 # The Kubernetes version a rule's mistake needs (default 1.31, the example's).
@@ -318,6 +352,31 @@ def validate(cli: Any, folder: Path, output: str, version: str = "1.31") -> Any:
     return cli("validate", "-o", output, "--kubernetes-version", version, folder)
 
 
+def in_every_format(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, folder: Path, output: str, version: str
+) -> tuple[Any, dict[str, str]]:
+    """One `gpustack validate -o OUTPUT` of `folder` (its result) and its report in every format:
+    OUTPUT's as the command printed it, the others written by the same report writer
+    (report.formatted, which the command calls with its -o) from the same findings. The folder
+    is checked once, not once a format: every format's own command line runs in
+    test_gpustacks_own_output_is_quiet_in_every_format, and each rule's case below runs a
+    different one."""
+    made: list[report.Report] = []
+    writer = report.formatted
+
+    def kept(outcome: report.Report, *arguments: Any) -> str:
+        made.append(outcome)
+        return writer(outcome, *arguments)
+
+    monkeypatch.setattr(report, "formatted", kept)
+    result = validate(cli, folder, output, version)
+    monkeypatch.setattr(report, "formatted", writer)
+    (outcome,) = made
+    texts = {name: writer(outcome, name) for name in FORMATS}
+    assert texts[output] == result.stdout  # what the command printed, from these findings
+    return result, texts
+
+
 def test_gpustacks_own_output_is_quiet_in_every_format(cli, folder):
     for output in FORMATS:
         result = validate(cli, folder, output)
@@ -326,12 +385,28 @@ def test_gpustacks_own_output_is_quiet_in_every_format(cli, folder):
 
 
 @pytest.mark.parametrize("rule", sorted(MISTAKES))
-def test_each_rule_reports_its_mistake_in_every_format(cli, folder, rule):
+def test_each_rule_reports_its_mistake_in_every_format(cli, monkeypatch, folder, rule):
     MISTAKES[rule](folder)  # one mistake, reported in each format
-    for output in FORMATS:
-        result = validate(cli, folder, output, VERSIONS.get(rule, "1.31"))
-        assert result.exit_code == 1, (output, result.output)
-        assert rule in rules_reported(output, result.stdout), output
+    # The command line's own format turns with the rule: each format's is run on mistakes.
+    output = FORMATS[sorted(MISTAKES).index(rule) % len(FORMATS)]
+    result, texts = in_every_format(cli, monkeypatch, folder, output, VERSIONS.get(rule, "1.31"))
+    assert result.exit_code == 1, (output, result.output)
+    for output, text in texts.items():
+        assert rule in rules_reported(output, text), output
+
+
+# Written where the annotation names its rule, then replaced by the rule's id: a plain word as
+# each rule id is, so the file is byte for byte what annotating it with the rule writes.
+RULE_SLOT = "rule-to-ignore"
+
+
+@functools.cache
+def ignoring_a_rule(text: str) -> str:
+    """A folder's file (`text`) with its object annotated gpustack.dev/ignore: RULE_SLOT; made
+    once a file's content, as most files are the same in every case."""
+    obj = read_manifest(text)
+    obj["metadata"].setdefault("annotations", {})[lint.IGNORE_ANNOTATION] = RULE_SLOT
+    return HEADER + emit.dump(obj)
 
 
 @pytest.mark.parametrize("rule", sorted(MISTAKES))
@@ -341,9 +416,9 @@ def test_the_ignore_annotation_silences_a_rule(cli, folder, rule):
     for path in folder.glob("*.yaml"):
         if path.name == "kustomization.yaml":
             continue
-        obj = load(folder, path.name)
-        obj["metadata"].setdefault("annotations", {})[lint.IGNORE_ANNOTATION] = rule
-        save(folder, path.name, obj)
+        annotated = ignoring_a_rule(path.read_text())
+        assert RULE_SLOT in annotated, path
+        rewrite(path, annotated.replace(RULE_SLOT, rule))
     result = validate(cli, folder, "json", VERSIONS.get(rule, "1.31"))
     assert rule not in rules_reported("json", result.stdout)
 
