@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import examples
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from validate_helpers import DATA, expected_verdicts, verdicts
 
@@ -157,7 +157,7 @@ def _reference(node: Any, duplicates: list[tuple[str, int, int]]) -> Any:
     """The data of a node tree (compose()), recursively: the reader the event loop replaces."""
     from yaml.nodes import ScalarNode, SequenceNode
 
-    from gpustack.validation.kubeyaml import _Scalars
+    from gpustack.validation.kubeyaml import Problem, _Scalars
 
     if type(node) is ScalarNode:
         return _Scalars().scalar(node)
@@ -173,6 +173,15 @@ def _reference(node: Any, duplicates: list[tuple[str, int, int]]) -> Any:
         ):
             value = _reference(value_node, duplicates)
             for source in reversed(value) if type(value) is list else [value]:
+                if (
+                    type(source) is not dict
+                ):  # go-yaml v2 decode.go merge(): "map merge requires..."
+                    mark = value_node.start_mark
+                    raise Problem(
+                        "map merge requires map or sequence of maps as the value",
+                        mark.line,
+                        mark.column,
+                    )
                 mapping.update(source)
             continue
         key = _Scalars().key(key_node)
@@ -186,6 +195,8 @@ def _reference(node: Any, duplicates: list[tuple[str, int, int]]) -> Any:
 
 @settings(max_examples=examples(100))
 @given(st.lists(st.tuples(st.sampled_from(_KEYS), _flow(3)).map(_entry), max_size=6))
+@example(["a: [{<<: [*m, yes]}]"])  # a merge list holding a scalar: refused by both
+@example(["a: [{<<: [*m, [[a, b]]]}]"])  # ... and a list, which dict.update would take
 def test_the_event_reader_reads_what_the_node_tree_holds(entries):
     """kubeyaml.load builds data from parse events with short paths for strings and string
     keys; a recursive read of the node tree gives the same data, key order, types and
