@@ -208,8 +208,8 @@ def _fast_documents(text: str) -> list[Any] | None:
 def _read_documents(parser: Any) -> list[Any]:
     """Every document's data, built from libyaml's parse events one at a time (no node tree,
     no recursion). Anchors, aliases and tags (the full parser checks alias bombs and tags),
-    duplicate keys, keys that are neither strings nor integers, and unsure scalars raise
-    _Unsure."""
+    duplicate keys, keys that are neither strings nor integers, nesting past MAX_NESTING and
+    unsure scalars raise _Unsure."""
     documents: list[Any] = []
     building: list[Any] = []  # the mappings and sequences open, innermost last
     keys: list[Any] = []  # for each, the key waiting for its value (_NO_KEY: none)
@@ -230,6 +230,8 @@ def _read_documents(parser: Any) -> list[Any]:
                 raise _Unsure
             if building and keys[-1] is _NO_KEY and type(building[-1]) is dict:
                 raise _Unsure  # a mapping or sequence as a key
+            if len(building) >= MAX_NESTING:
+                raise _Unsure  # the full parser refuses it, placed (data this deep breaks readers)
             building.append({} if kind is MappingStartEvent else [])
             keys.append(_NO_KEY)
             continue

@@ -191,6 +191,18 @@ def test_integers_past_pythons_limit_are_one_message(fleet):
     assert result.stderr.endswith(": a number with more than 4300 digits\n")
 
 
+def test_a_committed_file_nested_past_the_limit_is_one_message(fleet):
+    """A pull request's committed file nested past what libyaml reads (about 1,000 levels) but
+    deeper than any manifest: refused at its place, not a RecursionError in what reads it."""
+    assert gpustack("render", "fleet", "-o", "out", cwd=fleet.parent).returncode == 0
+    committed = next((fleet.parent / "out" / "a").glob("namespace-*.yaml"))
+    committed.write_text(committed.read_text() + "extra: " + "[" * 990 + "]" * 990 + "\n")
+    result = gpustack("diff", "fleet/a.yaml", "--against", "out", cwd=fleet.parent)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"error: {committed.relative_to(fleet.parent)}:")
+    assert result.stderr.endswith(": YAML nests more than 100 levels deep\n")
+
+
 # --- 12. linear work and output -----------------------------------------------------------------
 
 
