@@ -91,11 +91,11 @@ def read(folder: Path) -> Committed:
         if relative in SUBFOLDERS and relative != NODE_DIR and stat.S_ISDIR(mode)
     ]
     listed = [path for each in object_folders for path in _listed(folder, each, committed)]
-    read_anyway = set(listed)  # no need to open these to look at their header
+    listed_files = set(listed)  # read whatever their header: no need to open them for it
     ours = [
         relative
         for relative, mode in found.items()
-        if relative not in read_anyway
+        if relative not in listed_files
         and relative.rpartition("/")[0] in object_folders
         and relative.rpartition("/")[2] != KUSTOMIZATION
         and relative.endswith(".yaml")
@@ -103,7 +103,7 @@ def read(folder: Path) -> Committed:
         and is_ours(folder / relative, relative)
     ]
     seen: dict[Identity, str] = {}
-    for relative in sorted(read_anyway | set(ours)):
+    for relative in sorted(listed_files | set(ours)):
         path = folder / relative
         shown = display_path(path)
         content = read_file(folder, relative) or b""

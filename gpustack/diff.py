@@ -215,7 +215,7 @@ def _index(objects: list[dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
 def _masked_sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
     """sort_key(mask(obj)), masking only the fields it reads, unless one holds a secret."""
     found = sort_key(obj)
-    if any(mask_text(part) != part for part in found[1:]):
+    if any(secrets.carries_secret(part) for part in found[1:]):
         return sort_key(mask(obj))
     return found
 
@@ -402,16 +402,13 @@ def _what(change: Change) -> str:
     if change.identity is None:
         return f"file {change.subject}"
     if change.renamed_from is not None:
-        return f"{change.subject} (was {secrets.mask_text(change.renamed_from)})"
+        return f"{change.subject} (was {_masked(change.renamed_from)})"
     return change.subject
 
 
-def _shown(fields: tuple[str | None, ...] | None) -> tuple[str | None, ...]:
-    """An identity's fields as a report shows them: masked (a secret may be a name), each None
-    for a file compared as text."""
-    if fields is None:
-        return (None, None, None, None)
-    return tuple(secrets.mask_text(field) if field else field for field in fields)
+def _masked(name: str | None) -> str | None:
+    """A name or other identity field as a report shows it: masked, since a secret may be one."""
+    return mask_text(name) if name is not None else None
 
 
 def paint_diff_line(line: str, color: bool) -> str:
@@ -439,9 +436,14 @@ def as_json(diff: Diff) -> dict[str, Any]:
         "changes": [
             {
                 "change": change.status,
-                **dict(zip(("group", "kind", "namespace", "name"), _shown(change.identity))),
+                **dict(
+                    zip(
+                        ("group", "kind", "namespace", "name"),
+                        map(_masked, change.identity or (None, None, None, None)),
+                    )
+                ),
                 "file": change.file,
-                "renamedFrom": _shown((change.renamed_from,))[0],
+                "renamedFrom": _masked(change.renamed_from),
                 "paths": list(change.paths),
                 "values": [
                     {"path": path, "old": before, "new": after}
