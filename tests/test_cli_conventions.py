@@ -254,15 +254,21 @@ def test_a_mistake_on_the_command_line_is_exit_2_with_the_command_s_usage(cli):
         assert message in result.stderr.splitlines()[-1], result.stderr
 
 
-def test_global_options_work_after_the_command(cli, tmp_path):
+def user_profile(tmp_path: Path, name: str, description: str) -> tuple[Path, Path]:
+    """A profiles folder holding `name`, a profile extending kubeadm, and a config using it."""
     profiles = tmp_path / "profiles"
     profiles.mkdir()
-    (profiles / "k3s.yaml").write_text(
+    (profiles / f"{name}.yaml").write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
-        "metadata: {name: k3s, description: k3s}\n"
+        f"metadata: {{name: {name}, description: {description}}}\n"
     )
     config = tmp_path / "lab.yaml"
-    config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", "k3s"))
+    config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", name))
+    return profiles, config
+
+
+def test_global_options_work_after_the_command(cli, tmp_path):
+    profiles, config = user_profile(tmp_path, "k3s", "k3s")
     for arguments in (
         ["--profiles-dir", profiles, "render", config, "--stdout"],
         ["render", config, "--stdout", "--profiles-dir", profiles],
@@ -278,14 +284,7 @@ def test_command_lines_run_one_after_another_in_one_process_share_nothing(cli, t
     """A process that runs several command lines (dev/generate.py; the in-process runner here)
     builds each command's parser once and parses every later line with it: what one line gave
     (a root option, --debug, a mistake) reaches no other."""
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    (profiles / "lab-nodes.yaml").write_text(
-        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
-        "metadata: {name: lab-nodes, description: lab}\n"
-    )
-    config = tmp_path / "lab.yaml"
-    config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", "lab-nodes"))
+    profiles, config = user_profile(tmp_path, "lab-nodes", "lab")
     given = cli("--profiles-dir", profiles, "render", config, "--stdout", "--debug")
     assert given.exit_code == 0, given.stderr
     # The same line without the root option: the profile is unknown, an error without --debug's
@@ -300,16 +299,9 @@ def test_command_lines_run_one_after_another_in_one_process_share_nothing(cli, t
 
 
 def test_user_profiles_from_the_environment(cli, tmp_path, monkeypatch):
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    (profiles / "k3s.yaml").write_text(
-        "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
-        "metadata: {name: k3s, description: k3s from the environment}\n"
-    )
+    profiles, config = user_profile(tmp_path, "k3s", "k3s from the environment")
     monkeypatch.setenv("GPUSTACK_PROFILES_DIR", str(profiles))
     assert "k3s from the environment" in cli("profiles", "list").stdout
-    config = tmp_path / "lab.yaml"
-    config.write_text(CONFIG.replace("NAME", "lab").replace("kubeadm", "k3s"))
     assert cli("render", config, "--stdout").exit_code == 0
 
 
