@@ -13,7 +13,23 @@ from gpustack import yamlio
 
 # Scalars both parsers read alike, and (fewer) where YAML 1.1 and 1.2 or the two parsers part
 # ways; keys that collide once read (1 and true, null and ~); anchors, aliases, tags, a merge key.
-SURE = ["x", "a b", "-", "true", "False", "~", "null", "''", "0", "-0", "12", "-3", "1.5", "-0.0"]
+SURE = [
+    "",
+    "x",
+    "a b",
+    "-",
+    "true",
+    "False",
+    "~",
+    "null",
+    "''",
+    "0",
+    "-0",
+    "12",
+    "-3",
+    "1.5",
+    "-0.0",
+]
 SURE += ["'on'", '"1"', "'true'", '"multi\\nline"']
 UNSURE = ["=", "<<", "12:30", "2024-01-01", "0x1F", "0755", "1_0", "1e3", ".5", "yes", "on"]
 UNSURE += ["!!str 1", "&a x", "*a", "1.0e+3"]
@@ -67,6 +83,42 @@ def test_what_the_fast_reader_reads_the_full_parser_reads_alike(text: str) -> No
         return  # left to the full parser, which reads it or explains what is wrong
     full = [document.data for document in yamlio._parse_all(text, "f")]
     assert repr(fast) == repr(full), text  # the same values, types and key order
+
+
+@settings(max_examples=examples(100))
+@given(st.lists(_DOCUMENT, min_size=1, max_size=2).map("---\n".join))
+def test_the_fast_reader_places_each_value_and_key_where_the_full_parser_does(text: str) -> None:
+    """Error messages name the same line and column whichever reader read the file."""
+    fast = yamlio._fast_documents(text)
+    if fast is None:
+        return
+    full = list(yamlio._parse_all(text, "f"))
+    for index, document in enumerate(full):
+        placed = yamlio.LazySourceMap("f", text, index)
+        assert (placed.values, placed.keys) == (document.source.values, document.source.keys)
+
+
+def test_positions_agree_across_the_forms_a_config_is_written_in(monkeypatch) -> None:
+    """Forms the generated documents above leave out: comments, block scalars, indented and
+    indentless sequences, quoted and multi-line scalars, flow collections over several lines,
+    explicit document markers. An empty value is placed by the full parser."""
+    text = (
+        "%YAML 1.2\n---\n# a comment\nkind: GPUStack  # trailing\nmetadata:\n  name: a\n"
+        "  labels: {a: b,\n    c: [1, 2,\n      3]}\nscript: |\n  echo a\n  echo b\n"
+        "folded: >-\n  one\n  two\nlist:\n- a\n-   b: 1\n    c: 2\n- - nested\n"
+        "indented:\n    - 'single'\n    - \"double\\n\"\nplain: multi\n  line\n...\n"
+        "---\n- 1\n-\n  k: v\n---\nkind: GPUStack\nempty:\nafter: 1\n"
+    )
+    assert yamlio._fast_documents(text) is not None
+    full = list(yamlio._parse_all(text, "f"))
+    assert len(full) == 3
+    placed = [yamlio.LazySourceMap("f", text, index) for index in range(3)]
+    with monkeypatch.context() as patch:
+        patch.setattr(yamlio, "_parse_all", None)  # the first two from libyaml's events alone
+        for document, where in zip(full[:2], placed, strict=False):
+            assert (where.values, where.keys) == (document.source.values, document.source.keys)
+    assert (placed[2].values, placed[2].keys) == (full[2].source.values, full[2].source.keys)
+    assert placed[2].value(("empty",)) == yamlio.Location("f", 34, 1)  # the key after it
 
 
 def test_the_fast_reader_reads_plain_data_and_leaves_the_rest() -> None:
