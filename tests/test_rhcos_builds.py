@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, SHARED, stack_for, validate_upstream
+from conftest import ROOT, SHARED, read_manifests, stack_for, validate_upstream
 from ruamel.yaml import YAML
 
 from gpustack import gitops, lint
@@ -120,7 +120,7 @@ def test_two_builds_render_two_driver_daemonsets_each_on_its_builds_nodes(tmp_pa
     objects = [
         doc
         for path in sorted((out / "ocp").glob("*.yaml"))
-        for doc in YAML(typ="safe").load_all(path.read_text())
+        for doc in read_manifests(path.read_text())
         if doc
     ]
     found = drivers(objects)
@@ -320,7 +320,7 @@ def test_a_saved_imagestream_round_trips_into_the_driver_daemonsets(tmp_path, cl
     objects = [
         doc
         for path in sorted((tmp_path / "out" / "ocp").glob("daemonset-*.yaml"))
-        for doc in YAML(typ="safe").load_all(path.read_text())
+        for doc in read_manifests(path.read_text())
     ]
     expected = imagestream_tags(FIXTURE)
     assert len(expected) == 2  # the old build and the new one; `latest` is not a build
