@@ -147,7 +147,7 @@ def _unpatched(example: str) -> render.Rendering:
 
 @functools.cache
 def _unpatched_objects(example: str) -> Objects:
-    """The unpatched rendering's objects as YAML reads them back (only read)."""
+    """The unpatched rendering's objects as plain data (_plain), by identity; only read."""
     return by_identity([_plain(obj) for obj in _unpatched(example).objects])
 
 
