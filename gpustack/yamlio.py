@@ -96,16 +96,12 @@ class LazySourceMap(SourceMap):
 
     def _positions(self) -> SourceMap:
         if self._full is None:
-            self._full = SourceMap(self.file, text=self._text)
-            parser = _FastLoader(self._text)
             try:
-                _read_positions(parser, self._index, self._full)
+                self._full = _fast_positions(self._text, self.file, self._index)
             except _Unsure:
                 documents = list(_parse_all(self._text, self.file))
                 found = documents[self._index] if self._index < len(documents) else None
                 self._full = found.source if found else SourceMap(self.file, text=self._text)
-            finally:
-                parser.dispose()
         return self._full
 
     # Read-only properties where SourceMap has fields: positions are found on first use.
@@ -266,6 +262,25 @@ def _read_documents(parser: Any) -> list[Any]:
         else:
             building[-1][keys[-1]] = value
             keys[-1] = _NO_KEY
+
+
+# Characters libyaml counts as line breaks and the full parser does not (YAML 1.1's, not 1.2's):
+# after one, the two would give different lines.
+_UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+def _fast_positions(text: str, shown: str, index: int) -> SourceMap:
+    """The positions of document `index` of `text` (read by the fast path) from libyaml's events,
+    or _Unsure where they could differ from the full parser's."""
+    if _UNICODE_BREAKS.search(text):
+        raise _Unsure
+    source = SourceMap(shown, text=text)
+    parser = _FastLoader(text)
+    try:
+        _read_positions(parser, index, source)
+    finally:
+        parser.dispose()
+    return source
 
 
 def _read_positions(parser: Any, index: int, source: SourceMap) -> None:

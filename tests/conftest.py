@@ -92,13 +92,15 @@ PROMTOOL_MISSING = (
 # locks, inotify), so where /dev/shm has room the temporary folders go there, in pytest's own
 # numbered layout (PYTEST_DEBUG_TEMPROOT, documented by pytest), unless it is mounted noexec
 # (as containers often mount it: the tests' git hooks must run). A root the user chose
-# (--basetemp, PYTEST_DEBUG_TEMPROOT, TMPDIR) is kept.
+# (--basetemp, PYTEST_DEBUG_TEMPROOT, or TMPDIR, TEMP, TMP as tempfile reads them) is kept. The
+# folders of the last three runs stay, as on a disk: about 200 MB each, in memory.
 MEMORY_TEMPROOT = Path("/dev/shm")
-MEMORY_TEMPROOT_ROOM = 2 << 30  # the suite keeps up to about 200 MB a run, three runs kept
+MEMORY_TEMPROOT_ROOM = 2 << 30
 
 
 def _temporary_root(config: pytest.Config) -> None:
-    if config.option.basetemp or {"PYTEST_DEBUG_TEMPROOT", "TMPDIR"} & set(os.environ):
+    chosen = ("PYTEST_DEBUG_TEMPROOT", "TMPDIR", "TEMP", "TMP")
+    if config.option.basetemp or any(name in os.environ for name in chosen):
         return
     try:
         room = os.statvfs(MEMORY_TEMPROOT)

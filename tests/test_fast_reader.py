@@ -21,18 +21,24 @@ SCALARS = SURE * 8 + UNSURE
 KEYS = [*"abcdefghij" * 4, "1", "true", "'1'", "x y", "1.0", "~", "<<", "[k]"]
 
 
-def _flow(depth: int) -> Any:
-    leaf = st.sampled_from(SCALARS)
+def _flow(depth: int, scalars: list[str], keys: list[str], unique: bool) -> Any:
+    leaf = st.sampled_from(scalars)
     if depth == 0:
         return leaf
-    child = _flow(depth - 1)
+    child = _flow(depth - 1, scalars, keys, unique)
     return st.one_of(
         leaf,
         st.lists(child, max_size=3).map(lambda items: f"[{', '.join(items)}]"),
-        st.lists(st.tuples(st.sampled_from(KEYS), child), max_size=3).map(
+        _entries(keys, child, unique, max_size=3).map(
             lambda pairs: "{" + ", ".join(f"{key}: {value}" for key, value in pairs) + "}"
         ),
     )
+
+
+def _entries(keys: list[str], values: Any, unique: bool, **size: int) -> Any:
+    """Lists of (key, value), the keys different where `unique`."""
+    pairs = st.tuples(st.sampled_from(keys), values)
+    return st.lists(pairs, unique_by=(lambda pair: pair[0]) if unique else None, **size)
 
 
 def _block(entries: list[tuple[str, Any]], indent: str = "") -> str:
@@ -48,19 +54,25 @@ def _block(entries: list[tuple[str, Any]], indent: str = "") -> str:
     return "".join(lines)
 
 
-_ENTRY = st.tuples(st.sampled_from(KEYS), _flow(1))
-_DOCUMENT = st.lists(
-    st.one_of(
-        _ENTRY,
-        st.tuples(st.sampled_from(KEYS), st.lists(_ENTRY, min_size=1, max_size=3)),
-        st.tuples(st.sampled_from(KEYS), st.lists(_flow(1), min_size=1, max_size=3)),
-    ),
-    max_size=5,
-).map(_block)
+def _streams(scalars: list[str], keys: list[str], unique: bool = False) -> Any:
+    """YAML streams of one or two block documents: mappings of flow values, nested block
+    mappings and block sequences, built of `scalars` and `keys`."""
+    flow = _flow(1, scalars, keys, unique)
+    document = _entries(
+        keys,
+        st.one_of(
+            flow,
+            _entries(keys, flow, unique, min_size=1, max_size=3),
+            st.lists(flow, min_size=1, max_size=3),
+        ),
+        unique,
+        max_size=5,
+    ).map(_block)
+    return st.lists(document, min_size=1, max_size=2).map("---\n".join)
 
 
 @settings(max_examples=examples(100))
-@given(st.lists(_DOCUMENT, min_size=1, max_size=2).map("---\n".join))
+@given(_streams(SCALARS, KEYS))
 def test_what_the_fast_reader_reads_the_full_parser_reads_alike(text: str) -> None:
     fast = yamlio._fast_documents(text)
     if fast is None:
@@ -69,16 +81,26 @@ def test_what_the_fast_reader_reads_the_full_parser_reads_alike(text: str) -> No
     assert repr(fast) == repr(full), text  # the same values, types and key order
 
 
+# Documents the fast path reads (scalars it is sure of, keys that never collide), now and then
+# with an empty value or a line break only libyaml counts, which the full parser places.
+PLACED = [scalar for scalar in SURE if scalar] * 6 + ["", "'x\u2028y'", '"a\x85b"']
+PLACED_KEYS = [*"abcdefghij", "1", "'2'", "x y"]
+
+
 @settings(max_examples=examples(100))
-@given(st.lists(_DOCUMENT, min_size=1, max_size=2).map("---\n".join))
+@given(_streams(PLACED, PLACED_KEYS, unique=True))
 def test_the_fast_reader_places_each_value_and_key_where_the_full_parser_does(text: str) -> None:
-    """Error messages name the same line and column whichever reader read the file."""
+    """Error messages name the same line and column whichever reader read the file: libyaml's
+    events where they can tell (most of these documents), the full parser where not."""
     fast = yamlio._fast_documents(text)
     if fast is None:
         return
     full = list(yamlio._parse_all(text, "f"))
     for index, document in enumerate(full):
-        placed = yamlio.LazySourceMap("f", text, index)
+        try:
+            placed: yamlio.SourceMap = yamlio._fast_positions(text, "f", index)
+        except yamlio._Unsure:
+            placed = yamlio.LazySourceMap("f", text, index)
         assert (placed.values, placed.keys) == (document.source.values, document.source.keys)
 
 
@@ -103,6 +125,16 @@ def test_positions_agree_across_the_forms_a_config_is_written_in(monkeypatch) ->
             assert (where.values, where.keys) == (document.source.values, document.source.keys)
     assert (placed[2].values, placed[2].keys) == (full[2].source.values, full[2].source.keys)
     assert placed[2].value(("empty",)) == yamlio.Location("f", 34, 1)  # the key after it
+
+
+def test_line_breaks_only_libyaml_counts_leave_positions_to_the_full_parser() -> None:
+    """NEL, LS and PS end a line for libyaml (YAML 1.1) and not for the full parser: in a comment,
+    a quoted scalar or a flow collection they would shift every position after them."""
+    for text in ["# \u2028\na: 1\n", "a: 'x\x85y'\nb: 2\n", "a: [1,\u2029 2]\n"]:
+        assert yamlio._fast_documents(text) is not None
+        (document,) = yamlio._parse_all(text, "f")
+        placed = yamlio.LazySourceMap("f", text)
+        assert (placed.values, placed.keys) == (document.source.values, document.source.keys)
 
 
 def test_the_fast_reader_reads_plain_data_and_leaves_the_rest() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,11 +44,16 @@ def _for_kustomize(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "patch": yaml.safe_dump(body)}
 
 
-def _plain(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as plain data (lists, not tuples), as YAML reads kustomize's output: what a
-    YAML dump and load gives for data of strings, numbers, booleans, lists and maps, at a
-    twentieth of the time."""
-    return json.loads(json.dumps(obj))
+def _plain(value: Any) -> Any:
+    """The object as plain data (lists, not tuples), as YAML reads kustomize's output back:
+    what a YAML dump and load gives for maps, lists, strings, numbers, booleans and nulls, keys
+    as they are, at a twentieth of the time. Anything else fails here, as writing it would."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    assert value is None or type(value) in (str, int, float, bool), repr(value)
+    return value
 
 
 def _objects(config: Path | None) -> list[dict[str, Any]]:
