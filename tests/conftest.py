@@ -11,6 +11,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import importlib
 import io
 import json
 import os
@@ -124,6 +125,25 @@ def pytest_configure(config: pytest.Config) -> None:
     # .ci/run installs promtool: there a skipped rule check would pass for a broken rule.
     if os.environ.get("GPUSTACK_REQUIRE_PROMTOOL") and PROMTOOL is None:
         pytest.exit("GPUSTACK_REQUIRE_PROMTOOL is set, but promtool is not on PATH", returncode=2)
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    """In a fresh clone every xdist worker collects every test module, and pytest rewrites each
+    module's assertions on first import (about 3,000 of them: collection takes a worker 6 s,
+    against 2.4 s once the result is cached in __pycache__). Each worker first imports the modules
+    from its own place in the list, so the workers rewrite different modules and load the rest
+    as another worker cached them: a cold start about 1.5 s shorter. Only for the whole suite
+    (no paths given), whose collection imports every module next anyway; a module already
+    imported is not imported again."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    whole = session.config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    if not (whole and worker.startswith("gw") and count > 1):
+        return
+    modules = sorted(path.stem for path in Path(__file__).parent.glob("test_*.py"))
+    start = len(modules) * int(worker[2:]) // count
+    for name in modules[start:] + modules[:start]:
+        importlib.import_module(name)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
