@@ -199,8 +199,16 @@ def _core_scalar(text: str) -> Any:
     return text
 
 
+# Characters libyaml counts as line breaks and the full parser does not (YAML 1.1's, not 1.2's):
+# around one the two can read different data (`a: 1<NEL>b: 2` is two keys to libyaml, an error
+# to the full parser) and would give different lines after it.
+_UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
 def _fast_documents(text: str) -> list[Any] | None:
     """The documents' data as libyaml reads them, or None where the full parser must decide."""
+    if not text.isascii() and _UNICODE_BREAKS.search(text):
+        return None
     parser = _FastLoader(text)
     try:
         return _read_documents(parser)
@@ -264,16 +272,9 @@ def _read_documents(parser: Any) -> list[Any]:
             keys[-1] = _NO_KEY
 
 
-# Characters libyaml counts as line breaks and the full parser does not (YAML 1.1's, not 1.2's):
-# after one, the two would give different lines.
-_UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
-
-
 def _fast_positions(text: str, shown: str, index: int) -> SourceMap:
     """The positions of document `index` of `text` (read by the fast path) from libyaml's events,
     or _Unsure where they could differ from the full parser's."""
-    if _UNICODE_BREAKS.search(text):
-        raise _Unsure
     source = SourceMap(shown, text=text)
     parser = _FastLoader(text)
     try:

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpustack import yamlio
+from gpustack.errors import UserError
 
 # Scalars both parsers read alike, and (fewer) where YAML 1.1 and 1.2 or the two parsers part
 # ways; keys that collide once read (1 and true, null and ~); anchors, aliases, tags, a merge key.
 SURE = ["x", "a b", "-", "true", "False", "~", "null", "''", "0", "-0", "12", "-3", "1.5", "-0.0"]
 SURE += ["", "'on'", '"1"', "'true'", '"multi\\nline"']
 UNSURE = ["=", "<<", "12:30", "2024-01-01", "0x1F", "0755", "1_0", "1e3", ".5", "yes", "on"]
-UNSURE += ["!!str 1", "&a x", "*a", "1.0e+3"]
+UNSURE += ["!!str 1", "&a x", "*a", "1.0e+3", "'x\u2028y'", '"a\x85b"']
 SCALARS = SURE * 8 + UNSURE
 KEYS = [*"abcdefghij" * 4, "1", "true", "'1'", "x y", "1.0", "~", "<<", "[k]"]
 
@@ -82,8 +84,8 @@ def test_what_the_fast_reader_reads_the_full_parser_reads_alike(text: str) -> No
 
 
 # Documents the fast path reads (scalars it is sure of, keys that never collide), now and then
-# with an empty value or a line break only libyaml counts, which the full parser places.
-PLACED = [scalar for scalar in SURE if scalar] * 6 + ["", "'x\u2028y'", '"a\x85b"']
+# with an empty value, which the full parser places.
+PLACED = [scalar for scalar in SURE if scalar] * 6 + [""]
 PLACED_KEYS = [*"abcdefghij", "1", "'2'", "x y"]
 
 
@@ -127,14 +129,18 @@ def test_positions_agree_across_the_forms_a_config_is_written_in(monkeypatch) ->
     assert placed[2].value(("empty",)) == yamlio.Location("f", 34, 1)  # the key after it
 
 
-def test_line_breaks_only_libyaml_counts_leave_positions_to_the_full_parser() -> None:
+def test_line_breaks_only_libyaml_counts_leave_the_text_to_the_full_parser() -> None:
     """NEL, LS and PS end a line for libyaml (YAML 1.1) and not for the full parser: in a comment,
-    a quoted scalar or a flow collection they would shift every position after them."""
+    a quoted scalar or a flow collection they would shift every position after them, and in a
+    plain scalar change what the text says. The full parser reads such a text, data and places."""
     for text in ["# \u2028\na: 1\n", "a: 'x\x85y'\nb: 2\n", "a: [1,\u2029 2]\n"]:
-        assert yamlio._fast_documents(text) is not None
-        (document,) = yamlio._parse_all(text, "f")
-        placed = yamlio.LazySourceMap("f", text)
-        assert (placed.values, placed.keys) == (document.source.values, document.source.keys)
+        assert yamlio._fast_documents(text) is None
+        document = yamlio.load_text(text, "f")
+        (full,) = yamlio._parse_all(text, "f")
+        assert (document.data, document.source.values) == (full.data, full.source.values)
+    # Two keys to libyaml, a mistake to the full parser: a mistake, whichever reads it.
+    with pytest.raises(UserError, match="f:1:7: invalid YAML"):
+        yamlio.load_text("a: 1\x85b: 2\n", "f")
 
 
 def test_the_fast_reader_reads_plain_data_and_leaves_the_rest() -> None:
