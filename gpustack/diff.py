@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpustack import emit, secrets
+from gpustack.decorate import CONFIG_HASH
 from gpustack.errors import UserError
 from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.objects import Identity, file_name, identity, qualified, sort_key
+from gpustack.rollouts import NO_RESTART, RELOADS_DRIVER, Rollout, rollout
 from gpustack.yamlio import load_text
 
 Status = Literal["added", "removed", "changed"]
@@ -44,6 +46,32 @@ class Change:
     # The changed fields whose values are plain (a number, a string): (path, old, new) as YAML
     # would show them, `(none)` on the side that lacks the field.
     values: tuple[tuple[str, str, str], ...] = ()
+    # What applying the change does to running pods and nodes (a workload's), else None.
+    rollout: Rollout | None = None
+
+    @property
+    def impact(self) -> int:
+        """How much applying it disturbs running work (rollouts.RELOADS_DRIVER ... NO_RESTART)."""
+        return self.rollout.impact if self.rollout is not None else NO_RESTART
+
+    def content_hashes(self) -> set[str]:
+        """The content hashes this change carries: the suffix of a name that changed only by its
+        hash (both sides), and the values of gpustack's config-hash annotation."""
+        found = set()
+        if self.renamed_from is not None and self.identity is not None:
+            for name in (self.renamed_from, self.identity[3]):
+                matched = _HASHED_NAME.match(name)
+                if matched:
+                    found.add(name[len(matched["stem"]) + 1 :])
+        for path, before, after in self.values:
+            if path.endswith(f'annotations["{CONFIG_HASH}"]'):
+                # Values are shown as JSON strings (_plain): the hash is between the quotes.
+                found |= {
+                    value[1:-1]
+                    for value in (before, after)
+                    if re.fullmatch(r'"[0-9a-f]{8,64}"', value)
+                }
+        return found
 
 
 @dataclass(frozen=True)
@@ -313,6 +341,7 @@ def diff_objects(
                 unified,
                 old_key[3] if old_key != key else None,
                 plain_values(fields),
+                rollout(before, after),
             )
         )
     return Diff(old_label, new_label, tuple(changes))
@@ -550,22 +579,48 @@ def _fenced(text: str, language: str) -> str:
     return f"{fence}{language}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{fence}\n"
 
 
-def _signature(diff: Diff) -> tuple[Any, ...]:
+def _content_hashes(diff: Diff) -> list[str]:
+    """Every content hash the diff's changes carry (Change.content_hashes), longest first."""
+    found = {token for change in diff.changes for token in change.content_hashes()}
+    return sorted(found, key=lambda token: (-len(token), token))
+
+
+def _normalised(text: str, hashes: list[str]) -> str:
+    """`text` with each content hash written `<hash>`."""
+    if not hashes or not text:
+        return text
+    return re.sub("|".join(map(re.escape, hashes)), "<hash>", text)
+
+
+def _signature(diff: Diff, hashes: list[str] | None = None) -> tuple[Any, ...]:
     """What a cluster's changes are, apart from its name: clusters with equal signatures made the
-    same changes (a diff's header lines name the cluster, its hunks do not)."""
+    same changes (a diff's header lines name the cluster, its hunks do not). With `hashes`, each
+    content hash is written `<hash>`: a change that differs only by them (a config hash, the
+    smoke test's name, which hash what differs from cluster to cluster) is the same change."""
+    hashes = hashes or []
+
+    def same(text: str | None) -> str | None:
+        return _normalised(text, hashes) if text is not None else None
+
     return (
         tuple(
             (
                 change.status,
-                change.subject,
-                change.file,
-                change.renamed_from,
+                same(change.subject),
+                same(change.file),
+                same(change.renamed_from),
                 change.paths,
+                tuple((path, same(before), same(after)) for path, before, after in change.values),
                 # A unified diff without its two header lines; any other text (binary files,
                 # line endings) names its cluster, which keeps it in a group of its own.
-                change.unified.split("\n", 2)[-1]
-                if change.unified.startswith("---")
-                else change.unified,
+                same(
+                    change.unified.split("\n", 2)[-1]
+                    if change.unified.startswith("---")
+                    else change.unified
+                ),
+                # What it does to running nodes follows from the fields above; the nodes it
+                # names (by their labels) may differ from cluster to cluster, the change not.
+                change.impact,
             )
             for change in diff.changes
         ),
@@ -575,10 +630,13 @@ def _signature(diff: Diff) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class _Group:
-    """Clusters whose changes are the same, and the first one's diff, which shows them."""
+    """Clusters whose changes are the same, and the first one's diff, which shows them;
+    `hashed`: the same only once content hashes are set aside."""
 
     names: tuple[str, ...]
     diff: Diff
+    hashed: bool = False
+    nodes_differ: bool = False  # the workloads' nodes (by their labels) differ between them
 
     @property
     def label(self) -> str:
@@ -586,22 +644,46 @@ class _Group:
             return f"the fleet's {APPLICATION_SET_DIR}/"
         return f"{len(self.names)} {_plural(len(self.names), 'cluster')}"
 
+    @property
+    def rank(self) -> tuple[int, ...]:
+        """Most disruptive first: the driver reloaded, then pods restarted (the more workloads
+        the sooner), then lasting objects changed; the checks (Jobs, whose name changes with
+        everything they test) and files last; then the larger group."""
+        changes = self.diff.changes
+        top = max((change.impact for change in changes), default=NO_RESTART)
+        restarts = sum(change.impact > NO_RESTART for change in changes)
+        lasting = sum(
+            change.identity is not None and change.identity[1] != "Job" for change in changes
+        )
+        return (-top, -restarts, -lasting, -len(self.names))
+
+
+def _rollouts(diff: Diff) -> tuple[str, ...]:
+    return tuple(c.rollout.sentence() for c in diff.changes if c.rollout is not None)
+
 
 def _plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"
 
 
 def _groups(diffs: ClusterDiffs) -> list[_Group]:
-    """Differing clusters grouped by identical changes, largest group first; `_gitops/` last."""
+    """Differing clusters grouped by the same changes (content hashes aside), most disruptive
+    first (_Group.rank); `_gitops/` last."""
     clusters, fleet = _clusters(diffs)
     found: dict[tuple[Any, ...], list[tuple[str, Diff]]] = {}
     for name, diff in clusters:
         if not diff.is_empty:
-            found.setdefault(_signature(diff), []).append((name, diff))
+            found.setdefault(_signature(diff, _content_hashes(diff)), []).append((name, diff))
     groups = [
-        _Group(tuple(name for name, _ in members), members[0][1]) for members in found.values()
+        _Group(
+            tuple(name for name, _ in members),
+            members[0][1],
+            len({_signature(diff) for _, diff in members}) > 1,
+            len({_rollouts(diff) for _, diff in members}) > 1,
+        )
+        for members in found.values()
     ]
-    groups.sort(key=lambda group: -len(group.names))
+    groups.sort(key=lambda group: group.rank)
     if fleet is not None and not fleet.is_empty:
         groups.append(_Group((APPLICATION_SET_DIR,), fleet))
     return groups
@@ -628,21 +710,52 @@ def _shift(change: Change, limit: int) -> str:
     return ", ".join(shown) + (f" and {more} more" if more else "")
 
 
+def _by_impact(changes: tuple[Change, ...]) -> list[Change]:
+    """The changes most disruptive first, in apply order among equals."""
+    return sorted(changes, key=lambda change: -change.impact)
+
+
+def _effect(group: _Group) -> str:
+    """What the group's changes do to running nodes, in a few words ('' when nothing restarts)."""
+    rollouts = [change.rollout for change in group.diff.changes if change.rollout is not None]
+    reloads = [each for each in rollouts if each.impact == RELOADS_DRIVER]
+    restarts = [each for each in rollouts if each.impact != RELOADS_DRIVER]
+    parts = []
+    if reloads:
+        where = "; ".join(
+            f"{_code(each.name)} on {literal(each.nodes)}"
+            + (f", {literal(each.pace)}" if each.pace else "")
+            for each in reloads
+        )
+        parts.append(f"**reloads the GPU driver** ({where})")
+    if restarts:
+        count = len(restarts)
+        parts.append(f"restarts the pods of {count} {_plural(count, 'workload')}")
+    return "; ".join(parts)
+
+
 def _headline(group: _Group) -> str:
-    """What a group changes, in a few words: its first changes with their fields."""
+    """What a group changes, in a few words: what it does to running nodes, then its most
+    disruptive changes with their fields."""
     described = []
-    for change in group.diff.changes[:2]:
+    for change in _by_impact(group.diff.changes)[:2]:
         fields = _shift(change, 2) if change.status == "changed" and change.identity else ""
         described.append(
             f"{_SIGN[change.status]} {_code(_what(change))}" + (f" {fields}" if fields else "")
         )
     more = len(group.diff.changes) - len(described)
-    return "; ".join(described) + (f"; {more} more" if more else "")
+    effect = _effect(group)
+    return (
+        (f"{effect}: " if effect else "")
+        + "; ".join(described)
+        + (f"; {more} more" if more else "")
+    )
 
 
 def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
-    """A group's collapsed details: its clusters, its changes with their fields, and the
-    unified diff of its first cluster (`diff_text`, None: left out, with `note`)."""
+    """A group's collapsed details: its clusters, what it does to running nodes, its changes
+    with their fields, and the unified diff of its first cluster (`diff_text`, None: left out,
+    with `note`)."""
     diff = group.diff
     lines = [
         f"<details><summary>{group.label}: {literal(_counted(diff.counts()))}</summary>",
@@ -650,6 +763,24 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
     ]
     if group.names != (APPLICATION_SET_DIR,):
         lines += [f"Clusters: {_listed(group.names)}", ""]
+    rollouts = [c.rollout for c in _by_impact(diff.changes) if c.rollout is not None]
+    if rollouts:
+        lines += ["On running nodes:", ""]
+        lines += [f"- {literal(each.sentence())}" for each in rollouts]
+        lines.append("")
+    else:
+        lines += ["On running nodes: no pod restarts.", ""]
+    differ = []
+    if group.hashed:
+        differ.append(f"content hashes (the {_code(CONFIG_HASH)} annotation, a name's hash suffix)")
+    if group.nodes_differ:
+        differ.append("the labels of the nodes each workload runs on")
+    if differ:
+        lines += [
+            f"The {' and '.join(differ)} differ from cluster to cluster; "
+            f"shown are {_code(group.names[0])}'s.",
+            "",
+        ]
     lines += ["| change | object or file | fields |", "|---|---|---|"]
     for change in diff.changes:
         fields = "<br>".join(_field(change, path) for path in change.paths)
