@@ -77,7 +77,7 @@ def rollout(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Roll
     manager = _driver_manager(obj)
     driver, impact = "", RESTARTS_NODE_PODS
     if manager is not None:
-        reloads = action != "restarts" or _digest(before) != _digest(after)
+        reloads = before is None or after is None or _digest(before) != _digest(after)
         driver = _driver_steps(manager, reloads, action)
         impact = RELOADS_DRIVER if reloads else RESTARTS_NODE_PODS
     pace = _pace(obj) if action == "restarts" else ""
