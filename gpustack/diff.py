@@ -16,9 +16,9 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gpustack import emit, secrets
 from gpustack.decorate import CONFIG_HASH
@@ -487,6 +487,16 @@ def as_json(diff: Diff) -> dict[str, Any]:
 
 # --- many clusters -----------------------------------------------------------------------------
 
+
+class Unreached(NamedTuple):
+    """A setting a change to a base changed that clusters extending the base set themselves, so
+    that the change does not reach them: each cluster's name and where it sets it."""
+
+    base: str
+    setting: str
+    clusters: tuple[tuple[str, str], ...]
+
+
 # Each pair is a cluster's name and its Diff; the fleet's `_gitops/` folder (its ApplicationSet)
 # may come last under APPLICATION_SET_DIR: it is compared like a cluster, but counted as none.
 ClusterDiffs = list[tuple[str, Diff]]
@@ -526,19 +536,46 @@ def fleet_summary(diffs: ClusterDiffs) -> str:
     return f"{len(differing)} of {len(clusters)} cluster(s) differ: {listed}{gitops}"
 
 
-def fleet_as_text(diffs: ClusterDiffs, color: bool = False) -> str:
-    """The fleet summary line, then each differing cluster's text (as_text) under its name."""
+def unreached_line(note: Unreached, shown: int | None = None) -> str:
+    """`the change to driver.version in clusters/base.yaml does not reach 2 clusters, which set
+    it themselves: a (clusters/a.yaml:4:11), b (...)` (the first `shown` clusters)."""
+    count = len(note.clusters)
+    listed = ", ".join(f"{name} ({where})" for name, where in note.clusters[:shown])
+    more = count - len(note.clusters[:shown])
+    return (
+        f"the change to {note.setting} in {note.base} does not reach {count} "
+        f"{'cluster' if count == 1 else 'clusters'}, which set it themselves: {listed}"
+        + (f" and {more} more" if more else "")
+    )
+
+
+def fleet_as_text(
+    diffs: ClusterDiffs, color: bool = False, unreached: Sequence[Unreached] = ()
+) -> str:
+    """The fleet summary line (and a note for each base change that clusters do not take,
+    since they set that value themselves), then each differing cluster's text (as_text) under
+    its name."""
     parts = [fleet_summary(diffs) + "\n"]
+    parts += [f"note: {unreached_line(note)}\n" for note in unreached]
     for name, diff in diffs:
         if not diff.is_empty:
             parts.append(f"\n{paint(f'== {name}', 'header', color)}\n{as_text(diff, color)}")
     return "".join(parts)
 
 
-def fleet_json(diffs: ClusterDiffs) -> dict[str, Any]:
-    """Every cluster's diff (as_json) and, apart, the fleet's `_gitops/` folder's (or null)."""
+def fleet_json(diffs: ClusterDiffs, unreached: Sequence[Unreached] = ()) -> dict[str, Any]:
+    """Every cluster's diff (as_json) and, apart, the fleet's `_gitops/` folder's (or null), and
+    the base changes clusters do not take (`unreached`)."""
     clusters, fleet = _clusters(diffs)
     return {
+        "unreached": [
+            {
+                "base": note.base,
+                "setting": note.setting,
+                "clusters": [{"name": name, "where": where} for name, where in note.clusters],
+            }
+            for note in unreached
+        ],
         "different": any(not diff.is_empty for _, diff in diffs),
         "counts": total_counts(diffs),
         "clustersDiffering": sum(not diff.is_empty for _, diff in clusters),
@@ -723,9 +760,7 @@ def _effect(group: _Group) -> str:
     parts = []
     if reloads:
         where = "; ".join(
-            f"{_code(each.name)} on {literal(each.nodes)}"
-            + (f", {literal(each.pace)}" if each.pace else "")
-            for each in reloads
+            _code(each.name) + (f", {literal(each.pace)}" if each.pace else "") for each in reloads
         )
         parts.append(f"**reloads the GPU driver** ({where})")
     if restarts:
@@ -803,6 +838,7 @@ def as_markdown(
     max_size: int = MARKDOWN_MAX_SIZE,
     see_all: str | None = None,
     see_one: Callable[[str], str] | None = None,
+    unreached: Sequence[Unreached] = (),
 ) -> str:
     """A pull-request review comment: a summary table of the clusters grouped by identical
     changes, then per group a collapsed section (its clusters, objects, fields and old → new
@@ -834,6 +870,9 @@ def as_markdown(
         for side, field, why in left_out
     ]
     head += [""] if left_out else []
+    # A base change that clusters set aside is news the diffs cannot show: it changed nothing.
+    head += [f"> **Not reached:** {_unreached(note)}  " for note in unreached]
+    head += [""] if unreached else []
     rows = [_row(group) for group in groups]
     if max_size <= 0:
         sections = [_section(group, _diff_text(group)) for group in groups]
@@ -874,6 +913,18 @@ def as_markdown(
         if len(text) <= max_size or not kept:
             return text
         left.insert(0, kept.pop()[0])
+
+
+def _unreached(note: Unreached) -> str:
+    """unreached_line in Markdown: its names and places literal, five clusters at most."""
+    count = len(note.clusters)
+    listed = ", ".join(f"{_code(name)} ({_code(where)})" for name, where in note.clusters[:5])
+    more = count - len(note.clusters[:5])
+    return (
+        f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
+        f"{_plural(count, 'cluster')}, which set it themselves: {listed}"
+        + (f" and {more} more" if more else "")
+    )
 
 
 def _diff_text(group: _Group) -> str:

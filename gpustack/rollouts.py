@@ -55,7 +55,7 @@ class Rollout:
         text = f"{self.kind} {self.name} {what}"
         text += f" on {self.nodes}" if self.nodes else ""
         text += f", {self.pace}" if self.pace else ""
-        return text + (f": {self.driver}" if self.driver else "")
+        return text + (f"; {self.driver}" if self.driver else "")
 
 
 def rollout(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Rollout | None:
@@ -170,14 +170,14 @@ def _driver_steps(manager: dict[str, str], reloads: bool, action: Action) -> str
         return "the driver stays loaded until the node reboots; GPU pods keep running"
     if not reloads:
         return (
-            f"the loaded driver is kept (same {DIGEST}); the GPU DaemonSets' pods leave each "
-            "node and come back, GPU pods keep running"
+            f"the loaded driver is kept (same {DIGEST}): on each node the GPU DaemonSets' pods "
+            "leave and come back, GPU pods keep running"
         )
-    steps = ["the GPU DaemonSets' pods leave each node"]
+    steps = ["the GPU DaemonSets' pods leave it"]
     evict = manager.get("ENABLE_GPU_POD_EVICTION") == "true"
     drain = manager.get("ENABLE_AUTO_DRAIN") == "true"
     if evict or drain:
-        steps.append("the node is cordoned")
+        steps.append("it is cordoned")
     if evict:
         steps.append("the pods using its GPUs are evicted (ENABLE_GPU_POD_EVICTION)")
     if drain:
@@ -192,11 +192,11 @@ def _driver_steps(manager: dict[str, str], reloads: bool, action: Action) -> str
         more = f" ({', '.join(extras)})" if extras else ""
         within = f" within {timeout}" if timeout not in ("", "0s") else ""
         when = "when that fails" if evict else "when the old driver is in use"
-        steps.append(f"{when}, the node is drained{within}: {whom}{more} (ENABLE_AUTO_DRAIN)")
+        steps.append(f"{when}, it is drained{within}: {whom}{more} (ENABLE_AUTO_DRAIN)")
     if not evict and not drain:
         steps.append(
-            "GPU pods are not evicted: the old driver is unloaded only once none uses it, and "
-            "the new driver pod retries until then"
+            "GPU pods are not evicted: the old driver is unloaded only once none uses it, the "
+            "new driver pod retrying until then"
         )
-    steps.append("then the driver is reloaded")
-    return "reloads the driver: " + "; ".join(steps)
+    steps.append("then the new driver is loaded")
+    return "on each node the driver is reloaded: " + ", ".join(steps)
