@@ -8,6 +8,7 @@ makes with html.parser: what a reader of the comment would see, not the text gpu
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -151,6 +152,150 @@ def test_a_review_over_its_size_says_what_it_left_out_and_how_to_see_it(cli, thr
     )
     assert "Left out" not in whole.stdout
     assert len(whole.stdout) > 6000  # the fleet's review is larger than the size asked for
+
+
+# --- what matters first: hashes set aside, impact ranked, nodes named ------------------------------
+
+
+def selectors_repository(top: Path) -> Path:
+    """30 clusters that differ only in their node selector, and one base change (replicas 4 to
+    8): each cluster's smoke-test Job hashes its own pod template, so its name differs."""
+    clusters = top / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(BASE)
+    for name in NAMES:
+        (clusters / f"{name}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {name}}}\n"
+            f"nodes:\n  selector: {{example.com/pool: {name}}}\n"
+        )
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "thirty clusters")
+    (clusters / "base.yaml").write_text(BASE.replace("replicas: 4", "replicas: 8"))
+    git(top, "commit", "-qam", "eight pods per GPU")
+    return top
+
+
+def test_clusters_that_differ_only_in_content_hashes_make_one_group(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(selectors_repository(tmp_path))
+    result = cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown")
+    assert result.exit_code == 1, result.output
+    page = Page(to_html(result.stdout))
+    shown = "".join(page.text)
+    assert "30 of 30 clusters differ." in shown  # one group: no "in N groups"
+    assert [row[0].split(":")[0] for row in page.rows[1:2]] == ["30"]
+    assert page.opened.count("details") == 1
+    # One diff, not thirty: the comment per cluster took 60,000 characters.
+    assert len(result.stdout) < 10_000, len(result.stdout)
+    # What differs between them is said, and whose values are shown.
+    assert "differ from cluster to cluster; shown are gpu-01's." in shown
+    assert "nodes labelled example.com/pool=gpu-01" in shown
+    # The smoke test's name is still its own in each cluster's text output.
+    text = cli("diff", "--git-ref", "HEAD~1", "clusters").stdout
+    assert len(set(re.findall(r"gpu-smoke-test-[0-9a-f]{8} \(was", text))) == 30
+
+
+DRIVER_BASE = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+platform: {profile: kubeadm}
+driver:
+  mode: container
+  nodeOS: ubuntu22.04
+  version: "570.172.08"
+smokeTest:
+  enabled: true
+"""
+
+
+@pytest.fixture(scope="module")
+def driver_fleet(tmp_path_factory) -> Path:
+    """30 clusters, of which 28 pin the driver version the base has; the last commit gives the
+    base a new driver and a new smoke-test image: 28 clusters only rename their smoke test, two
+    reload their driver."""
+    top = tmp_path_factory.mktemp("fleet")
+    clusters = top / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(DRIVER_BASE)
+    for number, name in enumerate(NAMES, 1):
+        pinned = 'driver:\n  version: "570.172.08"\n' if number <= 28 else ""
+        (clusters / f"{name}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {name}}}\n{pinned}"
+        )
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "thirty clusters")
+    (clusters / "base.yaml").write_text(
+        DRIVER_BASE.replace("570.172.08", "580.95.05")
+        + "  image: nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda12.5.0\n"
+    )
+    git(top, "commit", "-qam", "a new driver")
+    return top
+
+
+def test_a_driver_change_outranks_a_larger_group_of_smoke_test_renames(
+    cli, driver_fleet, monkeypatch
+):
+    monkeypatch.chdir(driver_fleet)
+    result = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "4000"
+    )
+    assert result.exit_code == 1, result.output
+    assert len(result.stdout) <= 4000
+    page = Page(to_html(result.stdout))
+    shown = "".join(page.text)
+    # The two clusters whose nodes the change drains come first, and keep their details; the
+    # 28 smoke-test renames are what the size leaves out.
+    first = page.rows[1]
+    assert first[0] == "2: gpu-29, gpu-30"
+    assert first[4].startswith(
+        "reloads the GPU driver (gpu-system/nvidia-driver-daemonset, 1 node at a time, each "
+        "new pod Ready 30 s before the next): ~ DaemonSet.apps gpu-system/nvidia-driver-daemonset"
+    )
+    assert page.opened.count("details") == 1
+    assert "Clusters: gpu-29, gpu-30" in shown
+    assert "the details of 28 clusters" in shown
+    # Its section says what happens on each node.
+    assert (
+        "DaemonSet gpu-system/nvidia-driver-daemonset restarts its pods on nodes labelled "
+        "feature.node.kubernetes.io/pci-10de.present=true" in shown
+    )
+    assert (
+        "on each node the driver is reloaded: the GPU DaemonSets' pods leave it, it is cordoned, "
+        "the pods using its GPUs are evicted (ENABLE_GPU_POD_EVICTION), then the new driver is "
+        "loaded" in shown
+    )
+    # Without a size limit, the renames follow, saying that nothing restarts.
+    whole = Page(
+        to_html(
+            cli(
+                "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "0"
+            ).stdout
+        )
+    )
+    assert [row[0].split(":")[0] for row in whole.rows[1:3]] == ["2", "28"]
+    assert "On running nodes: no pod restarts." in "".join(whole.text)
+
+
+def test_a_review_names_the_clusters_a_base_change_does_not_reach(cli, driver_fleet, monkeypatch):
+    monkeypatch.chdir(driver_fleet)
+    markdown = cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown")
+    shown = "".join(Page(to_html(markdown.stdout)).text)
+    assert (
+        "Not reached: the change to driver.version in clusters/base.yaml does not reach 28 "
+        "clusters, which set it themselves: gpu-01 (clusters/gpu-01.yaml:4:12), gpu-02 "
+        "(clusters/gpu-02.yaml:4:12)" in shown
+    )
+    assert "and 23 more" in shown
+    # The smoke-test image, which no cluster sets, is not named.
+    assert "smokeTest.image" not in shown
+    text = cli("diff", "--git-ref", "HEAD~1", "clusters").stdout
+    (note,) = [line for line in text.splitlines() if line.startswith("note: ")]
+    assert note.endswith("gpu-28 (clusters/gpu-28.yaml:4:12)")
+    document = json.loads(cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "json").stdout)
+    (unreached,) = document["unreached"]
+    assert (unreached["base"], unreached["setting"]) == ("clusters/base.yaml", "driver.version")
+    assert [c["name"] for c in unreached["clusters"]] == NAMES[:28]
 
 
 # --- hostile text --------------------------------------------------------------------------------
