@@ -752,6 +752,24 @@ def _by_impact(changes: tuple[Change, ...]) -> list[Change]:
     return sorted(changes, key=lambda change: -change.impact)
 
 
+def _follows(change: Change) -> bool:
+    """Whether a change only follows from others: a new config hash, a name's new hash."""
+    return bool(change.paths) and all(
+        path.endswith(f'annotations["{CONFIG_HASH}"]')
+        or (path == "metadata.name" and change.renamed_from is not None)
+        for path in change.paths
+    )
+
+
+def _telling(changes: tuple[Change, ...]) -> list[Change]:
+    """The changes as a headline tells them: causes before what follows from them (a config
+    hash), the most disruptive first, files last."""
+    return sorted(
+        changes,
+        key=lambda change: (_follows(change), change.identity is None, -change.impact),
+    )
+
+
 def _effect(group: _Group) -> str:
     """What the group's changes do to running nodes, in a few words ('' when nothing restarts)."""
     rollouts = [change.rollout for change in group.diff.changes if change.rollout is not None]
@@ -773,7 +791,7 @@ def _headline(group: _Group) -> str:
     """What a group changes, in a few words: what it does to running nodes, then its most
     disruptive changes with their fields."""
     described = []
-    for change in _by_impact(group.diff.changes)[:2]:
+    for change in _telling(group.diff.changes)[:2]:
         fields = _shift(change, 2) if change.status == "changed" and change.identity else ""
         described.append(
             f"{_SIGN[change.status]} {_code(_what(change))}" + (f" {fields}" if fields else "")
