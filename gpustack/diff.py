@@ -419,6 +419,8 @@ def as_text(diff: Diff, color: bool = False) -> str:
             )
         )
         lines.extend(f"    {path}" for path in change.paths)
+        if change.rollout is not None:
+            lines.append(f"    on running nodes: {_masked(change.rollout.sentence())}")
     for change in diff.changes:
         lines.append("")
         for line in change.unified.splitlines():
@@ -478,6 +480,8 @@ def as_json(diff: Diff) -> dict[str, Any]:
                     {"path": path, "old": before, "new": after}
                     for path, before, after in change.values
                 ],
+                # What applying it does to running pods and nodes (a workload's), else null.
+                "onRunningNodes": _masked(change.rollout.sentence()) if change.rollout else None,
                 "diff": change.unified,
             }
             for change in diff.changes

@@ -138,10 +138,8 @@ def cluster_version(folder: str) -> tuple[str, Location] | None:
     at = ("metadata", "annotations", KUBERNETES_VERSION)
     try:
         document = next(iter(kubeyaml.load(text)), None)
-    except kubeyaml.Problem as problem:
-        raise UserError(
-            problem.message, Location(name, problem.line + 1, problem.column + 1)
-        ) from None
+    except kubeyaml.Problem:
+        return None  # validating the file itself reports it, with the rest
     value: Any = document.data if document is not None else None
     for key in at:
         value = value.get(key) if isinstance(value, dict) else None
