@@ -40,7 +40,7 @@ class Rollout:
     kind: str
     name: str
     action: Action
-    nodes: str  # where: `pool a100`, `nodes labelled k=v`, `every node it selects`; '' off nodes
+    nodes: str  # where: `pool a100`, `nodes matching k=v, k2 notin (a)`, `every node it selects`; '' off nodes
     pace: str  # how many at a time, or '' when all at once (a new or removed DaemonSet)
     driver: str  # for a driver DaemonSet, what its driver manager does on each node; else ''
     impact: int
@@ -97,29 +97,40 @@ def _pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
     return _mapping(_mapping(_template(obj)).get("spec"))
 
 
+# The deploy labels gpustack's DaemonSets select on: every GPU DaemonSet has them, and they say
+# when a node is paused, not which nodes (workload.select_on_deploy_labels).
+_DEPLOY_LABELS = "nvidia.com/gpu.deploy."
+
+
 def _nodes(daemonset: dict[str, Any]) -> str:
-    """The nodes a DaemonSet runs on, as a reader knows them: its node pool, else the labels its
-    pods require (nodeSelector, and the single-valued `In` terms of a required node affinity)."""
+    """The nodes a DaemonSet runs on, as a reader knows them: its node pool, else the label
+    selector its pods require (nodeSelector, and the `In` and `NotIn` terms of a required node
+    affinity), in Kubernetes' selector syntax."""
     pool = _mapping(_mapping(daemonset.get("metadata")).get("labels")).get(POOL_LABEL)
     if isinstance(pool, str):
         return f"pool {pool}" + (" (the canary)" if is_canary(daemonset) else "")
     spec = _pod_spec(daemonset)
-    labels = {str(key): str(value) for key, value in _mapping(spec.get("nodeSelector")).items()}
+    terms = [f"{key}={value}" for key, value in _mapping(spec.get("nodeSelector")).items()]
     required = _mapping(
         _mapping(_mapping(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
     )
-    terms = required.get("nodeSelectorTerms")
-    if isinstance(terms, list) and len(terms) == 1:  # several terms: any one of them, not all
-        expressions = _mapping(terms[0]).get("matchExpressions")
+    choices = required.get("nodeSelectorTerms")
+    if isinstance(choices, list) and len(choices) == 1:  # several terms: any one, not all
+        expressions = _mapping(choices[0]).get("matchExpressions")
         for expression in expressions if isinstance(expressions, list) else []:
             expression = _mapping(expression)
-            values = expression.get("values")
-            if expression.get("operator") == "In" and isinstance(values, list) and len(values) == 1:
-                labels[str(expression.get("key"))] = str(values[0])
-    if labels:
-        return "nodes labelled " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+            key, values = str(expression.get("key")), expression.get("values")
+            if key.startswith(_DEPLOY_LABELS) or not isinstance(values, list) or not values:
+                continue
+            if expression.get("operator") == "In":
+                listed = ",".join(map(str, values))
+                terms.append(f"{key}={listed}" if len(values) == 1 else f"{key} in ({listed})")
+            elif expression.get("operator") == "NotIn":
+                terms.append(f"{key} notin ({','.join(map(str, values))})")
+    if terms:
+        return "nodes matching " + ", ".join(sorted(terms))
     return "every node it selects"
 
 
@@ -167,7 +178,7 @@ def _driver_steps(manager: dict[str, str], reloads: bool, action: Action) -> str
     """What the driver manager of each new pod does on its node (k8s-driver-manager v0.12.0
     `uninstallDriver`)."""
     if action == "removes":
-        return "the driver stays loaded until the node reboots; GPU pods keep running"
+        return ""  # what the driver container does as it stops is the image's, not said here
     if not reloads:
         return (
             f"the loaded driver is kept (same {DIGEST}): on each node the GPU DaemonSets' pods "
@@ -199,4 +210,7 @@ def _driver_steps(manager: dict[str, str], reloads: bool, action: Action) -> str
             "new driver pod retrying until then"
         )
     steps.append("then the new driver is loaded")
+    if action == "starts":
+        # A node with no driver loaded (a new one) skips all but the install (uninstallDriver).
+        return "on each node that runs a driver already, it is replaced: " + ", ".join(steps)
     return "on each node the driver is reloaded: " + ", ".join(steps)

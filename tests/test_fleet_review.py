@@ -189,7 +189,7 @@ def test_clusters_that_differ_only_in_content_hashes_make_one_group(cli, tmp_pat
     assert len(result.stdout) < 10_000, len(result.stdout)
     # What differs between them is said, and whose values are shown.
     assert "differ from cluster to cluster; shown are gpu-01's." in shown
-    assert "nodes labelled example.com/pool=gpu-01" in shown
+    assert "nodes matching example.com/pool=gpu-01" in shown
     # The smoke test's name is still its own in each cluster's text output.
     text = cli("diff", "--git-ref", "HEAD~1", "clusters").stdout
     assert len(set(re.findall(r"gpu-smoke-test-[0-9a-f]{8} \(was", text))) == 30
@@ -257,7 +257,7 @@ def test_a_driver_change_outranks_a_larger_group_of_smoke_test_renames(
     assert "the details of 28 clusters" in shown
     # Its section says what happens on each node.
     assert (
-        "DaemonSet gpu-system/nvidia-driver-daemonset restarts its pods on nodes labelled "
+        "DaemonSet gpu-system/nvidia-driver-daemonset restarts its pods on nodes matching "
         "feature.node.kubernetes.io/pci-10de.present=true" in shown
     )
     assert (

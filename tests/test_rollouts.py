@@ -49,7 +49,7 @@ def test_a_new_driver_version_reloads_the_driver_one_node_at_a_time_evicting_gpu
     driver = found[DRIVER]
     assert driver.pace == "1 node at a time, each new pod Ready 30 s before the next"
     assert driver.nodes == (
-        "nodes labelled feature.node.kubernetes.io/pci-10de.present=true, "
+        "nodes matching feature.node.kubernetes.io/pci-10de.present=true, "
         "feature.node.kubernetes.io/system-os_release.ID=ubuntu, "
         "feature.node.kubernetes.io/system-os_release.VERSION_ID=22.04"
     )
@@ -98,8 +98,17 @@ def test_a_pools_driver_change_reloads_that_pool_only(tmp_path):
     reloads = {name: each for name, each in found.items() if each and each.impact == RELOADS_DRIVER}
     assert list(reloads) == [f"{DRIVER}-inference"]
     assert reloads[f"{DRIVER}-inference"].nodes == "pool inference (the canary)"
-    # The cluster's own driver DaemonSet (every other GPU node) is left alone.
+    # The cluster's own driver DaemonSet (every other GPU node) is left alone; it is named by
+    # the nodes it selects, the pool's excluded.
     assert found[DRIVER] is None
+    cluster_driver = rollout(None, new[DRIVER])
+    assert cluster_driver is not None
+    assert cluster_driver.nodes.startswith(
+        "nodes matching example.com/gpu-pool notin (inference), "
+    )
+    assert cluster_driver.driver.startswith(
+        "on each node that runs a driver already, it is replaced"
+    )
 
 
 def test_a_sharing_change_restarts_the_plugins_pods_and_no_driver():
