@@ -134,7 +134,10 @@ def cluster_version(folder: str) -> tuple[str, Location] | None:
     None when the folder's kustomization does not say (one rendered before it did)."""
     path = os.path.join(folder, KUSTOMIZATION)
     name = shown(path)
-    text = decode(read_bounded(path, MAX_KUSTOMIZATION_BYTES, "a kustomization"), name)
+    try:
+        text = decode(read_bounded(path, MAX_KUSTOMIZATION_BYTES, "a kustomization", False), name)
+    except UserError:
+        return None  # too large, not text, gone: validating the file itself reports it
     at = ("metadata", "annotations", KUBERNETES_VERSION)
     try:
         document = next(iter(kubeyaml.load(text)), None)
