@@ -157,12 +157,13 @@ def test_a_review_over_its_size_says_what_it_left_out_and_how_to_see_it(cli, thr
 # --- what matters first: hashes set aside, impact ranked, nodes named ------------------------------
 
 
-def selectors_repository(top: Path) -> Path:
-    """30 clusters that differ only in their node selector, and one base change (replicas 4 to
-    8): each cluster's smoke-test Job hashes its own pod template, so its name differs."""
+def selectors_repository(top: Path, before: str = BASE, after: str | None = None) -> Path:
+    """30 clusters that differ only in their node selector, and one base change (`before` to
+    `after`, by default replicas 4 to 8): each cluster's smoke-test Job hashes its own pod
+    template, so its name differs."""
     clusters = top / "clusters"
     clusters.mkdir()
-    (clusters / "base.yaml").write_text(BASE)
+    (clusters / "base.yaml").write_text(before)
     for name in NAMES:
         (clusters / f"{name}.yaml").write_text(
             f"extends: base.yaml\nmetadata: {{name: {name}}}\n"
@@ -171,8 +172,8 @@ def selectors_repository(top: Path) -> Path:
     git(top, "init", "-q", "-b", "main")
     git(top, "add", "-A")
     git(top, "commit", "-qm", "thirty clusters")
-    (clusters / "base.yaml").write_text(BASE.replace("replicas: 4", "replicas: 8"))
-    git(top, "commit", "-qam", "eight pods per GPU")
+    (clusters / "base.yaml").write_text(after or before.replace("replicas: 4", "replicas: 8"))
+    git(top, "commit", "-qam", "the change")
     return top
 
 
