@@ -590,6 +590,8 @@ def fleet_json(diffs: ClusterDiffs, unreached: Sequence[Unreached] = ()) -> dict
 
 # --- Markdown: a pull-request review comment -----------------------------------------------------
 
+# The base changes not reached that a review names at most (the text output names them all).
+UNREACHED_SHOWN = 10
 # GitHub refuses a comment over 65,536 characters; this leaves room for a bot's own words.
 MARKDOWN_MAX_SIZE = 60_000
 # What stays as it is in literal text: letters, digits, these characters, and printable
@@ -782,7 +784,8 @@ def _effect(group: _Group) -> str:
     parts = []
     if reloads:
         where = "; ".join(
-            _code(each.name) + (f", {literal(each.pace)}" if each.pace else "") for each in reloads
+            _code(mask_text(each.name)) + (f", {literal(each.pace)}" if each.pace else "")
+            for each in reloads
         )
         parts.append(f"**reloads the GPU driver** ({where})")
     if restarts:
@@ -823,7 +826,7 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
     rollouts = [c.rollout for c in _by_impact(diff.changes) if c.rollout is not None]
     if rollouts:
         lines += ["On running nodes:", ""]
-        lines += [f"- {literal(each.sentence())}" for each in rollouts]
+        lines += [f"- {literal(mask_text(each.sentence()))}" for each in rollouts]
         lines.append("")
     else:
         lines += ["On running nodes: no pod restarts.", ""]
@@ -893,7 +896,14 @@ def as_markdown(
     ]
     head += [""] if left_out else []
     # A base change that clusters set aside is news the diffs cannot show: it changed nothing.
-    head += [f"> **Not reached:** {_unreached(note)}  " for note in unreached]
+    head += [f"> **Not reached:** {_unreached(note)}  " for note in unreached[:UNREACHED_SHOWN]]
+    more = len(unreached) - UNREACHED_SHOWN
+    head += (
+        [f"> and {more} more settings not reached: {_code(see_all)}  "]
+        if more > 0 and see_all
+        else []
+    )
+    head += [f"> and {more} more settings not reached  "] if more > 0 and not see_all else []
     head += [""] if unreached else []
     rows = [_row(group) for group in groups]
     if max_size <= 0:

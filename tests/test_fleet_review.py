@@ -18,7 +18,7 @@ from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, as_markdown, diff_objects
+from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, Unreached, as_markdown, diff_objects
 from gpustack.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
@@ -597,3 +597,17 @@ def test_the_gitops_folder_is_no_cluster_in_the_markdown_review():
     assert "1 of 2 clusters differs; the fleet's _gitops/ differs." in "".join(page.text)
     assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: gpu-east", "_gitops/"]
     assert page.opened.count("details") == 2
+
+
+def test_a_review_names_ten_settings_not_reached_and_counts_the_rest():
+    notes = [
+        Unreached("clusters/base.yaml", f"setting.number{index:02}", (("a", "a.yaml:3:4"),))
+        for index in range(12)
+    ]
+    change = Change("changed", "ConfigMap ns/x", "x.yaml", ("", "ConfigMap", "ns", "x"), (), "")
+    diffs = [("a", Diff("old", "new", (change,)))]
+    page = Page(to_html(as_markdown(diffs, "review", 4000, "gpustack diff x", None, notes)))
+    shown = "".join(page.text)
+    assert shown.count("Not reached: ") == 10
+    assert "setting.number09" in shown and "setting.number10" not in shown
+    assert "and 2 more settings not reached: gpustack diff x" in shown
