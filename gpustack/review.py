@@ -28,7 +28,7 @@ from gpustack import committed, config, output_tree, render
 from gpustack.applicationset import for_fleet
 from gpustack.diff import Change, Diff, Status, Unreached, diff_files, diff_objects
 from gpustack.errors import display_path
-from gpustack.layers import Layer, locate
+from gpustack.layers import Layer, nearest
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity
 from gpustack.output_check import compare_folder, file_diff
@@ -223,10 +223,10 @@ def unreached(old: dict[str, Chain], new: dict[str, Chain]) -> list[Unreached]:
             later = [layer for _, layer in layers[index + 1 :]]
             for path in _changed_settings(before[key].data, base.data):
                 if any(_sets(layer.data, path) for layer in later):
-                    where = locate(later, path) or locate(later, path[:1])
+                    where = nearest(later, path)  # the value, or the mapping it replaces
                     setting = ".".join(str(part) for part in path)
                     shown[key] = display_path(base.path) if base.path else key
-                    found.setdefault((key, setting), []).append((name, str(where or "")))
+                    found.setdefault((key, setting), []).append((name, str(where)))
     return [
         Unreached(shown[key], setting, tuple(clusters))
         for (key, setting), clusters in sorted(found.items())

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from markdown_page import ELEMENTS, Page, to_html
 
+from gpustack import review
 from gpustack.commands import check as check_command
 from gpustack.commands import common
 from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, Unreached, as_markdown, diff_objects
@@ -611,3 +612,31 @@ def test_a_review_names_ten_settings_not_reached_and_counts_the_rest():
     assert shown.count("Not reached: ") == 10
     assert "setting.number09" in shown and "setting.number10" not in shown
     assert "and 2 more settings not reached: gpustack diff x" in shown
+
+
+def test_unreached_names_only_the_clusters_whose_own_layers_set_the_changed_value(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    base = "devicePlugin:\n  sharing: {strategy: time-slicing, replicas: 4}\n"
+    clusters = {
+        "keeps": "",  # takes the change
+        "other": "devicePlugin:\n  sharing: {strategy: time-slicing}\n",  # a sibling: takes it
+        "sets": "devicePlugin:\n  sharing:\n    replicas: 2\n",
+    }
+
+    def chains(text: str, folder: str) -> dict[str, review.Chain]:
+        root = tmp_path / folder
+        root.mkdir()
+        (root / "base.yaml").write_text(text)
+        for name, own in clusters.items():
+            (root / f"{name}.yaml").write_text(
+                f"extends: base.yaml\nmetadata: {{name: {name}}}\n{own}"
+            )
+        return review.chains([root / f"{name}.yaml" for name in clusters], root)
+
+    old, new = chains(base, "old"), chains(base.replace("4", "8"), "new")
+    assert review.unreached(old, new) == [
+        ("new/base.yaml", "devicePlugin.sharing.replicas", (("sets", "new/sets.yaml:5:15"),))
+    ]
+    assert review.unreached(old, old) == []
