@@ -779,9 +779,14 @@ def _telling(changes: tuple[Change, ...]) -> list[Change]:
 def _effect(group: _Group) -> str:
     """What the group's changes do to running nodes, in a few words ('' when nothing restarts)."""
     rollouts = [change.rollout for change in group.diff.changes if change.rollout is not None]
-    reloads = [each for each in rollouts if each.impact == RELOADS_DRIVER]
+    drivers = [each for each in rollouts if each.impact == RELOADS_DRIVER]
+    reloads = [each for each in drivers if each.action != "removes"]
+    removed = [each for each in drivers if each.action == "removes"]
     restarts = [each for each in rollouts if each.impact != RELOADS_DRIVER]
     parts = []
+    if removed:
+        names = ", ".join(_code(mask_text(each.name)) for each in removed)
+        parts.append(f"**removes a GPU driver DaemonSet** ({names})")
     if reloads:
         where = "; ".join(
             _code(mask_text(each.name)) + (f", {literal(each.pace)}" if each.pace else "")

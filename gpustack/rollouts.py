@@ -46,7 +46,7 @@ class Rollout:
     impact: int
 
     def sentence(self) -> str:
-        """`DaemonSet gpu-system/x restarts its pods on pool a100, 1 node at a time: ...`"""
+        """`DaemonSet gpu-system/x restarts its pods on pool a100, 1 node at a time; ...`"""
         what = {
             "starts": "starts pods",
             "restarts": "restarts its pods",

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
+from markdown_page import Page, to_html
 
 from gpustack import config, render
+from gpustack.diff import Change, Diff, as_markdown
 from gpustack.rollouts import (
     NO_RESTART,
     RELOADS_DRIVER,
@@ -141,3 +143,26 @@ def test_rollouts_of_other_objects(before, after, expected):
 def test_the_module_reads_no_component():
     source = (Path(__file__).parent.parent / "gpustack" / "rollouts.py").read_text()
     assert "gpustack.components" not in source
+
+
+def test_a_review_says_a_driver_daemonset_is_removed_not_reloaded():
+    driver = objects("kubeadm-driver-container")[DRIVER]
+    gone = rollout(driver, None)
+    assert gone is not None and (gone.action, gone.impact, gone.driver) == (
+        "removes",
+        RELOADS_DRIVER,
+        "",
+    )
+    change = Change(
+        "removed",
+        f"DaemonSet.apps gpu-system/{DRIVER}",
+        f"daemonset-{DRIVER}.yaml",
+        ("apps", "DaemonSet", "gpu-system", DRIVER),
+        (),
+        "",
+        rollout=gone,
+    )
+    page = Page(to_html(as_markdown([("lab", Diff("old", "new", (change,)))], "review")))
+    cell = page.rows[1][4]
+    assert cell.startswith(f"removes a GPU driver DaemonSet (gpu-system/{DRIVER}): - ")
+    assert "reloads" not in cell
