@@ -25,6 +25,7 @@ from gitops_helpers import KUBECTL, load
 
 from gpustack.kubernetes_schemas import definitions
 from gpustack.layout import KUBERNETES_VERSION
+from gpustack.validation import manifests
 
 OUT = ROOT / "out"
 RENDER_DOC = ROOT / "docs" / "render.md"
@@ -154,18 +155,27 @@ def test_validate_checks_each_rendered_cluster_against_its_own_kubernetes_versio
     # and a cluster on 1.31; the working folder's gpustack.yaml says 1.31, which was what every
     # cluster was checked against.
     out = tmp_path / "out"
-    for example in ("kubeadm-dra", "kubeadm-lab"):
-        shutil.copytree(OUT / example, out / example)
+    # Versions interleaved: the files are checked a version at a time, reported in their order.
+    for example, folder in (("kubeadm-dra", "a"), ("kubeadm-lab", "b"), ("kubeadm-dra", "c")):
+        shutil.copytree(OUT / example, out / folder)
     (tmp_path / "gpustack.yaml").write_text((ROOT / "examples" / "kubeadm.yaml").read_text())
     monkeypatch.chdir(tmp_path)
     result = cli("validate", "out", "--summary")
     assert result.exit_code == 0, result.output
     assert "Invalid: 0, Errors: 0" in result.stdout
+    listed = cli("validate", "out", "--verbose").stdout.splitlines()
+    files = list(
+        dict.fromkeys(line.split(" - ", 1)[0] for line in listed if line.startswith("out/"))
+    )
+    walked = [manifests.shown(path) for path in manifests.files(["out"])]
+    assert files == [file for file in walked if file in files], "reported out of input order"
+    assert {file.split("/")[1] for file in files} == {"a", "b", "c"}
+    assert cli("validate", "out", "--exit-on-error").exit_code == 0
     # A version asked for applies to every file: 1.31 has no resource.k8s.io/v1.
     asked = cli("validate", "out", "--kubernetes-version", "1.31")
     assert asked.exit_code == 1
     assert re.search(
-        r"kubeadm-dra/deviceclass-gpu\.nvidia\.com\.yaml.*resource\.k8s\.io/v1", asked.stdout
+        r"out/a/deviceclass-gpu\.nvidia\.com\.yaml.*resource\.k8s\.io/v1", asked.stdout
     )
     # Lint too is per cluster: a 1.34 folder's DRA objects are not "not served" at 1.31.
     assert "api-version" not in result.stdout

@@ -355,7 +355,7 @@ def run(
 
     from gpustack.validation import engine as checks
     from gpustack.validation import manifests
-    from gpustack.validation.verdicts import lint_results
+    from gpustack.validation.verdicts import Result, lint_results
 
     settings = checks.Settings(
         version,
@@ -378,25 +378,46 @@ def run(
     folders: dict[str, str | None] = {}
 
     def version_of(path: str) -> str:
-        folder = manifests.cluster_folder(path, folders) if versions else None
+        if not versions or path == manifests.STDIN:
+            return version
+        folder = manifests.cluster_folder(path, folders)
         return versions.get(folder, version) if folder is not None else version
 
-    results = []
-    shown = []
-    stop = False
-    for run_version, run in itertools.groupby(files, key=version_of):
+    # One run of the checker per version, each with its workers and its cache of documents
+    # met before (a fleet's clusters repeat them): the files of a version together, their
+    # results put back in input order. --exit-on-error stops at the first failure in input
+    # order, so it checks the files as they come.
+    runs: list[list[tuple[int, str]]] = []
+    if exit_on_error:
+        for _, contiguous in itertools.groupby(
+            enumerate(files), key=lambda pair: version_of(pair[1])
+        ):
+            runs.append(list(contiguous))
+    else:
+        by_version: dict[str, list[tuple[int, str]]] = {}
+        for index, path in enumerate(files):
+            by_version.setdefault(version_of(path), []).append((index, path))
+        runs = list(by_version.values())
+    checked_files: list[tuple[int, str, list[Result]]] = []
+    for batch in runs:
         checked = checks.check_files(
-            list(run), replace(settings, kubernetes_version=run_version), sys.stdin.buffer, jobs
+            [path for _, path in batch],
+            replace(settings, kubernetes_version=version_of(batch[0][1])),
+            sys.stdin.buffer,
+            jobs,
         )
-        for file, found in checked:
-            shown.append(file)
-            results.extend(found)
+        stop = False
+        for (index, _), (file, found) in zip(batch, checked):
+            checked_files.append((index, file, found))
             if exit_on_error and any(result.status in ("invalid", "error") for result in found):
                 checked.close()
                 stop = True
                 break
         if stop:
             break
+    checked_files.sort(key=lambda item: item[0])
+    shown = [file for _, file, _ in checked_files]
+    results = [result for _, _, found in checked_files for result in found]
     checks.resolve_custom_resources(results, settings)
     if exit_on_error:
         failed = [n for n, result in enumerate(results) if result.status in ("invalid", "error")]
@@ -437,7 +458,7 @@ def _cluster_versions(files: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     read: set[str] = set()
     for path in files:
-        folder = manifests.cluster_folder(path, folders)
+        folder = manifests.cluster_folder(path, folders) if path != manifests.STDIN else None
         if folder is None or folder in read:
             continue
         read.add(folder)
