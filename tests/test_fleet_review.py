@@ -640,3 +640,36 @@ def test_unreached_names_only_the_clusters_whose_own_layers_set_the_changed_valu
         ("new/base.yaml", "devicePlugin.sharing.replicas", (("sets", "new/sets.yaml:5:15"),))
     ]
     assert review.unreached(old, old) == []
+
+
+def test_changes_that_differ_only_by_their_config_hash_are_one_group():
+    def plugin(old_hash: str, new_hash: str, replicas: str = "8") -> Diff:
+        path = 'spec.template.metadata.annotations["gpustack.dev/config-hash"]'
+        daemonset = Change(
+            "changed",
+            "DaemonSet.apps gpu-system/p",
+            "p.yaml",
+            ("apps", "DaemonSet", "gpu-system", "p"),
+            (path,),
+            f"--- a\n+++ b\n@@ -1 +1 @@\n-  hash: {old_hash}\n+  hash: {new_hash}\n",
+            values=((path, f'"{old_hash}"', f'"{new_hash}"'),),
+        )
+        config_map = Change(
+            "changed",
+            "ConfigMap gpu-system/c",
+            "c.yaml",
+            ("", "ConfigMap", "gpu-system", "c"),
+            ("data.replicas",),
+            f"--- a\n+++ b\n@@ -1 +1 @@\n-replicas: 4\n+replicas: {replicas}\n",
+            values=(("data.replicas", "4", replicas),),
+        )
+        return Diff("old", "new", (config_map, daemonset))
+
+    diffs = [
+        ("a", plugin("1111aaaa2222bbbb", "3333cccc4444dddd")),
+        ("b", plugin("5555eeee6666ffff", "7777aaaa8888bbbb")),
+        ("c", plugin("1111aaaa2222bbbb", "9999cccc0000dddd", replicas="16")),
+    ]
+    page = Page(to_html(as_markdown(diffs, "review")))
+    assert [row[0] for row in page.rows[1:3]] == ["2: a, b", "1: c"]  # c's change is another
+    assert "differ from cluster to cluster; shown are a's." in "".join(page.text)
