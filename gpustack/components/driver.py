@@ -41,6 +41,7 @@ from gpustack.ready_files import VALIDATIONS
 from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.workload import (
     API_ACCESS,
+    COMPONENT_LABEL,
     API_ACCESS_MOUNT,
     cluster_role_with_binding,
     daemonset,
@@ -56,28 +57,25 @@ from gpustack.workload import (
 NAME = "nvidia-driver-daemonset"
 ACCOUNT = "nvidia-driver"
 CONTAINER = "nvidia-driver-ctr"
+# The pod label every driver DaemonSet's pods carry, whatever their pool or build.
+COMPONENT = "nvidia-driver"
 MANAGER = "k8s-driver-manager"
 # gpu-operator values.yaml `driver.manager.repository`/`.image` (v26.7.0).
 MANAGER_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
 # gpu-operator values.yaml `driver.repository`/`driver.image`.
 IMAGE = "nvcr.io/nvidia/driver"
-# Written by the driver pod's startup probe once nvidia-smi answers, as gpu-operator's startup
+# Written by the driver pod's startup probe once the driver is up, as gpu-operator's startup
 # probe writes it. NVIDIA's validator waits for it only for a driver DaemonSet the operator owns
 # (cmd/nvidia-validator/main.go isDriverManagedByOperator), else for nvidia-smi in the driver root.
 READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
-# The ready file names the pod that wrote it, as a YAML comment: the validator reads the file as a
-# YAML map of feature flags (gpu-operator cmd/nvidia-validator/main.go
-# validateAdditionalDriverComponents, v26.7.0), which a comment leaves empty. A pod's hostname is
-# its name (the driver pod keeps its own UTS namespace: no hostNetwork). A stopping pod removes
-# the file only if it wrote it: where a node moves from one driver DaemonSet to another (a node
-# pool given a driver of its own, a pool marked canary), the leaving pod must not take away the
-# ready file of the pod that replaced it, which would stay NotReady (its startup probe, the one
-# writer, has passed).
-READY_OWNER = "# $(cat /proc/sys/kernel/hostname)"
 # The driver container's script writes NotReady here when it starts and Ready once its daemons
 # (persistenced, the fabric manager on NVSwitch systems) run (gpu-driver-container
-# ubuntu22.04/nvidia-driver _start_daemons); gpu-operator's startup probe waits for Ready.
+# ubuntu22.04/nvidia-driver _set_daemons_status); gpu-operator's startup probe waits for Ready.
 DAEMONS_STATUS_FILE = f"{VALIDATIONS}/.driver-daemons-status"
+# What the ready file says: the validator reads it as a YAML map of the driver's extra
+# components (gpu-operator cmd/nvidia-validator/main.go validateAdditionalDriverComponents,
+# v26.7.0), none of which gpustack runs (GPUDirect RDMA, GDS, GDRCopy).
+READY_FLAGS = ("GDRCOPY_ENABLED", "GDS_ENABLED", "GPU_DIRECT_RDMA_ENABLED")
 SHARED_DTK = "/mnt/shared-nvidia-driver-toolkit"
 NFD_OS = "feature.node.kubernetes.io/system-os_release"
 NFD_KERNEL = "feature.node.kubernetes.io/kernel-version.full"
@@ -295,11 +293,7 @@ def _daemonset(
         env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
         mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
         volumes.append({"name": "shared-nvidia-driver-toolkit", "emptyDir": {}})
-    probe_script = (
-        f'nvidia-smi && mkdir -p {VALIDATIONS} && echo "{READY_OWNER}" > {READY_FILE}.tmp && '
-        f"mv {READY_FILE}.tmp {READY_FILE}"
-    )
-    pre_stop = f'[ "$(cat {READY_FILE} 2>/dev/null)" != "{READY_OWNER}" ] || rm -f {READY_FILE}'
+    pre_stop = f"rm -f {READY_FILE} {DAEMONS_STATUS_FILE}"
     driver_container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image(stack),
@@ -311,7 +305,7 @@ def _daemonset(
         "securityContext": _privileged(stack),
         # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
         "startupProbe": {
-            "exec": {"command": ["sh", "-c", probe_script]},
+            "exec": {"command": ["sh", "-c", _startup_probe()]},
             "initialDelaySeconds": 60,
             "periodSeconds": 10,
             "timeoutSeconds": 60,
@@ -403,6 +397,25 @@ def _daemonset(
             required["nodeSelectorTerms"] = pool_node_terms(base, [pool], inside=True)
         else:
             required["nodeSelectorTerms"] = pool_node_terms(base, exclude or [], inside=False)
+    # One driver pod per node, whichever DaemonSet it comes from, as the GPU Operator's
+    # (assets/state-driver/0500_daemonset.yaml podAntiAffinity, v26.7.0): a node that moves from
+    # one driver DaemonSet to another (a pool given a driver of its own, a pool marked canary, a
+    # node labelled into a pool, a new RHCOS build or kernel) gets its new pod only once the old
+    # one is gone. Two at once would fight over the modules and /run/nvidia/driver: the new pod's
+    # manager unmounts the driver root the old one still serves, and the driver script refuses a
+    # second instance (its PID file lock).
+    pod_spec["affinity"]["podAntiAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {
+                    "matchExpressions": [
+                        {"key": COMPONENT_LABEL, "operator": "In", "values": [COMPONENT]}
+                    ]
+                },
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
     pod_spec.update(
         {
             "serviceAccountName": ACCOUNT,
@@ -424,7 +437,7 @@ def _daemonset(
     # ocpDriverToolkitVersionLabel, v26.7.0).
     labels = {"openshift.driver-toolkit": "true"} if pin else None
     workload = daemonset(
-        stack, daemonset_name(pin, pool), pod_spec, component="nvidia-driver", labels=labels
+        stack, daemonset_name(pin, pool), pod_spec, component=COMPONENT, labels=labels
     )
     if pin:
         workload["metadata"]["labels"]["openshift.driver-toolkit.rhcos"] = pin.version
@@ -449,6 +462,30 @@ def _daemonset(
         # elsewhere (Red Hat's operator included) is not among these manifests.
         ignore(workload, "node-label-unsourced")
     return workload
+
+
+def _startup_probe() -> str:
+    """gpu-operator's startup probe (assets/state-driver/0400_configmap.yaml startup-probe.sh,
+    v26.7.0), inline: the ready file, what the toolkit, the validator and the device plugin wait
+    for, is written only once the module is loaded, the driver's daemons report Ready (a driver
+    image that predates the status file writes none, and is judged by nvidia-smi alone) and
+    nvidia-smi answers. On NVSwitch systems the fabric manager is one of those daemons: before it
+    runs the GPUs take no CUDA work (error 802), so nothing may be told the driver is ready."""
+    flags = " && ".join(f'echo "{flag}: false"' for flag in READY_FLAGS)
+    return "; ".join(
+        [
+            "set -eu",
+            f"mkdir -p {VALIDATIONS}",
+            'if [ ! -f /sys/module/nvidia/refcnt ]; then echo "NVIDIA kernel module not loaded";'
+            " exit 1; fi",
+            f'if [ -f {DAEMONS_STATUS_FILE} ]; then status="$(cat {DAEMONS_STATUS_FILE})";'
+            ' if [ "$status" != Ready ]; then'
+            ' echo "NVIDIA driver daemons are not ready; current status: $status"; exit 1; fi; fi',
+            'if ! nvidia-smi; then echo "nvidia-smi failed"; exit 1; fi',
+            f"{{ {flags}; }} > {READY_FILE}.tmp",
+            f"mv {READY_FILE}.tmp {READY_FILE}",
+        ]
+    )
 
 
 def _manager(stack: Stack, digest: str) -> dict[str, Any]:
