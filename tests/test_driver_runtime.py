@@ -529,6 +529,37 @@ def test_driver_container_mounts_the_host_paths_the_gpu_operators_mounts(tmp_pat
 
 
 @pytest.mark.shared
+def test_driver_container_env_is_the_gpu_operators(tmp_path):
+    """Every variable of the operator's driver container (golden driver-minimal render,
+    gpu-operator v26.7.0) but NODE_IP, which no script of the driver images reads
+    (NVIDIA/gpu-driver-container: ubuntu22.04, ubuntu24.04, rhel9 nvidia-driver, vgpu-manager);
+    set here it would change DRIVER_CONFIG_DIGEST and reload every node's driver for nothing.
+    The pod anti-affinity that keeps one driver pod per node is the operator's too."""
+    golden = golden_daemonset("golden__driver-minimal.yaml")
+    workload = daemonsets(rendered(tmp_path, "kubeadm", CONTAINER))["nvidia-driver-daemonset"]
+
+    def names(workload: dict[str, Any]) -> set[str]:
+        (container,) = [c for c in pod(workload)["containers"] if c["name"] == "nvidia-driver-ctr"]
+        return {e["name"] for e in container.get("env", [])}
+
+    assert names(golden) - names(workload) == {"NODE_IP"}
+    (ours,) = pod(workload)["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    (their_term,) = pod(golden)["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert ours["topologyKey"] == their_term["topologyKey"] == "kubernetes.io/hostname"
+    assert ours["labelSelector"] == {
+        "matchExpressions": [
+            {"key": "app.kubernetes.io/component", "operator": "In", "values": ["nvidia-driver"]}
+        ]
+    }
+    # The operator also keeps its vGPU manager off the node; gpustack runs none.
+    assert "nvidia-driver" in their_term["labelSelector"]["matchExpressions"][0]["values"]
+
+
+@pytest.mark.shared
 def test_dtk_driver_matches_the_gpu_operators_openshift_render(tmp_path):
     golden = golden_daemonset("golden__driver-openshift-drivertoolkit.yaml")
     theirs = {c["name"]: c for c in pod(golden)["containers"]}
@@ -593,14 +624,17 @@ def test_toolkit_mounts_what_the_gpu_operators_toolkit_mounts(tmp_path):
 #   sets only that socket; "The NVIDIA operator restarts containerd with a hangup call which
 #   restarts RKE2" (rke2-docs add-ons/gpu_operators.md); RKE2 regenerates
 #   /var/lib/rancher/rke2/agent/etc/containerd/config.toml at every start (rke2-docs
-#   advanced.md) and adds the runtimes `nvidia` and `nvidia-experimental` when it finds
-#   nvidia-container-runtime in /usr/local/nvidia/toolkit (k3s-io/k3s pkg/agent/containerd/
-#   runtimes.go); a toolkit pointed at RKE2's config or template replaced it (gpu-operator
+#   advanced.md) and adds the runtimes `nvidia`, `nvidia-experimental` and `nvidia-cdi` when it
+#   finds their binaries in /usr/local/nvidia/toolkit (RKE2 runs k3s' agent: k3s-io/k3s
+#   pkg/agent/containerd/runtimes.go, `nvidia-cdi` since k3s-io/k3s #11065), but its
+#   rke2-runtimeclasses chart has RuntimeClasses for the first two only (rancher/rke2-charts
+#   packages/rke2-runtimeclasses/charts/values.yaml); a toolkit pointed at RKE2's config or template replaced it (gpu-operator
 #   #623, #992).
 
 RKE2_CONTAINERD_DIR = "/var/lib/rancher/rke2/agent/etc/containerd"
 RKE2_RUNTIME_DIR = "/usr/local/nvidia/toolkit"
-RKE2_RUNTIMES = {"nvidia", "nvidia-experimental"}
+RKE2_RUNTIMES = {"nvidia", "nvidia-cdi", "nvidia-experimental"}
+RKE2_RUNTIME_CLASSES = {"nvidia", "nvidia-experimental"}
 
 
 def toolkit_pod(rendering: Rendering) -> dict[str, Any]:
@@ -686,17 +720,27 @@ def test_rke2_toolkit_installs_the_runtime_where_rke2_finds_it_and_restarts_rke2
 
 
 def test_rke2_takes_only_the_handlers_rke2_adds(tmp_path):
-    # RKE2 adds nvidia and nvidia-experimental; kubeadm's runtime gets whatever handler the
-    # toolkit is told to write (CONTAINERD_RUNTIME_CLASS).
+    # RKE2 adds nvidia, nvidia-experimental and nvidia-cdi; kubeadm's runtime gets whatever
+    # handler the toolkit is told to write (CONTAINERD_RUNTIME_CLASS).
     experimental = {**CONTAINER, "runtimeClass": {"handler": "nvidia-experimental"}}
     (main,) = toolkit_pod(rendered(tmp_path, "rke2", experimental))["containers"]
     assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-experimental"
+    for sections in ({}, CONTAINER):
+        cdi = {**sections, "runtimeClass": {"name": "nvidia-cdi", "handler": "nvidia-cdi"}}
+        rendering = rendered(tmp_path, "rke2", cdi)
+        # RKE2's chart has no nvidia-cdi RuntimeClass: gpustack's is the one GPU pods name.
+        (runtime_class,) = [o for o in rendering.objects if o["kind"] == "RuntimeClass"]
+        assert runtime_class["metadata"]["name"] == runtime_class["handler"] == "nvidia-cdi"
+        assert runtime_class["metadata"]["name"] not in RKE2_RUNTIME_CLASSES
+        assert pod(daemonsets(rendering)["nvidia-device-plugin"])["runtimeClassName"] == (
+            "nvidia-cdi"
+        )
     own = {**CONTAINER, "runtimeClass": {"handler": "nvidia-gpu"}}
     (main,) = toolkit_pod(rendered(tmp_path, "kubeadm", own))["containers"]
     assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
     with pytest.raises(UserError, match=r"runtimeClass\.handler") as error:
         rendered(tmp_path, "rke2", own)
-    assert "nvidia, nvidia-experimental" in str(error.value)
+    assert "nvidia, nvidia-cdi, nvidia-experimental" in str(error.value)
 
 
 def test_rke2_node_readme_needs_no_restart_by_hand(tmp_path):

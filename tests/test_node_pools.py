@@ -181,6 +181,23 @@ def test_the_config_manager_runs_as_the_gpu_operator_runs_it(tmp_path):
         assert ours_sidecar["SIGNAL"] == sidecar["SIGNAL"] == "1"
 
 
+@pytest.mark.shared
+def test_the_config_manager_falls_back_as_the_plugin_chart_does(tmp_path):
+    """k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/values.yaml
+    `config.fallbackStrategies` (templates/daemonset-device-plugin.yml FALLBACK_STRATEGIES): a
+    config manager whose DEFAULT_CONFIG is emptied (by a patch) picks the config named `default`
+    rather than failing or running the plugin unconfigured."""
+    values = yaml.safe_load((SHARED / "refs/k8s-device-plugin/helm-values.yaml").read_text())
+    chart = ",".join(values["config"]["fallbackStrategies"])
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE]})
+    found = objects_of(stack)
+    for name in ("nvidia-device-plugin", "gpu-feature-discovery"):
+        for container in config_managers(pod(found[("DaemonSet", name)])):
+            assert env(container)["FALLBACK_STRATEGIES"] == chart, (name, container["name"])
+    # `named` finds a config of that name: the ConfigMap holds one.
+    assert "default" in found[("ConfigMap", "nvidia-device-plugin-config")]["data"]
+
+
 @pytest.mark.parametrize(
     "daemonset",
     ["nvidia-device-plugin", "gpu-feature-discovery", "nvidia-device-plugin-mps-control-daemon"],

@@ -251,6 +251,9 @@ def _daemonset(
         # The driver container must not be handed GPUs by an nvidia runtime (upstream).
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        # Not upstream's NODE_IP (status.hostIP): no script of the driver images reads it
+        # (NVIDIA/gpu-driver-container nvidia-driver, every OS), and here it would change
+        # DRIVER_CONFIG_DIGEST, reloading every node's driver for nothing.
     ]
     mounts: list[dict[str, Any]] = [
         # The driver mounts its root filesystem at /run/nvidia/driver for the host to see.
