@@ -260,6 +260,10 @@ class Metadata(Strict):
     )
 
 
+# The Kubernetes feature gates that change what gpustack renders.
+KubernetesFeatureGate = Literal["DRAExtendedResource"]
+
+
 class Platform(Strict):
     profile: Annotated[
         str,
@@ -283,6 +287,17 @@ class Platform(Strict):
         description=(
             "OpenShift minor version, e.g. `4.20`; names the nodes' RHCOS, and with it the "
             "driver image and the Driver Toolkit"
+        ),
+    )
+    featureGates: Annotated[
+        dict[KubernetesFeatureGate, bool], Doc(default="none (the release's defaults)")
+    ] = Field(
+        default_factory=dict,
+        description=(
+            "Kubernetes feature gates the cluster's API server and scheduler run with, where "
+            "they differ from the release's defaults and change what gpustack renders: "
+            "`DRAExtendedResource` (KEP-5004; alpha and off in 1.34 and 1.35, on from 1.36) "
+            "decides whether the `gpu.nvidia.com` DeviceClass carries `extendedResourceName`"
         ),
     )
 

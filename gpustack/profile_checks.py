@@ -170,6 +170,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
         )
     _check_toolkit(config, profile, layers)
     _check_dra(config, profile, layers)
+    _check_kubernetes_gates(config, profile, layers)
     _check_validator(config, profile, layers)
     _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
@@ -517,6 +518,43 @@ def _check_pool_allocation(
                 "DeviceClass mig.nvidia.com; the DRA driver's sharing is its feature gates "
                 "TimeSlicingSettings and MPSSupport), or set its gpuAllocation: device-plugin",
             )
+
+
+# Kubernetes locks DRAExtendedResource on from 1.37 (GA): an API server told otherwise refuses
+# to start (kubernetes pkg/features DRAExtendedResource LockToDefault, KEP-5004).
+EXTENDED_RESOURCE_LOCKED_FROM = (1, 37)
+
+
+def _check_kubernetes_gates(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """`platform.featureGates` names what the cluster runs with; a gate that changes nothing
+    gpustack renders, or that the release does not let be set, is refused."""
+    gates = config.platform.featureGates
+    if "DRAExtendedResource" not in gates:
+        return
+    field = "platform.featureGates.DRAExtendedResource"
+    location = nearest(layers, ("platform", "featureGates", "DRAExtendedResource"))
+    version = config.platform.kubernetesVersion
+    if not Stack(config, profile, "").dra_gpus:
+        raise UserError(
+            "DRAExtendedResource decides only whether the gpu.nvidia.com DeviceClass names "
+            "nvidia.com/gpu, and no such DeviceClass is rendered (no GPU is handed out through "
+            "NVIDIA's DRA driver): the setting would change nothing",
+            location,
+            field=field,
+            hint="remove it, or hand GPUs out through DRA (gpuAllocation: dra, the cluster's or "
+            "a pool's, with dra.gpus.enabled)",
+        )
+    if not gates["DRAExtendedResource"] and kubernetes_minor(version) >= (
+        EXTENDED_RESOURCE_LOCKED_FROM
+    ):
+        first = ".".join(map(str, EXTENDED_RESOURCE_LOCKED_FROM))
+        raise UserError(
+            f"DRAExtendedResource is GA and locked on from Kubernetes {first} (the target is "
+            f"{version}): an API server told to turn it off does not start",
+            location,
+            field=field,
+            hint="remove it: the release keeps it on",
+        )
 
 
 def _check_dra_gates(config: GPUStack, layers: list[Layer]) -> None:

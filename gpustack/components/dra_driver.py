@@ -120,9 +120,11 @@ def _device_classes(stack: Stack) -> list[dict[str, Any]]:
             GPU_DEVICE_CLASS,
             "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
         )
-        if stack.resource_api_version == "resource.k8s.io/v1":
-            # A pod's `nvidia.com/gpu` limit is served from this class where the cluster turns
-            # DRAExtendedResource on (KEP-5004); ignored otherwise (deviceclass-gpu.yaml).
+        if stack.resource_api_version == "resource.k8s.io/v1" and stack.dra_extended_resource:
+            # A pod's `nvidia.com/gpu` limit is served from this class (KEP-5004; the chart's
+            # deviceclass-gpu.yaml names it). Only where the API server keeps the field: with
+            # DRAExtendedResource off it drops it, and Argo CD and Flux would see the DeviceClass
+            # differ from Git for ever.
             gpu["spec"]["extendedResourceName"] = "nvidia.com/gpu"
         classes += [
             gpu,

@@ -41,8 +41,8 @@ from gpustack.ready_files import VALIDATIONS
 from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.workload import (
     API_ACCESS,
-    COMPONENT_LABEL,
     API_ACCESS_MOUNT,
+    COMPONENT_LABEL,
     cluster_role_with_binding,
     daemonset,
     deploy_labeller,
