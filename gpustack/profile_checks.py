@@ -1101,16 +1101,19 @@ def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> Non
         own_driver = pool.canary or (pool.driver and pool.driver.version)
         if own_driver and stack.driver_container:
             # The pool's driver DaemonSet is `nvidia-driver-daemonset-<pool>[-<RHCOS build>]`
-            # (gpustack.components.driver), its name also a label value: at most 63 characters.
+            # or `...-<pool>-<kernel>` (gpustack.components.driver), its name also a label
+            # value: at most 63 characters.
             builds = [build.rhcosVersion for build in config.driver.rhcosBuilds] or [
                 config.driver.rhcosVersion or ""
             ]
+            builds += config.driver.kernelVersions
             longest = max(len(build) + 1 if build else 0 for build in builds)
             if len(f"nvidia-driver-daemonset-{pool.name}") + longest > 63:
+                suffix = "-<kernel>" if config.driver.kernelVersions else "-<RHCOS build>"
                 raise UserError(
                     f"pool {pool.name} gets a driver DaemonSet of its own, whose name "
                     f"(nvidia-driver-daemonset-{pool.name}"
-                    + ("-<RHCOS build>" if longest else "")
+                    + (suffix if longest else "")
                     + ") would be longer than 63 characters",
                     nearest(layers, (*here, "name")),
                     field=f"{dotted}.name",

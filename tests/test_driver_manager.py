@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_document, yaml_documents
+from manifests import schedulable
 
 from gpustack import lint
 from gpustack.errors import UserError
@@ -383,34 +384,6 @@ ALL_TRUE = {
         "operator-validator",
     )
 }
-
-
-def schedulable(workload: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Whether a node with `labels` satisfies the pod's nodeSelector and required node affinity
-    (In, NotIn, Exists, DoesNotExist as the scheduler reads them)."""
-    spec = pod(workload)
-    if any(labels.get(key) != value for key, value in spec.get("nodeSelector", {}).items()):
-        return False
-    required = (
-        spec.get("affinity", {})
-        .get("nodeAffinity", {})
-        .get("requiredDuringSchedulingIgnoredDuringExecution")
-    )
-    if not required:
-        return True
-
-    def holds(expression: dict[str, Any]) -> bool:
-        value = labels.get(expression["key"])
-        operator = expression["operator"]
-        if operator == "In":
-            return value in expression["values"]
-        if operator == "NotIn":
-            return value not in expression["values"]
-        return (value is not None) == (operator == "Exists")
-
-    return any(
-        all(holds(e) for e in term["matchExpressions"]) for term in required["nodeSelectorTerms"]
-    )
 
 
 def gpu_node(workload: dict[str, Any]) -> dict[str, str]:

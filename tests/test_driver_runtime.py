@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_documents
+from manifests import schedulable
 from ruamel.yaml import YAML
 
 from gpustack import lint
@@ -301,6 +302,85 @@ def test_precompiled_driver_is_per_kernel(tmp_path):
     assert _affinity(workload)["feature.node.kubernetes.io/kernel-version.full"] == [
         "6.8.0-60-generic"
     ]
+
+
+def test_precompiled_drivers_follow_a_rolling_kernel_upgrade(tmp_path):
+    """A precompiled image serves one kernel (gpu-operator v26.7.0 golden driver-precompiled
+    render: the image `<branch>-<kernel>-<os>`, the DaemonSet on NFD's kernel-version.full; the
+    operator's NVIDIADriver renders one DaemonSet per OS and kernel, internal/state/driver.go).
+    With the old and the new kernel listed, a node rebooted into the new kernel gets the new
+    kernel's driver pod, one not yet rebooted keeps its own: every node has exactly one."""
+    kernels = ["6.8.0-60-generic", "6.8.0-62-generic"]
+    driver = {
+        "mode": "container",
+        "precompiled": True,
+        "kernelVersions": kernels,
+        "nodeOS": "ubuntu24.04",
+    }
+    pool = {"name": "inference", "selector": {"example.com/gpu-pool": "inference"}, "canary": True}
+    workloads = daemonsets(
+        rendered(tmp_path, "kubeadm", {"driver": driver, "nodes": {"pools": [pool]}})
+    )
+    drivers = {
+        name: workload
+        for name, workload in workloads.items()
+        if workload["metadata"]["labels"]["app.kubernetes.io/component"] == "nvidia-driver"
+    }
+    assert sorted(drivers) == [
+        "nvidia-driver-daemonset-6.8.0-60-generic",
+        "nvidia-driver-daemonset-6.8.0-62-generic",
+        "nvidia-driver-daemonset-inference-6.8.0-60-generic",
+        "nvidia-driver-daemonset-inference-6.8.0-62-generic",
+    ]
+    for kernel in kernels:
+        workload = drivers[f"nvidia-driver-daemonset-{kernel}"]
+        assert images(workload) == [f"{DRIVER_IMAGE}:595-{kernel}-ubuntu24.04"]
+
+    def runs_on(labels: dict[str, str]) -> list[str]:
+        node = {
+            "feature.node.kubernetes.io/pci-10de.present": "true",
+            "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+            "feature.node.kubernetes.io/system-os_release.VERSION_ID": "24.04",
+            **labels,
+        }
+        return [name for name, workload in drivers.items() if schedulable(workload, node)]
+
+    for kernel in kernels:
+        labels = {"feature.node.kubernetes.io/kernel-version.full": kernel}
+        assert runs_on(labels) == [f"nvidia-driver-daemonset-{kernel}"]
+        pool_labels = {**labels, "example.com/gpu-pool": "inference"}
+        assert runs_on(pool_labels) == [f"nvidia-driver-daemonset-inference-{kernel}"]
+    # A kernel nobody listed gets no driver pod (no image exists for it).
+    assert runs_on({"feature.node.kubernetes.io/kernel-version.full": "6.8.0-63-generic"}) == []
+
+
+@pytest.mark.parametrize(
+    ("driver", "field"),
+    [
+        (
+            {
+                "mode": "container",
+                "precompiled": True,
+                "kernelVersion": "6.8.0-60-generic",
+                "kernelVersions": ["6.8.0-62-generic"],
+            },
+            "driver.kernelVersion",
+        ),
+        ({"mode": "container", "kernelVersions": ["6.8.0-62-generic"]}, "driver.kernelVersions"),
+        (
+            {
+                "mode": "container",
+                "precompiled": True,
+                "kernelVersions": ["6.8.0-62-generic", "6.8.0-62-generic"],
+            },
+            "driver.kernelVersions.1",
+        ),
+    ],
+)
+def test_kernel_versions_mistakes_are_refused(tmp_path, driver, field):
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "kubeadm", driver=driver)
+    assert raised.value.field == field
 
 
 @pytest.mark.parametrize(

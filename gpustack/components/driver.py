@@ -92,7 +92,9 @@ RHEL_SUBSCRIPTION = (
 )
 
 
-def image(stack: Stack) -> str:
+def image(stack: Stack, kernel: str | None = None) -> str:
+    """The driver image; `kernel`: the precompiled image for that kernel (one of
+    `driver.kernelVersions`), else `driver.kernelVersion`'s."""
     driver = stack.config.driver
     if stack.facts.driver.nodeOS:
         # The platform's OS for its version, tagged as the GPU Operator tags it: RHCOS up to
@@ -101,7 +103,7 @@ def image(stack: Stack) -> str:
     if driver.precompiled:
         # Precompiled tags are <branch>-<kernel>-<os> (gpu-operator golden precompiled render).
         branch = driver.version.split(".")[0]
-        return f"{IMAGE}:{branch}-{driver.kernelVersion}-{driver.nodeOS}"
+        return f"{IMAGE}:{branch}-{kernel or driver.kernelVersion}-{driver.nodeOS}"
     return f"{IMAGE}:{driver.version}-{driver.nodeOS}"
 
 
@@ -133,12 +135,28 @@ def rhcos_pins(stack: Stack) -> list[RhcosPin | None]:
     return [None]
 
 
-def daemonset_name(pin: RhcosPin | None, pool: NodePool | None = None) -> str:
+def kernels(stack: Stack) -> list[str | None]:
+    """The driver DaemonSets to render, one per kernel of `driver.kernelVersions` (precompiled
+    images are built for one kernel each); None: one for every node (the nodes of
+    `driver.kernelVersion` where it is the one kernel)."""
+    driver = stack.config.driver
+    if stack.driver_mode == "container" and driver.precompiled and driver.kernelVersions:
+        return list(driver.kernelVersions)
+    return [None]
+
+
+def daemonset_name(
+    pin: RhcosPin | None, pool: NodePool | None = None, kernel: str | None = None
+) -> str:
     # The GPU Operator names a build's DaemonSet `<name>-<RHCOS version>`
     # (controllers/object_controls.go transformOpenShiftDriverToolkitContainer, v26.7.0); a
-    # pool's is `<name>-<pool>` before that.
+    # pool's is `<name>-<pool>` before that. A kernel's is `<name>-<kernel>` in the same way
+    # (the operator's NVIDIADriver renders one per OS and kernel, internal/state/driver.go
+    # getDriverAppName, hashing the kernel into the name instead).
     name = f"{NAME}-{pool.name}" if pool else NAME
-    return f"{name}-{pin.version}" if pin else name
+    if pin:
+        return f"{name}-{pin.version}"
+    return f"{name}-{kernel}" if kernel else name
 
 
 def driver_pools(stack: Stack) -> list[NodePool]:
@@ -171,9 +189,12 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         for obj in objects:
             rollout(obj, CANARY)
     for pin in rhcos_pins(stack):
-        objects.append(_daemonset(stack, pin, exclude=pools))
-        for pool in pools:
-            objects.append(_daemonset(_with_version(stack, pool), pin, pool=pool))
+        for kernel in kernels(stack):
+            objects.append(_daemonset(stack, pin, exclude=pools, kernel=kernel))
+            for pool in pools:
+                objects.append(
+                    _daemonset(_with_version(stack, pool), pin, pool=pool, kernel=kernel)
+                )
     return objects
 
 
@@ -204,7 +225,9 @@ def manager_image(stack: Stack) -> str:
     return f"{MANAGER_IMAGE}:{stack.config.driver.manager.version}"
 
 
-def _node_requirements(stack: Stack, pin: RhcosPin | None) -> list[dict[str, Any]]:
+def _node_requirements(
+    stack: Stack, pin: RhcosPin | None, kernel: str | None
+) -> list[dict[str, Any]]:
     """NFD labels that keep the image on nodes it was built for."""
     driver = stack.config.driver
     if stack.config.nfd.mode == "disabled":
@@ -223,8 +246,10 @@ def _node_requirements(stack: Stack, pin: RhcosPin | None) -> list[dict[str, Any
             {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [pin.version]}
         )
     if driver.precompiled:
+        # One kernel, as the GPU Operator's precompiled DaemonSet selects it (golden
+        # driver-precompiled render: kernel-version.full).
         requirements.append(
-            {"key": NFD_KERNEL, "operator": "In", "values": [str(driver.kernelVersion)]}
+            {"key": NFD_KERNEL, "operator": "In", "values": [str(kernel or driver.kernelVersion)]}
         )
     return requirements
 
@@ -243,9 +268,10 @@ def _daemonset(
     pin: RhcosPin | None,
     pool: NodePool | None = None,
     exclude: list[NodePool] | None = None,
+    kernel: str | None = None,
 ) -> dict[str, Any]:
-    """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`), for a pool's nodes
-    (`pool`), or for the nodes in none of the `exclude` pools."""
+    """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`, or one kernel,
+    `kernel`), for a pool's nodes (`pool`), or for the nodes in none of the `exclude` pools."""
     dtk = stack.driver_mode == "driver-toolkit"
     env: list[dict[str, Any]] = [
         # The driver container must not be handed GPUs by an nvidia runtime (upstream).
@@ -299,7 +325,7 @@ def _daemonset(
     pre_stop = f"rm -f {READY_FILE} {DAEMONS_STATUS_FILE}"
     driver_container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": image(stack),
+        "image": image(stack, kernel),
         # DTK: the driver container prepares the shared folder and waits for the DTK sidecar to
         # build the modules against the node's kernel (gpu-operator OpenShift golden render).
         "command": ["ocp_dtk_entrypoint"] if dtk else ["nvidia-driver"],
@@ -387,7 +413,7 @@ def _daemonset(
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
-    requirements = _node_requirements(stack, pin)
+    requirements = _node_requirements(stack, pin, kernel)
     required = pod_spec["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -440,7 +466,7 @@ def _daemonset(
     # ocpDriverToolkitVersionLabel, v26.7.0).
     labels = {"openshift.driver-toolkit": "true"} if pin else None
     workload = daemonset(
-        stack, daemonset_name(pin, pool), pod_spec, component=COMPONENT, labels=labels
+        stack, daemonset_name(pin, pool, kernel), pod_spec, component=COMPONENT, labels=labels
     )
     if pin:
         workload["metadata"]["labels"]["openshift.driver-toolkit.rhcos"] = pin.version
