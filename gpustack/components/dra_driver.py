@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import ready_files
+from gpustack import metrics, ready_files
 from gpustack.decorate import mirrored
 from gpustack.model import ResourceRequirements
 from gpustack.stack import Stack, dra_gate_enabled
@@ -31,7 +31,7 @@ from gpustack.workload import (
 # The chart's name, which names its objects (templates/_helpers.tpl dra-driver-nvidia-gpu.name,
 # fullname for a release of the same name).
 CHART = "dra-driver-nvidia-gpu"
-KUBELET_PLUGIN = f"{CHART}-kubelet-plugin"
+KUBELET_PLUGIN = metrics.DRA_KUBELET_PLUGIN  # f"{CHART}-kubelet-plugin"
 CONTROLLER = f"{CHART}-controller"
 # _helpers.tpl serviceAccountName: "<fullname>-service-account", suffixed per workload
 # (kubeletplugin.yaml, controller.yaml).
