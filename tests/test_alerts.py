@@ -708,8 +708,7 @@ def test_dra_nodes_are_left_out_of_gpus_not_advertised_and_their_plugin_is_watch
                 expected(
                     {"severity": "warning", "namespace": NS, "daemonset": plugin},
                     "A GPU DaemonSet is not running on every GPU node it should.",
-                    f"DaemonSet {NS}/{plugin} has no available pod on 1 of its GPU nodes for "
-                    "15m.",
+                    f"DaemonSet {NS}/{plugin} has no available pod on 1 of its GPU nodes for 15m.",
                 )
             ],
         },

@@ -218,6 +218,46 @@ def test_a_gpu_limit_on_dra_nodes_is_served_where_the_device_class_names_it(
     assert ("gpu-resource-on-dra" in rules) is pending
 
 
+def test_the_dcgm_exporter_ties_dra_gpus_to_their_pods(tmp_path):
+    """dcgm-exporter's chart with kubernetesDRA.enabled (NVIDIA/dcgm-exporter deployment/
+    templates/daemonset.yaml, clusterrole.yaml, serviceaccount.yaml, d5e5f51): DRA mode on
+    (KUBERNETES_ENABLE_DRA), an API token, and read access to pods and ResourceSlices, without
+    which the GPUs a ResourceClaim hands out carry no pod labels."""
+    objects = objects_of(tmp_path)
+    exporter = named(objects, "DaemonSet")["nvidia-dcgm-exporter"]
+    (container,) = containers(exporter).values()
+    assert env(container)["KUBERNETES_ENABLE_DRA"] == "true"
+    spec = exporter["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    token = mounts["/var/run/secrets/kubernetes.io/serviceaccount"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == token]
+    sources = volume["projected"]["sources"]
+    assert any("serviceAccountToken" in source for source in sources)
+    role = named(objects, "ClusterRole")["nvidia-dcgm-exporter"]
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    for verb in ("get", "list", "watch"):
+        assert ("resource.k8s.io", "resourceslices", verb) in granted
+        assert ("", "pods", verb) in granted
+    binding = named(objects, "ClusterRoleBinding")["nvidia-dcgm-exporter"]
+    assert binding["roleRef"]["name"] == "nvidia-dcgm-exporter"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": "gpu-system"}
+    ]
+    # Without DRA the exporter reaches no API server: no token, no role.
+    plain = objects_of(tmp_path, gpuAllocation="device-plugin")
+    exporter = named(plain, "DaemonSet")["nvidia-dcgm-exporter"]
+    (container,) = containers(exporter).values()
+    assert "KUBERNETES_ENABLE_DRA" not in env(container)
+    assert not any("serviceaccount" in m["mountPath"] for m in container["volumeMounts"])
+    assert "nvidia-dcgm-exporter" not in named(plain, "ClusterRole")
+
+
 def test_a_kubernetes_gate_that_changes_nothing_is_refused(tmp_path):
     problem = refusal(
         tmp_path,
