@@ -1247,7 +1247,8 @@ class Validator(WithResources):
             "deploy NVIDIA's validator DaemonSet, which proves each GPU node (driver, "
             "/dev/char symlinks, runtime, CUDA, device plugin) and writes the ready files the "
             "other GPU DaemonSets wait for; `auto`: where its driver validation finds the "
-            "driver (a driver container, or a host driver at `/`): not on GKE"
+            "driver (a driver container, or a host driver at `/`): not on GKE; `false` is "
+            "refused where it would run"
         ),
     )
     # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `validator`: the

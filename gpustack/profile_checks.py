@@ -602,6 +602,36 @@ def _check_dra_gates(config: GPUStack, layers: list[Layer]) -> None:
 
 
 def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    path = ("validator", "enabled")
+    if (
+        config.validator.enabled is False
+        and set_by_user(layers, path)
+        and validator_finds_driver(config, profile)
+    ):
+        # The GPU Operator has no switch for its validator (api/nvidia/v1/clusterpolicy_types.go
+        # ValidatorSpec, v26.7.0): it is what every GPU DaemonSet waits on, and its driver
+        # validation is what creates the /dev/char symlinks where no toolkit DaemonSet does.
+        stack = Stack(config, profile, "")
+        lost = []
+        if not stack.toolkit_enabled and config.nodes.cgroupDriver == "systemd":
+            lost.append(
+                "the /dev/char symlinks of NVIDIA's device nodes, which nothing else here "
+                "creates (with the systemd cgroup driver running GPU pods lose their GPUs at the "
+                "next systemctl daemon-reload)"
+            )
+        lost.append(
+            "the wait of the device plugin, GFD, the DCGM exporter and the MIG manager for the "
+            "driver and the runtime (after every reboot and driver upgrade they would start "
+            "first and crash-loop into minutes of back-off, advertising nothing meanwhile)"
+        )
+        raise UserError(
+            "turning the validator off would remove " + " and ".join(lost) + "; NVIDIA's GPU "
+            "Operator has no switch for its validator",
+            nearest(layers[1:], path),
+            field="validator.enabled",
+            hint="remove it (auto deploys the validator here); validator.cudaWorkload: false "
+            "skips its CUDA pod",
+        )
     if config.validator.enabled is True and not validator_finds_driver(config, profile):
         raise UserError(
             f"NVIDIA's validator cannot validate the driver on profile "
