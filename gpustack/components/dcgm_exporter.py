@@ -20,8 +20,8 @@ from gpustack.stack import Stack
 from gpustack.workload import (
     API_ACCESS,
     API_ACCESS_MOUNT,
-    cluster_role_with_binding,
     COMPONENT_LABEL,
+    cluster_role_with_binding,
     config_map,
     daemonset,
     driver_mount,
