@@ -547,10 +547,21 @@ def test_argocd_syncs_the_canary_driver_before_every_other_workload(tmp_path):
         if obj["kind"] not in ("Application",)
     }
     canary = waves[("DaemonSet", "nvidia-driver-daemonset-inference")]
+    # NFD labels the nodes the canary's driver selects (pci-10de.present, system-os_release):
+    # on a first install it must run before the canary is applied, or the canary schedules no
+    # pod, is healthy at once and gates nothing.
+    discovery = [
+        wave
+        for (kind, name), wave in waves.items()
+        if name.startswith("nfd-") or kind == "NodeFeatureRule"
+    ]
+    assert ("DaemonSet", "nfd-worker") in waves
+    assert ("NodeFeatureRule", "nvidia-gpu-pci-10de") in waves
+    assert discovery and max(discovery) < canary
     others = [
         wave
         for (kind, name), wave in waves.items()
-        if kind == "DaemonSet" and not name.endswith("-inference")
+        if kind == "DaemonSet" and not name.endswith("-inference") and not name.startswith("nfd-")
     ]
     assert others and canary < min(others)
     # What the canary's driver pod needs is there by its wave.
@@ -577,9 +588,11 @@ def test_flux_applies_the_rest_only_once_the_canary_stage_is_ready(tmp_path):
     assert kustomizations["canary"]["path"].endswith("/canary")
     assert kustomizations["workloads"]["dependsOn"] == [{"name": "gpustack-lab-canary"}]
     assert kustomizations["canary"]["dependsOn"] == [{"name": "gpustack-lab-foundation"}]
-    rendering_files = {
-        name
-        for name in files(
+    # NFD comes with the foundation, which then waits for it: the canary's driver selects its
+    # nodes by NFD's labels.
+    assert kustomizations["foundation"]["wait"] is True
+    all_files = set(
+        files(
             render(
                 stack_for(
                     tmp_path,
@@ -590,9 +603,11 @@ def test_flux_applies_the_rest_only_once_the_canary_stage_is_ready(tmp_path):
                 )
             )
         )
-        if name.startswith("canary/")
-    }
+    )
+    rendering_files = {name for name in all_files if name.startswith("canary/")}
     assert "canary/daemonset-nvidia-driver-daemonset-inference.yaml" in rendering_files
+    assert "foundation/daemonset-nfd-worker.yaml" in all_files
+    assert "foundation/nodefeaturerule-nvidia-gpu-pci-10de.yaml" in all_files
     assert "canary/serviceaccount-nvidia-driver.yaml" in rendering_files
     assert not any("device-plugin" in name for name in rendering_files)
 
