@@ -31,6 +31,7 @@ from conftest import SHARED, stack_for, validate_upstream, yaml_document, yaml_d
 from manifests import schedulable
 
 from gpustack import lint
+from gpustack.components import driver as driver_component
 from gpustack.errors import UserError
 from gpustack.objects import identity
 from gpustack.render import Rendering, render
@@ -220,6 +221,26 @@ def test_what_installs_nothing_reloads_no_driver(tmp_path, profile, sections):
         == before
     )
     assert digest(driver={"version": "580.95.05"}) != before
+
+
+def test_a_new_probe_reloads_no_driver(tmp_path, monkeypatch):
+    """The startup probe and the preStop hook judge and clean up after the driver; they install
+    nothing, so a gpustack release that changes them must not reload every node's driver."""
+    config = {"driver": {"mode": "container"}}
+
+    def digest_and_probe() -> tuple[str, str]:
+        workload = daemonsets(rendered(tmp_path, "kubeadm", config))[DRIVER]
+        (container,) = [c for c in pod(workload)["containers"] if c["name"] == "nvidia-driver-ctr"]
+        return (
+            str(env(manager(workload))["DRIVER_CONFIG_DIGEST"]),
+            container["startupProbe"]["exec"]["command"][2],
+        )
+
+    before, probe = digest_and_probe()
+    monkeypatch.setattr(driver_component, "_startup_probe", lambda: "nvidia-smi")
+    after, changed = digest_and_probe()
+    assert changed != probe
+    assert after == before
 
 
 @pytest.mark.parametrize(

@@ -332,15 +332,6 @@ def _daemonset(
         "args": ["nv-ctr-run-with-dtk"] if dtk else ["init"],
         "env": env,
         "securityContext": _privileged(stack),
-        # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
-        "startupProbe": {
-            "exec": {"command": ["sh", "-c", _startup_probe()]},
-            "initialDelaySeconds": 60,
-            "periodSeconds": 10,
-            "timeoutSeconds": 60,
-            "failureThreshold": 120,
-        },
-        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", pre_stop]}}},
         "volumeMounts": mounts,
     }
     containers = [driver_container]
@@ -382,8 +373,9 @@ def _daemonset(
     # it installs the user-space files only (gpu-driver-container ubuntu22.04/nvidia-driver and
     # rhel9/common.sh `_should_skip_kernel_module_reload`; gpu-operator sets it on both containers,
     # controllers/object_controls.go DRIVER_CONFIG_DIGEST, v26.7.0).
-    # What the pod gains below (the driver manager, the readiness probe, scheduling, the update
-    # strategy) installs nothing: it stays out of the digest, so changing it reloads no driver.
+    # What the pod gains below (the probes and the preStop hook, the driver manager,
+    # scheduling, the update strategy) installs nothing: it stays out of the digest, so changing
+    # it reloads no driver.
     digest = _digest({"containers": containers, "volumes": volumes})
     for container in containers:
         container["env"].append({"name": "DRIVER_CONFIG_DIGEST", "value": digest})
@@ -397,6 +389,19 @@ def _daemonset(
         f"test -f /sys/module/nvidia/refcnt && test -f {READY_FILE} && "
         f'{{ [ ! -f {DAEMONS_STATUS_FILE} ] || [ "$(cat {DAEMONS_STATUS_FILE})" = Ready ]; }} && '
         "nvidia-smi"
+    )
+    driver_container.update(
+        {
+            # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
+            "startupProbe": {
+                "exec": {"command": ["sh", "-c", _startup_probe()]},
+                "initialDelaySeconds": 60,
+                "periodSeconds": 10,
+                "timeoutSeconds": 60,
+                "failureThreshold": 120,
+            },
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", pre_stop]}}},
+        }
     )
     driver_container["readinessProbe"] = {
         "exec": {"command": ["sh", "-c", readiness]},
