@@ -54,9 +54,10 @@ def is_discovery(obj: dict[str, Any]) -> bool:
     return _rollout_step(obj) == DISCOVERY
 
 
-def _rollout_step(obj: dict[str, Any]) -> Any:
+def _rollout_step(obj: dict[str, Any]) -> str | None:
     labels = obj.get("metadata", {}).get("labels", {})
-    return labels.get(ROLLOUT_LABEL) if isinstance(labels, dict) else None
+    step = labels.get(ROLLOUT_LABEL) if isinstance(labels, dict) else None
+    return step if isinstance(step, str) else None
 
 
 def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
