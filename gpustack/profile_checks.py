@@ -603,9 +603,14 @@ def _check_dra_gates(config: GPUStack, layers: list[Layer]) -> None:
 
 def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     path = ("validator", "enabled")
+    defaults = profile.defaults.get("validator")
+    # A profile whose nodes the validator cannot serve says so (eks-bottlerocket: the OS runs
+    # the driver and device plugin as host services).
+    profile_off = isinstance(defaults, dict) and defaults.get("enabled") is False
     if (
         config.validator.enabled is False
         and set_by_user(layers, path)
+        and not profile_off
         and validator_finds_driver(config, profile)
     ):
         # The GPU Operator has no switch for its validator (api/nvidia/v1/clusterpolicy_types.go
