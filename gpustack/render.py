@@ -8,11 +8,12 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, rehash, stage
+from gpustack.decorate import decorate, image_sources, rehash, stage
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
@@ -49,6 +50,12 @@ class Rendering:
     # finding on such an object names them (fleet.check_all).
     patched: dict[Identity, list[str]] = field(default_factory=dict)
     namespace: str = ""  # the stack's
+    # Each image the pods pull that decorate rewrote (pinned by the image lock, mirrored), mapped
+    # to the reference the components wrote; the lock file beside the config, and whether the
+    # config asks for every image by digest (images.requireDigests): gpustack.images reads them.
+    image_sources: dict[str, str] = field(default_factory=dict)
+    lock_file: Path | None = None
+    require_digests: bool = False
 
     @cached_property
     def content_keys(self) -> list[bytes]:
@@ -61,13 +68,18 @@ class Rendering:
 def render(stack: Stack) -> Rendering:
     tool = stack.config.gitops.tool
     images = stack.config.images
+    built = build_all(stack)
+    digests = stack.image_digests
+    # What the components wrote for each image decorate rewrites (`gpustack images`' sources).
+    sources = image_sources(built, images.registry, digests) if images.registry or digests else {}
     objects = decorate(
-        build_all(stack),
+        built,
         sync_waves=tool == "argocd",
         platform_runtime_classes=stack.facts.runtime.providedRuntimeClasses,
         registry=images.registry,
         pull_secrets=images.pullSecrets,
         resources=stack.component_resources,
+        digests=digests,
     )
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
@@ -128,6 +140,9 @@ def render(stack: Stack) -> Rendering:
         gitops_path=_gitops_path(stack),
         patched=patched,
         namespace=stack.namespace,
+        image_sources=sources,
+        lock_file=stack.lock_file,
+        require_digests=images.requireDigests,
     )
 
 
