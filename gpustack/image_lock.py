@@ -39,8 +39,8 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 MAX_BYTES = 8 * 1024 * 1024
 LOCK_HINT = "fill it with `gpustack images CONFIG --lock-from FILE`"
 SAVED_HINT = (
-    "save `skopeo inspect docker://IMAGE` as it prints, or one `IMAGE DIGEST` or "
-    "`IMAGE@DIGEST` line per image (`crane digest`, `crane digest --full-ref`)"
+    "save what `skopeo inspect docker://IMAGE` prints, or one `IMAGE DIGEST` or `IMAGE@DIGEST` "
+    "line per image, as `crane digest` and `crane digest --full-ref` give them"
 )
 # Docker's own registry and namespace, which a short name means (distribution/reference
 # normalize.go: docker.io, library/).

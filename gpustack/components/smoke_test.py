@@ -93,8 +93,8 @@ def name(stack: Stack) -> str:
     """`gpu-smoke-test-<hash>`: a Job's pod template cannot change, so a changed Job must be a new
     object; and a new Job after every change of the stack tests it again. The hash covers what the
     rendering is a function of (gpustack's version, the profile, the config but for the cluster's
-    name, and the patches as read, a patch file's content included), so clusters of a fleet that
-    differ only in name share one Job object."""
+    name, the patches as read, a patch file's content included, and the image lock's digests), so
+    clusters of a fleet that differ only in name share one Job object."""
     inputs = "\n".join(
         (
             gpustack.__version__,
@@ -102,7 +102,13 @@ def name(stack: Stack) -> str:
             # Without node pools, the field is left out: the name stays what it was before
             # pools existed; so is a pool's unset gpuAllocation, from before pools had one.
             stack.config.model_dump_json(
-                exclude={"metadata": True, "extends": True, "patches": True}
+                # images.requireDigests changes no object: only whether render and check pass.
+                exclude={
+                    "metadata": True,
+                    "extends": True,
+                    "patches": True,
+                    "images": {"requireDigests"},
+                }
                 | (
                     {"nodes": {"pools": _unset_pool_fields(stack)}}
                     if stack.pools
@@ -110,6 +116,9 @@ def name(stack: Stack) -> str:
                 )
             ),
             json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
+            # A Job's pod template cannot change: newly pinned images make a new Job. Without a
+            # lock nothing is added, and the name stays what it was before locks existed.
+            *([json.dumps(sorted(stack.image_digests.items()))] if stack.image_digests else []),
         )
     )
     return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
