@@ -224,7 +224,7 @@ def as_skopeo_sync(images: Sequence[Image]) -> str:
         "# The images to copy into an air-gapped registry. On the connected side:\n"
         "#   skopeo sync --all --preserve-digests --scoped --src yaml --dest dir THIS-FILE DIR\n"
         "# then, inside, once per registry folder of DIR, into the mirror of images.registry:\n"
-        "#   skopeo sync --all --preserve-digests --src dir --dest docker DIR/REGISTRY MIRROR\n"
+        "#   skopeo sync --all --preserve-digests --scoped --src dir --dest docker DIR/REGISTRY MIRROR\n"
         + emit.dump(document)
     )
 

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -201,13 +202,18 @@ def test_skopeo_reads_the_sync_file_offline(tmp_path, unmirrored_sources):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    planned = re.findall(r'Would have copied image ref \d+/\d+" from="docker://([^"]+)" to="dir:([^"]+)"', result.stderr)
+    planned = re.findall(
+        r'Would have copied image ref \d+/\d+" from="docker://([^"]+)" to="dir:([^"]+)"',
+        result.stderr,
+    )
     expected = {copied(image) for image in unmirrored_sources}
     assert {source for source, _ in planned} == expected
     assert len(planned) == len(expected)
     # --scoped: each image under its registry and path, so that a sync from DIR/REGISTRY into
     # the mirror gives the names images.registry makes.
-    assert {destination for _, destination in planned} == {f"{target}/{image}" for image in expected}
+    assert {destination for _, destination in planned} == {
+        f"{target}/{image}" for image in expected
+    }
 
 
 @pytest.mark.skopeo
@@ -216,7 +222,11 @@ def test_skopeo_fails_only_where_it_reaches_a_registry(tmp_path):
     sync.write_text(images(EXAMPLES / "kubeadm.yaml", "--output", "skopeo-sync"))
     # A proxy on a closed local port: every registry request fails at once, and nothing is
     # fetched even on a machine with network.
-    environment = {**os.environ, "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    environment = {
+        **os.environ,
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+    }
     result = subprocess.run(
         [SKOPEO, "sync", "--keep-going", "--all", "--preserve-digests", "--scoped"]
         + ["--src", "yaml", "--dest", "dir", str(sync), str(tmp_path / "dir")],
@@ -276,7 +286,10 @@ OC_MIRROR_SCHEMA = {
                         "additionalProperties": False,
                         "required": ["name"],
                         "properties": {
-                            "name": {"type": "string", "pattern": r"^[^@:]+(:[^/@]+)?(@sha256:[0-9a-f]{64})?$"}
+                            "name": {
+                                "type": "string",
+                                "pattern": r"^[^@:]+(:[^/@]+)?(@sha256:[0-9a-f]{64})?$",
+                            }
                         },
                     },
                 },
@@ -317,7 +330,10 @@ def test_cyclonedx_document_is_valid_by_cyclonedx_own_schema(tmp_path):
     assert pause["name"] == "gke.gcr.io/pause"
     assert pause["version"] == "3.8"
     assert pause["hashes"] == [
-        {"alg": "SHA-256", "content": "880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"}
+        {
+            "alg": "SHA-256",
+            "content": "880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830",
+        }
     ]
     assert pause["purl"].startswith("pkg:oci/pause@sha256%3A880e63f9")
     plugin = components["nvcr.io/nvidia/k8s-device-plugin:v0.20.0"]
@@ -350,20 +366,38 @@ def test_lock_from_saved_skopeo_and_crane_output_pins_every_image(cluster):
     plugin = f"{MIRROR}/nvidia/k8s-device-plugin:v0.20.0"
     (folder / "plugin.json").write_text(
         json.dumps(
-            {"Name": plugin.rsplit(":", 1)[0], "Digest": fake_digest(plugin), "RepoTags": ["v0.20.0", "v0.19.0"]},
+            {
+                "Name": plugin.rsplit(":", 1)[0],
+                "Digest": fake_digest(plugin),
+                "RepoTags": ["v0.20.0", "v0.19.0"],
+            },
             indent=4,
         )
     )
     # `IMAGE DIGEST` lines (crane digest in a loop) for the others, by their upstream names,
     # and one `crane digest --full-ref` line.
-    lines = [f"{image} {fake_digest(image)}" for image in mirrored if "k8s-device-plugin" not in image and "kubectl" not in image]
+    lines = [
+        f"{image} {fake_digest(image)}"
+        for image in mirrored
+        if "k8s-device-plugin" not in image and "kubectl" not in image
+    ]
     kubectl = next(image for image in mirrored if "kubectl" in image)
     lines.append(f"{kubectl.rsplit(':', 1)[0]}@{fake_digest(kubectl)}")
     (folder / "digests.txt").write_text("# saved\n" + "\n".join(lines) + "\n")
 
-    result = run_gpustack("images", cluster, "--lock-from", folder / "plugin.json", "--lock-from", folder / "digests.txt")
+    result = run_gpustack(
+        "images",
+        cluster,
+        "--lock-from",
+        folder / "plugin.json",
+        "--lock-from",
+        folder / "digests.txt",
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stderr == f"{display(folder / 'gpustack.lock')}: {len(sources)} digest(s) added, 0 changed\n"
+    assert (
+        result.stderr
+        == f"{display(folder / 'gpustack.lock')}: {len(sources)} digest(s) added, 0 changed\n"
+    )
     lock = yaml.safe_load((folder / "gpustack.lock").read_text())
     assert lock["kind"] == "ImageLock"
     assert lock["images"] == {
@@ -408,8 +442,14 @@ def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
     (folder / "saved.txt").write_text(f"nvcr.io/nvidia/gpu-operator@{fake_digest('x')}\n")
     # The validator and the node status exporter pull the operator's image at two tags.
     result = run_gpustack(
-        "images", cluster, "--lock-from", folder / "saved.txt",
-        "--set", "nodeStatusExporter.version=v26.3.0", "--set", "nodeStatusExporter.enabled=true",
+        "images",
+        cluster,
+        "--lock-from",
+        folder / "saved.txt",
+        "--set",
+        "nodeStatusExporter.version=v26.3.0",
+        "--set",
+        "nodeStatusExporter.enabled=true",
     )
     assert result.returncode == 2, result.stderr
     assert "names a repository without a tag, and these clusters pull 2 tags of it" in result.stderr
@@ -445,7 +485,9 @@ def test_require_digests_fails_check_until_every_image_is_locked(cluster):
     assert run_gpustack("check", cluster, "-o", out).returncode == 0
     # One image no longer locked: check fails and names it.
     lock = folder / "gpustack.lock"
-    lock.write_text("".join(line for line in lock.read_text().splitlines(True) if "kubectl" not in line))
+    lock.write_text(
+        "".join(line for line in lock.read_text().splitlines(True) if "kubectl" not in line)
+    )
     stale = run_gpustack("check", cluster, "-o", out)
     assert stale.returncode == 1
     assert "image-not-locked" in stale.stdout + stale.stderr
@@ -463,3 +505,91 @@ def test_a_changed_lock_checks_the_configs_beside_it(cluster):
     result = run_gpustack("check", folder, folder / "gpustack.lock", "-o", out)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "committed output is stale" in result.stderr
+
+
+# --- the walk-through of docs/air-gapped.md, as written ------------------------------------
+
+WALK_THROUGH = ROOT / "docs" / "air-gapped.md"
+# Stands in for skopeo where it would reach a registry; runs the real one where it reads files.
+# `sync` runs skopeo itself with --dry-run (it reads the sync file or the folder and says what it
+# would copy where), and lays out what a copy into a folder would write, so that the step inside
+# the gap finds the images; `inspect` prints a digest made from the image's name.
+SKOPEO_STAND_IN = """#!{python}
+import hashlib, os, re, subprocess, sys
+arguments = sys.argv[1:]
+with open(os.environ["SKOPEO_CALLS"], "a") as log:
+    log.write(" ".join(arguments) + "\\n")
+if arguments[0] == "inspect":
+    image = arguments[-1].removeprefix("docker://")
+    print("sha256:" + hashlib.sha256(image.encode()).hexdigest())
+    sys.exit(0)
+result = subprocess.run(["{skopeo}", "sync", "--dry-run", *arguments[1:]], capture_output=True, text=True)
+sys.stderr.write(result.stderr)
+for target in re.findall(r'Would have copied image ref [0-9/]+" from="[^"]+" to="dir:([^"]+)"', result.stderr):
+    os.makedirs(target, exist_ok=True)
+    open(os.path.join(target, "manifest.json"), "w").write("{{}}")
+    open(os.path.join(target, "version"), "w").write("Directory Transport Version: 1.1\\n")
+sys.exit(result.returncode)
+"""
+
+
+def fenced(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.S | re.M)
+
+
+@pytest.mark.skopeo
+def test_the_air_gapped_walk_through_runs_as_written(tmp_path):
+    text = WALK_THROUGH.read_text()
+    (settings,) = fenced(text, "yaml")
+    config = yaml.safe_load((EXAMPLES / "rke2.yaml").read_text())
+    config.update(yaml.safe_load(settings))
+    assert config["images"]["requireDigests"] is True
+    (tmp_path / "clusters").mkdir()
+    (tmp_path / "clusters" / "rke2.yaml").write_text(yaml.safe_dump(config))
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    stand_in = tools / "skopeo"
+    stand_in.write_text(SKOPEO_STAND_IN.format(python=sys.executable, skopeo=SKOPEO))
+    stand_in.chmod(0o755)
+    gpustack = Path(sys.executable).parent / "gpustack"
+    assert gpustack.exists()
+    script = "\n".join(fenced(text, "sh"))
+    assert script.count("gpustack ") >= 5 and "skopeo sync" in script and "skopeo inspect" in script
+    environment = {
+        **os.environ,
+        "PATH": f"{tools}{os.pathsep}{gpustack.parent}{os.pathsep}{os.environ['PATH']}",
+        "SKOPEO_CALLS": str(tmp_path / "calls"),
+    }
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    # Inside the gap, skopeo copies each image to the name the rendered pods pull (digest aside).
+    pushed = set(re.findall(r'to="docker://([^"]+)"', result.stderr))
+    rendered = {image for image, _ in rendered_images(tmp_path / "out" / "rke2-mig")}
+    assert {image.split("@")[0] for image in rendered} == pushed
+    # Every image pinned by the digest the mirror served.
+    for image in rendered:
+        name, _, digest = image.partition("@")
+        assert digest == fake_digest(name), image
+    lock = yaml.safe_load((tmp_path / "clusters" / "gpustack.lock").read_text())
+    assert len(lock["images"]) == len(pushed)
+
+
+def test_locking_gives_the_smoke_test_a_new_job(cluster):
+    """A Job's pod template cannot change: pinned images make a new Job, not an edited one."""
+    folder = cluster.parent
+    assert run_gpustack("render", cluster, "-o", folder / "before").returncode == 0
+    mirrored = images(cluster).split()
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in mirrored))
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    assert run_gpustack("render", cluster, "-o", folder / "after").returncode == 0
+    before = {path.name for path in (folder / "before" / "rke2-mig").glob("job-*.yaml")}
+    after = {path.name for path in (folder / "after" / "rke2-mig").glob("job-*.yaml")}
+    assert len(before) == len(after) == 1
+    assert before != after
