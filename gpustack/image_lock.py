@@ -15,6 +15,7 @@ Both the lock and the saved files are untrusted: each read is bounded and goes t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -23,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpustack import emit
+from gpustack import emit, reading
 from gpustack.errors import Location, UserError, display_path
 from gpustack.model import IMAGE
 from gpustack.reading import decode, read_bounded
@@ -100,6 +101,11 @@ def lock_path(config: Path) -> Path:
 def read_lock(path: Path) -> dict[str, str]:
     """The lock at `path` (image -> digest), or nothing when there is no such file. Read once
     per process however many configs of a fleet share it (again when it changes)."""
+    if reading.revision_guard is not None:
+        # diff --git-ref: the revision's lock comes onto the disk when asked for; a path the
+        # revision must not be read through is refused by the read below.
+        with contextlib.suppress(UserError):
+            reading.revision_guard(os.path.abspath(path))
     try:
         found = os.stat(path)
     except FileNotFoundError:
