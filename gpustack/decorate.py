@@ -152,10 +152,11 @@ def pulled(image: str, registry: str | None, digests: Mapping[str, str]) -> str:
 
 def image_sources(
     objects: list[dict[str, Any]], registry: str | None, digests: Mapping[str, str]
-) -> dict[str, str]:
-    """Each image the workloads pull, as decorate() rewrites it, mapped to the reference the
-    components wrote (what a mirror copies it from): call before decorate()."""
-    sources = {}
+) -> dict[str, set[str]]:
+    """Each image the workloads pull, as decorate() rewrites it, mapped to the references the
+    components wrote (what a mirror copies it from; more than one when the mirror gives two
+    images one name): call before decorate()."""
+    sources: dict[str, set[str]] = {}
     for workload in objects:
         if workload.get("kind") in _WORKLOADS:
             spec = workload["spec"]["template"]["spec"]
@@ -163,7 +164,7 @@ def image_sources(
                 for container in spec.get(key, []):
                     if container.get("imagePullPolicy") != "Never":
                         image = container["image"]
-                        sources[pulled(image, registry, digests)] = image
+                        sources.setdefault(pulled(image, registry, digests), set()).add(image)
     return sources
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
 from gpustack.decorate import decorate, image_sources, rehash, stage
+from gpustack.errors import Location, UserError
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
@@ -71,7 +72,7 @@ def render(stack: Stack) -> Rendering:
     built = build_all(stack)
     digests = stack.image_digests
     # What the components wrote for each image decorate rewrites (`gpustack images`' sources).
-    sources = image_sources(built, images.registry, digests) if images.registry or digests else {}
+    sources = _image_sources(stack, built) if images.registry or digests else {}
     objects = decorate(
         built,
         sync_waves=tool == "argocd",
@@ -144,6 +145,24 @@ def render(stack: Stack) -> Rendering:
         lock_file=stack.lock_file,
         require_digests=images.requireDigests,
     )
+
+
+def _image_sources(stack: Stack, built: list[dict[str, Any]]) -> dict[str, str]:
+    """Each image the pods pull, mapped to the one the components wrote; a mirror that gives two
+    images one name would run one of them in the other's place."""
+    registry = stack.config.images.registry
+    found = image_sources(built, registry, stack.image_digests)
+    for pulled, sources in sorted(found.items()):
+        if len(sources) > 1:
+            raise UserError(
+                f"the mirror gives {' and '.join(sorted(sources))} one name, {pulled}: the "
+                "nodes would run one in the other's place",
+                Location(stack.source),
+                field="images.registry",
+                hint="mirror with the nodes' runtime instead, or name one of the images at a "
+                "path of its own, e.g. with smokeTest.image or a patch",
+            )
+    return {pulled: sources.pop() for pulled, sources in found.items()}
 
 
 def _gitops_path(stack: Stack) -> tuple[str, str] | None:
