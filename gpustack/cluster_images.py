@@ -165,12 +165,12 @@ def collect(renderings: Sequence[Rendering]) -> list[Image]:
                     image.source = source  # the other cluster wrote the mirror's name itself
                 elif source != reference:
                     raise UserError(
-                        f"images.registry gives two images one name: {image.source} and "
-                        f"{source} are both pulled as {reference}",
+                        f"the mirror gives two images of the fleet one name: {image.source} "
+                        f"and {source} are both pulled as {reference}",
                         Location(rendering.source),
                         field="images.registry",
-                        hint="mirror the clashing images under different paths (a registry "
-                        "of their own, or a patch that names the mirrored image)",
+                        hint="mirror the clashing images under different paths, e.g. a registry "
+                        "of their own, or a patch that names the mirrored image",
                     )
             image.pulled = image.pulled or pulled
             if use not in image.uses:

@@ -593,3 +593,41 @@ def test_locking_gives_the_smoke_test_a_new_job(cluster):
     after = {path.name for path in (folder / "after" / "rke2-mig").glob("job-*.yaml")}
     assert len(before) == len(after) == 1
     assert before != after
+
+
+def test_diff_against_a_revision_reads_the_revision_lock(cluster):
+    folder = cluster.parent
+    mirrored = images(cluster).split()
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in mirrored))
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    git = ["git", "-c", "user.email=test@example.com", "-c", "user.name=test"]
+    subprocess.run([*git, "init", "-q"], cwd=folder, check=True)
+    subprocess.run([*git, "add", "cluster.yaml", "gpustack.lock"], cwd=folder, check=True)
+    subprocess.run([*git, "commit", "-qm", "locked"], cwd=folder, check=True)
+    (folder / "gpustack.lock").unlink()
+    result = run_gpustack("diff", "--git-ref", "HEAD", cluster, "--output", "json", cwd=folder)
+    assert result.returncode == 1, result.stderr
+    changed = json.loads(result.stdout)
+    text = json.dumps(changed)
+    # The revision's images are pinned, the working tree's are not.
+    for image in mirrored:
+        assert f"{image}@{fake_digest(image)}" in text
+
+
+def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
+    """The RKE2 example's MIG manager pulls registry.k8s.io/kubectl through the mirror; a second
+    cluster's smoke test pulls quay.io/kubectl through the same one: one name, two images."""
+    shutil.copy(EXAMPLES / "rke2.yaml", tmp_path / "a.yaml")
+    other = (EXAMPLES / "kubeadm.yaml").read_text() + (
+        f"images:\n  registry: {MIRROR}\n"
+        "smokeTest:\n  enabled: true\n  image: quay.io/kubectl:v1.31.0\n"
+    )
+    (tmp_path / "b.yaml").write_text(other)
+    result = run_gpustack("images", tmp_path)
+    assert result.returncode == 2, result.stdout
+    assert result.stderr == (
+        f"error: {display(tmp_path / 'b.yaml')}: images.registry: the mirror gives two images "
+        "of the fleet one name: registry.k8s.io/kubectl:v1.31.0 and quay.io/kubectl:v1.31.0 are "
+        f"both pulled as {MIRROR}/kubectl:v1.31.0 (mirror the clashing images under different "
+        "paths, e.g. a registry of their own, or a patch that names the mirrored image)\n"
+    )
