@@ -22,13 +22,12 @@ import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from gpustack import emit, reading
 from gpustack.errors import Location, UserError, display_path
 from gpustack.model import IMAGE
 from gpustack.reading import decode, read_bounded
-from gpustack.yamlio import SourceMap, load_text
+from gpustack.yamlio import load_text
 
 LOCK_FILE = "gpustack.lock"
 API_VERSION = "gpustack.dev/v1alpha1"
@@ -260,22 +259,15 @@ def _inspected(text: str, shown: str) -> Saved:
             field="Name",
             hint=SAVED_HINT,
         )
-    return Saved(reference, _digest(data.get("Digest"), source, ("Digest",)), _at(source))
-
-
-def _at(source: SourceMap) -> Location:
-    return source.value(("Digest",)) or source.nearest(())
-
-
-def _digest(value: Any, source: SourceMap, path: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or not DIGEST.fullmatch(value):
+    digest = data.get("Digest")
+    if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
         raise UserError(
             "is not a digest: sha256: and 64 lowercase hexadecimal digits",
-            source.nearest(path),
-            field=".".join(path),
+            source.nearest(("Digest",)),
+            field="Digest",
             hint=SAVED_HINT,
         )
-    return value
+    return Saved(reference, digest, source.value(("Digest",)) or source.nearest(()))
 
 
 def _line(line: str, start: Location) -> Saved:
@@ -288,7 +280,7 @@ def _line(line: str, start: Location) -> Saved:
     if len(words) != 2:
         raise UserError(
             "expected IMAGE DIGEST or IMAGE@DIGEST"
-            + (" (a digest alone names no image)" if len(words) == 1 else ""),
+            + ("; a digest alone names no image" if len(words) == 1 else ""),
             start,
             hint=SAVED_HINT,
         )
