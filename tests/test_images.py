@@ -631,3 +631,93 @@ def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
         f"both pulled as {MIRROR}/kubectl:v1.31.0 (mirror the clashing images under different "
         "paths, e.g. a registry of their own, or a patch that names the mirrored image)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("saved", "where", "message"),
+    [
+        (
+            "sha256:" + "a" * 64 + "\n",
+            "1:1",
+            "expected IMAGE DIGEST or IMAGE@DIGEST; a digest alone names no image",
+        ),
+        (
+            "nvcr.io/nvidia/gpu-operator:v26.7.0 sha256:" + "a" * 64 + " extra\n",
+            "1:1",
+            "expected IMAGE DIGEST or IMAGE@DIGEST",
+        ),
+        (
+            "# comment\nNot/An:Image:ref sha256:" + "a" * 64 + "\n",
+            "2:1",
+            "is not an image reference",
+        ),
+        (
+            "nvcr.io/nvidia/gpu-operator:v26.7.0@sha256:" + "A" * 64 + "\n",
+            "1:37",
+            "is not a digest",
+        ),
+        (
+            '{"Name": "nvcr.io/nvidia/gpu-operator", "Digest": 7}\n',
+            "1:51",
+            "Digest: is not a digest",
+        ),
+        (
+            '{"Name": "nvcr.io/x@sha256:' + "a" * 64 + '", "Digest": "x"}\n',
+            "1:10",
+            "Name: is not an image repository",
+        ),
+    ],
+)
+def test_saved_digest_files_are_refused_at_the_mistake(cluster, saved, where, message):
+    folder = cluster.parent
+    (folder / "saved").write_text(saved)
+    result = run_gpustack("images", cluster, "--lock-from", folder / "saved")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {display(folder / 'saved')}:{where}: {message}")
+    assert not (folder / "gpustack.lock").exists()
+
+
+@pytest.mark.parametrize(
+    ("lock", "where", "message"),
+    [
+        ("kind: Lock\n", "1:7", "is not an image lock"),
+        (
+            "apiVersion: v1\nkind: ImageLock\n",
+            "1:13",
+            "apiVersion: apiVersion must be gpustack.dev/v1alpha1",
+        ),
+        (
+            "apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimage: {}\n",
+            "3:8",
+            "image: unknown field",
+        ),
+        (
+            "apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: [a]\n",
+            "3:9",
+            "images: must map each image",
+        ),
+        (
+            "apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages:\n  nvcr.io/x: sha256:"
+            + "a" * 64
+            + "\n",
+            "4:3",
+            "images: a key is not an image reference with a tag",
+        ),
+    ],
+)
+def test_a_broken_lock_is_refused_at_its_place(cluster, lock, where, message):
+    folder = cluster.parent
+    (folder / "gpustack.lock").write_text(lock)
+    result = run_gpustack("images", cluster)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"error: {display(folder / 'gpustack.lock')}:{where}: {message}"
+    )
+    assert result.stdout == ""
+
+
+def test_lock_from_needs_named_configs(tmp_path):
+    (tmp_path / "saved").write_text("nvcr.io/nvidia/gpu-operator:v26.7.0 sha256:" + "a" * 64 + "\n")
+    result = run_gpustack("images", "--lock-from", tmp_path / "saved", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "\nerror: --lock-from: the embedded example has no folder" in result.stderr
