@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpustack import __version__, emit
@@ -31,14 +31,17 @@ from gpustack.objects import describe, identity, name_of
 from gpustack.render import Rendering
 
 # Environment variables in which a component names the image it starts pods from itself.
-RUNTIME_IMAGES = {
-    # The validator's CUDA and device plugin workload pods (NVIDIA/gpu-operator
-    # cmd/nvidia-validator/main.go validatorImageEnvName, v26.7.0).
-    "VALIDATOR_IMAGE": "operator-validator",
-    # The DRA driver's ComputeDomain (IMEX) and MPS daemons (kubernetes-sigs/dra-driver-nvidia-gpu
-    # templates/controller.yaml and kubeletplugin.yaml IMAGE_NAME, v0.4.1).
-    "IMAGE_NAME": "dra-driver",
-}
+RUNTIME_IMAGES = frozenset(
+    {
+        # The validator's CUDA and device plugin workload pods (NVIDIA/gpu-operator
+        # cmd/nvidia-validator/main.go validatorImageEnvName, v26.7.0).
+        "VALIDATOR_IMAGE",
+        # The DRA driver's IMEX and MPS daemons, which its controller and kubelet plugin start
+        # (kubernetes-sigs/dra-driver-nvidia-gpu deployments/helm/dra-driver-nvidia-gpu
+        # templates, IMAGE_NAME, v0.4.1).
+        "IMAGE_NAME",
+    }
+)
 CONTAINER_KEYS = ("initContainers", "containers", "ephemeralContainers")
 PULL_NEVER = "Never"
 
@@ -89,6 +92,12 @@ class Image:
     @property
     def digest(self) -> str | None:
         return self.parts.digest
+
+    @property
+    def upstream(self) -> Reference:
+        """The source with the digest the nodes pull it by (the lock's, once pinned)."""
+        source = self.source_parts
+        return replace(source, digest=source.digest or self.digest)
 
     @property
     def mirrored(self) -> bool:
@@ -198,7 +207,7 @@ def as_pairs(images: Sequence[Image]) -> str:
             continue
         target = image.parts
         mirror = target.tagged if target.tag else copied_from(target)
-        lines.add(f"{copied_from(image.source_parts)} {mirror}\n")
+        lines.add(f"{copied_from(image.upstream)} {mirror}\n")
     return "".join(sorted(lines))
 
 
@@ -208,7 +217,7 @@ def as_skopeo_sync(images: Sequence[Image]) -> str:
     copied by its digest, which is what the pods pull; any other by its tag."""
     registries: dict[str, dict[str, set[str]]] = {}
     for image in pulled(images):
-        source = image.source_parts
+        source = image.upstream
         registry, _, repository = source.normalized.partition("/")
         wanted = source.digest or source.tag or "latest"
         registries.setdefault(registry, {}).setdefault(repository, set()).add(wanted)
@@ -236,7 +245,7 @@ OC_MIRROR_API_VERSION = "mirror.openshift.io/v2alpha1"
 
 def as_oc_mirror(images: Sequence[Image]) -> str:
     """An oc-mirror v2 ImageSetConfiguration listing every image as an additional image."""
-    names = sorted({copied_from(image.source_parts) for image in pulled(images)})
+    names = sorted({copied_from(image.upstream) for image in pulled(images)})
     document = {
         "apiVersion": OC_MIRROR_API_VERSION,
         "kind": "ImageSetConfiguration",

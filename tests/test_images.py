@@ -406,6 +406,23 @@ def test_lock_from_saved_skopeo_and_crane_output_pins_every_image(cluster):
 
     pinned = images(cluster).split()
     assert pinned == sorted(f"{image}@{fake_digest(image)}" for image in mirrored)
+    # Once locked, each image is copied by the digest the pods pull, to the mirror's tag.
+    pairs = dict(line.split(" ") for line in images(cluster, "--output", "pairs").splitlines())
+    assert pairs == {
+        f"{source.rsplit(':', 1)[0]}@{fake_digest(f'{MIRROR}/' + source.split('/', 1)[1])}": (
+            f"{MIRROR}/{source.split('/', 1)[1]}"
+        )
+        for source in sources
+    }
+    sync = yaml.safe_load(images(cluster, "--output", "skopeo-sync"))
+    listed = [
+        each for registry in sync.values() for tags in registry["images"].values() for each in tags
+    ]
+    assert sorted(listed) == sorted(digest for digest in lock["images"].values())
+    additional = yaml.safe_load(images(cluster, "--output", "oc-mirror"))["mirror"][
+        "additionalImages"
+    ]
+    assert sorted(entry["name"] for entry in additional) == sorted(pairs)
     out = folder / "out"
     assert run_gpustack("render", cluster, "-o", out).returncode == 0
     rendered = {image for image, _ in rendered_images(out / "rke2-mig")}
