@@ -8,7 +8,9 @@
 
 An image is found where the cluster's nodes pull it: each container and init container of each
 pod the rendering holds (workloads, Jobs, bare Pods), and each image a component starts pods
-from at run time, which it names in its environment (RUNTIME_IMAGES). The host-side files of
+from at run time, which it names in its environment (RUNTIME_IMAGES); the driver manager
+starts none (it evicts, drains and unloads: NVIDIA/k8s-driver-manager cmd/driver-manager,
+v0.12.0). The host-side files of
 `node/` (kubeadm, containerd, RKE2, k3s, GKE, EKS and Bottlerocket settings) name no container
 image: the node's own image and packages install what they set up.
 """

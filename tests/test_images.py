@@ -108,6 +108,16 @@ def test_every_image_of_the_committed_output_is_listed_and_none_invented(fleet_j
         if policy != "Never" and REFERENCE.fullmatch(image) is not None
     }
     assert images(EXAMPLES).splitlines() == sorted(pulled)
+    # Anything in the output's text shaped like an image (a ConfigMap's file, an annotation, an
+    # argument) is one of the listed images.
+    named = set()
+    for path in OUT.glob("*/**/*.yaml"):
+        if "node" not in path.relative_to(OUT).parts[1:]:
+            for match in REFERENCE.finditer(path.read_text()):
+                if match["tag"] and match["tag"] not in TAINT_EFFECTS:
+                    named.add(match.group())
+    assert named
+    assert named <= listed | {image.split("@")[0] for image in listed}, named - listed
 
 
 def test_images_the_components_start_at_run_time_are_listed(fleet_json):
