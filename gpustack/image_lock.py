@@ -5,7 +5,8 @@
 pins every image the lock names (`name:tag@sha256:...`). gpustack fills it without network from
 what the user saved with the registry tools they already use:
 
-- `skopeo inspect docker://IMAGE` (one JSON object: `Name`, the repository, and `Digest`);
+- `skopeo inspect docker://IMAGE` (one JSON object: `Name`, the repository as given, and
+  `Digest`, the top-level manifest's: a multi-architecture image's list, skopeo-inspect(1));
 - lines of `IMAGE DIGEST` (`echo "$image $(crane digest "$image")"`, or `skopeo inspect
   --format '{{.Name}}:TAG {{.Digest}}'`), or `IMAGE@DIGEST` (`crane digest --full-ref`).
 
