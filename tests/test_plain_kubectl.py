@@ -62,11 +62,11 @@ def group_kind(obj: dict[str, Any]) -> tuple[str, str]:
     return obj["apiVersion"].rpartition("/")[0], obj["kind"]
 
 
-def documented_steps() -> list[str]:
-    """The `kubectl apply -k` commands of docs/render.md's block for an empty cluster, in order."""
+def documented_steps(marker: str = "<!-- first apply -->") -> list[str]:
+    """The kubectl commands of docs/render.md's block after `marker`, in order."""
     text = RENDER_DOC.read_text()
-    block = text.split("<!-- first apply -->", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.startswith("kubectl ")]
+    block = text.split(marker, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip() not in ("", "done")]
 
 
 def test_the_docs_give_the_two_steps_and_the_wait_between_them():
@@ -76,28 +76,46 @@ def test_the_docs_give_the_two_steps_and_the_wait_between_them():
         "-l app.kubernetes.io/managed-by=gpustack",
         "kubectl apply --server-side -k out/<name>",
     ]
+    assert documented_steps("<!-- first apply with flux stages -->") == [
+        "for crd in out/<name>/foundation/customresourcedefinition-*.yaml; do",
+        '  kubectl apply --server-side -f "$crd"',
+        "kubectl wait --for condition=Established --timeout 2m crd "
+        "-l app.kubernetes.io/managed-by=gpustack",
+        "kubectl apply --server-side -k out/<name>",
+    ]
+
+
+def sent(folder: Path, step: str) -> list[dict[str, Any]] | None:
+    """What one documented kubectl step sends for `folder`: kustomize's build of a folder
+    (`-k`), or each file a `for` loop's pattern matches (`-f`); None for a step that applies
+    nothing (`kubectl wait`) or a `-k` folder the rendering does not have."""
+    if " -k " in step:
+        target = Path(step.split(" -k ", 1)[1].replace("out/<name>", str(folder)))
+        if not (target / "kustomization.yaml").is_file():
+            assert not target.exists(), target
+            return None  # a folder without CRDs has no crds/
+        return built(target)
+    if step.startswith("for "):
+        pattern = step.split(" in ", 1)[1].split(";", 1)[0].replace("out/<name>/", "")
+        return [load(path) for path in sorted(folder.glob(pattern))]
+    return None
 
 
 def first_apply(folder: Path, steps: list[str]) -> list[str]:
-    """Play the `kubectl apply -k` steps against an empty cluster of the folder's Kubernetes
+    """Play the documented kubectl steps against an empty cluster of the folder's Kubernetes
     version: what each step could not map (kubectl refuses those objects), none when it works."""
     version = load(folder / "kustomization.yaml")["metadata"]["annotations"][KUBERNETES_VERSION]
     known = served(version)
     refused = []
     for step in steps:
-        if not step.startswith("kubectl apply"):
+        objects = sent(folder, step)
+        if objects is None:
             continue
-        target = Path(step.split(" -k ", 1)[1].replace("out/<name>", str(folder)))
-        if not (target / "kustomization.yaml").is_file():
-            # A folder without CRDs has no crds/ (with Flux, they are in foundation/).
-            assert not target.exists(), target
-            continue
-        objects = built(target)
         for obj in objects:
             if group_kind(obj) not in known and not group_kind(obj)[0].endswith(
                 PREREQUISITE_GROUPS
             ):
-                refused.append(f"{target.relative_to(folder.parent)}: {obj['kind']}")
+                refused.append(f"{folder.name}: {obj['kind']}")
         # Created once the step is through (and, after the wait, served).
         known |= {
             (obj["spec"]["group"], obj["spec"]["names"]["kind"])
@@ -113,16 +131,21 @@ EXAMPLES = sorted(path.name for path in OUT.iterdir() if (path / "kustomization.
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_the_documented_first_apply_works_on_an_empty_cluster(example):
     folder = OUT / example
-    steps = documented_steps()
-    if (folder / "foundation").is_dir():  # Flux's stages: the CRDs are in the first
-        steps = [step.replace("/crds", "/foundation") for step in steps]
+    flux = (folder / "foundation").is_dir()  # Flux's stages: the CRDs are in the first
+    steps = documented_steps(
+        "<!-- first apply with flux stages -->" if flux else "<!-- first apply -->"
+    )
     assert first_apply(folder, steps) == []
 
 
 def test_one_apply_of_a_folder_with_crds_and_their_resources_is_what_fails():
-    # Why the steps: NFD's NodeFeatureRule beside the CRD that defines it.
+    # Why the steps: NFD's NodeFeatureRule beside the CRD that defines it; with Flux's stages,
+    # in the foundation stage too.
     assert first_apply(OUT / "kubeadm-lab", ["kubectl apply -k out/<name>"]) == [
         "kubeadm-lab: NodeFeatureRule"
+    ]
+    assert first_apply(OUT / "multi-pool", ["kubectl apply -k out/<name>/foundation"]) == [
+        "multi-pool: NodeFeatureRule"
     ]
 
 
