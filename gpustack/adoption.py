@@ -3,8 +3,10 @@ as a config (and with `--check` rendered in memory and compared with what the op
 the same inputs), and the config written.
 
 What the operator runs for a ClusterPolicy (images, plugin config, runtime) is
-`importing.Imported.expected`, taken from the inputs and GPU Operator v26.7.0's defaults; what
-gpustack runs is read from the rendered objects, so the comparison sees what a cluster would.
+`importing.Imported.expected`, taken from the inputs and the defaults of the operator release
+they were written for; what gpustack runs is read from the rendered objects, so the comparison
+sees what a cluster would. A component the operator runs that gpustack would not (and that the
+platform does not run in its place) is a finding: `--check` exits 1.
 """
 
 from __future__ import annotations
@@ -62,19 +64,34 @@ def config_text(imported: importing.Imported, sources: list[str]) -> str:
     return HEADER + named + text + ("" if text.endswith("\n") else "\n")
 
 
-def load(text: str, output_file: Path | None, profiles_dir: Path | None) -> Stack:
-    """The imported config as gpustack reads it: a config that would not load is a bug of the
-    import, or a combination of settings gpustack refuses, said at the field."""
+def load(
+    text: str, output_file: Path | None, profiles_dir: Path | None, imported: importing.Imported
+) -> Stack:
+    """The imported config as gpustack reads it. Each value was checked against its field as it
+    was imported, so what is left is a combination of settings gpustack refuses: said at the
+    input field the config field came from, without a value of the inputs (untrusted: a
+    credential in a repository would reach the CI log)."""
     path = output_file or Path("imported.yaml")
     document = load_text(text, display_path(path))
     try:
         return load_stack(path, profiles_dir=profiles_dir, document=document)
     except UserError as problem:
+        target = problem.field or ""
+        places = [
+            location
+            for name, locations in sorted(imported.origins.items())
+            if target == name or target.startswith(name + ".") or name.startswith(target + ".")
+            for location in locations
+        ]
+        shown = problem.message
+        if any(value and value in shown for value in imported.values):
+            shown = "gpustack refuses the imported settings together"
         raise UserError(
-            f"the imported config is not valid: {problem.message}",
-            None,
+            f"the imported config is not valid: {shown}",
+            places[0] if places else None,
             field=problem.field,
-            hint="give --profile another platform, or fewer inputs",
+            hint="the import's report says where each setting came from: change the input "
+            "(or give fewer inputs), or edit the imported config",
         ) from None
 
 
@@ -111,9 +128,19 @@ class Difference:
     aspect: str
     operator: str
     gpustack: str
+    # A component the operator runs that would stop running, with no platform's own in its place.
+    stops: bool = False
+    # A component the platform runs itself (GKE's device plugin, a driver the platform installs).
+    replaced: bool = False
 
-    def as_json(self) -> dict[str, str]:
-        return {"aspect": self.aspect, "operator": self.operator, "gpustack": self.gpustack}
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "aspect": self.aspect,
+            "operator": self.operator,
+            "gpustack": self.gpustack,
+            "stops": self.stops,
+            "replaced": self.replaced,
+        }
 
 
 # The operator's component (importing.OPERATOR_IMAGES) -> gpustack's by its component label.
@@ -139,14 +166,38 @@ def check(stack: Stack, imported: importing.Imported) -> list[Difference]:
     for aspect, expected in sorted(imported.expected.items()):
         actual = found.get(aspect, NOT_RUN)
         if not _same(aspect, expected, actual):
-            differences.append(Difference(aspect, expected, actual))
+            component = aspect.removesuffix(" image")
+            gone = aspect.endswith(" image") and expected != NOT_RUN and actual == NOT_RUN
+            replaced = gone and _platform_runs(stack, component)
+            differences.append(
+                Difference(aspect, expected, actual, gone and not replaced, replaced)
+            )
     return differences
+
+
+def _platform_runs(stack: Stack, component: str) -> bool:
+    """The platform runs its own in place of the operator's component (profile facts): the
+    driver where no driver container is one of its modes, the runtime where it needs no
+    toolkit, the device plugin where its own serves nvidia.com/gpu, MIG partitions where the
+    node pool or the node OS makes them."""
+    facts = stack.facts
+    if component in ("driver", "driver.manager"):
+        return not {"container", "driver-toolkit"} & set(facts.driver.modes)
+    if component == "toolkit":
+        return facts.runtime.toolkit is None
+    if component in ("devicePlugin", "gfd"):
+        return facts.devicePluginProvider != "nvidia"
+    if component == "migManager":
+        return facts.migPartitioning != "mig-manager"
+    return False
 
 
 def _same(aspect: str, expected: str, actual: str) -> bool:
     if aspect == "driver image":
         # Both run <version>-<node OS>: the operator adds the OS tag from NFD's labels.
         return actual == expected or actual.startswith(expected + "-")
+    if aspect.endswith(" image"):
+        return importing.same_release(expected, actual)
     return actual == expected
 
 
@@ -229,5 +280,19 @@ def differences_text(differences: list[Difference]) -> str:
         return "check: the rendered config runs what the operator runs\n"
     lines = [f"check: {len(differences)} difference(s) from what the operator runs:"]
     for each in differences:
-        lines.append(f"  {each.aspect}: operator {each.operator}; gpustack {each.gpustack}")
+        note = (
+            " (STOPS RUNNING)"
+            if each.stops
+            else " (the platform runs its own)"
+            if each.replaced
+            else ""
+        )
+        lines.append(f"  {each.aspect}: operator {each.operator}; gpustack {each.gpustack}{note}")
+    stopped = [each.aspect.removesuffix(" image") for each in differences if each.stops]
+    if stopped:
+        lines.append(
+            f"check failed: {', '.join(stopped)} would stop running; turn "
+            + ("it" if len(stopped) == 1 else "them")
+            + " on in the config, or off in the operator first (docs/import.md)"
+        )
     return "\n".join(lines) + "\n"

@@ -214,6 +214,8 @@ def test_check_names_each_difference(tmp_path: Path) -> None:
         "aspect": "validator image",
         "operator": "nvcr.io/nvidia/gpu-operator:v26.7.0",
         "gpustack": "registry.example.com:5000/mirror/nvidia/gpu-operator:v26.7.0",
+        "stops": False,
+        "replaced": False,
     }
     assert differences["exporter counters"]["operator"] == "ConfigMap custom-counters"
     # The operator's GFD keeps its own version; gpustack's runs the plugin's.
@@ -352,7 +354,11 @@ def test_the_text_report_groups_each_field(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].endswith("precompiled.yaml for profile kubeadm (given with --profile)")
-    assert "mapped (3):" in lines and "not carried over (6):" in lines
+    assert "mapped (5):" in lines and "not carried over (6):" in lines
+    # What the ClusterPolicy leaves out is the operator's default, said as such, without a
+    # place in a file.
+    assert lines[1].startswith("what the inputs leave out: GPU Operator v26.7.0's defaults (")
+    assert "  GPU Operator v26.7.0's default migManager.enabled -> migManager.enabled" in lines
     assert any(
         line.endswith(
             "precompiled.yaml:11:14: ClusterPolicy spec.driver.version: not a driver "
@@ -365,15 +371,24 @@ def test_the_text_report_groups_each_field(tmp_path: Path) -> None:
     assert "mode: container  # from ClusterPolicy spec.driver.enabled" in done.stdout
 
 
-def test_another_operator_release_is_said(tmp_path: Path) -> None:
+def test_the_release_a_clusterpolicy_is_labelled_with_gives_the_defaults(tmp_path: Path) -> None:
     (tmp_path / "old.yaml").write_text(
         "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cluster-policy\n"
         "  labels:\n    app.kubernetes.io/version: v25.3.0\nspec:\n  driver:\n    enabled: true\n"
     )
-    _, report, _ = run_import(tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm")
-    labels = outcome(report, "metadata.labels")
-    assert labels["outcome"] == "dropped"
-    assert "GPU Operator v25.3.0" in labels["why"] and "v26.7.0's defaults" in labels["why"]
+    config, report, _ = run_import(tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm")
+    assert report["operatorVersion"] == "v25.3.0"
+    assert report["operatorVersionReason"] == "the ClusterPolicy's label app.kubernetes.io/version"
+    assert outcome(report, "metadata.labels")["outcome"] == "default"
+    # v25.3.0's own images, which the ClusterPolicy leaves out (its values.yaml).
+    assert config["toolkit"] == {"version": "v1.17.5"}
+    assert config["driver"]["version"] == "570.124.06"
+    # The `--operator-version` given wins over the label.
+    config, report, _ = run_import(
+        tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm", "--operator-version", "v26.7.0",
+        "--force",
+    )
+    assert report["operatorVersion"] == "v26.7.0" and "toolkit" not in config
 
 
 def test_check_of_the_device_plugin_chart_names_what_gpustack_adds(tmp_path: Path) -> None:
