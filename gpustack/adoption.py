@@ -25,7 +25,7 @@ from gpustack.config import load_stack
 from gpustack.errors import Location, UserError, display_path
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import render
-from gpustack.stack import Stack
+from gpustack.stack import Stack, validator_finds_driver
 from gpustack.workload import COMPONENT_LABEL
 from gpustack.yamlio import Document, load_all_text, load_text
 
@@ -130,7 +130,8 @@ class Difference:
     gpustack: str
     # A component the operator runs that would stop running, with no platform's own in its place.
     stops: bool = False
-    # A component the platform runs itself (GKE's device plugin, a driver the platform installs).
+    # A component the platform runs itself (GKE's device plugin, a driver the platform installs)
+    # or has no use for (the validator where its driver validation cannot find the driver).
     replaced: bool = False
 
     def as_json(self) -> dict[str, Any]:
@@ -179,8 +180,11 @@ def _platform_runs(stack: Stack, component: str) -> bool:
     """The platform runs its own in place of the operator's component (profile facts): the
     driver where no driver container is one of its modes, the runtime where it needs no
     toolkit, the device plugin where its own serves nvidia.com/gpu, MIG partitions where the
-    node pool or the node OS makes them."""
+    node pool or the node OS makes them; and the validator where its driver validation cannot
+    find the platform's driver (GKE's), where gpustack's DaemonSets wait for no ready file."""
     facts = stack.facts
+    if component in ("validator", "nodeStatusExporter"):
+        return not validator_finds_driver(stack.config, stack.profile)
     if component in ("driver", "driver.manager"):
         return not {"container", "driver-toolkit"} & set(facts.driver.modes)
     if component == "toolkit":
@@ -283,7 +287,7 @@ def differences_text(differences: list[Difference]) -> str:
         note = (
             " (STOPS RUNNING)"
             if each.stops
-            else " (the platform runs its own)"
+            else " (the platform runs its own, or needs none)"
             if each.replaced
             else ""
         )

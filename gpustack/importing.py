@@ -54,6 +54,7 @@ class Release:
     images: dict[str, Image]
     cdi: bool  # the chart's cdi.enabled (and the CRD's default from v25.10.0)
     service_monitor: bool  # the chart's dcgmExporter.serviceMonitor.enabled
+    manager_env: dict[str, str]  # the chart's driver.manager.env, where the release sets it
 
 
 @cache
@@ -67,7 +68,13 @@ def releases() -> dict[str, Release]:
             path, tag = reference.rsplit(":", 1)
             repository, image = path.rsplit("/", 1)
             images[component] = (repository, image, tag)
-        found[version] = Release(version, images, facts["cdi"], facts["serviceMonitor"])
+        found[version] = Release(
+            version,
+            images,
+            facts["cdi"],
+            facts["serviceMonitor"],
+            dict(facts.get("managerEnv") or {}),
+        )
     return dict(sorted(found.items(), key=lambda item: release_key(item[0])))
 
 
@@ -652,6 +659,7 @@ def import_inputs(
             _plugin_config(state, PluginConfig(each, (), each.data), "default")
         _leftovers(state, each, plugin_configs)
     _mig_manager_auto(state)
+    _without_effect(state)
     config = state.config()
     config.insert(0, "apiVersion", API_VERSION)
     config.insert(1, "kind", "GPUStack")
@@ -779,10 +787,77 @@ def operator_defaults(release: Release, chart: bool) -> dict[str, Any]:
         data[section]["enabled"] = True
     data["nodeStatusExporter"]["enabled"] = False
     data["cdi"] = {"enabled": release.cdi}
+    if chart and release.manager_env:
+        data["driver"]["manager"]["env"] = [
+            {"name": name, "value": value} for name, value in release.manager_env.items()
+        ]
     data["dcgmExporter"]["serviceMonitor"] = {"enabled": chart and release.service_monitor}
     if chart:
         data["mig"] = {"strategy": "single"}  # values.yaml `mig.strategy`, every release
     return data
+
+
+# The switch of each section whose settings act only while its component runs.
+_SWITCHES = {
+    "driver": "mode",
+    "toolkit": "enabled",
+    "migManager": "enabled",
+    "dcgmExporter": "enabled",
+    "gfd": "enabled",
+    "validator": "enabled",
+    "nodeStatusExporter": "enabled",
+}
+
+
+def _runs(state: _Import, section: str) -> bool:
+    """Whether the component of a config section runs with the settings imported so far on this
+    profile (stack.Stack's rules: driver_container, toolkit_enabled, mig_manager_enabled)."""
+    facts = state.profile.facts
+
+    def setting(target: str) -> Any:
+        known = state.settings.get(target)
+        return known[0] if known is not None else state.gpustack_default(target)
+
+    if section == "driver":
+        mode = setting("driver.mode")
+        return (facts.driver.default if mode == "auto" else mode) in ("container", "driver-toolkit")
+    if section == "toolkit":
+        enabled = setting("toolkit.enabled")
+        return state.auto("toolkit.enabled") if enabled == "auto" else bool(enabled)
+    if section == "migManager":
+        enabled = setting("migManager.enabled")
+        if enabled == "auto":
+            return (
+                setting("devicePlugin.migStrategy") != "none"
+                and facts.migPartitioning == "mig-manager"
+            )
+        return bool(enabled)
+    return setting(f"{section}.enabled") is not False
+
+
+def _without_effect(state: _Import) -> None:
+    """A setting of a component that does not run would have no effect, which gpustack refuses
+    in a config: the operator's field is read, and left out (a default's, from the report)."""
+    for target in sorted(state.settings):
+        section, _, rest = target.partition(".")
+        switch = _SWITCHES.get(section)
+        if switch is None or rest == switch or _runs(state, section):
+            continue
+        for index in state.mapped_at.pop(target, []):
+            if state.paths[index][0] == OPERATOR_DEFAULTS:
+                state.hidden.add(index)
+                continue
+            entry = state.entries[index]
+            state.entries[index] = Entry(
+                entry.input,
+                entry.field,
+                entry.location,
+                "dropped",
+                target,
+                f"no effect: gpustack's {section} does not run with these settings",
+            )
+        del state.settings[target]
+        state.locations.pop(target, None)
 
 
 def _mig_manager_auto(state: _Import) -> None:
