@@ -1354,7 +1354,9 @@ def _image(state: _Import, spec: dict[str, Any], component: str) -> Image:
 # same release under its short tag too (NVIDIA/nvidia-container-toolkit and NVIDIA/mig-parted
 # deployments/container/Makefile `push-short`: "we also push a short tag equal to the version"),
 # the tag gpustack runs.
-_DISTRO_TAG = re.compile(r"(v[0-9]+\.[0-9]+\.[0-9]+)-(ubuntu[0-9.]+|ubi[0-9]+|rhel[0-9.]+|centos[0-9]+)")
+_DISTRO_TAG = re.compile(
+    r"(v[0-9]+\.[0-9]+\.[0-9]+)-(ubuntu[0-9.]+|ubi[0-9]+|rhel[0-9.]+|centos[0-9]+)"
+)
 # dcgm-exporter's `<DCGM>-<exporter>-<distribution>`: gpustack runs the `-distroless` image,
 # published from 4.4.1-4.6.0 (the release GPU Operator v25.10.0 moved to, NVIDIA/gpu-operator
 # #1770 "Use distroless tag for dcgm-exporter"); an older release has only its distribution
@@ -1447,9 +1449,7 @@ def _versions(state: _Import, source: Input, spec: dict[str, Any], driver_on: bo
         where = (*root, *path, "version")
         written = node.get("version")
         if not isinstance(written, str) or not written:
-            state.default(
-                source, where, f"unset: the operator's default ({state.release.version})"
-            )
+            state.default(source, where, f"unset: the operator's default ({state.release.version})")
             continue
         if component == "gfd":
             plugin = _short_tag("devicePlugin", _image(state, spec, "devicePlugin")[2])[0]

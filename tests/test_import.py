@@ -385,7 +385,12 @@ def test_the_release_a_clusterpolicy_is_labelled_with_gives_the_defaults(tmp_pat
     assert config["driver"]["version"] == "570.124.06"
     # The `--operator-version` given wins over the label.
     config, report, _ = run_import(
-        tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm", "--operator-version", "v26.7.0",
+        tmp_path,
+        tmp_path / "old.yaml",
+        "--profile",
+        "kubeadm",
+        "--operator-version",
+        "v26.7.0",
         "--force",
     )
     assert report["operatorVersion"] == "v26.7.0" and "toolkit" not in config
@@ -437,4 +442,224 @@ def test_a_later_input_overrides_an_earlier_one(tmp_path: Path) -> None:
     assert first["why"] == "overridden by ClusterPolicy spec.mig.strategy"
     assert second["location"].endswith("patch.yaml:7:15") and second["outcome"] == "mapped"
     assert text.count("# from ClusterPolicy spec.mig.strategy") == 1
+    renders_clean(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# What an input leaves out is the operator's default, of the release it was written for.
+
+
+def rendered(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """The imported config's DaemonSets, rendered as `gpustack render` writes them."""
+    done = run_gpustack("render", "imported.yaml", "--stdout", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    objects = [each for each in YAML(typ="safe").load_all(done.stdout) if each]
+    return {
+        each["metadata"]["name"]: each["spec"]["template"]["spec"]
+        for each in objects
+        if each["kind"] == "DaemonSet"
+    }
+
+
+def image_of(pods: dict[str, dict[str, Any]], name: str) -> str:
+    image: str = pods[name]["containers"][0]["image"]
+    return image
+
+
+def test_a_clusterpolicy_with_few_fields_runs_what_the_operator_runs(tmp_path: Path) -> None:
+    """A ClusterPolicy holds what its author changed; the operator runs its driver, toolkit and
+    the rest by default, and so must the imported config."""
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        "spec:\n  driver:\n    version: 580.95.05\n"
+    )
+    done = run_gpustack(
+        "import",
+        "policy.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "-o",
+        "imported.yaml",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "STOPS RUNNING" not in done.stderr and "check failed" not in done.stderr
+    pods = rendered(tmp_path)
+    assert image_of(pods, "nvidia-driver-daemonset").startswith("nvcr.io/nvidia/driver:580.95.05-")
+    assert "nvidia-container-toolkit-daemonset" in pods
+    assert "nvidia-mig-manager" in pods  # the operator runs it on MIG-capable nodes
+    assert "nvidia-device-plugin" in pods and "nvidia-operator-validator" in pods
+    # The operator's CDI default (on): the toolkit runs its runtime in CDI mode.
+    toolkit_env = pods["nvidia-container-toolkit-daemonset"]["containers"][0]["env"]
+    assert {"name": "NVIDIA_CONTAINER_RUNTIME_MODE", "value": "cdi"} in toolkit_env
+    # The report says which release's defaults, and which came from them.
+    assert (
+        "what the inputs leave out: GPU Operator v26.7.0's defaults (the inputs do not name"
+        in done.stderr
+    )
+    assert "  GPU Operator v26.7.0's default driver.enabled -> driver.mode" in done.stderr
+    config = (tmp_path / "imported.yaml").read_text()
+    assert "mode: container  # from GPU Operator v26.7.0's default driver.enabled" in config
+
+
+def test_check_fails_when_a_component_the_operator_runs_would_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpustack import adoption, importing
+    from gpustack.config import load_stack
+
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: p\nspec:\n"
+        "  nodeStatusExporter:\n    enabled: true\n"
+    )
+    config, _, _ = run_import(tmp_path, tmp_path / "policy.yaml", "--profile", "kubeadm")
+    assert config["nodeStatusExporter"] == {"enabled": True}
+    # The same import, with the exporter then turned off in the config: it would stop.
+    line = "enabled: true  # from ClusterPolicy spec.nodeStatusExporter.enabled"
+    text = (tmp_path / "imported.yaml").read_text()
+    assert line in text
+    text = text.replace(line, "enabled: false")
+    (tmp_path / "imported.yaml").write_text(text)
+    stack = load_stack(tmp_path / "imported.yaml")
+    documents, stems = adoption.read_inputs([tmp_path / "policy.yaml"])
+    inputs = importing.classify(documents, stems)
+    imported = importing.import_inputs(inputs, stack.profile, "given", "imported")
+    differences = {each.aspect: each for each in adoption.check(stack, imported)}
+    stopped = differences["nodeStatusExporter image"]
+    assert stopped.stops and stopped.gpustack == "not run"
+    text = adoption.differences_text(list(differences.values()))
+    assert "(STOPS RUNNING)" in text
+    assert "check failed: nodeStatusExporter would stop running" in text
+    assert [each.aspect for each in differences.values() if each.stops] == [
+        "nodeStatusExporter image"
+    ]
+    # The command exits 1 on it, and still writes the config for the user to change.
+    monkeypatch.setattr(adoption, "check", lambda *_: list(differences.values()))
+    done = run_gpustack(
+        "import",
+        "policy.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "-o",
+        "again.yaml",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    assert (tmp_path / "again.yaml").is_file()
+
+
+def test_an_older_charts_values_import_and_render(tmp_path: Path) -> None:
+    """GPU Operator v25.3.x pins images by distribution-suffixed tags; its validator is an image
+    of its own, which gpustack's validator DaemonSet does not run."""
+    config, report, _ = run_import(
+        tmp_path,
+        CASES / "old-chart-values.yaml",
+        "--profile",
+        "kubeadm",
+        "--operator-version",
+        "v25.3.4",
+    )
+    assert config["toolkit"] == {"version": "v1.17.8"}
+    assert config["migManager"]["version"] == "v0.12.3"
+    assert config["driver"]["version"] == "570.172.08"
+    # v25.3.4's own defaults for what the file leaves out (its values.yaml).
+    assert config["driver"]["manager"] == {"version": "v0.8.1"}
+    assert config["devicePlugin"]["version"] == "v0.17.4"
+    assert config["devicePlugin"]["deviceListStrategy"] == "envvar"  # cdi.enabled false then
+    exporter = outcome(report, "dcgmExporter.version")
+    assert exporter["outcome"] == "dropped" and "4.4.1-4.6.0" in exporter["why"]
+    validator = outcome(report, "validator.version")
+    assert validator["outcome"] == "dropped" and "v25.10.0" in validator["why"]
+    assert "validator" not in config
+    assert report["operatorVersion"] == "v25.3.4"
+    renders_clean(tmp_path)
+    pods = rendered(tmp_path)
+    assert image_of(pods, "nvidia-container-toolkit-daemonset").endswith(
+        "container-toolkit:v1.17.8"
+    )
+    assert image_of(pods, "nvidia-operator-validator").endswith("gpu-operator:v26.7.0")
+
+
+def test_a_keyless_toleration_is_said_and_the_others_carried_over(tmp_path: Path) -> None:
+    config, report, _ = run_import(
+        tmp_path, CASES / "old-chart-values.yaml", "--profile", "kubeadm"
+    )
+    assert config["nodes"]["taints"] == [
+        {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    ]
+    keyless = outcome(report, "daemonsets.tolerations[0]")
+    assert keyless["outcome"] == "dropped" and "without a key" in keyless["why"]
+    assert keyless["location"].endswith("old-chart-values.yaml:15:5")
+    assert outcome(report, "daemonsets.tolerations[1]")["outcome"] == "mapped"
+
+
+def test_an_unknown_operator_release_is_refused(tmp_path: Path) -> None:
+    done = run_gpustack(
+        "import",
+        CASES / "cdi-off.yaml",
+        "--profile",
+        "kubeadm",
+        "--operator-version",
+        "v9.9.9",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--operator-version: not a GPU Operator release the importer knows" in done.stderr
+    assert "v24.3.0" in done.stderr and "v26.7.0" in done.stderr
+
+
+def test_a_value_gpustack_refuses_is_reported_at_its_field_never_printed(tmp_path: Path) -> None:
+    secret = "s3cr3t-token"
+    (tmp_path / "values.yaml").write_text(
+        "toolkit:\n"
+        f"  repository: https://ci:{secret}@registry.example.com/nvidia/k8s\n"
+        "  version: latest\n"
+        "migManager:\n"
+        f"  version: v0.12.3-{secret}\n"
+    )
+    done = run_gpustack(
+        "import", "values.yaml", "--profile", "kubeadm", "-o", "imported.yaml", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stderr and "Traceback" not in done.stderr
+    assert (
+        "values.yaml:2:15: GPU Operator values toolkit.repository: not a value gpustack's "
+        "images.registry takes" in done.stderr
+    )
+    assert "values.yaml:3:12: GPU Operator values toolkit.version: not a value" in done.stderr
+    assert "values.yaml:5:12: GPU Operator values migManager.version: not a value" in done.stderr
+    assert secret not in (tmp_path / "imported.yaml").read_text()
+    renders_clean(tmp_path)
+
+
+def test_a_plugin_config_file_name_cannot_write_keys_into_the_config(tmp_path: Path) -> None:
+    name = "sliced\nnodes:\n  selector: {pwned: 'true'}\n#.yaml"
+    (tmp_path / name).write_text(
+        "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+        "      replicas: 3\n"
+    )
+    done = run_gpustack(
+        "import",
+        name,
+        "--profile",
+        "kubeadm",
+        "-o",
+        "imported.yaml",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "imported.yaml").read_text()
+    config = YAML(typ="safe").load(text)
+    assert "nodes" not in config and "pwned" not in text.replace("#", "\n#").split("\n#")[0]
+    assert config["devicePlugin"]["sharing"] == {"strategy": "time-slicing", "replicas": 3}
+    # Every line the name reached holds it in a comment; the report names it on one line too.
+    assert all(
+        line.index("pwned") > line.index("#") for line in text.splitlines() if "pwned" in line
+    )
+    report = json.loads(done.stderr[: done.stderr.rindex("}") + 1])
+    assert all("\n" not in entry["input"] for entry in report["entries"])
     renders_clean(tmp_path)
