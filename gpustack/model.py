@@ -1200,13 +1200,12 @@ def _release(tag: str) -> tuple[int, ...]:
     return tuple(int(part) for part in tag.removeprefix("v").split("."))
 
 
-def _carries_validator(component: str, tag: str) -> str:
+def _carries_validator(component: str, tag: str, consequence: str) -> str:
     if _release(tag) < VALIDATOR_IN_OPERATOR_IMAGE:
         raise ValueError(
             f"the {component} runs `nvidia-validator` from the GPU Operator's image "
             "(nvcr.io/nvidia/gpu-operator), which carries it from v25.10.0 on: an older "
-            "release's image has none, the pod cannot start and every GPU DaemonSet waits for "
-            "its ready files"
+            f"release's image has none, {consequence}; give v25.10.0 or later, or leave it out"
         )
     return tag
 
@@ -1229,7 +1228,8 @@ class Validator(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="validator image tag (`nvcr.io/nvidia/gpu-operator`, which carries "
-        "`nvidia-validator`); also the Container Toolkit's driver validation",
+        "`nvidia-validator` from v25.10.0 on: no older release); also the Container Toolkit's "
+        "driver validation",
     )
     cudaWorkload: bool = Field(
         default=True,
@@ -1245,7 +1245,11 @@ class Validator(WithResources):
     @field_validator("version")
     @classmethod
     def _validator_image(cls, version: str) -> str:
-        return _carries_validator("validator", version)
+        return _carries_validator(
+            "validator",
+            version,
+            "the pod cannot start and every GPU DaemonSet waits for its ready files",
+        )
 
 
 class NodeStatusExporter(WithResources):
@@ -1267,13 +1271,13 @@ class NodeStatusExporter(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="exporter image tag (`nvcr.io/nvidia/gpu-operator`, run as "
-        "`nvidia-validator` with COMPONENT=metrics)",
+        "`nvidia-validator` with COMPONENT=metrics; v25.10.0 or later)",
     )
 
     @field_validator("version")
     @classmethod
     def _validator_image(cls, version: str) -> str:
-        return _carries_validator("node status exporter", version)
+        return _carries_validator("node status exporter", version, "the pod cannot start")
 
 
 class Entitlement(Strict):

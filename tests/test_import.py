@@ -5,6 +5,7 @@ config renders, validates and lints clean, and importing twice gives the same by
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -663,3 +664,146 @@ def test_a_plugin_config_file_name_cannot_write_keys_into_the_config(tmp_path: P
     report = json.loads(done.stderr[: done.stderr.rindex("}") + 1])
     assert all("\n" not in entry["input"] for entry in report["entries"])
     renders_clean(tmp_path)
+
+
+# Every GPU Operator release from v24.3 to v26.7 (NVIDIA/gpu-operator tags), whose chart values
+# and sample ClusterPolicy the shared references hold.
+RELEASES = [
+    "v24.3.0",
+    "v24.6.0",
+    "v24.6.1",
+    "v24.6.2",
+    "v24.9.0",
+    "v24.9.1",
+    "v24.9.2",
+    "v25.3.0",
+    "v25.3.1",
+    "v25.3.2",
+    "v25.3.3",
+    "v25.3.4",
+    "v25.10.0",
+    "v25.10.1",
+    "v26.3.0",
+    "v26.3.1",
+    "v26.3.2",
+    "v26.3.3",
+    "v26.7.0",
+]
+OPERATOR_RELEASES = REFS / "gpu-operator" / "releases"
+
+
+@pytest.mark.shared
+def test_the_importer_knows_every_release_of_the_references() -> None:
+    from gpustack import importing
+
+    found = {path.name.split("-")[0] for path in OPERATOR_RELEASES.glob("v*-values.yaml")}
+    assert found == set(RELEASES)
+    assert list(importing.releases()) == RELEASES
+
+
+def _tag(image: str) -> str:
+    return image.rpartition(":")[2]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("kind", ["values", "clusterpolicy"])
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_operator_release_imports_and_renders(
+    tmp_path: Path, release: str, kind: str
+) -> None:
+    """Each release's own chart values (profile given) and sample ClusterPolicy (OpenShift's
+    driver toolkit names the platform) import with nothing unknown, render, validate and lint
+    clean, and run every component the operator runs: the checked import exits 0."""
+    source = OPERATOR_RELEASES / f"{release}-{kind}.yaml"
+    profile = ("--profile", "kubeadm") if kind == "values" else ()
+    done = run_gpustack(
+        "import",
+        source,
+        *profile,
+        "--operator-version",
+        release,
+        "--check",
+        "-o",
+        "imported.yaml",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stderr[: done.stderr.rindex("}") + 1])
+    assert report["operatorVersion"] == release
+    assert not [entry for entry in report["entries"] if entry["outcome"] == "unknown"]
+    assert not [each for each in report["differences"] if each["stops"]]
+    renders_clean(tmp_path)
+    if kind != "values":
+        return
+    # The chart's own images run, at the release their tags name; the validator is the
+    # release's where its image carries nvidia-validator, else gpustack's own.
+    upstream = YAML(typ="safe").load(source.read_text())
+    pods = rendered(tmp_path)
+    for daemonset, section in (
+        ("nvidia-container-toolkit-daemonset", "toolkit"),
+        ("nvidia-device-plugin", "devicePlugin"),
+        ("nvidia-mig-manager", "migManager"),
+    ):
+        tag = _tag(image_of(pods, daemonset))
+        assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", tag), daemonset
+        assert upstream[section]["version"].split("-")[0] == tag, daemonset
+    driver = _tag(image_of(pods, "nvidia-driver-daemonset"))
+    assert driver.startswith(f"{upstream['driver']['version']}-")
+    validator = _tag(image_of(pods, "nvidia-operator-validator"))
+    carries = tuple(int(part) for part in release[1:].split(".")) >= (25, 10, 0)
+    assert validator == (release if carries else "v26.7.0")
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """Helm's merge of a values file over the chart's: mappings key by key, anything else
+    (lists included) replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {key: _merged(base.get(key), value) for key, value in {**base, **override}.items()}
+    return base if override is None and base is not None else override
+
+
+OVERRIDE = """\
+driver:
+  version: "580.82.07"
+  upgradePolicy:
+    maxParallelUpgrades: 2
+toolkit:
+  env:
+  - name: CONTAINERD_SOCKET
+    value: /run/containerd/containerd.sock
+migManager:
+  enabled: false
+dcgmExporter:
+  serviceMonitor:
+    enabled: true
+    interval: 30s
+daemonsets:
+  tolerations:
+  - operator: Exists
+  - key: dedicated
+    value: gpu
+    effect: NoSchedule
+"""
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("release", RELEASES)
+def test_an_override_file_imports_as_the_values_helm_merges(tmp_path: Path, release: str) -> None:
+    """`helm install -f my-values.yaml` runs the chart's values with the file's over them: the
+    import of the file alone, for its release, is the import of that merge."""
+    (tmp_path / "my-values.yaml").write_text(OVERRIDE)
+    chart = YAML(typ="safe").load((OPERATOR_RELEASES / f"{release}-values.yaml").read_text())
+    merged = _merged(chart, YAML(typ="safe").load(OVERRIDE))
+    with (tmp_path / "merged.yaml").open("w") as handle:
+        YAML(typ="safe").dump(merged, handle)
+    configs = []
+    for name in ("my-values.yaml", "merged.yaml"):
+        done = run_gpustack(
+            "import", name, "--profile", "kubeadm", "--operator-version", release, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        configs.append(YAML(typ="safe").load(done.stdout))
+    assert configs[0] == configs[1]
+    assert configs[0]["driver"]["mode"] == "container"
