@@ -807,3 +807,32 @@ def test_an_override_file_imports_as_the_values_helm_merges(tmp_path: Path, rele
         configs.append(YAML(typ="safe").load(done.stdout))
     assert configs[0] == configs[1]
     assert configs[0]["driver"]["mode"] == "container"
+
+
+def test_the_documented_import_is_what_gpustack_prints(tmp_path: Path) -> None:
+    """docs/import.md's "An import, end to end", as written: each input file (a block whose
+    first line is `# <file>`), each command with what it prints on stderr, and each config it
+    writes (the block after the command's output)."""
+    text = (ROOT / "docs" / "import.md").read_text()
+    section = text.split("\n## An import, end to end\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", section, re.DOTALL)
+    written: list[str] = []
+    commands = 0
+    for block in blocks:
+        first, _, rest = block.partition("\n")
+        if first.startswith("$ gpustack "):
+            words = first.split()[2:]
+            done = run_gpustack(*words, cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+            assert done.stderr == rest, first
+            written.append(words[words.index("-o") + 1])
+            commands += 1
+        elif first.startswith("# Written by `gpustack import`"):
+            assert (tmp_path / written.pop(0)).read_text() == block, first
+        else:
+            name = first.removeprefix("# ")
+            assert re.fullmatch(r"[a-z-]+\.yaml", name), first
+            (tmp_path / name).write_text(rest)
+    assert commands == 2 and not written
+    # The values are those of an older chart, and the ClusterPolicy holds a few fields.
+    assert "--operator-version v25.3.4" in section and "v1.17.8-ubuntu20.04" in section
