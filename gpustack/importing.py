@@ -1381,7 +1381,8 @@ def _short_tag(component: str, written: str) -> tuple[str, str | None]:
         if variant != "distroless" and release < _FIRST_DISTROLESS_EXPORTER:
             return "", (
                 "an exporter release before 4.4.1-4.6.0, published without the distroless "
-                "image gpustack runs: gpustack runs its own (dcgmExporter.version)"
+                "image of gpustack's exporter: the config keeps gpustack's own "
+                "(dcgmExporter.version)"
             )
         why = None if variant == "distroless" else "the release's distroless image"
         return f"{dcgm}-{exporter}", why
@@ -1391,9 +1392,9 @@ def _short_tag(component: str, written: str) -> tuple[str, str | None]:
         ):
             return written, None
         return "", (
-            "gpustack runs nvidia-validator from the GPU Operator's own image, which carries "
-            "it from v25.10.0 on (before, the validator was an image of its own, "
-            "gpu-operator-validator): gpustack runs its own (" + component + ".version)"
+            "gpustack's validator runs nvidia-validator from the GPU Operator's own image, "
+            "which carries it from v25.10.0 on (before, the validator was an image of its own, "
+            "gpu-operator-validator): the config keeps gpustack's own (" + component + ".version)"
         )
     found = _DISTRO_TAG.fullmatch(written)
     if found is None:
@@ -1499,8 +1500,8 @@ def _registries(state: _Import, source: Input, spec: dict[str, Any]) -> None:
                 state.dropped(
                     source,
                     (*root, *path, "image"),
-                    "the validator image of GPU Operator releases before v25.10.0: gpustack "
-                    "runs nvidia-validator from the operator's own image",
+                    "the validator image of GPU Operator releases before v25.10.0: gpustack's "
+                    "validator runs nvidia-validator from the operator's own image",
                 )
             else:
                 state.dropped(
