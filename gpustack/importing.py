@@ -690,8 +690,28 @@ def import_inputs(
         release.version if operator else None,
         release_reason if operator else "",
         state.locations,
-        sorted({text for value, _ in state.settings.values() for text in _strings(value)}),
+        sorted(
+            {
+                text
+                for target, (value, _) in state.settings.items()
+                if target not in _CHOICES
+                for text in _strings(value)
+            }
+        ),
     )
+
+
+# Config fields whose values are gpustack's own words (a choice among a few), not an input's.
+_CHOICES = {
+    "driver.mode",
+    "toolkit.enabled",
+    "devicePlugin.migStrategy",
+    "devicePlugin.deviceListStrategy",
+    "devicePlugin.sharing.strategy",
+    "migManager.enabled",
+    "dcgmExporter.monitor",
+    "nfd.mode",
+}
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -1051,9 +1071,17 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
 def _set_quiet(state: _Import, source: Input, path: Path_, target: str, value: Any) -> None:
     """Map a value found inside a field (a plugin config in a ConfigMap entry): the entry's own
     outcome is reported once by the caller."""
+    if not field_accepts(target, value):
+        return  # the entry's outcome says what it maps: gpustack's own stands
+    if target in state.settings and state.from_defaults(target):
+        # The plugin config the operator runs replaces the operator's default.
+        state.hidden.update(state.mapped_at.pop(target, []))
+        del state.settings[target]
+        state.locations.pop(target, None)
     if state.gpustack_default(target) == value or target in state.settings:
         return
     state.settings[target] = (value, [source.shown(path)])
+    state.locations.setdefault(target, []).append(source.location(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1544,9 +1572,14 @@ def _registries(state: _Import, source: Input, spec: dict[str, Any]) -> None:
         for where in paths:
             state.set(source, where, "images.registry", registry)
     if secrets:
-        value = sorted(secrets)
+        value = sorted(name for name in secrets if field_accepts("images.pullSecrets", [name]))
         known = state.settings.get("images.pullSecrets")
         merged = sorted({*value, *(known[0] if known else [])})
+        if not merged:
+            return
+        state.locations.setdefault("images.pullSecrets", []).append(
+            source.location((*root, "imagePullSecrets"))
+        )
         state.settings["images.pullSecrets"] = (
             merged,
             [*(known[1] if known else []), f"{source.name} imagePullSecrets"],

@@ -836,3 +836,32 @@ def test_the_documented_import_is_what_gpustack_prints(tmp_path: Path) -> None:
     assert commands == 2 and not written
     # The values are those of an older chart, and the ClusterPolicy holds a few fields.
     assert "--operator-version v25.3.4" in section and "v1.17.8-ubuntu20.04" in section
+
+
+def test_a_refused_imported_config_is_said_at_the_input_without_its_values(
+    tmp_path: Path,
+) -> None:
+    """What the import checks field by field cannot fail the config's load; anything that still
+    does (a check across fields) is said at the input field, without the inputs' values."""
+    from gpustack import adoption, importing
+    from gpustack.errors import Location, UserError
+    from ruamel.yaml.comments import CommentedMap
+
+    secret = "v1.2.3-s3cr3t"
+    imported = importing.Imported(
+        CommentedMap(),
+        [],
+        "kubeadm",
+        "given",
+        origins={"toolkit.version": [Location("values.yaml", 3, 12)]},
+        values=[secret],
+    )
+    text = (
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
+        f"platform:\n  profile: kubeadm\ntoolkit:\n  version: {secret}\n"
+    )
+    with pytest.raises(UserError) as raised:
+        adoption.load(text, tmp_path / "lab.yaml", None, imported)
+    assert secret not in str(raised.value.message)
+    assert str(raised.value.location) == "values.yaml:3:12"
+    assert raised.value.field == "toolkit.version"
