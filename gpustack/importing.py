@@ -297,7 +297,17 @@ def _values(data: dict[str, Any], source: SourceMap, stem: str) -> Input:
         return Input(PLUGIN_CONFIG, f"plugin config {stem}", data, source)
     if set(data) & _PLUGIN_CHART_KEYS:
         return Input(PLUGIN_VALUES, PLUGIN_VALUES, data, source)
-    if set(data) & _OPERATOR_CHART_KEYS:
+    # An override file may hold any one setting of the operator's chart (`mig.strategy`,
+    # `cdi.enabled`): the ClusterPolicy's sections are the chart's too. `devicePlugin` and `gfd`
+    # are both charts' sections: the operator's when they name an image or a plugin config.
+    sections = {key for key in data if key in _SPEC_FIELDS and key not in ("devicePlugin", "gfd")}
+    operator_only = {"repository", "image", "version", "config", "env", "args"}
+    shared = [data.get(key) for key in ("devicePlugin", "gfd")]
+    if (
+        set(data) & _OPERATOR_CHART_KEYS
+        or sections
+        or any(isinstance(each, dict) and set(each) & operator_only for each in shared)
+    ):
         return Input(OPERATOR_VALUES, OPERATOR_VALUES, data, source)
     raise UserError(
         "is not a ClusterPolicy, the GPU Operator's or the device-plugin chart's Helm values, "
@@ -658,7 +668,7 @@ def import_inputs(
         if each.kind == PLUGIN_CONFIG and not reported:
             _plugin_config(state, PluginConfig(each, (), each.data), "default")
         _leftovers(state, each, plugin_configs)
-    _mig_manager_auto(state)
+    _mig_manager_auto(state, defaults[0] if defaults else None)
     _without_effect(state)
     config = state.config()
     config.insert(0, "apiVersion", API_VERSION)
@@ -880,12 +890,22 @@ def _without_effect(state: _Import) -> None:
         state.locations.pop(target, None)
 
 
-def _mig_manager_auto(state: _Import) -> None:
-    """The MIG manager the operator runs (on MIG-capable nodes) is `auto` where a MIG strategy
-    runs gpustack's too, `true` only where none does: set by the defaults before a later input
-    named the strategy, it goes back to `auto`."""
+def _mig_manager_auto(state: _Import, defaults: Input | None) -> None:
+    """The MIG manager the operator runs (on MIG-capable nodes, whatever the MIG strategy) is
+    `auto` where the final MIG strategy runs gpustack's too, `true` only where none does: an
+    earlier input's choice, made before a later one named the strategy, is set right here."""
     known = state.settings.get("migManager.enabled")
     strategy = state.settings.get("devicePlugin.migStrategy", ("none",))[0]
+    operator_runs = state.expected.get("migManager image", "not run") != "not run"
+    if (
+        defaults is not None
+        and operator_runs
+        and strategy == "none"
+        and known is None
+        and state.profile.facts.migPartitioning == "mig-manager"
+    ):
+        state.set(defaults, ("migManager", "enabled"), "migManager.enabled", True)
+        return
     if known is None or known[0] is not True or strategy == "none":
         return
     if not state.from_defaults("migManager.enabled"):

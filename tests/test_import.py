@@ -866,3 +866,33 @@ def test_a_refused_imported_config_is_said_at_the_input_without_its_values(
     assert secret not in str(raised.value.message)
     assert str(raised.value.location) == "values.yaml:3:12"
     assert raised.value.field == "toolkit.version"
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "value"),
+    [
+        ("cdi:\n  enabled: false\n", "devicePlugin.deviceListStrategy", "envvar"),
+        # The operator runs its MIG manager on MIG-capable nodes without a strategy too.
+        ("mig:\n  strategy: none\n", "migManager.enabled", True),
+        ("devicePlugin:\n  version: v0.19.0\n", "devicePlugin.version", "v0.19.0"),
+    ],
+)
+def test_an_override_file_of_one_setting_keeps_the_charts_others(
+    tmp_path: Path, override: str, field: str, value: Any
+) -> None:
+    (tmp_path / "my-values.yaml").write_text(override)
+    done = run_gpustack(
+        "import",
+        "my-values.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "-o",
+        "imported.yaml",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    config = YAML(typ="safe").load((tmp_path / "imported.yaml").read_text())
+    assert _field(config, field) == value
+    assert config["driver"]["mode"] == "container"
+    assert "STOPS RUNNING" not in done.stderr
