@@ -546,6 +546,7 @@ class _Import:
 
     def config(self) -> CommentedMap:
         root = CommentedMap()
+        comments: dict[int, tuple[CommentedMap, int, list[tuple[str, str, int]]]] = {}
         for target in sorted(self.settings, key=_config_order):
             value, origins = self.settings[target]
             node = root
@@ -555,7 +556,16 @@ class _Import:
             node[name] = _commented(value)
             # One line whatever the inputs' names hold: a line break in a comment would start
             # a key of its own.
-            node.yaml_add_eol_comment(printable("from " + " and ".join(origins), 400), name)
+            text = printable("from " + " and ".join(origins), 400)
+            width = len(name) + 1 + (len(_plain(value)) + 1 if _plain(value) else 0)
+            comments.setdefault(id(node), (node, 2 * len(sections), []))[2].append(
+                (name, text, width)
+            )
+        # The comments of one mapping in one column, two spaces after its longest line.
+        for node, indent, entries in comments.values():
+            column = indent + max(width for _, _, width in entries) + 2
+            for name, text, _ in entries:
+                node.yaml_add_eol_comment(text, name, column=column)
         return root
 
 
@@ -591,6 +601,15 @@ _WHOLE_VALUES = {
     "livenessProbe",
     "readinessProbe",
 }
+
+
+def _plain(value: Any) -> str:
+    """A scalar as the config writes it on its key's line ('' for a list or a mapping)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return ""
+    return str(value)
 
 
 def _commented(value: Any) -> Any:

@@ -501,7 +501,11 @@ def test_a_clusterpolicy_with_few_fields_runs_what_the_operator_runs(tmp_path: P
     )
     assert "  GPU Operator v26.7.0's default driver.enabled -> driver.mode" in done.stderr
     config = (tmp_path / "imported.yaml").read_text()
-    assert "mode: container  # from GPU Operator v26.7.0's default driver.enabled" in config
+    assert re.search(
+        r"\n  mode: container +# from GPU Operator v26.7.0's default driver.enabled\n", config
+    )
+    # The comments of a section line up.
+    assert "\n  mode: container     # from" in config and "\n  version: 580.95.05  # from" in config
 
 
 def test_check_fails_when_a_component_the_operator_runs_would_stop(
