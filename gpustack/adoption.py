@@ -183,7 +183,7 @@ def _platform_runs(stack: Stack, component: str) -> bool:
     node pool or the node OS makes them; and the validator where its driver validation cannot
     find the platform's driver (GKE's), where gpustack's DaemonSets wait for no ready file."""
     facts = stack.facts
-    if component in ("validator", "nodeStatusExporter"):
+    if component == "validator":
         return not validator_finds_driver(stack.config, stack.profile)
     if component in ("driver", "driver.manager"):
         return not {"container", "driver-toolkit"} & set(facts.driver.modes)
@@ -295,8 +295,7 @@ def differences_text(differences: list[Difference]) -> str:
     stopped = [each.aspect.removesuffix(" image") for each in differences if each.stops]
     if stopped:
         lines.append(
-            f"check failed: {', '.join(stopped)} would stop running; turn "
-            + ("it" if len(stopped) == 1 else "them")
-            + " on in the config, or off in the operator first (docs/import.md)"
+            f"check failed: {', '.join(stopped)} would stop running when gpustack takes over "
+            "(docs/import.md, Switching a live cluster over)"
         )
     return "\n".join(lines) + "\n"

@@ -688,6 +688,7 @@ def import_inputs(
             _plugin_config(state, PluginConfig(each, (), each.data), "default")
         _leftovers(state, each, plugin_configs)
     _mig_manager_auto(state, defaults[0] if defaults else None)
+    _without_validator(state)
     _without_effect(state)
     config = state.config()
     config.insert(0, "apiVersion", API_VERSION)
@@ -882,6 +883,41 @@ def _runs(state: _Import, section: str) -> bool:
             )
         return bool(enabled)
     return setting(f"{section}.enabled") is not False
+
+
+def _validator_runs(state: _Import) -> bool:
+    """gpustack's validator runs where its driver validation finds the driver: a driver
+    container, or a host driver at `/` (stack.validator_finds_driver)."""
+    known = state.settings.get("validator.enabled")
+    enabled = known[0] if known is not None else state.gpustack_default("validator.enabled")
+    if enabled != "auto":
+        return bool(enabled)
+    mode = state.settings.get("driver.mode", (state.gpustack_default("driver.mode"),))[0]
+    mode = state.profile.facts.driver.default if mode == "auto" else mode
+    root = state.profile.facts.driver.root
+    return mode in ("container", "driver-toolkit") or (mode == "preinstalled" and root == "/")
+
+
+def _without_validator(state: _Import) -> None:
+    """The node status exporter reports the validator's ready files: where gpustack's validator
+    cannot run (its driver validation does not find the platform's driver), the operator's
+    exporter is not carried over, and `--check` says it would stop."""
+    known = state.settings.get("nodeStatusExporter.enabled")
+    if known is None or known[0] is not True or _validator_runs(state):
+        return
+    for index in state.mapped_at.pop("nodeStatusExporter.enabled", []):
+        entry = state.entries[index]
+        state.entries[index] = Entry(
+            entry.input,
+            entry.field,
+            entry.location,
+            "dropped",
+            None,
+            "the node status exporter reports the validator's checks, and gpustack's validator "
+            "cannot find the driver on this profile",
+        )
+    del state.settings["nodeStatusExporter.enabled"]
+    state.locations.pop("nodeStatusExporter.enabled", None)
 
 
 def _without_effect(state: _Import) -> None:

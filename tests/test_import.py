@@ -508,51 +508,35 @@ def test_a_clusterpolicy_with_few_fields_runs_what_the_operator_runs(tmp_path: P
     assert "\n  mode: container     # from" in config and "\n  version: 580.95.05  # from" in config
 
 
-def test_check_fails_when_a_component_the_operator_runs_would_stop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gpustack import adoption, importing
-    from gpustack.config import load_stack
-
+def test_check_fails_when_a_component_the_operator_runs_would_stop(tmp_path: Path) -> None:
+    """On GKE the operator's node status exporter runs; gpustack's reports the validator's
+    checks, and its validator cannot find GKE's driver: the exporter would stop."""
     (tmp_path / "policy.yaml").write_text(
         "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: p\nspec:\n"
         "  nodeStatusExporter:\n    enabled: true\n"
     )
-    config, _, _ = run_import(tmp_path, tmp_path / "policy.yaml", "--profile", "kubeadm")
-    assert config["nodeStatusExporter"] == {"enabled": True}
-    # The same import, with the exporter then turned off in the config: it would stop.
-    line = "enabled: true  # from ClusterPolicy spec.nodeStatusExporter.enabled"
-    text = (tmp_path / "imported.yaml").read_text()
-    assert line in text
-    text = text.replace(line, "enabled: false")
-    (tmp_path / "imported.yaml").write_text(text)
-    stack = load_stack(tmp_path / "imported.yaml")
-    documents, stems = adoption.read_inputs([tmp_path / "policy.yaml"])
-    inputs = importing.classify(documents, stems)
-    imported = importing.import_inputs(inputs, stack.profile, "given", "imported")
-    differences = {each.aspect: each for each in adoption.check(stack, imported)}
-    stopped = differences["nodeStatusExporter image"]
-    assert stopped.stops and stopped.gpustack == "not run"
-    text = adoption.differences_text(list(differences.values()))
-    assert "(STOPS RUNNING)" in text
-    assert "check failed: nodeStatusExporter would stop running" in text
-    assert [each.aspect for each in differences.values() if each.stops] == [
-        "nodeStatusExporter image"
-    ]
-    # The command exits 1 on it, and still writes the config for the user to change.
-    monkeypatch.setattr(adoption, "check", lambda *_: list(differences.values()))
-    done = run_gpustack(
-        "import",
-        "policy.yaml",
-        "--profile",
-        "kubeadm",
-        "--check",
-        "-o",
-        "again.yaml",
-        cwd=tmp_path,
-    )
+    args = ("import", "policy.yaml", "--profile", "gke-cos", "--check", "-o", "imported.yaml")
+    done = run_gpustack(*args, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
-    assert (tmp_path / "again.yaml").is_file()
+    lines = done.stderr.splitlines()
+    assert (
+        "  nodeStatusExporter image: operator nvcr.io/nvidia/gpu-operator:v26.7.0; gpustack not "
+        "run (STOPS RUNNING)" in lines
+    )
+    assert any(line.startswith("check failed: nodeStatusExporter would stop") for line in lines)
+    # What GKE runs itself (its device plugin, its driver) is said, and is no failure.
+    assert (
+        "  devicePlugin image: operator nvcr.io/nvidia/k8s-device-plugin:v0.20.0; gpustack not "
+        "run (the platform runs its own, or needs none)" in lines
+    )
+    # The config is written all the same, for the user to change; the field is reported.
+    assert "nodeStatusExporter" not in (tmp_path / "imported.yaml").read_text()
+    assert "policy.yaml:7:14: ClusterPolicy spec.nodeStatusExporter.enabled: the node status" in (
+        done.stderr
+    )
+    done = run_gpustack(*args, "--force", "--output", "json", cwd=tmp_path)
+    differences = json.loads(done.stderr[: done.stderr.rindex("}") + 1])["differences"]
+    assert [each["aspect"] for each in differences if each["stops"]] == ["nodeStatusExporter image"]
 
 
 def test_an_older_charts_values_import_and_render(tmp_path: Path) -> None:
