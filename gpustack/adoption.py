@@ -12,6 +12,7 @@ platform does not run in its place) is a finding: `--check` exits 1.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from io import StringIO
@@ -171,9 +172,44 @@ def check(stack: Stack, imported: importing.Imported) -> list[Difference]:
             gone = aspect.endswith(" image") and expected != NOT_RUN and actual == NOT_RUN
             replaced = gone and _platform_runs(stack, component)
             differences.append(
-                Difference(aspect, expected, actual, gone and not replaced, replaced)
+                Difference(
+                    aspect, _shown(aspect, expected), actual, gone and not replaced, replaced
+                )
             )
     return differences
+
+
+# What the operator side of a difference may show: values of the inputs (untrusted) only where
+# they are what their aspect names, an image reference (registry, path, tag, digest: no
+# credentials, no URL), a name or an absolute path; gpustack's own words as they are.
+_IMAGE = re.compile(
+    r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[0-9a-f]{64})?"
+)
+# A release's tag: `v0.20.0`, `595.91.07`, `4.6.0-4.8.3`, with a distribution or `distroless`.
+_RELEASE_TAG = re.compile(
+    r"v?[0-9]+(\.[0-9]+){1,2}(-[0-9]+(\.[0-9]+){2})?(-(ubuntu|ubi|rhel|centos)[0-9.]*|-distroless)?"
+)
+_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+_PATH = re.compile(r"/[A-Za-z0-9._/-]{0,4095}")
+_HIDDEN = "(not shown: not a value gpustack takes)"
+
+
+def _shown(aspect: str, value: str) -> str:
+    if value == NOT_RUN or aspect in ("CDI", "plugin migStrategy", "plugin sharing"):
+        return value
+    if aspect.endswith(" image"):
+        safe = bool(_IMAGE.fullmatch(value) and _RELEASE_TAG.fullmatch(value.rpartition(":")[2]))
+    elif aspect == "exporter counters":
+        name = value.removeprefix("ConfigMap ")
+        safe = name == value or bool(_NAME.fullmatch(name))
+    elif aspect == "pull secrets":
+        safe = all(_NAME.fullmatch(name) for name in value.split(", "))
+    elif aspect.startswith("toolkit "):
+        safe = bool(_PATH.fullmatch(value) or _NAME.fullmatch(value) or value in ("", "none"))
+    else:
+        safe = bool(_NAME.fullmatch(value))
+    return value if safe else _HIDDEN
 
 
 def _platform_runs(stack: Stack, component: str) -> bool:

@@ -1795,7 +1795,8 @@ def _toolkit_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
     profile = state.profile.metadata.name
     for index, (name, value) in enumerate(_env_list(env)):
         where = (*path, index)
-        state.expected[f"toolkit {name}"] = str(value)
+        if name in _TOOLKIT_FACTS or name in ("CONTAINERD_RUNTIME_CLASS", "RUNTIME_CLASS"):
+            state.expected[f"toolkit {name}"] = str(value)
         fact = _TOOLKIT_FACTS.get(name)
         if name in ("CONTAINERD_RUNTIME_CLASS", "RUNTIME_CLASS"):
             state.set(source, where, "runtimeClass.handler", str(value))

@@ -609,10 +609,21 @@ def test_a_value_gpustack_refuses_is_reported_at_its_field_never_printed(tmp_pat
         f"  version: v0.12.3-{secret}\n"
     )
     done = run_gpustack(
-        "import", "values.yaml", "--profile", "kubeadm", "-o", "imported.yaml", cwd=tmp_path
+        "import",
+        "values.yaml",
+        "--profile",
+        "kubeadm",
+        "-o",
+        "imported.yaml",
+        "--check",
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert secret not in done.stderr and "Traceback" not in done.stderr
+    # --check names the operator's image without the value it cannot vouch for.
+    assert "  toolkit image: operator (not shown: not a value gpustack takes); gpustack " in (
+        done.stderr
+    )
     assert (
         "values.yaml:2:15: GPU Operator values toolkit.repository: not a value gpustack's "
         "images.registry takes" in done.stderr
