@@ -71,6 +71,13 @@ def run(
     return 1 if differences and any(each.stops for each in differences) else 0
 
 
+def operator_versions(incomplete: str) -> list[str]:
+    """Shell completion of --operator-version: the releases the importer knows."""
+    from gpustack import importing
+
+    return [version for version in importing.releases() if version.startswith(incomplete)]
+
+
 COMMAND = Command(
     run.__doc__ or "",
     run,
@@ -116,6 +123,7 @@ COMMAND = Command(
             "ClusterPolicy's Helm labels, else the newest release the importer knows.",
             str,
             metavar="VERSION",
+            complete=operator_versions,
         ),
         common.PROFILES_DIR,
     ),
