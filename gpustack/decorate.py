@@ -30,6 +30,11 @@ _WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 # pool a per-pool object serves.
 ROLLOUT_LABEL = "gpustack.dev/rollout"
 CANARY = "canary"
+# Node Feature Discovery and its NodeFeatureRule, where a canary pool is rendered: the canary's
+# driver DaemonSet selects its nodes by NFD's labels, so on a first install NFD must run, and
+# have labelled the nodes, before the canary is applied, or the canary would schedule no pod,
+# be healthy at once and gate nothing.
+DISCOVERY = "discovery"
 POOL_LABEL = "gpustack.dev/pool"
 # The first kind of the smoke test: the ResourceClaimTemplate its Job claims a GPU through
 # (gpuAllocation dra), then the Job.
@@ -42,8 +47,17 @@ def rollout(obj: dict[str, Any], step: str) -> None:
 
 
 def is_canary(obj: dict[str, Any]) -> bool:
+    return _rollout_step(obj) == CANARY
+
+
+def is_discovery(obj: dict[str, Any]) -> bool:
+    return _rollout_step(obj) == DISCOVERY
+
+
+def _rollout_step(obj: dict[str, Any]) -> str | None:
     labels = obj.get("metadata", {}).get("labels", {})
-    return isinstance(labels, dict) and labels.get(ROLLOUT_LABEL) == CANARY
+    step = labels.get(ROLLOUT_LABEL) if isinstance(labels, dict) else None
+    return step if isinstance(step, str) else None
 
 
 def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
@@ -53,17 +67,20 @@ def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
     v3.5.1, gitops-engine/pkg/sync/sync_context.go): the monitors share the workloads' wave, so
     that a driver rollout, healthy only once every node runs the new driver pod, holds back
     nothing but the smoke test, and a monitor whose CRD is missing still lets every other object
-    of its wave be applied. With a `canary` node pool its objects (ROLLOUT_LABEL) take wave 0
-    and everything after them one wave more: the rest waits until the canary's driver DaemonSet
-    is healthy, every canary node's new driver pod Ready."""
+    of its wave be applied. With a `canary` node pool, NFD (DISCOVERY) takes wave 0, the
+    canary's objects (ROLLOUT_LABEL) wave 1 and everything after them two waves more: the
+    canary's driver DaemonSet is applied once NFD runs, and the rest waits until it is healthy,
+    every canary node's new driver pod Ready."""
     position = rank(obj)
     if position < RANK["Namespace"]:
         return -2  # CRDs, established before any custom resource that needs them
     if position <= RANK["RuntimeClass"]:
         return -1  # Namespaces, SCCs, quotas, priority and runtime classes the workloads use
+    if canary and is_discovery(obj):
+        return 0  # NFD, which labels the nodes the canary's driver selects
     if canary and is_canary(obj):
-        return 0  # the canary pool's driver DaemonSet and what it needs
-    later = 1 if canary else 0
+        return 1  # the canary pool's driver DaemonSet and what it needs
+    later = 2 if canary else 0
     if position < RANK[FIRST_CHECK]:
         return later  # RBAC, configuration, services, the workloads and their monitors
     return later + 1  # Jobs that check the running stack (PostSync hooks) and the claims they take
@@ -73,7 +90,7 @@ def stage(obj: dict[str, Any]) -> str:
     """The Flux stage an object is applied in (its sub-folder of the rendered output, whose
     Kustomization depends on the stage before it)."""
     position = rank(obj)
-    if position <= RANK["RuntimeClass"]:
+    if position <= RANK["RuntimeClass"] or is_discovery(obj):
         return "foundation"
     if is_canary(obj):
         return CANARY_STAGE

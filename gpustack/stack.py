@@ -173,6 +173,18 @@ class Stack:
         return self.dra_enabled and self.config.dra.computeDomains.enabled
 
     @property
+    def dra_extended_resource(self) -> bool:
+        """The API server keeps a DeviceClass's `extendedResourceName` (and the scheduler serves
+        `nvidia.com/gpu` limits from it): the field exists from resource.k8s.io/v1 (1.34), behind
+        the DRAExtendedResource gate, alpha and off in 1.34 and 1.35, beta and on from 1.36
+        (KEP-5004; kubernetes pkg/features DRAExtendedResource). Where the gate is off the API
+        server drops the field: the DeviceClass would never match what Git holds."""
+        gates = self.config.platform.featureGates
+        if "DRAExtendedResource" in gates:
+            return gates["DRAExtendedResource"]
+        return kubernetes_minor(self.config.platform.kubernetesVersion) >= EXTENDED_RESOURCE_ON_FROM
+
+    @property
     def resource_api_version(self) -> str:
         """The resource.k8s.io version of the DRA objects, pinned by the target Kubernetes
         version where the chart asks the live cluster."""
@@ -276,6 +288,10 @@ class Stack:
 def kubernetes_minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
+
+
+# DRAExtendedResource turns beta, on by default, in Kubernetes 1.36 (KEP-5004).
+EXTENDED_RESOURCE_ON_FROM = (1, 36)
 
 
 def resource_api_version(kubernetes_version: str) -> str:

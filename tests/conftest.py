@@ -599,33 +599,14 @@ def _python_patterns(schema: Any) -> Any:
 # NFD operator serves NodeFeatureRule as nfd.openshift.io (openshift/cluster-nfd-operator
 # manifests/stable/manifests/nfd.openshift.io_nodefeaturerules.yaml; from release-4.19 it copies
 # each such rule, spec as is, into nfd.k8s-sigs.io, internal/controllers/
-# nodefeaturerule_reconciler.go). Azure Monitor managed Prometheus serves prometheus-operator's
-# ServiceMonitor and PodMonitor CRDs unchanged but for the group, azmonitoring.coreos.com
-# (learn.microsoft.com azure-monitor containers/prometheus-metrics-scrape-crd). shared/crd-schemas
-# has upstream's group only.
+# nodefeaturerule_reconciler.go).
 UPSTREAM_GROUP = {
     "nfd.openshift.io": "nfd.k8s-sigs.io",
-    "azmonitoring.coreos.com": "monitoring.coreos.com",
-}
-
-
-# Kinds whose spec is another upstream kind's format. Google Managed Prometheus's ClusterRules
-# holds Prometheus rule groups (prometheus-engine charts/operator/crds/
-# monitoring.googleapis.com_clusterrules.yaml: groups of name, interval and rules of record or
-# alert, expr, for, labels, annotations), the format prometheus-operator's PrometheusRule holds;
-# shared/crd-schemas has no Managed Prometheus rule kinds, so its spec is checked as that one's;
-# validate_upstream also checks the CRD's own constraints (clusterrules_constraints).
-UPSTREAM_SPEC_OF = {
-    ("monitoring.googleapis.com/v1", "ClusterRules"): ("monitoring.coreos.com/v1", "PrometheusRule")
 }
 
 
 def as_upstream(obj: dict) -> dict:
-    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), or as the
-    upstream kind whose spec it holds (UPSTREAM_SPEC_OF), else as is."""
-    spec_of = UPSTREAM_SPEC_OF.get((obj.get("apiVersion"), obj.get("kind")))
-    if spec_of is not None:
-        return {**obj, "apiVersion": spec_of[0], "kind": spec_of[1]}
+    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), else as is."""
     group, _, version = obj["apiVersion"].rpartition("/")
     if group not in UPSTREAM_GROUP:
         return obj
