@@ -86,8 +86,6 @@ def newest_release() -> Release:
     return list(releases().values())[-1]
 
 
-# The newest release the importer knows.
-OPERATOR_VERSION = "v26.7.0"
 # The device-plugin chart's image (NVIDIA/k8s-device-plugin deployments/helm/
 # nvidia-device-plugin/values.yaml, v0.20.0: the tag defaults to the chart's appVersion).
 PLUGIN_CHART_IMAGE = ("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0")
@@ -2270,7 +2268,7 @@ def _leftovers(
                 source,
                 path,
                 "unknown",
-                why=f"not a field the importer knows (GPU Operator {OPERATOR_VERSION})",
+                why=f"not a field the importer knows (GPU Operator {newest_release().version})",
             )
 
 
