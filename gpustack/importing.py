@@ -2331,9 +2331,8 @@ def _resource_section(path: Path_) -> str | None:
 
 
 def report_text(imported: Imported, shown: list[str]) -> str:
-    lines = [
-        f"imported {', '.join(shown)} for profile {imported.profile} ({imported.profile_reason})"
-    ]
+    names = ", ".join(printable(each, 400) for each in shown)
+    lines = [f"imported {names} for profile {imported.profile} ({imported.profile_reason})"]
     if imported.release is not None:
         lines.append(
             f"what the inputs leave out: GPU Operator {imported.release}'s defaults "

@@ -662,6 +662,13 @@ def test_a_plugin_config_file_name_cannot_write_keys_into_the_config(tmp_path: P
     )
     report = json.loads(done.stderr[: done.stderr.rindex("}") + 1])
     assert all("\n" not in entry["input"] for entry in report["entries"])
+    # The text report names the file on its one line.
+    done = run_gpustack("import", name, "--profile", "kubeadm", cwd=tmp_path)
+    assert done.stderr.splitlines()[0] == (
+        "imported sliced?nodes:?  selector: {pwned: 'true'}?#.yaml for profile kubeadm "
+        "(given with --profile)"
+    )
+    assert not [line for line in done.stderr.splitlines() if line.startswith("nodes:")]
     renders_clean(tmp_path)
 
 
