@@ -442,7 +442,8 @@ class _Import:
         where = source.location(path)
         self.order.append((self.inputs.index(id(source)), where.line, where.column))
         self.paths.append((source.kind, path[len(source.root) :]))
-        self.entries.append(Entry(source.name, dotted(path), str(where), outcome, target, why))
+        shown = printable(str(where), 4096)  # a file's name on one line, as every name
+        self.entries.append(Entry(source.name, dotted(path), shown, outcome, target, why))
 
     def default(self, source: Input, path: Path_, why: str = "same as gpustack's") -> None:
         self.record(source, path, "default", why=why)
