@@ -902,3 +902,12 @@ def test_an_override_file_of_one_setting_keeps_the_charts_others(
     assert _field(config, field) == value
     assert config["driver"]["mode"] == "container"
     assert "STOPS RUNNING" not in done.stderr
+
+
+def test_an_error_names_a_file_on_one_line(tmp_path: Path) -> None:
+    name = "bad\nerror: fake.yaml"
+    (tmp_path / name).write_text("driver: [\n")
+    done = run_gpustack("import", name, "--profile", "kubeadm", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: bad?error: fake.yaml:2:1: invalid YAML")
