@@ -1,6 +1,6 @@
 """The one place for what all objects share: common labels, config hashes, Argo CD sync waves and
-Flux stages, and what every pod gets (images from the registry mirror, pull secrets, resources
-from the config); objects leave here sorted into apply order.
+Flux stages, and what every pod gets (images pinned by the image lock and pulled from the
+registry mirror, pull secrets, resources from the config); objects leave here sorted into apply order.
 
 Apply order is gpustack.objects' rank table; sync waves and Flux stages are cut from the same
 table, so they follow apply order.
@@ -118,6 +118,7 @@ def decorate(
     registry: str | None = None,
     pull_secrets: Sequence[str] = (),
     resources: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Label every object, hash the ConfigMaps each workload mounts, and sort into apply order;
     with `sync_waves`, annotate the Argo CD sync wave and sync options of each object. A workload
@@ -125,8 +126,8 @@ def decorate(
     no such object) is marked exempt from the runtime-class-missing lint rule, so that the
     rendered folder validates on its own.
 
-    Every pod the workloads run pulls its images from `registry` (when given) with
-    `pull_secrets`, and the main container of a workload whose component label is a key of
+    Every pod the workloads run pulls its images pinned by `digests` (the image lock) from
+    `registry` (when given) with `pull_secrets`, and the main container of a workload whose component label is a key of
     `resources` gets those requirements."""
     config_maps = {
         (namespace_of(obj), name_of(obj)): obj for obj in objects if obj.get("kind") == "ConfigMap"
@@ -137,7 +138,7 @@ def decorate(
         metadata["labels"] = {**metadata.get("labels", {}), **MANAGED_BY}
     for workload in workloads:
         template = workload["spec"]["template"]
-        _pod_settings(template, registry, pull_secrets, resources or {})
+        _pod_settings(template, registry, pull_secrets, resources or {}, digests or {})
         _hash_config(workload, config_maps)
         if template["spec"].get("runtimeClassName") in platform_runtime_classes:
             ignore(workload, "runtime-class-missing")
@@ -158,19 +159,46 @@ def mirrored(image: str, registry: str) -> str:
     return f"{registry}/{rest}"
 
 
+def pulled(image: str, registry: str | None, digests: Mapping[str, str]) -> str:
+    """`image` as the nodes pull it: pinned by its digest in the image lock (when the lock
+    names it and the reference carries no digest of its own), then from `registry`."""
+    if "@" not in image and image in digests:
+        image = f"{image}@{digests[image]}"
+    return mirrored(image, registry) if registry else image
+
+
+def image_sources(
+    objects: list[dict[str, Any]], registry: str | None, digests: Mapping[str, str]
+) -> dict[str, set[str]]:
+    """Each image the workloads pull, as decorate() rewrites it, mapped to the references the
+    components wrote (what a mirror copies it from; more than one when the mirror gives two
+    images one name): call before decorate()."""
+    sources: dict[str, set[str]] = {}
+    for workload in objects:
+        if workload.get("kind") in _WORKLOADS:
+            spec = workload["spec"]["template"]["spec"]
+            for key in ("initContainers", "containers"):
+                for container in spec.get(key, []):
+                    if container.get("imagePullPolicy") != "Never":
+                        image = container["image"]
+                        sources.setdefault(pulled(image, registry, digests), set()).add(image)
+    return sources
+
+
 def _pod_settings(
     template: dict[str, Any],
     registry: str | None,
     pull_secrets: Sequence[str],
     resources: Mapping[str, Mapping[str, Mapping[str, str]]],
+    digests: Mapping[str, str],
 ) -> None:
     spec = template["spec"]
-    if registry:
+    if registry or digests:
         for key in ("initContainers", "containers"):
             for container in spec.get(key, []):
                 # Never: the image is on the node already, under its own name.
                 if container.get("imagePullPolicy") != "Never":
-                    container["image"] = mirrored(container["image"], registry)
+                    container["image"] = pulled(container["image"], registry, digests)
     if pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
     component = template.get("metadata", {}).get("labels", {}).get(COMPONENT_LABEL)

@@ -1365,6 +1365,15 @@ class Images(Strict):
         ),
     )
 
+    requireDigests: Annotated[bool, Doc(see="Air-gapped clusters")] = Field(
+        default=False,
+        description=(
+            "every image the cluster pulls must be pinned by digest: by the lock file beside the "
+            "config (`gpustack.lock`, filled by `gpustack images --lock-from`) or in its own "
+            "reference; `render` and `check` fail on an image without one"
+        ),
+    )
+
     @field_validator("pullSecrets")
     @classmethod
     def _unique_secrets(cls, secrets: list[str]) -> list[str]:

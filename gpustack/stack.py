@@ -7,7 +7,9 @@ only read it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from gpustack import mig
 from gpustack import patches as patching
@@ -67,6 +69,9 @@ class Stack:
     entitlement_mode: int | None = None  # the PEM file's permission bits
     # `patches:` of the bases then the config, read and parsed (gpustack.patches applies them).
     patches: tuple[patching.Patch, ...] = ()
+    # The image lock beside the config (gpustack.image_lock): image -> digest, and its path.
+    image_digests: Mapping[str, str] = field(default_factory=dict)
+    lock_file: Path | None = None
     # Set on a view of the stack as one node pool's nodes see it (gpustack.node_files):
     # the pool, and the device plugin config its nodes select.
     pool: NodePool | None = None

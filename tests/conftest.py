@@ -85,6 +85,13 @@ PROMTOOL_MISSING = (
     "which is not on PATH"
 )
 
+# skopeo (Debian's `skopeo` package; .ci/run installs it) reads `images --output skopeo-sync`.
+SKOPEO = shutil.which("skopeo")
+SKOPEO_MISSING = (
+    "needs skopeo, which reads the sync file (Debian/Ubuntu: apt-get install skopeo), and it "
+    "is not on PATH"
+)
+
 
 # The tests write about 30,000 small files (renders, fleets, git repositories). On a disk the
 # kernel's writeback of them, and of whatever was written just before (the test dependencies
@@ -119,12 +126,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "shared: compares with the upstream references beside the repository"
     )
     config.addinivalue_line("markers", "promtool: runs Prometheus's promtool on rendered rules")
+    config.addinivalue_line("markers", "skopeo: runs skopeo on the image lists")
     # CI has the references: there a skipped comparison would be a check presented as passing.
     if os.environ.get("GPUSTACK_REQUIRE_SHARED") and not SHARED.is_dir():
         pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {SHARED} is missing", returncode=2)
     # .ci/run installs promtool: there a skipped rule check would pass for a broken rule.
     if os.environ.get("GPUSTACK_REQUIRE_PROMTOOL") and PROMTOOL is None:
         pytest.exit("GPUSTACK_REQUIRE_PROMTOOL is set, but promtool is not on PATH", returncode=2)
+    if os.environ.get("GPUSTACK_REQUIRE_SKOPEO") and SKOPEO is None:
+        pytest.exit("GPUSTACK_REQUIRE_SKOPEO is set, but skopeo is not on PATH", returncode=2)
 
 
 def pytest_collection(session: pytest.Session) -> None:
@@ -154,6 +164,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, reason, present in (
             ("shared", SHARED_MISSING, SHARED.is_dir()),
             ("promtool", PROMTOOL_MISSING, PROMTOOL is not None),
+            ("skopeo", SKOPEO_MISSING, SKOPEO is not None),
         )
         if not present
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import metrics, ready_files
-from gpustack.decorate import mirrored
+from gpustack.decorate import pulled
 from gpustack.model import ResourceRequirements
 from gpustack.stack import Stack, dra_gate_enabled
 from gpustack.workload import (
@@ -62,9 +62,8 @@ def image(stack: Stack) -> str:
 
 def _image_for_env(stack: Stack) -> str:
     """The image the driver starts other pods from (IMAGE_NAME: the controller's IMEX daemons,
-    the plugin's MPS daemons), mirrored as decorate mirrors the containers' own."""
-    registry = stack.config.images.registry
-    return mirrored(image(stack), registry) if registry else image(stack)
+    the plugin's MPS daemons), pinned and mirrored as decorate does the containers' own."""
+    return pulled(image(stack), stack.config.images.registry, stack.image_digests)
 
 
 def _feature_gates(stack: Stack) -> list[dict[str, Any]]:
