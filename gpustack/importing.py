@@ -78,6 +78,11 @@ def releases() -> dict[str, Release]:
     return dict(sorted(found.items(), key=lambda item: release_key(item[0])))
 
 
+# A release number's part: a few digits. An input may write thousands, which no release has and
+# which Python refuses to read as a number (int() above 4,300 digits raises).
+_NUMBER = "[0-9]{1,9}"
+
+
 def release_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.removeprefix("v").split("."))
 
@@ -771,7 +776,8 @@ def _labelled_release(each: Input) -> tuple[str, str] | None:
     for label in _VERSION_LABELS:
         written = labels.get(label)
         found = re.search(
-            r"v?([0-9]+\.[0-9]+\.[0-9]+)$", written if isinstance(written, str) else ""
+            rf"(?<![0-9.])v?({_NUMBER}\.{_NUMBER}\.{_NUMBER})$",
+            written if isinstance(written, str) else "",
         )
         if found is not None:
             return f"v{found.group(1)}", label
@@ -1457,14 +1463,15 @@ def _image(state: _Import, spec: dict[str, Any], component: str) -> Image:
 # deployments/container/Makefile `push-short`: "we also push a short tag equal to the version"),
 # the tag gpustack runs.
 _DISTRO_TAG = re.compile(
-    r"(v[0-9]+\.[0-9]+\.[0-9]+)-(ubuntu[0-9.]+|ubi[0-9]+|rhel[0-9.]+|centos[0-9]+)"
+    rf"(v{_NUMBER}\.{_NUMBER}\.{_NUMBER})-(ubuntu[0-9.]+|ubi[0-9]+|rhel[0-9.]+|centos[0-9]+)"
 )
 # dcgm-exporter's `<DCGM>-<exporter>-<distribution>`: gpustack runs the `-distroless` image,
 # published from 4.4.1-4.6.0 (the release GPU Operator v25.10.0 moved to, NVIDIA/gpu-operator
 # #1770 "Use distroless tag for dcgm-exporter"); an older release has only its distribution
 # images, which run the exporter differently.
 _EXPORTER_TAG = re.compile(
-    r"([0-9]+\.[0-9]+\.[0-9]+)-([0-9]+\.[0-9]+\.[0-9]+)-(distroless|ubuntu[0-9.]+|ubi[0-9]+)"
+    rf"({_NUMBER}\.{_NUMBER}\.{_NUMBER})-({_NUMBER}\.{_NUMBER}\.{_NUMBER})-"
+    r"(distroless|ubuntu[0-9.]+|ubi[0-9]+)"
 )
 _FIRST_DISTROLESS_EXPORTER = ((4, 4, 1), (4, 6, 0))
 # Components that gpustack runs from the operator's own image (nvcr.io/nvidia/gpu-operator).
@@ -1489,9 +1496,9 @@ def _short_tag(component: str, written: str) -> tuple[str, str | None]:
         why = None if variant == "distroless" else "the release's distroless image"
         return f"{dcgm}-{exporter}", why
     if component in _VALIDATOR_IMAGE:
-        if re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", written) and field_accepts(
-            f"{component}.version", written
-        ):
+        if not re.fullmatch(rf"v{_NUMBER}\.{_NUMBER}\.{_NUMBER}", written):
+            return written, None  # no release: the field check says so
+        if field_accepts(f"{component}.version", written):
             return written, None
         return "", (
             "gpustack's validator runs nvidia-validator from the GPU Operator's own image, "

@@ -96,7 +96,10 @@ Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63), Doc(type="DNS
 LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316), Doc(type="label key")]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63), Doc(type="label value")]
 # An image tag that is a release version (the device plugin's, the toolkit's, MIG manager's).
-ReleaseTag = Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")]
+# A few digits a part: no release has more, and the validator's release is compared as numbers.
+ReleaseTag = Annotated[
+    str, Field(pattern=r"^v[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$"), Doc(type="`vX.Y.Z`")
+]
 
 _DURATION_UNITS_MS = {
     "y": 365 * 86_400_000,

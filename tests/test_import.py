@@ -911,3 +911,23 @@ def test_an_error_names_a_file_on_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: bad?error: fake.yaml:2:1: invalid YAML")
+
+
+def test_release_numbers_of_thousands_of_digits_name_no_release(tmp_path: Path) -> None:
+    """A version of more digits than Python reads as a number (4,300) is no release: the import
+    goes on with the newest release's defaults and reports each such field, without a traceback."""
+    digits = "7" * 5000
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        f'  labels:\n    app.kubernetes.io/version: "v{digits}.1.1"\n'
+        f'spec:\n  dcgmExporter:\n    version: "{digits}.1.1-4.1.1-ubuntu22.04"\n'
+        f'  validator:\n    version: "v{digits}.1.1"\n'
+        f'  toolkit:\n    version: "v{digits}.1.1-ubuntu20.04"\n'
+    )
+    config, report, _ = run_import(tmp_path, "policy.yaml", "--profile", "kubeadm")
+    assert report["operatorVersionReason"].startswith("the inputs do not name the operator")
+    for field in ("dcgmExporter", "validator", "toolkit"):
+        entry = outcome(report, f"spec.{field}.version")
+        assert entry["outcome"] == "dropped"
+        assert entry["why"] == f"not a value gpustack's {field}.version takes"
+    assert "validator" not in config
