@@ -548,7 +548,8 @@ def unreached_line(note: Unreached, shown: int | None = None) -> str:
     more = count - len(note.clusters[:shown])
     return (
         f"the change to {note.setting} in {note.base} does not reach {count} "
-        f"{'cluster' if count == 1 else 'clusters'}, which set it themselves: {listed}"
+        f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
+        f": {listed}"
         + (f" and {more} more" if more else "")
     )
 
@@ -795,7 +796,8 @@ def _effect(group: _Group) -> str:
         parts.append(f"**reloads the GPU driver** ({where})")
     if restarts:
         count = len(restarts)
-        parts.append(f"restarts the pods of {count} {_plural(count, 'workload')}")
+        other = " other" if drivers else ""  # beside the driver's own, said first
+        parts.append(f"restarts the pods of {count}{other} {_plural(count, 'workload')}")
     return "; ".join(parts)
 
 
@@ -839,7 +841,7 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
     if group.hashed:
         differ.append(f"content hashes (the {_code(CONFIG_HASH)} annotation, a name's hash suffix)")
     if group.nodes_differ:
-        differ.append("the labels of the nodes each workload runs on")
+        differ.append("labels of the nodes each workload runs on")
     if differ:
         lines += [
             f"The {' and '.join(differ)} differ from cluster to cluster; "
@@ -959,7 +961,8 @@ def _unreached(note: Unreached) -> str:
     more = count - len(note.clusters[:5])
     return (
         f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
-        f"{_plural(count, 'cluster')}, which set it themselves: {listed}"
+        f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
+        f": {listed}"
         + (f" and {more} more" if more else "")
     )
 
