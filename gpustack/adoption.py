@@ -84,7 +84,12 @@ def load(
             if target == name or target.startswith(name + ".") or name.startswith(target + ".")
             for location in locations
         ]
+        # A value the message quotes is named as such, so the reason stays; a message that
+        # shows one otherwise is not shown at all.
         shown = problem.message
+        for value in sorted(filter(None, imported.values), key=len, reverse=True):
+            for quoted in (repr(value), f"'{value}'", f'"{value}"'):
+                shown = shown.replace(quoted, "(an imported value)")
         if any(value and value in shown for value in imported.values):
             shown = "gpustack refuses the imported settings together"
         raise UserError(

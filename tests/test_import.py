@@ -931,3 +931,23 @@ def test_release_numbers_of_thousands_of_digits_name_no_release(tmp_path: Path) 
         assert entry["outcome"] == "dropped"
         assert entry["why"] == f"not a value gpustack's {field}.version takes"
     assert "validator" not in config
+
+
+def test_a_refusal_of_an_imported_value_keeps_its_reason_not_its_value(tmp_path: Path) -> None:
+    """A MIG config name the config then refuses (none of that name): the message says why, with
+    the value named as an imported one, never shown."""
+    secret = "ghpSECRET0123456789"
+    (tmp_path / "values.yaml").write_text(
+        f"migManager:\n  config:\n    default: {secret}\nmig:\n  strategy: mixed\n"
+    )
+    done = run_gpustack(
+        "import", "values.yaml", "--profile", "kubeadm", "-o", "imported.yaml", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert secret not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        "error: values.yaml:3:14: migManager.defaultConfig: the imported config is not valid: no "
+        "MIG config named (an imported value) (neither built in nor in migManager.config.file)"
+    )
+    assert not (tmp_path / "imported.yaml").exists()
