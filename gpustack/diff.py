@@ -549,8 +549,7 @@ def unreached_line(note: Unreached, shown: int | None = None) -> str:
     return (
         f"the change to {note.setting} in {note.base} does not reach {count} "
         f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
-        f": {listed}"
-        + (f" and {more} more" if more else "")
+        f": {listed}" + (f" and {more} more" if more else "")
     )
 
 
@@ -962,8 +961,7 @@ def _unreached(note: Unreached) -> str:
     return (
         f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
         f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
-        f": {listed}"
-        + (f" and {more} more" if more else "")
+        f": {listed}" + (f" and {more} more" if more else "")
     )
 
 

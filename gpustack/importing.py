@@ -1851,6 +1851,12 @@ def _device_plugin_config(
         entry: each for (config_map, entry), each in plugin_configs.items() if config_map == owner
     }
     if not mine:
+        # The operator's plugin shares GPUs as that config says, which only its ConfigMap
+        # tells: `--check` says so rather than compare with the default's `none`.
+        state.expected["plugin sharing"] = (
+            "its plugin config's (the ConfigMap devicePlugin.config.name names, not among the "
+            "inputs)"
+        )
         state.dropped(
             source,
             (*base, "name"),

@@ -951,3 +951,31 @@ def test_a_refusal_of_an_imported_value_keeps_its_reason_not_its_value(tmp_path:
         "MIG config named (an imported value) (neither built in nor in migManager.config.file)"
     )
     assert not (tmp_path / "imported.yaml").exists()
+
+
+def test_check_says_the_sharing_of_a_config_map_it_was_not_given_is_unknown(
+    tmp_path: Path,
+) -> None:
+    """An operator whose device plugin reads a ConfigMap that is not among the inputs may share
+    its GPUs (time-slicing, MPS): `--check` says so instead of comparing with no sharing."""
+    (tmp_path / "values.yaml").write_text(
+        "devicePlugin:\n  config:\n    name: time-slicing-config\n    default: any\n"
+    )
+    done = run_gpustack(
+        "import",
+        "values.yaml",
+        "--operator-version",
+        "v25.3.4",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "-o",
+        "imported.yaml",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  plugin sharing: operator its plugin config's (the ConfigMap devicePlugin.config.name "
+        "names, not among the inputs); gpustack none\n" in done.stderr
+    )
+    assert "time-slicing-config" not in done.stderr.split("check:", 1)[1]
