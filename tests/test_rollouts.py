@@ -254,3 +254,51 @@ def test_a_drain_alone_cordons_nothing_before_it():
         "driver is in use, it is drained within 300s: the pods matching team=ml (ENABLE_AUTO_DRAIN), "
         "then the new driver is loaded"
     )
+
+
+KERNEL_MODULES = """
+patches:
+  - target: {kind: DaemonSet, name: nvidia-driver-daemonset}
+    patch: |
+      spec:
+        template:
+          spec:
+            containers:
+              - name: nvidia-driver-ctr
+                env:
+                  - name: KERNEL_MODULE_TYPE
+                    value: open
+"""
+TOLERATION = """
+patches:
+  - target: {kind: DaemonSet, name: nvidia-driver-daemonset}
+    patch: |
+      - op: add
+        path: /spec/template/spec/tolerations/-
+        value: {key: dedicated, operator: Exists, effect: NoSchedule}
+"""
+
+
+@pytest.mark.parametrize(("patch", "reloads"), [(KERNEL_MODULES, True), (TOLERATION, False)])
+def test_a_patch_to_what_the_driver_installs_reloads_it(tmp_path, patch, reloads):
+    """A patch that changes what the driver container installs (the kernel modules' type) takes
+    effect on nodes whose driver is loaded: its DRIVER_CONFIG_DIGEST changes, so the driver
+    manager and the driver container reload it; a toleration installs nothing and reloads
+    nothing."""
+    example = ROOT / "examples" / "kubeadm-driver-container.yaml"
+    patched = tmp_path / "patched.yaml"
+    patched.write_text(example.read_text() + patch)
+    before, after = objects(example)[DRIVER], objects(patched)[DRIVER]
+    found = rollout(before, after)
+    assert found is not None
+    assert (found.impact == RELOADS_DRIVER) is reloads
+    if reloads:
+        assert found.driver.startswith("on each node the driver is reloaded")
+    digests = {
+        item["value"]
+        for group in ("initContainers", "containers")
+        for container in after["spec"]["template"]["spec"][group]
+        for item in container.get("env", [])
+        if item["name"] == "DRIVER_CONFIG_DIGEST"
+    }
+    assert len(digests) == 1  # the driver manager and the driver container agree
