@@ -204,8 +204,13 @@ def _driver_steps(manager: dict[str, str | None], reloads: bool, action: Action)
     `uninstallDriver`)."""
     if action == "removes":
         return ""  # what the driver container does as it stops is the image's, not said here
-    names = ("ENABLE_GPU_POD_EVICTION", "ENABLE_AUTO_DRAIN", "DRAIN_USE_FORCE")
-    names += ("DRAIN_DELETE_EMPTYDIR_DATA", "FORCE_REINSTALL")
+    names = (
+        "ENABLE_GPU_POD_EVICTION",
+        "ENABLE_AUTO_DRAIN",
+        "DRAIN_USE_FORCE",
+        "DRAIN_DELETE_EMPTYDIR_DATA",
+        "FORCE_REINSTALL",
+    )
     broken = [name for name in names if _flag(manager, name, False) == _UNPARSED]
     if broken:
         # main.go's flags fail to parse: the manager exits before uninstallDriver, and so does

@@ -591,20 +591,21 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _install(daemonset: dict[str, Any]) -> str | None:
     """A hash of what a driver DaemonSet's containers install (their DRIVER_CONFIG_DIGEST
     aside), or None for any other object. Patched objects may hold anything."""
     if daemonset.get("kind") != "DaemonSet":
         return None
     pod = _mapping(_mapping(_mapping(daemonset.get("spec")).get("template")).get("spec"))
-    containers = [
-        _mapping(each)
-        for each in (pod.get("containers") if isinstance(pod.get("containers"), list) else [])
-    ]
+    containers = [_mapping(each) for each in _items(pod.get("containers"))]
     found = False
     install = []
     for container in containers:
-        env = container.get("env") if isinstance(container.get("env"), list) else []
+        env = _items(container.get("env"))
         found = found or any(_mapping(item).get("name") == DIGEST for item in env)
         kept = {key: container.get(key) for key in _INSTALLING if key in container}
         kept["env"] = [item for item in env if _mapping(item).get("name") != DIGEST]
@@ -637,9 +638,8 @@ def redigest(objects: list[dict[str, Any]], before: dict[int, str]) -> None:
             continue
         pod = _mapping(_mapping(_mapping(objects[index].get("spec")).get("template")).get("spec"))
         for group in ("initContainers", "containers"):
-            for container in pod.get(group) if isinstance(pod.get(group), list) else []:
-                env = _mapping(container).get("env")
-                for item in env if isinstance(env, list) else []:
+            for container in _items(pod.get(group)):
+                for item in _items(_mapping(container).get("env")):
                     if _mapping(item).get("name") == DIGEST and isinstance(item.get("value"), str):
                         item["value"] = _digest({"digest": item["value"], "patched": patched})
 
