@@ -944,8 +944,12 @@ def as_markdown(
             used += len(short)
         else:
             left.append(group)
+    # What was left out is named most disruptive first, and its first cluster is the one whose
+    # command the ending gives.
+    order = {id(group): index for index, group in enumerate(groups)}
     while True:
         cut = [group for group, _, shortened in kept if shortened]
+        left.sort(key=lambda group: order[id(group)])
         ending = _left_out(cut, left, max_size, see_all, see_one)
         text = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], ending)
         if len(text) <= max_size or not kept:
@@ -1037,7 +1041,9 @@ def _left_out(
     lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
     if see_all:
         lines.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
-    first = [*cut, *left][0].names[0]
-    if see_one and first != APPLICATION_SET_DIR:
+    # The most disruptive change left out is the one cluster worth a look first.
+    clusters = [group for group in (*cut, *left) if group.names != (APPLICATION_SET_DIR,)]
+    if see_one and clusters:
+        first = min(clusters, key=lambda group: group.rank).names[0]
         lines.append(f"One cluster: {_code(see_one(first))}.")
     return "\n".join(lines) + "\n"

@@ -740,3 +740,19 @@ def test_a_group_whose_nodes_differ_says_so_in_words_a_reader_can_read():
     assert "does not reach 1 cluster, which sets it itself: c (clusters/c.yaml:4:12)" in shown
     text_note = diff_module.unreached_line(notes[0])
     assert text_note.endswith("1 cluster, which sets it itself: c (clusters/c.yaml:4:12)")
+
+
+def test_what_a_small_review_leaves_out_is_named_most_disruptive_first(
+    cli, driver_fleet, monkeypatch
+):
+    """Under a size that leaves out both the driver change and the smoke-test renames, the
+    ending names the driver's clusters first, and its one-cluster command is one of theirs."""
+    monkeypatch.chdir(driver_fleet)
+    result = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "3500"
+    )
+    assert len(result.stdout) <= 3500, result.stdout
+    assert result.exit_code == 1, result.output
+    shown = "".join(Page(to_html(result.stdout)).text)
+    assert "the details of 30 clusters (gpu-29, gpu-30, gpu-01, " in shown
+    assert "One cluster: gpustack diff --git-ref 'HEAD~1' clusters/gpu-29.yaml." in shown
