@@ -1756,6 +1756,11 @@ _MANAGER_ENV = {
 }
 
 
+# What Go's strconv.ParseBool reads as true and as false.
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
 def _manager_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
     if not isinstance(env, list):
         return
@@ -1778,7 +1783,13 @@ def _manager_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
         elif target.endswith("podSelector"):
             setting = str(value or "")
         else:
-            setting = str(value).lower() == "true"
+            # As the driver manager reads it (urfave/cli v2 BoolFlag: empty is false, else Go's
+            # strconv.ParseBool); anything else stops the manager, which gpustack's would not.
+            text = "" if value is None else str(value)
+            if text not in _GO_TRUE and text not in _GO_FALSE and text != "":
+                state.dropped(source, where, "not a boolean the driver manager reads")
+                continue
+            setting = text in _GO_TRUE
         state.set(source, where, target, setting)
     state.done.add((id(source), path))
 

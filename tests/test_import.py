@@ -979,3 +979,21 @@ def test_check_says_the_sharing_of_a_config_map_it_was_not_given_is_unknown(
         "names, not among the inputs); gpustack none\n" in done.stderr
     )
     assert "time-slicing-config" not in done.stderr.split("check:", 1)[1]
+
+
+def test_the_driver_managers_booleans_import_as_it_reads_them(tmp_path: Path) -> None:
+    """`ENABLE_AUTO_DRAIN: "1"` drains (Go's strconv.ParseBool, as k8s-driver-manager reads its
+    flags); a word it does not read is reported, not taken as false."""
+    (tmp_path / "values.yaml").write_text(
+        "driver:\n  manager:\n    env:\n"
+        '    - {name: ENABLE_AUTO_DRAIN, value: "1"}\n'
+        '    - {name: DRAIN_POD_SELECTOR_LABEL, value: "team=ml"}\n'
+        '    - {name: ENABLE_GPU_POD_EVICTION, value: "yes"}\n'
+    )
+    config, report, _ = run_import(tmp_path, "values.yaml", "--profile", "kubeadm")
+    assert config["driver"]["upgrade"]["drain"]["enabled"] is True
+    assert outcome(report, "driver.manager.env[2]") == {
+        **outcome(report, "driver.manager.env[2]"),
+        "outcome": "dropped",
+        "why": "not a boolean the driver manager reads",
+    }
