@@ -26,8 +26,8 @@ import (
 )
 
 type device struct {
-	ID     string `json:"id"`
-	Health string `json:"health"`
+	ID     string  `json:"id"`
+	Health string  `json:"health"`
 	NUMA   []int64 `json:"numa,omitempty"`
 }
 
@@ -41,14 +41,14 @@ type allocation struct {
 }
 
 type registration struct {
-	Resource    string      `json:"resource"`
-	Version     string      `json:"version"`
-	Endpoint    string      `json:"endpoint"`
-	PreStart    bool        `json:"preStartRequired"`
-	Preferred   bool        `json:"getPreferredAllocationAvailable"`
-	Devices     []device    `json:"devices"`
-	Allocation  *allocation `json:"allocation,omitempty"`
-	Error       string      `json:"error,omitempty"`
+	Resource   string      `json:"resource"`
+	Version    string      `json:"version"`
+	Endpoint   string      `json:"endpoint"`
+	PreStart   bool        `json:"preStartRequired"`
+	Preferred  bool        `json:"getPreferredAllocationAvailable"`
+	Devices    []device    `json:"devices"`
+	Allocation *allocation `json:"allocation,omitempty"`
+	Error      string      `json:"error,omitempty"`
 }
 
 type kubelet struct {
@@ -129,7 +129,7 @@ func (k *kubelet) inspect(r *registration) {
 	for _, container := range response.ContainerResponses {
 		a.Envs = container.Envs
 		a.Annotations = container.Annotations
-		for _, d := range container.CDIDevices {
+		for _, d := range container.CdiDevices {
 			a.CDIDevices = append(a.CDIDevices, d.Name)
 		}
 		for _, d := range container.Devices {
