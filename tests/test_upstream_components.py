@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 import pytest
 import upstream
 import yaml
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES
 from example_renders import example_configs, render_example
 
 from gpustack import render
@@ -73,8 +72,15 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     # A clean environment: only what the container would have, and a PATH for the tools.
     base = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+    # A session of its own: a signal a component sends to its process group stays there.
     return subprocess.run(
-        command, env={**base, **env}, cwd=cwd, capture_output=True, text=True, timeout=120
+        command,
+        env={**base, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
     )
 
 
@@ -371,3 +377,347 @@ def test_a_plugin_config_the_plugin_refuses_is_refused_by_gpustack_first(
     )
     assert result_upstream.returncode != 0
     assert refusal in result_upstream.stderr
+
+
+# --- The MIG manager's layouts -------------------------------------------------------------------
+MIG_CONFIG_MAP = "nvidia-mig-manager-config"
+
+
+def mig_parted_valid(text: str, layout: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`nvidia-mig-parted assert --valid-config`: the file parsed by mig-parted's own reader
+    (api/spec/v1) and the layout selected from it, as the MIG manager does before it applies it
+    (cmd/nvidia-mig-parted/assert/assert.go); no GPU is touched."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config_file = folder / "config.yaml"
+    config_file.write_text(text)
+    binary = upstream.binaries("mig-parted") / "nvidia-mig-parted"
+    command = [str(binary), "assert", "--valid-config", "-f", str(config_file), "-c", layout]
+    return run(command, {})
+
+
+def test_every_mig_manager_config_is_read_by_mig_parted_with_each_layout_nodes_select(
+    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+) -> None:
+    checked = 0
+    for name, stack, rendering in renders:
+        found = [
+            o for o in objects_of(rendering, "ConfigMap") if o["metadata"]["name"] == MIG_CONFIG_MAP
+        ]
+        if not found:
+            continue
+        manager = daemonset(rendering, "nvidia-mig-manager")
+        assert manager is not None, name
+        # The manager reads the key its CONFIG_FILE names from the ConfigMap's mount.
+        config_file = literal_env(container(manager, "nvidia-mig-manager"))["CONFIG_FILE"]
+        (text,) = [v for k, v in found[0]["data"].items() if config_file.endswith(f"/{k}")]
+        layouts = {stack.config.pool_mig_config(pool) for pool in [None, *stack.pools]}
+        for layout in sorted(layouts):
+            result = mig_parted_valid(text, layout, tmp_path / name / layout)
+            where = f"{name} {MIG_CONFIG_MAP} layout {layout}"
+            assert result.returncode == 0, f"{where}: {result.stderr[-2000:]}"
+            assert "Selected MIG configuration is valid" in result.stdout, where
+            checked += 1
+        # A name the file lacks is refused: the check above can fail.
+        missing = mig_parted_valid(text, "no-such-layout", tmp_path / name / "missing")
+        assert missing.returncode != 0 and "not present" in missing.stderr, name
+    assert checked
+
+
+# --- The container toolkit's installer -----------------------------------------------------------
+# The platforms' own containerd configs (tests/data/upstream/containerd/README.md says where each
+# comes from): on kubeadm the installer edits the node's config; k3s and RKE2 generate theirs at
+# every start and add the nvidia runtimes they find, so the installer must leave theirs alone.
+CONTAINERD = Path(__file__).parent / "data" / "upstream" / "containerd"
+CONTAINERD_CONFIGS = {
+    "kubeadm": ("containerd-1.7.toml", "containerd-2.x.toml"),
+    "k3s": ("k3s.toml",),
+    "rke2": ("rke2.toml",),
+}
+TOOLKIT_CONTAINER = "nvidia-container-toolkit-ctr"
+# What k3s (and RKE2, which shares its agent) adds to its containerd config for each nvidia
+# handler: the first of these binaries it finds in /usr/local/nvidia/toolkit or /usr/bin
+# (k3s-io/k3s pkg/agent/containerd/runtimes.go).
+K3S_NVIDIA_HANDLERS = {
+    "nvidia": ("nvidia-container-runtime",),
+    "nvidia-cdi": ("nvidia-container-runtime.cdi", "nvidia-container-runtime"),
+    "nvidia-experimental": ("nvidia-container-runtime-experimental", "nvidia-container-runtime"),
+}
+# The toolkit image's artifacts the installer copies to the host (the image's /artifacts/deb,
+# nvidia-ctk-installer toolkit/installer: executables.go, libraries.go, v1.20.0). The two Go
+# tools are the ones built here; the others are files the installer copies and wraps.
+ARTIFACT_EXECUTABLES = (
+    "nvidia-container-cli",
+    "nvidia-container-runtime-hook",
+    "nvidia-container-runtime",
+    "nvidia-container-runtime.cdi",
+    "nvidia-container-runtime.legacy",
+)
+ARTIFACT_LIBRARIES = ("libnvidia-container.so.1", "libnvidia-container-go.so.1")
+
+
+def host_mounts(workload: dict[str, Any], found: dict[str, Any]) -> list[tuple[str, str]]:
+    """(container path, host path) of each hostPath volume the container mounts, deepest first."""
+    volumes = {
+        v["name"]: v["hostPath"]["path"]
+        for v in workload["spec"]["template"]["spec"]["volumes"]
+        if "hostPath" in v
+    }
+    mounts = [
+        (m["mountPath"].rstrip("/") or "/", volumes[m["name"]])
+        for m in found.get("volumeMounts", [])
+        if m["name"] in volumes
+    ]
+    return sorted(mounts, key=lambda mount: -len(mount[0]))
+
+
+def in_host(host: Path, mounts: list[tuple[str, str]], value: str) -> str:
+    """A path as the container sees it, made a path in the temporary host root, as the kubelet's
+    mounts make it; any other value as it is."""
+    for inside, outside in mounts:
+        if value == inside or value.startswith(inside.rstrip("/") + "/"):
+            return str(host) + outside.rstrip("/") + value[len(inside.rstrip("/")) :]
+    return value
+
+
+def artifacts(folder: Path) -> Path:
+    root = folder / "artifacts" / "deb"
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+    built = upstream.binaries("toolkit")
+    for name in ("nvidia-ctk", "nvidia-cdi-hook"):
+        source = built / ("nvidia-ctk" if name == "nvidia-cdi-hook" else name)
+        (root / "usr" / "bin" / name).write_bytes(source.read_bytes())
+        (root / "usr" / "bin" / name).chmod(0o755)
+    for name in ARTIFACT_EXECUTABLES:
+        (root / "usr" / "bin" / name).write_text("#!/bin/sh\nexit 0\n")
+        (root / "usr" / "bin" / name).chmod(0o755)
+    for name in ARTIFACT_LIBRARIES:
+        (root / "usr" / "lib" / "x86_64-linux-gnu" / name).write_bytes(b"\x7fELF")
+    return root
+
+
+# A stand-in for containerd's socket: it answers a connection (as containerd's gRPC server
+# does, with its first frame) and writes each SIGHUP it gets to a file: the installer finds the
+# socket's owner from its peer credentials and signals it (containerd_linux.go SignalContainerd).
+SOCKET_OWNER = """
+import os, select, signal, socket, sys
+path, record = sys.argv[1], sys.argv[2]
+signal.signal(signal.SIGHUP, lambda *_: open(record, "a").write("SIGHUP\\n"))
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()
+open(record, "a").write("listening\\n")
+while True:
+    try:
+        connection, _ = server.accept()
+    except InterruptedError:
+        continue
+    # The installer asks for the peer's credentials (SO_PASSCRED) once connected; a byte sent
+    # before that carries none, and it would signal process 0, its own process group.
+    select.select([connection], [], [], 0.5)
+    connection.sendall(b"\\x00")
+"""
+
+
+def short_host(tmp_path: Path, case: str) -> Path:
+    """A host root whose socket paths fit a Unix socket's 108 bytes: a short folder under
+    /tmp, linked from the test's own folder so that pytest keeps it with the test's files."""
+    import tempfile
+
+    place = Path(tempfile.mkdtemp(prefix="gpustack-"))
+    (tmp_path / case).symlink_to(place)
+    (place / "host").mkdir()
+    return place / "host"
+
+
+def toolkit_run(
+    stack: Stack, rendering: render.Rendering, fixture: str, host: Path
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The installer with the rendered container's environment, in `host` holding the platform's
+    containerd config: its log, and what the socket's owner received."""
+    workload = daemonset(rendering, "nvidia-container-toolkit-daemonset")
+    assert workload is not None
+    found = container(workload, TOOLKIT_CONTAINER)
+    mounts = host_mounts(workload, found)
+    platform_config = host / stack.facts.runtime.containerdConfig.lstrip("/")
+    platform_config.parent.mkdir(parents=True, exist_ok=True)
+    platform_config.write_bytes((CONTAINERD / fixture).read_bytes())
+    for _, outside in mounts:
+        (host / outside.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    env = {name: in_host(host, mounts, value) for name, value in literal_env(found).items()}
+    for name in ("RUNTIME_CONFIG", "RUNTIME_DROP_IN_CONFIG", "TOOLKIT_PID_FILE"):
+        Path(env[name]).parent.mkdir(parents=True, exist_ok=True)
+    # What the image brings: its artifacts (the image's /artifacts/deb).
+    env["TOOLKIT_SOURCE_ROOT"] = str(artifacts(host.parent))
+    socket_path = Path(env["RUNTIME_SOCKET"])
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    record = host.parent / "signals"
+    owner = subprocess.Popen(["python3", "-c", SOCKET_OWNER, str(socket_path), str(record)])
+    try:
+        for _ in range(200):
+            if record.exists():
+                break
+            subprocess.run(["sleep", "0.05"])
+        # The installer runs as the DaemonSet runs it, as a daemon that configures the runtime
+        # and waits for a signal; NO_DAEMON only stops it after the configuration. IGNORE_ERRORS
+        # lets it past what needs the driver, which this machine lacks: the device nodes and the
+        # CDI spec for management containers (dev/node_check.py runs it without, on a GPU node).
+        env["NO_DAEMON"] = "true"
+        command = [
+            str(upstream.binaries("toolkit") / "nvidia-ctk-installer"),
+            *found.get("args", []),
+        ]
+        if not Path("/proc/driver/nvidia").exists():
+            command.append("--ignore-errors")
+        result = run(command, env)
+        # The signal is delivered before the installer exits; its handler runs soon after.
+        for _ in range(100):
+            if "Successfully signaled" not in result.stderr or "SIGHUP" in record.read_text():
+                break
+            subprocess.run(["sleep", "0.05"])
+    finally:
+        owner.kill()
+        owner.wait()
+    return result, record.read_text() if record.exists() else ""
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def effective_containerd(host: Path, config: Path) -> dict[str, Any]:
+    """containerd's config as containerd reads it: the file, then each file its `imports` name,
+    merged over it table by table (containerd's services/server/config LoadConfig)."""
+    import glob
+    import tomllib
+
+    document = tomllib.loads(config.read_text())
+    for pattern in document.get("imports", []):
+        for name in sorted(glob.glob(str(host) + pattern)):
+            document = deep_merge(document, tomllib.loads(Path(name).read_text()))
+    return document
+
+
+def cri_runtime(document: dict[str, Any]) -> dict[str, Any]:
+    """The CRI runtime plugin's table: its version 3 name (containerd 2) or version 2's."""
+    plugins = document["plugins"]
+    key = (
+        "io.containerd.cri.v1.runtime" if document["version"] == 3 else "io.containerd.grpc.v1.cri"
+    )
+    return dict(plugins[key])
+
+
+def rendered_handlers(rendering: render.Rendering) -> set[str]:
+    return {o["handler"] for o in objects_of(rendering, "RuntimeClass")}
+
+
+def pod_runtime_classes(rendering: render.Rendering) -> set[str]:
+    names = set()
+    for o in rendering.objects:
+        if o.get("kind") in {"DaemonSet", "Deployment", "Job"}:
+            name = o["spec"]["template"]["spec"].get("runtimeClassName")
+            if name:
+                names.add(name)
+    return names
+
+
+def toolkit_cases(
+    renders: list[tuple[str, Stack, render.Rendering]],
+) -> Iterator[tuple[str, Stack, render.Rendering, str]]:
+    for name, stack, rendering in renders:
+        if daemonset(rendering, "nvidia-container-toolkit-daemonset") is None:
+            continue
+        if stack.facts.runtime.engine != "containerd":
+            continue
+        for fixture in CONTAINERD_CONFIGS[stack.profile.metadata.name]:
+            yield name, stack, rendering, fixture
+
+
+def test_the_toolkit_installer_gives_containerd_the_runtimes_gpustack_renders(
+    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+) -> None:
+    checked = set()
+    for name, stack, rendering, fixture in toolkit_cases(renders):
+        if stack.facts.runtime.toolkit.configFile != stack.facts.runtime.containerdConfig:
+            continue  # k3s and RKE2: the next test
+        where = f"{name} on {fixture}"
+        host = short_host(tmp_path, f"{name}-{fixture}")
+        result, signals = toolkit_run(stack, rendering, fixture, host)
+        assert result.returncode == 0, f"{where}: {result.stderr[-3000:]}"
+        # Only what needs the driver failed (this machine has none).
+        for line in result.stderr.splitlines():
+            if "level=error" in line:
+                assert "device nodes" in line or "CDI spec" in line, f"{where}: {line}"
+        document = effective_containerd(
+            host, host / stack.facts.runtime.containerdConfig.lstrip("/")
+        )
+        runtime = cri_runtime(document)
+        runtimes = runtime["containerd"]["runtimes"]
+        # Each handler the rendered RuntimeClasses name is a runtime of containerd's, whose
+        # binary the installer put on the host.
+        handlers = rendered_handlers(rendering)
+        assert handlers <= set(runtimes), f"{where}: {sorted(handlers)} not in {sorted(runtimes)}"
+        for handler in handlers:
+            binary = runtimes[handler]["options"]["BinaryName"]
+            assert binary.startswith(str(host)), where
+            assert Path(binary).is_file(), where
+            checked.add(fixture)
+        # The default runtime: runc where GPU pods name a RuntimeClass, the nvidia runtime where
+        # they do not (the profile's runtimeClass).
+        default = runtime["containerd"]["default_runtime_name"]
+        if stack.runtime_class_name:
+            assert default == "runc", where
+            assert stack.runtime_class_name in {
+                o["metadata"]["name"] for o in objects_of(rendering, "RuntimeClass")
+            }
+        else:
+            assert default == stack.config.runtimeClass.handler, where
+        # CDI: where the plugin hands GPUs out as CDI devices through the CRI field, containerd
+        # itself must resolve them; the nvidia runtime resolves the annotations in its cdi mode.
+        if "cdi-cri" in stack.device_list_strategy or stack.dra_enabled:
+            assert runtime["enable_cdi"] is True, f"{where}: containerd's CDI is off"
+        toolkit_config = (
+            host / "usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml"
+        )
+        import tomllib
+
+        mode = tomllib.loads(toolkit_config.read_text())["nvidia-container-runtime"]["mode"]
+        assert mode == ("cdi" if stack.uses_cdi else "auto"), where
+        # containerd was told to load its new config.
+        expected = "SIGHUP" if stack.facts.runtime.toolkit.restartMode == "signal" else ""
+        assert (expected in signals) if expected else "SIGHUP" not in signals, where
+    assert {"containerd-1.7.toml", "containerd-2.x.toml"} <= checked
+
+
+def test_on_k3s_and_rke2_the_installer_leaves_their_config_and_installs_what_they_look_for(
+    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+) -> None:
+    checked = set()
+    for name, stack, rendering, fixture in toolkit_cases(renders):
+        if stack.facts.runtime.toolkit.configFile == stack.facts.runtime.containerdConfig:
+            continue
+        where = f"{name} on {fixture}"
+        host = short_host(tmp_path, f"{name}-{fixture}")
+        result, signals = toolkit_run(stack, rendering, fixture, host)
+        assert result.returncode == 0, f"{where}: {result.stderr[-3000:]}"
+        platform_config = host / stack.facts.runtime.containerdConfig.lstrip("/")
+        assert platform_config.read_bytes() == (CONTAINERD / fixture).read_bytes(), where
+        # The handlers the platform adds after its restart: those whose binary it finds.
+        found = {
+            handler
+            for handler, candidates in K3S_NVIDIA_HANDLERS.items()
+            if any((host / "usr/local/nvidia/toolkit" / c).is_file() for c in candidates)
+        }
+        assert set(stack.facts.runtime.providedHandlers) <= found, where
+        for runtime_class in pod_runtime_classes(rendering):
+            # The platform's own RuntimeClasses name their handler alike.
+            assert runtime_class in found, f"{where}: pods ask for {runtime_class}"
+        assert "SIGHUP" in signals, f"{where}: the platform was not restarted to find them"
+        checked.add(stack.profile.metadata.name)
+    assert checked == {"k3s", "rke2"} or checked == {"k3s"} or checked == {"rke2"}
