@@ -605,12 +605,12 @@ def effective_containerd(host: Path, config: Path) -> dict[str, Any]:
 
 
 def cri_runtime(document: dict[str, Any]) -> dict[str, Any]:
-    """The CRI runtime plugin's table: its version 3 name (containerd 2) or version 2's."""
+    """The CRI runtime plugin's table: its name from config version 3 on (containerd 2; 2.3
+    writes version 4), or version 2's (containerd 1.7)."""
     plugins = document["plugins"]
-    key = (
-        "io.containerd.cri.v1.runtime" if document["version"] == 3 else "io.containerd.grpc.v1.cri"
-    )
-    return dict(plugins[key])
+    if document["version"] >= 3:
+        return dict(plugins["io.containerd.cri.v1.runtime"])
+    return dict(plugins["io.containerd.grpc.v1.cri"])
 
 
 def rendered_handlers(rendering: render.Rendering) -> set[str]:
