@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import ctypes
 import json
+import os
 import re
 import shutil
 import signal
@@ -51,6 +52,8 @@ from typing import Any
 import yaml
 
 PLUGIN_CONFIG_MAP = "nvidia-device-plugin-config"
+MPS_CAPABLE = "nvidia.com/mps.capable"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The device plugin serves its sockets in the kubelet's device-plugin folder, which it does not
 # take as a setting (k8s.io/kubelet deviceplugin/v1beta1 DevicePluginPath).
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
@@ -77,7 +80,7 @@ class Report:
 def run(
     command: list[str], env: dict[str, str] | None = None, timeout: float = 120, **kw: Any
 ) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+    base = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": "/root"}
     return subprocess.run(
         command,
         env={**base, **(env or {})},
@@ -241,7 +244,15 @@ def check_gfd(
         return
     labels = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
     problems = []
+    sharing, replicas, renamed = expected_sharing(config)
     for label, values in sorted(selected_labels(objects).items()):
+        if label == MPS_CAPABLE:
+            # Only the MPS control daemon selects it, and only nodes whose config shares with
+            # MPS should run one (GFD: lm/resource.go, v0.20.0).
+            want = "true" if sharing == "mps" else "false"
+            if labels.get(label, "false") != want:
+                problems.append(f"{label}: {labels.get(label)!r} with sharing {sharing}")
+            continue
         if labels.get(label) not in values:
             problems.append(
                 f"{label}: rendered selectors want {sorted(values)}, GFD gives {labels.get(label)!r}"
@@ -251,7 +262,6 @@ def check_gfd(
         problems.append(
             f"nvidia.com/mig.strategy {labels.get('nvidia.com/mig.strategy')!r} for {strategy}"
         )
-    sharing, replicas, renamed = expected_sharing(config)
     if sharing != "none":
         if labels.get("nvidia.com/gpu.sharing-strategy") != sharing:
             problems.append(
@@ -310,7 +320,7 @@ def check_plugin(
                 str(binaries / "kubelet-stub"),
                 f"-dir={DEVICE_PLUGIN_DIR}",
                 f"-expect={expect}",
-                "-timeout=60s",
+                "-timeout=30s",
             ],
             stdout=sink,
             stderr=subprocess.PIPE,
@@ -333,10 +343,14 @@ def check_plugin(
             text=True,
             start_new_session=True,
         )
-        try:
-            stub.wait(timeout=90)
-        except subprocess.TimeoutExpired:
+        # Until the stand-in has seen the plugin, the plugin has exited, or 30 s have passed.
+        for _ in range(300):
+            if stub.poll() is not None or server.poll() is not None:
+                break
+            time.sleep(0.1)
+        if stub.poll() is None:
             stub.kill()
+            stub.wait()
         server.send_signal(signal.SIGTERM)
         try:
             log, _ = server.communicate(timeout=30)
@@ -344,7 +358,7 @@ def check_plugin(
             server.kill()
             log, _ = server.communicate()
     try:
-        seen = json.loads(stub_out.read_text())["registrations"]
+        seen = json.loads(stub_out.read_text())["registrations"] or []
     except (ValueError, KeyError):
         seen = []
     problems = []
@@ -455,14 +469,26 @@ def check_validator_driver(
     )
     env.update(DEV_CHAR=str(dev_char), VALIDATOR=str(binaries / "nvidia-validator"))
     result = run(["unshare", "-m", "sh", "-c", script], env, timeout=300)
+    log = result.stdout + result.stderr
+    why = ""
+    if result.returncode != 0 and "/sbin/modprobe': No such file" in log:
+        # The validator loads the nvidia modules (through the host's modprobe) to create the
+        # /dev/char links when the driver is not a loadable module it can see; a host without
+        # modprobe cannot. The rest of the check runs again without the links.
+        first = log
+        env["DISABLE_DEV_CHAR_SYMLINK_CREATION"] = "true"
+        result = run(["unshare", "-m", "sh", "-c", script], env, timeout=300)
+        log = first + "\n--- again with DISABLE_DEV_CHAR_SYMLINK_CREATION=true ---\n"
+        log += result.stdout + result.stderr
+        why = "this host has no /sbin/modprobe: /dev/char links left out (DISABLE_DEV_CHAR_SYMLINK_CREATION)"
     ready = validations / "driver-ready"
     ok = result.returncode == 0 and ready.exists()
     report.add(
         name,
         "PASS" if ok else "FAIL",
-        "" if ok else f"exit {result.returncode}",
+        why if ok else f"exit {result.returncode}",
         ready_file=ready.read_text() if ready.exists() else None,
-        log=(result.stdout + result.stderr)[-3000:],
+        log=log[-3000:],
     )
 
 
@@ -506,7 +532,7 @@ def check_toolkit(
 
     env = {k: in_host(v) for k, v in literal_env(c).items()}
     # The driver the installer reads for the management CDI spec: this host's.
-    for inside, outside in mounts:
+    for _, outside in mounts:
         if outside in ("/run/nvidia/driver", "/"):
             target = host / outside.lstrip("/")
             if outside != "/":
@@ -537,6 +563,9 @@ def check_toolkit(
         (artifacts / "usr/lib/x86_64-linux-gnu" / library).write_bytes(b"\x7fELF")
     env["TOOLKIT_SOURCE_ROOT"] = str(artifacts)
     env["NO_DAEMON"] = "true"
+    # The installer's default CDI folder is a path in its container, mounted from the host's
+    # /var/run/cdi: the same folder in the temporary host root.
+    env.setdefault("CDI_OUTPUT_DIR", in_host("/var/run/cdi"))
     # No container runtime runs here: nothing to signal.
     env["RUNTIME_RESTART_MODE"] = "none"
     result = run([str(binaries / "nvidia-ctk-installer")], env, timeout=300)
@@ -652,8 +681,17 @@ def check_cuda(report: Report, count: int) -> None:
     )
 
 
+def guarded(report: Report, name: str, check: Any, *args: Any) -> Any:
+    """A check that raised is a failure of that check, not the end of the run."""
+    try:
+        return check(*args)
+    except Exception as error:
+        report.add(name, "FAIL", f"{type(error).__name__}: {error}")
+        return None
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "clusters", nargs="+", type=Path, help="rendered cluster folders (out/NAME)"
     )
@@ -663,17 +701,19 @@ def main() -> int:
     report = Report()
     node = gpus()
     count = len(node)
+    first = node[0]
     print(
-        f"GPUs: {count} x {node[0]['name']}, driver {node[0]['driver_version']}, MIG {node[0]['mig.mode.current']}",
+        f"GPUs: {count} x {first['name']}, driver {first['driver_version']}, MIG {first['mig.mode.current']}",
         flush=True,
     )
     mig_enabled = any(gpu["mig.mode.current"] == "Enabled" for gpu in node)
-    check_cuda(report, count)
+    guarded(report, "CUDA", check_cuda, report, count)
     work = Path(tempfile.mkdtemp(prefix="gpustack-node-check-"))
     for folder in arguments.clusters:
         cluster = folder.name
         objects = load_objects(folder)
-        check_nfd_rule(report, cluster, objects)
+        (work / cluster).mkdir(parents=True)
+        guarded(report, f"{cluster} NFD rule", check_nfd_rule, report, cluster, objects)
         config_map = find(objects, "ConfigMap", PLUGIN_CONFIG_MAP)
         plugin = find(objects, "DaemonSet", "nvidia-device-plugin")
         gfd = find(objects, "DaemonSet", "gpu-feature-discovery")
@@ -682,18 +722,51 @@ def main() -> int:
             place = work / cluster / key
             place.mkdir(parents=True)
             if gfd is not None:
-                check_gfd(report, cluster, key, text, gfd, objects, arguments.bin, place, count)
+                guarded(
+                    report,
+                    f"{cluster} gfd [{key}]",
+                    check_gfd,
+                    report,
+                    cluster,
+                    key,
+                    text,
+                    gfd,
+                    objects,
+                    arguments.bin,
+                    place,
+                    count,
+                )
             if plugin is not None:
-                got = check_plugin(
-                    report, cluster, key, text, plugin, arguments.bin, place, count, mig_enabled
+                got = guarded(
+                    report,
+                    f"{cluster} device plugin [{key}]",
+                    check_plugin,
+                    report,
+                    cluster,
+                    key,
+                    text,
+                    plugin,
+                    arguments.bin,
+                    place,
+                    count,
+                    mig_enabled,
                 )
                 allocation = allocation or got
-        (work / cluster).mkdir(parents=True, exist_ok=True)
         validator = find(objects, "DaemonSet", "nvidia-operator-validator")
-        check_validator_driver(
-            report, cluster, validator, arguments.bin, Path(tempfile.mkdtemp(dir=work / cluster))
+        guarded(
+            report,
+            f"{cluster} validator",
+            check_validator_driver,
+            report,
+            cluster,
+            validator,
+            arguments.bin,
+            Path(tempfile.mkdtemp(dir=work / cluster)),
         )
-        check_toolkit(
+        guarded(
+            report,
+            f"{cluster} toolkit",
+            check_toolkit,
             report,
             cluster,
             objects,
@@ -701,10 +774,11 @@ def main() -> int:
             Path(tempfile.mkdtemp(dir=work / cluster)),
             allocation,
         )
-    if arguments.report:
-        arguments.report.write_text(
-            json.dumps({"gpus": node, "checks": report.checks}, indent=2) + "\n"
-        )
+        # After each cluster, so that a run cut short keeps what it found.
+        if arguments.report:
+            arguments.report.write_text(
+                json.dumps({"gpus": node, "checks": report.checks}, indent=2) + "\n"
+            )
     return 1 if report.failed else 0
 
 

@@ -687,8 +687,18 @@ def test_the_toolkit_installer_gives_containerd_the_runtimes_gpustack_renders(
         )
         import tomllib
 
-        mode = tomllib.loads(toolkit_config.read_text())["nvidia-container-runtime"]["mode"]
-        assert mode == ("cdi" if stack.uses_cdi else "auto"), where
+        runtime_config = tomllib.loads(toolkit_config.read_text())["nvidia-container-runtime"]
+        assert runtime_config["mode"] == ("cdi" if stack.uses_cdi else "auto"), where
+        # The nvidia runtime resolves the CDI devices the plugin names in the annotations it
+        # writes: the plugin's prefix (as the plugin reads its config) is one the runtime reads.
+        plugin = daemonset(rendering, "nvidia-device-plugin")
+        if plugin is not None and "cdi-annotations" in stack.device_list_strategy:
+            (_, _, text), *_ = plugin_configs(stack, rendering)
+            _, parsed = read_by(
+                "plugin-config", plugin, "nvidia-device-plugin", text, host.parent / "plugin"
+            )
+            prefix = parsed["config"]["flags"]["plugin"]["cdiAnnotationPrefix"]
+            assert prefix in runtime_config["modes"]["cdi"]["annotation-prefixes"], where
         # containerd was told to load its new config.
         expected = "SIGHUP" if stack.facts.runtime.toolkit.restartMode == "signal" else ""
         assert (expected in signals) if expected else "SIGHUP" not in signals, where
@@ -721,3 +731,108 @@ def test_on_k3s_and_rke2_the_installer_leaves_their_config_and_installs_what_the
         assert "SIGHUP" in signals, f"{where}: the platform was not restarted to find them"
         checked.add(stack.profile.metadata.name)
     assert checked == {"k3s", "rke2"} or checked == {"k3s"} or checked == {"rke2"}
+
+
+# --- The validator and the driver manager --------------------------------------------------------
+# The validator's driver check, run as the rendered init container runs it, in a private mount
+# namespace whose root holds what its container would: this machine's system folders (for the
+# validator's own `chroot` and `sh`), a fake host at /host whose nvidia-smi and modprobe succeed
+# (our fake-tool), /run/nvidia/validations and /host-dev-char. With a driver on the host, it
+# writes the ready file that gpustack's waiting init containers look for (ready_files.py), with
+# the driver root gpustack renders. The container-driver path asks the API server whether a GPU
+# Operator manages the driver (cmd/nvidia-validator/main.go isDriverManagedByOperator): it needs a
+# cluster, and runs in dev/node_check.py's record instead.
+CONTAINER_ROOT = """
+set -e
+mount --make-rprivate /
+root="$ROOT"
+for folder in usr bin sbin lib lib64 etc; do
+    if [ -L "/$folder" ]; then ln -s "$(readlink "/$folder")" "$root/$folder"
+    elif [ -d "/$folder" ]; then mkdir -p "$root/$folder"; mount --rbind "/$folder" "$root/$folder"; fi
+done
+mkdir -p "$root/proc" "$root/sys" "$root/dev" "$root/tmp" "$root/host" "$root/host-dev-char" \
+    "$root/run/nvidia/validations" "$root/validator"
+mount --rbind /proc "$root/proc"; mount --rbind /sys "$root/sys"; mount --rbind /dev "$root/dev"
+mount --rbind "$FAKE_HOST" "$root/host"
+mount --bind "$VALIDATIONS" "$root/run/nvidia/validations"
+cp "$VALIDATOR" "$root/validator/nvidia-validator"
+exec chroot "$root" /validator/nvidia-validator
+"""
+
+
+def fake_host(folder: Path) -> Path:
+    host = folder / "fake-host"
+    tool = upstream.binaries("gpu-operator") / "fake-tool"
+    for place in ("usr/bin/nvidia-smi", "sbin/modprobe"):
+        (host / place).parent.mkdir(parents=True, exist_ok=True)
+        (host / place).write_bytes(tool.read_bytes())
+        (host / place).chmod(0o755)
+    return host
+
+
+def test_the_validator_writes_the_ready_file_gpustack_waits_for_on_a_host_driver(
+    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+) -> None:
+    checked = 0
+    for name, stack, rendering in renders:
+        validator = daemonset(rendering, "nvidia-operator-validator")
+        if validator is None or stack.driver_mode != "preinstalled":
+            continue
+        init = [
+            c
+            for c in validator["spec"]["template"]["spec"].get("initContainers", [])
+            if literal_env(c).get("COMPONENT") == "driver"
+        ]
+        assert init, name
+        folder = tmp_path / name
+        validations = folder / "validations"
+        validations.mkdir(parents=True)
+        root = folder / "root"
+        root.mkdir()
+        env = literal_env(init[0])
+        env.pop("WITH_WAIT", None)  # one attempt: the fake driver is there
+        # The /dev/char links are made from the GPUs' device nodes, which a machine without a
+        # GPU lacks: the one step left out here.
+        env["DISABLE_DEV_CHAR_SYMLINK_CREATION"] = "true"
+        env.update(
+            ROOT=str(root),
+            FAKE_HOST=str(fake_host(folder)),
+            VALIDATIONS=str(validations),
+            VALIDATOR=str(upstream.binaries("gpu-operator") / "nvidia-validator"),
+        )
+        result = run(["unshare", "-m", "sh", "-c", CONTAINER_ROOT], env)
+        where = f"{name}: {result.stdout[-1500:]} {result.stderr[-1500:]}"
+        assert result.returncode == 0, where
+        assert "Detected a pre-installed driver on the host" in result.stderr, where
+        # The validator's driverStatusFile (cmd/nvidia-validator/main.go), which the MIG manager's
+        # entrypoint sources and the validator's later steps wait for.
+        ready = validations / "driver-ready"
+        assert ready.is_file(), where
+        status = dict(line.split("=", 1) for line in ready.read_text().splitlines())
+        assert status["IS_HOST_DRIVER"] == "true", where
+        assert status["NVIDIA_DRIVER_ROOT"] == stack.driver_root, where
+        checked += 1
+    assert checked
+
+
+def test_the_driver_manager_accepts_the_rendered_command_and_environment(
+    renders: list[tuple[str, Stack, render.Rendering]],
+) -> None:
+    """The driver manager reads its command and every environment variable the rendered
+    container sets (a value it cannot parse stops it with `Incorrect Usage`), and then needs
+    the API server, which is where it stops here: the point after its settings are read."""
+    checked = 0
+    binary = upstream.binaries("driver-manager") / "driver-manager"
+    for name, _, rendering in renders:
+        for workload in objects_of(rendering, "DaemonSet"):
+            spec = workload["spec"]["template"]["spec"]
+            for found in [*spec.get("initContainers", []), *spec["containers"]]:
+                if found.get("command") != ["driver-manager"]:
+                    continue
+                env = {**literal_env(found), "NODE_NAME": "gpu-node"}
+                result = run([str(binary), *found.get("args", [])], env)
+                where = f"{name} {workload['metadata']['name']}/{found['name']}: {result.stderr[-1500:]}"
+                assert "Incorrect Usage" not in result.stderr + result.stdout, where
+                assert "failed to create kube client" in result.stderr, where
+                checked += 1
+    assert checked

@@ -90,7 +90,11 @@ COMPONENTS = {
         ("./cmd/nvidia-ctk", "./cmd/nvidia-ctk-installer"),
     ),
     "mig-parted": Component("mig-parted-v0.15.0.tar.gz", ("./cmd/nvidia-mig-parted",)),
-    "gpu-operator": Component("gpu-operator-v26.7.0.tar.gz", ("./cmd/nvidia-validator",)),
+    "gpu-operator": Component(
+        "gpu-operator-v26.7.0.tar.gz",
+        ("./cmd/nvidia-validator",),
+        (Harness("fake-tool", "cmd/gpustack-fake-tool"),),
+    ),
     "driver-manager": Component("k8s-driver-manager-v0.12.0.tar.gz", ("./cmd/driver-manager",)),
 }
 
@@ -213,6 +217,10 @@ def binaries(name: str) -> Path:
             _run([*command, "-o", str(out / harness.name), f"./{harness.package}"], module, env)
         shutil.rmtree(out / ".overlay", ignore_errors=True)
         done.touch()
+        # Builds of an older archive or older harnesses are not used again.
+        for stale in (CACHE / "bin").glob(f"{component.top}-*"):
+            if stale != out:
+                shutil.rmtree(stale, ignore_errors=True)
     return out
 
 
