@@ -42,6 +42,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -278,6 +279,20 @@ def check_gfd(
     report.add(name, "FAIL" if problems else "PASS", "; ".join(problems), labels=labels)
 
 
+def kubelet_running() -> bool:
+    """Whether a kubelet answers on its device-plugin socket: the stand-in takes that path, so
+    the plugin check runs only where none does."""
+    path = DEVICE_PLUGIN_DIR / "kubelet.sock"
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def check_plugin(
     report: Report,
     cluster: str,
@@ -308,9 +323,10 @@ def check_plugin(
         return None
     if env.get("MPS_ROOT"):
         Path(env["MPS_ROOT"]).mkdir(parents=True, exist_ok=True)
+    if kubelet_running():
+        report.add(name, "SKIP", f"a kubelet serves {DEVICE_PLUGIN_DIR / 'kubelet.sock'} here")
+        return None
     DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
-    for stale in DEVICE_PLUGIN_DIR.glob("*.sock"):
-        stale.unlink()
     stub_out = work / "kubelet.json"
     # Mixed MIG gives one resource per MIG profile; otherwise one.
     expect = 1
@@ -438,6 +454,24 @@ def _nfd_match(value: str | None, expression: dict[str, Any]) -> bool:
     return False
 
 
+CONTAINER_ROOT = """
+set -e
+mount --make-rprivate /
+for folder in usr bin sbin lib lib64 etc; do
+    if [ -L "/$folder" ]; then ln -sfn "$(readlink "/$folder")" "$ROOT/$folder"
+    elif [ -d "/$folder" ]; then mkdir -p "$ROOT/$folder"; mount --rbind "/$folder" "$ROOT/$folder"; fi
+done
+mkdir -p "$ROOT/proc" "$ROOT/sys" "$ROOT/dev" "$ROOT/tmp" "$ROOT/host" "$ROOT/host-dev-char" \
+    "$ROOT/run/nvidia/validations" "$ROOT/validator"
+mount --rbind /proc "$ROOT/proc"; mount --rbind /sys "$ROOT/sys"; mount --rbind /dev "$ROOT/dev"
+mount --rbind "$HOST" "$ROOT/host"
+mount --bind "$DEV_CHAR" "$ROOT/host-dev-char"
+mount --bind "$VALIDATIONS" "$ROOT/run/nvidia/validations"
+cp "$VALIDATOR" "$ROOT/validator/nvidia-validator"
+exec chroot "$ROOT" /validator/nvidia-validator
+"""
+
+
 def check_validator_driver(
     report: Report, cluster: str, validator: dict[str, Any] | None, binaries: Path, work: Path
 ) -> None:
@@ -457,17 +491,22 @@ def check_validator_driver(
     env.pop("WITH_WAIT", None)  # one attempt: this host's driver is there or not
     validations = work / "validations"
     validations.mkdir()
-    env["OUTPUT_DIR"] = str(validations)
-    # The validator's container paths (/host, /host-dev-char) made in a private mount namespace:
-    # /host is this host, as its host-root volume, and /host-dev-char a scratch folder.
+    # A scratch folder for the /dev/char links, which stay out of this host's /dev/char.
     dev_char = work / "dev-char"
     dev_char.mkdir()
-    script = (
-        "set -e; mount --make-rprivate /; mkdir -p /host /host-dev-char; "
-        'mount --rbind / /host; mount --bind "$DEV_CHAR" /host-dev-char; '
-        'exec "$VALIDATOR"'
+    # The validator's container, as its pod has it: a root of its own (in a temporary folder,
+    # in a private mount namespace) holding the host's system folders for its own tools, the
+    # host at /host (its host-root volume), /host-dev-char and the validations folder.
+    root = work / "root"
+    root.mkdir()
+    script = CONTAINER_ROOT
+    env.update(
+        ROOT=str(root),
+        HOST="/",
+        DEV_CHAR=str(dev_char),
+        VALIDATIONS=str(validations),
+        VALIDATOR=str(binaries / "nvidia-validator"),
     )
-    env.update(DEV_CHAR=str(dev_char), VALIDATOR=str(binaries / "nvidia-validator"))
     result = run(["unshare", "-m", "sh", "-c", script], env, timeout=300)
     log = result.stdout + result.stderr
     why = ""
