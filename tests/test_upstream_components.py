@@ -424,10 +424,10 @@ def test_every_mig_manager_config_is_read_by_mig_parted_with_each_layout_nodes_s
 
 
 # --- The container toolkit's installer -----------------------------------------------------------
-# The platforms' own containerd configs (tests/data/upstream/containerd/README.md says where each
+# The platforms' own containerd configs (tests/data/upstream/runtimes/README.md says where each
 # comes from): on kubeadm the installer edits the node's config; k3s and RKE2 generate theirs at
 # every start and add the nvidia runtimes they find, so the installer must leave theirs alone.
-CONTAINERD = Path(__file__).parent / "data" / "upstream" / "containerd"
+CONTAINERD = Path(__file__).parent / "data" / "upstream" / "runtimes"
 CONTAINERD_CONFIGS = {
     "kubeadm": ("containerd-1.7.toml", "containerd-2.x.toml"),
     "k3s": ("k3s.toml",),
@@ -519,6 +519,14 @@ while True:
 """
 
 
+def platform_config_path(stack: Stack) -> str:
+    """The runtime's own config on the node: containerd's, or the file the toolkit edits."""
+    runtime = stack.facts.runtime
+    path = runtime.containerdConfig or runtime.toolkit.configFile
+    assert path, stack.profile.metadata.name
+    return path
+
+
 def short_host(tmp_path: Path, case: str) -> Path:
     """A host root whose socket paths fit a Unix socket's 108 bytes: a short folder under
     /tmp, linked from the test's own folder so that pytest keeps it with the test's files."""
@@ -539,7 +547,7 @@ def toolkit_run(
     assert workload is not None
     found = container(workload, TOOLKIT_CONTAINER)
     mounts = host_mounts(workload, found)
-    platform_config = host / stack.facts.runtime.containerdConfig.lstrip("/")
+    platform_config = host / platform_config_path(stack).lstrip("/")
     platform_config.parent.mkdir(parents=True, exist_ok=True)
     platform_config.write_bytes((CONTAINERD / fixture).read_bytes())
     for _, outside in mounts:
@@ -549,13 +557,15 @@ def toolkit_run(
         Path(env[name]).parent.mkdir(parents=True, exist_ok=True)
     # What the image brings: its artifacts (the image's /artifacts/deb).
     env["TOOLKIT_SOURCE_ROOT"] = str(artifacts(host.parent))
-    socket_path = Path(env["RUNTIME_SOCKET"])
-    socket_path.parent.mkdir(parents=True, exist_ok=True)
     record = host.parent / "signals"
-    owner = subprocess.Popen(["python3", "-c", SOCKET_OWNER, str(socket_path), str(record)])
+    owner = None
+    if "RUNTIME_SOCKET" in env:
+        socket_path = Path(env["RUNTIME_SOCKET"])
+        socket_path.parent.mkdir(parents=True, exist_ok=True)
+        owner = subprocess.Popen(["python3", "-c", SOCKET_OWNER, str(socket_path), str(record)])
     try:
         for _ in range(200):
-            if record.exists():
+            if owner is None or record.exists():
                 break
             subprocess.run(["sleep", "0.05"])
         # The installer runs as the DaemonSet runs it, as a daemon that configures the runtime
@@ -576,8 +586,9 @@ def toolkit_run(
                 break
             subprocess.run(["sleep", "0.05"])
     finally:
-        owner.kill()
-        owner.wait()
+        if owner is not None:
+            owner.kill()
+            owner.wait()
     return result, record.read_text() if record.exists() else ""
 
 
@@ -716,7 +727,7 @@ def test_on_k3s_and_rke2_the_installer_leaves_their_config_and_installs_what_the
         host = short_host(tmp_path, f"{name}-{fixture}")
         result, signals = toolkit_run(stack, rendering, fixture, host)
         assert result.returncode == 0, f"{where}: {result.stderr[-3000:]}"
-        platform_config = host / stack.facts.runtime.containerdConfig.lstrip("/")
+        platform_config = host / platform_config_path(stack).lstrip("/")
         assert platform_config.read_bytes() == (CONTAINERD / fixture).read_bytes(), where
         # The handlers the platform adds after its restart: those whose binary it finds.
         found = {
@@ -835,4 +846,33 @@ def test_the_driver_manager_accepts_the_rendered_command_and_environment(
                 assert "Incorrect Usage" not in result.stderr + result.stdout, where
                 assert "failed to create kube client" in result.stderr, where
                 checked += 1
+    assert checked
+
+
+def test_on_cri_o_the_installer_writes_the_runtime_handlers_gpustack_renders(
+    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+) -> None:
+    """OpenShift: CRI-O's drop-in names the handlers of the rendered RuntimeClasses. The installer
+    then restarts CRI-O through the host's systemd (`chroot /host systemctl restart crio`, its
+    default restart mode for CRI-O): the one step that fails here, after the drop-in is written."""
+    import tomllib
+
+    checked = 0
+    for name, stack, rendering in renders:
+        workload = daemonset(rendering, "nvidia-container-toolkit-daemonset")
+        if workload is None or stack.facts.runtime.engine != "cri-o":
+            continue
+        host = short_host(tmp_path, name)
+        result, _ = toolkit_run(stack, rendering, "cri-o.conf", host)
+        restart = "unable to restart crio: error restarting crio using systemd"
+        assert result.returncode == 0 or restart in result.stderr, result.stderr[-3000:]
+        drop_in = host / stack.facts.runtime.toolkit.dropInConfigFile.lstrip("/")
+        runtimes = tomllib.loads(drop_in.read_text())["crio"]["runtime"]["runtimes"]
+        handlers = rendered_handlers(rendering)
+        assert handlers and handlers <= set(runtimes), f"{name}: {sorted(runtimes)}"
+        for handler in handlers:
+            assert Path(runtimes[handler]["runtime_path"]).is_file(), name
+        # The nvidia runtime stays an extra handler: CRI-O's default is left alone.
+        assert "default_runtime" not in tomllib.loads(drop_in.read_text())["crio"]["runtime"]
+        checked += 1
     assert checked
