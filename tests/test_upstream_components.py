@@ -876,3 +876,63 @@ def test_on_cri_o_the_installer_writes_the_runtime_handlers_gpustack_renders(
         assert "default_runtime" not in tomllib.loads(drop_in.read_text())["crio"]["runtime"]
         checked += 1
     assert checked
+
+
+# MIG configs a user brings (`migManager.config.file`), each entry of `custom` as written: what
+# mig-parted refuses (api/spec/v1 spec.go, its own reader), gpustack refuses first, at the file's
+# line; what mig-parted reads, gpustack reads too, except where it is stricter, for the reason
+# given.
+MIG_ENTRIES = {
+    "a profile with media extensions": '- {devices: all, mig-enabled: true, mig-devices: {"1g.10gb+me": 1}}',
+    "a compute-instance profile": '- {devices: all, mig-enabled: true, mig-devices: {"1c.2g.20gb": 2}}',
+    "no GPUs listed": "- {devices: [], mig-enabled: true, mig-devices: {}}",
+    "a GPU listed twice": "- {devices: [0, 0], mig-enabled: false}",
+    "a device filter": '- {device-filter: "0x233010DE", devices: all, mig-enabled: false}',
+    "device filters": '- {device-filter: ["0x233010DE", "0x20B010DE"], devices: all, mig-enabled: false}',
+    "a negative count": '- {devices: all, mig-enabled: true, mig-devices: {"1g.10gb": -1}}',
+    "only zero counts": '- {devices: all, mig-enabled: true, mig-devices: {"1g.10gb": 0}}',
+    "a count as a string": '- {devices: all, mig-enabled: true, mig-devices: {"1g.10gb": "2"}}',
+    "an upper-case profile": '- {devices: all, mig-enabled: true, mig-devices: {"1G.10GB": 1}}',
+    "no mig-enabled": "- {devices: all}",
+    "no devices": "- {mig-enabled: false}",
+    "devices as a string": '- {devices: "0", mig-enabled: false}',
+    "an unknown field": "- {devices: all, mig-enabled: false, foo: bar}",
+    "mig-enabled as a string": '- {devices: all, mig-enabled: "yes please"}',
+    "devices while MIG is off": '- {devices: all, mig-enabled: false, mig-devices: {"1g.5gb": 1}}',
+    "no entries": "[]",
+    "a negative GPU index": "- {devices: [-1], mig-enabled: false}",
+}
+# mig-parted reads these; gpustack refuses them, on purpose.
+MIG_STRICTER = {
+    # A GPU index is never negative: mig-parted's filter would match no GPU, silently.
+    "a negative GPU index",
+}
+
+
+@pytest.mark.parametrize("entry", sorted(MIG_ENTRIES))
+def test_a_mig_config_mig_parted_refuses_is_refused_by_gpustack_first(
+    entry: str, tmp_path: Path, cli: Any
+) -> None:
+    body = MIG_ENTRIES[entry]
+    lines = body if body == "[]" else "\n    " + body
+    mig_file = tmp_path / "mig.yaml"
+    mig_file.write_text(f"version: v1\nmig-configs:\n  custom: {lines}\n".replace(": \n", ":\n"))
+    upstream_result = mig_parted_valid(mig_file.read_text(), "custom", tmp_path / "mig-parted")
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
+        "platform: {profile: kubeadm}\ndevicePlugin: {migStrategy: mixed}\n"
+        "migManager:\n  defaultConfig: custom\n  config: {file: mig.yaml}\n"
+    )
+    result = cli("render", str(config), "-o", str(tmp_path / "out"))
+    assert "Traceback" not in result.output
+    if entry in MIG_STRICTER:
+        assert upstream_result.returncode == 0, "mig-parted refuses it too: not stricter"
+        assert result.exit_code == 2, result.output
+    elif upstream_result.returncode != 0:
+        assert "Error parsing config file" in upstream_result.stderr
+        assert result.exit_code == 2, result.output
+        assert "mig.yaml:" in result.output
+        assert not (tmp_path / "out").exists()
+    else:
+        assert result.exit_code == 0, result.output
