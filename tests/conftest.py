@@ -183,6 +183,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # pre-commit commits, the benchmarks) would then come last and keep one worker busy while the
 # other idles. These go first; every other module follows, those with more tests first.
 SLOWEST_FIRST = (
+    "test_upstream_components.py",
     "test_gitops.py",
     "test_precommit.py",
     "test_e2e.py",
