@@ -23,6 +23,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -72,6 +74,8 @@ IMAGE_BY_DIGEST = (
 # `openshift/driver-toolkit` ImageStream names its tags: `416.94.202410211619-0` up to
 # OpenShift 4.18, `9.6.20250916-0` from 4.19.
 RHCOS_BUILD = r"^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,14}-[0-9]{1,4}$"
+# A kernel release as `uname -r` prints it on Ubuntu, e.g. 6.8.0-60-generic.
+KERNEL_RELEASE = r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$"
 # An extended resource name with its domain, as a device plugin advertises it.
 EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
@@ -260,6 +264,10 @@ class Metadata(Strict):
     )
 
 
+# The Kubernetes feature gates that change what gpustack renders.
+KubernetesFeatureGate = Literal["DRAExtendedResource"]
+
+
 class Platform(Strict):
     profile: Annotated[
         str,
@@ -283,6 +291,17 @@ class Platform(Strict):
         description=(
             "OpenShift minor version, e.g. `4.20`; names the nodes' RHCOS, and with it the "
             "driver image and the Driver Toolkit"
+        ),
+    )
+    featureGates: Annotated[
+        dict[KubernetesFeatureGate, bool], Doc(default="none (the release's defaults)")
+    ] = Field(
+        default_factory=dict,
+        description=(
+            "Kubernetes feature gates the cluster's API server and scheduler run with, where "
+            "they differ from the release's defaults and change what gpustack renders: "
+            "`DRAExtendedResource` (KEP-5004; alpha and off in 1.34 and 1.35, on from 1.36) "
+            "decides whether the `gpu.nvidia.com` DeviceClass carries `extendedResourceName`"
         ),
     )
 
@@ -1080,13 +1099,26 @@ class Driver(WithResources):
         ),
     )
     kernelVersion: Annotated[
-        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$")] | None,
-        Doc(type="kernel release", default="none (required with `precompiled`)"),
+        Annotated[str, Field(pattern=KERNEL_RELEASE)] | None,
+        Doc(type="kernel release", default="none (with `precompiled`, this or `kernelVersions`)"),
     ] = Field(
         default=None,
         description=(
             "the GPU nodes' `uname -r`, e.g. `6.8.0-60-generic`; the driver selects only "
             "nodes with that kernel"
+        ),
+    )
+    kernelVersions: Annotated[
+        # `nvidia-driver-daemonset-<kernel>` names a DaemonSet and a label value: 63 at most.
+        list[Annotated[str, Field(pattern=KERNEL_RELEASE, max_length=39)]],
+        Doc(type="list of kernel releases", see="Driver and container runtime"),
+    ] = Field(
+        default_factory=_no_items,
+        description=(
+            "with `precompiled`: one driver DaemonSet per kernel, each with NVIDIA's "
+            "precompiled image for it and on the nodes NFD labels with that kernel "
+            "(`kernel-version.full`), so nodes keep a driver through a rolling kernel upgrade "
+            "(list the old and the new kernel); the many-kernel form of `kernelVersion`"
         ),
     )
     driverToolkitImage: Annotated[
@@ -1133,12 +1165,33 @@ class Driver(WithResources):
 
     @model_validator(mode="after")
     def _complete(self) -> Self:
-        if self.precompiled and not self.kernelVersion:
+        if self.precompiled and not self.kernelVersion and not self.kernelVersions:
             raise ConflictError(
                 ("driver", "kernelVersion"),
-                "driver.precompiled needs driver.kernelVersion (the GPU nodes' `uname -r`): "
-                "NVIDIA publishes one precompiled image per kernel",
+                "driver.precompiled needs driver.kernelVersion (the GPU nodes' `uname -r`), or "
+                "driver.kernelVersions for several: NVIDIA publishes one precompiled image per "
+                "kernel",
             )
+        if self.kernelVersions and self.kernelVersion:
+            raise ConflictError(
+                ("driver", "kernelVersion"),
+                "driver.kernelVersions lists every kernel that gets a driver DaemonSet: drop "
+                "driver.kernelVersion (the one-kernel form)",
+            )
+        if self.kernelVersions and not self.precompiled:
+            raise ConflictError(
+                ("driver", "kernelVersions"),
+                "driver.kernelVersions picks the precompiled image of each kernel, and the "
+                "driver is built on each node for its own kernel: it would change nothing; set "
+                "driver.precompiled: true, or drop driver.kernelVersions",
+            )
+        for index, kernel in enumerate(self.kernelVersions):
+            if kernel in self.kernelVersions[:index]:
+                raise ConflictError(
+                    ("driver", "kernelVersions", index),
+                    f"kernel {kernel} is listed twice in driver.kernelVersions: one driver "
+                    "DaemonSet per kernel",
+                )
         if self.precompiled and not self.nodeOS.startswith("ubuntu"):
             raise ConflictError(
                 ("driver", "precompiled"),
@@ -1186,6 +1239,28 @@ class Toolkit(WithResources):
     )
 
 
+# The first GPU Operator release whose own image (nvcr.io/nvidia/gpu-operator) carries
+# `nvidia-validator`: NVIDIA/gpu-operator a4782da, "Consolidate operator and validator into one
+# image", released in v25.10.0. Before it the validator was an image of its own
+# (nvcr.io/nvidia/cloud-native/gpu-operator-validator, values.yaml v25.3.4), and the operator's
+# image of those releases has no validator to run.
+VALIDATOR_IN_OPERATOR_IMAGE = (25, 10, 0)
+
+
+def _release(tag: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in tag.removeprefix("v").split("."))
+
+
+def _carries_validator(component: str, tag: str, consequence: str) -> str:
+    if _release(tag) < VALIDATOR_IN_OPERATOR_IMAGE:
+        raise ValueError(
+            f"the {component} runs `nvidia-validator` from the GPU Operator's image "
+            "(nvcr.io/nvidia/gpu-operator), which carries it from v25.10.0 on: an older "
+            f"release's image has none, {consequence}; give v25.10.0 or later, or leave it out"
+        )
+    return tag
+
+
 class Validator(WithResources):
     components = ("operator-validator",)
     container = "the validator's main container"
@@ -1196,7 +1271,8 @@ class Validator(WithResources):
             "deploy NVIDIA's validator DaemonSet, which proves each GPU node (driver, "
             "/dev/char symlinks, runtime, CUDA, device plugin) and writes the ready files the "
             "other GPU DaemonSets wait for; `auto`: where its driver validation finds the "
-            "driver (a driver container, or a host driver at `/`): not on GKE"
+            "driver (a driver container, or a host driver at `/`): not on GKE; `false` is "
+            "refused where it would run"
         ),
     )
     # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `validator`: the
@@ -1204,7 +1280,8 @@ class Validator(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="validator image tag (`nvcr.io/nvidia/gpu-operator`, which carries "
-        "`nvidia-validator`); also the Container Toolkit's driver validation",
+        "`nvidia-validator` from v25.10.0 on: no older release); also the Container Toolkit's "
+        "driver validation",
     )
     cudaWorkload: bool = Field(
         default=True,
@@ -1216,6 +1293,15 @@ class Validator(WithResources):
         description="the device plugin validation also runs a pod that takes one GPU from the "
         "plugin (upstream's default: it checks the node advertises GPUs)",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _validator_image(cls, version: str) -> str:
+        return _carries_validator(
+            "validator",
+            version,
+            "the pod cannot start and every GPU DaemonSet waits for its ready files",
+        )
 
 
 class NodeStatusExporter(WithResources):
@@ -1237,8 +1323,13 @@ class NodeStatusExporter(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="exporter image tag (`nvcr.io/nvidia/gpu-operator`, run as "
-        "`nvidia-validator` with COMPONENT=metrics)",
+        "`nvidia-validator` with COMPONENT=metrics; v25.10.0 or later)",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _validator_image(cls, version: str) -> str:
+        return _carries_validator("node status exporter", version, "the pod cannot start")
 
 
 class Entitlement(Strict):
@@ -1271,6 +1362,15 @@ class Images(Strict):
         description=(
             "`imagePullSecrets` of every pod gpustack emits; each Secret must exist in the "
             "pod's namespace"
+        ),
+    )
+
+    requireDigests: Annotated[bool, Doc(see="Air-gapped clusters")] = Field(
+        default=False,
+        description=(
+            "every image the cluster pulls must be pinned by digest: by the lock file beside the "
+            "config (`gpustack.lock`, filled by `gpustack images --lock-from`) or in its own "
+            "reference; `render` and `check` fail on an image without one"
         ),
     )
 
@@ -2127,3 +2227,38 @@ def field_choices(path: str) -> tuple[str, ...]:
     annotation = model.model_fields[name].annotation
     assert get_origin(annotation) is Literal, path
     return tuple(str(value) for value in get_args(annotation))
+
+
+_ACCEPTS: dict[str, TypeAdapter[Any]] = {}
+
+
+def field_accepts(path: str, value: Any) -> bool:
+    """Whether a config field named by its dotted path takes `value` as it stands (its type and
+    constraints, its own field validators; not the checks across fields)."""
+    adapter = _ACCEPTS.get(path)
+    if adapter is None:
+        model: type[BaseModel] = GPUStack
+        *sections, name = path.split(".")
+        for section in sections:
+            annotation = model.model_fields[section].annotation
+            assert isinstance(annotation, type) and issubclass(annotation, BaseModel), path
+            model = annotation
+        field = model.model_fields[name]
+        extras = [*field.metadata, *_field_validators(model, name)]
+        typed: Any = Annotated[(field.annotation, *extras)] if extras else field.annotation
+        adapter = TypeAdapter(typed, config=ConfigDict(strict=True))
+        _ACCEPTS[path] = adapter
+    try:
+        adapter.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def _field_validators(model: type[BaseModel], name: str) -> list[AfterValidator]:
+    """The model's `field_validator`s of one field, as validators of the field's type alone."""
+    found = []
+    for decorator in model.__pydantic_decorators__.field_validators.values():
+        if name in decorator.info.fields and decorator.info.mode == "after":
+            found.append(AfterValidator(getattr(model, decorator.cls_var_name)))
+    return found
