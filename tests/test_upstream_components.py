@@ -929,6 +929,7 @@ def test_a_mig_config_mig_parted_refuses_is_refused_by_gpustack_first(
     if entry in MIG_STRICTER:
         assert upstream_result.returncode == 0, "mig-parted refuses it too: not stricter"
         assert result.exit_code == 2, result.output
+        assert "mig.yaml:" in result.output
     elif upstream_result.returncode != 0:
         assert "Error parsing config file" in upstream_result.stderr
         assert result.exit_code == 2, result.output
