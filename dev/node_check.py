@@ -313,12 +313,13 @@ def check_plugin(
     sharing, replicas, renamed = expected_sharing(config)
     strategy = config["flags"]["migStrategy"]
     if sharing == "mps":
-        # The plugin serves MPS shares only once the MPS control daemon (its own DaemonSet,
-        # which needs a container runtime) runs; it waits for it.
+        # The plugin serves MPS shares only once the MPS control daemon runs, and that daemon
+        # sets each GPU's compute mode to EXCLUSIVE_PROCESS (k8s-device-plugin
+        # cmd/mps-control-daemon/mps/daemon.go, v0.20.0): a GPU setting this check leaves alone.
         report.add(
             name,
             "SKIP",
-            "MPS needs the MPS control daemon's container, which needs a container runtime",
+            "MPS needs the MPS control daemon, which sets the GPUs' compute mode; left alone",
         )
         return None
     if env.get("MPS_ROOT"):
