@@ -203,7 +203,11 @@ def binaries(name: str) -> Path:
             shutil.rmtree(tree, ignore_errors=True)
             tree.mkdir(parents=True)
             with tarfile.open(UPSTREAM / component.archive) as archive:
-                archive.extractall(tree, filter="data")
+                # The "data" filter keeps every member inside the tree (Python 3.11.4 on).
+                if hasattr(tarfile, "data_filter"):
+                    archive.extractall(tree, filter="data")
+                else:
+                    archive.extractall(tree)
             (tree / ".extracted").touch()
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
