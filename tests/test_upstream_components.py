@@ -7,13 +7,14 @@ release gpustack renders (tests/upstream.py) and run on what a render writes.
   the gpustack config asked for, field by field; a plugin config that the plugin would refuse is
   refused by gpustack first.
 - Every MIG manager ConfigMap is read by `nvidia-mig-parted assert --valid-config`, once for each
-  layout a node selects.
+  layout a node selects; a user's MIG config that mig-parted refuses, gpustack refuses first.
 - `nvidia-ctk-installer`, run with the rendered toolkit DaemonSet's environment in a temporary host
-  root holding the platform's own containerd config, writes the runtime handlers that the
-  rendered RuntimeClasses name, with the CDI setting gpustack expects, and leaves the default
-  runtime as the profile says.
-- The driver manager's and the validator's code paths that need no GPU run against a fake
-  `/run/nvidia`.
+  root holding the platform's own runtime config (containerd 1.7 and 2.x, k3s, RKE2, CRI-O),
+  writes the runtime handlers that the rendered RuntimeClasses name, with the CDI setting gpustack
+  expects, and leaves the default runtime as the profile says.
+- The validator's host-driver check, against a fake host and `/run/nvidia/validations`, writes
+  the ready file with gpustack's driver root; the driver manager reads the rendered command and
+  environment.
 
 Everything here runs without a GPU; dev/node_check.py runs the rest on a GPU node.
 """
@@ -21,8 +22,11 @@ Everything here runs without a GPU; dev/node_check.py runs the rest on a GPU nod
 from __future__ import annotations
 
 import copy
+import glob
 import json
 import subprocess
+import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -530,7 +534,6 @@ def platform_config_path(stack: Stack) -> str:
 def short_host(tmp_path: Path, case: str) -> Path:
     """A host root whose socket paths fit a Unix socket's 108 bytes: a short folder under
     /tmp, linked from the test's own folder so that pytest keeps it with the test's files."""
-    import tempfile
 
     place = Path(tempfile.mkdtemp(prefix="gpustack-"))
     (tmp_path / case).symlink_to(place)
@@ -569,7 +572,7 @@ def toolkit_run(
                 break
             subprocess.run(["sleep", "0.05"])
         # The installer runs as the DaemonSet runs it, as a daemon that configures the runtime
-        # and waits for a signal; NO_DAEMON only stops it after the configuration. IGNORE_ERRORS
+        # and waits for a signal; NO_DAEMON only stops it after the configuration. --ignore-errors
         # lets it past what needs the driver, which this machine lacks: the device nodes and the
         # CDI spec for management containers (dev/node_check.py runs it without, on a GPU node).
         env["NO_DAEMON"] = "true"
@@ -605,9 +608,6 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def effective_containerd(host: Path, config: Path) -> dict[str, Any]:
     """containerd's config as containerd reads it: the file, then each file its `imports` name,
     merged over it table by table (containerd's services/server/config LoadConfig)."""
-    import glob
-    import tomllib
-
     document = tomllib.loads(config.read_text())
     for pattern in document.get("imports", []):
         for name in sorted(glob.glob(str(host) + pattern)):
@@ -696,8 +696,6 @@ def test_the_toolkit_installer_gives_containerd_the_runtimes_gpustack_renders(
         toolkit_config = (
             host / "usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml"
         )
-        import tomllib
-
         runtime_config = tomllib.loads(toolkit_config.read_text())["nvidia-container-runtime"]
         assert runtime_config["mode"] == ("cdi" if stack.uses_cdi else "auto"), where
         # The nvidia runtime resolves the CDI devices the plugin names in the annotations it
@@ -855,8 +853,6 @@ def test_on_cri_o_the_installer_writes_the_runtime_handlers_gpustack_renders(
     """OpenShift: CRI-O's drop-in names the handlers of the rendered RuntimeClasses. The installer
     then restarts CRI-O through the host's systemd (`chroot /host systemctl restart crio`, its
     default restart mode for CRI-O): the one step that fails here, after the drop-in is written."""
-    import tomllib
-
     checked = 0
     for name, stack, rendering in renders:
         workload = daemonset(rendering, "nvidia-container-toolkit-daemonset")
