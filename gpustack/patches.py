@@ -29,6 +29,7 @@ from typing import Any
 
 from gpustack.errors import Location, UserError, did_you_mean
 from gpustack.objects import Identity, display, identity
+from gpustack.patterns import Pattern
 
 DIRECTIVE = "$patch"
 
@@ -58,7 +59,7 @@ class Patch:
     target: Target | None = None
     # A patch read from a file (`path:`): its content is never quoted in an error.
     from_file: bool = False
-    regexes: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False)
+    regexes: dict[str, Pattern] = field(default_factory=dict, compare=False)
 
     @property
     def json6902(self) -> bool:
