@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,15 +66,60 @@ class Patch:
         return isinstance(self.body, list)
 
 
-def apply(objects: list[dict[str, Any]], patches: Sequence[Patch]) -> dict[Identity, list[str]]:
+# The work the patches of one render may do in all, in values (each mapping, list and scalar):
+# written by a patch, copied by a JSON 6902 `copy`, or copied with the object a JSON 6902 patch
+# changes; and each object a patch is matched against. A rendering holds a few thousand values
+# and real patches change a few dozen each: this is hundreds of times more, and a second's work.
+# Without it a handful of `copy` operations, each doubling an object, would run for ever.
+MAX_WORK = 1_000_000
+# How deep a patched object may nest: as deep as a config may (gpustack.yamlio.MAX_NESTING),
+# far below what the validator reads back (200) and Python's recursion limit. gpustack's own
+# objects nest at most 23 levels.
+MAX_NESTING = 100
+# What a workload's pod template must keep: the later steps (config hashes, lint, the smoke
+# test) read it, and the API server refuses a workload without it (k8s.io/api apps/v1 and
+# batch/v1 types.go: `template` is required of a DaemonSet, Deployment, StatefulSet and Job).
+_POD_SPEC = ("spec", "template", "spec")
+
+
+class _Budget:
+    """The work left to the patches of one render (MAX_WORK)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_WORK
+
+    def spend(self, amount: int, patch: Patch) -> None:
+        self.left -= amount
+        if self.left < 0:
+            raise UserError(
+                f"the patches write, copy or match more than {MAX_WORK} values in all; "
+                "gpustack stops rather than run for ever (a JSON 6902 copy of an object into "
+                "itself doubles it)",
+                patch.location,
+                field="patches",
+                hint="patch each object with what it needs: copy no mapping into itself, name "
+                "each patch file once",
+            )
+
+
+def apply(
+    objects: list[dict[str, Any]],
+    patches: Sequence[Patch],
+    placement: Callable[[dict[str, Any]], Hashable] | None = None,
+) -> dict[Identity, list[str]]:
     """Apply `patches` in order to `objects` (changed in place). Returns, for each object a patch
     changed, where those patches were written (for the findings on it).
 
-    A patch that selects no object, that fails, or that would rename or move an object, or
-    change its kind, is a UserError at the patch."""
+    A patch that selects no object, that fails, that would rename or move an object, change
+    its kind or its `placement` (where the rendered folder puts it: its Flux stage, Argo CD
+    wave), that takes away what a later step reads (a workload's pod template, a mapping or
+    list turned into something else), or that does more than MAX_WORK, is a UserError at the
+    patch."""
     changed: dict[Identity, list[str]] = {}
+    budget = _Budget()
     for patch in patches:
-        selected = [obj for obj in objects if _selects(patch, obj)]
+        budget.spend(len(objects), patch)
+        selected = {id(obj) for obj in objects if _selects(patch, obj)}
         if not selected:
             wanted = patch.target.name if patch.target else None
             names = sorted({str((obj.get("metadata") or {}).get("name", "")) for obj in objects})
@@ -87,10 +132,13 @@ def apply(objects: list[dict[str, Any]], patches: Sequence[Patch]) -> dict[Ident
                 "namespace; a patch must change at least one",
             )
         for index, obj in enumerate(objects):
-            if not any(obj is chosen for chosen in selected):
+            if id(obj) not in selected:
                 continue
             before = identity(obj)
-            result = _json6902(obj, patch) if patch.json6902 else _strategic(obj, patch)
+            if patch.json6902:
+                result = _json6902(obj, patch, budget)
+            else:
+                result = _strategic(obj, patch, budget)
             if identity(result) != before or result.get("apiVersion") != obj.get("apiVersion"):
                 raise UserError(
                     f"the patch would rename, move or change the kind of {display(before)}; "
@@ -99,16 +147,104 @@ def apply(objects: list[dict[str, Any]], patches: Sequence[Patch]) -> dict[Ident
                     patch.location,
                     field="patches",
                 )
-            if result != obj:
-                objects[index] = result
-                changed.setdefault(before, []).append(str(patch.location))
+            if result is obj or result == obj:
+                continue
+            _check_shape(obj, result, patch)
+            if placement is not None and placement(result) != placement(obj):
+                raise UserError(
+                    f"the patch would move {display(before)} into another Flux stage or Argo "
+                    "CD sync wave (its gpustack.dev/rollout label, or its "
+                    "argocd.argoproj.io/sync-wave or hook annotation); gpustack places each "
+                    "object by its kind and node pool, and a patch changes its content only",
+                    patch.location,
+                    field="patches",
+                    hint="a canary pool's objects are those of a pool with rollout: canary "
+                    "(nodes.pools)",
+                )
+            objects[index] = result
+            changed.setdefault(before, []).append(str(patch.location))
     return changed
+
+
+def _check_shape(original: dict[str, Any], patched: dict[str, Any], patch: Patch) -> None:
+    """Refuse a patched object whose shape the steps after the patches cannot read: one whose
+    metadata is no mapping, a workload without its pod template, or a mapping or list of the
+    rendered object turned into another kind of value. Kubernetes' types never take a mapping
+    and a scalar in one field (int-or-string fields are scalars either way), so such a patch is
+    a mistake, whatever a later step would make of it."""
+    shown = display(identity(original))
+    if not isinstance(patched.get("metadata"), dict):
+        raise UserError(
+            f"the patch leaves {shown} without its metadata mapping",
+            patch.location,
+            field="patches",
+        )
+    if isinstance(_at(original, _POD_SPEC), dict) and not isinstance(_at(patched, _POD_SPEC), dict):
+        raise UserError(
+            f"the patch takes away the pod template of {shown} ({'.'.join(_POD_SPEC)}), which "
+            "Kubernetes requires of a workload; a patch changes an object, it does not "
+            "remove what it runs",
+            patch.location,
+            field="patches",
+            hint="turn the component off in the config instead",
+        )
+    found = _retyped(original, patched, ())
+    if found is not None:
+        path, was = found
+        field_name = ".".join(str(part) for part in path)
+        raise UserError(
+            f"the patch turns {field_name} of {shown}, {was}, into another kind of value; a "
+            "patch may change a value, remove it or add to it, never make a mapping or a list "
+            "something else",
+            patch.location,
+            field="patches",
+        )
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _retyped(
+    original: Any, patched: Any, path: tuple[str | int, ...]
+) -> tuple[tuple[str | int, ...], str] | None:
+    """The first path, if any, where `original` holds a mapping or a list and `patched` a value
+    of another kind. A list's items are paired by position: Kubernetes' lists hold items of one
+    type, so an item is compared with whichever item of the same list takes its place. Parts a
+    strategic merge left as they were (the same objects) are not walked again."""
+    if original is patched:
+        return None
+    if isinstance(original, dict):
+        if not isinstance(patched, dict):
+            return path, "a mapping"
+        for key, value in original.items():
+            if key in patched:
+                found = _retyped(value, patched[key], (*path, key))
+                if found is not None:
+                    return found
+    elif isinstance(original, list):
+        if not isinstance(patched, list):
+            return path, "a list"
+        for position, (was, now) in enumerate(zip(original, patched)):
+            found = _retyped(was, now, (*path, position))
+            if found is not None:
+                return found
+        for position in range(len(original), len(patched)) if original else ():
+            found = _retyped(original[-1], patched[position], (*path, position))
+            if found is not None:
+                return found
+    return None
 
 
 def _wanted(patch: Patch) -> str:
     if patch.target is not None:
         fields = {k: v for k, v in vars(patch.target).items() if v is not None}
         return "target " + ", ".join(f"{k}={v}" for k, v in fields.items())
+    if patch.from_file:
+        # The kind and name a patch file gives are its content: named, never quoted.
+        return "no target: the patch file's own apiVersion, kind, name and namespace"
     body = patch.body if isinstance(patch.body, dict) else {}
     meta: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
     parts = [str(body.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name", ""))]
@@ -207,11 +343,36 @@ def selector_matches(selector: str, labels: Mapping[str, Any]) -> bool:
 # --- JSON 6902 ---------------------------------------------------------------------------
 
 
-def _json6902(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
+def _json6902(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, Any]:
+    """`obj` with the patch's operations applied one at a time to a copy, each operation's
+    work counted (the values it writes or copies) and the depth it can reach bounded."""
     import jsonpatch  # here, not on top: only a config with a JSON 6902 patch needs it
 
+    result, size, depth = _copy(obj)
+    budget.spend(size, patch)
     try:
-        result: dict[str, Any] = jsonpatch.apply_patch(obj, patch.body, in_place=False)
+        for operation in patch.body:
+            operation = dict(operation)
+            where = len(jsonpatch.JsonPointer(str(operation.get("path", ""))).parts)
+            if "value" in operation:
+                # Copied: a patch file's documents are shared by every object it changes.
+                operation["value"], size, reached = _copy(operation["value"])
+            elif operation.get("op") in ("copy", "move"):
+                pointer = jsonpatch.JsonPointer(str(operation.get("from", "")))
+                _, size, reached = _copy(pointer.resolve(result))
+            else:
+                size, reached = 1, 0
+            budget.spend(size, patch)
+            if where + reached > depth and operation.get("op") != "test":
+                depth = where + reached
+                if depth > MAX_NESTING:
+                    raise UserError(
+                        f"the JSON 6902 patch nests {display(identity(obj))} more than "
+                        f"{MAX_NESTING} levels deep",
+                        patch.location,
+                        field="patches",
+                    )
+            result = jsonpatch.JsonPatch([operation]).apply(result, in_place=True)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
         # jsonpatch's message quotes the operation's path: the user's own text, unless it came
         # from a file (never quoted).
@@ -231,6 +392,27 @@ def _json6902(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
             field="patches",
         )
     return result
+
+
+def _copy(value: Any) -> tuple[Any, int, int]:
+    """A copy of `value` (YAML's data: mappings, lists, scalars), how many values it holds and
+    how deep it nests, in one walk."""
+    if isinstance(value, dict):
+        copied: dict[Any, Any] = {}
+        size, depth = 1, 0
+        for key, item in value.items():
+            copied[key], count, deep = _copy(item)
+            size, depth = size + count, max(depth, deep)
+        return copied, size, depth + 1
+    if isinstance(value, list):
+        items = []
+        size, depth = 1, 0
+        for item in value:
+            copied_item, count, deep = _copy(item)
+            items.append(copied_item)
+            size, depth = size + count, max(depth, deep)
+        return items, size, depth + 1
+    return value, 1, 0
 
 
 # --- strategic merge ---------------------------------------------------------------------
@@ -279,8 +461,11 @@ _PRIMITIVE_MERGE = frozenset({("metadata", "finalizers")})
 _CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
 
 
-def _strategic(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:
-    body = copy.deepcopy(patch.body)
+def _strategic(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, Any]:
+    # A merge walks the patch and copies what it writes: its work is the patch's size. The
+    # result nests no deeper than the object or the patch (each within MAX_NESTING).
+    body, size, _ = _copy(patch.body)
+    budget.spend(size, patch)
     if patch.target is not None:
         # kustomize applies a targeted patch to each object it selects whatever the patch's own
         # name and kind say: they are left out rather than merged over the object's.
@@ -389,21 +574,21 @@ def _merge_list(
     # patch's items first, in its order, then the items only the object has, in its order.
     merged: list[Any] = []
     named: set[Any] = set()
+    # The object's items by merge key, the first of each (as the scan kustomize does finds it).
+    by_key: dict[Any, Any] = {}
+    for o in original:
+        if isinstance(o, dict) and key in o:
+            by_key.setdefault(_hashable(o[key]), o)
     for item in patch:
         if not isinstance(item, dict) or key not in item:
             raise _PatchProblem(f"each item of {'.'.join(path)} must have its merge key {key!r}")
         named.add(_hashable(item[key]))
-        existing = next(
-            (o for o in original if isinstance(o, dict) and o.get(key) == item[key]), None
-        )
+        existing = by_key.get(_hashable(item[key]))
         if item.get(DIRECTIVE) == "delete":
             continue
         merged.append(merge(existing or {}, item, path, known, kind))
-    merged += [
-        copy.deepcopy(o)
-        for o in original
-        if not (isinstance(o, dict) and _hashable(o.get(key)) in named)
-    ]
+    # The object's other items as they are (shared, as merge shares the mappings it leaves).
+    merged += [o for o in original if not (isinstance(o, dict) and _hashable(o.get(key)) in named)]
     return merged
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, rehash, stage
+from gpustack.decorate import decorate, placement, rehash, stage
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
@@ -72,7 +72,7 @@ def render(stack: Stack) -> Rendering:
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
     # are then made again, so a patched ConfigMap still rolls the pods that mount it.
-    patched = patches.apply(objects, stack.patches)
+    patched = patches.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
     application_set = gitops.application_set(stack)
