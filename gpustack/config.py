@@ -313,16 +313,23 @@ def _patch_file(base: Path, written: str, location: Location, field: str) -> Pat
     top = repository_top(base)
     root = top if top is not None else Path(os.path.realpath(base))
     real = Path(os.path.realpath(base / written))
-    inside = real.is_relative_to(root) and ".git" not in real.relative_to(root).parts
-    if not inside:
-        where = "the repository holding the config" if top else "the config's folder"
+    shown = display_path(base / written)
+    if not real.is_relative_to(root):
+        where = "the git repository holding the config" if top else "the config's folder"
         raise UserError(
-            f"patch file {display_path(base / written)} is outside {where} (following "
-            "symbolic links), or in its .git; a patch file is one of the repository's own",
+            f"patch file {shown} is outside {where} (symbolic links followed); a patch file is "
+            "one of the repository's own",
             location,
             field,
             hint="keep patch files beside the configs that name them"
-            + ("" if top else ", or in the git repository that holds them"),
+            + ("" if top else ", or in a git repository that holds both"),
+        )
+    if ".git" in real.relative_to(root).parts:
+        raise UserError(
+            f"patch file {shown} is in the repository's .git folder, which holds git's own "
+            "data, never a patch",
+            location,
+            field,
         )
     return real
 

@@ -158,8 +158,8 @@ def apply(
                     "object by its kind and node pool, and a patch changes its content only",
                     patch.location,
                     field="patches",
-                    hint="a canary pool's objects are those of a pool with rollout: canary "
-                    "(nodes.pools)",
+                    hint="a node pool's objects roll out first when it sets "
+                    "nodes.pools[].canary: true",
                 )
             objects[index] = result
             changed.setdefault(before, []).append(str(patch.location))
@@ -350,9 +350,9 @@ def _json6902(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, A
 
     result, size, depth = _copy(obj)
     budget.spend(size, patch)
-    try:
-        for operation in patch.body:
-            operation = dict(operation)
+    for number, operation in enumerate(patch.body, 1):
+        operation = dict(operation)
+        try:
             where = len(jsonpatch.JsonPointer(str(operation.get("path", ""))).parts)
             if "value" in operation:
                 # Copied: a patch file's documents are shared by every object it changes.
@@ -373,17 +373,15 @@ def _json6902(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, A
                         field="patches",
                     )
             result = jsonpatch.JsonPatch([operation]).apply(result, in_place=True)
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
-        # jsonpatch's message quotes the operation's path: the user's own text, unless it came
-        # from a file (never quoted).
-        detail = "" if patch.from_file else f": {error}"
-        raise UserError(
-            f"the JSON 6902 patch fails on {display(identity(obj))}{detail}",
-            patch.location,
-            field="patches",
-            hint="each operation's path must exist in the rendered object (`add` needs its "
-            "parent); `gpustack render --stdout` shows the object",
-        ) from None
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+            raise UserError(
+                f"the JSON 6902 patch fails on {display(identity(obj))}: "
+                f"{_operation(number, operation, patch)} {_failure(error)}",
+                patch.location,
+                field="patches",
+                hint="each operation's path must exist in the rendered object (`add` needs its "
+                "parent); `gpustack render --stdout` shows the object",
+            ) from None
     if not isinstance(result, dict):
         raise UserError(
             f"the JSON 6902 patch replaces {display(identity(obj))} with something that is no "
@@ -392,6 +390,31 @@ def _json6902(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, A
             field="patches",
         )
     return result
+
+
+def _operation(number: int, operation: dict[str, Any], patch: Patch) -> str:
+    """An operation as an error names it: its number, and its op and paths unless it came from a
+    file (whose content is never quoted). Never the object's content, which jsonpatch's own
+    messages quote (a value another patch file put there, say)."""
+    if patch.from_file:
+        return f"operation {number}"
+    shown = " ".join(
+        repr(operation[key])[:200] for key in ("op", "from", "path") if key in operation
+    )
+    return f"operation {number} ({shown})"
+
+
+def _failure(error: Exception) -> str:
+    import jsonpatch  # loaded already: only a JSON 6902 patch fails this way
+
+    if isinstance(error, jsonpatch.JsonPatchTestFailed):
+        return "tests a value the object does not hold"
+    if isinstance(error, jsonpatch.InvalidJsonPatch):
+        return (
+            "is not a JSON 6902 operation (add, remove, replace, move, copy or test, with "
+            "the members it needs)"
+        )
+    return "names a path the object does not have"
 
 
 def _copy(value: Any) -> tuple[Any, int, int]:
