@@ -253,6 +253,8 @@ def _hash_config(workload: dict[str, Any], config_maps: dict[tuple[str, str], An
         json.dumps(mounted, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
     metadata = template.setdefault("metadata", {})
-    if not isinstance(metadata, dict) or not isinstance(metadata.setdefault("annotations", {}), dict):
+    if not isinstance(metadata, dict) or not isinstance(
+        metadata.setdefault("annotations", {}), dict
+    ):
         return  # a patch's own mistake, which validation reports at the patch
     metadata["annotations"][CONFIG_HASH] = digest[:16]

@@ -193,9 +193,9 @@ def _check_shape(original: dict[str, Any], patched: dict[str, Any], patch: Patch
         path, was = found
         field_name = ".".join(str(part) for part in path)
         raise UserError(
-            f"the patch turns {field_name} of {shown}, {was}, into another kind of value; a "
-            "patch may change a value, remove it or add to it, never make a mapping or a list "
-            "something else",
+            f"the patch puts another kind of value at {field_name} of {shown}, where gpustack "
+            f"wrote {was}; a patch may change, remove or add values, never turn a mapping or a "
+            "list into something else",
             patch.location,
             field="patches",
         )
@@ -234,7 +234,7 @@ def _retyped(
         for position in range(len(original), len(patched)) if original else ():
             found = _retyped(original[-1], patched[position], (*path, position))
             if found is not None:
-                return found
+                return found[0], f"{found[1]} (as the list's other items)"
     return None
 
 

@@ -44,12 +44,19 @@ def linear_regex(pattern: str, option: str) -> Pattern:
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", errors="replace")
         raise UserError(
-            f"bad regular expression {pattern!r}: {_first_clause(str(reason))}",
+            f"bad regular expression {_shown(pattern)}: {_first_clause(str(reason))}",
             field=option,
             hint="patterns use RE2's syntax, as Go's regexp (kustomize, kubeconform) does: no "
             "backreferences or lookarounds, repetition counts up to 1000",
         ) from None
     return compiled
+
+
+def _shown(pattern: str) -> str:
+    """The pattern as the message quotes it: whole, unless longer than a line."""
+    return (
+        repr(pattern) if len(pattern) <= 80 else f"{pattern[:60]!r}... ({len(pattern)} characters)"
+    )
 
 
 def _first_clause(reason: str) -> str:
