@@ -298,7 +298,8 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
 def _patch_file(base: Path, written: str, location: Location, field: str) -> Path:
     """Where the patch file `written` (relative to `base`, the folder of the config naming it)
     really lies, symbolic links followed: a YAML file of the repository holding that config
-    (outside any repository, of `base` or below it), never in its `.git`. A pull request's
+    (outside any repository, of the working folder when the config is in it, else of `base`
+    or below it), never in its `.git`. A pull request's
     config could otherwise merge any file of the machine (a registry's credentials, say) into
     a rendered object, which `check` and `diff` print."""
     if "\x00" in written:
@@ -311,11 +312,16 @@ def _patch_file(base: Path, written: str, location: Location, field: str) -> Pat
             hint="a JSON patch is YAML too: rename it to .yaml",
         )
     top = repository_top(base)
-    root = top if top is not None else Path(os.path.realpath(base))
+    folder, working = Path(os.path.realpath(base)), Path(os.path.realpath(Path.cwd()))
+    if top is not None:
+        root, where = top, "the git repository holding the config"
+    elif folder.is_relative_to(working):
+        root, where = working, "the working folder"  # a fleet's root, before `git init`
+    else:
+        root, where = folder, "the config's folder"
     real = Path(os.path.realpath(base / written))
     shown = display_path(base / written)
     if not real.is_relative_to(root):
-        where = "the git repository holding the config" if top else "the config's folder"
         raise UserError(
             f"patch file {shown} is outside {where} (symbolic links followed); a patch file is "
             "one of the repository's own",

@@ -159,19 +159,30 @@ def test_patch_files_anywhere_in_the_repository_apply(tmp_path: Path) -> None:
             assert document["metadata"]["annotations"]["team"] == "gpu", document["kind"]
 
 
-def test_outside_any_repository_patch_files_stay_in_the_configs_folder(tmp_path: Path) -> None:
-    (tmp_path / "fleet" / "patches").mkdir(parents=True)
+def test_outside_any_repository_patch_files_stay_in_the_working_folder(tmp_path: Path) -> None:
+    """Before `git init`, a fleet run from its folder reads patch files anywhere in it; a
+    config outside the working folder, only those of its own folder."""
+    (tmp_path / "fleet" / "clusters").mkdir(parents=True)
+    (tmp_path / "fleet" / "patches").mkdir()
     (tmp_path / "fleet" / "patches" / "ok.yaml").write_text("metadata: {annotations: {a: b}}\n")
     (tmp_path / "beside.yaml").write_text("metadata: {annotations: {a: b}}\n")
-    ok = _cluster(tmp_path / "fleet", [{"target": {"kind": "Service"}, "path": "patches/ok.yaml"}])
     assert reading.repository_top(tmp_path) is None
-    assert render(load_stack(ok)).patched
+    clusters = tmp_path / "fleet" / "clusters"
+    _cluster(clusters, [{"target": {"kind": "Service"}, "path": "../patches/ok.yaml"}])
+    ok = run_gpustack("render", "clusters/cluster.yaml", "--stdout", cwd=tmp_path / "fleet")
+    assert ok.returncode == 0, ok.stderr
+    elsewhere = run_gpustack("render", clusters / "cluster.yaml", "--stdout", cwd=ROOT)
+    assert "is outside the config's folder (symbolic links followed)" in elsewhere.stderr
 
-    _cluster(tmp_path / "fleet", [{"target": {"kind": "Service"}, "path": "../beside.yaml"}])
-    result = run_gpustack("render", "cluster.yaml", "--stdout", cwd=tmp_path / "fleet")
+    _cluster(clusters, [{"target": {"kind": "Service"}, "path": "../../beside.yaml"}])
+    result = run_gpustack("render", "clusters/cluster.yaml", "--stdout", cwd=tmp_path / "fleet")
     assert result.returncode == 2
-    assert "is outside the config's folder (symbolic links followed)" in result.stderr
-    assert "or in a git repository that holds both" in result.stderr
+    assert result.stderr == (
+        "error: clusters/cluster.yaml:3:9: patches.0.path: patch file "
+        "clusters/../../beside.yaml is outside the working folder (symbolic links followed); a "
+        "patch file is one of the repository's own (keep patch files beside the configs that "
+        "name them, or in a git repository that holds both)\n"
+    )
 
 
 def test_diff_git_ref_reads_patch_files_of_the_revision(tmp_path: Path) -> None:
