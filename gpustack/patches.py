@@ -290,37 +290,60 @@ def _selects(patch: Patch, obj: dict[str, Any]) -> bool:
 
 # One requirement of a label selector (k8s.io/apimachinery pkg/labels/selector.go Parse):
 # `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`.
+# Each form is matched whole against one requirement, and neighbouring parts of a form share no
+# character (a key holds no space, `=` or `(`), so matching is linear in the selector: a single
+# pattern over the whole selector, with `\s*` beside `\s+`, took quadratic time on a run of
+# spaces.
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
-_REQUIREMENT = re.compile(
-    rf"\s*(?:(?P<absent>!)\s*(?P<absent_key>{_KEY})"
-    rf"|(?P<key>{_KEY})\s*(?:(?P<op>==|=|!=)\s*(?P<value>[-A-Za-z0-9_.]*)"
-    rf"|\s+(?P<set_op>in|notin)\s*\((?P<values>[^()]*)\))?)\s*(?:,|$)"
+_FORMS = (
+    ("!", re.compile(rf"!\s*(?P<key>{_KEY})")),
+    ("=", re.compile(rf"(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>[-A-Za-z0-9_.]*)")),
+    ("in", re.compile(rf"(?P<key>{_KEY})\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)")),
+    ("exists", re.compile(_KEY)),
 )
 
 
 def parse_selector(selector: str) -> list[tuple[str, str, frozenset[str]]]:
     """A label selector as (key, operator, values) requirements; ValueError when malformed."""
     requirements: list[tuple[str, str, frozenset[str]]] = []
-    position = 0
-    text = selector.strip()
-    if not text:
-        return requirements
-    while position < len(text):
-        found = _REQUIREMENT.match(text, position)
-        if found is None or found.end() == position:
-            raise ValueError(f"cannot parse the selector at character {position + 1}")
-        if found["absent"]:
-            requirements.append((found["absent_key"], "!", frozenset()))
-        elif found["op"]:
-            op = "!=" if found["op"] == "!=" else "="
-            requirements.append((found["key"], op, frozenset([found["value"]])))
-        elif found["set_op"]:
-            values = frozenset(v.strip() for v in found["values"].split(",") if v.strip())
-            requirements.append((found["key"], found["set_op"], values))
+    for start, text in _requirements(selector):
+        for form, pattern in _FORMS:
+            found = pattern.fullmatch(text)
+            if found is None:
+                continue
+            if form == "!":
+                requirements.append((found["key"], "!", frozenset()))
+            elif form == "=":
+                op = "!=" if found["op"] == "!=" else "="
+                requirements.append((found["key"], op, frozenset([found["value"]])))
+            elif form == "in":
+                values = frozenset(v.strip() for v in found["values"].split(",") if v.strip())
+                requirements.append((found["key"], found["op"], values))
+            else:
+                requirements.append((text, "exists", frozenset()))
+            break
         else:
-            requirements.append((found["key"], "exists", frozenset()))
-        position = found.end()
+            raise ValueError(f"cannot parse the selector at character {start + 1}")
     return requirements
+
+
+def _requirements(selector: str) -> list[tuple[int, str]]:
+    """The selector's requirements, split at the commas outside parentheses, each stripped and
+    with the offset where it starts; none for an empty selector."""
+    if not selector.strip():
+        return []
+    parts: list[tuple[int, str]] = []
+    start, depth = 0, 0
+    for position, character in enumerate([*selector, ","]):
+        if character == "(":
+            depth += 1
+        elif character == ")":
+            depth = max(0, depth - 1)
+        elif character == "," and (depth == 0 or position == len(selector)):
+            text = selector[start:position]
+            parts.append((start + len(text) - len(text.lstrip()), text.strip()))
+            start = position + 1
+    return parts
 
 
 def selector_matches(selector: str, labels: Mapping[str, Any]) -> bool:

@@ -354,6 +354,38 @@ def test_patterns_re2_refuses_are_errors(pattern: str, reason: str) -> None:
     assert raised.value.message == f"bad regular expression {pattern!r}: {reason}"
 
 
+def test_a_label_selector_is_parsed_in_linear_time(tmp_path: Path) -> None:
+    """One pattern over the whole selector tried every split of a run of spaces between a key
+    and what follows it: 16,000 spaces took 17 seconds, the megabyte a config may hold hours."""
+    selector = "a" + " " * 1_000_000 + "x"
+    entry = {"target": {"labelSelector": selector}, "patch": "metadata: {}"}
+    result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout", timeout=120)
+    assert result.returncode == 2
+    assert "patches.0.target.labelSelector: not a Kubernetes label selector" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("selector", "requirements"),
+    [
+        ("a=b,c!=d", [("a", "=", {"b"}), ("c", "!=", {"d"})]),
+        (" tier in (gpu, cpu) , !skip ", [("tier", "in", {"gpu", "cpu"}), ("skip", "!", set())]),
+        ("k notin (z),e", [("k", "notin", {"z"}), ("e", "exists", set())]),
+        ("a,", None),  # as Kubernetes: "expected: identifier after ','"
+        ("a in b", None),
+        ("a in (b,c)), d", None),
+    ],
+)
+def test_label_selectors_parse_as_kubernetes_parses_them(
+    selector: str, requirements: list[tuple[str, str, set[str]]] | None
+) -> None:
+    if requirements is None:
+        with pytest.raises(ValueError, match="cannot parse the selector"):
+            patches.parse_selector(selector)
+    else:
+        expected = [(key, op, frozenset(values)) for key, op, values in requirements]
+        assert patches.parse_selector(selector) == expected
+
+
 # --- 4. every step after the patches reads a patched object with care --------------------------
 
 SHAPE_CASES = [
