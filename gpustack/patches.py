@@ -67,11 +67,11 @@ class Patch:
 
 
 # The work the patches of one render may do in all, in values (each mapping, list and scalar):
-# written by a patch, copied by a JSON 6902 `copy`, or copied with the object a JSON 6902 patch
+# written by a patch, copied by a JSON 6902 `copy`, or copied on the way to what a patch
 # changes; and each object a patch is matched against. A rendering holds a few thousand values
-# and real patches change a few dozen each: this is hundreds of times more, and a second's work.
-# Without it a handful of `copy` operations, each doubling an object, would run for ever.
-MAX_WORK = 1_000_000
+# and real patches change a few dozen each: this is a hundred times more, and about a second's
+# work. Without it a handful of `copy` operations, each doubling an object, would run for ever.
+MAX_WORK = 250_000
 # How deep a patched object may nest: as deep as a config may (gpustack.yamlio.MAX_NESTING),
 # far below what the validator reads back (200) and Python's recursion limit. gpustack's own
 # objects nest at most 23 levels.
@@ -367,34 +367,37 @@ def selector_matches(selector: str, labels: Mapping[str, Any]) -> bool:
 
 
 def _json6902(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, Any]:
-    """`obj` with the patch's operations applied one at a time to a copy, each operation's
-    work counted (the values it writes or copies) and the depth it can reach bounded."""
+    """`obj` with the patch's operations applied one at a time, each operation's work counted
+    (the values it writes or copies, the containers on its paths) and the depth it reaches
+    bounded. The object is not changed: each operation first copies the mappings and lists on
+    its way (copy on write), so the result shares what the patch leaves alone."""
     import jsonpatch  # here, not on top: only a config with a JSON 6902 patch needs it
 
-    result, size, depth = _copy(obj)
-    budget.spend(size, patch)
+    result: Any = dict(obj)
+    owned = {id(result)}
     for number, operation in enumerate(patch.body, 1):
         operation = dict(operation)
         try:
-            where = len(jsonpatch.JsonPointer(str(operation.get("path", ""))).parts)
+            path = jsonpatch.JsonPointer(str(operation.get("path", ""))).parts
+            paths = [path]
             if "value" in operation:
                 # Copied: a patch file's documents are shared by every object it changes.
                 operation["value"], size, reached = _copy(operation["value"])
             elif operation.get("op") in ("copy", "move"):
-                pointer = jsonpatch.JsonPointer(str(operation.get("from", "")))
-                _, size, reached = _copy(pointer.resolve(result))
+                source = jsonpatch.JsonPointer(str(operation.get("from", "")))
+                _, size, reached = _copy(source.resolve(result))
+                paths.append(source.parts)
             else:
                 size, reached = 1, 0
-            budget.spend(size, patch)
-            if where + reached > depth and operation.get("op") != "test":
-                depth = where + reached
-                if depth > MAX_NESTING:
-                    raise UserError(
-                        f"the JSON 6902 patch nests {display(identity(obj))} more than "
-                        f"{MAX_NESTING} levels deep",
-                        patch.location,
-                        field="patches",
-                    )
+            budget.spend(size + sum(len(parts) for parts in paths), patch)
+            if len(path) + reached > MAX_NESTING and operation.get("op") != "test":
+                raise UserError(
+                    f"the JSON 6902 patch nests {display(identity(obj))} more than "
+                    f"{MAX_NESTING} levels deep",
+                    patch.location,
+                    field="patches",
+                )
+            budget.spend(sum(_own(result, parts, owned) for parts in paths), patch)
             result = jsonpatch.JsonPatch([operation]).apply(result, in_place=True)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
             raise UserError(
@@ -413,6 +416,30 @@ def _json6902(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, A
             field="patches",
         )
     return result
+
+
+def _own(root: Any, parts: list[str], owned: set[int]) -> int:
+    """Copy, once, each mapping and list on the way to the parent of the place `parts` names
+    (those an operation there changes in place), so that the original object stays as it was;
+    returns how many entries were copied. A part that names nothing stops the walk: the
+    operation then fails as it would anyway."""
+    node, copied = root, 0
+    for part in parts[:-1]:
+        key: str | int
+        if isinstance(node, dict) and part in node:
+            key = part
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            key = int(part)
+        else:
+            break
+        child = node[key]
+        if isinstance(child, (dict, list)) and id(child) not in owned:
+            child = child.copy()
+            owned.add(id(child))
+            node[key] = child
+            copied += len(child)
+        node = child
+    return copied
 
 
 def _operation(number: int, operation: dict[str, Any], patch: Patch) -> str:
@@ -511,7 +538,7 @@ def _strategic(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, 
     # A merge walks the patch and copies what it writes: its work is the patch's size. The
     # result nests no deeper than the object or the patch (each within MAX_NESTING).
     body, size, _ = _copy(patch.body)
-    budget.spend(size, patch)
+    budget.spend(size + _merge_work(obj, body), patch)
     if patch.target is not None:
         # kustomize applies a targeted patch to each object it selects whatever the patch's own
         # name and kind say: they are left out rather than merged over the object's.
@@ -542,6 +569,19 @@ def _strategic(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, 
             hint="turn the component off in the config instead",
         )
     return merged
+
+
+def _merge_work(original: Any, patch: Any) -> int:
+    """What a merge of `patch` over `original` copies beyond the patch itself: each mapping of
+    the object the patch reaches into is copied whole, and each list it merges is indexed
+    whole. Walked along the patch, so this costs no more than the patch."""
+    if isinstance(patch, dict) and isinstance(original, dict):
+        return len(original) + sum(
+            _merge_work(original.get(key), value) for key, value in patch.items()
+        )
+    if isinstance(patch, list) and isinstance(original, list):
+        return len(original)
+    return 0
 
 
 class _PatchProblem(Exception):

@@ -109,10 +109,23 @@ def name(stack: Stack) -> str:
                     else {"nodes": {"pools"}}
                 )
             ),
-            json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
+            _patches_digest(stack),
         )
     )
     return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
+
+
+def _patches_digest(stack: Stack) -> str:
+    """The patches as read, in order: each distinct document serialized once, however often
+    its file is named (a large file named hundreds of times costs one pass, not hundreds)."""
+    if not stack.patches:
+        return "[]"  # the name of a config without patches, as before they existed
+    digests: dict[int, str] = {}
+    for patch in stack.patches:
+        if id(patch.body) not in digests:
+            text = json.dumps(patch.body, sort_keys=True, default=str)
+            digests[id(patch.body)] = hashlib.sha256(text.encode()).hexdigest()
+    return json.dumps([digests[id(patch.body)] for patch in stack.patches])
 
 
 def _unset_pool_fields(stack: Stack) -> dict[int, set[str]]:
