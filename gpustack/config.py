@@ -299,9 +299,9 @@ def _patch_file(base: Path, written: str, location: Location, field: str) -> Pat
     """Where the patch file `written` (relative to `base`, the folder of the config naming it)
     really lies, symbolic links followed: a YAML file of the repository holding that config
     (outside any repository, of the working folder when the config is in it, else of `base`
-    or below it), never in its `.git`. A pull request's
-    config could otherwise merge any file of the machine (a registry's credentials, say) into
-    a rendered object, which `check` and `diff` print."""
+    or below it), never in its `.git`. A pull request's config could otherwise merge any file
+    of the machine (a registry's credentials, say) into a rendered object, which `check` and
+    `diff` print."""
     if "\x00" in written:
         raise UserError("a file name cannot contain a NUL byte", location, field)
     if not written.endswith(CONFIG_SUFFIXES):
@@ -344,9 +344,9 @@ def _patch_documents(
     file: Path, shown: str, location: Location, field: str
 ) -> list[tuple[Any, Location]]:
     """The patch documents of `file` (a real path; `shown`: as the config names it), each with
-    where it starts: read and parsed
-    once per process however many entries and configs name it (a large file named hundreds of
-    times costs one read). The file may be anything: its content is never quoted."""
+    where it starts: read and parsed once per process however many entries and configs name it
+    (a large file named hundreds of times costs one read). The file may be anything: its
+    content is never quoted."""
     try:
         try:
             stat = file.stat()
