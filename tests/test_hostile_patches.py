@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from gpustack import config, patches, reading
 from gpustack.config import load_stack
 from gpustack.errors import Location, UserError
+from gpustack.patterns import linear_regex
 from gpustack.render import render
 
 EXAMPLES = ROOT / "examples"
@@ -345,7 +346,7 @@ def test_a_backtracking_file_name_pattern_matches_in_linear_time(tmp_path: Path)
     ],
 )
 def test_target_patterns_mean_what_they_mean_to_kustomize(pattern: str, selected: bool) -> None:
-    compiled = config.linear_regex(pattern, "patches.0.target.name")
+    compiled = linear_regex(pattern, "patches.0.target.name")
     assert bool(compiled.fullmatch("nvidia-device-plugin")) is selected
 
 
@@ -362,7 +363,7 @@ def test_target_patterns_mean_what_they_mean_to_kustomize(pattern: str, selected
 )
 def test_patterns_re2_refuses_are_errors(pattern: str, reason: str) -> None:
     with pytest.raises(UserError) as raised:
-        config.linear_regex(pattern, "--ignore-filename-pattern")
+        linear_regex(pattern, "--ignore-filename-pattern")
     assert raised.value.message == f"bad regular expression {pattern!r}: {reason}"
 
 
@@ -600,7 +601,7 @@ def test_json6902_failures_never_quote_the_object() -> None:
         [{"op": "add", "path": "/metadata/annotations/a", "value": "b"}],
         Location("c.yaml", 3, 5),
         patches.Target(kind="ConfigMap"),
-        regexes={"kind": config.linear_regex("ConfigMap", "kind")},
+        regexes={"kind": linear_regex("ConfigMap", "kind")},
     )
     with pytest.raises(UserError) as raised:
         patches.apply([obj], [patch])
