@@ -506,25 +506,33 @@ VALUES = st.one_of(
 def test_no_patch_of_any_examples_object_ends_in_a_traceback(
     data: st.DataObject, example_objects: dict[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
-    """A patch at any place of any object of every example (removing it, or writing a value of
-    any kind there, as JSON 6902 or as a strategic merge) is rendered, checked against the
-    committed output and diffed without a traceback: exit 0 or 1, or 2 with an error."""
+    """A patch at any places of any object of every example (JSON 6902 operations of every
+    kind between them, or a strategic merge writing a value of any kind or a directive there)
+    is rendered, checked against the committed output and diffed without a traceback: exit 0
+    or 1, or 2 with an error."""
     example = data.draw(st.sampled_from(_EXAMPLE_FILES), "example")
     obj = data.draw(st.sampled_from(example_objects[example]), "object")
-    path = data.draw(st.sampled_from(_paths(obj)[1:]), "path")
+    places = st.sampled_from(_paths(obj)[1:])
+    path = data.draw(places, "path")
     value = data.draw(VALUES, "value")
     as_strategic = data.draw(st.booleans(), "strategic") and all(isinstance(p, str) for p in path)
     if as_strategic:
-        body: Any = value
+        directive = data.draw(st.sampled_from([None, "delete", "replace"]), "directive")
+        body: Any = value if directive is None else {"$patch": directive, "a": value}
         for part in reversed(path):
             body = {part: body}
         patch = yaml.safe_dump(body)
     else:
-        op = data.draw(st.sampled_from(["remove", "replace", "add"]), "op")
-        operation = {"op": op, "path": _pointer(path)} | (
-            {} if op == "remove" else {"value": value}
-        )
-        patch = json.dumps([operation])
+        operations = []
+        for _ in range(data.draw(st.integers(1, 3), "operations")):
+            op = data.draw(st.sampled_from(["remove", "replace", "add", "copy", "move", "test"]))
+            operation = {"op": op, "path": _pointer(data.draw(places))}
+            if op in ("copy", "move"):
+                operation["from"] = _pointer(data.draw(places))
+            elif op != "remove":
+                operation["value"] = data.draw(VALUES)
+            operations.append(operation)
+        patch = json.dumps(operations)
     target = {"kind": obj["kind"], "name": obj["metadata"]["name"]}
     _cluster(tmp_path, [{"target": target, "patch": patch}], example)
     for command in (
