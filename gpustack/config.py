@@ -276,7 +276,7 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
         base = layer.directory if layer.directory else Path.cwd()
         field = f"patches.{index}.path"
         file = _patch_file(base, model.path, location, field)
-        found = list(_patch_documents(file, display_path(base / model.path), location, field))
+        found = list(_patch_documents(file, base / model.path, location, field))
     else:
         try:
             documents = [
@@ -341,9 +341,9 @@ def _patch_file(base: Path, written: str, location: Location, field: str) -> Pat
 
 
 def _patch_documents(
-    file: Path, shown: str, location: Location, field: str
+    file: Path, named: Path, location: Location, field: str
 ) -> list[tuple[Any, Location]]:
-    """The patch documents of `file` (a real path; `shown`: as the config names it), each with
+    """The patch documents of `file` (a real path; `named`: as the config names it), each with
     where it starts: read and parsed once per process however many entries and configs name it
     (a large file named hundreds of times costs one read). The file may be anything: its
     content is never quoted."""
@@ -361,8 +361,10 @@ def _patch_documents(
                 error.location,
                 field,
             ) from None
+        shown = display_path(named)
         if error.message == "file not found":
-            raise UserError(f"patch file {shown} not found", location, field) from None
+            link = " (a symbolic link to a missing file)" if os.path.islink(named) else ""
+            raise UserError(f"patch file {shown} not found{link}", location, field) from None
         raise UserError(f"{shown}: {error.message}", location, field) from None
 
 

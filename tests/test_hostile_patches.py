@@ -212,6 +212,28 @@ def test_diff_git_ref_reads_patch_files_of_the_revision(tmp_path: Path) -> None:
     assert "-    team: gpu" in changed and "+    team: ml" in changed
 
 
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: path.mkdir(), "patch.yaml: is a folder, expected a patch file"),
+        (lambda path: os.mkfifo(path), "patch.yaml: is a named pipe (FIFO), expected a patch file"),
+        (
+            lambda path: path.symlink_to("gone.yaml"),
+            "patch file patch.yaml not found (a symbolic link to a missing file)",
+        ),
+    ],
+    ids=["folder", "fifo", "broken-link"],
+)
+def test_a_patch_file_that_is_no_regular_file_is_named_for_what_it_is(
+    tmp_path: Path, make: Any, message: str
+) -> None:
+    make(tmp_path / "patch.yaml")
+    _cluster(tmp_path, [{"target": {"kind": "DaemonSet"}, "path": "patch.yaml"}])
+    result = run_gpustack("render", "cluster.yaml", "--stdout", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == f"error: cluster.yaml:3:9: patches.0.path: {message}\n"
+
+
 # --- 2. the work is bounded --------------------------------------------------------------------
 
 
@@ -499,7 +521,7 @@ VALUES = st.one_of(
 
 
 @settings(
-    max_examples=examples(60),
+    max_examples=examples(150),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
