@@ -22,6 +22,7 @@ Pure: patches arrive parsed (gpustack.config reads them) and objects are changed
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,7 +119,7 @@ def apply(
     changed: dict[Identity, list[str]] = {}
     budget = _Budget()
     for patch in patches:
-        budget.spend(len(objects), patch)
+        budget.spend(len(objects) * _match_work(patch), patch)
         selected = {id(obj) for obj in objects if _selects(patch, obj)}
         if not selected:
             wanted = patch.target.name if patch.target else None
@@ -164,6 +165,16 @@ def apply(
             objects[index] = result
             changed.setdefault(before, []).append(str(patch.location))
     return changed
+
+
+def _match_work(patch: Patch) -> int:
+    """What matching the patch against one object costs: one, and each requirement of its
+    selectors (a selector may hold thousands)."""
+    target = patch.target
+    if target is None:
+        return 1
+    selectors = (target.labelSelector, target.annotationSelector)
+    return 1 + sum(len(parse_selector(selector)) for selector in selectors if selector)
 
 
 def _check_shape(original: dict[str, Any], patched: dict[str, Any], patch: Patch) -> None:
@@ -303,7 +314,8 @@ _FORMS = (
 )
 
 
-def parse_selector(selector: str) -> list[tuple[str, str, frozenset[str]]]:
+@functools.lru_cache(maxsize=64)  # a patch's selector is matched against every object
+def parse_selector(selector: str) -> tuple[tuple[str, str, frozenset[str]], ...]:
     """A label selector as (key, operator, values) requirements; ValueError when malformed."""
     requirements: list[tuple[str, str, frozenset[str]]] = []
     for start, text in _requirements(selector):
@@ -324,7 +336,7 @@ def parse_selector(selector: str) -> list[tuple[str, str, frozenset[str]]]:
             break
         else:
             raise ValueError(f"cannot parse the selector at character {start + 1}")
-    return requirements
+    return tuple(requirements)
 
 
 def _requirements(selector: str) -> list[tuple[int, str]]:

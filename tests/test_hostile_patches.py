@@ -389,6 +389,16 @@ def test_patterns_re2_refuses_are_errors(pattern: str, reason: str) -> None:
     assert raised.value.message == f"bad regular expression {pattern!r}: {reason}"
 
 
+def test_a_selector_of_many_requirements_counts_as_work(tmp_path: Path) -> None:
+    """A selector of 100,000 requirements is parsed once, and matching it against every object
+    counts each requirement: 100,000 times the objects is past the work allowed."""
+    selector = ",".join(["a"] * 100_000)
+    entry = {"target": {"kind": "DaemonSet", "labelSelector": selector}, "patch": "metadata: {}"}
+    result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout", timeout=120)
+    assert result.returncode == 2
+    assert "the patches write, copy or match more than 250000 values in all" in result.stderr
+
+
 def test_a_label_selector_is_parsed_in_linear_time(tmp_path: Path) -> None:
     """One pattern over the whole selector tried every split of a run of spaces between a key
     and what follows it: 16,000 spaces took 17 seconds, these 200,000 about an hour."""
@@ -418,7 +428,7 @@ def test_label_selectors_parse_as_kubernetes_parses_them(
             patches.parse_selector(selector)
     else:
         expected = [(key, op, frozenset(values)) for key, op, values in requirements]
-        assert patches.parse_selector(selector) == expected
+        assert list(patches.parse_selector(selector)) == expected
 
 
 # --- 4. every step after the patches reads a patched object with care --------------------------
