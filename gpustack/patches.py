@@ -73,6 +73,9 @@ class Patch:
 # and real patches change a few dozen each: this is a hundred times more, and about a second's
 # work. Without it a handful of `copy` operations, each doubling an object, would run for ever.
 MAX_WORK = 250_000
+# Characters of a string that count as one value of work: the patches of one render write at
+# most MAX_WORK * STRING_VALUE characters (25 MB) of strings into the output.
+STRING_VALUE = 100
 # How deep a patched object may nest: as deep as a config may (gpustack.yamlio.MAX_NESTING),
 # far below what the validator reads back (200) and Python's recursion limit. gpustack's own
 # objects nest at most 23 levels.
@@ -480,14 +483,15 @@ def _failure(error: Exception) -> str:
 
 
 def _copy(value: Any) -> tuple[Any, int, int]:
-    """A copy of `value` (YAML's data: mappings, lists, scalars), how many values it holds and
-    how deep it nests, in one walk."""
+    """A copy of `value` (YAML's data: mappings, lists, scalars), its size in values (a string
+    counts once for each STRING_VALUE characters: copied a thousand times, a long one would make
+    gigabytes of output) and how deep it nests, in one walk."""
     if isinstance(value, dict):
         copied: dict[Any, Any] = {}
         size, depth = 1, 0
         for key, item in value.items():
             copied[key], count, deep = _copy(item)
-            size, depth = size + count, max(depth, deep)
+            size, depth = size + count + _weight(key) - 1, max(depth, deep)
         return copied, size, depth + 1
     if isinstance(value, list):
         items = []
@@ -497,7 +501,11 @@ def _copy(value: Any) -> tuple[Any, int, int]:
             items.append(copied_item)
             size, depth = size + count, max(depth, deep)
         return items, size, depth + 1
-    return value, 1, 0
+    return value, _weight(value), 0
+
+
+def _weight(value: Any) -> int:
+    return 1 + len(value) // STRING_VALUE if isinstance(value, str) else 1
 
 
 # --- strategic merge ---------------------------------------------------------------------

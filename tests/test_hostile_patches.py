@@ -285,6 +285,22 @@ def test_copies_spread_over_many_patches_count_together(tmp_path: Path) -> None:
     assert "the patches write, copy or match more than 250000 values in all" in result.stderr
 
 
+def test_copies_of_a_long_string_count_its_length(tmp_path: Path) -> None:
+    """A 500 kB string copied 1,000 times would write 500 MB of output: each copy counts the
+    string's length, so the patch stops after a few dozen."""
+    operations: list[dict[str, Any]] = [
+        {"op": "add", "path": "/metadata/annotations", "value": {"long": "x" * 500_000}}
+    ]
+    operations += [
+        {"op": "copy", "from": "/metadata/annotations/long", "path": f"/metadata/annotations/c{n}"}
+        for n in range(1000)
+    ]
+    entry = {"target": {"kind": "Namespace"}, "patch": json.dumps(operations)}
+    result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout", timeout=120)
+    assert result.returncode == 2
+    assert "the patches write, copy or match more than 250000 values in all" in result.stderr
+
+
 @pytest.mark.parametrize("op", ["copy", "move"])
 def test_operations_that_stack_an_object_deeper_than_the_limit_are_refused(
     tmp_path: Path, op: str
