@@ -181,18 +181,13 @@ def _match_work(patch: Patch) -> int:
 
 
 def _check_shape(original: dict[str, Any], patched: dict[str, Any], patch: Patch) -> None:
-    """Refuse a patched object whose shape the steps after the patches cannot read: one whose
-    metadata is no mapping, a workload without its pod template, or a mapping or list of the
-    rendered object turned into another kind of value. Kubernetes' types never take a mapping
+    """Refuse a patched object whose shape the steps after the patches cannot read: a workload
+    without its pod template, or a mapping or list of the rendered object turned into another
+    kind of value (its metadata too: the name check before this one refuses metadata that is
+    no mapping). Kubernetes' types never take a mapping
     and a scalar in one field (int-or-string fields are scalars either way), so such a patch is
     a mistake, whatever a later step would make of it."""
     shown = display(identity(original))
-    if not isinstance(patched.get("metadata"), dict):
-        raise UserError(
-            f"the patch leaves {shown} without its metadata mapping",
-            patch.location,
-            field="patches",
-        )
     if isinstance(_at(original, _POD_SPEC), dict) and not isinstance(_at(patched, _POD_SPEC), dict):
         raise UserError(
             f"the patch takes away the pod template of {shown} ({'.'.join(_POD_SPEC)}), which "
