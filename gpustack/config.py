@@ -187,7 +187,9 @@ def load_stack(
         combined = merge(combined, {"platform": {"profile": profile_name}})
     all_layers = [profile_layer, *layers]
     patch_entries = _patch_entries(layers)
-    merged = merge(profile_layer.data, combined)
+    merged = profile_checks.follow_platform_versions(
+        merge(profile_layer.data, combined), profile, all_layers
+    )
     if (
         _dra_serves_gpus(merged)
         and isinstance(merged.get("devicePlugin"), dict)

@@ -83,6 +83,62 @@ def check(
     return Checked(config, tuple(left_out), pem, mode, user_mig_configs)
 
 
+def follow_platform_versions(
+    data: dict[str, Any], profile: Profile, layers: list[Layer]
+) -> dict[str, Any]:
+    """The merged config `data` (before validation) with the platform's two versions made to
+    agree (OpenShift: each minor ships one Kubernetes minor, `facts.openshiftKubernetesVersions`):
+    the one the user left out follows the one the user wrote, and two that disagree are refused
+    where the Kubernetes version is written. Values of the wrong type are left to validation."""
+    shipped = profile.facts.openshiftKubernetesVersions
+    platform = data.get("platform")
+    if not shipped or not isinstance(platform, dict):
+        return data
+    openshift, kubernetes = platform.get("openshiftVersion"), platform.get("kubernetesVersion")
+    if not isinstance(openshift, str) or not isinstance(kubernetes, str):
+        return data
+    openshift_path, kubernetes_path = ("platform", "openshiftVersion"), ("platform", "kubernetesVersion")
+    openshift_written = set_by_user(layers, openshift_path)
+    kubernetes_written = set_by_user(layers, kubernetes_path)
+    name = profile.metadata.name
+    known = sorted(shipped, key=_version_tuple)
+    if kubernetes_written and not openshift_written:
+        releases = [version for version in known if shipped[version] == kubernetes]
+        if not releases:
+            raise UserError(
+                f"no OpenShift release profile {name!r} knows ships Kubernetes {kubernetes} "
+                f"(OpenShift {known[0]} to {known[-1]} ship {shipped[known[0]]} to "
+                f"{shipped[known[-1]]})",
+                nearest(layers, kubernetes_path),
+                field="platform.kubernetesVersion",
+                hint="set platform.openshiftVersion, and remove platform.kubernetesVersion: "
+                "it follows the OpenShift release",
+            )
+        return {**data, "platform": {**platform, "openshiftVersion": releases[-1]}}
+    ships = shipped.get(openshift)
+    if openshift_written and not kubernetes_written:
+        if ships is None:
+            raise UserError(
+                f"profile {name!r} does not know which Kubernetes OpenShift {openshift} ships, "
+                "which schemas and API versions are checked against",
+                nearest(layers, openshift_path),
+                field="platform.openshiftVersion",
+                hint=f"one of {known[0]} to {known[-1]}, or write platform.kubernetesVersion "
+                "beside it as `oc version` prints its Kubernetes Version",
+            )
+        return {**data, "platform": {**platform, "kubernetesVersion": ships}}
+    if ships is not None and ships != kubernetes:
+        raise UserError(
+            f"OpenShift {openshift} ships Kubernetes {ships}, not {kubernetes}: schemas, API "
+            "versions and images would be chosen for another cluster than the one named",
+            nearest(layers, kubernetes_path),
+            field="platform.kubernetesVersion",
+            hint=f'set platform.kubernetesVersion: "{ships}", or remove it: it follows '
+            "platform.openshiftVersion",
+        )
+    return data
+
+
 def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     facts = profile.facts
     name = profile.metadata.name
