@@ -186,7 +186,7 @@ def _one_error(
             f"expected a string, but YAML reads {written} as {what}",
             location,
             field,
-            hint=f'quote it: "{written}"',
+            hint=_quoting_hint(written, _field_pattern(model, path)),
         )
     if kind == "string_too_long":
         limit = (error.get("ctx") or {}).get("max_length")
@@ -210,6 +210,37 @@ def _one_error(
         return UserError(_LIMITS[kind](got, error.get("ctx") or {}), location, field)
     message = error["msg"].removeprefix("Value error, ")
     return UserError(message, location, field)
+
+
+def _quoting_hint(written: str, pattern: str | None) -> str:
+    """How to write the value as a string the field takes: quoted, where that is enough; else a
+    value of the field's form (`interval: 30` quoted is still no duration: "30s" is)."""
+    if pattern is None or re.search(pattern, written):
+        return f'quote it: "{written}"'
+    if pattern == DURATION and written.isdigit():
+        return f'give its unit: "{written}s" for seconds, "{written}m" for minutes'
+    return f"quoted, {written!r} {_pattern_text(pattern)}"
+
+
+def _field_pattern(model: type[BaseModel], path: tuple[str | int, ...]) -> str | None:
+    """The regular expression a string field at `path` must match, if the model gives one."""
+    *sections, name = [part for part in path if isinstance(part, str)] or [""]
+    current: Any = model
+    for section in sections:
+        info = current.model_fields.get(section) if _is_model(current) else None
+        current = _model_in(info.annotation) if info is not None else None
+    info = current.model_fields.get(name) if _is_model(current) else None
+    if info is None:
+        return None
+    for constraint in info.metadata:
+        pattern = getattr(constraint, "pattern", None)
+        if isinstance(pattern, str):
+            return pattern
+    return None
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
 
 
 def _length(got: Any) -> int:

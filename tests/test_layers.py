@@ -4,6 +4,7 @@ applied in order, and `--set FIELD=VALUE` on render, check and diff."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,29 @@ def test_check_and_diff_see_the_same_override_render_wrote(cli, tmp_path):
     drift = cli("diff", config, "--against", out)
     assert drift.exit_code == 1
     assert 'data["config.yaml"].flags.migStrategy' in drift.stdout
+
+
+
+@pytest.mark.parametrize(
+    ("field", "unquoted"),
+    [
+        ("dcgmExporter.interval", "30"),
+        ("platform.kubernetesVersion", "1.30"),
+        ("gitops.argocd.retry.backoff.duration", "30"),
+    ],
+)
+def test_a_number_where_a_string_goes_gets_a_hint_that_works(
+    cli, tmp_path: Path, field: str, unquoted: str
+) -> None:
+    """The hint's value, written as it says, is taken: `interval: 30` quoted would still not be
+    a Prometheus duration, so the hint gives the unit; Argo CD's durations take bare seconds."""
+    config = tmp_path / "lab.yaml"
+    config.write_text(
+        CLUSTER + "gitops: {tool: argocd, argocd: {repoURL: 'https://example.com/fleet.git'}}\n"
+    )
+    first = cli("render", config, "--set", f"{field}={unquoted}", "--stdout")
+    assert first.exit_code == 2
+    suggested = re.search(r'(?:quote it|give its unit): "([^"]+)"', first.stderr)
+    assert suggested, first.stderr
+    second = cli("render", config, "--set", f'{field}="{suggested[1]}"', "--stdout")
+    assert second.exit_code == 0, second.stderr
