@@ -142,6 +142,30 @@ def load_stack(
     override: Layer | None = None,
     document: Document | None = None,
 ) -> Stack:
+    """Load one cluster config (or the embedded example when `path` is None); a mistake met in
+    another file than the config (a base, a profile) or in `--set` names the config too."""
+    try:
+        return _load_stack(
+            path, profile_name, profiles_dir, leave_out_inapplicable, override, document
+        )
+    except UserError as problem:
+        if path is None or str(path) == STDIN:
+            raise
+        shown = display_path(path)
+        for each in problem.every():
+            if each.location is not None and each.location.file != shown:
+                each.cluster_config = each.cluster_config or shown
+        raise
+
+
+def _load_stack(
+    path: Path | None,
+    profile_name: str | None,
+    profiles_dir: Path | None,
+    leave_out_inapplicable: bool,
+    override: Layer | None,
+    document: Document | None,
+) -> Stack:
     """Load one cluster config (or the embedded example when `path` is None).
 
     `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
@@ -187,9 +211,11 @@ def load_stack(
         combined = merge(combined, {"platform": {"profile": profile_name}})
     all_layers = [profile_layer, *layers]
     patch_entries = _patch_entries(layers)
-    merged = profile_checks.follow_platform_versions(
-        merge(profile_layer.data, combined), profile, all_layers
-    )
+    merged = merge(profile_layer.data, combined)
+    followed = profile_checks.follow_platform_versions(merged, profile, all_layers)
+    if followed is not None:
+        all_layers.append(followed)
+        merged = merge(merged, followed.data)
     if (
         _dra_serves_gpus(merged)
         and isinstance(merged.get("devicePlugin"), dict)

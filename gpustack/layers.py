@@ -40,6 +40,36 @@ class Layer:
     path: Path | None = None  # the file, as read (its source names it as shown to the user)
 
 
+class _FollowedSource(SourceMap):
+    """Where a value that follows from another setting was written: where that setting is."""
+
+    def __init__(self, path: tuple[str, ...], follows: tuple[str, ...], layers: list[Layer]):
+        super().__init__("")
+        self.path, self.follows, self._layers = path, follows, layers
+
+    def value(self, path: tuple[str | int, ...]) -> Location | None:
+        if tuple(path) != self.path[: len(path)] or not path:
+            return None
+        return locate(self._layers, self.follows)
+
+    def key(self, path: tuple[str | int, ...]) -> Location | None:
+        return self.value(path)
+
+    def nearest(self, path: tuple[str | int, ...]) -> Location:
+        return nearest(self._layers, self.follows)
+
+
+def following(
+    path: tuple[str, ...], value: Any, follows: tuple[str, ...], layers: list[Layer]
+) -> Layer:
+    """A layer holding `value` at `path`, which follows from the setting at `follows` (where the
+    value is written, as far as an error or `--show-origin` is concerned)."""
+    data: Any = value
+    for key in reversed(path):
+        data = {key: data}
+    return Layer(data, _FollowedSource(path, follows, list(layers)))
+
+
 def merge(base: Any, override: Any) -> Any:
     """Deep-merge mappings; lists and scalars in `override` replace those in `base`."""
     if isinstance(base, dict) and isinstance(override, dict):

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpustack import bottlerocket, gke_accelerators, mig
 from gpustack.errors import Location, UserError, did_you_mean, display_path
-from gpustack.layers import Layer, nearest, set_by_user
+from gpustack.layers import Layer, following, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
 from gpustack.reading import decode, read_bounded
 from gpustack.stack import (
@@ -85,19 +85,23 @@ def check(
 
 def follow_platform_versions(
     data: dict[str, Any], profile: Profile, layers: list[Layer]
-) -> dict[str, Any]:
-    """The merged config `data` (before validation) with the platform's two versions made to
-    agree (OpenShift: each minor ships one Kubernetes minor, `facts.openshiftKubernetesVersions`):
-    the one the user left out follows the one the user wrote, and two that disagree are refused
-    where the Kubernetes version is written. Values of the wrong type are left to validation."""
+) -> Layer | None:
+    """The layer that makes the platform's two versions in the merged config `data` (before
+    validation) agree (OpenShift: each minor ships one Kubernetes minor,
+    `facts.openshiftKubernetesVersions`): the one the user left out follows the one the user
+    wrote; two that disagree are refused where the Kubernetes version is written. None when
+    nothing follows. Values of the wrong type are left to validation."""
     shipped = profile.facts.openshiftKubernetesVersions
     platform = data.get("platform")
     if not shipped or not isinstance(platform, dict):
-        return data
+        return None
     openshift, kubernetes = platform.get("openshiftVersion"), platform.get("kubernetesVersion")
     if not isinstance(openshift, str) or not isinstance(kubernetes, str):
-        return data
-    openshift_path, kubernetes_path = ("platform", "openshiftVersion"), ("platform", "kubernetesVersion")
+        return None
+    openshift_path, kubernetes_path = (
+        ("platform", "openshiftVersion"),
+        ("platform", "kubernetesVersion"),
+    )
     openshift_written = set_by_user(layers, openshift_path)
     kubernetes_written = set_by_user(layers, kubernetes_path)
     name = profile.metadata.name
@@ -114,7 +118,7 @@ def follow_platform_versions(
                 hint="set platform.openshiftVersion, and remove platform.kubernetesVersion: "
                 "it follows the OpenShift release",
             )
-        return {**data, "platform": {**platform, "openshiftVersion": releases[-1]}}
+        return following(openshift_path, releases[-1], kubernetes_path, layers)
     ships = shipped.get(openshift)
     if openshift_written and not kubernetes_written:
         if ships is None:
@@ -126,7 +130,7 @@ def follow_platform_versions(
                 hint=f"one of {known[0]} to {known[-1]}, or write platform.kubernetesVersion "
                 "beside it as `oc version` prints its Kubernetes Version",
             )
-        return {**data, "platform": {**platform, "kubernetesVersion": ships}}
+        return following(kubernetes_path, ships, openshift_path, layers)
     if ships is not None and ships != kubernetes:
         raise UserError(
             f"OpenShift {openshift} ships Kubernetes {ships}, not {kubernetes}: schemas, API "
@@ -136,7 +140,7 @@ def follow_platform_versions(
             hint=f'set platform.kubernetesVersion: "{ships}", or remove it: it follows '
             "platform.openshiftVersion",
         )
-    return data
+    return None
 
 
 def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:

@@ -185,7 +185,6 @@ def test_check_and_diff_see_the_same_override_render_wrote(cli, tmp_path):
     assert 'data["config.yaml"].flags.migStrategy' in drift.stdout
 
 
-
 @pytest.mark.parametrize(
     ("field", "unquoted"),
     [

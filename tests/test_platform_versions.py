@@ -85,7 +85,7 @@ def test_a_base_and_a_cluster_that_disagree_are_refused(tmp_path: Path) -> None:
     """A fleet's base pins Kubernetes for 4.20; a member on 4.18 would be checked against 1.33."""
     base = tmp_path / "base.yaml"
     base.write_text(
-        'apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform: {profile: openshift, '
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform: {profile: openshift, "
         'kubernetesVersion: "1.33"}\n'
     )
     member = tmp_path / "member.yaml"
@@ -109,7 +109,10 @@ def test_every_profile_knows_the_kubernetes_of_each_release_it_knows(name: str) 
         return
     # Every release whose node OS the profile knows has its Kubernetes, one minor each.
     assert set(profile.facts.driver.nodeOS) <= set(shipped)
-    minors = [int(shipped[release].split(".")[1]) for release in sorted(shipped, key=lambda v: int(v.split(".")[1]))]
+    minors = [
+        int(shipped[release].split(".")[1])
+        for release in sorted(shipped, key=lambda v: int(v.split(".")[1]))
+    ]
     assert minors == list(range(minors[0], minors[0] + len(minors)))
     # The profile's own defaults agree with its table.
     assert shipped[platform["openshiftVersion"]] == platform["kubernetesVersion"]
