@@ -75,11 +75,14 @@ def _dra_serves_gpus(data: dict[str, Any]) -> bool:
 class _OverrideSource(SourceMap):
     """Where `--set` values come from: the option itself, each value as the user typed it."""
 
-    def __init__(self, written: dict[tuple[str | int, ...], str]) -> None:
+    def __init__(
+        self, written: dict[tuple[str | int, ...], str], assignments: tuple[str, ...]
+    ) -> None:
         where = Location("--set")
         paths = {path[:end] for path in written for end in range(1, len(path) + 1)}
         super().__init__("--set", dict.fromkeys(paths, where), dict.fromkeys(paths, where))
         self.typed = written
+        self.assignments = assignments  # as given, in order: the rendering records them
 
     def written(self, path: tuple[str | int, ...]) -> str | None:
         return self.typed.get(tuple(path))
@@ -131,7 +134,7 @@ def overrides(assignments: list[str] | tuple[str, ...]) -> Layer | None:
             node = child
         node[path[-1]] = parsed
         written[path] = value
-    return Layer(data, _OverrideSource(written))
+    return Layer(data, _OverrideSource(written, tuple(assignments)))
 
 
 def load_stack(
@@ -252,6 +255,9 @@ def _load_stack(
         left_out=checked.left_out,
         entitlement_mode=checked.entitlement_mode,
         patches=read_patches,
+        overrides=override.source.assignments
+        if override is not None and isinstance(override.source, _OverrideSource)
+        else (),
     )
 
 

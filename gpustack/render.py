@@ -6,6 +6,7 @@ Pure: nothing here reads or writes the disk. `gpustack.output` writes what `file
 from __future__ import annotations
 
 import pickle
+import shlex
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -49,6 +50,8 @@ class Rendering:
     # finding on such an object names them (fleet.check_all).
     patched: dict[Identity, list[str]] = field(default_factory=dict)
     namespace: str = ""  # the stack's
+    # The `--set` options it was rendered with (Stack.overrides), recorded in kustomization.yaml.
+    overrides: tuple[str, ...] = ()
 
     @cached_property
     def content_keys(self) -> list[bytes]:
@@ -128,6 +131,7 @@ def render(stack: Stack) -> Rendering:
         gitops_path=_gitops_path(stack),
         patched=patched,
         namespace=stack.namespace,
+        overrides=stack.overrides,
     )
 
 
@@ -147,7 +151,12 @@ def _minor(version: str) -> tuple[int, ...]:
 
 def files(rendering: Rendering) -> dict[str, bytes]:
     """Every file of `out/<name>/`, keyed by its path relative to that folder."""
-    result = _folder(rendering.objects, rendering.staged, rendering.content_keys)
+    result = _folder(
+        rendering.objects,
+        rendering.staged,
+        rendering.content_keys,
+        {OVERRIDES_ANNOTATION: set_options(rendering.overrides)} if rendering.overrides else None,
+    )
     if rendering.gitops_objects:
         for name, emitted in _folder(rendering.gitops_objects).items():
             result[f"{CLUSTER_DIR}/{name}"] = emitted
@@ -173,11 +182,15 @@ def application_set_files(application_set: dict[str, Any]) -> dict[str, bytes]:
 
 
 def _folder(
-    objects: list[dict[str, Any]], staged: bool = False, keys: list[bytes] | None = None
+    objects: list[dict[str, Any]],
+    staged: bool = False,
+    keys: list[bytes] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, bytes]:
     """One file per object and a kustomization.yaml listing them all in apply order; `staged`
     puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own.
-    `keys`: the objects' content keys, when already made."""
+    `keys`: the objects' content keys, when already made; `annotations`: the top
+    kustomization.yaml's own."""
     result: dict[str, bytes] = {}
     resources: list[str] = []
     stages: dict[str, list[str]] = {}
@@ -192,7 +205,7 @@ def _folder(
             raise ValueError(f"two objects would be written to {name}")
         result[name] = emitted
         resources.append(name)
-    result[KUSTOMIZATION] = _kustomization(resources)
+    result[KUSTOMIZATION] = _kustomization(resources, annotations)
     for folder, names in stages.items():
         result[f"{folder}/{KUSTOMIZATION}"] = _kustomization(names)
     return result
@@ -211,12 +224,25 @@ def _written(content: bytes) -> tuple[str, str, bytes]:
     return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode()
 
 
-def _kustomization(resources: list[str]) -> bytes:
-    kustomization = {
+# A render with `--set` says so in its folder's kustomization.yaml (kustomize ignores a
+# Kustomization's own metadata): `check` without the same options would call the folder stale,
+# and a render without them would drop the settings.
+OVERRIDES_ANNOTATION = "gpustack.dev/set"
+
+
+def set_options(assignments: tuple[str, ...]) -> str:
+    """The `--set` options as a shell would take them again."""
+    return shlex.join(part for assignment in assignments for part in ("--set", assignment))
+
+
+def _kustomization(resources: list[str], annotations: dict[str, str] | None = None) -> bytes:
+    kustomization: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": resources,
     }
+    if annotations:
+        kustomization["metadata"] = {"annotations": annotations}
+    kustomization["resources"] = resources
     return _written(pickle.dumps(kustomization, PICKLE))[2]
 
 

@@ -67,6 +67,9 @@ class Stack:
     entitlement_mode: int | None = None  # the PEM file's permission bits
     # `patches:` of the bases then the config, read and parsed (gpustack.patches applies them).
     patches: tuple[patching.Patch, ...] = ()
+    # The `--set FIELD=VALUE` options the config was loaded with, as given (the output records
+    # them: a render without them would not give the same files).
+    overrides: tuple[str, ...] = ()
     # Set on a view of the stack as one node pool's nodes see it (gpustack.node_files):
     # the pool, and the device plugin config its nodes select.
     pool: NodePool | None = None

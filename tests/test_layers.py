@@ -208,3 +208,32 @@ def test_a_number_where_a_string_goes_gets_a_hint_that_works(
     assert suggested, first.stderr
     second = cli("render", config, "--set", f'{field}="{suggested[1]}"', "--stdout")
     assert second.exit_code == 0, second.stderr
+
+
+def test_a_render_with_set_says_so_and_check_names_what_a_plain_render_would_drop(
+    cli, tmp_path: Path
+) -> None:
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER)
+    out = tmp_path / "out"
+    rendered_with = cli("render", config, "-o", out, "--set", "devicePlugin.sharing.replicas=8")
+    assert rendered_with.exit_code == 0, rendered_with.output
+    assert "--set is recorded" in rendered_with.stderr
+    kustomization = YAML(typ="safe").load((out / "lab" / "kustomization.yaml").read_text())
+    assert kustomization["metadata"]["annotations"] == {
+        "gpustack.dev/set": "--set devicePlugin.sharing.replicas=8"
+    }
+    # The same --set: current. Without it: stale, and the render command check suggests is
+    # said to drop the setting, named by its field (never its value, read from committed output).
+    assert (
+        cli("check", config, "-o", out, "--set", "devicePlugin.sharing.replicas=8").exit_code == 0
+    )
+    plain = cli("check", config, "-o", out, "-q")
+    assert plain.exit_code == 1
+    assert (
+        f"warning: {out / 'lab'} was rendered with --set devicePlugin.sharing.replicas "
+        "(its kustomization.yaml records them); the command above would drop those settings"
+    ) in plain.stderr
+    # A render without --set records nothing.
+    assert cli("render", config, "-o", out).exit_code == 0
+    assert "gpustack.dev/set" not in (out / "lab" / "kustomization.yaml").read_text()

@@ -93,7 +93,9 @@ def test_a_base_and_a_cluster_that_disagree_are_refused(tmp_path: Path) -> None:
         "extends: base.yaml\napiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
         'metadata: {name: member}\nplatform: {openshiftVersion: "4.18"}\n'
     )
-    with pytest.raises(UserError, match="OpenShift 4.18 ships Kubernetes 1.31, not 1.33") as caught:
+    with pytest.raises(
+        UserError, match=r"OpenShift 4\.18 ships Kubernetes 1\.31, not 1\.33"
+    ) as caught:
         load_stack(member)
     assert caught.value.location is not None
     assert caught.value.location.file.endswith("base.yaml")

@@ -154,6 +154,14 @@ def run(
             f"written, {totals['unchanged']} unchanged, {totals['removed']} removed",
             err=True,
         )
+    if assignments and not quiet:
+        # The output is not what the configs alone render: say where that is kept, and what
+        # the next check and render need.
+        warning(
+            f"--set is recorded in each cluster's kustomization.yaml ({render.OVERRIDES_ANNOTATION}); "
+            "`gpustack check` and the next render need the same --set, or the settings written "
+            "into the configs"
+        )
     return 0
 
 
