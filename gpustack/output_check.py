@@ -18,6 +18,7 @@ import shlex
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,7 @@ def _set_fields(committed_text: bytes, rendered: bytes) -> list[str]:
             words = shlex.split(recorded)
         except ValueError:
             return []
-        assignments = [word for previous, word in zip(words, words[1:]) if previous == "--set"]
+        assignments = [word for previous, word in pairwise(words) if previous == "--set"]
         named = [assignment.partition("=")[0] for assignment in assignments]
         return [name for name in named if _FIELD_PATH.fullmatch(name)]
 
