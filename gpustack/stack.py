@@ -258,6 +258,25 @@ class Stack:
         return self.config.runtimeClass.name if self.runtime_class_enabled else None
 
     @property
+    def alerts_enabled(self) -> bool:
+        setting = self.config.alerts.enabled
+        if setting == "auto":
+            # Azure Monitor managed Prometheus reads no rule objects from the cluster: its rules
+            # are Azure resources (Prometheus rule groups), so a PrometheusRule would load nowhere.
+            return self.config.dcgmExporter.enabled and self.monitor not in (
+                "none",
+                "azure-servicemonitor",
+            )
+        return setting
+
+    @property
+    def dashboard_enabled(self) -> bool:
+        setting = self.config.dashboard.enabled
+        if setting == "auto":
+            return self.config.dcgmExporter.enabled and self.monitor != "none"
+        return setting
+
+    @property
     def smoke_test_enabled(self) -> bool:
         enabled = self.config.smokeTest.enabled
         if enabled == "auto":
