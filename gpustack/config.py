@@ -174,16 +174,13 @@ def _load_stack(
     `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
     refuses (e.g. `platform.openshiftVersion` on rke2) is left out, back to the profile's
     default, and named in `Stack.left_out`, instead of being an error. `override` (`--set`)
-    goes above the file. `document`: the config already read (`gpustack import` checks the
-    config it writes before writing it), standing for the file at `path`, which extends nothing.
+    goes above the file. `document`: the config already read (`gpustack import` and `init`
+    check the config they write before writing it), standing for the file at `path`; the bases
+    it extends are read from beside `path`.
     """
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
-    layers = (
-        _config_layers(path)
-        if document is None
-        else [Layer(document.data, document.source, (), path.parent, path)]
-    )
+    layers = _config_layers(path, document)
     file_layer = layers[-1]
     if override is not None:
         layers.append(override)
@@ -476,6 +473,12 @@ def _stdin_document() -> Document:
     return document
 
 
+def settings_of(path: Path) -> dict[str, Any]:
+    """What the config file `path` and its bases set, merged (no profile, not validated):
+    `gpustack init --extends` shows a base's values in the starter it writes."""
+    return merge_layers(_config_layers(path))
+
+
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
     return {real_path(layer.path) for layer in _config_layers(path)[:-1] if layer.path}
@@ -522,14 +525,15 @@ def _at(data: Any, path: tuple[str, ...]) -> Any:
     return data
 
 
-def _config_layers(path: Path) -> list[Layer]:
-    """The files `path` extends, bases first, then `path` itself.
+def _config_layers(path: Path, document: Document | None = None) -> list[Layer]:
+    """The files `path` extends, bases first, then `path` itself (`document`: its content,
+    already read).
 
     `extends:` is one path or a list of paths, applied in order (a later base overrides an
     earlier one, the file overrides them all); each base may extend others in turn.
     """
     chain: list[Layer] = []
-    _add_layers(path, chain, [], None)
+    _add_layers(path, chain, [], None, document)
     return chain
 
 
@@ -539,7 +543,11 @@ Reference = tuple[
 
 
 def _add_layers(
-    current: Path, chain: list[Layer], seen: list[Path], referencing: Reference | None
+    current: Path,
+    chain: list[Layer],
+    seen: list[Path],
+    referencing: Reference | None,
+    given: Document | None = None,
 ) -> None:
     resolved = real_path(current)
     if resolved in seen:
@@ -558,7 +566,13 @@ def _add_layers(
             hint="name each base once; a base that several bases share needs naming only once",
         )
     try:
-        document = _stdin_document() if str(current) == STDIN else read_document(current)
+        document = (
+            given
+            if given is not None
+            else _stdin_document()
+            if str(current) == STDIN
+            else read_document(current)
+        )
     except UserError as error:
         if referencing and error.message == "file not found":
             raise UserError(
