@@ -27,6 +27,7 @@ from gpustack.errors import (
 )
 from gpustack.layers import (
     Layer,
+    following,
     locate,
     merge,
     merge_layers,
@@ -147,6 +148,22 @@ def load_stack(
 ) -> Stack:
     """Load one cluster config (or the embedded example when `path` is None); a mistake met in
     another file than the config (a base, a profile) or in `--set` names the config too."""
+    return load_with_layers(
+        path, profile_name, profiles_dir, leave_out_inapplicable, override, document
+    )[0]
+
+
+def load_with_layers(
+    path: Path | None,
+    profile_name: str | None = None,
+    profiles_dir: Path | None = None,
+    leave_out_inapplicable: bool = False,
+    override: Layer | None = None,
+    document: Document | None = None,
+) -> tuple[Stack, list[Layer]]:
+    """`load_stack`, and the layers the config was merged from, bottom first: the profile's
+    defaults, the bases, the config, `--set`, and the values that follow from others (where
+    each value came from: `gpustack config show --show-origin`)."""
     try:
         return _load_stack(
             path, profile_name, profiles_dir, leave_out_inapplicable, override, document
@@ -168,7 +185,7 @@ def _load_stack(
     leave_out_inapplicable: bool,
     override: Layer | None,
     document: Document | None,
-) -> Stack:
+) -> tuple[Stack, list[Layer]]:
     """Load one cluster config (or the embedded example when `path` is None).
 
     `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
@@ -213,6 +230,7 @@ def _load_stack(
     patch_entries = _patch_entries(layers)
     merged = merge(profile_layer.data, combined)
     followed = profile_checks.follow_platform_versions(merged, profile, all_layers)
+    followed_layers: list[Layer] = []
     if followed is not None:
         all_layers.append(followed)
         merged = merge(merged, followed.data)
@@ -223,7 +241,9 @@ def _load_stack(
     ):
         # The DRA driver takes the GPUs: the profile's device plugin gives way (both on one
         # node over-admit GPUs; a plugin the user asks for is refused in gpustack.profile_checks).
-        merged = merge(merged, {"devicePlugin": {"enabled": False}})
+        gives_way = following(("devicePlugin", "enabled"), False, ("gpuAllocation",), all_layers)
+        merged = merge(merged, gives_way.data)
+        followed_layers.append(gives_way)
     if patch_entries:
         merged["patches"] = [entry for entry, _, _ in patch_entries]
 
@@ -243,7 +263,7 @@ def _load_stack(
     read_patches = tuple(
         patch for entry, layer, index in patch_entries for patch in _read_patch(entry, layer, index)
     )
-    return Stack(
+    stack = Stack(
         checked.config,
         profile,
         display_path(path),
@@ -256,6 +276,7 @@ def _load_stack(
         if override is not None and isinstance(override.source, _OverrideSource)
         else (),
     )
+    return stack, [*all_layers, *followed_layers]
 
 
 class _PatchList(Strict):

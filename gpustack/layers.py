@@ -70,6 +70,26 @@ def following(
     return Layer(data, _FollowedSource(path, follows, list(layers)))
 
 
+def origin(layers: list[Layer], path: tuple[str, ...]) -> str:
+    """Where the value in force at `path` was written, as `config show --show-origin` says it:
+    `file:line:column` of the last layer that sets it (the profile's defaults are the first
+    layer), `--set`, or the setting it follows."""
+    for index, layer in reversed(list(enumerate(layers))):
+        data: Any = layer.data
+        for key in path:
+            if not isinstance(data, dict) or key not in data:
+                break
+            data = data[key]
+        else:
+            source = layer.source
+            if isinstance(source, _FollowedSource):
+                follows = ".".join(source.follows)
+                return f"{nearest(layers[:index], source.follows)} (follows {follows})"
+            where = str(source.value((*layer.prefix, *path)) or source.nearest(path))
+            return f"{where} (profile default)" if index == 0 else where
+    return "default"
+
+
 def merge(base: Any, override: Any) -> Any:
     """Deep-merge mappings; lists and scalars in `override` replace those in `base`."""
     if isinstance(base, dict) and isinstance(override, dict):
