@@ -239,7 +239,6 @@ def starter(
     from gpustack import bottlerocket, profiles
     from gpustack.config import settings_of
     from gpustack.layers import merge
-
     from gpustack.model import field_choices, field_default
 
     inherited: dict[str, object] = settings_of(Path(path).parent / base) if base else {}
