@@ -216,22 +216,27 @@ def test_a_render_with_set_says_so_and_check_names_what_a_plain_render_would_dro
     config = tmp_path / "lab.yaml"
     config.write_text(CLUSTER)
     out = tmp_path / "out"
-    rendered_with = cli("render", config, "-o", out, "--set", "devicePlugin.sharing.replicas=8")
+    rendered_with = cli(
+        "render", config, "-o", out, "--set", "devicePlugin.sharing.strategy=time-slicing"
+    )
     assert rendered_with.exit_code == 0, rendered_with.output
     assert "--set is recorded" in rendered_with.stderr
     kustomization = YAML(typ="safe").load((out / "lab" / "kustomization.yaml").read_text())
     assert kustomization["metadata"]["annotations"] == {
-        "gpustack.dev/set": "--set devicePlugin.sharing.replicas=8"
+        "gpustack.dev/set": "--set devicePlugin.sharing.strategy=time-slicing"
     }
     # The same --set: current. Without it: stale, and the render command check suggests is
     # said to drop the setting, named by its field (never its value, read from committed output).
     assert (
-        cli("check", config, "-o", out, "--set", "devicePlugin.sharing.replicas=8").exit_code == 0
+        cli(
+            "check", config, "-o", out, "--set", "devicePlugin.sharing.strategy=time-slicing"
+        ).exit_code
+        == 0
     )
     plain = cli("check", config, "-o", out, "-q")
     assert plain.exit_code == 1
     assert (
-        f"warning: {out / 'lab'} was rendered with --set devicePlugin.sharing.replicas "
+        f"warning: {out / 'lab'} was rendered with --set devicePlugin.sharing.strategy "
         "(its kustomization.yaml records them); the command above would drop those settings"
     ) in plain.stderr
     # A render without --set records nothing.
