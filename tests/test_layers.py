@@ -225,6 +225,10 @@ def test_a_render_with_set_says_so_and_check_names_what_a_plain_render_would_dro
     assert kustomization["metadata"]["annotations"] == {
         "gpustack.dev/set": "--set devicePlugin.sharing.strategy=time-slicing"
     }
+    # kustomize reads past a Kustomization's own metadata: the folder builds as before.
+    from gitops_helpers import kustomize
+
+    assert kustomize(out / "lab")
     # The same --set: current. Without it: stale, and the render command check suggests is
     # said to drop the setting, named by its field (never its value, read from committed output).
     assert (
