@@ -337,7 +337,10 @@ def _since_revision(
             old = review.rendered(
                 fleet.render_all(old_configs, profile, old_dir, override=override)
             )
+            unreached = _unreached(new_configs, top, tree)
     renderings = fleet.render_all(new_configs, profile, profiles_dir, override=override)
+    for line in unreached:
+        echo(f"note: {line}", err=True)
     sources = {rendering.name: rendering.source for rendering in renderings}
     diffs = review.compare(
         old,
@@ -346,6 +349,47 @@ def _since_revision(
         lambda name: f"worktree/{name}",
     )
     return diffs, sources
+
+
+def _unreached(configs: list[Path | None], top: Path, tree: Path) -> list[str]:
+    """For each base the configs extend that changed since the revision (extracted in
+    `tree`), the clusters its change does not reach because they set those fields themselves."""
+    from contextlib import suppress
+
+    from gpustack import revision
+    from gpustack.config import bases, changed_fields, read_document, shadowed
+    from gpustack.errors import UserError, display_path
+    from gpustack.reading import read_bounded
+
+    extending: dict[Path, list[Path]] = {}
+    for config in configs:
+        if config is not None:
+            for base in sorted(bases(config)):
+                extending.setdefault(base, []).append(config)
+    lines = []
+    for base, members in extending.items():
+        try:
+            before = revision.at_revision(base, top, tree)
+        except UserError:
+            continue  # a base outside the repository has no committed version
+        with suppress(UserError):
+            read_bounded(before)  # brings the revision's file, when it has one
+        if not before.is_file():
+            continue
+        changed = [
+            field
+            for field in changed_fields(read_document(before).data, read_document(base).data)
+            if field[:1] != ("extends",)
+        ]
+        for config in members:
+            kept = shadowed(config, base, changed)
+            if kept:
+                fields = ", ".join(".".join(field) for field in kept)
+                lines.append(
+                    f"{display_path(base)} changed {fields}, which {display_path(config)} sets "
+                    "itself: the change does not reach that cluster"
+                )
+    return lines
 
 
 def _inside(path: Path, top: Path) -> bool:
