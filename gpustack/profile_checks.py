@@ -484,6 +484,44 @@ def _check_no_effect(
             field=".".join(path),
             hint=rule.hint,
         )
+    _check_pool_sharing(config, layers)
+
+
+def _check_pool_sharing(config: GPUStack, layers: list[Layer]) -> None:
+    """A pool's own sharing settings, other than its strategy, do nothing while it is `none`.
+    The pools are a list, which a later layer replaces whole: the last layer that writes them
+    says what was written."""
+    owner = next(
+        (
+            layer
+            for layer in reversed(layers[1:])
+            if isinstance(layer.data.get("nodes"), dict) and "pools" in layer.data["nodes"]
+        ),
+        None,
+    )
+    written = owner.data["nodes"]["pools"] if owner is not None else None
+    if not isinstance(written, list):
+        return
+    for index, pool in enumerate(config.nodes.pools):
+        sharing = pool.devicePlugin.sharing if pool.devicePlugin else None
+        if sharing is None or sharing.strategy != "none" or index >= len(written):
+            continue
+        data: Any = written[index]
+        for key in ("devicePlugin", "sharing"):
+            data = data.get(key) if isinstance(data, dict) else None
+        settings = (
+            [key for key in data or {} if key != "strategy"] if isinstance(data, dict) else []
+        )
+        if settings:
+            path = ("nodes", "pools", index, "devicePlugin", "sharing", settings[0])
+            raise UserError(
+                f"pool {pool.name}: has no effect: the pool's GPUs are not shared (its "
+                "devicePlugin.sharing.strategy is none)",
+                nearest(layers, path, key=True),
+                field=".".join(str(part) for part in path),
+                hint="set the pool's sharing strategy to time-slicing or mps, or remove the "
+                "setting",
+            )
 
 
 def _written_fields(layers: list[Layer], section: tuple[str, ...]) -> list[str]:
