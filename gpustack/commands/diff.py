@@ -337,9 +337,9 @@ def _since_revision(
             old = review.rendered(
                 fleet.render_all(old_configs, profile, old_dir, override=override)
             )
-            unreached = _unreached(new_configs, top, tree)
+            committed_bases = _committed_versions(old_configs, top, tree)
     renderings = fleet.render_all(new_configs, profile, profiles_dir, override=override)
-    for line in unreached:
+    for line in _unreached(_extending(new_configs), committed_bases):
         echo(f"note: {line}", err=True)
     sources = {rendering.name: rendering.source for rendering in renderings}
     diffs = review.compare(
@@ -351,34 +351,47 @@ def _since_revision(
     return diffs, sources
 
 
-def _unreached(configs: list[Path | None], top: Path, tree: Path) -> list[str]:
-    """For each base the configs extend that changed since the revision (extracted in
-    `tree`), the clusters its change does not reach because they set those fields themselves."""
-    from contextlib import suppress
-
-    from gpustack import revision
-    from gpustack.config import bases, changed_fields, read_document, shadowed
-    from gpustack.errors import UserError, display_path
-    from gpustack.reading import read_bounded
+def _extending(configs: list[Path | None]) -> dict[Path, list[Path]]:
+    """Each base the configs extend (in the working tree), with the configs that extend it."""
+    from gpustack.config import bases
 
     extending: dict[Path, list[Path]] = {}
     for config in configs:
         if config is not None:
             for base in sorted(bases(config)):
                 extending.setdefault(base, []).append(config)
+    return extending
+
+
+def _committed_versions(configs: list[Path | None], top: Path, tree: Path) -> dict[Path, object]:
+    """The data of each base the revision's configs (extracted in `tree`, already rendered)
+    extend, by the path the base has in the working tree."""
+    from gpustack.config import bases, read_document
+
+    extracted = tree.resolve()
+    found: dict[Path, object] = {}
+    for config in configs:
+        if config is None:
+            continue
+        for base in bases(config):
+            if extracted in base.parents:
+                found[top.resolve() / base.relative_to(extracted)] = read_document(base).data
+    return found
+
+
+def _unreached(extending: dict[Path, list[Path]], committed: dict[Path, object]) -> list[str]:
+    """For each base that changed since the revision, the clusters its change does not reach
+    because they set those fields themselves."""
+    from gpustack.config import changed_fields, read_document, shadowed
+    from gpustack.errors import display_path
+
     lines = []
     for base, members in extending.items():
-        try:
-            before = revision.at_revision(base, top, tree)
-        except UserError:
-            continue  # a base outside the repository has no committed version
-        with suppress(UserError):
-            read_bounded(before)  # brings the revision's file, when it has one
-        if not before.is_file():
+        if base not in committed:
             continue
         changed = [
             field
-            for field in changed_fields(read_document(before).data, read_document(base).data)
+            for field in changed_fields(committed[base], read_document(base).data)
             if field[:1] != ("extends",)
         ]
         for config in members:
