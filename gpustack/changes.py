@@ -30,6 +30,7 @@ from gpustack import inventory
 from gpustack import profiles as profile_store
 from gpustack.config import Inputs, inputs
 from gpustack.errors import real_path
+from gpustack.image_lock import LOCK_FILE
 from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.reading import read_bounded
 
@@ -73,6 +74,10 @@ def scan(
             if top == APPLICATION_SET_DIR:
                 return None
             tokens.add(top.encode())
+            continue
+        if path.name == LOCK_FILE:
+            # An image lock names no file: it pins the images of every config beside it.
+            picked.update(each for each in files if real_path(each.parent) == where.parent)
             continue
         tokens.add(path.name.encode())
         same = spelled.get(os.path.normpath(path))

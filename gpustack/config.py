@@ -14,8 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpustack import image_lock, profile_checks
 from gpustack import patches as patching
-from gpustack import profile_checks
 from gpustack import profiles as profile_store
 from gpustack.errors import (
     Location,
@@ -195,6 +195,8 @@ def _load_stack(
     check the config they write before writing it), standing for the file at `path`; the bases
     it extends are read from beside `path`.
     """
+    # The image lock beside the config; the embedded example has none.
+    lock_file = None if path is None else image_lock.lock_path(path)
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
     layers = _config_layers(path, document)
@@ -275,6 +277,8 @@ def _load_stack(
         overrides=override.source.assignments
         if override is not None and isinstance(override.source, _OverrideSource)
         else (),
+        image_digests=image_lock.read_lock(lock_file) if lock_file is not None else {},
+        lock_file=lock_file,
     )
     return stack, [*all_layers, *followed_layers]
 
@@ -584,6 +588,8 @@ def inputs(path: Path) -> Inputs:
             for each in read
             if isinstance(each, str) and each and "\x00" not in each
         }
+    # The image lock beside the config pins its images, whether or not it exists yet.
+    files.add(real_path(image_lock.lock_path(path)))
     return Inputs(name, profile, frozenset(files))
 
 

@@ -9,11 +9,13 @@ import pickle
 import shlex
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, rehash, stage
+from gpustack.decorate import decorate, image_sources, rehash, stage
+from gpustack.errors import Location, UserError
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
@@ -52,6 +54,12 @@ class Rendering:
     namespace: str = ""  # the stack's
     # The `--set` options it was rendered with (Stack.overrides), recorded in kustomization.yaml.
     overrides: tuple[str, ...] = ()
+    # Each image the pods pull that decorate rewrote (pinned by the image lock, mirrored), mapped
+    # to the reference the components wrote; the lock file beside the config, and whether the
+    # config asks for every image by digest (images.requireDigests): gpustack.images reads them.
+    image_sources: dict[str, str] = field(default_factory=dict)
+    lock_file: Path | None = None
+    require_digests: bool = False
 
     @cached_property
     def content_keys(self) -> list[bytes]:
@@ -64,13 +72,18 @@ class Rendering:
 def render(stack: Stack) -> Rendering:
     tool = stack.config.gitops.tool
     images = stack.config.images
+    built = build_all(stack)
+    digests = stack.image_digests
+    # What the components wrote for each image decorate rewrites (`gpustack images`' sources).
+    sources = _image_sources(stack, built) if images.registry or digests else {}
     objects = decorate(
-        build_all(stack),
+        built,
         sync_waves=tool == "argocd",
         platform_runtime_classes=stack.facts.runtime.providedRuntimeClasses,
         registry=images.registry,
         pull_secrets=images.pullSecrets,
         resources=stack.component_resources,
+        digests=digests,
     )
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
@@ -132,7 +145,28 @@ def render(stack: Stack) -> Rendering:
         patched=patched,
         namespace=stack.namespace,
         overrides=stack.overrides,
+        image_sources=sources,
+        lock_file=stack.lock_file,
+        require_digests=images.requireDigests,
     )
+
+
+def _image_sources(stack: Stack, built: list[dict[str, Any]]) -> dict[str, str]:
+    """Each image the pods pull, mapped to the one the components wrote; a mirror that gives two
+    images one name would run one of them in the other's place."""
+    registry = stack.config.images.registry
+    found = image_sources(built, registry, stack.image_digests)
+    for pulled, sources in sorted(found.items()):
+        if len(sources) > 1:
+            raise UserError(
+                f"the mirror gives {' and '.join(sorted(sources))} one name, {pulled}: the "
+                "nodes would run one in the other's place",
+                Location(stack.source),
+                field="images.registry",
+                hint="mirror with the nodes' runtime instead, or name one of the images at a "
+                "path of its own, e.g. with smokeTest.image or a patch",
+            )
+    return {pulled: sources.pop() for pulled, sources in found.items()}
 
 
 def _gitops_path(stack: Stack) -> tuple[str, str] | None:
