@@ -110,6 +110,29 @@ def seen_values() -> dict[tuple[str, ...], list[object]]:
 
 
 SEEN = seen_values()
+# Values for fields that no example or profile sets: each component's resources and image tag,
+# and a few settings of its own.
+COMPONENTS = (
+    "devicePlugin",
+    "gfd",
+    "nfd",
+    "dcgmExporter",
+    "driver",
+    "toolkit",
+    "validator",
+    "nodeStatusExporter",
+    "migManager",
+)
+EXTRA: dict[tuple[str, ...], list[object]] = {
+    **{(section, "resources"): [{"limits": {"memory": "1Gi"}}] for section in COMPONENTS},
+    **{(section, "version"): ["v9.9.9"] for section in (*COMPONENTS, "dra")},
+    ("images", "registry"): ["registry.example.com"],
+    ("images", "pullSecrets"): [["regcred"]],
+    ("alerts", "ruleLabels"): [{"release": "prometheus"}],
+    ("dashboard", "labels"): [{"grafana_dashboard": "1"}],
+    ("driver", "kernelVersion"): ["5.15.0-1"],
+    ("smokeTest", "image"): ["nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"],
+}
 
 
 def other_values(path: tuple[str, ...], current: object) -> list[object]:
@@ -119,7 +142,7 @@ def other_values(path: tuple[str, ...], current: object) -> list[object]:
     elif isinstance(current, int):
         values.append(current + 1)
     values += [value for value in SEEN.get(path, []) if value != current and value not in values]
-    return values[:4]
+    return values[:4] + [value for value in EXTRA.get(path, []) if value != current]
 
 
 def swept(path: tuple[str, ...]) -> bool:
