@@ -504,51 +504,10 @@ def settings_of(path: Path) -> dict[str, Any]:
     return merge_layers(_config_layers(path))
 
 
-def changed_fields(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """The fields whose values differ between two versions of a config's data (mappings are
-    followed, a section one version lacks as an empty one; a list or a scalar is one field), in
-    the new version's order."""
-    if (isinstance(old, dict) and new is None) or (isinstance(new, dict) and old is None):
-        old, new = old or {}, new or {}
-    if isinstance(old, dict) and isinstance(new, dict):
-        keys = [*new, *(key for key in old if key not in new)]
-        return [
-            field
-            for key in keys
-            for field in changed_fields(old.get(key), new.get(key), (*path, str(key)))
-        ]
-    return [] if old == new else [path]
-
-
-def shadowed(path: Path, base: Path, fields: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """Of `fields`, those that the config at `path`, or a base it applies after `base`, sets
-    itself: a change to them in `base` does not reach this cluster (a review says so)."""
-    layers = _config_layers(path)
-    target = real_path(base)
-    index = next(
-        (
-            number
-            for number, layer in enumerate(layers)
-            if layer.path is not None and real_path(layer.path) == target
-        ),
-        None,
-    )
-    if index is None:
-        return []
-    above = [layer.data for layer in layers[index + 1 :]]
-    return [field for field in fields if any(_replaces(data, field) for data in above)]
-
-
-def _replaces(data: Any, field: tuple[str, ...]) -> bool:
-    """Whether a layer's `data` sets `field`, or a section above it with a value that is not a
-    mapping (which replaces the base's section whole)."""
-    for key in field:
-        if not isinstance(data, dict) or key not in data:
-            return False
-        data = data[key]
-        if not isinstance(data, dict):
-            return True
-    return True
+def layer_chain(path: Path) -> list[Layer]:
+    """The layers of the config at `path` as rendering merges them: the files it extends, bases
+    first, then the file itself (read, not validated)."""
+    return _config_layers(path)
 
 
 def bases(path: Path) -> set[Path]:

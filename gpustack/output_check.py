@@ -24,9 +24,9 @@ from typing import Any
 
 from gpustack import committed, output, output_tree
 from gpustack.findings import Finding
-from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, is_ours
+from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, OVERRIDES_ANNOTATION, is_ours
 from gpustack.objects import file_name, identity
-from gpustack.render import OVERRIDES_ANNOTATION, Rendering
+from gpustack.render import Rendering
 from gpustack.secrets import mask_text
 
 

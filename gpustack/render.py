@@ -16,7 +16,15 @@ from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
 from gpustack.decorate import decorate, image_sources, rehash, stage
 from gpustack.errors import Location, UserError
-from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
+from gpustack.layout import (
+    CLUSTER_DIR,
+    CRDS_DIR,
+    HEADER,
+    KUBERNETES_VERSION,
+    KUSTOMIZATION,
+    NODE_DIR,
+    OVERRIDES_ANNOTATION,
+)
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
 from gpustack.workload import deploy_node_labels
@@ -189,7 +197,8 @@ def files(rendering: Rendering) -> dict[str, bytes]:
         rendering.objects,
         rendering.staged,
         rendering.content_keys,
-        {OVERRIDES_ANNOTATION: set_options(rendering.overrides)} if rendering.overrides else None,
+        _annotations(rendering),
+        crds_apart=True,
     )
     if rendering.gitops_objects:
         for name, emitted in _folder(rendering.gitops_objects).items():
@@ -202,7 +211,9 @@ def files(rendering: Rendering) -> dict[str, bytes]:
 def object_paths(rendering: Rendering) -> dict[Identity, str]:
     """Where files() writes each object, relative to `out/<name>/`."""
     paths = {
-        identity(obj): f"{stage(obj)}/{file_name(obj)}" if rendering.staged else file_name(obj)
+        identity(obj): f"{_subfolder(obj, rendering.staged)}/{file_name(obj)}"
+        if _subfolder(obj, rendering.staged)
+        else file_name(obj)
         for obj in rendering.objects
     }
     for obj in rendering.gitops_objects:
@@ -220,21 +231,23 @@ def _folder(
     staged: bool = False,
     keys: list[bytes] | None = None,
     annotations: dict[str, str] | None = None,
+    crds_apart: bool = False,
 ) -> dict[str, bytes]:
     """One file per object and a kustomization.yaml listing them all in apply order; `staged`
-    puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own.
-    `keys`: the objects' content keys, when already made; `annotations`: the top
-    kustomization.yaml's own."""
+    puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own, and
+    `crds_apart` (unstaged) the CRDs in `crds/`, likewise. `keys`: the objects' content keys,
+    when already made; `annotations`: the top kustomization.yaml's."""
     result: dict[str, bytes] = {}
     resources: list[str] = []
     stages: dict[str, list[str]] = {}
     if keys is None:
         keys = [pickle.dumps(obj, PICKLE) for obj in objects]
     for key in keys:
-        name, object_stage, emitted = _written(key)
-        if staged:
-            stages.setdefault(object_stage, []).append(name)
-            name = f"{object_stage}/{name}"
+        name, object_stage, emitted, crd = _written(key)
+        folder = object_stage if staged else CRDS_DIR if crds_apart and crd else None
+        if folder is not None:
+            stages.setdefault(folder, []).append(name)
+            name = f"{folder}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
         result[name] = emitted
@@ -251,22 +264,36 @@ def _folder(
 PICKLE = pickle.HIGHEST_PROTOCOL
 
 
+def _subfolder(obj: dict[str, Any], staged: bool) -> str | None:
+    """The sub-folder of the cluster's folder `obj` is written to (None: the folder itself)."""
+    if staged:
+        return stage(obj)
+    return CRDS_DIR if obj.get("kind") == "CustomResourceDefinition" else None
+
+
 @lru_cache(maxsize=8192)
-def _written(content: bytes) -> tuple[str, str, bytes]:
-    """The object's file name, Flux stage and file content."""
+def _written(content: bytes) -> tuple[str, str, bytes, bool]:
+    """The object's file name, Flux stage, file content, and whether it is a CRD."""
     obj = pickle.loads(content)
-    return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode()
-
-
-# A render with `--set` says so in its folder's kustomization.yaml (kustomize ignores a
-# Kustomization's own metadata): `check` without the same options would call the folder stale,
-# and a render without them would drop the settings.
-OVERRIDES_ANNOTATION = "gpustack.dev/set"
+    crd = obj.get("kind") == "CustomResourceDefinition"
+    return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode(), crd
 
 
 def set_options(assignments: tuple[str, ...]) -> str:
     """The `--set` options as a shell would take them again."""
     return shlex.join(part for assignment in assignments for part in ("--set", assignment))
+
+
+def _annotations(rendering: Rendering) -> dict[str, str] | None:
+    """The cluster folder's kustomization.yaml's own annotations: the Kubernetes version it was
+    rendered for, and the `--set` options it was rendered with (a render or a check without
+    them would not give the same files)."""
+    annotations = {}
+    if rendering.kubernetes_version:
+        annotations[KUBERNETES_VERSION] = rendering.kubernetes_version
+    if rendering.overrides:
+        annotations[OVERRIDES_ANNOTATION] = set_options(rendering.overrides)
+    return annotations or None
 
 
 def _kustomization(resources: list[str], annotations: dict[str, str] | None = None) -> bytes:
@@ -275,7 +302,9 @@ def _kustomization(resources: list[str], annotations: dict[str, str] | None = No
         "kind": "Kustomization",
     }
     if annotations:
-        kustomization["metadata"] = {"annotations": annotations}
+        # The kustomization's own metadata (kustomize api/types Kustomization.MetaData): read by
+        # gpustack, never put on the objects (that is commonAnnotations).
+        kustomization["metadata"] = {"annotations": dict(annotations)}
     kustomization["resources"] = resources
     return _written(pickle.dumps(kustomization, PICKLE))[2]
 

