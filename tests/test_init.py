@@ -118,8 +118,8 @@ def test_starter_comments_show_the_values_in_force(starter) -> None:
 
 
 def test_a_starter_given_a_base_later_takes_the_bases_settings(cli, tmp_path: Path) -> None:
-    """init, then `extends:` added by hand: the base's sharing reaches the cluster (a starter
-    that wrote every default out shadowed it with `strategy: none`)."""
+    """init, then `extends:` added by hand: the base's sharing reaches the cluster (a default
+    written out, `strategy: none`, would shadow it)."""
     (tmp_path / "base.yaml").write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform: {profile: rke2}\n"
         "devicePlugin: {sharing: {strategy: time-slicing, replicas: 8}}\n"

@@ -199,7 +199,7 @@ def test_a_driver_version_where_the_platform_or_the_nodes_install_the_driver(
 
 
 def test_sharing_for_gpus_the_dra_driver_hands_out(tmp_path: Path) -> None:
-    """It used to rename the smoke test and nothing else."""
+    """Accepted, it would rename the smoke test (its name hashes the config) and nothing else."""
     body = """\
     gpuAllocation: dra
     platform: {profile: kubeadm, kubernetesVersion: "1.34"}
@@ -224,7 +224,8 @@ def test_a_profiles_own_default_gives_way_silently(tmp_path: Path) -> None:
 
 
 def test_set_over_a_fleet_names_each_cluster_it_cannot_reach(tmp_path: Path) -> None:
-    """`render --set driver.version=...` over a fleet changed 4 of 6 clusters, silently."""
+    """`render --set driver.version=...` over a fleet reaches only the clusters that run the
+    driver as a container: the others are named, and nothing is written."""
     clusters = tmp_path / "clusters"
     clusters.mkdir()
     config(clusters, "kubeadm", "driver: {mode: container}\n", "metal")
