@@ -43,6 +43,7 @@ def read_inputs(files: list[Path]) -> tuple[list[Document], list[str]]:
     stems: list[str] = []
     for path in files:
         shown = display_path(path)
+        _inside_repository(path, shown)
         text = decode(read_bounded(path, MAX_FILE_BYTES, "an import input"), shown)
         found = [each for each in load_all_text(text, shown) if each.data is not None]
         if not found:
@@ -50,6 +51,25 @@ def read_inputs(files: list[Path]) -> tuple[list[Document], list[str]]:
         documents += found
         stems += [path.stem] * len(found)
     return documents, stems
+
+
+def _inside_repository(path: Path, shown: str) -> None:
+    """An input named inside a git repository (a pull request's file, say) is one of its files:
+    a symbolic link out of it (to a credentials file of the machine) is not followed. An input
+    named outside any repository (`kubectl get ... > /tmp/policy.yaml`) is read where it is."""
+    named = Path(os.path.abspath(path)).parent
+    top = next(
+        (folder for folder in (named, *named.parents) if os.path.lexists(folder / ".git")), None
+    )
+    if top is None:
+        return
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(os.path.realpath(top)):
+        raise UserError(
+            "is a symbolic link out of the git repository it is in; import does not follow it",
+            Location(shown),
+            hint="copy the file into the repository, or name it where it is",
+        )
 
 
 def config_text(imported: importing.Imported, sources: list[str]) -> str:

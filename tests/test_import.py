@@ -997,3 +997,23 @@ def test_the_driver_managers_booleans_import_as_it_reads_them(tmp_path: Path) ->
         "outcome": "dropped",
         "why": "not a boolean the driver manager reads",
     }
+
+
+def test_an_input_is_followed_out_of_no_repository_but_its_own(tmp_path: Path) -> None:
+    """In a git repository an input that links out of it is refused, unread; outside any
+    repository (a file `kubectl get` wrote, say) an input is read where it points."""
+    outside = tmp_path / "saved"
+    outside.mkdir()
+    (outside / "policy.yaml").write_text("driver:\n  version: 580.95.05\n")
+    repository = tmp_path / "repository"
+    (repository / ".git").mkdir(parents=True)
+    (repository / "policy.yaml").symlink_to(outside / "policy.yaml")
+    refused = run_gpustack("import", "policy.yaml", "--profile", "kubeadm", cwd=repository)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "error: policy.yaml: is a symbolic link out of the git repository it is in; import does "
+        "not follow it (copy the file into the repository, or name it where it is)\n"
+    )
+    (outside / "link.yaml").symlink_to(outside / "policy.yaml")
+    config, _, _ = run_import(outside, "link.yaml", "--profile", "kubeadm")
+    assert config["driver"]["version"] == "580.95.05"
