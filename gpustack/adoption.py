@@ -103,6 +103,7 @@ def load(
             for name, locations in sorted(imported.origins.items())
             if target == name or target.startswith(name + ".") or name.startswith(target + ".")
             for location in locations
+            if location.file  # the release's defaults have no file to name
         ]
         # A value the message quotes is named as such, so the reason stays; a message that
         # shows one otherwise is not shown at all.
@@ -119,6 +120,40 @@ def load(
             hint="the import's report says where each setting came from: change the input "
             "(or give fewer inputs), or edit the imported config",
         ) from None
+
+
+def load_imported(
+    imported: importing.Imported,
+    sources: list[str],
+    output_file: Path | None,
+    profiles_dir: Path | None,
+) -> tuple[importing.Imported, str, Stack]:
+    """The config's text and the config as gpustack reads it. A setting that only the operator
+    release's defaults gave (no input wrote it) and that gpustack then refuses on this profile
+    (the chart's `mig.strategy: single` where the node pool makes MIG partitions) is left out,
+    said in the report with why, rather than failing the import: the user never wrote it."""
+    tried: set[str] = set()
+    while True:
+        text = config_text(imported, sources)
+        try:
+            return imported, text, load(text, output_file, profiles_dir, imported)
+        except UserError as problem:
+            target = _defaults_only(imported, problem.field or "")
+            if target is None or target in tried:
+                raise
+            tried.add(target)
+            why = problem.message.removeprefix("the imported config is not valid: ")
+            imported = importing.leave_out(imported, target, why)
+
+
+def _defaults_only(imported: importing.Imported, field: str) -> str | None:
+    """The config field at (or above) `field` when only the operator's defaults set it."""
+    for target, locations in imported.origins.items():
+        if (target == field or field.startswith(target + ".")) and not any(
+            each.file for each in locations
+        ):
+            return target
+    return None
 
 
 def write_config(path: Path, text: str, force: bool) -> None:

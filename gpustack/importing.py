@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -733,6 +733,35 @@ def import_inputs(
             }
         ),
     )
+
+
+def leave_out(imported: Imported, target: str, why: str) -> Imported:
+    """`imported` without the config field `target`, which only the operator's defaults set and
+    gpustack refuses on this profile (`why`, a message without the inputs' values): the defaults'
+    entries for it say so."""
+    *sections, name = target.split(".")
+    nodes = [imported.config]
+    for section in sections:
+        nodes.append(nodes[-1][section])
+    del nodes[-1][name]
+    for parent, section in reversed(list(zip(nodes, sections))):
+        if not parent[section]:
+            del parent[section]
+    entries = [
+        Entry(
+            entry.input,
+            entry.field,
+            entry.location,
+            "dropped",
+            target,
+            f"the operator's default, which gpustack refuses here: {why}",
+        )
+        if entry.target == target and not entry.location
+        else entry
+        for entry in imported.entries
+    ]
+    origins = {key: value for key, value in imported.origins.items() if key != target}
+    return replace(imported, entries=entries, origins=origins)
 
 
 # Config fields whose values are gpustack's own words (a choice among a few), not an input's.

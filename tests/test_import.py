@@ -1017,3 +1017,25 @@ def test_an_input_is_followed_out_of_no_repository_but_its_own(tmp_path: Path) -
     (outside / "link.yaml").symlink_to(outside / "policy.yaml")
     config, _, _ = run_import(outside, "link.yaml", "--profile", "kubeadm")
     assert config["driver"]["version"] == "580.95.05"
+
+
+def test_a_default_gpustack_refuses_on_the_profile_is_left_out_and_said(tmp_path: Path) -> None:
+    """An override file for a GKE install (the driver GKE's) leaves `mig.strategy` to the chart,
+    whose `single` gpustack refuses on GKE without the node pool's MIG partitions: the import goes
+    on without it, says why at the default, and `--check` names the difference."""
+    (tmp_path / "gke.yaml").write_text(
+        "driver:\n  enabled: false\ntoolkit:\n  installDir: /home/kubernetes/bin/nvidia\n"
+    )
+    done = run_gpustack(
+        "import", "gke.yaml", "--profile", "gke-cos", "--check", "-o", "imported.yaml", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  GPU Operator v26.7.0's default mig.strategy -> devicePlugin.migStrategy: the "
+        "operator's default, which gpustack refuses here: MIG strategy 'single' on GKE needs "
+        "MIG partitions" in done.stderr
+    )
+    assert "  plugin migStrategy: operator single; gpustack none\n" in done.stderr
+    config = YAML(typ="safe").load((tmp_path / "imported.yaml").read_text())
+    assert "migStrategy" not in config.get("devicePlugin", {})
+    assert "error" not in done.stderr
