@@ -18,6 +18,7 @@ from gpustack import bottlerocket, gke_accelerators, mig
 from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.layers import Layer, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
+from gpustack.named_files import inside_repository
 from gpustack.reading import decode, read_bounded
 from gpustack.stack import (
     DRIVER_CONTAINER_ROOT,
@@ -1005,21 +1006,36 @@ def _check_mig_manager(
             )
 
 
-def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
-    path = ("migManager", "config", "file")
-    owner = next(
-        (
-            layer
-            for layer in reversed(layers)
-            if isinstance(layer.data.get("migManager"), dict)
-            and isinstance(layer.data["migManager"].get("config"), dict)
-            and "file" in layer.data["migManager"]["config"]
-        ),
-        None,
-    )
-    base = owner.directory if owner and owner.directory else Path.cwd()
-    file = base / str(config.migManager.config.file)
+def _named_file(
+    layers: list[Layer], path: tuple[str, ...], written: str, what: str, hint: str | None = None
+) -> tuple[Path, Location]:
+    """The file a path setting names, relative to the folder of the layer that wrote it, and
+    where it is written; checked before anything is read: a file a config, base or profile
+    names lies in its repository (named_files). A path given with `--set` (a layer of no file)
+    is the user's own, relative to the working folder."""
+    owner = next((layer for layer in reversed(layers) if _writes(layer.data, path)), None)
     location = nearest(layers, path)
+    if owner is None or owner.directory is None:
+        return Path.cwd() / written, location
+    inside_repository(owner.directory, written, location, ".".join(path), what, hint)
+    return owner.directory / written, location
+
+
+def _writes(data: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return True
+
+
+def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
+    file, location = _named_file(
+        layers,
+        ("migManager", "config", "file"),
+        str(config.migManager.config.file),
+        "MIG config file",
+    )
     try:
         text = decode(read_bounded(file, what="a mig-parted config", location=location), str(file))
         document = load_text(text, display_path(file))
@@ -1041,13 +1057,14 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
 
 def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
     """The PEM's bytes and permission bits. Nothing of its content is ever quoted in an error."""
-    path = ("entitlement", "pemFile")
-    owner = next(
-        (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
+    pem_path, location = _named_file(
+        layers,
+        ("entitlement", "pemFile"),
+        str(config.entitlement.pemFile),
+        "entitlement PEM",
+        hint="a certificate kept outside the repository is named on the command line: "
+        "--set entitlement.pemFile=PATH",
     )
-    base = owner.directory if owner and owner.directory else Path.cwd()
-    pem_path = base / str(config.entitlement.pemFile)
-    location = nearest(layers, path)
     try:
         content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
         mode = stat.S_IMODE(os.stat(pem_path).st_mode)

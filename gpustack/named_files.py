@@ -1,0 +1,80 @@
+"""Where a file a config names may lie: the one rule for every path a config, a base or a profile
+writes (`extends:`, `patches[].path`, `entitlement.pemFile`, `migManager.config.file`) and for
+the image lock read beside a config.
+
+A pull request into a GitOps repository brings configs that CI renders, checks and diffs; a path
+in them could name any file of the CI machine (`/etc/...`, `../../home/ci/.docker/config.json`,
+a link to either) and have it merged into a rendered object, shown by `check` and `diff`, or
+quoted as an error's position. So a named file must lie inside the repository holding the file
+that names it, symbolic links followed, never in `.git`, and that is decided from the path alone,
+before a byte of it is read. A path typed on the command line (`--set`) is the user's own choice
+and is not confined.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpustack.errors import Location, UserError, display_path
+from gpustack.reading import repository_top
+
+# Names of the roots, as an error says them.
+_REPOSITORY = "the git repository holding the config"
+_WORKING_FOLDER = "the working folder"
+_CONFIG_FOLDER = "the config's folder"
+
+
+def root(folder: Path) -> tuple[Path, str]:
+    """The folder every file named from `folder` must lie in, and its name for an error: the top
+    of the git repository holding `folder` (under `diff --git-ref`, the revision's tree); outside
+    any repository, the working folder when `folder` is in it (a fleet before `git init`), else
+    `folder` itself. Real paths, symbolic links resolved."""
+    # Looked up each time, not cached: `git init` or a revision's tree (`diff --git-ref`) can
+    # make a folder a repository's between two loads of one process.
+    top = repository_top(folder)
+    if top is not None:
+        return top, _REPOSITORY
+    real, working = Path(os.path.realpath(folder)), Path(os.path.realpath(os.getcwd()))
+    if real.is_relative_to(working):
+        return working, _WORKING_FOLDER
+    return real, _CONFIG_FOLDER
+
+
+def inside_repository(
+    folder: Path,
+    written: str,
+    location: Location | None,
+    field: str | None,
+    what: str,
+    hint: str | None = None,
+) -> Path:
+    """The real path of the file `written` names, relative to `folder` (the folder of the file
+    that names it), or a UserError at `location` and `field` when it lies outside `root(folder)`
+    or in a `.git` folder. `what` names the file in the error ("base config", "patch file"),
+    which gives the path as written, never anything of the file; `hint` says what to do instead.
+    Nothing is read: a file that is missing, a FIFO or a folder is the reader's to report."""
+    if "\x00" in written:
+        raise UserError("a file name cannot contain a NUL byte", location, field)
+    top, where = root(folder)
+    named = folder / written
+    real = Path(os.path.realpath(named))
+    if not real.is_relative_to(top):
+        advice = "keep it in the repository, beside the configs that name it"
+        if where != _REPOSITORY:
+            advice += ", or in a git repository that holds both"
+        raise UserError(
+            f"{what} {display_path(named)} is outside {where} (symbolic links followed); a config "
+            "names only files of its own repository",
+            location,
+            field,
+            hint=f"{advice}; {hint}" if hint else advice,
+        )
+    if ".git" in real.relative_to(top).parts:
+        raise UserError(
+            f"{what} {display_path(named)} is in the repository's .git folder, which holds git's "
+            "own data, never a config's file",
+            location,
+            field,
+        )
+    return real
