@@ -44,6 +44,22 @@ SHARED_MISSING = (
 )
 
 
+def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
+    """What a test config in `folder` writes in `extends:` to build on an example: a copy of it
+    in `folder/_examples/` (a folder fleet discovery skips), since a config extends only files
+    of its own repository (gpustack.named_files). The example's entitlement PEM comes along."""
+    source = EXAMPLES / f"{Path(example).stem}.yaml"
+    copies = folder / "_examples"
+    copies.mkdir(parents=True, exist_ok=True)
+    text = source.read_text()
+    (copies / source.name).write_text(text)
+    if "pemFile:" in text:
+        (copies / "entitlement-dummy.pem").write_bytes(
+            (EXAMPLES / "entitlement-dummy.pem").read_bytes()
+        )
+    return f"_examples/{source.name}"
+
+
 # Generated-input tests (hypothesis) give their example counts as examples(N). The `ci` profile
 # runs N, the counts the tests promise: .ci/run exports it, and a CI service's CI variable selects
 # it too. A local run defaults to `dev`, a fifth (at least 10); HYPOTHESIS_PROFILE=ci runs them all.

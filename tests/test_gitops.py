@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, invoke, read_manifests, run_gpustack
+from conftest import EXAMPLES, example_base, invoke, read_manifests, run_gpustack
 from gitops_helpers import (
     Key,
     by_identity,
@@ -453,7 +453,7 @@ def example_builds(tmp_path_factory):
         for tool, settings in GITOPS_SETTINGS.items():
             config = root / f"{tool}.yaml"
             config.write_text(
-                f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
+                f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example_base(root, example)}\n{settings}"
             )
             result = invoke(["render", str(config), "-o", str(root / tool)])
             assert result.exit_code == 0, result.output
