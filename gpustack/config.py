@@ -591,16 +591,20 @@ def _add_layers(
     if resolved in seen:
         cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
         raise UserError(
-            f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
+            f"extends forms a cycle: {cycle}",
+            _extends_at(referencing),
+            field=_extends_field(referencing),
         )
     if len(seen) >= _MAX_EXTENDS_DEPTH:
-        raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
+        raise UserError(
+            "extends chain is too long", _extends_at(referencing), field=_extends_field(referencing)
+        )
     if len(chain) >= MAX_LAYERS:
         raise UserError(
             f"extends applies more than {MAX_LAYERS} bases in all (counting each time a base is "
             "named, also through other bases)",
             _extends_at(referencing),
-            field="extends",
+            field=_extends_field(referencing),
             hint="name each base once; a base that several bases share needs naming only once",
         )
     try:
@@ -610,7 +614,7 @@ def _add_layers(
             raise UserError(
                 f"base config {display_path(current)} not found",
                 _extends_at(referencing),
-                field="extends",
+                field=_extends_field(referencing),
             ) from None
         if referencing and (error.location is None or not error.location.line):
             # A problem with the file as a whole (a folder, a FIFO, too large): say so where
@@ -618,7 +622,7 @@ def _add_layers(
             raise UserError(
                 f"base config {display_path(current)}: {error.message}",
                 _extends_at(referencing),
-                field="extends",
+                field=_extends_field(referencing),
             ) from None
         raise
     if document.data is None:
@@ -701,7 +705,7 @@ def _check_is_base(document: Document, path: Path, referencing: Reference) -> No
             f"base config {display_path(path)} is not a gpustack config (its kind, apiVersion or "
             "fields are another file's); its content is not shown",
             _extends_at(referencing),
-            field="extends",
+            field=_extends_field(referencing),
         )
 
 
@@ -713,6 +717,11 @@ def _kind_of_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return "a number"
     return describe(value) if isinstance(value, list) or value is None else "a value"
+
+
+def _extends_field(referencing: Reference | None) -> str:
+    """The `extends:` entry naming a base, as a field: `extends`, or `extends.1` in a list."""
+    return ".".join(str(part) for part in referencing[1]) if referencing else "extends"
 
 
 def _extends_at(referencing: Reference | None) -> Location | None:

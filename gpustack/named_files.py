@@ -23,22 +23,45 @@ from gpustack.reading import repository_top
 _REPOSITORY = "the git repository holding the config"
 _WORKING_FOLDER = "the working folder"
 _CONFIG_FOLDER = "the config's folder"
+_ARGOCD_REPOSITORY = "the repository Argo CD gave the plugin"
+# Argo CD runs a sidecar config management plugin in the Application's folder of a copy of the
+# repository, sent as a tarball that may leave `.git` out (argo-cd util/cmp/stream.go: v2.4's
+# `compressFiles` excludes it; later releases, the repo server's --plugin-tar-exclude globs), and
+# names that folder, relative to the copy's top, in the plugin's environment (argo-cd
+# docs/user-guide/build-environment.md, ARGOCD_APP_SOURCE_PATH).
+ARGOCD_SOURCE_PATH = "ARGOCD_APP_SOURCE_PATH"
 
 
 def root(folder: Path) -> tuple[Path, str]:
     """The folder every file named from `folder` must lie in, and its name for an error: the top
     of the git repository holding `folder` (under `diff --git-ref`, the revision's tree); outside
     any repository, the working folder when `folder` is in it (a fleet before `git init`), else
-    `folder` itself. Real paths, symbolic links resolved."""
+    `folder` itself; in an Argo CD plugin's copy of the repository, which has no `.git`, the
+    top of that copy. Real paths, symbolic links resolved."""
     # Looked up each time, not cached: `git init` or a revision's tree (`diff --git-ref`) can
     # make a folder a repository's between two loads of one process.
     top = repository_top(folder)
     if top is not None:
         return top, _REPOSITORY
     real, working = Path(os.path.realpath(folder)), Path(os.path.realpath(os.getcwd()))
+    plugin = _argocd_top(working)
+    if plugin is not None and real.is_relative_to(plugin):
+        return plugin, _ARGOCD_REPOSITORY
     if real.is_relative_to(working):
         return working, _WORKING_FOLDER
     return real, _CONFIG_FOLDER
+
+
+def _argocd_top(working: Path) -> Path | None:
+    """The top of the repository copy an Argo CD plugin runs in: the working folder less the
+    Application's path, when the working folder ends with it; None anywhere else."""
+    source = os.environ.get(ARGOCD_SOURCE_PATH, "")
+    parts = [part for part in source.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts or source.startswith("/") or len(parts) >= len(working.parts):
+        return None
+    if list(working.parts[-len(parts) :]) != parts:
+        return None
+    return Path(*working.parts[: -len(parts)])
 
 
 def inside_repository(
@@ -59,7 +82,7 @@ def inside_repository(
     top, where = root(folder)
     named = folder / written
     real = Path(os.path.realpath(named))
-    if not real.is_relative_to(top):
+    if not _under(real, top):
         advice = "keep it in the repository, beside the configs that name it"
         if where != _REPOSITORY:
             advice += ", or in a git repository that holds both"
@@ -70,7 +93,7 @@ def inside_repository(
             field,
             hint=f"{advice}; {hint}" if hint else advice,
         )
-    if ".git" in real.relative_to(top).parts:
+    if _in_git(real, top):
         raise UserError(
             f"{what} {display_path(named)} is in the repository's .git folder, which holds git's "
             "own data, never a config's file",
@@ -78,3 +101,20 @@ def inside_repository(
             field,
         )
     return real
+
+
+def is_inside(folder: Path, path: Path) -> bool:
+    """Whether `path` (a file found in `folder`, say by a fleet's discovery) lies inside
+    `root(folder)`, symbolic links followed, and not in `.git`: the rule for a file no config
+    names, which is then left out rather than read."""
+    top, _ = root(folder)
+    real = Path(os.path.realpath(path))
+    return _under(real, top) and not _in_git(real, top)
+
+
+def _under(real: Path, top: Path) -> bool:
+    return real.is_relative_to(top)
+
+
+def _in_git(real: Path, top: Path) -> bool:
+    return ".git" in real.relative_to(top).parts

@@ -1037,12 +1037,19 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
         "MIG config file",
     )
     try:
-        text = decode(read_bounded(file, what="a mig-parted config", location=location), str(file))
+        raw = read_bounded(file, what="a mig-parted config", location=location)
+    except UserError as error:
+        # The file as a whole (missing, a folder, a FIFO, a link to nothing): said for what it is.
+        if error.message.endswith(": file not found"):
+            error = UserError(f"MIG config file {display_path(file)} not found", location)
+        raise UserError(
+            error.message, error.location, "migManager.config.file", error.hint
+        ) from None
+    try:
+        text = decode(raw, str(file))
         document = load_text(text, display_path(file))
     except UserError as error:
-        if error.message.endswith("file not found"):
-            error = UserError(f"MIG config file {display_path(file)} not found", location)
-        elif error.location is not None and error.location.line:
+        if error.location is not None and error.location.line:
             # A YAML error may quote what it stumbled on (a key, a tag, an alias): the file
             # is named with the place, never with its content.
             error = UserError(

@@ -378,8 +378,11 @@ def test_plugin_runs_render_stdout_where_argo_cd_finds_gpustack_yaml(cli, tmp_pa
     command = plugin["spec"]["generate"]["command"]
     assert command[0] == "gpustack"
     # The command, in the folder, as Argo CD's sidecar runs it (in-process: the installed
-    # console script is test_e2e's).
-    generated = run_gpustack(*command[1:], cwd=folder)
+    # console script is test_e2e's): in a copy of the repository without `.git`, with the
+    # Application's path in the environment, so `extends: ../base.yaml` is the repository's.
+    generated = run_gpustack(
+        *command[1:], cwd=folder, env={"ARGOCD_APP_SOURCE_PATH": "clusters/gpu-east"}
+    )
     assert generated.returncode == 0, generated.stderr
 
     streamed = [doc for doc in read_manifests(generated.stdout) if doc]

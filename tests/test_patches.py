@@ -195,7 +195,10 @@ def test_patched_config_map_rolls_the_pods_that_mount_it(tmp_path: Path) -> None
     assert before != after
 
 
-def test_patches_of_bases_come_first_and_add_up(tmp_path: Path) -> None:
+def test_patches_of_bases_come_first_and_add_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # outside a git repository, bases lie in the working folder
     base = tmp_path / "base.yaml"
     base.write_text(
         yaml.safe_dump(
