@@ -84,7 +84,7 @@ def inside_repository(
     real = Path(os.path.realpath(named))
     if not _under(real, top):
         advice = "keep it in the repository, beside the configs that name it"
-        if where != _REPOSITORY:
+        if where in (_WORKING_FOLDER, _CONFIG_FOLDER):
             advice += ", or in a git repository that holds both"
         raise UserError(
             f"{what} {display_path(named)} is outside {where} (symbolic links followed); a config "

@@ -431,3 +431,58 @@ def test_outside_any_repository_the_working_folder_is_the_root(tmp_path: Path) -
     assert elsewhere.returncode == 2
     assert "is outside the config's folder (symbolic links followed)" in elsewhere.stderr
     assert "or in a git repository that holds both" in elsewhere.stderr
+
+
+def test_a_mig_config_file_given_with_set_is_the_users_own(tmp_path: Path) -> None:
+    """`--set` is the command line, not the pull request: its path may lie anywhere."""
+    top = _repository(tmp_path)
+    mig = tmp_path / "site" / "mig.yaml"
+    mig.parent.mkdir()
+    mig.write_text(
+        "version: v1\nmig-configs:\n  site-layout:\n    - devices: all\n      mig-enabled: false\n"
+    )
+    (top / "clusters" / "cluster.yaml").write_text(
+        f"extends: {example_base(top / 'clusters')}\ndevicePlugin: {{migStrategy: single}}\n"
+    )
+    result = run_gpustack(
+        "render",
+        "clusters/cluster.yaml",
+        "--stdout",
+        "--set",
+        f"migManager.config.file={mig}",
+        cwd=top,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "site-layout" in result.stdout
+
+
+def test_an_argo_cd_plugins_copy_of_the_repository_is_its_root(tmp_path: Path) -> None:
+    """Argo CD runs the plugin in the Application's folder of a copy of the repository that may
+    lack `.git`, and says which folder that is (ARGOCD_APP_SOURCE_PATH): bases anywhere in the
+    copy are read, a path out of it is refused."""
+    copy = tmp_path / "cmp" / "0b1c"
+    app = copy / "clusters" / "gpu-east"
+    app.mkdir(parents=True)
+    (copy / "clusters" / "base.yaml").write_text(f"extends: {example_base(copy / 'clusters')}\n")
+    (app / "gpustack.yaml").write_text("extends: ../base.yaml\nmetadata: {name: gpu-east}\n")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "base.yaml").write_text(PLANTED["base.yaml"])
+    env = {"ARGOCD_APP_SOURCE_PATH": "clusters/gpu-east"}
+
+    result = run_gpustack("render", "--stdout", cwd=app, env=env)
+    assert result.returncode == 0, result.stderr
+
+    # Without the variable (or with another Application's path) the copy is no repository.
+    for other in ({"ARGOCD_APP_SOURCE_PATH": None}, {"ARGOCD_APP_SOURCE_PATH": "clusters/west"}):
+        result = run_gpustack("render", "--stdout", cwd=app, env=other)
+        assert result.returncode == 2
+        assert "base config ../base.yaml is outside the working folder" in result.stderr
+
+    (app / "gpustack.yaml").write_text("extends: ../../../../home/base.yaml\n")
+    result = run_gpustack("render", "--stdout", cwd=app, env=env)
+    assert result.returncode == 2
+    assert SECRET not in result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "error: gpustack.yaml:1:10: extends: base config ../../../../home/base.yaml is outside "
+        "the repository Argo CD gave the plugin (symbolic links followed)"
+    ), result.stderr
