@@ -14,10 +14,11 @@ and is not confined.
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 
-from gpustack.errors import Location, UserError, display_path
-from gpustack.reading import repository_top
+from gpustack.errors import Location, UserError, display_path, real_path
+from gpustack.reading import repository_top, revision_tops
 
 # Names of the roots, as an error says them.
 _REPOSITORY = "the git repository holding the config"
@@ -38,13 +39,20 @@ def root(folder: Path) -> tuple[Path, str]:
     any repository, the working folder when `folder` is in it (a fleet before `git init`), else
     `folder` itself; in an Argo CD plugin's copy of the repository, which has no `.git`, the
     top of that copy. Real paths, symbolic links resolved."""
-    # Looked up each time, not cached: `git init` or a revision's tree (`diff --git-ref`) can
-    # make a folder a repository's between two loads of one process.
-    top = repository_top(folder)
+    return _root(
+        str(folder), os.getcwd(), tuple(revision_tops), os.environ.get(ARGOCD_SOURCE_PATH, "")
+    )
+
+
+@cache  # a fleet names files from a few folders, thousands of times: once per folder
+def _root(folder: str, cwd: str, tops: tuple[str, ...], source: str) -> tuple[Path, str]:
+    # What the answer depends on is the key: the folder as named, the working folder, the trees
+    # standing for a revision's repository (`diff --git-ref`) and the Argo CD plugin's path.
+    top = repository_top(Path(cwd, folder))
     if top is not None:
         return top, _REPOSITORY
-    real, working = Path(os.path.realpath(folder)), Path(os.path.realpath(os.getcwd()))
-    plugin = _argocd_top(working)
+    real, working = Path(os.path.realpath(Path(cwd, folder))), Path(os.path.realpath(cwd))
+    plugin = _argocd_top(working, source)
     if plugin is not None and real.is_relative_to(plugin):
         return plugin, _ARGOCD_REPOSITORY
     if real.is_relative_to(working):
@@ -52,10 +60,9 @@ def root(folder: Path) -> tuple[Path, str]:
     return real, _CONFIG_FOLDER
 
 
-def _argocd_top(working: Path) -> Path | None:
+def _argocd_top(working: Path, source: str) -> Path | None:
     """The top of the repository copy an Argo CD plugin runs in: the working folder less the
-    Application's path, when the working folder ends with it; None anywhere else."""
-    source = os.environ.get(ARGOCD_SOURCE_PATH, "")
+    Application's path (`source`), when the working folder ends with it; None anywhere else."""
     parts = [part for part in source.split("/") if part not in ("", ".")]
     if not parts or ".." in parts or source.startswith("/") or len(parts) >= len(working.parts):
         return None
@@ -81,7 +88,7 @@ def inside_repository(
         raise UserError("a file name cannot contain a NUL byte", location, field)
     top, where = root(folder)
     named = folder / written
-    real = Path(os.path.realpath(named))
+    real = real_path(named)
     if not _under(real, top):
         advice = "keep it in the repository, beside the configs that name it"
         if where in (_WORKING_FOLDER, _CONFIG_FOLDER):
@@ -108,13 +115,15 @@ def is_inside(folder: Path, path: Path) -> bool:
     `root(folder)`, symbolic links followed, and not in `.git`: the rule for a file no config
     names, which is then left out rather than read."""
     top, _ = root(folder)
-    real = Path(os.path.realpath(path))
+    real = real_path(path)
     return _under(real, top) and not _in_git(real, top)
 
 
 def _under(real: Path, top: Path) -> bool:
-    return real.is_relative_to(top)
+    # On the strings: Path.is_relative_to costs more than all the rest of the check.
+    inner, outer = str(real), str(top)
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
 
 
 def _in_git(real: Path, top: Path) -> bool:
-    return ".git" in real.relative_to(top).parts
+    return ".git" in str(real)[len(str(top)) :].split("/")

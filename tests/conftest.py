@@ -347,10 +347,10 @@ def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What
     it caches about its own data files stays (_KeptCache)."""
-    from gpustack import errors, profiles
+    from gpustack import errors, named_files, profiles
     from gpustack.validation import schemas
 
-    for cached in (profiles._load, errors._display_path, schemas._store):
+    for cached in (profiles._load, errors._display_path, schemas._store, named_files._root):
         cached.cache_clear()
 
 
