@@ -36,7 +36,25 @@ def _too_large(path: Path) -> None:
     assert path.stat().st_size == MAX_FILE_BYTES + 1
 
 
-GENERATED: dict[str, Callable[[Path], None]] = {"too-large": _too_large}
+def _lint_beyond_its_bound(path: Path) -> None:
+    """DaemonSets whose selectors (an `Exists`, which no label index narrows) all select each
+    other's pods: more pairs than lint compares (lint._objects.MAX_COMPARISONS)."""
+    documents = []
+    for number in range(720):
+        documents.append(
+            "apiVersion: apps/v1\nkind: DaemonSet\n"
+            f"metadata: {{name: ds-{number}, namespace: gpu}}\n"
+            "spec:\n  selector: {matchExpressions: [{key: tier, operator: Exists}]}\n"
+            f"  template:\n    metadata: {{labels: {{tier: gpu, app: ds-{number}}}}}\n"
+            "    spec: {containers: [{name: main, image: 'example.com/main:1'}]}\n"
+        )
+    path.write_text("---\n".join(documents))
+
+
+GENERATED: dict[str, Callable[[Path], None]] = {
+    "too-large": _too_large,
+    "lint-beyond-its-bound": _lint_beyond_its_bound,
+}
 
 
 def case_names() -> list[str]:

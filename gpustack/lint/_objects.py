@@ -64,9 +64,9 @@ def labels_match(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
 
 
 # Pairs of objects one rule compares at most (an index leaves only the pairs it cannot tell
-# apart): a few seconds of work. gpustack's own output, a fleet's included, needs a few thousand;
+# apart): about a second of work. gpustack's own output, a fleet's included, needs a few thousand;
 # more means crafted manifests, such as thousands of workloads on the same nodes.
-MAX_COMPARISONS = 2_000_000
+MAX_COMPARISONS = 500_000
 
 
 class Budget:

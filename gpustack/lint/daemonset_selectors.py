@@ -36,9 +36,9 @@ def check(objects: Objects) -> Iterator[Finding]:
             for matched in index.matching(selector):
                 if matched != number:
                     earlier.setdefault(max(number, matched), set()).add(min(number, matched))
-        for later, others in earlier.items():
+        for later, numbers in earlier.items():
             pod = listed[later][0]
-            found[place[id(pod.owner)]] = (pod, [listed[other][0] for other in sorted(others)])
+            found[place[id(pod.owner)]] = (pod, [listed[other][0] for other in sorted(numbers)])
     for number in sorted(found):
         pod, others = found[number]
         more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpustack.errors import UserError
+from gpustack.errors import Location, UserError, display_path
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
 from gpustack.objects import metadata as metadata_of
@@ -355,6 +355,13 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
                     if resource.data is not None and identity(resource.data) not in named:
                         objects.append(resource.data)
                         context.add(identity(resource.data))
-        leftover = attach_lint(members, lint.run(objects, kubernetes_version))
+        try:
+            linted = lint.run(objects, kubernetes_version)
+        except UserError as error:
+            # Lint's own bound (lint._objects.MAX_COMPARISONS): named at what was linted
+            # together, the cluster folder or the first file.
+            where = display_path(folder) if folder is not None else members[0].resource.file
+            raise UserError(error.message, Location(where), hint=error.hint) from None
+        leftover = attach_lint(members, linted)
         unplaced += [finding for finding in leftover if finding.object not in context]
     return unplaced
