@@ -39,7 +39,7 @@ from gpustack.model import (
     Strict,
 )
 from gpustack.patterns import linear_regex
-from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
+from gpustack.reading import MAX_FILE_BYTES, UnreadableFile, decode, read_bounded
 from gpustack.stack import Stack
 from gpustack.yamlio import (
     Document,
@@ -260,9 +260,9 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
             text = decode(read_bounded(file, what="a patch file", location=location), str(file))
             documents = [d for d in load_all_text(text, display_path(file)) if d.data is not None]
         except UserError as error:
-            if error.message.endswith("file not found"):
+            if error.message.endswith(": file not found"):
                 error = UserError(f"patch file {display_path(file)} not found", location)
-            elif error.location is not None and error.location.line:
+            elif not isinstance(error, UnreadableFile) and error.location and error.location.line:
                 # The file may be anything: named with the place, never quoted.
                 error = UserError(
                     "not valid YAML, expected a patch; its content is not shown", error.location

@@ -18,7 +18,7 @@ from gpustack import bottlerocket, gke_accelerators, mig
 from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.layers import Layer, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
-from gpustack.reading import decode, read_bounded
+from gpustack.reading import UnreadableFile, decode, read_bounded
 from gpustack.stack import (
     DRIVER_CONTAINER_ROOT,
     Stack,
@@ -951,9 +951,9 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
         text = decode(read_bounded(file, what="a mig-parted config", location=location), str(file))
         document = load_text(text, display_path(file))
     except UserError as error:
-        if error.message.endswith("file not found"):
+        if error.message.endswith(": file not found"):
             error = UserError(f"MIG config file {display_path(file)} not found", location)
-        elif error.location is not None and error.location.line:
+        elif not isinstance(error, UnreadableFile) and error.location and error.location.line:
             # A YAML error may quote what it stumbled on (a key, a tag, an alias): the file
             # is named with the place, never with its content.
             error = UserError(
@@ -979,7 +979,7 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
         content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
         mode = stat.S_IMODE(os.stat(pem_path).st_mode)
     except UserError as error:
-        if error.message.endswith("file not found"):
+        if error.message.endswith(": file not found"):
             error = UserError(f"entitlement PEM {display_path(pem_path)} not found", location)
         raise UserError(error.message, error.location, "entitlement.pemFile") from None
     except OSError:

@@ -51,8 +51,40 @@ def _lint_beyond_its_bound(path: Path) -> None:
     path.write_text("---\n".join(documents))
 
 
+def _naming(field: str, special: Callable[[Path], None]) -> Callable[[Path], None]:
+    """A config whose `field` (a patch or MIG config file) names a special file made beside it
+    (git keeps no FIFO, nor a folder without files)."""
+    parent, _, key = field.rpartition(".")
+
+    def generate(path: Path) -> None:
+        target = path.with_name(f"{path.stem}-target.yaml")
+        special(target)
+        if parent == "patches":
+            setting = f"patches:\n- path: {target.name}\n"
+        else:
+            setting = (
+                f"devicePlugin:\n  migStrategy: single\nmigManager:\n  config:\n"
+                f"    {key}: {target.name}\n"
+            )
+        path.write_text(
+            "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
+            f"platform:\n  profile: rke2\n{setting}"
+        )
+
+    return generate
+
+
+def _broken_link(path: Path) -> None:
+    path.symlink_to(path.with_name("missing.yaml"))
+
+
 GENERATED: dict[str, Callable[[Path], None]] = {
     "too-large": _too_large,
+    "patch-file-is-a-fifo": _naming("patches.path", os.mkfifo),
+    "patch-file-is-a-folder": _naming("patches.path", Path.mkdir),
+    "patch-file-is-a-broken-link": _naming("patches.path", _broken_link),
+    "mig-config-file-is-a-fifo": _naming("migManager.config.file", os.mkfifo),
+    "mig-config-file-is-a-broken-link": _naming("migManager.config.file", _broken_link),
     "lint-beyond-its-bound": _lint_beyond_its_bound,
 }
 
