@@ -74,7 +74,14 @@ def read_bounded(
             try:
                 revision_guard(os.path.abspath(path))
             except UserError as problem:
-                raise refused(problem.message) from None
+                if location is None and problem.location is not None:
+                    # Where the revision says what is wrong (a submodule, a link on the way).
+                    raise UnreadableFile(
+                        problem.message, problem.location, hint=problem.hint
+                    ) from None
+                refusal = refused(problem.message)
+                refusal.hint = problem.hint
+                raise refusal from None
         descriptor = os.open(path, flags)
     except FileNotFoundError:
         if os.path.islink(path):
