@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpustack import bottlerocket, gke_accelerators, mig
+from gpustack.device_plugin_config import DEFAULT_CONFIG
 from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.layers import Layer, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
@@ -1041,6 +1042,17 @@ def selectors_overlap(first: dict[str, str], second: dict[str, str]) -> bool:
     return all(second[key] == value for key, value in first.items() if key in second)
 
 
+# Names a pool cannot take, because gpustack names something else so where pools' names go.
+# A pool's name is its device plugin config's name (a key of the plugin's ConfigMap and the
+# value of its nodes' nvidia.com/device-plugin.config label); `default` is the config of the nodes
+# in no pool, which the config manager falls back to (DEFAULT_CONFIG): a pool of that name would
+# replace it, and every GPU node outside the pools would silently take the pool's settings.
+RESERVED_POOL_NAMES = {
+    DEFAULT_CONFIG: "it names the device plugin config of the GPU nodes in no pool, which a "
+    "pool of that name would replace (every node outside the pools would take its settings)",
+}
+
+
 def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """Each pool's settings apply to the profile, and each GPU node belongs to one pool at most."""
     pools = config.nodes.pools
@@ -1050,6 +1062,13 @@ def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> Non
     for index, pool in enumerate(pools):
         here: tuple[str | int, ...] = ("nodes", "pools", index)
         dotted = f"nodes.pools.{index}"
+        if pool.name in RESERVED_POOL_NAMES:
+            raise UserError(
+                f"pool name {pool.name!r} is reserved: {RESERVED_POOL_NAMES[pool.name]}",
+                nearest(layers, (*here, "name")),
+                field=f"{dotted}.name",
+                hint=f"name the pool otherwise, e.g. {pool.name}-gpu",
+            )
         if pool.driver and pool.driver.version and not stack.driver_container:
             raise UserError(
                 f"pool {pool.name}: a driver version applies only where gpustack runs the driver "
