@@ -63,9 +63,10 @@ def scan(
     profiles = _profile_files(profiles_dir)
     texts |= {path: read_bounded(path) for path in profiles if path not in texts}
     # A name is looked for as the bytes of a path: a text that may spell a path otherwise (a
-    # YAML or JSON escape, `\x62ase.yaml`) has every config parsed instead. Letters are compared
-    # without case, as a file system that ignores it (macOS, Windows) would open them.
-    if any(b"\\" in text for text in texts.values()):
+    # YAML or JSON escape, `\x62ase.yaml`; UTF-16, whose NUL bytes part a name's letters) has
+    # every config parsed instead. Letters are compared without case, as a file system that
+    # ignores it (macOS, Windows) would open them.
+    if any(b"\\" in text or b"\0" in text for text in texts.values()):
         return None
     texts = {path: text.lower() for path, text in texts.items()}
     output = real_path(out)

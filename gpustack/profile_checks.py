@@ -1053,11 +1053,40 @@ RESERVED_POOL_NAMES = {
 }
 
 
+# The most driver DaemonSets a config may render: one per RHCOS build for the cluster and for each
+# pool with a driver of its own (gpustack.components.driver). A real cluster needs a few dozen;
+# the bound keeps a crafted config's output (and its lint) from running into the tens of thousands.
+MAX_DRIVER_DAEMONSETS = 512
+
+
+def _check_driver_daemonsets(config: GPUStack, stack: Stack, layers: list[Layer]) -> None:
+    if not stack.driver_container:
+        return
+    own = sum(
+        1 for pool in config.nodes.pools if pool.canary or (pool.driver and pool.driver.version)
+    )
+    builds = len(config.driver.rhcosBuilds) if stack.driver_mode == "driver-toolkit" else 0
+    count = (own + 1) * max(builds, 1)
+    if count <= MAX_DRIVER_DAEMONSETS:
+        return
+    where = ("driver", "rhcosBuilds") if builds > 1 else ("nodes", "pools")
+    raise UserError(
+        f"would render {count} driver DaemonSets (the cluster's and those of {own} pools with a "
+        f"driver of their own, for each of {max(builds, 1)} RHCOS builds), more than the "
+        f"{MAX_DRIVER_DAEMONSETS} gpustack renders for one cluster",
+        nearest(layers, where),
+        field=".".join(where),
+        hint="give fewer pools a driver of their own (canary, driver.version), or list only the "
+        "RHCOS builds the nodes run",
+    )
+
+
 def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """Each pool's settings apply to the profile, and each GPU node belongs to one pool at most."""
     pools = config.nodes.pools
     name = profile.metadata.name
     stack = Stack(config, profile, "")
+    _check_driver_daemonsets(config, stack, layers)
     gpu_nodes = Stack(config, profile, "").gpu_node_selector
     for index, pool in enumerate(pools):
         here: tuple[str | int, ...] = ("nodes", "pools", index)
