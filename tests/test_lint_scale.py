@@ -254,3 +254,37 @@ def test_pools_of_an_annotation_are_looked_up_not_paired(
     found = [f for f in lint.run([config_map]) if f.rule == "pool-selector-overlap"]
     assert [f.message.split(" (")[0] for f in found] == ["pools p5 and late"]
     assert calls["overlap"] <= 1
+
+
+def test_pods_times_the_files_they_mount_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Forty device plugins mounting one ConfigMap of forty files: each rule that reads a
+    # plugin's config files reads 1,600 of them; past the bound (for the run), lint stops.
+    monkeypatch.setattr(_objects, "MAX_COMPARISONS", 2000)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "plugin-config", "namespace": "gpu"},
+        "data": {f"file-{number}.yaml": "version: v1\n" for number in range(40)},
+    }
+    objects: list[dict[str, Any]] = [config_map]
+    for number in range(40):
+        plugin = driver(
+            f"plugin-{number}", [{"key": "pool", "operator": "In", "values": [str(number)]}]
+        )
+        spec = plugin["spec"]["template"]["spec"]
+        spec["containers"] = [
+            {
+                "name": "plugin",
+                "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+                "command": ["nvidia-device-plugin"],
+                "volumeMounts": [{"name": "config", "mountPath": "/config"}],
+            }
+        ]
+        spec["volumes"] = [{"name": "config", "configMap": {"name": "plugin-config"}}]
+        objects.append(plugin)
+    assert lint.run(objects[:6]) is not None  # five plugins, 200 files a rule: within it
+    with pytest.raises(UserError) as error:
+        lint.run(objects)
+    assert error.value.message.startswith(
+        "more than 2000 pairs of pods and the config files they mount to compare"
+    )

@@ -261,6 +261,11 @@ class Objects:
     def runtime_class(self, name: str) -> dict[str, Any] | None:
         return self._runtime_classes.get(name)
 
+    @functools.cached_property
+    def mounted_files(self) -> Budget:
+        """The files of mounted ConfigMaps the rules read, pod by pod, in this run."""
+        return Budget("pods and the config files they mount")
+
 
 @dataclass(frozen=True)
 class Rule:

@@ -188,7 +188,9 @@ CONFIG_READERS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-
 def mounted_configs(
     objects: Objects, pod: Pod, container: dict[str, Any]
 ) -> Iterator[tuple[dict[str, Any], str, str]]:
-    """(ConfigMap, key, text) of every file in the ConfigMaps `container` mounts."""
+    """(ConfigMap, key, text) of every file in the ConfigMaps `container` mounts. Many pods
+    mounting one ConfigMap of many files make pairs of them: counted in the run's Budget
+    (Objects.mounted_files), as the rules read each pair."""
     mounted = {str(m.get("name")) for m in map(mapping, sequence(container.get("volumeMounts")))}
     for volume in map(mapping, sequence(pod.spec.get("volumes"))):
         name = mapping(volume.get("configMap")).get("name")
@@ -196,6 +198,7 @@ def mounted_configs(
             continue
         config_map = objects.config_map(pod.namespace, str(name))
         for key, text in mapping(config_map.get("data") if config_map else None).items():
+            objects.mounted_files.spend()
             yield config_map, str(key), str(text)  # type: ignore[misc]
 
 
