@@ -288,3 +288,16 @@ def test_pods_times_the_files_they_mount_are_bounded(monkeypatch: pytest.MonkeyP
     assert error.value.message.startswith(
         "more than 2000 pairs of pods and the config files they mount to compare"
     )
+
+
+def test_an_index_of_placements_holds_a_bounded_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Drivers no label tells apart cost set operations over all of them for each: an index
+    # holds at most MAX_PLACEMENTS, which no cluster's GPU workloads come near.
+    monkeypatch.setattr(_pods, "MAX_PLACEMENTS", 30)
+    gpu = [{"key": "gpu", "operator": "In", "values": ["yes"]}]
+    assert lint.run([driver(f"driver-{number}", gpu) for number in range(30)]) is not None
+    with pytest.raises(UserError) as error:
+        lint.run([driver(f"driver-{number}", gpu) for number in range(31)])
+    assert error.value.message.startswith(
+        "31 driver pods' node placements to compare, more than the 30 lint compares at once"
+    )

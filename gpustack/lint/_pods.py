@@ -11,6 +11,7 @@ import posixpath
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from gpustack.errors import UserError
 from gpustack.lint._objects import (
     Budget,
     Objects,
@@ -105,10 +106,10 @@ def overlap(a: Placement, b: Placement) -> bool:
     return False
 
 
-def may_share_a_node(a: Pod, b: Pod) -> bool:
-    return overlap(requirements(a), requirements(b))
-
-
+# The most placements one index holds: the GPU workloads of one kind (drivers, device plugins,
+# DRA plugins, validators) or the node pools of one annotation that a rule relates; a cluster
+# has a few dozen (a config renders at most 512 driver DaemonSets).
+MAX_PLACEMENTS = 5_000
 # A label value no node carries: what `DoesNotExist` allows, in the index below.
 _ABSENT = "\x00absent"
 
@@ -121,11 +122,19 @@ class Placements:
     keeps, for each such key, the placements that allow each value, so a query compares exactly
     only the placements no pinned key separates, and those sets are intersected as sets of
     numbers. What the index cannot separate (crafted `Exists`/`NotIn` mazes, or thousands of
-    workloads on the same nodes) is compared pairwise up to MAX_COMPARISONS, then refused: lint
-    work stays bounded whatever the manifests hold.
+    workloads on the same nodes) is compared pairwise up to MAX_COMPARISONS, then refused; an
+    index holds at most MAX_PLACEMENTS, so that even its set operations stay small: lint work
+    stays bounded whatever the manifests hold.
     """
 
     def __init__(self, placements: Sequence[Placement], budget: Budget) -> None:
+        if len(placements) > MAX_PLACEMENTS:
+            raise UserError(
+                f"{len(placements)} {budget.what} to compare, more than the {MAX_PLACEMENTS} "
+                "lint compares at once: these are GPU workloads (drivers, device plugins, GPU "
+                "clients) or node pools, which no cluster has thousands of",
+                hint="lint fewer manifests at once, or validate with --no-lint",
+            )
         self.placements = list(placements)
         everyone = frozenset(range(len(self.placements)))
         allowing: dict[str, dict[str, set[int]]] = {}
