@@ -151,7 +151,10 @@ class _Revision:
                 repository, commit, prefix, index = self.top, self.commit, "", 0
                 continue
             if mode == _GITLINK:
-                repository, commit, prefix = self._submodule(current, obj), obj, current
+                checkout = self._submodule(current, obj)
+                if checkout is None:
+                    return None  # a submodule not checked out: nothing to read, as in the tree
+                repository, commit, prefix = checkout, obj, current
                 index += 1
                 continue
             if index == len(parts) - 1:
@@ -159,11 +162,12 @@ class _Revision:
             index += 1
         return None
 
-    def _submodule(self, path: str, commit: str) -> Path:
+    def _submodule(self, path: str, commit: str) -> Path | None:
         """The checkout of the submodule at `path`, which must hold the `commit` the revision
         records for it: a submodule is read at that commit, from its own checkout inside the
         repository, or refused (never read at another commit, which would show an unchanged
-        fleet as changed)."""
+        fleet as changed). None for a submodule not checked out at all: the working tree has
+        none of its files either, so the revision is read without them too."""
         where = Location(f"{self.ref}:{path}")
         checkout = self.top / path
         top = os.path.realpath(self.top)
@@ -175,9 +179,9 @@ class _Revision:
                 where,
                 hint="--git-ref reads only the repository's own files",
             )
-        known = (checkout / ".git").exists() and (
-            _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=checkout).returncode == 0
-        )
+        if not os.path.lexists(checkout / ".git"):
+            return None
+        known = _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=checkout).returncode == 0
         if not known:
             raise UserError(
                 f"is a git submodule whose checkout does not hold the commit {self.ref} records "
@@ -188,9 +192,9 @@ class _Revision:
             )
         return checkout
 
-    def _located(self, folder: str) -> tuple[Path, str, str]:
+    def _located(self, folder: str) -> tuple[Path, str, str] | None:
         """(repository, commit, path in that repository's tree) of the revision's `folder`,
-        through the submodules on its way."""
+        through the submodules on its way; None inside a submodule not checked out."""
         repository, commit, prefix = self.top, self.commit, ""
         parts = [part for part in folder.split("/") if part not in ("", ".")]
         for index in range(len(parts)):
@@ -198,7 +202,10 @@ class _Revision:
             entry = self._entry(repository, commit, current[len(prefix) :].lstrip("/"))
             if entry is None or entry[0] != _GITLINK:
                 continue
-            repository, commit, prefix = self._submodule(current, entry[1]), entry[1], current
+            checkout = self._submodule(current, entry[1])
+            if checkout is None:
+                return None
+            repository, commit, prefix = checkout, entry[1], current
         return repository, commit, folder[len(prefix) :].strip("/")
 
     def bring(self, path: str) -> None:
@@ -235,7 +242,10 @@ class _Revision:
                 f"submodules nest more than {_MAX_SUBMODULES} deep",
                 Location(f"{self.ref}:{folder}"),
             )
-        repository, commit, inner = self._located(folder.strip("/"))
+        located = self._located(folder.strip("/"))
+        if located is None:
+            return
+        repository, commit, inner = located
         prefix = folder.strip("/")[: len(folder.strip("/")) - len(inner)].strip("/")
         spec = [] if inner in ("", ".") else ["--", f"{inner}/"]
         listed = _git("ls-tree", "-r", "-z", "-l", "--full-tree", commit, *spec, cwd=repository)

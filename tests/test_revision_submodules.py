@@ -108,3 +108,18 @@ def test_a_submodule_commit_its_checkout_lacks_is_refused(
             "records for it (123456789012): --git-ref reads a submodule at that commit, from its "
             "checkout (check the submodules out first: git submodule update --init --recursive)\n"
         )
+
+
+def test_a_submodule_not_checked_out_is_left_out_on_both_sides(
+    cli, superproject: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A config of the repository's own beside a submodule nobody checked out: the working tree
+    # has none of the submodule's files, and the revision is read without them too.
+    (superproject / "top.yaml").write_text(CONFIG.format(name="top"))
+    git(superproject, "add", "top.yaml")
+    git(superproject, "commit", "-qm", "a config of its own")
+    git(superproject, "submodule", "deinit", "-q", "-f", "fleet")
+    monkeypatch.chdir(superproject)
+    result = cli("diff", "--git-ref", "HEAD", ".")
+    assert result.stdout == "no differences in 1 cluster(s)\n", result.output
+    assert result.exit_code == 0
