@@ -5,7 +5,8 @@ hook) re-renders.
     scan(texts, folders, changed, out, profiles_dir) -> the YAML files of `folders` that can read
                        a changed file, or None when every config can (check them all)
     affected(configs, read, changed, out, profiles_dir) -> the configs whose output they change
-    names_given(texts) -> every value a `name:` of the fleet's YAML files gives (cluster names)
+    clusters_named(texts, folders) -> those output folder names some config surely has as its
+                       cluster's name (the others may be strays: only a whole check can tell)
 
 A cluster depends on its config, every base its `extends:` chain names, the PEM, MIG config
 and patch files its layers name, its profile's files (a user profile and the profiles it
@@ -17,6 +18,13 @@ from the layers alone, never a render), and only the clusters whose inputs reall
 file are checked: a fleet's unaffected clusters cost a substring search each. A file under
 `out/_gitops/` (the fleet's ApplicationSet, made from every cluster) affects every cluster; a
 file nothing reads affects none.
+
+Narrowing is conservative: it may check clusters a change does not reach, never leave out one it
+does. Where a name could be written in bytes that do not hold it (a YAML or JSON escape, which
+needs a backslash; UTF-16), every config is parsed instead; names are compared without case and
+with a single quote doubled; a changed profile counts as every profile whose chain reaches it.
+tests/test_check_narrowing.py compares the narrowed verdict with the whole check's on random
+fleets and changes.
 """
 
 from __future__ import annotations
