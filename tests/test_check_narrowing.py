@@ -15,6 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -194,3 +195,67 @@ def test_the_narrowed_check_never_passes_what_the_whole_check_fails(
     if whole:
         assert narrowed, (changes, fleet)
         assert whole_named <= narrowed_named, (changes, fleet)
+
+
+# --- how the byte scan widens, without rendering -------------------------------------------------
+
+
+def scanned(tmp_path: Path, files: dict[str, bytes], changed: str) -> list[str] | None:
+    """changes.scan's verdict for a fleet folder of `files` and one changed file: the names of
+    the files it picks, or None for every config."""
+    from gpustack import changes
+
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    texts = changes.read_fleet([folder])
+    assert texts is not None
+    picked = changes.scan(texts, [folder], [folder / changed], tmp_path / "out", None)
+    return None if picked is None else [path.name for path in picked]
+
+
+CLUSTER = HEAD.encode() + b"metadata: {name: a}\nplatform: {profile: kubeadm}\n"
+OTHER = HEAD.encode() + b"metadata: {name: b}\nplatform: {profile: kubeadm}\n"
+
+
+def test_a_quoted_name_is_found_with_its_quote_doubled(tmp_path: Path) -> None:
+    files = {
+        "it's.yaml": b"smokeTest: {enabled: true}\n",
+        "a.yaml": CLUSTER + b"extends: 'it''s.yaml'\n",
+        "b.yaml": OTHER,
+    }
+    assert scanned(tmp_path, files, "it's.yaml") == ["a.yaml", "it's.yaml"]
+
+
+def test_a_name_in_another_case_is_found(tmp_path: Path) -> None:
+    # As a case-insensitive file system (macOS, Windows) opens `Base.yaml` for `base.yaml`.
+    files = {
+        "base.yaml": b"smokeTest: {enabled: true}\n",
+        "a.yaml": CLUSTER + b"extends: Base.YAML\n",
+        "b.yaml": OTHER,
+    }
+    assert scanned(tmp_path, files, "base.yaml") == ["a.yaml", "base.yaml"]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [b'"b\\x61se.yaml"', b'"base\\u002eyaml"', b'"ba\\\n  se.yaml"'],
+    ids=["hex escape", "unicode escape", "escaped line break"],
+)
+def test_an_escape_anywhere_widens_to_every_config(tmp_path: Path, spelling: bytes) -> None:
+    files = {
+        "base.yaml": b"smokeTest: {enabled: true}\n",
+        "a.yaml": CLUSTER + b"extends: " + spelling + b"\n",
+        "b.yaml": OTHER,
+    }
+    assert scanned(tmp_path, files, "base.yaml") is None
+
+
+def test_a_utf16_text_widens_to_every_config(tmp_path: Path) -> None:
+    files = {
+        "base.yaml": b"smokeTest: {enabled: true}\n",
+        "a.yaml": (CLUSTER.decode() + "extends: base.yaml\n").encode("utf-16"),
+        "b.yaml": OTHER,
+    }
+    assert scanned(tmp_path, files, "base.yaml") is None
