@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_gpustack
 
 from gpustack import lint
 from gpustack.config import load_stack
@@ -301,3 +302,12 @@ def test_an_index_of_placements_holds_a_bounded_number(monkeypatch: pytest.Monke
     assert error.value.message.startswith(
         "31 driver pods' node placements to compare, more than the 30 lint compares at once"
     )
+
+
+def test_lints_bound_in_render_names_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No config comes near the bound (256 pools, 512 driver DaemonSets); lowered, the error
+    # names the config whose rendering lint gave up on.
+    monkeypatch.setattr(_objects, "MAX_COMPARISONS", 0)
+    result = run_gpustack("check", "examples/multi-pool.yaml", "-o", "out")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: examples/multi-pool.yaml: more than 0 pairs of ")
