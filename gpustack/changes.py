@@ -38,6 +38,7 @@ from gpustack import inventory
 from gpustack import profiles as profile_store
 from gpustack.config import Inputs, inputs
 from gpustack.errors import UserError, real_path
+from gpustack.image_lock import LOCK_FILE
 from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.reading import decode, read_bounded
 from gpustack.yamlio import load_text
@@ -89,6 +90,10 @@ def scan(
             if top == APPLICATION_SET_DIR:
                 return None
             tokens |= _spellings(top)
+            continue
+        if path.name == LOCK_FILE:
+            # An image lock names no file: it pins the images of every config beside it.
+            picked.update(each for each in files if real_path(each.parent) == where.parent)
             continue
         tokens |= _spellings(path.name)
         same = spelled.get(os.path.normpath(path))

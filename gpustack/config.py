@@ -14,8 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpustack import image_lock, profile_checks
 from gpustack import patches as patching
-from gpustack import profile_checks
 from gpustack import profiles as profile_store
 from gpustack.errors import (
     Location,
@@ -150,6 +150,8 @@ def load_stack(
     goes above the file. `document`: the config already read (`gpustack import` checks the
     config it writes before writing it), standing for the file at `path`, which extends nothing.
     """
+    # The image lock beside the config; the embedded example has none.
+    lock_file = None if path is None else image_lock.lock_path(path)
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
     layers = (
@@ -224,6 +226,8 @@ def load_stack(
         left_out=checked.left_out,
         entitlement_mode=checked.entitlement_mode,
         patches=read_patches,
+        image_digests=image_lock.read_lock(lock_file) if lock_file is not None else {},
+        lock_file=lock_file,
     )
 
 
@@ -442,6 +446,12 @@ def _stdin_document() -> Document:
     return document
 
 
+def layer_chain(path: Path) -> list[Layer]:
+    """The layers of the config at `path` as rendering merges them: the files it extends, bases
+    first, then the file itself (read, not validated)."""
+    return _config_layers(path)
+
+
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
     return {real_path(layer.path) for layer in _config_layers(path)[:-1] if layer.path}
@@ -479,6 +489,8 @@ def inputs(path: Path) -> Inputs:
             for each in read
             if isinstance(each, str) and each and "\x00" not in each
         }
+    # The image lock beside the config pins its images, whether or not it exists yet.
+    files.add(real_path(image_lock.lock_path(path)))
     return Inputs(name, profile, frozenset(files))
 
 

@@ -1,6 +1,6 @@
 """The one place for what all objects share: common labels, config hashes, Argo CD sync waves and
-Flux stages, and what every pod gets (images from the registry mirror, pull secrets, resources
-from the config); objects leave here sorted into apply order.
+Flux stages, and what every pod gets (images pinned by the image lock and pulled from the
+registry mirror, pull secrets, resources from the config); objects leave here sorted into apply order.
 
 Apply order is gpustack.objects' rank table; sync waves and Flux stages are cut from the same
 table, so they follow apply order.
@@ -30,6 +30,11 @@ _WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 # pool a per-pool object serves.
 ROLLOUT_LABEL = "gpustack.dev/rollout"
 CANARY = "canary"
+# Node Feature Discovery and its NodeFeatureRule, where a canary pool is rendered: the canary's
+# driver DaemonSet selects its nodes by NFD's labels, so on a first install NFD must run, and
+# have labelled the nodes, before the canary is applied, or the canary would schedule no pod,
+# be healthy at once and gate nothing.
+DISCOVERY = "discovery"
 POOL_LABEL = "gpustack.dev/pool"
 # The first kind of the smoke test: the ResourceClaimTemplate its Job claims a GPU through
 # (gpuAllocation dra), then the Job.
@@ -42,8 +47,17 @@ def rollout(obj: dict[str, Any], step: str) -> None:
 
 
 def is_canary(obj: dict[str, Any]) -> bool:
+    return _rollout_step(obj) == CANARY
+
+
+def is_discovery(obj: dict[str, Any]) -> bool:
+    return _rollout_step(obj) == DISCOVERY
+
+
+def _rollout_step(obj: dict[str, Any]) -> str | None:
     labels = obj.get("metadata", {}).get("labels", {})
-    return isinstance(labels, dict) and labels.get(ROLLOUT_LABEL) == CANARY
+    step = labels.get(ROLLOUT_LABEL) if isinstance(labels, dict) else None
+    return step if isinstance(step, str) else None
 
 
 def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
@@ -53,17 +67,20 @@ def sync_wave(obj: dict[str, Any], canary: bool = False) -> int:
     v3.5.1, gitops-engine/pkg/sync/sync_context.go): the monitors share the workloads' wave, so
     that a driver rollout, healthy only once every node runs the new driver pod, holds back
     nothing but the smoke test, and a monitor whose CRD is missing still lets every other object
-    of its wave be applied. With a `canary` node pool its objects (ROLLOUT_LABEL) take wave 0
-    and everything after them one wave more: the rest waits until the canary's driver DaemonSet
-    is healthy, every canary node's new driver pod Ready."""
+    of its wave be applied. With a `canary` node pool, NFD (DISCOVERY) takes wave 0, the
+    canary's objects (ROLLOUT_LABEL) wave 1 and everything after them two waves more: the
+    canary's driver DaemonSet is applied once NFD runs, and the rest waits until it is healthy,
+    every canary node's new driver pod Ready."""
     position = rank(obj)
     if position < RANK["Namespace"]:
         return -2  # CRDs, established before any custom resource that needs them
     if position <= RANK["RuntimeClass"]:
         return -1  # Namespaces, SCCs, quotas, priority and runtime classes the workloads use
+    if canary and is_discovery(obj):
+        return 0  # NFD, which labels the nodes the canary's driver selects
     if canary and is_canary(obj):
-        return 0  # the canary pool's driver DaemonSet and what it needs
-    later = 1 if canary else 0
+        return 1  # the canary pool's driver DaemonSet and what it needs
+    later = 2 if canary else 0
     if position < RANK[FIRST_CHECK]:
         return later  # RBAC, configuration, services, the workloads and their monitors
     return later + 1  # Jobs that check the running stack (PostSync hooks) and the claims they take
@@ -73,7 +90,7 @@ def stage(obj: dict[str, Any]) -> str:
     """The Flux stage an object is applied in (its sub-folder of the rendered output, whose
     Kustomization depends on the stage before it)."""
     position = rank(obj)
-    if position <= RANK["RuntimeClass"]:
+    if position <= RANK["RuntimeClass"] or is_discovery(obj):
         return "foundation"
     if is_canary(obj):
         return CANARY_STAGE
@@ -101,6 +118,7 @@ def decorate(
     registry: str | None = None,
     pull_secrets: Sequence[str] = (),
     resources: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Label every object, hash the ConfigMaps each workload mounts, and sort into apply order;
     with `sync_waves`, annotate the Argo CD sync wave and sync options of each object. A workload
@@ -108,8 +126,8 @@ def decorate(
     no such object) is marked exempt from the runtime-class-missing lint rule, so that the
     rendered folder validates on its own.
 
-    Every pod the workloads run pulls its images from `registry` (when given) with
-    `pull_secrets`, and the main container of a workload whose component label is a key of
+    Every pod the workloads run pulls its images pinned by `digests` (the image lock) from
+    `registry` (when given) with `pull_secrets`, and the main container of a workload whose component label is a key of
     `resources` gets those requirements."""
     config_maps = {
         (namespace_of(obj), name_of(obj)): obj for obj in objects if obj.get("kind") == "ConfigMap"
@@ -120,7 +138,7 @@ def decorate(
         metadata["labels"] = {**metadata.get("labels", {}), **MANAGED_BY}
     for workload in workloads:
         template = workload["spec"]["template"]
-        _pod_settings(template, registry, pull_secrets, resources or {})
+        _pod_settings(template, registry, pull_secrets, resources or {}, digests or {})
         _hash_config(workload, config_maps)
         if template["spec"].get("runtimeClassName") in platform_runtime_classes:
             ignore(workload, "runtime-class-missing")
@@ -141,19 +159,46 @@ def mirrored(image: str, registry: str) -> str:
     return f"{registry}/{rest}"
 
 
+def pulled(image: str, registry: str | None, digests: Mapping[str, str]) -> str:
+    """`image` as the nodes pull it: pinned by its digest in the image lock (when the lock
+    names it and the reference carries no digest of its own), then from `registry`."""
+    if "@" not in image and image in digests:
+        image = f"{image}@{digests[image]}"
+    return mirrored(image, registry) if registry else image
+
+
+def image_sources(
+    objects: list[dict[str, Any]], registry: str | None, digests: Mapping[str, str]
+) -> dict[str, set[str]]:
+    """Each image the workloads pull, as decorate() rewrites it, mapped to the references the
+    components wrote (what a mirror copies it from; more than one when the mirror gives two
+    images one name): call before decorate()."""
+    sources: dict[str, set[str]] = {}
+    for workload in objects:
+        if workload.get("kind") in _WORKLOADS:
+            spec = workload["spec"]["template"]["spec"]
+            for key in ("initContainers", "containers"):
+                for container in spec.get(key, []):
+                    if container.get("imagePullPolicy") != "Never":
+                        image = container["image"]
+                        sources.setdefault(pulled(image, registry, digests), set()).add(image)
+    return sources
+
+
 def _pod_settings(
     template: dict[str, Any],
     registry: str | None,
     pull_secrets: Sequence[str],
     resources: Mapping[str, Mapping[str, Mapping[str, str]]],
+    digests: Mapping[str, str],
 ) -> None:
     spec = template["spec"]
-    if registry:
+    if registry or digests:
         for key in ("initContainers", "containers"):
             for container in spec.get(key, []):
                 # Never: the image is on the node already, under its own name.
                 if container.get("imagePullPolicy") != "Never":
-                    container["image"] = mirrored(container["image"], registry)
+                    container["image"] = pulled(container["image"], registry, digests)
     if pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
     component = template.get("metadata", {}).get("labels", {}).get(COMPONENT_LABEL)

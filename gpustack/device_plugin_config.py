@@ -155,9 +155,13 @@ def config_manager(
             {"name": "NODE_LABEL", "value": CONFIG_LABEL},
             {"name": "CONFIG_FILE_SRCDIR", "value": AVAILABLE_CONFIGS},
             {"name": "CONFIG_FILE_DST", "value": f"{CONFIG_DIR}/config.yaml"},
-            # A node in no pool has no label and takes the cluster's config; with DEFAULT_CONFIG
-            # set the FALLBACK_STRATEGIES are never consulted (updateConfigName).
+            # A node in no pool has no label and takes the cluster's config (updateConfigName).
             {"name": "DEFAULT_CONFIG", "value": DEFAULT_CONFIG},
+            # The plugin chart's fallbacks (deployments/helm/nvidia-device-plugin/values.yaml
+            # config.fallbackStrategies, v0.20.0): consulted only where DEFAULT_CONFIG is empty
+            # (a patch that empties it, as the GPU Operator leaves it), they pick `default`
+            # again (`named`), where the operator's `empty` would run the plugin unconfigured.
+            {"name": "FALLBACK_STRATEGIES", "value": "named,single"},
             {"name": "SEND_SIGNAL", "value": "false" if oneshot else "true"},
             {"name": "SIGNAL", "value": "" if oneshot else "1"},  # SIGHUP
             {"name": "PROCESS_TO_SIGNAL", "value": "" if oneshot else signal},

@@ -3,7 +3,8 @@
     render_all(configs, profile, profiles_dir, jobs, override, progress) -> one Rendering per
                        config, in order (`override`: the `--set` layer above every config)
     validate_all(renderings, jobs) -> schema findings per rendering (each distinct object once)
-    check_all(renderings, jobs) -> schema and lint findings per rendering
+    check_all(renderings, jobs) -> schema and lint findings per rendering, and each image
+                       without a digest where the config asks for digests
 
 The configs come from the fleet's inventory (inventory.discover). Everything is loaded and
 checked before a caller writes anything: names unique (inventory.check_unique_names), and one
@@ -27,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpustack import lint, validation
+from gpustack import cluster_images, lint, validation
 from gpustack.applicationset import for_fleet
 from gpustack.config import load_stack
 from gpustack.errors import Location, UserError
@@ -158,7 +159,8 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
                 # Lint's own bound (lint._objects.MAX_COMPARISONS), named at the config.
                 where = Location(rendering.source or rendering.name)
                 raise UserError(error.message, where, hint=error.hint) from None
-        results.append(_at_patches(rendering, schema + linted[key]))
+        found = schema + linted[key] + cluster_images.unlocked(rendering)
+        results.append(_at_patches(rendering, found))
     return results
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.decorate import stage, stage_dependency
+from gpustack.decorate import is_discovery, stage, stage_dependency
 from gpustack.layout import APPLICATION_SET_DIR, CANARY_STAGE, SMOKE_TEST_STAGE
 from gpustack.model import IN_CLUSTER, ArgoCD, duration_ms
 from gpustack.stack import Stack
@@ -204,8 +204,12 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
                 "path": f"{path}/{folder}",
                 "prune": flux.prune,
                 # The canary stage always waits: the rest of the stack depends on its driver
-                # pods being Ready, not on its objects being applied.
-                "wait": flux.wait or folder == CANARY_STAGE,
+                # pods being Ready, not on its objects being applied. So does the foundation
+                # when it holds NFD (a canary pool): the canary's driver selects its nodes by
+                # the labels NFD's pods set.
+                "wait": flux.wait
+                or folder == CANARY_STAGE
+                or any(is_discovery(obj) for obj in rendered if stage(obj) == folder),
                 "timeout": timeout,
             }
         )

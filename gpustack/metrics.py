@@ -8,6 +8,9 @@ from __future__ import annotations
 from gpustack.stack import Stack
 
 DCGM_EXPORTER = "nvidia-dcgm-exporter"
+# NVIDIA's DRA driver's kubelet plugin (its chart's name, templates/_helpers.tpl, v0.4.1): the
+# alerts watch its DaemonSet and tell DRA nodes by its pods.
+DRA_KUBELET_PLUGIN = "dra-driver-nvidia-gpu-kubelet-plugin"
 # The label every exporter sample gets with the name of its node (the exporter's monitors in
 # components/dcgm_exporter.py set it from the scraped pod's node): alerts and the dashboard join on it with kube-state-metrics' `node`.
 # The exporter's own host label changed case (`Hostname`, `hostname` from dcgm-exporter d5e5f51,

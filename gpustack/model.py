@@ -72,6 +72,8 @@ IMAGE_BY_DIGEST = (
 # `openshift/driver-toolkit` ImageStream names its tags: `416.94.202410211619-0` up to
 # OpenShift 4.18, `9.6.20250916-0` from 4.19.
 RHCOS_BUILD = r"^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,14}-[0-9]{1,4}$"
+# A kernel release as `uname -r` prints it on Ubuntu, e.g. 6.8.0-60-generic.
+KERNEL_RELEASE = r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$"
 # An extended resource name with its domain, as a device plugin advertises it.
 EXTENDED_RESOURCE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
@@ -260,6 +262,10 @@ class Metadata(Strict):
     )
 
 
+# The Kubernetes feature gates that change what gpustack renders.
+KubernetesFeatureGate = Literal["DRAExtendedResource"]
+
+
 class Platform(Strict):
     profile: Annotated[
         str,
@@ -283,6 +289,17 @@ class Platform(Strict):
         description=(
             "OpenShift minor version, e.g. `4.20`; names the nodes' RHCOS, and with it the "
             "driver image and the Driver Toolkit"
+        ),
+    )
+    featureGates: Annotated[
+        dict[KubernetesFeatureGate, bool], Doc(default="none (the release's defaults)")
+    ] = Field(
+        default_factory=dict,
+        description=(
+            "Kubernetes feature gates the cluster's API server and scheduler run with, where "
+            "they differ from the release's defaults and change what gpustack renders: "
+            "`DRAExtendedResource` (KEP-5004; alpha and off in 1.34 and 1.35, on from 1.36) "
+            "decides whether the `gpu.nvidia.com` DeviceClass carries `extendedResourceName`"
         ),
     )
 
@@ -1093,13 +1110,26 @@ class Driver(WithResources):
         ),
     )
     kernelVersion: Annotated[
-        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z0-9-]+$")] | None,
-        Doc(type="kernel release", default="none (required with `precompiled`)"),
+        Annotated[str, Field(pattern=KERNEL_RELEASE)] | None,
+        Doc(type="kernel release", default="none (with `precompiled`, this or `kernelVersions`)"),
     ] = Field(
         default=None,
         description=(
             "the GPU nodes' `uname -r`, e.g. `6.8.0-60-generic`; the driver selects only "
             "nodes with that kernel"
+        ),
+    )
+    kernelVersions: Annotated[
+        # `nvidia-driver-daemonset-<kernel>` names a DaemonSet and a label value: 63 at most.
+        list[Annotated[str, Field(pattern=KERNEL_RELEASE, max_length=39)]],
+        Doc(type="list of kernel releases", see="Driver and container runtime"),
+    ] = Field(
+        default_factory=_no_items,
+        description=(
+            "with `precompiled`: one driver DaemonSet per kernel, each with NVIDIA's "
+            "precompiled image for it and on the nodes NFD labels with that kernel "
+            "(`kernel-version.full`), so nodes keep a driver through a rolling kernel upgrade "
+            "(list the old and the new kernel); the many-kernel form of `kernelVersion`"
         ),
     )
     driverToolkitImage: Annotated[
@@ -1146,12 +1176,33 @@ class Driver(WithResources):
 
     @model_validator(mode="after")
     def _complete(self) -> Self:
-        if self.precompiled and not self.kernelVersion:
+        if self.precompiled and not self.kernelVersion and not self.kernelVersions:
             raise ConflictError(
                 ("driver", "kernelVersion"),
-                "driver.precompiled needs driver.kernelVersion (the GPU nodes' `uname -r`): "
-                "NVIDIA publishes one precompiled image per kernel",
+                "driver.precompiled needs driver.kernelVersion (the GPU nodes' `uname -r`), or "
+                "driver.kernelVersions for several: NVIDIA publishes one precompiled image per "
+                "kernel",
             )
+        if self.kernelVersions and self.kernelVersion:
+            raise ConflictError(
+                ("driver", "kernelVersion"),
+                "driver.kernelVersions lists every kernel that gets a driver DaemonSet: drop "
+                "driver.kernelVersion (the one-kernel form)",
+            )
+        if self.kernelVersions and not self.precompiled:
+            raise ConflictError(
+                ("driver", "kernelVersions"),
+                "driver.kernelVersions picks the precompiled image of each kernel, and the "
+                "driver is built on each node for its own kernel: it would change nothing; set "
+                "driver.precompiled: true, or drop driver.kernelVersions",
+            )
+        for index, kernel in enumerate(self.kernelVersions):
+            if kernel in self.kernelVersions[:index]:
+                raise ConflictError(
+                    ("driver", "kernelVersions", index),
+                    f"kernel {kernel} is listed twice in driver.kernelVersions: one driver "
+                    "DaemonSet per kernel",
+                )
         if self.precompiled and not self.nodeOS.startswith("ubuntu"):
             raise ConflictError(
                 ("driver", "precompiled"),
@@ -1209,7 +1260,8 @@ class Validator(WithResources):
             "deploy NVIDIA's validator DaemonSet, which proves each GPU node (driver, "
             "/dev/char symlinks, runtime, CUDA, device plugin) and writes the ready files the "
             "other GPU DaemonSets wait for; `auto`: where its driver validation finds the "
-            "driver (a driver container, or a host driver at `/`): not on GKE"
+            "driver (a driver container, or a host driver at `/`): not on GKE; `false` is "
+            "refused where it would run"
         ),
     )
     # NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) `validator`: the
@@ -1284,6 +1336,15 @@ class Images(Strict):
         description=(
             "`imagePullSecrets` of every pod gpustack emits; each Secret must exist in the "
             "pod's namespace"
+        ),
+    )
+
+    requireDigests: Annotated[bool, Doc(see="Air-gapped clusters")] = Field(
+        default=False,
+        description=(
+            "every image the cluster pulls must be pinned by digest: by the lock file beside the "
+            "config (`gpustack.lock`, filled by `gpustack images --lock-from`) or in its own "
+            "reference; `render` and `check` fail on an image without one"
         ),
     )
 

@@ -171,6 +171,7 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
         )
     _check_toolkit(config, profile, layers)
     _check_dra(config, profile, layers)
+    _check_kubernetes_gates(config, profile, layers)
     _check_validator(config, profile, layers)
     _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
@@ -520,6 +521,43 @@ def _check_pool_allocation(
             )
 
 
+# Kubernetes locks DRAExtendedResource on from 1.37 (GA): an API server told otherwise refuses
+# to start (kubernetes pkg/features DRAExtendedResource LockToDefault, KEP-5004).
+EXTENDED_RESOURCE_LOCKED_FROM = (1, 37)
+
+
+def _check_kubernetes_gates(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    """`platform.featureGates` names what the cluster runs with; a gate that changes nothing
+    gpustack renders, or that the release does not let be set, is refused."""
+    gates = config.platform.featureGates
+    if "DRAExtendedResource" not in gates:
+        return
+    field = "platform.featureGates.DRAExtendedResource"
+    location = nearest(layers, ("platform", "featureGates", "DRAExtendedResource"))
+    version = config.platform.kubernetesVersion
+    if not Stack(config, profile, "").dra_gpus:
+        raise UserError(
+            "DRAExtendedResource decides only whether the gpu.nvidia.com DeviceClass names "
+            "nvidia.com/gpu, and no such DeviceClass is rendered (no GPU is handed out through "
+            "NVIDIA's DRA driver): the setting would change nothing",
+            location,
+            field=field,
+            hint="remove it, or hand GPUs out through DRA (gpuAllocation: dra, the cluster's or "
+            "a pool's, with dra.gpus.enabled)",
+        )
+    if not gates["DRAExtendedResource"] and kubernetes_minor(version) >= (
+        EXTENDED_RESOURCE_LOCKED_FROM
+    ):
+        first = ".".join(map(str, EXTENDED_RESOURCE_LOCKED_FROM))
+        raise UserError(
+            f"DRAExtendedResource is GA and locked on from Kubernetes {first} (the target is "
+            f"{version}): an API server told to turn it off does not start",
+            location,
+            field=field,
+            hint="remove it: the release keeps it on",
+        )
+
+
 def _check_dra_gates(config: GPUStack, layers: list[Layer]) -> None:
     gates = config.dra.featureGates
 
@@ -565,6 +603,41 @@ def _check_dra_gates(config: GPUStack, layers: list[Layer]) -> None:
 
 
 def _check_validator(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
+    path = ("validator", "enabled")
+    defaults = profile.defaults.get("validator")
+    # A profile whose nodes the validator cannot serve says so (eks-bottlerocket: the OS runs
+    # the driver and device plugin as host services).
+    profile_off = isinstance(defaults, dict) and defaults.get("enabled") is False
+    if (
+        config.validator.enabled is False
+        and set_by_user(layers, path)
+        and not profile_off
+        and validator_finds_driver(config, profile)
+    ):
+        # The GPU Operator has no switch for its validator (api/nvidia/v1/clusterpolicy_types.go
+        # ValidatorSpec, v26.7.0): it is what every GPU DaemonSet waits on, and its driver
+        # validation is what creates the /dev/char symlinks where no toolkit DaemonSet does.
+        stack = Stack(config, profile, "")
+        lost = []
+        if not stack.toolkit_enabled and config.nodes.cgroupDriver == "systemd":
+            lost.append(
+                "the /dev/char symlinks of NVIDIA's device nodes, which nothing else here "
+                "creates (with the systemd cgroup driver running GPU pods lose their GPUs at the "
+                "next systemctl daemon-reload)"
+            )
+        lost.append(
+            "the wait of the device plugin, GFD, the DCGM exporter and the MIG manager for the "
+            "driver and the runtime (after every reboot and driver upgrade they would start "
+            "first and crash-loop into minutes of back-off, advertising nothing meanwhile)"
+        )
+        raise UserError(
+            "turning the validator off would remove " + " and ".join(lost) + "; NVIDIA's GPU "
+            "Operator has no switch for its validator",
+            nearest(layers[1:], path),
+            field="validator.enabled",
+            hint="remove it (auto deploys the validator here); validator.cudaWorkload: false "
+            "skips its CUDA pod",
+        )
     if config.validator.enabled is True and not validator_finds_driver(config, profile):
         raise UserError(
             f"NVIDIA's validator cannot validate the driver on profile "
@@ -1111,16 +1184,19 @@ def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> Non
         own_driver = pool.canary or (pool.driver and pool.driver.version)
         if own_driver and stack.driver_container:
             # The pool's driver DaemonSet is `nvidia-driver-daemonset-<pool>[-<RHCOS build>]`
-            # (gpustack.components.driver), its name also a label value: at most 63 characters.
+            # or `...-<pool>-<kernel>` (gpustack.components.driver), its name also a label
+            # value: at most 63 characters.
             builds = [build.rhcosVersion for build in config.driver.rhcosBuilds] or [
                 config.driver.rhcosVersion or ""
             ]
+            builds += config.driver.kernelVersions
             longest = max(len(build) + 1 if build else 0 for build in builds)
             if len(f"nvidia-driver-daemonset-{pool.name}") + longest > 63:
+                suffix = "-<kernel>" if config.driver.kernelVersions else "-<RHCOS build>"
                 raise UserError(
                     f"pool {pool.name} gets a driver DaemonSet of its own, whose name "
                     f"(nvidia-driver-daemonset-{pool.name}"
-                    + ("-<RHCOS build>" if longest else "")
+                    + (suffix if longest else "")
                     + ") would be longer than 63 characters",
                     nearest(layers, (*here, "name")),
                     field=f"{dotted}.name",

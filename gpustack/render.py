@@ -8,12 +8,21 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, rehash, stage
-from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
+from gpustack.decorate import decorate, image_sources, rehash, stage
+from gpustack.errors import Location, UserError
+from gpustack.layout import (
+    CLUSTER_DIR,
+    CRDS_DIR,
+    HEADER,
+    KUBERNETES_VERSION,
+    KUSTOMIZATION,
+    NODE_DIR,
+)
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
 from gpustack.workload import deploy_node_labels
@@ -49,6 +58,12 @@ class Rendering:
     # finding on such an object names them (fleet.check_all).
     patched: dict[Identity, list[str]] = field(default_factory=dict)
     namespace: str = ""  # the stack's
+    # Each image the pods pull that decorate rewrote (pinned by the image lock, mirrored), mapped
+    # to the reference the components wrote; the lock file beside the config, and whether the
+    # config asks for every image by digest (images.requireDigests): gpustack.images reads them.
+    image_sources: dict[str, str] = field(default_factory=dict)
+    lock_file: Path | None = None
+    require_digests: bool = False
 
     @cached_property
     def content_keys(self) -> list[bytes]:
@@ -61,13 +76,18 @@ class Rendering:
 def render(stack: Stack) -> Rendering:
     tool = stack.config.gitops.tool
     images = stack.config.images
+    built = build_all(stack)
+    digests = stack.image_digests
+    # What the components wrote for each image decorate rewrites (`gpustack images`' sources).
+    sources = _image_sources(stack, built) if images.registry or digests else {}
     objects = decorate(
-        build_all(stack),
+        built,
         sync_waves=tool == "argocd",
         platform_runtime_classes=stack.facts.runtime.providedRuntimeClasses,
         registry=images.registry,
         pull_secrets=images.pullSecrets,
         resources=stack.component_resources,
+        digests=digests,
     )
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
@@ -128,7 +148,28 @@ def render(stack: Stack) -> Rendering:
         gitops_path=_gitops_path(stack),
         patched=patched,
         namespace=stack.namespace,
+        image_sources=sources,
+        lock_file=stack.lock_file,
+        require_digests=images.requireDigests,
     )
+
+
+def _image_sources(stack: Stack, built: list[dict[str, Any]]) -> dict[str, str]:
+    """Each image the pods pull, mapped to the one the components wrote; a mirror that gives two
+    images one name would run one of them in the other's place."""
+    registry = stack.config.images.registry
+    found = image_sources(built, registry, stack.image_digests)
+    for pulled, sources in sorted(found.items()):
+        if len(sources) > 1:
+            raise UserError(
+                f"the mirror gives {' and '.join(sorted(sources))} one name, {pulled}: the "
+                "nodes would run one in the other's place",
+                Location(stack.source),
+                field="images.registry",
+                hint="mirror with the nodes' runtime instead, or name one of the images at a "
+                "path of its own, e.g. with smokeTest.image or a patch",
+            )
+    return {pulled: sources.pop() for pulled, sources in found.items()}
 
 
 def _gitops_path(stack: Stack) -> tuple[str, str] | None:
@@ -147,7 +188,15 @@ def _minor(version: str) -> tuple[int, ...]:
 
 def files(rendering: Rendering) -> dict[str, bytes]:
     """Every file of `out/<name>/`, keyed by its path relative to that folder."""
-    result = _folder(rendering.objects, rendering.staged, rendering.content_keys)
+    result = _folder(
+        rendering.objects,
+        rendering.staged,
+        rendering.content_keys,
+        {KUBERNETES_VERSION: rendering.kubernetes_version}
+        if rendering.kubernetes_version
+        else None,
+        crds_apart=True,
+    )
     if rendering.gitops_objects:
         for name, emitted in _folder(rendering.gitops_objects).items():
             result[f"{CLUSTER_DIR}/{name}"] = emitted
@@ -159,7 +208,9 @@ def files(rendering: Rendering) -> dict[str, bytes]:
 def object_paths(rendering: Rendering) -> dict[Identity, str]:
     """Where files() writes each object, relative to `out/<name>/`."""
     paths = {
-        identity(obj): f"{stage(obj)}/{file_name(obj)}" if rendering.staged else file_name(obj)
+        identity(obj): f"{_subfolder(obj, rendering.staged)}/{file_name(obj)}"
+        if _subfolder(obj, rendering.staged)
+        else file_name(obj)
         for obj in rendering.objects
     }
     for obj in rendering.gitops_objects:
@@ -173,26 +224,32 @@ def application_set_files(application_set: dict[str, Any]) -> dict[str, bytes]:
 
 
 def _folder(
-    objects: list[dict[str, Any]], staged: bool = False, keys: list[bytes] | None = None
+    objects: list[dict[str, Any]],
+    staged: bool = False,
+    keys: list[bytes] | None = None,
+    annotations: dict[str, str] | None = None,
+    crds_apart: bool = False,
 ) -> dict[str, bytes]:
     """One file per object and a kustomization.yaml listing them all in apply order; `staged`
-    puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own.
-    `keys`: the objects' content keys, when already made."""
+    puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own, and
+    `crds_apart` (unstaged) the CRDs in `crds/`, likewise. `keys`: the objects' content keys,
+    when already made; `annotations`: the top kustomization.yaml's."""
     result: dict[str, bytes] = {}
     resources: list[str] = []
     stages: dict[str, list[str]] = {}
     if keys is None:
         keys = [pickle.dumps(obj, PICKLE) for obj in objects]
     for key in keys:
-        name, object_stage, emitted = _written(key)
-        if staged:
-            stages.setdefault(object_stage, []).append(name)
-            name = f"{object_stage}/{name}"
+        name, object_stage, emitted, crd = _written(key)
+        folder = object_stage if staged else CRDS_DIR if crds_apart and crd else None
+        if folder is not None:
+            stages.setdefault(folder, []).append(name)
+            name = f"{folder}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
         result[name] = emitted
         resources.append(name)
-    result[KUSTOMIZATION] = _kustomization(resources)
+    result[KUSTOMIZATION] = _kustomization(resources, annotations)
     for folder, names in stages.items():
         result[f"{folder}/{KUSTOMIZATION}"] = _kustomization(names)
     return result
@@ -204,19 +261,31 @@ def _folder(
 PICKLE = pickle.HIGHEST_PROTOCOL
 
 
+def _subfolder(obj: dict[str, Any], staged: bool) -> str | None:
+    """The sub-folder of the cluster's folder `obj` is written to (None: the folder itself)."""
+    if staged:
+        return stage(obj)
+    return CRDS_DIR if obj.get("kind") == "CustomResourceDefinition" else None
+
+
 @lru_cache(maxsize=8192)
-def _written(content: bytes) -> tuple[str, str, bytes]:
-    """The object's file name, Flux stage and file content."""
+def _written(content: bytes) -> tuple[str, str, bytes, bool]:
+    """The object's file name, Flux stage, file content, and whether it is a CRD."""
     obj = pickle.loads(content)
-    return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode()
+    crd = obj.get("kind") == "CustomResourceDefinition"
+    return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode(), crd
 
 
-def _kustomization(resources: list[str]) -> bytes:
-    kustomization = {
+def _kustomization(resources: list[str], annotations: dict[str, str] | None = None) -> bytes:
+    kustomization: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": resources,
     }
+    if annotations:
+        # The kustomization's own metadata (kustomize api/types Kustomization.MetaData): read by
+        # gpustack, never put on the objects (that is commonAnnotations).
+        kustomization["metadata"] = {"annotations": dict(annotations)}
+    kustomization["resources"] = resources
     return _written(pickle.dumps(kustomization, PICKLE))[2]
 
 

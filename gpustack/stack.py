@@ -7,7 +7,9 @@ only read it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from gpustack import mig
 from gpustack import patches as patching
@@ -67,6 +69,9 @@ class Stack:
     entitlement_mode: int | None = None  # the PEM file's permission bits
     # `patches:` of the bases then the config, read and parsed (gpustack.patches applies them).
     patches: tuple[patching.Patch, ...] = ()
+    # The image lock beside the config (gpustack.image_lock): image -> digest, and its path.
+    image_digests: Mapping[str, str] = field(default_factory=dict)
+    lock_file: Path | None = None
     # Set on a view of the stack as one node pool's nodes see it (gpustack.node_files):
     # the pool, and the device plugin config its nodes select.
     pool: NodePool | None = None
@@ -173,6 +178,18 @@ class Stack:
         return self.dra_enabled and self.config.dra.computeDomains.enabled
 
     @property
+    def dra_extended_resource(self) -> bool:
+        """The API server keeps a DeviceClass's `extendedResourceName` (and the scheduler serves
+        `nvidia.com/gpu` limits from it): the field exists from resource.k8s.io/v1 (1.34), behind
+        the DRAExtendedResource gate, alpha and off in 1.34 and 1.35, beta and on from 1.36
+        (KEP-5004; kubernetes pkg/features DRAExtendedResource). Where the gate is off the API
+        server drops the field: the DeviceClass would never match what Git holds."""
+        gates = self.config.platform.featureGates
+        if "DRAExtendedResource" in gates:
+            return gates["DRAExtendedResource"]
+        return kubernetes_minor(self.config.platform.kubernetesVersion) >= EXTENDED_RESOURCE_ON_FROM
+
+    @property
     def resource_api_version(self) -> str:
         """The resource.k8s.io version of the DRA objects, pinned by the target Kubernetes
         version where the chart asks the live cluster."""
@@ -276,6 +293,10 @@ class Stack:
 def kubernetes_minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
+
+
+# DRAExtendedResource turns beta, on by default, in Kubernetes 1.36 (KEP-5004).
+EXTENDED_RESOURCE_ON_FROM = (1, 36)
 
 
 def resource_api_version(kubernetes_version: str) -> str:

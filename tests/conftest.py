@@ -85,6 +85,13 @@ PROMTOOL_MISSING = (
     "which is not on PATH"
 )
 
+# skopeo (Debian's `skopeo` package; .ci/run installs it) reads `images --output skopeo-sync`.
+SKOPEO = shutil.which("skopeo")
+SKOPEO_MISSING = (
+    "needs skopeo, which reads the sync file (Debian/Ubuntu: apt-get install skopeo), and it "
+    "is not on PATH"
+)
+
 
 # The tests write about 30,000 small files (renders, fleets, git repositories). On a disk the
 # kernel's writeback of them, and of whatever was written just before (the test dependencies
@@ -119,12 +126,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "shared: compares with the upstream references beside the repository"
     )
     config.addinivalue_line("markers", "promtool: runs Prometheus's promtool on rendered rules")
+    config.addinivalue_line("markers", "skopeo: runs skopeo on the image lists")
     # CI has the references: there a skipped comparison would be a check presented as passing.
     if os.environ.get("GPUSTACK_REQUIRE_SHARED") and not SHARED.is_dir():
         pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {SHARED} is missing", returncode=2)
     # .ci/run installs promtool: there a skipped rule check would pass for a broken rule.
     if os.environ.get("GPUSTACK_REQUIRE_PROMTOOL") and PROMTOOL is None:
         pytest.exit("GPUSTACK_REQUIRE_PROMTOOL is set, but promtool is not on PATH", returncode=2)
+    if os.environ.get("GPUSTACK_REQUIRE_SKOPEO") and SKOPEO is None:
+        pytest.exit("GPUSTACK_REQUIRE_SKOPEO is set, but skopeo is not on PATH", returncode=2)
 
 
 def pytest_collection(session: pytest.Session) -> None:
@@ -154,6 +164,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, reason, present in (
             ("shared", SHARED_MISSING, SHARED.is_dir()),
             ("promtool", PROMTOOL_MISSING, PROMTOOL is not None),
+            ("skopeo", SKOPEO_MISSING, SKOPEO is not None),
         )
         if not present
     }
@@ -599,33 +610,14 @@ def _python_patterns(schema: Any) -> Any:
 # NFD operator serves NodeFeatureRule as nfd.openshift.io (openshift/cluster-nfd-operator
 # manifests/stable/manifests/nfd.openshift.io_nodefeaturerules.yaml; from release-4.19 it copies
 # each such rule, spec as is, into nfd.k8s-sigs.io, internal/controllers/
-# nodefeaturerule_reconciler.go). Azure Monitor managed Prometheus serves prometheus-operator's
-# ServiceMonitor and PodMonitor CRDs unchanged but for the group, azmonitoring.coreos.com
-# (learn.microsoft.com azure-monitor containers/prometheus-metrics-scrape-crd). shared/crd-schemas
-# has upstream's group only.
+# nodefeaturerule_reconciler.go).
 UPSTREAM_GROUP = {
     "nfd.openshift.io": "nfd.k8s-sigs.io",
-    "azmonitoring.coreos.com": "monitoring.coreos.com",
-}
-
-
-# Kinds whose spec is another upstream kind's format. Google Managed Prometheus's ClusterRules
-# holds Prometheus rule groups (prometheus-engine charts/operator/crds/
-# monitoring.googleapis.com_clusterrules.yaml: groups of name, interval and rules of record or
-# alert, expr, for, labels, annotations), the format prometheus-operator's PrometheusRule holds;
-# shared/crd-schemas has no Managed Prometheus rule kinds, so its spec is checked as that one's;
-# validate_upstream also checks the CRD's own constraints (clusterrules_constraints).
-UPSTREAM_SPEC_OF = {
-    ("monitoring.googleapis.com/v1", "ClusterRules"): ("monitoring.coreos.com/v1", "PrometheusRule")
 }
 
 
 def as_upstream(obj: dict) -> dict:
-    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), or as the
-    upstream kind whose spec it holds (UPSTREAM_SPEC_OF), else as is."""
-    spec_of = UPSTREAM_SPEC_OF.get((obj.get("apiVersion"), obj.get("kind")))
-    if spec_of is not None:
-        return {**obj, "apiVersion": spec_of[0], "kind": spec_of[1]}
+    """`obj` under the upstream group whose spec its group serves (UPSTREAM_GROUP), else as is."""
     group, _, version = obj["apiVersion"].rpartition("/")
     if group not in UPSTREAM_GROUP:
         return obj

@@ -146,3 +146,31 @@ def host_path(spec: dict[str, Any], container_path: str) -> str | None:
         if container_path == prefix or container_path.startswith(prefix + "/"):
             return volumes[mount["name"]] + container_path[len(prefix) :]
     return None
+
+
+def schedulable(workload: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` satisfies the pod's nodeSelector and required node affinity
+    (In, NotIn, Exists, DoesNotExist as the scheduler reads them)."""
+    spec = pod_spec(workload)
+    if any(labels.get(key) != value for key, value in spec.get("nodeSelector", {}).items()):
+        return False
+    required = (
+        spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    if not required:
+        return True
+
+    def holds(expression: dict[str, Any]) -> bool:
+        value = labels.get(expression["key"])
+        operator = expression["operator"]
+        if operator == "In":
+            return value in expression["values"]
+        if operator == "NotIn":
+            return value not in expression["values"]
+        return (value is not None) == (operator == "Exists")
+
+    return any(
+        all(holds(e) for e in term["matchExpressions"]) for term in required["nodeSelectorTerms"]
+    )

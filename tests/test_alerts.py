@@ -551,11 +551,169 @@ def test_each_alert_has_a_runbook_in_the_docs(tmp_path: Path) -> None:
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
 
 
-def test_mig_layouts_leave_out_the_advertised_count(tmp_path: Path) -> None:
-    # With MIG the node advertises MIG devices, as many as the layout cuts: no count to expect.
-    mig = rule_object(tmp_path, devicePlugin={"enabled": True, "migStrategy": "single"})
-    assert "GPUsNotAdvertised" not in alert_names(mig)
-    assert "GPUXidError" in alert_names(mig)
+def run_unit_test(
+    tmp_path: Path, obj: dict[str, Any], inputs: list[dict[str, str]], cases: list[dict[str, Any]]
+) -> None:
+    rules = rule_file(tmp_path, obj)
+    test_file = tmp_path / "tests.yaml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [rules.name],
+                "tests": [{"interval": "1m", "input_series": inputs, "alert_rule_test": cases}],
+            }
+        )
+    )
+    result = promtool("test", "rules", test_file)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def node_resource(metric: str, node: str, resource: str, values: str) -> dict[str, str]:
+    return series(metric, f'node="{node}", resource="{resource}", unit="integer"', values)
+
+
+MIXED_POOLS = {
+    "pools": [
+        {
+            "name": "training",
+            "selector": {"example.com/gpu-pool": "training"},
+            "devicePlugin": {"migStrategy": "mixed"},
+        },
+        {
+            "name": "inference",
+            "selector": {"example.com/gpu-pool": "inference"},
+            "devicePlugin": {
+                "sharing": {"strategy": "time-slicing", "replicas": 4, "renameByDefault": True}
+            },
+        },
+    ]
+}
+NOT_ADVERTISED = (
+    "A node advertises fewer GPUs than it has.",
+    "Node {node} has {count} GPUs (the GPUs its DCGM exporter sees), but advertises fewer "
+    "nvidia.com/gpu, nvidia.com/gpu.shared or MIG devices, none, or some of them unhealthy.",
+)
+
+
+@pytest.mark.promtool
+def test_gpus_not_advertised_is_true_to_every_pool(tmp_path: Path) -> None:
+    """A pool with migStrategy mixed advertises nvidia.com/mig-<profile> and no nvidia.com/gpu,
+    one with renameByDefault nvidia.com/gpu.shared (k8s-device-plugin v0.20.0 README, "MIG
+    strategies" and "Shared Access to GPUs"): built from the cluster's settings alone the alert
+    fired on every node of such a pool, for ever. It now fires on a node of any pool only when
+    that node advertises fewer devices than it has GPUs, none, or some unhealthy."""
+    obj = rule_object(tmp_path, nodes=MIXED_POOLS)
+    capacity, allocatable = "kube_node_status_capacity", "kube_node_status_allocatable"
+    inputs = [
+        # training: one A100 cut in seven 1g.10gb devices, all healthy: quiet.
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "mig-1", GPU0, "40x30"),
+        node_resource(capacity, "mig-1", "nvidia_com_mig_1g_10gb", "7x30"),
+        node_resource(allocatable, "mig-1", "nvidia_com_mig_1g_10gb", "7x30"),
+        # inference: two GPUs times 4 replicas, all healthy: quiet.
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "shared-1", GPU0, "40x30"),
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "shared-1", GPU1, "40x30"),
+        node_resource(capacity, "shared-1", "nvidia_com_gpu_shared", "8x30"),
+        node_resource(allocatable, "shared-1", "nvidia_com_gpu_shared", "8x30"),
+        # inference: one GPU reported unhealthy, its 4 replicas gone from allocatable.
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "shared-2", GPU0, "40x30"),
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "shared-2", GPU1, "40x30"),
+        node_resource(capacity, "shared-2", "nvidia_com_gpu_shared", "8x30"),
+        node_resource(allocatable, "shared-2", "nvidia_com_gpu_shared", "4x30"),
+        # a node in no pool: two GPUs, one advertised.
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "whole-1", GPU0, "40x30"),
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "whole-1", GPU1, "40x30"),
+        node_resource(capacity, "whole-1", "nvidia_com_gpu", "1x30"),
+        node_resource(allocatable, "whole-1", "nvidia_com_gpu", "1x30"),
+        # a node whose plugin never registered: nothing advertised.
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "whole-2", GPU0, "40x30"),
+    ]
+    summary, description = NOT_ADVERTISED
+    firing = [("shared-2", 2), ("whole-1", 2), ("whole-2", 1)]
+    cases = [
+        {"eval_time": "5m", "alertname": "GPUsNotAdvertised", "exp_alerts": []},
+        {
+            "eval_time": "15m",
+            "alertname": "GPUsNotAdvertised",
+            "exp_alerts": [
+                expected(
+                    {"severity": "warning", "node": node},
+                    summary,
+                    description.format(node=node, count=count),
+                )
+                for node, count in firing
+            ],
+        },
+    ]
+    run_unit_test(tmp_path, obj, inputs, cases)
+
+
+@pytest.mark.promtool
+def test_dra_nodes_are_left_out_of_gpus_not_advertised_and_their_plugin_is_watched(
+    tmp_path: Path,
+) -> None:
+    """In a cluster with device-plugin and DRA pools, the DRA nodes advertise nothing in node
+    capacity (the DRA driver publishes ResourceSlices): they are told by the kubelet plugin's pod
+    and left out, while a device-plugin node that advertises nothing still fires. The kubelet
+    plugin's DaemonSet is one GPUNodeDaemonSetNotRunning watches."""
+    pools = {
+        "pools": [
+            {
+                "name": "dra",
+                "selector": {"example.com/gpu-pool": "dra"},
+                "gpuAllocation": "dra",
+            }
+        ]
+    }
+    obj = rule_object(
+        tmp_path, platform={"profile": "kubeadm", "kubernetesVersion": "1.34"}, nodes=pools
+    )
+    plugin = "dra-driver-nvidia-gpu-kubelet-plugin"
+    inputs = [
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "dra-1", GPU0, "40x30"),
+        series(
+            "kube_pod_info",
+            f'namespace="{NS}", pod="{plugin}-abcde", node="dra-1", '
+            f'created_by_kind="DaemonSet", created_by_name="{plugin}"',
+            "1x30",
+        ),
+        dcgm("DCGM_FI_DEV_GPU_TEMP", "plugin-1", GPU0, "40x30"),
+        series(
+            "kube_daemonset_status_desired_number_scheduled",
+            f'namespace="{NS}", daemonset="{plugin}"',
+            "2x30",
+        ),
+        series(
+            "kube_daemonset_status_number_available",
+            f'namespace="{NS}", daemonset="{plugin}"',
+            "1x30",
+        ),
+    ]
+    cases = [
+        {
+            "eval_time": "25m",
+            "alertname": "GPUsNotAdvertised",
+            "exp_alerts": [
+                expected(
+                    {"severity": "warning", "node": "plugin-1"},
+                    "A node advertises fewer GPUs than it has.",
+                    "Node plugin-1 should advertise 1 nvidia.com/gpu (the GPUs its DCGM "
+                    "exporter sees), but its allocatable count is lower or missing.",
+                )
+            ],
+        },
+        {
+            "eval_time": "25m",
+            "alertname": "GPUNodeDaemonSetNotRunning",
+            "exp_alerts": [
+                expected(
+                    {"severity": "warning", "namespace": NS, "daemonset": plugin},
+                    "A GPU DaemonSet is not running on every GPU node it should.",
+                    f"DaemonSet {NS}/{plugin} has no available pod on 1 of its GPU nodes for 15m.",
+                )
+            ],
+        },
+    ]
+    run_unit_test(tmp_path, obj, inputs, cases)
 
 
 def test_managed_prometheus_gets_cluster_wide_rules(tmp_path: Path) -> None:

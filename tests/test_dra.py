@@ -152,8 +152,125 @@ def test_device_classes_carry_the_charts_selectors(tmp_path):
         "'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == "
         "'channel' && device.attributes['compute-domain.nvidia.com'].id == 0",
     }
-    # deviceclass-gpu.yaml: on resource.k8s.io/v1 only.
-    assert classes["gpu.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    # deviceclass-gpu.yaml names extendedResourceName on resource.k8s.io/v1; at 1.34 the
+    # DRAExtendedResource gate is off and the API server would drop it (below).
+    assert "extendedResourceName" not in classes["gpu.nvidia.com"]["spec"]
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "served"),
+    [
+        ("1.34", {}, False),
+        ("1.35", {}, False),
+        ("1.35", {"DRAExtendedResource": True}, True),
+        ("1.36", {}, True),
+        ("1.36", {"DRAExtendedResource": False}, False),
+        ("1.37", {}, True),
+    ],
+)
+def test_extended_resource_name_only_where_the_api_server_keeps_it(
+    tmp_path, version, gates, served
+):
+    """KEP-5004: DeviceClass.spec.extendedResourceName is dropped by an API server whose
+    DRAExtendedResource gate is off (alpha and off in 1.34 and 1.35, beta and on from 1.36,
+    kubernetes pkg/features); a field Git holds and the cluster drops keeps Argo CD OutOfSync
+    and Flux reporting drift for ever. It is rendered where the gate is on: by the release's
+    default or as platform.featureGates says."""
+    platform = {"kubernetesVersion": version, "featureGates": gates}
+    classes = named(objects_of(tmp_path, platform=platform), "DeviceClass")
+    spec = classes["gpu.nvidia.com"]["spec"]
+    assert ("extendedResourceName" in spec) is served
+    if served:
+        assert spec["extendedResourceName"] == "nvidia.com/gpu"
+    # The other classes never name one (the chart's deviceclass-mig.yaml, -vfio.yaml).
+    assert not any(
+        "extendedResourceName" in c["spec"] for n, c in classes.items() if n != "gpu.nvidia.com"
+    )
+
+
+@pytest.mark.parametrize(("version", "pending"), [("1.35", True), ("1.36", False)])
+def test_a_gpu_limit_on_dra_nodes_is_served_where_the_device_class_names_it(
+    tmp_path, version, pending
+):
+    """A pod's `nvidia.com/gpu` limit on DRA-only nodes stays Pending unless a DeviceClass with
+    that extendedResourceName answers it (KEP-5004): lint says so where none does."""
+    objects = objects_of(tmp_path, platform={"kubernetesVersion": version})
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "cuda",
+                            "image": "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04",
+                            "resources": {"limits": {"nvidia.com/gpu": 1}},
+                        }
+                    ],
+                }
+            }
+        },
+    }
+    rules = [f.rule for f in lint.run([*objects, job], version)]
+    assert ("gpu-resource-on-dra" in rules) is pending
+
+
+def test_the_dcgm_exporter_ties_dra_gpus_to_their_pods(tmp_path):
+    """dcgm-exporter's chart with kubernetesDRA.enabled (NVIDIA/dcgm-exporter deployment/
+    templates/daemonset.yaml, clusterrole.yaml, serviceaccount.yaml, d5e5f51): DRA mode on
+    (KUBERNETES_ENABLE_DRA), an API token, and read access to pods and ResourceSlices, without
+    which the GPUs a ResourceClaim hands out carry no pod labels."""
+    objects = objects_of(tmp_path)
+    exporter = named(objects, "DaemonSet")["nvidia-dcgm-exporter"]
+    (container,) = containers(exporter).values()
+    assert env(container)["KUBERNETES_ENABLE_DRA"] == "true"
+    spec = exporter["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    token = mounts["/var/run/secrets/kubernetes.io/serviceaccount"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == token]
+    sources = volume["projected"]["sources"]
+    assert any("serviceAccountToken" in source for source in sources)
+    role = named(objects, "ClusterRole")["nvidia-dcgm-exporter"]
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    for verb in ("get", "list", "watch"):
+        assert ("resource.k8s.io", "resourceslices", verb) in granted
+        assert ("", "pods", verb) in granted
+    binding = named(objects, "ClusterRoleBinding")["nvidia-dcgm-exporter"]
+    assert binding["roleRef"]["name"] == "nvidia-dcgm-exporter"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": "gpu-system"}
+    ]
+    # Without DRA the exporter reaches no API server: no token, no role.
+    plain = objects_of(tmp_path, gpuAllocation="device-plugin")
+    exporter = named(plain, "DaemonSet")["nvidia-dcgm-exporter"]
+    (container,) = containers(exporter).values()
+    assert "KUBERNETES_ENABLE_DRA" not in env(container)
+    assert not any("serviceaccount" in m["mountPath"] for m in container["volumeMounts"])
+    assert "nvidia-dcgm-exporter" not in named(plain, "ClusterRole")
+
+
+def test_a_kubernetes_gate_that_changes_nothing_is_refused(tmp_path):
+    problem = refusal(
+        tmp_path,
+        platform={"featureGates": {"DRAExtendedResource": True}},
+        gpuAllocation="device-plugin",
+    )
+    assert problem.field == "platform.featureGates.DRAExtendedResource"
+    assert "would change nothing" in problem.message
+    locked = refusal(
+        tmp_path,
+        platform={"kubernetesVersion": "1.37", "featureGates": {"DRAExtendedResource": False}},
+    )
+    assert "locked on" in locked.message
 
 
 def test_the_kubelet_plugin_runs_as_the_chart_runs_it(tmp_path):

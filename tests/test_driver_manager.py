@@ -28,8 +28,10 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_document, yaml_documents
+from manifests import schedulable
 
 from gpustack import lint
+from gpustack.components import driver as driver_component
 from gpustack.errors import UserError
 from gpustack.objects import identity
 from gpustack.render import Rendering, render
@@ -221,6 +223,26 @@ def test_what_installs_nothing_reloads_no_driver(tmp_path, profile, sections):
     assert digest(driver={"version": "580.95.05"}) != before
 
 
+def test_a_new_probe_reloads_no_driver(tmp_path, monkeypatch):
+    """The startup probe and the preStop hook judge and clean up after the driver; they install
+    nothing, so a gpustack release that changes them must not reload every node's driver."""
+    config = {"driver": {"mode": "container"}}
+
+    def digest_and_probe() -> tuple[str, str]:
+        workload = daemonsets(rendered(tmp_path, "kubeadm", config))[DRIVER]
+        (container,) = [c for c in pod(workload)["containers"] if c["name"] == "nvidia-driver-ctr"]
+        return (
+            str(env(manager(workload))["DRIVER_CONFIG_DIGEST"]),
+            container["startupProbe"]["exec"]["command"][2],
+        )
+
+    before, probe = digest_and_probe()
+    monkeypatch.setattr(driver_component, "_startup_probe", lambda: "nvidia-smi")
+    after, changed = digest_and_probe()
+    assert changed != probe
+    assert after == before
+
+
 @pytest.mark.parametrize(
     ("upgrade", "expected"),
     [
@@ -383,34 +405,6 @@ ALL_TRUE = {
         "operator-validator",
     )
 }
-
-
-def schedulable(workload: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Whether a node with `labels` satisfies the pod's nodeSelector and required node affinity
-    (In, NotIn, Exists, DoesNotExist as the scheduler reads them)."""
-    spec = pod(workload)
-    if any(labels.get(key) != value for key, value in spec.get("nodeSelector", {}).items()):
-        return False
-    required = (
-        spec.get("affinity", {})
-        .get("nodeAffinity", {})
-        .get("requiredDuringSchedulingIgnoredDuringExecution")
-    )
-    if not required:
-        return True
-
-    def holds(expression: dict[str, Any]) -> bool:
-        value = labels.get(expression["key"])
-        operator = expression["operator"]
-        if operator == "In":
-            return value in expression["values"]
-        if operator == "NotIn":
-            return value not in expression["values"]
-        return (value is not None) == (operator == "Exists")
-
-    return any(
-        all(holds(e) for e in term["matchExpressions"]) for term in required["nodeSelectorTerms"]
-    )
 
 
 def gpu_node(workload: dict[str, Any]) -> dict[str, str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_documents
+from manifests import schedulable
 from ruamel.yaml import YAML
 
 from gpustack import lint
@@ -303,6 +304,85 @@ def test_precompiled_driver_is_per_kernel(tmp_path):
     ]
 
 
+def test_precompiled_drivers_follow_a_rolling_kernel_upgrade(tmp_path):
+    """A precompiled image serves one kernel (gpu-operator v26.7.0 golden driver-precompiled
+    render: the image `<branch>-<kernel>-<os>`, the DaemonSet on NFD's kernel-version.full; the
+    operator's NVIDIADriver renders one DaemonSet per OS and kernel, internal/state/driver.go).
+    With the old and the new kernel listed, a node rebooted into the new kernel gets the new
+    kernel's driver pod, one not yet rebooted keeps its own: every node has exactly one."""
+    kernels = ["6.8.0-60-generic", "6.8.0-62-generic"]
+    driver = {
+        "mode": "container",
+        "precompiled": True,
+        "kernelVersions": kernels,
+        "nodeOS": "ubuntu24.04",
+    }
+    pool = {"name": "inference", "selector": {"example.com/gpu-pool": "inference"}, "canary": True}
+    workloads = daemonsets(
+        rendered(tmp_path, "kubeadm", {"driver": driver, "nodes": {"pools": [pool]}})
+    )
+    drivers = {
+        name: workload
+        for name, workload in workloads.items()
+        if workload["metadata"]["labels"]["app.kubernetes.io/component"] == "nvidia-driver"
+    }
+    assert sorted(drivers) == [
+        "nvidia-driver-daemonset-6.8.0-60-generic",
+        "nvidia-driver-daemonset-6.8.0-62-generic",
+        "nvidia-driver-daemonset-inference-6.8.0-60-generic",
+        "nvidia-driver-daemonset-inference-6.8.0-62-generic",
+    ]
+    for kernel in kernels:
+        workload = drivers[f"nvidia-driver-daemonset-{kernel}"]
+        assert images(workload) == [f"{DRIVER_IMAGE}:595-{kernel}-ubuntu24.04"]
+
+    def runs_on(labels: dict[str, str]) -> list[str]:
+        node = {
+            "feature.node.kubernetes.io/pci-10de.present": "true",
+            "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+            "feature.node.kubernetes.io/system-os_release.VERSION_ID": "24.04",
+            **labels,
+        }
+        return [name for name, workload in drivers.items() if schedulable(workload, node)]
+
+    for kernel in kernels:
+        labels = {"feature.node.kubernetes.io/kernel-version.full": kernel}
+        assert runs_on(labels) == [f"nvidia-driver-daemonset-{kernel}"]
+        pool_labels = {**labels, "example.com/gpu-pool": "inference"}
+        assert runs_on(pool_labels) == [f"nvidia-driver-daemonset-inference-{kernel}"]
+    # A kernel nobody listed gets no driver pod (no image exists for it).
+    assert runs_on({"feature.node.kubernetes.io/kernel-version.full": "6.8.0-63-generic"}) == []
+
+
+@pytest.mark.parametrize(
+    ("driver", "field"),
+    [
+        (
+            {
+                "mode": "container",
+                "precompiled": True,
+                "kernelVersion": "6.8.0-60-generic",
+                "kernelVersions": ["6.8.0-62-generic"],
+            },
+            "driver.kernelVersion",
+        ),
+        ({"mode": "container", "kernelVersions": ["6.8.0-62-generic"]}, "driver.kernelVersions"),
+        (
+            {
+                "mode": "container",
+                "precompiled": True,
+                "kernelVersions": ["6.8.0-62-generic", "6.8.0-62-generic"],
+            },
+            "driver.kernelVersions.1",
+        ),
+    ],
+)
+def test_kernel_versions_mistakes_are_refused(tmp_path, driver, field):
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "kubeadm", driver=driver)
+    assert raised.value.field == field
+
+
 @pytest.mark.parametrize(
     ("driver", "field"),
     [
@@ -529,6 +609,37 @@ def test_driver_container_mounts_the_host_paths_the_gpu_operators_mounts(tmp_pat
 
 
 @pytest.mark.shared
+def test_driver_container_env_is_the_gpu_operators(tmp_path):
+    """Every variable of the operator's driver container (golden driver-minimal render,
+    gpu-operator v26.7.0) but NODE_IP, which no script of the driver images reads
+    (NVIDIA/gpu-driver-container: ubuntu22.04, ubuntu24.04, rhel9 nvidia-driver, vgpu-manager);
+    set here it would change DRIVER_CONFIG_DIGEST and reload every node's driver for nothing.
+    The pod anti-affinity that keeps one driver pod per node is the operator's too."""
+    golden = golden_daemonset("golden__driver-minimal.yaml")
+    workload = daemonsets(rendered(tmp_path, "kubeadm", CONTAINER))["nvidia-driver-daemonset"]
+
+    def names(workload: dict[str, Any]) -> set[str]:
+        (container,) = [c for c in pod(workload)["containers"] if c["name"] == "nvidia-driver-ctr"]
+        return {e["name"] for e in container.get("env", [])}
+
+    assert names(golden) - names(workload) == {"NODE_IP"}
+    (ours,) = pod(workload)["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    (their_term,) = pod(golden)["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert ours["topologyKey"] == their_term["topologyKey"] == "kubernetes.io/hostname"
+    assert ours["labelSelector"] == {
+        "matchExpressions": [
+            {"key": "app.kubernetes.io/component", "operator": "In", "values": ["nvidia-driver"]}
+        ]
+    }
+    # The operator also keeps its vGPU manager off the node; gpustack runs none.
+    assert "nvidia-driver" in their_term["labelSelector"]["matchExpressions"][0]["values"]
+
+
+@pytest.mark.shared
 def test_dtk_driver_matches_the_gpu_operators_openshift_render(tmp_path):
     golden = golden_daemonset("golden__driver-openshift-drivertoolkit.yaml")
     theirs = {c["name"]: c for c in pod(golden)["containers"]}
@@ -593,14 +704,17 @@ def test_toolkit_mounts_what_the_gpu_operators_toolkit_mounts(tmp_path):
 #   sets only that socket; "The NVIDIA operator restarts containerd with a hangup call which
 #   restarts RKE2" (rke2-docs add-ons/gpu_operators.md); RKE2 regenerates
 #   /var/lib/rancher/rke2/agent/etc/containerd/config.toml at every start (rke2-docs
-#   advanced.md) and adds the runtimes `nvidia` and `nvidia-experimental` when it finds
-#   nvidia-container-runtime in /usr/local/nvidia/toolkit (k3s-io/k3s pkg/agent/containerd/
-#   runtimes.go); a toolkit pointed at RKE2's config or template replaced it (gpu-operator
+#   advanced.md) and adds the runtimes `nvidia`, `nvidia-experimental` and `nvidia-cdi` when it
+#   finds their binaries in /usr/local/nvidia/toolkit (RKE2 runs k3s' agent: k3s-io/k3s
+#   pkg/agent/containerd/runtimes.go, `nvidia-cdi` since k3s-io/k3s #11065), but its
+#   rke2-runtimeclasses chart has RuntimeClasses for the first two only (rancher/rke2-charts
+#   packages/rke2-runtimeclasses/charts/values.yaml); a toolkit pointed at RKE2's config or template replaced it (gpu-operator
 #   #623, #992).
 
 RKE2_CONTAINERD_DIR = "/var/lib/rancher/rke2/agent/etc/containerd"
 RKE2_RUNTIME_DIR = "/usr/local/nvidia/toolkit"
-RKE2_RUNTIMES = {"nvidia", "nvidia-experimental"}
+RKE2_RUNTIMES = {"nvidia", "nvidia-cdi", "nvidia-experimental"}
+RKE2_RUNTIME_CLASSES = {"nvidia", "nvidia-experimental"}
 
 
 def toolkit_pod(rendering: Rendering) -> dict[str, Any]:
@@ -686,17 +800,27 @@ def test_rke2_toolkit_installs_the_runtime_where_rke2_finds_it_and_restarts_rke2
 
 
 def test_rke2_takes_only_the_handlers_rke2_adds(tmp_path):
-    # RKE2 adds nvidia and nvidia-experimental; kubeadm's runtime gets whatever handler the
-    # toolkit is told to write (CONTAINERD_RUNTIME_CLASS).
+    # RKE2 adds nvidia, nvidia-experimental and nvidia-cdi; kubeadm's runtime gets whatever
+    # handler the toolkit is told to write (CONTAINERD_RUNTIME_CLASS).
     experimental = {**CONTAINER, "runtimeClass": {"handler": "nvidia-experimental"}}
     (main,) = toolkit_pod(rendered(tmp_path, "rke2", experimental))["containers"]
     assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-experimental"
+    for sections in ({}, CONTAINER):
+        cdi = {**sections, "runtimeClass": {"name": "nvidia-cdi", "handler": "nvidia-cdi"}}
+        rendering = rendered(tmp_path, "rke2", cdi)
+        # RKE2's chart has no nvidia-cdi RuntimeClass: gpustack's is the one GPU pods name.
+        (runtime_class,) = [o for o in rendering.objects if o["kind"] == "RuntimeClass"]
+        assert runtime_class["metadata"]["name"] == runtime_class["handler"] == "nvidia-cdi"
+        assert runtime_class["metadata"]["name"] not in RKE2_RUNTIME_CLASSES
+        assert pod(daemonsets(rendering)["nvidia-device-plugin"])["runtimeClassName"] == (
+            "nvidia-cdi"
+        )
     own = {**CONTAINER, "runtimeClass": {"handler": "nvidia-gpu"}}
     (main,) = toolkit_pod(rendered(tmp_path, "kubeadm", own))["containers"]
     assert env(main)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
     with pytest.raises(UserError, match=r"runtimeClass\.handler") as error:
         rendered(tmp_path, "rke2", own)
-    assert "nvidia, nvidia-experimental" in str(error.value)
+    assert "nvidia, nvidia-cdi, nvidia-experimental" in str(error.value)
 
 
 def test_rke2_node_readme_needs_no_restart_by_hand(tmp_path):

@@ -93,8 +93,7 @@ def test_every_object_passes_strict_schema_validation(example: str) -> None:
                     f"{label(obj)}: Kubernetes {version} has no {obj['apiVersion']} {kind}"
                 )
             continue
-        # Red Hat's NodeFeatureRule is upstream's under another group (conftest.UPSTREAM_GROUP);
-        # Managed Prometheus's ClusterRules holds PrometheusRule's format (UPSTREAM_SPEC_OF).
+        # Red Hat's NodeFeatureRule is upstream's under another group (conftest.UPSTREAM_GROUP).
         obj = as_upstream(obj)
         kind = obj["kind"]
         group, api_version = obj["apiVersion"].rpartition("/")[::2]

@@ -181,6 +181,23 @@ def test_the_config_manager_runs_as_the_gpu_operator_runs_it(tmp_path):
         assert ours_sidecar["SIGNAL"] == sidecar["SIGNAL"] == "1"
 
 
+@pytest.mark.shared
+def test_the_config_manager_falls_back_as_the_plugin_chart_does(tmp_path):
+    """k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/values.yaml
+    `config.fallbackStrategies` (templates/daemonset-device-plugin.yml FALLBACK_STRATEGIES): a
+    config manager whose DEFAULT_CONFIG is emptied (by a patch) picks the config named `default`
+    rather than failing or running the plugin unconfigured."""
+    values = yaml.safe_load((SHARED / "refs/k8s-device-plugin/helm-values.yaml").read_text())
+    chart = ",".join(values["config"]["fallbackStrategies"])
+    stack = stack_for(tmp_path, "kubeadm", nodes={"pools": [INFERENCE]})
+    found = objects_of(stack)
+    for name in ("nvidia-device-plugin", "gpu-feature-discovery"):
+        for container in config_managers(pod(found[("DaemonSet", name)])):
+            assert env(container)["FALLBACK_STRATEGIES"] == chart, (name, container["name"])
+    # `named` finds a config of that name: the ConfigMap holds one.
+    assert "default" in found[("ConfigMap", "nvidia-device-plugin-config")]["data"]
+
+
 @pytest.mark.parametrize(
     "daemonset",
     ["nvidia-device-plugin", "gpu-feature-discovery", "nvidia-device-plugin-mps-control-daemon"],
@@ -286,15 +303,46 @@ def test_each_gpu_node_gets_exactly_one_driver_pod(tmp_path, labels, expected):
     assert images["nvidia-driver-daemonset-inference"] == images["nvidia-driver-daemonset"]
 
 
-class DriverPod:
-    """One driver pod's probe and preStop scripts, run by a real shell on a node folder: the
-    host's /run/nvidia/validations and the pod's own hostname (its name) under `node`."""
+class Node:
+    """A GPU node as a driver pod's scripts see it, under a folder: the host's
+    /run/nvidia/validations, the nvidia module's refcount file (there while the module is loaded)
+    and an nvidia-smi that answers while the driver does."""
 
-    def __init__(self, obj: dict[str, Any], name: str, node: Path) -> None:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.validations = root / "validations"
+        self.refcount = root / "refcnt"
+        self.bin = root / "bin"
+        self.bin.mkdir(parents=True)
+        self.answering(True)
+
+    def load_module(self) -> None:
+        self.refcount.write_text("1\n")
+
+    def answering(self, answers: bool) -> None:
+        smi = self.bin / "nvidia-smi"
+        smi.write_text(f"#!/bin/sh\nexit {0 if answers else 9}\n")
+        smi.chmod(0o755)
+
+    def daemons(self, status: str) -> None:
+        """What the driver container's script writes as its daemons start and run
+        (gpu-driver-container ubuntu22.04/nvidia-driver _set_daemons_status)."""
+        self.validations.mkdir(exist_ok=True)
+        (self.validations / ".driver-daemons-status").write_text(status + "\n")
+
+    @property
+    def ready_file(self) -> Path:
+        return self.validations / ".driver-ctr-ready"
+
+
+class DriverPod:
+    """One driver pod's probe and preStop scripts, run by a real shell on a `Node`."""
+
+    def __init__(self, obj: dict[str, Any], node: Node) -> None:
         (container,) = [c for c in pod(obj)["containers"] if c["name"] == "nvidia-driver-ctr"]
         self.node = node
-        self.hostname = node / f"{name}.hostname"
-        self.hostname.write_text(name + "\n")
+        self.labels: dict[str, str] = obj["spec"]["template"]["metadata"]["labels"]
+        self.spec = pod(obj)
         self.scripts = {
             "startup": container["startupProbe"]["exec"]["command"],
             "ready": container["readinessProbe"]["exec"]["command"],
@@ -306,44 +354,114 @@ class DriverPod:
         assert command[:2] == ["sh", "-c"], command
         script = (
             command[2]
-            .replace("/run/nvidia/validations", str(self.node / "validations"))
-            .replace("/proc/sys/kernel/hostname", str(self.hostname))
-            .replace("/sys/module/nvidia/refcnt", str(self.node / "refcnt"))
+            .replace("/run/nvidia/validations", str(self.node.validations))
+            .replace("/sys/module/nvidia/refcnt", str(self.node.refcount))
         )
-        bin_dir = self.node / "bin"  # nvidia-smi answers: the driver is loaded
-        bin_dir.mkdir(exist_ok=True)
-        (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
-        (bin_dir / "nvidia-smi").chmod(0o755)
-        env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-        return subprocess.run(["sh", "-c", script], env=env, check=False).returncode
+        env = {"PATH": f"{self.node.bin}:/usr/bin:/bin"}
+        return subprocess.run(
+            ["sh", "-c", script], env=env, check=False, capture_output=True
+        ).returncode
+
+    def repels(self, other: DriverPod) -> bool:
+        """Whether the scheduler keeps this pod off a node where `other` runs: a required pod
+        anti-affinity term, per node, whose selector matches the other pod's labels."""
+        terms = (
+            self.spec.get("affinity", {})
+            .get("podAntiAffinity", {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        )
+        return any(
+            term["topologyKey"] == "kubernetes.io/hostname"
+            and selects(term["labelSelector"], other.labels)
+            for term in terms
+        )
 
 
-def test_a_node_moving_to_a_pools_driver_keeps_the_new_pods_ready_file(tmp_path):
-    """Marking a pool canary moves its nodes from the cluster's driver DaemonSet to the pool's:
-    the new pod starts while the old one still runs, then the old one stops. Its preStop must
-    leave the new pod's ready file alone, or the new pod stays NotReady and the toolkit and
-    validator wait for a driver that is there."""
-    stack = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER, nodes={"pools": [INFERENCE]})
-    found = objects_of(stack)
-    node = tmp_path / "node"
-    node.mkdir()
-    (node / "refcnt").write_text("1\n")
-    leaving = DriverPod(found["DaemonSet", "nvidia-driver-daemonset"], "driver-a1b2c", node)
-    arriving = DriverPod(
-        found["DaemonSet", "nvidia-driver-daemonset-inference"], "driver-inference-d3e4f", node
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels and matchExpressions, ANDed) against labels."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    return matches([{"matchExpressions": selector.get("matchExpressions", [])}], labels)
+
+
+def test_the_driver_is_ready_only_once_its_daemons_are(tmp_path):
+    """gpu-operator v26.7.0 assets/state-driver/0400_configmap.yaml startup-probe.sh: the ready
+    file, which the toolkit, the validator and the device plugin wait for, is written only once
+    the module is loaded and the driver's daemons (persistenced, the fabric manager on NVSwitch
+    systems) report Ready; until the fabric manager runs, an HGX node's GPUs fail every CUDA call
+    (error 802), so no GPU may be advertised before."""
+    stack = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER)
+    node = Node(tmp_path / "node")
+    driver = DriverPod(objects_of(stack)["DaemonSet", "nvidia-driver-daemonset"], node)
+    # No module loaded yet (the driver is building): not ready, even if some nvidia-smi answers.
+    assert driver.run("startup") != 0
+    assert not node.ready_file.exists()
+    node.load_module()
+    node.daemons("NotReady")  # the script starts persistenced and the fabric manager
+    assert driver.run("startup") != 0
+    assert not node.ready_file.exists(), "ready before the driver's daemons"
+    node.daemons("Ready")
+    node.answering(False)
+    assert driver.run("startup") != 0
+    node.answering(True)
+    assert driver.run("startup") == 0
+    assert driver.run("ready") == 0
+    # The validator reads the file as a YAML map of the driver's extra components
+    # (cmd/nvidia-validator/main.go validateAdditionalDriverComponents): none is on.
+    assert yaml.safe_load(node.ready_file.read_text()) == {
+        "GDRCOPY_ENABLED": False,
+        "GDS_ENABLED": False,
+        "GPU_DIRECT_RDMA_ENABLED": False,
+    }
+    # A driver image that writes no status file is judged by its module and nvidia-smi, as
+    # upstream's probe judges it.
+    (node.validations / ".driver-daemons-status").unlink()
+    node.ready_file.unlink()
+    assert driver.run("startup") == 0 and node.ready_file.exists()
+
+
+def test_a_node_moving_to_a_pools_driver_runs_one_driver_pod_at_a_time(tmp_path):
+    """Marking a pool canary moves its nodes from the cluster's driver DaemonSet to the pool's.
+    As the GPU Operator's DaemonSet does (assets/state-driver/0500_daemonset.yaml
+    podAntiAffinity, v26.7.0), the arriving pod is not scheduled while the leaving pod runs, so
+    its driver manager never unmounts a driver root the leaving pod still serves; once the
+    leaving pod's preStop has run, the arriving pod turns Ready only when its own daemons are."""
+    training = {**TRAINING, "driver": {"version": "580.178.04"}}
+    stack = stack_for(
+        tmp_path, "kubeadm", driver=CONTAINER_DRIVER, nodes={"pools": [INFERENCE, training]}
     )
-    ready = node / "validations" / ".driver-ctr-ready"
-    assert leaving.run("startup") == 0 and ready.exists()
-    assert arriving.run("startup") == 0
+    found = objects_of(stack)
+    node = Node(tmp_path / "node")
+    names = [
+        "nvidia-driver-daemonset",
+        *(f"nvidia-driver-daemonset-{pool}" for pool in ("inference", "training")),
+    ]
+    pods = {name: DriverPod(found["DaemonSet", name], node) for name in names}
+    for name, arriving in pods.items():
+        for other, running in pods.items():
+            assert arriving.repels(running), f"{name} would start beside {other}"
+    # Nothing else is kept off the node: the plugin's pods carry other labels.
+    plugin = found["DaemonSet", "nvidia-device-plugin"]
+    assert not any(
+        selects(term["labelSelector"], plugin["spec"]["template"]["metadata"]["labels"])
+        for term in pod(found["DaemonSet", "nvidia-driver-daemonset"])["affinity"][
+            "podAntiAffinity"
+        ]["requiredDuringSchedulingIgnoredDuringExecution"]
+    )
+    leaving, arriving = pods["nvidia-driver-daemonset"], pods["nvidia-driver-daemonset-inference"]
+    node.load_module()
+    node.daemons("Ready")
+    assert leaving.run("startup") == 0 and node.ready_file.exists()
+    # The leaving pod stops: its preStop takes the ready file and the daemons' status with it.
     assert leaving.run("preStop") == 0
-    assert ready.exists(), "the leaving pod removed the ready file of the pod that replaced it"
-    assert arriving.run("ready") == 0
-    # The validator reads the file as a YAML map of feature flags: the owner is a comment.
-    assert yaml.safe_load(ready.read_text()) is None
-    # A pod stopping on a node it still owns (a rolling update, a drain) removes its own file.
-    assert arriving.run("preStop") == 0
-    assert not ready.exists()
+    assert not node.ready_file.exists()
     assert arriving.run("ready") != 0
+    # The arriving pod's script starts its daemons (NotReady), then reports them Ready.
+    node.daemons("NotReady")
+    assert arriving.run("startup") != 0
+    node.daemons("Ready")
+    assert arriving.run("startup") == 0
+    assert arriving.run("ready") == 0
 
 
 def test_two_pool_selectors_a_node_can_both_meet_are_refused(tmp_path):
@@ -429,10 +547,21 @@ def test_argocd_syncs_the_canary_driver_before_every_other_workload(tmp_path):
         if obj["kind"] not in ("Application",)
     }
     canary = waves[("DaemonSet", "nvidia-driver-daemonset-inference")]
+    # NFD labels the nodes the canary's driver selects (pci-10de.present, system-os_release):
+    # on a first install it must run before the canary is applied, or the canary schedules no
+    # pod, is healthy at once and gates nothing.
+    discovery = [
+        wave
+        for (kind, name), wave in waves.items()
+        if name.startswith("nfd-") or kind == "NodeFeatureRule"
+    ]
+    assert ("DaemonSet", "nfd-worker") in waves
+    assert ("NodeFeatureRule", "nvidia-gpu-pci-10de") in waves
+    assert discovery and max(discovery) < canary
     others = [
         wave
         for (kind, name), wave in waves.items()
-        if kind == "DaemonSet" and not name.endswith("-inference")
+        if kind == "DaemonSet" and not name.endswith("-inference") and not name.startswith("nfd-")
     ]
     assert others and canary < min(others)
     # What the canary's driver pod needs is there by its wave.
@@ -459,9 +588,11 @@ def test_flux_applies_the_rest_only_once_the_canary_stage_is_ready(tmp_path):
     assert kustomizations["canary"]["path"].endswith("/canary")
     assert kustomizations["workloads"]["dependsOn"] == [{"name": "gpustack-lab-canary"}]
     assert kustomizations["canary"]["dependsOn"] == [{"name": "gpustack-lab-foundation"}]
-    rendering_files = {
-        name
-        for name in files(
+    # NFD comes with the foundation, which then waits for it: the canary's driver selects its
+    # nodes by NFD's labels.
+    assert kustomizations["foundation"]["wait"] is True
+    all_files = set(
+        files(
             render(
                 stack_for(
                     tmp_path,
@@ -472,9 +603,11 @@ def test_flux_applies_the_rest_only_once_the_canary_stage_is_ready(tmp_path):
                 )
             )
         )
-        if name.startswith("canary/")
-    }
+    )
+    rendering_files = {name for name in all_files if name.startswith("canary/")}
     assert "canary/daemonset-nvidia-driver-daemonset-inference.yaml" in rendering_files
+    assert "foundation/daemonset-nfd-worker.yaml" in all_files
+    assert "foundation/nodefeaturerule-nvidia-gpu-pci-10de.yaml" in all_files
     assert "canary/serviceaccount-nvidia-driver.yaml" in rendering_files
     assert not any("device-plugin" in name for name in rendering_files)
 

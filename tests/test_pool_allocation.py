@@ -169,8 +169,17 @@ def alert_names(stack: Any) -> set[str]:
 
 def test_alerts_that_read_nvidia_com_gpu_leave_out_what_dra_nodes_never_advertise(tmp_path):
     names = alert_names(mixed(tmp_path))
-    # DRA nodes advertise no nvidia.com/gpu: a per-node count would fire on each of them.
-    assert "GPUsNotAdvertised" not in names
+    # DRA nodes advertise no nvidia.com/gpu: a per-node count would fire on each of them, so they
+    # are left out, told by the DRA kubelet plugin's pod (kube-state-metrics kube_pod_info);
+    # the device-plugin pools keep the alert (promtool proves it in test_alerts.py).
+    assert "GPUsNotAdvertised" in names
+    (rule,) = [
+        rule
+        for group in alerts.groups(mixed(tmp_path), [DEVICE_PLUGIN])
+        for rule in group["rules"]
+        if rule.get("alert") == "GPUsNotAdvertised"
+    ]
+    assert 'created_by_name="dra-driver-nvidia-gpu-kubelet-plugin"' in rule["expr"]
     # Pods still wait for nvidia.com/gpu on the plugin's pools.
     assert "GPUsIdleWhilePodsWait" in names
     dra_only = stack_for(tmp_path, "kubeadm", platform=K8S_1_34, driver=DRIVER, gpuAllocation="dra")

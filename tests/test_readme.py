@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -166,16 +168,35 @@ def test_readme_names_only_commands_that_exist_with_their_options():
 LONG_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)")
 
 
+# The registry tools the air-gapped walk-through runs (docs/air-gapped.md): an option on such a
+# tool's command line, up to a pipe, is that tool's (tests/test_images.py runs skopeo's).
+REGISTRY_TOOL = re.compile(r"\b(?:skopeo|crane|oc-mirror) [^|]*")
+
+
 def test_every_long_option_the_documents_name_exists():
-    """Options on a benchmark's or a dev script's command line belong to that script; all others
-    to gpustack."""
+    """Options on a benchmark's or a dev script's command line belong to that script, those on a
+    registry tool's to the tool; all others to gpustack."""
     everything = set().union(*(options(command) for command in COMMANDS.values()))
     benchmarks = set()
     for line in (line for text in DOCUMENTS.values() for line in code_lines(text)):
+        for command in REGISTRY_TOOL.findall(line):
+            benchmarks.update(LONG_OPTION.findall(command))
         for script in re.findall(r"(?:bench|dev)/\w+\.py", line):
             source = (ROOT / script).read_text()
             for option in LONG_OPTION.findall(line):
                 assert f'"{option}"' in source, f"{script} has no {option}"
+                benchmarks.add(option)
+    # Options on a kubectl command line are kubectl's, and that kubectl has them.
+    kubectl = Path(sys.executable).parent / "kubectl"
+    for line in (line for text in DOCUMENTS.values() for line in code_lines(text)):
+        if line.startswith("kubectl "):
+            line = line.split("|", 1)[0]  # what follows a pipe is another command's
+            verb = line.split()[1]
+            helped = subprocess.run(
+                [str(kubectl), verb, "--help"], capture_output=True, text=True, check=True
+            ).stdout
+            for option in LONG_OPTION.findall(line):
+                assert f"{option}=" in helped, f"kubectl {verb} has no {option}"
                 benchmarks.add(option)
     for path, text in DOCUMENTS.items():
         named = set(LONG_OPTION.findall(text))

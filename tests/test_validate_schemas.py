@@ -225,14 +225,11 @@ def test_every_project_schema_but_kustomizes_is_for_an_upstream_crd():
         for path in CRD_SCHEMA_FILES
         if not (UPSTREAM_CRDS / path.relative_to(PROJECT_SCHEMAS)).is_file()
     ]
-    # Red Hat's NodeFeatureRule and Azure Monitor's ServiceMonitor are upstream's under another
-    # group (conftest.UPSTREAM_GROUP); Managed Prometheus's ClusterRules holds PrometheusRule's
-    # format (conftest.UPSTREAM_SPEC_OF). The DRA driver's CRDs are not among the shared schemas:
-    # their schemas are the conversion of the CRDs gpustack renders from the chart (test_dra.py).
+    # Red Hat's NodeFeatureRule is upstream's under another group (conftest.UPSTREAM_GROUP). The
+    # DRA driver's CRDs are not among the shared schemas: their schemas are the conversion of the
+    # CRDs gpustack renders from the chart (test_dra.py).
     assert without == [
-        Path("azmonitoring.coreos.com/servicemonitor_v1.json"),
         Path("kustomize.config.k8s.io/kustomization_v1beta1.json"),
-        Path("monitoring.googleapis.com/clusterrules_v1.json"),
         Path("nfd.openshift.io/nodefeaturerule_v1alpha1.json"),
         Path("resource.nvidia.com/computedomain_v1beta1.json"),
         Path("resource.nvidia.com/computedomainclique_v1beta1.json"),

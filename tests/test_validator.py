@@ -328,18 +328,30 @@ def test_validator_on_gke_is_refused_at_its_line(tmp_path, cli):
         stack_for(tmp_path, "gke-ubuntu", validator={"enabled": True})
 
 
-def test_without_the_validator_nothing_waits_for_it(tmp_path):
-    workloads = daemonsets(
-        rendered(tmp_path, "kubeadm", {**CONTAINER, "validator": {"enabled": False}})
-    )
-    assert VALIDATOR not in workloads
-    for name, workload in workloads.items():
-        inits = [c["name"] for c in pod(workload).get("initContainers", [])]
-        assert "toolkit-validation" not in inits, name
-    # The toolkit still waits for the driver, and still creates the links.
-    assert [
-        c["name"] for c in pod(workloads["nvidia-container-toolkit-daemonset"])["initContainers"]
-    ] == ["driver-validation"]
+@pytest.mark.parametrize(
+    ("sections", "symlinks"),
+    [
+        # A host driver and no toolkit DaemonSet: the validator alone makes the links.
+        ({}, True),
+        # cgroupfs: systemd never rewrites the device rules, the links are not needed.
+        ({"nodes": {"cgroupDriver": "cgroupfs"}}, False),
+        # The toolkit's own driver validation makes the links; the waits would still go.
+        (CONTAINER, False),
+    ],
+)
+def test_turning_the_validator_off_where_it_runs_is_refused(tmp_path, sections, symlinks):
+    """The GPU Operator has no switch for its validator (api/nvidia/v1/clusterpolicy_types.go
+    ValidatorSpec, v26.7.0): the GPU DaemonSets wait on its toolkit-ready, and its driver
+    validation creates the /dev/char symlinks (cmd/nvidia-validator/main.go
+    createDevCharSymlinks) that keep GPU pods their GPUs across a systemd daemon-reload. Turned
+    off, both went with no word."""
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, "kubeadm", **{**sections, "validator": {"enabled": False}})
+    assert raised.value.field == "validator.enabled"
+    assert ("/dev/char symlinks" in raised.value.message) is symlinks
+    assert "crash-loop" in raised.value.message
+    # Where the validator cannot run (GKE), off is what auto gives: accepted.
+    stack_for(tmp_path, "gke-cos", validator={"enabled": False})
 
 
 def test_ready_files_go_with_the_validator_pod(tmp_path):

@@ -346,6 +346,10 @@ def starter(
             "air-gapped: the mirror to pull every image from, e.g. registry.example.com",
         ),
         default_line("images.pullSecrets", "Secrets every pod pulls its images with"),
+        default_line(
+            "images.requireDigests",
+            "audited: every image pinned by gpustack.lock (`gpustack images --lock-from`)",
+        ),
         ("smokeTest:", ""),
         default_line(
             "smokeTest.enabled", "a GPU pod after every sync; auto: with gitops.tool argocd or flux"

@@ -25,6 +25,7 @@ ROOT = Group(
         "check": "gpustack.commands.check",
         "driver-toolkit-builds": "gpustack.commands.driver_toolkit",
         "diff": "gpustack.commands.diff",
+        "images": "gpustack.commands.images",
         "import": "gpustack.commands.import_",
         "gitops": "gpustack.commands.gitops",
         "completion": "gpustack.commands.completion",

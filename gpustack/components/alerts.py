@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import device_plugin_config, metrics, ready_files
-from gpustack.model import AlertThresholds, duration_ms
+from gpustack.model import AlertThresholds, Sharing, duration_ms
 from gpustack.objects import kind_of, name_of, namespace_of
 from gpustack.stack import Stack
 from gpustack.workload import COMPONENT_LABEL
@@ -46,6 +46,8 @@ WATCHED_DAEMONSETS = (
     ready_files.VALIDATOR,
     ready_files.VALIDATOR_DRA,
     metrics.NODE_STATUS_EXPORTER,
+    # On DRA nodes the kubelet plugin hands out the GPUs: without it no claim is prepared.
+    metrics.DRA_KUBELET_PLUGIN,
 )
 
 # Recorded series (level:metric:operations, Prometheus recording rule naming).
@@ -187,16 +189,22 @@ def _recording_rules(stack: Stack) -> list[dict[str, Any]]:
 
 
 def _advertised(stack: Stack) -> tuple[str, int] | None:
-    """The resource a GPU node advertises its GPUs as (kube-state-metrics' name) and how many per
-    GPU, or None where the number depends on a MIG layout."""
-    plugin = stack.config.devicePlugin
-    if stack.dra_gpus:
-        # The DRA driver publishes GPUs in ResourceSlices, not in node capacity: its nodes (all,
-        # or a pool's) advertise none.
+    """The resource every device-plugin node advertises its GPUs as (kube-state-metrics' name)
+    and how many per GPU, where all of them do it alike; None where it depends on the node: a
+    MIG layout, or node pools whose plugin configs advertise differently."""
+    config = stack.config
+    kinds = {
+        _advertised_as(stack, config.pool_mig_strategy(pool), config.pool_sharing(pool))
+        for pool in [None, *stack.pools]
+        if config.pool_gpu_allocation(pool) == "device-plugin"
+    }
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _advertised_as(stack: Stack, mig_strategy: str, sharing: Sharing) -> tuple[str, int] | None:
+    """What one plugin config advertises per GPU: None with MIG (as many as the layout cuts)."""
+    if mig_strategy != "none":
         return None
-    if plugin.migStrategy != "none":
-        return None
-    sharing = plugin.sharing
     if not stack.nvidia_plugin_serves or sharing.strategy == "none":
         # GKE's own plugin advertises one nvidia.com/gpu per GPU.
         return "nvidia_com_gpu", 1
@@ -205,6 +213,66 @@ def _advertised(stack: Stack) -> tuple[str, int] | None:
     return (
         "nvidia_com_gpu_shared" if sharing.renameByDefault else "nvidia_com_gpu"
     ), sharing.replicas
+
+
+def _not_advertised(stack: Stack) -> dict[str, Any] | None:
+    """GPUsNotAdvertised, true to every node that gets its GPUs from a device plugin: the exact
+    count where every such node advertises alike (whole GPUs, or each GPU `replicas` times),
+    else what holds for any plugin config (MIG layouts, pools with their own sharing or MIG
+    strategy): the node advertises fewer devices than it has GPUs, or none, or reports some
+    unhealthy (allocatable below capacity: the kubelet keeps counting in capacity the devices a
+    plugin reports unhealthy, devicemanager GetCapacity). Nodes whose GPUs the DRA driver hands
+    out advertise none: they are told by the DRA kubelet plugin's pod on them and left out; a
+    cluster whose every GPU node is on DRA gets no rule."""
+    if "device-plugin" not in stack.gpu_allocations:
+        return None
+    advertised = _advertised(stack)
+    if advertised is not None:
+        resource, per_gpu = advertised
+        allocatable = f'kube_node_status_allocatable{{resource="{resource}"}}'
+        expected = GPUS if per_gpu == 1 else f"{GPUS} * {per_gpu}"
+        # Allocatable, not capacity: the kubelet keeps counting in capacity the devices a
+        # plugin reports unhealthy (devicemanager GetCapacity).
+        expr = (
+            f"{expected} > on ({NODE}) max by ({NODE}) ({allocatable})\n"
+            f"or ({expected} unless on ({NODE}) {allocatable})"
+        )
+        description = (
+            "Node {{ $labels.node }} should advertise {{ $value }} "
+            f"{RESOURCE_NAMES[resource]} (the GPUs its DCGM exporter sees"
+            + (f", times {per_gpu} replicas" if per_gpu > 1 else "")
+            + "), but its allocatable count is lower or missing."
+        )
+    else:
+        capacity = f'sum by ({NODE}) (kube_node_status_capacity{{resource=~"{GPU_RESOURCES}"}})'
+        allocatable = (
+            f'sum by ({NODE}) (kube_node_status_allocatable{{resource=~"{GPU_RESOURCES}"}})'
+        )
+        expr = (
+            f"{GPUS} and on ({NODE}) ({allocatable} < {capacity})\n"
+            f"or {GPUS} > on ({NODE}) {capacity}\n"
+            f"or ({GPUS} unless on ({NODE}) {capacity})"
+        )
+        description = (
+            "Node {{ $labels.node }} has {{ $value }} GPUs (the GPUs its DCGM exporter sees), "
+            "but advertises fewer nvidia.com/gpu, nvidia.com/gpu.shared or MIG devices, none, "
+            "or some of them unhealthy."
+        )
+    if stack.dra_gpus:
+        plugin = (
+            f'kube_pod_info{{namespace="{stack.namespace}", created_by_kind="DaemonSet", '
+            f'created_by_name="{metrics.DRA_KUBELET_PLUGIN}"}}'
+        )
+        expr = f"(\n{expr}\n)\nunless on ({NODE}) max by ({NODE}) ({plugin})"
+    return {
+        "alert": "GPUsNotAdvertised",
+        "expr": expr,
+        "for": stack.config.alerts.thresholds.notAdvertisedFor,
+        "annotations": {
+            "summary": "A node advertises fewer GPUs than it has.",
+            "description": description,
+        },
+    }
 
 
 def _alerts(stack: Stack, daemonsets: list[str]) -> list[dict[str, Any]]:
@@ -279,32 +347,9 @@ def _alerts(stack: Stack, daemonsets: list[str]) -> list[dict[str, Any]]:
             },
         },
     ]
-    advertised = _advertised(stack)
-    if advertised is not None:
-        resource, per_gpu = advertised
-        allocatable = f'kube_node_status_allocatable{{resource="{resource}"}}'
-        expected = GPUS if per_gpu == 1 else f"{GPUS} * {per_gpu}"
-        rules.append(
-            {
-                "alert": "GPUsNotAdvertised",
-                # Allocatable, not capacity: the kubelet keeps counting in capacity the devices
-                # a plugin reports unhealthy (devicemanager GetCapacity).
-                "expr": (
-                    f"{expected} > on ({NODE}) max by ({NODE}) ({allocatable})\n"
-                    f"or ({expected} unless on ({NODE}) {allocatable})"
-                ),
-                "for": thresholds.notAdvertisedFor,
-                "annotations": {
-                    "summary": "A node advertises fewer GPUs than it has.",
-                    "description": (
-                        "Node {{ $labels.node }} should advertise {{ $value }} "
-                        f"{RESOURCE_NAMES[resource]} (the GPUs its DCGM exporter sees"
-                        + (f", times {per_gpu} replicas" if per_gpu > 1 else "")
-                        + "), but its allocatable count is lower or missing."
-                    ),
-                },
-            }
-        )
+    not_advertised = _not_advertised(stack)
+    if not_advertised is not None:
+        rules.append(not_advertised)
     ratio = thresholds.throttledRatio
     for alert, series, cause in (
         ("GPUThermalThrottling", THERMAL, "temperature"),

@@ -18,7 +18,10 @@ from gpustack.metrics import DCGM_EXPORTER as NAME
 from gpustack.model import duration_ms
 from gpustack.stack import Stack
 from gpustack.workload import (
+    API_ACCESS,
+    API_ACCESS_MOUNT,
     COMPONENT_LABEL,
+    cluster_role_with_binding,
     config_map,
     daemonset,
     driver_mount,
@@ -66,12 +69,15 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     if not stack.config.dcgmExporter.enabled:
         return []
     objects: list[dict[str, Any]] = [
-        # The exporter never calls the API server: pods are mapped to GPUs through the kubelet's
-        # pod-resources socket (gpu-operator #2726), so the account carries no token.
+        # Pods are mapped to GPUs through the kubelet's pod-resources socket (gpu-operator
+        # #2726): the account mounts no token. Only in DRA mode does the exporter call the API
+        # server, from its one container, which gets a token of its own (DRA_ACCESS).
         service_account(stack, NAME, calls_api=False),
         config_map(stack, METRICS_CONFIG_MAP, {COUNTERS_KEY: counters_csv()}),
         _daemonset(stack),
     ]
+    if stack.dra_gpus:
+        objects += cluster_role_with_binding(stack, NAME, DRA_RULES)
     rules = scc_rules(stack)
     if rules:
         objects += role_with_binding(stack, NAME, rules)
@@ -91,6 +97,21 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     elif monitor == "podmonitoring":
         objects.append(_pod_monitoring(stack))
     return objects
+
+
+# The API token of the exporter's container in DRA mode.
+DRA_ACCESS: dict[str, Any] = {**API_ACCESS, "name": "dcgm-exporter-api-access"}
+# What the exporter reads in DRA mode, as its chart grants it (NVIDIA/dcgm-exporter
+# deployment/templates/clusterrole.yaml, d5e5f51, with kubernetesDRA.enabled): the ResourceSlices
+# that tie a claimed device to its GPU (internal/pkg/transformation/dra.go, an informer: list
+# and watch) and the pods that hold the claims.
+DRA_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["", "resource.k8s.io"],
+        "resources": ["pods", "resourceslices"],
+        "verbs": ["get", "list", "watch"],
+    }
+]
 
 
 def _security_context(stack: Stack) -> dict[str, Any]:
@@ -135,6 +156,19 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # The nvidia runtime or hook exposes every GPU to the exporter, which requests none.
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
     env += driver_env
+    access_mounts: list[dict[str, Any]] = []
+    access_volumes: list[dict[str, Any]] = []
+    if stack.dra_gpus:
+        # GPUs handed out by NVIDIA's DRA driver reach a pod through a ResourceClaim: the
+        # kubelet's pod-resources name the claim's device, and the exporter ties it to a GPU
+        # through the driver's ResourceSlices only in DRA mode (the chart's kubernetesDRA.enabled,
+        # deployment/templates/daemonset.yaml KUBERNETES_ENABLE_DRA, d5e5f51); without it the
+        # GPUs of DRA pods carry no pod labels.
+        env.append({"name": "KUBERNETES_ENABLE_DRA", "value": "true"})
+        access_mounts.append(
+            {"name": DRA_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True}
+        )
+        access_volumes.append(DRA_ACCESS)
     probe = {"httpGet": {"path": "/health", "port": PORT_NAME}, "initialDelaySeconds": 45}
     pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
@@ -162,6 +196,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                         {"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True},
                         {"name": "counters", "mountPath": COUNTERS_DIR, "readOnly": True},
                         *driver_mounts,
+                        *access_mounts,
                     ],
                 }
             ],
@@ -171,6 +206,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 ),
                 {"name": "counters", "configMap": {"name": METRICS_CONFIG_MAP}},
                 *driver_volumes,
+                *access_volumes,
             ],
         }
     )

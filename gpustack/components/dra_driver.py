@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack import ready_files
-from gpustack.decorate import mirrored
+from gpustack import metrics, ready_files
+from gpustack.decorate import pulled
 from gpustack.model import ResourceRequirements
 from gpustack.stack import Stack, dra_gate_enabled
 from gpustack.workload import (
@@ -31,7 +31,7 @@ from gpustack.workload import (
 # The chart's name, which names its objects (templates/_helpers.tpl dra-driver-nvidia-gpu.name,
 # fullname for a release of the same name).
 CHART = "dra-driver-nvidia-gpu"
-KUBELET_PLUGIN = f"{CHART}-kubelet-plugin"
+KUBELET_PLUGIN = metrics.DRA_KUBELET_PLUGIN  # f"{CHART}-kubelet-plugin"
 CONTROLLER = f"{CHART}-controller"
 # _helpers.tpl serviceAccountName: "<fullname>-service-account", suffixed per workload
 # (kubeletplugin.yaml, controller.yaml).
@@ -62,9 +62,8 @@ def image(stack: Stack) -> str:
 
 def _image_for_env(stack: Stack) -> str:
     """The image the driver starts other pods from (IMAGE_NAME: the controller's IMEX daemons,
-    the plugin's MPS daemons), mirrored as decorate mirrors the containers' own."""
-    registry = stack.config.images.registry
-    return mirrored(image(stack), registry) if registry else image(stack)
+    the plugin's MPS daemons), pinned and mirrored as decorate does the containers' own."""
+    return pulled(image(stack), stack.config.images.registry, stack.image_digests)
 
 
 def _feature_gates(stack: Stack) -> list[dict[str, Any]]:
@@ -120,9 +119,11 @@ def _device_classes(stack: Stack) -> list[dict[str, Any]]:
             GPU_DEVICE_CLASS,
             "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
         )
-        if stack.resource_api_version == "resource.k8s.io/v1":
-            # A pod's `nvidia.com/gpu` limit is served from this class where the cluster turns
-            # DRAExtendedResource on (KEP-5004); ignored otherwise (deviceclass-gpu.yaml).
+        if stack.resource_api_version == "resource.k8s.io/v1" and stack.dra_extended_resource:
+            # A pod's `nvidia.com/gpu` limit is served from this class (KEP-5004; the chart's
+            # deviceclass-gpu.yaml names it). Only where the API server keeps the field: with
+            # DRAExtendedResource off it drops it, and Argo CD and Flux would see the DeviceClass
+            # differ from Git for ever.
             gpu["spec"]["extendedResourceName"] = "nvidia.com/gpu"
         classes += [
             gpu,

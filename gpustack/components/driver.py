@@ -42,6 +42,7 @@ from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_no
 from gpustack.workload import (
     API_ACCESS,
     API_ACCESS_MOUNT,
+    COMPONENT_LABEL,
     cluster_role_with_binding,
     daemonset,
     deploy_labeller,
@@ -56,28 +57,25 @@ from gpustack.workload import (
 NAME = "nvidia-driver-daemonset"
 ACCOUNT = "nvidia-driver"
 CONTAINER = "nvidia-driver-ctr"
+# The pod label every driver DaemonSet's pods carry, whatever their pool or build.
+COMPONENT = "nvidia-driver"
 MANAGER = "k8s-driver-manager"
 # gpu-operator values.yaml `driver.manager.repository`/`.image` (v26.7.0).
 MANAGER_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
 # gpu-operator values.yaml `driver.repository`/`driver.image`.
 IMAGE = "nvcr.io/nvidia/driver"
-# Written by the driver pod's startup probe once nvidia-smi answers, as gpu-operator's startup
+# Written by the driver pod's startup probe once the driver is up, as gpu-operator's startup
 # probe writes it. NVIDIA's validator waits for it only for a driver DaemonSet the operator owns
 # (cmd/nvidia-validator/main.go isDriverManagedByOperator), else for nvidia-smi in the driver root.
 READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
-# The ready file names the pod that wrote it, as a YAML comment: the validator reads the file as a
-# YAML map of feature flags (gpu-operator cmd/nvidia-validator/main.go
-# validateAdditionalDriverComponents, v26.7.0), which a comment leaves empty. A pod's hostname is
-# its name (the driver pod keeps its own UTS namespace: no hostNetwork). A stopping pod removes
-# the file only if it wrote it: where a node moves from one driver DaemonSet to another (a node
-# pool given a driver of its own, a pool marked canary), the leaving pod must not take away the
-# ready file of the pod that replaced it, which would stay NotReady (its startup probe, the one
-# writer, has passed).
-READY_OWNER = "# $(cat /proc/sys/kernel/hostname)"
 # The driver container's script writes NotReady here when it starts and Ready once its daemons
 # (persistenced, the fabric manager on NVSwitch systems) run (gpu-driver-container
-# ubuntu22.04/nvidia-driver _start_daemons); gpu-operator's startup probe waits for Ready.
+# ubuntu22.04/nvidia-driver _set_daemons_status); gpu-operator's startup probe waits for Ready.
 DAEMONS_STATUS_FILE = f"{VALIDATIONS}/.driver-daemons-status"
+# What the ready file says: the validator reads it as a YAML map of the driver's extra
+# components (gpu-operator cmd/nvidia-validator/main.go validateAdditionalDriverComponents,
+# v26.7.0), none of which gpustack runs (GPUDirect RDMA, GDS, GDRCopy).
+READY_FLAGS = ("GDRCOPY_ENABLED", "GDS_ENABLED", "GPU_DIRECT_RDMA_ENABLED")
 SHARED_DTK = "/mnt/shared-nvidia-driver-toolkit"
 NFD_OS = "feature.node.kubernetes.io/system-os_release"
 NFD_KERNEL = "feature.node.kubernetes.io/kernel-version.full"
@@ -94,7 +92,9 @@ RHEL_SUBSCRIPTION = (
 )
 
 
-def image(stack: Stack) -> str:
+def image(stack: Stack, kernel: str | None = None) -> str:
+    """The driver image; `kernel`: the precompiled image for that kernel (one of
+    `driver.kernelVersions`), else `driver.kernelVersion`'s."""
     driver = stack.config.driver
     if stack.facts.driver.nodeOS:
         # The platform's OS for its version, tagged as the GPU Operator tags it: RHCOS up to
@@ -103,7 +103,7 @@ def image(stack: Stack) -> str:
     if driver.precompiled:
         # Precompiled tags are <branch>-<kernel>-<os> (gpu-operator golden precompiled render).
         branch = driver.version.split(".")[0]
-        return f"{IMAGE}:{branch}-{driver.kernelVersion}-{driver.nodeOS}"
+        return f"{IMAGE}:{branch}-{kernel or driver.kernelVersion}-{driver.nodeOS}"
     return f"{IMAGE}:{driver.version}-{driver.nodeOS}"
 
 
@@ -135,12 +135,28 @@ def rhcos_pins(stack: Stack) -> list[RhcosPin | None]:
     return [None]
 
 
-def daemonset_name(pin: RhcosPin | None, pool: NodePool | None = None) -> str:
+def kernels(stack: Stack) -> list[str | None]:
+    """The driver DaemonSets to render, one per kernel of `driver.kernelVersions` (precompiled
+    images are built for one kernel each); None: one for every node (the nodes of
+    `driver.kernelVersion` where it is the one kernel)."""
+    driver = stack.config.driver
+    if stack.driver_mode == "container" and driver.precompiled and driver.kernelVersions:
+        return list(driver.kernelVersions)
+    return [None]
+
+
+def daemonset_name(
+    pin: RhcosPin | None, pool: NodePool | None = None, kernel: str | None = None
+) -> str:
     # The GPU Operator names a build's DaemonSet `<name>-<RHCOS version>`
     # (controllers/object_controls.go transformOpenShiftDriverToolkitContainer, v26.7.0); a
-    # pool's is `<name>-<pool>` before that.
+    # pool's is `<name>-<pool>` before that. A kernel's is `<name>-<kernel>` in the same way
+    # (the operator's NVIDIADriver renders one per OS and kernel, internal/state/driver.go
+    # getDriverAppName, hashing the kernel into the name instead).
     name = f"{NAME}-{pool.name}" if pool else NAME
-    return f"{name}-{pin.version}" if pin else name
+    if pin:
+        return f"{name}-{pin.version}"
+    return f"{name}-{kernel}" if kernel else name
 
 
 def driver_pools(stack: Stack) -> list[NodePool]:
@@ -173,9 +189,12 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         for obj in objects:
             rollout(obj, CANARY)
     for pin in rhcos_pins(stack):
-        objects.append(_daemonset(stack, pin, exclude=pools))
-        for pool in pools:
-            objects.append(_daemonset(_with_version(stack, pool), pin, pool=pool))
+        for kernel in kernels(stack):
+            objects.append(_daemonset(stack, pin, exclude=pools, kernel=kernel))
+            for pool in pools:
+                objects.append(
+                    _daemonset(_with_version(stack, pool), pin, pool=pool, kernel=kernel)
+                )
     return objects
 
 
@@ -206,7 +225,9 @@ def manager_image(stack: Stack) -> str:
     return f"{MANAGER_IMAGE}:{stack.config.driver.manager.version}"
 
 
-def _node_requirements(stack: Stack, pin: RhcosPin | None) -> list[dict[str, Any]]:
+def _node_requirements(
+    stack: Stack, pin: RhcosPin | None, kernel: str | None
+) -> list[dict[str, Any]]:
     """NFD labels that keep the image on nodes it was built for."""
     driver = stack.config.driver
     if stack.config.nfd.mode == "disabled":
@@ -225,8 +246,10 @@ def _node_requirements(stack: Stack, pin: RhcosPin | None) -> list[dict[str, Any
             {"key": f"{NFD_OS}.OSTREE_VERSION", "operator": "In", "values": [pin.version]}
         )
     if driver.precompiled:
+        # One kernel, as the GPU Operator's precompiled DaemonSet selects it (golden
+        # driver-precompiled render: kernel-version.full).
         requirements.append(
-            {"key": NFD_KERNEL, "operator": "In", "values": [str(driver.kernelVersion)]}
+            {"key": NFD_KERNEL, "operator": "In", "values": [str(kernel or driver.kernelVersion)]}
         )
     return requirements
 
@@ -245,14 +268,18 @@ def _daemonset(
     pin: RhcosPin | None,
     pool: NodePool | None = None,
     exclude: list[NodePool] | None = None,
+    kernel: str | None = None,
 ) -> dict[str, Any]:
-    """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`), for a pool's nodes
-    (`pool`), or for the nodes in none of the `exclude` pools."""
+    """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`, or one kernel,
+    `kernel`), for a pool's nodes (`pool`), or for the nodes in none of the `exclude` pools."""
     dtk = stack.driver_mode == "driver-toolkit"
     env: list[dict[str, Any]] = [
         # The driver container must not be handed GPUs by an nvidia runtime (upstream).
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        # Not upstream's NODE_IP (status.hostIP): no script of the driver images reads it
+        # (NVIDIA/gpu-driver-container nvidia-driver, every OS), and here it would change
+        # DRIVER_CONFIG_DIGEST, reloading every node's driver for nothing.
     ]
     mounts: list[dict[str, Any]] = [
         # The driver mounts its root filesystem at /run/nvidia/driver for the host to see.
@@ -295,29 +322,16 @@ def _daemonset(
         env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
         mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
         volumes.append({"name": "shared-nvidia-driver-toolkit", "emptyDir": {}})
-    probe_script = (
-        f'nvidia-smi && mkdir -p {VALIDATIONS} && echo "{READY_OWNER}" > {READY_FILE}.tmp && '
-        f"mv {READY_FILE}.tmp {READY_FILE}"
-    )
-    pre_stop = f'[ "$(cat {READY_FILE} 2>/dev/null)" != "{READY_OWNER}" ] || rm -f {READY_FILE}'
+    pre_stop = f"rm -f {READY_FILE} {DAEMONS_STATUS_FILE}"
     driver_container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": image(stack),
+        "image": image(stack, kernel),
         # DTK: the driver container prepares the shared folder and waits for the DTK sidecar to
         # build the modules against the node's kernel (gpu-operator OpenShift golden render).
         "command": ["ocp_dtk_entrypoint"] if dtk else ["nvidia-driver"],
         "args": ["nv-ctr-run-with-dtk"] if dtk else ["init"],
         "env": env,
         "securityContext": _privileged(stack),
-        # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
-        "startupProbe": {
-            "exec": {"command": ["sh", "-c", probe_script]},
-            "initialDelaySeconds": 60,
-            "periodSeconds": 10,
-            "timeoutSeconds": 60,
-            "failureThreshold": 120,
-        },
-        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", pre_stop]}}},
         "volumeMounts": mounts,
     }
     containers = [driver_container]
@@ -359,8 +373,9 @@ def _daemonset(
     # it installs the user-space files only (gpu-driver-container ubuntu22.04/nvidia-driver and
     # rhel9/common.sh `_should_skip_kernel_module_reload`; gpu-operator sets it on both containers,
     # controllers/object_controls.go DRIVER_CONFIG_DIGEST, v26.7.0).
-    # What the pod gains below (the driver manager, the readiness probe, scheduling, the update
-    # strategy) installs nothing: it stays out of the digest, so changing it reloads no driver.
+    # What the pod gains below (the probes and the preStop hook, the driver manager,
+    # scheduling, the update strategy) installs nothing: it stays out of the digest, so changing
+    # it reloads no driver.
     digest = _digest({"containers": containers, "volumes": volumes})
     for container in containers:
         container["env"].append({"name": "DRIVER_CONFIG_DIGEST", "value": digest})
@@ -374,6 +389,19 @@ def _daemonset(
         f"test -f /sys/module/nvidia/refcnt && test -f {READY_FILE} && "
         f'{{ [ ! -f {DAEMONS_STATUS_FILE} ] || [ "$(cat {DAEMONS_STATUS_FILE})" = Ready ]; }} && '
         "nvidia-smi"
+    )
+    driver_container.update(
+        {
+            # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
+            "startupProbe": {
+                "exec": {"command": ["sh", "-c", _startup_probe()]},
+                "initialDelaySeconds": 60,
+                "periodSeconds": 10,
+                "timeoutSeconds": 60,
+                "failureThreshold": 120,
+            },
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", pre_stop]}}},
+        }
     )
     driver_container["readinessProbe"] = {
         "exec": {"command": ["sh", "-c", readiness]},
@@ -390,7 +418,7 @@ def _daemonset(
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
-    requirements = _node_requirements(stack, pin)
+    requirements = _node_requirements(stack, pin, kernel)
     required = pod_spec["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -403,6 +431,25 @@ def _daemonset(
             required["nodeSelectorTerms"] = pool_node_terms(base, [pool], inside=True)
         else:
             required["nodeSelectorTerms"] = pool_node_terms(base, exclude or [], inside=False)
+    # One driver pod per node, whichever DaemonSet it comes from, as the GPU Operator's
+    # (assets/state-driver/0500_daemonset.yaml podAntiAffinity, v26.7.0): a node that moves from
+    # one driver DaemonSet to another (a pool given a driver of its own, a pool marked canary, a
+    # node labelled into a pool, a new RHCOS build or kernel) gets its new pod only once the old
+    # one is gone. Two at once would fight over the modules and /run/nvidia/driver: the new pod's
+    # manager unmounts the driver root the old one still serves, and the driver script refuses a
+    # second instance (its PID file lock).
+    pod_spec["affinity"]["podAntiAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {
+                    "matchExpressions": [
+                        {"key": COMPONENT_LABEL, "operator": "In", "values": [COMPONENT]}
+                    ]
+                },
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
     pod_spec.update(
         {
             "serviceAccountName": ACCOUNT,
@@ -424,7 +471,7 @@ def _daemonset(
     # ocpDriverToolkitVersionLabel, v26.7.0).
     labels = {"openshift.driver-toolkit": "true"} if pin else None
     workload = daemonset(
-        stack, daemonset_name(pin, pool), pod_spec, component="nvidia-driver", labels=labels
+        stack, daemonset_name(pin, pool, kernel), pod_spec, component=COMPONENT, labels=labels
     )
     if pin:
         workload["metadata"]["labels"]["openshift.driver-toolkit.rhcos"] = pin.version
@@ -449,6 +496,30 @@ def _daemonset(
         # elsewhere (Red Hat's operator included) is not among these manifests.
         ignore(workload, "node-label-unsourced")
     return workload
+
+
+def _startup_probe() -> str:
+    """gpu-operator's startup probe (assets/state-driver/0400_configmap.yaml startup-probe.sh,
+    v26.7.0), inline: the ready file, what the toolkit, the validator and the device plugin wait
+    for, is written only once the module is loaded, the driver's daemons report Ready (a driver
+    image that predates the status file writes none, and is judged by nvidia-smi alone) and
+    nvidia-smi answers. On NVSwitch systems the fabric manager is one of those daemons: before it
+    runs the GPUs take no CUDA work (error 802), so nothing may be told the driver is ready."""
+    flags = " && ".join(f'echo "{flag}: false"' for flag in READY_FLAGS)
+    return "; ".join(
+        [
+            "set -eu",
+            f"mkdir -p {VALIDATIONS}",
+            'if [ ! -f /sys/module/nvidia/refcnt ]; then echo "NVIDIA kernel module not loaded";'
+            " exit 1; fi",
+            f'if [ -f {DAEMONS_STATUS_FILE} ]; then status="$(cat {DAEMONS_STATUS_FILE})";'
+            ' if [ "$status" != Ready ]; then'
+            ' echo "NVIDIA driver daemons are not ready; current status: $status"; exit 1; fi; fi',
+            'if ! nvidia-smi; then echo "nvidia-smi failed"; exit 1; fi',
+            f"{{ {flags}; }} > {READY_FILE}.tmp",
+            f"mv {READY_FILE}.tmp {READY_FILE}",
+        ]
+    )
 
 
 def _manager(stack: Stack, digest: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
+from gpustack.decorate import DISCOVERY, rollout
 from gpustack.stack import Stack
 from gpustack.workload import (
     COMPONENT_LABEL,
@@ -55,6 +56,11 @@ def build(stack: Stack) -> list[dict[str, Any]]:
             *_worker(stack),
             *_garbage_collector(stack),
         ]
+    if any(pool.canary for pool in stack.pools):
+        # Before the canary's driver, which selects its nodes by NFD's labels
+        # (gpustack.decorate DISCOVERY).
+        for obj in objects:
+            rollout(obj, DISCOVERY)
     return objects
 
 

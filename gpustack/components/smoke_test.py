@@ -89,27 +89,35 @@ def _affinity(stack: Stack) -> dict[str, Any]:
     }
 
 
+def _hashed_config_exclusions(stack: Stack) -> dict[str, Any]:
+    pools: Any = {"pools": _unset_pool_fields(stack)} if stack.pools else {"pools"}
+    return {
+        "metadata": True,
+        "extends": True,
+        "patches": True,
+        "images": {"requireDigests"},
+        "nodes": pools,
+    }
+
+
 def name(stack: Stack) -> str:
     """`gpu-smoke-test-<hash>`: a Job's pod template cannot change, so a changed Job must be a new
     object; and a new Job after every change of the stack tests it again. The hash covers what the
     rendering is a function of (gpustack's version, the profile, the config but for the cluster's
-    name, and the patches as read, a patch file's content included), so clusters of a fleet that
-    differ only in name share one Job object."""
+    name, the patches as read, a patch file's content included, and the image lock's digests), so
+    clusters of a fleet that differ only in name share one Job object."""
     inputs = "\n".join(
         (
             gpustack.__version__,
             stack.profile.model_dump_json(),
             # Without node pools, the field is left out: the name stays what it was before
             # pools existed; so is a pool's unset gpuAllocation, from before pools had one.
-            stack.config.model_dump_json(
-                exclude={"metadata": True, "extends": True, "patches": True}
-                | (
-                    {"nodes": {"pools": _unset_pool_fields(stack)}}
-                    if stack.pools
-                    else {"nodes": {"pools"}}
-                )
-            ),
+            # images.requireDigests changes no object: only whether render and check pass.
+            stack.config.model_dump_json(exclude=_hashed_config_exclusions(stack)),
             json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
+            # A Job's pod template cannot change: newly pinned images make a new Job. Without a
+            # lock nothing is added, and the name stays what it was before locks existed.
+            *([json.dumps(sorted(stack.image_digests.items()))] if stack.image_digests else []),
         )
     )
     return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"

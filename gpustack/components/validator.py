@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.decorate import mirrored
+from gpustack.decorate import pulled
 from gpustack.ready_files import (
     VALIDATIONS,
     VALIDATIONS_VOLUME,
@@ -110,12 +110,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
 
 def _workload_env(stack: Stack) -> list[dict[str, Any]]:
     """What the validator gives the workload pods it creates (TransformValidatorComponent): the
-    image it runs from (mirrored as decorate mirrors the container's), pull policy and secrets,
+    image it runs from (pinned and mirrored as decorate does the container's), pull policy and secrets,
     and the runtime class of GPU pods."""
-    validator_image = image(stack)
-    registry = stack.config.images.registry
-    if registry:
-        validator_image = mirrored(validator_image, registry)
+    validator_image = pulled(image(stack), stack.config.images.registry, stack.image_digests)
     env = [
         {"name": "VALIDATOR_IMAGE", "value": validator_image},
         {"name": "VALIDATOR_IMAGE_PULL_POLICY", "value": PULL_POLICY},

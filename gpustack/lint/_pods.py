@@ -47,7 +47,7 @@ def requirements(pod: Pod) -> Placement:
         alternative = dict(base)
         for expression in term:
             key = str(expression.get("key"))
-            values = frozenset(str(v) for v in expression.get("values") or [])
+            values = frozenset(str(v) for v in sequence(expression.get("values")))
             alternative[key] = _narrow(
                 alternative.get(key), (str(expression.get("operator")), values)
             )

@@ -1,0 +1,301 @@
+"""The image lock: the digest of each image a cluster pulls, recorded offline.
+
+`gpustack.lock` beside the cluster configs maps each image reference, as the configs name it
+(before `images.registry` rewrites its host), to the digest it had when it was locked; render
+pins every image the lock names (`name:tag@sha256:...`). gpustack fills it without network from
+what the user saved with the registry tools they already use:
+
+- `skopeo inspect docker://IMAGE` (one JSON object: `Name`, the repository as given, and
+  `Digest`, the top-level manifest's: a multi-architecture image's list, skopeo-inspect(1));
+- lines of `IMAGE DIGEST` (`echo "$image $(crane digest "$image")"`, or `skopeo inspect
+  --format '{{.Name}}:TAG {{.Digest}}'`), or `IMAGE@DIGEST` (`crane digest --full-ref`).
+
+Both the lock and the saved files are untrusted: each read is bounded and goes through
+`reading`/`yamlio`, every value is checked, and no error quotes a file's content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from gpustack import emit, reading
+from gpustack.errors import Location, UserError, display_path
+from gpustack.model import IMAGE
+from gpustack.reading import decode, read_bounded
+from gpustack.yamlio import load_text
+
+LOCK_FILE = "gpustack.lock"
+API_VERSION = "gpustack.dev/v1alpha1"
+KIND = "ImageLock"
+# A SHA-256 digest as image references carry it (opencontainers/image-spec descriptor.md,
+# "Digests": algorithm, colon, lowercase hex; sha256 is the one every registry serves).
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A lock or a saved `skopeo inspect` (whose RepoTags may list thousands of tags) is far below this.
+MAX_BYTES = 8 * 1024 * 1024
+LOCK_HINT = "fill it with `gpustack images CONFIG --lock-from FILE`"
+SAVED_HINT = (
+    "save what `skopeo inspect docker://IMAGE` prints, or one `IMAGE DIGEST` or `IMAGE@DIGEST` "
+    "line per image, as `crane digest` and `crane digest --full-ref` give them"
+)
+# Docker's own registry and namespace, which a short name means (distribution/reference
+# normalize.go: docker.io, library/).
+DOCKER_HUB = "docker.io"
+DOCKER_LIBRARY = "library/"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An image reference taken apart (distribution/reference grammar): the registry host
+    ('' for a short name, which the node's runtime resolves), repository path, tag, digest."""
+
+    registry: str
+    repository: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.registry}/{self.repository}" if self.registry else self.repository
+
+    @property
+    def tagged(self) -> str:
+        """The reference without its digest."""
+        return f"{self.name}:{self.tag}" if self.tag else self.name
+
+    @property
+    def normalized(self) -> str:
+        """The repository as registries name it: a short name is Docker Hub's (`busybox` is
+        `docker.io/library/busybox`), as `skopeo inspect` prints it."""
+        if self.registry:
+            return self.name
+        library = "" if "/" in self.repository else DOCKER_LIBRARY
+        return f"{DOCKER_HUB}/{library}{self.repository}"
+
+
+def parse(reference: str) -> Reference | None:
+    """`reference` taken apart, or None when it is not an image reference."""
+    if not re.fullmatch(IMAGE, reference):
+        return None
+    name, _, digest = reference.partition("@")
+    tag = None
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name, _, tag = name.rpartition(":")
+    host, slash, rest = name.partition("/")
+    if slash and ("." in host or ":" in host or host == "localhost"):
+        return Reference(host, rest, tag, digest or None)
+    return Reference("", name, tag, digest or None)
+
+
+def lock_path(config: Path) -> Path:
+    """The lock file the cluster config at `config` reads: beside it."""
+    return config.parent / LOCK_FILE
+
+
+def read_lock(path: Path) -> dict[str, str]:
+    """The lock at `path` (image -> digest), or nothing when there is no such file. Read once
+    per process however many configs of a fleet share it (again when it changes)."""
+    if reading.revision_guard is not None:
+        # diff --git-ref: the revision's lock comes onto the disk when asked for; a path the
+        # revision must not be read through is refused by the read below.
+        with contextlib.suppress(UserError):
+            reading.revision_guard(os.path.abspath(path))
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        found = None
+    if found is None:
+        return _read_lock(str(path))  # reports the problem exactly as a read does
+    return _read_unchanged(os.path.abspath(path), found.st_mtime_ns, found.st_size, os.getcwd())
+
+
+@cache
+def _read_unchanged(path: str, mtime_ns: int, size: int, cwd: str) -> dict[str, str]:
+    # mtime and size in the key: an edited lock is read again; cwd: errors name the file as
+    # the user would type it from there.
+    return _read_lock(path)
+
+
+def _read_lock(path: str) -> dict[str, str]:
+    shown = display_path(path)
+    text = decode(read_bounded(path, MAX_BYTES, "an image lock"), shown)
+    document = load_text(text, shown)
+    data, source = document.data, document.source
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise UserError(
+            f"is not an image lock (apiVersion {API_VERSION}, kind {KIND})",
+            source.nearest(("kind",)) if isinstance(data, dict) else Location(shown, 1, 1),
+            hint=LOCK_HINT,
+        )
+    if data.get("apiVersion") != API_VERSION:
+        raise UserError(
+            f"apiVersion must be {API_VERSION}",
+            source.nearest(("apiVersion",)),
+            field="apiVersion",
+        )
+    unknown = sorted(str(key) for key in data if key not in ("apiVersion", "kind", "images"))
+    if unknown:
+        raise UserError(
+            "unknown field", source.nearest((unknown[0],)), field=unknown[0], hint=LOCK_HINT
+        )
+    images = data.get("images")
+    if images is None:
+        return {}
+    if not isinstance(images, dict):
+        raise UserError(
+            "must map each image to its digest", source.nearest(("images",)), field="images"
+        )
+    digests: dict[str, str] = {}
+    for image, digest in images.items():
+        where = ("images", image)
+        reference = parse(image) if isinstance(image, str) else None
+        if reference is None or reference.digest or not reference.tag:
+            raise UserError(
+                "a key is not an image reference with a tag and without a digest",
+                source.key(where) or source.nearest(where),
+                field="images",
+                hint="the lock names each image as the config does, e.g. "
+                "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+            )
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+            raise UserError(
+                "is not a digest: sha256: and 64 lowercase hexadecimal digits",
+                source.nearest(where),
+                field=f"images.{image}",
+                hint=LOCK_HINT,
+            )
+        digests[image] = digest
+    return digests
+
+
+def lock_text(digests: dict[str, str]) -> str:
+    """The lock file holding `digests`, sorted: the same digests give the same bytes."""
+    document = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "images": dict(sorted(digests.items())),
+    }
+    return (
+        "# The digest of each image the cluster configs of this folder pull. `gpustack render`\n"
+        "# pins these images by digest. Written by `gpustack images --lock-from`.\n"
+        + emit.dump(document)
+    )
+
+
+def write_lock(path: Path, digests: dict[str, str]) -> None:
+    """Write the lock at `path` in one step: a reader sees the old file or the new one."""
+    text = lock_text(digests)
+    target = Path(os.path.realpath(path))
+    try:
+        mode = target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
+    except OSError as error:
+        raise UserError(
+            f"cannot write the image lock: {error.strerror}", Location(display_path(path))
+        ) from None
+    staged = ""
+    try:
+        descriptor, staged = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(staged, mode)
+        os.replace(staged, target)
+    except OSError as error:
+        if staged:
+            Path(staged).unlink(missing_ok=True)
+        raise UserError(
+            f"cannot write the image lock: {error.strerror}", Location(display_path(path))
+        ) from None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One digest a saved file gives: the image it names (a repository alone when the tool
+    printed none), the digest, and where the digest is written."""
+
+    reference: Reference
+    digest: str
+    location: Location
+
+
+def read_saved(path: Path) -> list[Saved]:
+    """The digests in a saved `skopeo inspect` JSON or `IMAGE DIGEST` / `IMAGE@DIGEST` lines."""
+    shown = display_path(path)
+    text = decode(read_bounded(path, MAX_BYTES, "a saved skopeo or crane output"), shown)
+    if text.lstrip().startswith("{"):
+        return [_inspected(text, shown)]
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        found.append(_line(line, Location(shown, number, 1)))
+    if not found:
+        raise UserError("names no image and digest", Location(shown), hint=SAVED_HINT)
+    return found
+
+
+def _inspected(text: str, shown: str) -> Saved:
+    """`skopeo inspect`'s JSON (skopeo cmd/skopeo/inspect.go, inspectOutput: Name, Digest)."""
+    document = load_text(text, shown)  # JSON is YAML: one reader, and positions for errors
+    data, source = document.data, document.source
+    if not isinstance(data, dict):
+        raise UserError("is not a skopeo inspect object", Location(shown, 1, 1), hint=SAVED_HINT)
+    name = data.get("Name")
+    reference = parse(name) if isinstance(name, str) else None
+    if reference is None or reference.digest:
+        raise UserError(
+            "is not an image repository",
+            source.nearest(("Name",)),
+            field="Name",
+            hint=SAVED_HINT,
+        )
+    digest = data.get("Digest")
+    if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+        raise UserError(
+            "is not a digest: sha256: and 64 lowercase hexadecimal digits",
+            source.nearest(("Digest",)),
+            field="Digest",
+            hint=SAVED_HINT,
+        )
+    return Saved(reference, digest, source.value(("Digest",)) or source.nearest(()))
+
+
+def _line(line: str, start: Location) -> Saved:
+    """`IMAGE DIGEST` or `IMAGE@DIGEST`, located at the word that is wrong."""
+    words = [(match.start() + 1, match.group()) for match in re.finditer(r"\S+", line)]
+    if len(words) == 1 and "@" in words[0][1]:
+        column, word = words[0]
+        image, _, digest = word.rpartition("@")
+        words = [(column, image), (column + len(image) + 1, digest)]
+    if len(words) != 2:
+        raise UserError(
+            "expected IMAGE DIGEST or IMAGE@DIGEST"
+            + ("; a digest alone names no image" if len(words) == 1 else ""),
+            start,
+            hint=SAVED_HINT,
+        )
+    (image_column, image), (digest_column, digest) = words
+    reference = parse(image)
+    if reference is None or reference.digest:
+        raise UserError(
+            "is not an image reference",
+            Location(start.file, start.line, image_column),
+            hint=SAVED_HINT,
+        )
+    where = Location(start.file, start.line, digest_column)
+    if not DIGEST.fullmatch(digest):
+        raise UserError(
+            "is not a digest: sha256: and 64 lowercase hexadecimal digits", where, hint=SAVED_HINT
+        )
+    return Saved(reference, digest, where)
