@@ -615,6 +615,11 @@ def _code(text: str) -> str:
     return f"<code>{literal(text)}</code>"
 
 
+# What the head of a review leaves at least for the summary table's header and the shortest
+# closing note (about 250 characters): with it, no title or note can push a review past its size.
+_HEAD_SPARE = 700
+
+
 def _within(
     lines: list[str], endings: list[str], room: int, counted: Callable[[int], str]
 ) -> list[str]:
@@ -940,29 +945,30 @@ def as_markdown(
     else:
         more_lines = []
     rows = [_row(group) for group in groups]
+    head = [f"### {literal(title)}", "", summary + ".", "", *notes, *([""] if notes else [])]
+    head += [*reached, *more_lines[:1], ""] if unreached else []
     if max_size <= 0:
-        head = [f"### {literal(title)}", "", summary + ".", "", *notes, *([""] if notes else [])]
-        head += [*reached, *more_lines[:1], ""] if unreached else []
         sections = [_section(group, _diff_text(group)) for group in groups]
         return _joined(head, rows, 0, sections, "")
-    # The title (a path or revision the command line names) and the notes (texts of the
-    # configs, and the command that shows them) take at most a tenth of the room each, so that
-    # what a pull request chooses can never push the comment past `max_size`.
-    head = [f"### {_literal_within(title, max_size // 10)}", "", summary + ".", ""]
-    kept_notes = _within(
-        notes,
-        [],
-        max_size // 10,
-        lambda rest: f"> and {rest} more left out {_plural(rest, 'note')}  ",
-    )
-    head += [*kept_notes, ""] if kept_notes else []
-    kept_reached = _within(
-        reached,
-        more_lines,
-        max_size // 10,
-        lambda rest: f"> and {rest + max(more, 0)} more settings not reached  ",
-    )
-    head += [*kept_reached, ""] if kept_reached else []
+    if len("\n".join(head)) > max_size - _HEAD_SPARE:
+        # The title (a path or revision the command line names) and the notes (texts of the
+        # configs, and the command that shows them) then take a share of the room each, so that
+        # what a pull request chooses can never push the comment past `max_size`.
+        head = [f"### {_literal_within(title, max_size // 10)}", "", summary + ".", ""]
+        kept_notes = _within(
+            notes,
+            [],
+            max_size // 10,
+            lambda rest: f"> and {rest} more left out {_plural(rest, 'note')}  ",
+        )
+        head += [*kept_notes, ""] if kept_notes else []
+        kept_reached = _within(
+            reached,
+            more_lines,
+            max_size // 4,
+            lambda rest: f"> and {rest + max(more, 0)} more settings not reached  ",
+        )
+        head += [*kept_reached, ""] if kept_reached else []
     # The table takes at most half the room; groups it has no row for are left out.
     tabled = len(rows)
     while tabled and len(_joined(head, rows[:tabled], len(rows) - tabled, [], "")) > max_size // 2:

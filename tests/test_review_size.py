@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack.diff import Change, Diff, as_markdown
+from gpustack.diff import Change, Diff, Unreached, as_markdown
 
 # Characters that literal() writes as entities (six or more characters each), and plain ones.
 TEXTS = st.builds(
@@ -42,16 +42,23 @@ def diffs(count: int, note: str, size: int) -> list[tuple[str, Diff]]:
     title=TEXTS,
     command=TEXTS,
     note=TEXTS,
+    unreached=st.integers(min_value=0, max_value=14),
 )
 def test_the_review_never_passes_its_size(
-    max_size: int, clusters: int, lines: int, title: str, command: str, note: str
+    max_size: int, clusters: int, lines: int, title: str, command: str, note: str, unreached: int
 ) -> None:
+    # Settings a base change does not reach, named by a base path the pull request chooses.
+    settings_not_reached = [
+        Unreached(f"{note}/base.yaml", f"setting.{number}", ((f"c{number}", f"{note}:3:4"),))
+        for number in range(unreached)
+    ]
     text = as_markdown(
         diffs(clusters, note, lines),
         f"gpustack diff: {title} → rendered",
         max_size,
         f"gpustack diff {command}",
         lambda cluster: f"gpustack diff {command}/{cluster}.yaml",
+        settings_not_reached,
     )
     assert len(text) <= max_size
     page = Page(to_html(text))
