@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from conftest import run_gpustack
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpustack import lint
 from gpustack.config import load_stack
@@ -311,3 +313,69 @@ def test_lints_bound_in_render_names_the_config(monkeypatch: pytest.MonkeyPatch)
     result = run_gpustack("check", "examples/multi-pool.yaml", "-o", "out")
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: examples/multi-pool.yaml: more than 0 pairs of ")
+
+
+# --- the indexes leave nothing out ----------------------------------------------------------------
+
+KEYS = ["gpu", "pool", "zone"]
+VALUES = ["a", "b", "c"]
+EXPRESSIONS = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from(KEYS),
+        "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
+        "values": st.lists(st.sampled_from(VALUES), max_size=2, unique=True),
+    }
+)
+PLACEMENTS = st.builds(
+    lambda selector, terms: _pods.requirements(
+        _objects.Pod(
+            {},
+            {
+                "nodeSelector": selector,
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchExpressions": term} for term in terms]
+                        }
+                    }
+                },
+            },
+            {},
+            "spec",
+        )
+    ),
+    st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=2),
+    st.lists(st.lists(EXPRESSIONS, max_size=3), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(placements=st.lists(PLACEMENTS, min_size=1, max_size=8), query=PLACEMENTS)
+def test_the_placement_index_finds_exactly_what_comparing_every_pair_finds(
+    placements: list[_pods.Placement], query: _pods.Placement
+) -> None:
+    index = _pods.Placements(placements, _objects.Budget("placements"))
+    expected = [number for number, each in enumerate(placements) if _pods.overlap(query, each)]
+    assert list(index.sharing(query)) == expected
+    below = len(placements) // 2
+    assert list(index.sharing(query, below=below)) == [n for n in expected if n < below]
+
+
+LABELS = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3)
+SELECTORS = st.fixed_dictionaries(
+    {},
+    optional={
+        "matchLabels": LABELS,
+        "matchExpressions": st.lists(EXPRESSIONS, max_size=2),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(labels=st.lists(LABELS, max_size=8), selector=SELECTORS)
+def test_the_label_index_finds_exactly_what_testing_every_label_set_finds(
+    labels: list[dict[str, Any]], selector: dict[str, Any]
+) -> None:
+    index = _objects.Labelled(labels, _objects.Budget("labels"))
+    expected = [n for n, each in enumerate(labels) if _objects.labels_match(selector, each)]
+    assert list(index.matching(selector)) == expected
