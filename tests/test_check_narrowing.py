@@ -24,6 +24,11 @@ from tests.conftest import run_gpustack
 
 HEAD = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 OPTIONS = ("-o", "out", "--profiles-dir", "profiles")
+LAB = (
+    "apiVersion: gpustack.dev/v1alpha1\nkind: Profile\nextends: kubeadm\n"
+    "metadata: {{name: lab, description: the lab's clusters}}\n"
+    "defaults: {{namespace: {namespace}}}\n"
+)
 ARGOCD_SET = (
     "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/fleet.git\n"
     "    applicationSet: true\n"
@@ -54,7 +59,7 @@ def fleets(draw: st.DrawFn) -> Fleet:
     names = [f"c{number}" for number in range(count)]
     clusters = []
     for name in names:
-        profile = draw(st.sampled_from(["kubeadm", "rke2", "gke-ubuntu"]))
+        profile = draw(st.sampled_from(["kubeadm", "rke2", "gke-ubuntu", "lab"]))
         # Pools (not on GKE here, whose pools need node pool settings) may take a cluster's name.
         pool = None
         if profile != "gke-ubuntu":
@@ -65,7 +70,18 @@ def fleets(draw: st.DrawFn) -> Fleet:
 
 
 CHANGES = st.lists(
-    st.sampled_from(["base", "config", "rename", "shadowed-profile", "output", "pool"]),
+    st.sampled_from(
+        [
+            "base",
+            "config",
+            "rename",
+            "shadowed-profile",
+            "user-profile",
+            "output",
+            "node-file",
+            "pool",
+        ]
+    ),
     min_size=1,
     max_size=2,
     unique=True,
@@ -91,8 +107,10 @@ def build(root: Path, fleet: Fleet) -> None:
     (root / "fleet" / "base.yaml").write_text(HEAD + f"smokeTest: {{enabled: {smoke}}}\n" + gitops)
     for cluster in fleet.clusters:
         (root / "fleet" / f"{cluster.name}.yaml").write_text(config_text(cluster))
-    # A user profile shadowing gke-ubuntu's parent, as the built-in one has it.
+    # A user profile shadowing gke-ubuntu's parent, as the built-in one has it, and one of the
+    # user's own that extends kubeadm.
     shutil.copy(data_dir("profiles") / "gke-cos.yaml", root / "profiles" / "gke-cos.yaml")
+    (root / "profiles" / "lab.yaml").write_text(LAB.format(namespace="gpu-system"))
 
 
 def change(root: Path, fleet: Fleet, what: str, which: int) -> list[Path]:
@@ -120,6 +138,16 @@ def change(root: Path, fleet: Fleet, what: str, which: int) -> list[Path]:
         profile = root / "profiles" / "gke-cos.yaml"
         profile.write_text(profile.read_text().replace("/home/kubernetes/bin/nvidia", "/opt/nv"))
         return [profile]
+    if what == "user-profile":
+        profile = root / "profiles" / "lab.yaml"
+        profile.write_text(LAB.format(namespace="gpu-lab"))
+        return [profile]
+    if what == "node-file":
+        readme = root / "out" / cluster.name / "node" / "README.md"
+        if not readme.is_file():
+            return []
+        readme.write_text(readme.read_text() + "\nEdited by hand.\n")
+        return [readme]
     if what == "pool":
         # A pool named like another cluster: no output folder changes owner for it.
         other = fleet.clusters[(which + 1) % len(fleet.clusters)].name
