@@ -39,7 +39,13 @@ from gpustack.model import (
     Strict,
 )
 from gpustack.patterns import linear_regex
-from gpustack.reading import MAX_FILE_BYTES, UnreadableFile, decode, read_bounded
+from gpustack.reading import (
+    MAX_FILE_BYTES,
+    UnreadableFile,
+    decode,
+    read_bounded,
+    repository_top,
+)
 from gpustack.stack import Stack
 from gpustack.yamlio import (
     Document,
@@ -54,6 +60,10 @@ _MAX_EXTENDS_DEPTH = 16
 # costs a merge, so files that name each other's bases many times over would cost minutes and
 # gigabytes (a base-repetition bomb). A real fleet's chain is a handful.
 MAX_LAYERS = 64
+# Patch documents in all, counted as they are read (a file named twice, or holding several
+# documents, counts each time): each is matched against every object. A real config has a few
+# dozen; the work each does is counted as it is applied (gpustack.patches.MAX_WORK).
+MAX_PATCHES = 1000
 
 
 def _dra_serves_gpus(data: dict[str, Any]) -> bool:
@@ -214,9 +224,7 @@ def load_stack(
         all_layers,
         leave_out if leave_out_inapplicable else None,
     )
-    read_patches = tuple(
-        patch for entry, layer, index in patch_entries for patch in _read_patch(entry, layer, index)
-    )
+    read_patches = _read_patches(patch_entries)
     return Stack(
         checked.config,
         profile,
@@ -250,6 +258,23 @@ def _patch_entries(layers: list[Layer]) -> list[tuple[Any, Layer, int]]:
     return entries
 
 
+def _read_patches(entries: list[tuple[Any, Layer, int]]) -> tuple[patching.Patch, ...]:
+    """Every patch document the entries name, in order, at most MAX_PATCHES of them."""
+    found: list[patching.Patch] = []
+    for entry, layer, index in entries:
+        found += _read_patch(entry, layer, index)
+        if len(found) > MAX_PATCHES:
+            where = (*layer.prefix, "patches", index)
+            raise UserError(
+                f"the config applies more than {MAX_PATCHES} patches in all (counting each "
+                "document of a patch file, each time the file is named, also by bases)",
+                layer.source.nearest(where),
+                f"patches.{index}",
+                hint="name each patch file once; one patch with a target changes many objects",
+            )
+    return tuple(found)
+
+
 def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
     """The patch documents of one `patches:` entry, each with where it was written."""
     model = PatchEntry.model_validate(entry)
@@ -259,20 +284,9 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
     )
     if model.path is not None:
         base = layer.directory if layer.directory else Path.cwd()
-        file = base / model.path
-        try:
-            text = decode(read_bounded(file, what="a patch file", location=location), str(file))
-            documents = [d for d in load_all_text(text, display_path(file)) if d.data is not None]
-        except UserError as error:
-            if error.message.endswith(": file not found"):
-                error = UserError(f"patch file {display_path(file)} not found", location)
-            elif not isinstance(error, UnreadableFile) and error.location and error.location.line:
-                # The file may be anything: named with the place, never quoted.
-                error = UserError(
-                    "not valid YAML, expected a patch; its content is not shown", error.location
-                )
-            raise UserError(error.message, error.location, f"patches.{index}.path") from None
-        found = [(d.data, d.source.nearest(())) for d in documents]
+        field = f"patches.{index}.path"
+        file = _patch_file(base, model.path, location, field)
+        found = list(_patch_documents(file, base / model.path, location, field))
     else:
         try:
             documents = [
@@ -289,6 +303,95 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
         raise UserError("the patch is empty", location, f"patches.{index}")
     target = _patch_target(model, layer, where)
     return [_one_patch(body, at, target, model.path is not None, index) for body, at in found]
+
+
+def _patch_file(base: Path, written: str, location: Location, field: str) -> Path:
+    """Where the patch file `written` (relative to `base`, the folder of the config naming it)
+    really lies, symbolic links followed: a YAML file of the repository holding that config
+    (outside any repository, of the working folder when the config is in it, else of `base`
+    or below it), never in its `.git`. A pull request's config could otherwise merge any file
+    of the machine (a registry's credentials, say) into a rendered object, which `check` and
+    `diff` print."""
+    if "\x00" in written:
+        raise UserError("a file name cannot contain a NUL byte", location, field)
+    if not written.endswith(CONFIG_SUFFIXES):
+        raise UserError(
+            "must name a YAML file (.yaml or .yml)",
+            location,
+            field,
+            hint="a JSON patch is YAML too: rename it to .yaml",
+        )
+    top = repository_top(base)
+    folder, working = Path(os.path.realpath(base)), Path(os.path.realpath(Path.cwd()))
+    if top is not None:
+        root, where = top, "the git repository holding the config"
+    elif folder.is_relative_to(working):
+        root, where = working, "the working folder"  # a fleet's root, before `git init`
+    else:
+        root, where = folder, "the config's folder"
+    real = Path(os.path.realpath(base / written))
+    shown = display_path(base / written)
+    if not real.is_relative_to(root):
+        raise UserError(
+            f"patch file {shown} is outside {where} (symbolic links followed); a patch file is "
+            "one of the repository's own",
+            location,
+            field,
+            hint="keep patch files beside the configs that name them"
+            + ("" if top else ", or in a git repository that holds both"),
+        )
+    if ".git" in real.relative_to(root).parts:
+        raise UserError(
+            f"patch file {shown} is in the repository's .git folder, which holds git's own "
+            "data, never a patch",
+            location,
+            field,
+        )
+    return real
+
+
+def _patch_documents(
+    file: Path, named: Path, location: Location, field: str
+) -> list[tuple[Any, Location]]:
+    """The patch documents of `file` (a real path; `named`: as the config names it), each with
+    where it starts: read and parsed once per process however many entries and configs name it
+    (a large file named hundreds of times costs one read). The file may be anything: its
+    content is never quoted."""
+    try:
+        try:
+            stat = file.stat()
+        except OSError:
+            return _read_patch_file(file)  # reports the problem, uncached
+        return _patch_file_unchanged(file, stat.st_mtime_ns, stat.st_size, os.getcwd())
+    except UserError as error:
+        if not isinstance(error, UnreadableFile) and error.location and error.location.line:
+            # Named with the place, never quoted: not even YAML's own message.
+            raise UserError(
+                "not valid YAML, expected a patch; its content is not shown",
+                error.location,
+                field,
+            ) from None
+        shown = display_path(named)
+        if error.message == "file not found":
+            link = " (a symbolic link to a missing file)" if os.path.islink(named) else ""
+            raise UserError(f"patch file {shown} not found{link}", location, field) from None
+        raise UserError(f"{shown}: {error.message}", location, field) from None
+
+
+@cache  # a bounded cache would evict a fleet's shared patch files before the last cluster
+def _patch_file_unchanged(
+    file: Path, mtime_ns: int, size: int, cwd: str
+) -> list[tuple[Any, Location]]:
+    # mtime and size in the key: an edited file is read again; cwd: positions name the file as
+    # the user would type it from there. A failed read raises, and is not kept. Callers treat
+    # the documents as read-only (patches.apply copies what it merges).
+    return _read_patch_file(file)
+
+
+def _read_patch_file(file: Path) -> list[tuple[Any, Location]]:
+    text = decode(read_bounded(file, what="a patch file"), display_path(file))
+    documents = [d for d in load_all_text(text, display_path(file)) if d.data is not None]
+    return [(d.data, d.source.nearest(())) for d in documents]
 
 
 def _patch_target(

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, image_sources, rehash, stage
+from gpustack.decorate import decorate, image_sources, placement, rehash, stage
 from gpustack.errors import Location, UserError
 from gpustack.layout import (
     CLUSTER_DIR,
@@ -92,7 +92,7 @@ def render(stack: Stack) -> Rendering:
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
     # are then made again, so a patched ConfigMap still rolls the pods that mount it.
-    patched = patches.apply(objects, stack.patches)
+    patched = patches.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
     application_set = gitops.application_set(stack)
