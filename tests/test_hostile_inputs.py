@@ -252,7 +252,7 @@ def test_a_profile_with_a_relative_kubelet_root_is_refused(tmp_path):
     line = next(n for n, s in enumerate(text.splitlines(), 1) if "kubeletRoot" in s)
     assert result.stderr == (
         f"error: profiles/lab.yaml:{line}:16: facts.kubeletRoot: '../../../etc' is not an "
-        "absolute, normalized path (such as /var/lib/kubelet)\n"
+        "absolute, normalized path (such as /var/lib/kubelet) [loading lab.yaml]\n"
     )
 
 
