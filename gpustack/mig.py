@@ -138,16 +138,19 @@ def _check_entry(entry: Any, path: tuple[str | int, ...], fail: Any) -> None:
         if required not in entry:
             raise fail(f"required field {required!r} missing", path)
     devices = entry["devices"]
-    if devices != "all" and not (
-        isinstance(devices, list)
-        and all(
-            isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in devices
-        )
-    ):
+    if devices != "all" and not isinstance(devices, list):
         raise fail(
             f"devices must be 'all' or a list of GPU indexes, not {describe(devices)}",
             (*path, "devices"),
         )
+    if isinstance(devices, list):
+        for index, item in enumerate(devices):
+            if not (isinstance(item, int) and not isinstance(item, bool) and item >= 0):
+                # mig-parted reads a negative index and matches no GPU with it, silently.
+                raise fail(
+                    "devices lists GPU indexes, whole numbers from 0: this is not one",
+                    (*path, "devices", index),
+                )
     device_filter = entry.get("device-filter")
     if device_filter is not None and not (
         isinstance(device_filter, str)
