@@ -27,6 +27,7 @@ from gpustack.errors import (
 )
 from gpustack.layers import (
     Layer,
+    following,
     locate,
     merge,
     merge_layers,
@@ -40,7 +41,7 @@ from gpustack.model import (
 )
 from gpustack.named_files import inside_repository
 from gpustack.patterns import linear_regex
-from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
+from gpustack.reading import MAX_FILE_BYTES, UnreadableFile, decode, read_bounded
 from gpustack.stack import Stack
 from gpustack.yamlio import (
     Document,
@@ -80,11 +81,14 @@ def _dra_serves_gpus(data: dict[str, Any]) -> bool:
 class _OverrideSource(SourceMap):
     """Where `--set` values come from: the option itself, each value as the user typed it."""
 
-    def __init__(self, written: dict[tuple[str | int, ...], str]) -> None:
+    def __init__(
+        self, written: dict[tuple[str | int, ...], str], assignments: tuple[str, ...]
+    ) -> None:
         where = Location("--set")
         paths = {path[:end] for path in written for end in range(1, len(path) + 1)}
         super().__init__("--set", dict.fromkeys(paths, where), dict.fromkeys(paths, where))
         self.typed = written
+        self.assignments = assignments  # as given, in order: the rendering records them
 
     def written(self, path: tuple[str | int, ...]) -> str | None:
         return self.typed.get(tuple(path))
@@ -136,7 +140,7 @@ def overrides(assignments: list[str] | tuple[str, ...]) -> Layer | None:
             node = child
         node[path[-1]] = parsed
         written[path] = value
-    return Layer(data, _OverrideSource(written))
+    return Layer(data, _OverrideSource(written, tuple(assignments)))
 
 
 def load_stack(
@@ -147,23 +151,60 @@ def load_stack(
     override: Layer | None = None,
     document: Document | None = None,
 ) -> Stack:
+    """Load one cluster config (or the embedded example when `path` is None); a mistake met in
+    another file than the config (a base, a profile) or in `--set` names the config too."""
+    return load_with_layers(
+        path, profile_name, profiles_dir, leave_out_inapplicable, override, document
+    )[0]
+
+
+def load_with_layers(
+    path: Path | None,
+    profile_name: str | None = None,
+    profiles_dir: Path | None = None,
+    leave_out_inapplicable: bool = False,
+    override: Layer | None = None,
+    document: Document | None = None,
+) -> tuple[Stack, list[Layer]]:
+    """`load_stack`, and the layers the config was merged from, bottom first: the profile's
+    defaults, the bases, the config, `--set`, and the values that follow from others (where
+    each value came from: `gpustack config show --show-origin`)."""
+    try:
+        return _load_stack(
+            path, profile_name, profiles_dir, leave_out_inapplicable, override, document
+        )
+    except UserError as problem:
+        if path is None or str(path) == STDIN:
+            raise
+        shown = display_path(path)
+        for each in problem.every():
+            if each.location is not None and each.location.file != shown:
+                each.cluster_config = each.cluster_config or shown
+        raise
+
+
+def _load_stack(
+    path: Path | None,
+    profile_name: str | None,
+    profiles_dir: Path | None,
+    leave_out_inapplicable: bool,
+    override: Layer | None,
+    document: Document | None,
+) -> tuple[Stack, list[Layer]]:
     """Load one cluster config (or the embedded example when `path` is None).
 
     `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
     refuses (e.g. `platform.openshiftVersion` on rke2) is left out, back to the profile's
     default, and named in `Stack.left_out`, instead of being an error. `override` (`--set`)
-    goes above the file. `document`: the config already read (`gpustack import` checks the
-    config it writes before writing it), standing for the file at `path`, which extends nothing.
+    goes above the file. `document`: the config already read (`gpustack import` and `init`
+    check the config they write before writing it), standing for the file at `path`; the bases
+    it extends are read from beside `path`.
     """
     # The image lock beside the config; the embedded example has none.
     lock_file = None if path is None else image_lock.lock_path(path)
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
-    layers = (
-        _config_layers(path)
-        if document is None
-        else [Layer(document.data, document.source, (), path.parent, path)]
-    )
+    layers = _config_layers(path, document)
     file_layer = layers[-1]
     if override is not None:
         layers.append(override)
@@ -195,6 +236,11 @@ def load_stack(
     all_layers = [profile_layer, *layers]
     patch_entries = _patch_entries(layers)
     merged = merge(profile_layer.data, combined)
+    followed = profile_checks.follow_platform_versions(merged, profile, all_layers)
+    followed_layers: list[Layer] = []
+    if followed is not None:
+        all_layers.append(followed)
+        merged = merge(merged, followed.data)
     if (
         _dra_serves_gpus(merged)
         and isinstance(merged.get("devicePlugin"), dict)
@@ -202,7 +248,9 @@ def load_stack(
     ):
         # The DRA driver takes the GPUs: the profile's device plugin gives way (both on one
         # node over-admit GPUs; a plugin the user asks for is refused in gpustack.profile_checks).
-        merged = merge(merged, {"devicePlugin": {"enabled": False}})
+        gives_way = following(("devicePlugin", "enabled"), False, ("gpuAllocation",), all_layers)
+        merged = merge(merged, gives_way.data)
+        followed_layers.append(gives_way)
     if patch_entries:
         merged["patches"] = [entry for entry, _, _ in patch_entries]
 
@@ -220,7 +268,7 @@ def load_stack(
         leave_out if leave_out_inapplicable else None,
     )
     read_patches = _read_patches(patch_entries)
-    return Stack(
+    stack = Stack(
         checked.config,
         profile,
         display_path(path),
@@ -229,9 +277,13 @@ def load_stack(
         left_out=checked.left_out,
         entitlement_mode=checked.entitlement_mode,
         patches=read_patches,
+        overrides=override.source.assignments
+        if override is not None and isinstance(override.source, _OverrideSource)
+        else (),
         image_digests=image_lock.read_lock(lock_file) if lock_file is not None else {},
         lock_file=lock_file,
     )
+    return stack, [*all_layers, *followed_layers]
 
 
 class _PatchList(Strict):
@@ -329,7 +381,7 @@ def _patch_documents(
             return _read_patch_file(file)  # reports the problem, uncached
         return _patch_file_unchanged(file, stat.st_mtime_ns, stat.st_size, os.getcwd())
     except UserError as error:
-        if error.location is not None and error.location.line:
+        if not isinstance(error, UnreadableFile) and error.location and error.location.line:
             # Named with the place, never quoted: not even YAML's own message.
             raise UserError(
                 "not valid YAML, expected a patch; its content is not shown",
@@ -514,6 +566,12 @@ def _stdin_document() -> Document:
     return document
 
 
+def settings_of(path: Path) -> dict[str, Any]:
+    """What the config file `path` and its bases set, merged (no profile, not validated):
+    `gpustack init --extends` shows a base's values in the starter it writes."""
+    return merge_layers(_config_layers(path))
+
+
 def layer_chain(path: Path) -> list[Layer]:
     """The layers of the config at `path` as rendering merges them: the files it extends, bases
     first, then the file itself (read, not validated)."""
@@ -568,14 +626,15 @@ def _at(data: Any, path: tuple[str, ...]) -> Any:
     return data
 
 
-def _config_layers(path: Path) -> list[Layer]:
-    """The files `path` extends, bases first, then `path` itself.
+def _config_layers(path: Path, document: Document | None = None) -> list[Layer]:
+    """The files `path` extends, bases first, then `path` itself (`document`: its content,
+    already read).
 
     `extends:` is one path or a list of paths, applied in order (a later base overrides an
     earlier one, the file overrides them all); each base may extend others in turn.
     """
     chain: list[Layer] = []
-    _add_layers(path, chain, [], None)
+    _add_layers(path, chain, [], None, document)
     return chain
 
 
@@ -585,7 +644,11 @@ Reference = tuple[
 
 
 def _add_layers(
-    current: Path, chain: list[Layer], seen: list[Path], referencing: Reference | None
+    current: Path,
+    chain: list[Layer],
+    seen: list[Path],
+    referencing: Reference | None,
+    given: Document | None = None,
 ) -> None:
     resolved = real_path(current)
     if resolved in seen:
@@ -608,7 +671,13 @@ def _add_layers(
             hint="name each base once; a base that several bases share needs naming only once",
         )
     try:
-        document = _stdin_document() if str(current) == STDIN else read_document(current)
+        document = (
+            given
+            if given is not None
+            else _stdin_document()
+            if str(current) == STDIN
+            else read_document(current)
+        )
     except UserError as error:
         if referencing and error.message == "file not found":
             raise UserError(

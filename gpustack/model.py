@@ -280,7 +280,8 @@ class Platform(Strict):
         Field(
             description=(
                 "target Kubernetes minor version for schema validation and API deprecations, e.g."
-                " `1.31`"
+                " `1.31`; on OpenShift it follows `openshiftVersion` when left out (4.18: 1.31), "
+                "and one that another OpenShift release ships is refused"
             )
         )
     )
@@ -290,7 +291,8 @@ class Platform(Strict):
         default=None,
         description=(
             "OpenShift minor version, e.g. `4.20`; names the nodes' RHCOS, and with it the "
-            "driver image and the Driver Toolkit"
+            "driver image and the Driver Toolkit; follows `kubernetesVersion` when only that is "
+            "written"
         ),
     )
     featureGates: Annotated[
@@ -482,8 +484,17 @@ class PoolDriver(Strict):
     )
 
 
+# The most node pools a cluster config may list.
+MAX_POOLS = 256
+
+
 class NodePool(Strict):
-    name: Name = Field(description="the pool's name, unique among the pools")
+    name: Name = Field(
+        description=(
+            "the pool's name, unique among the pools; not `default`, the device plugin config of "
+            "the nodes in no pool"
+        )
+    )
     selector: Annotated[dict[LabelKey, LabelValue], Doc(type="node labels")] = Field(
         min_length=1,
         description=(
@@ -590,10 +601,13 @@ class Nodes(Strict):
     )
     pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(
         default_factory=_no_items,
+        # A cluster's GPU node pools are a few dozen at most; the bound keeps the work of a
+        # crafted config (each pool's config, node files, overlap with every other) bounded.
+        max_length=MAX_POOLS,
         description=(
             "GPU node pools of the cluster, each with its own device plugin config, MIG layout, "
             "driver version and taints; a node belongs to at most one pool, the others get the "
-            "cluster's settings"
+            f"cluster's settings; at most {MAX_POOLS}"
         ),
     )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
@@ -667,8 +681,10 @@ class MigManagerConfig(Strict):
         default=None,
         description=(
             "a mig-parted config file (`version: v1`, `mig-configs`), relative to the config "
-            "file and inside its repository, whose configs are added to the built-in ones (same name: replaces it); "
-            "checked as mig-parted checks it"
+            "file and inside its repository, whose configs are added to the built-in ones "
+            "(same name: replaces it, but "
+            "`all-disabled`, which gpustack gives pools that keep their GPUs whole, cannot turn "
+            "MIG on); checked as mig-parted checks it"
         ),
     )
 
@@ -2162,6 +2178,14 @@ class ProfileFacts(Strict):
         "(nfd.mode external); gpustack's own NFD (deploy) serves upstream's nfd.k8s-sigs.io.",
     )
     nodeOSLabel: NodeSelectorRequirement | None = None
+    openshiftKubernetesVersions: dict[
+        OpenShiftMinor, Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")]
+    ] = Field(
+        default_factory=dict,
+        description="OpenShift: the Kubernetes minor each OpenShift minor ships. "
+        "platform.kubernetesVersion follows platform.openshiftVersion (and the other way round "
+        "when only it is written); a pair that disagrees is refused.",
+    )
     migPartitioning: Literal["mig-manager", "node-pool", "node-settings"] = Field(
         default="mig-manager",
         description="Who creates MIG partitions: NVIDIA's MIG manager from the node label "
