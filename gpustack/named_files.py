@@ -126,4 +126,6 @@ def _under(real: Path, top: Path) -> bool:
 
 
 def _in_git(real: Path, top: Path) -> bool:
-    return ".git" in str(real)[len(str(top)) :].split("/")
+    # Without regard to case: on a file system that ignores it (macOS's by default) `.GIT/config`
+    # is git's own file, and real paths keep the case they were written in.
+    return ".git" in str(real)[len(str(top)) :].lower().split("/")

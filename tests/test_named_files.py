@@ -486,3 +486,58 @@ def test_an_argo_cd_plugins_copy_of_the_repository_is_its_root(tmp_path: Path) -
         "error: gpustack.yaml:1:10: extends: base config ../../../../home/base.yaml is outside "
         "the repository Argo CD gave the plugin (symbolic links followed)"
     ), result.stderr
+
+
+def _shared_patch(top: Path) -> Path:
+    (top / "shared").mkdir()
+    (top / "shared" / "patch.yaml").write_text("metadata: {annotations: {team: gpu}}\n")
+    return top / "shared" / "patch.yaml"
+
+
+RESOLVED = {
+    # A link to a link to a file outside: every link is followed.
+    "link-chain-out": (
+        lambda top: _links(top, ("a.yaml", "b.yaml"), top.parent / "home" / "patch.yaml"),
+        "../links/a.yaml",
+        "outside",
+    ),
+    # A link into `.git`, and `.git` written in another case (one folder where case is ignored).
+    "link-into-git": (
+        lambda top: _links(top, ("a.yaml",), top / ".git" / "patch.yaml"),
+        "../links/a.yaml",
+        ".git folder",
+    ),
+    "git-in-capitals": (lambda top: None, "../.GIT/patch.yaml", ".git folder"),
+    # Out of the repository and back in: where the path resolves counts, not how it is spelt.
+    "out-and-back-in": (_shared_patch, "../../repository/shared/patch.yaml", None),
+    # A link in the repository to a file of the repository.
+    "link-inside": (
+        lambda top: _links(top, ("a.yaml",), _shared_patch(top)),
+        "../links/a.yaml",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", RESOLVED)
+def test_a_path_counts_where_it_resolves(tmp_path: Path, case: str) -> None:
+    make, written, refused = RESOLVED[case]
+    top = _repository(tmp_path)
+    make(top)
+    _cluster(top, FIELDS[1], written)
+    result = run_gpustack("render", "clusters/cluster.yaml", "--stdout", cwd=top)
+    assert SECRET not in result.stdout + result.stderr
+    if refused is None:
+        assert result.returncode == 0, result.stderr
+        assert "team: gpu" in result.stdout
+    else:
+        assert result.returncode == 2
+        assert result.stderr.startswith("error: clusters/cluster.yaml:4:9: patches.0.path: ")
+        assert refused in result.stderr
+
+
+def _links(top: Path, names: tuple[str, ...], target: Path) -> None:
+    """Links in `top/links/`, each to the next, the last to `target`."""
+    (top / "links").mkdir(exist_ok=True)
+    for name, following in zip(names, [*names[1:], None], strict=True):
+        (top / "links" / name).symlink_to(following if following else target)
