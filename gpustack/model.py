@@ -487,8 +487,17 @@ class PoolDriver(Strict):
     )
 
 
+# The most node pools a cluster config may list.
+MAX_POOLS = 256
+
+
 class NodePool(Strict):
-    name: Name = Field(description="the pool's name, unique among the pools")
+    name: Name = Field(
+        description=(
+            "the pool's name, unique among the pools; not `default`, the device plugin config of "
+            "the nodes in no pool"
+        )
+    )
     selector: Annotated[dict[LabelKey, LabelValue], Doc(type="node labels")] = Field(
         min_length=1,
         description=(
@@ -595,10 +604,13 @@ class Nodes(Strict):
     )
     pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(
         default_factory=_no_items,
+        # A cluster's GPU node pools are a few dozen at most; the bound keeps the work of a
+        # crafted config (each pool's config, node files, overlap with every other) bounded.
+        max_length=MAX_POOLS,
         description=(
             "GPU node pools of the cluster, each with its own device plugin config, MIG layout, "
             "driver version and taints; a node belongs to at most one pool, the others get the "
-            "cluster's settings"
+            f"cluster's settings; at most {MAX_POOLS}"
         ),
     )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
@@ -672,8 +684,10 @@ class MigManagerConfig(Strict):
         default=None,
         description=(
             "a mig-parted config file (`version: v1`, `mig-configs`), relative to the config "
-            "file, whose configs are added to the built-in ones (same name: replaces it); "
-            "checked as mig-parted checks it"
+            "file and inside its repository, whose configs are added to the built-in ones "
+            "(same name: replaces it, but "
+            "`all-disabled`, which gpustack gives pools that keep their GPUs whole, cannot turn "
+            "MIG on); checked as mig-parted checks it"
         ),
     )
 
@@ -1350,7 +1364,9 @@ class Entitlement(Strict):
     )
     pemFile: Annotated[str | None, Doc(type="path")] = Field(
         default=None,
-        description="entitlement certificate, relative to the config file; required with `enabled`",
+        description="entitlement certificate, relative to the config file and inside its "
+        "repository (one kept elsewhere: `--set entitlement.pemFile=PATH`); required with "
+        "`enabled`",
     )
 
 
@@ -1737,7 +1753,8 @@ class PatchEntry(Strict):
     )
     path: str | None = Field(
         default=None,
-        description="a file holding the patch, relative to the config that names it; not with `patch`",
+        description="a file holding the patch, relative to the config that names it and inside "
+        "its repository; not with `patch`",
     )
     target: PatchTarget | None = Field(
         default=None,
@@ -1776,7 +1793,8 @@ class GPUStack(Strict):
     extends: Annotated[str | list[str] | None, Doc(type="path, or list of paths")] = Field(
         default=None,
         description=(
-            "a base config (path relative to this file) to inherit from, or several applied "
+            "a base config (path relative to this file, inside its repository) to inherit from, "
+            "or several applied "
             "in order (later ones override earlier ones); in a folder render, a file that "
             "others extend is a base, not a cluster"
         ),
