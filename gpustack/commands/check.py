@@ -293,7 +293,7 @@ def _print(report: OutputCheck, out: Path, color: bool) -> None:
 def _findings(reports: list[OutputCheck], out: Path, verbose: bool) -> list[str]:
     """Every report's findings, each line once: a finding in many clusters' same file is one
     line naming the file under `out/*/` and the clusters (common.grouped)."""
-    from gpustack.secrets import mask_text
+    from gpustack.redaction import mask_text
 
     found = [
         (report.name, (relative, what)) for report in reports for relative, what in report.placed
