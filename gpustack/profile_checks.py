@@ -16,7 +16,7 @@ from typing import Any
 
 from gpustack import bottlerocket, gke_accelerators, mig
 from gpustack.errors import Location, UserError, did_you_mean, display_path
-from gpustack.layers import Layer, following, merge, nearest, set_by_user
+from gpustack.layered_settings import Layer, following, merge, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
 from gpustack.reading import decode, read_bounded
 from gpustack.stack import (

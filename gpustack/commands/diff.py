@@ -19,7 +19,7 @@ from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.diff import ClusterDiffs, Diff, Unreached
-    from gpustack.layers import Layer
+    from gpustack.layered_settings import Layer
     from gpustack.stack import Stack
 
 
