@@ -26,10 +26,10 @@ from typing import Any, NamedTuple
 
 from gpustack import committed, config, output_tree, render
 from gpustack.applicationset import for_fleet
-from gpustack.diff import Change, Diff, Status, Unreached, diff_files, diff_objects
 from gpustack.errors import display_path
 from gpustack.layered_settings import Layer, nearest
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
+from gpustack.object_diff import Change, Diff, Status, Unreached, diff_files, diff_objects
 from gpustack.objects import Identity
 from gpustack.output_check import compare_folder, file_diff
 from gpustack.render import Rendering

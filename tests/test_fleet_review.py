@@ -19,7 +19,14 @@ from markdown_page import ELEMENTS, Page, to_html
 from gpustack import review
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, Unreached, as_markdown, diff_objects
+from gpustack.object_diff import (
+    MARKDOWN_MAX_SIZE,
+    Change,
+    Diff,
+    Unreached,
+    as_markdown,
+    diff_objects,
+)
 from gpustack.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
