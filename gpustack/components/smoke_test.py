@@ -8,7 +8,7 @@ The default image is NVIDIA's vectorAdd sample (k8s-device-plugin README, "Runni
 which exits non-zero when the kernel or its result fails. The Job is named after a hash of
 everything it renders from, `gpustack.decorate` makes it an Argo CD PostSync hook, and with Flux
 it is the last stage, whose Kustomization depends on the workloads only and waits for the Job
-(`gpustack.gitops`).
+(`gpustack.gitops_objects`).
 """
 
 from __future__ import annotations
