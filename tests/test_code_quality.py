@@ -182,3 +182,15 @@ def test_every_module_is_in_a_tier_and_every_command_in_the_independence_contrac
     # `completion` is part of the parser too: declared.main answers a shell's request with it.
     declared.remove("gpustack.commands.completion")
     assert sorted(independent["modules"]) == sorted(declared)
+
+
+def test_no_module_is_named_like_a_standard_library_module():
+    """A module named like one of the standard library's (`secrets`, `types`, `copy`) reads as
+    that module wherever it is imported by name, and a script run from its folder would import
+    it in place of the standard one."""
+    clashes = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "gpustack").rglob("*.py"))
+        if path.stem in sys.stdlib_module_names or path.parent.name in sys.stdlib_module_names
+    ]
+    assert clashes == []
