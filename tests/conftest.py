@@ -190,8 +190,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # The modules that take longest, slowest first (CPU seconds of a single-process run, measured as
 # docs/development.md says). xdist's loadscope hands each worker whole modules, by default
-# those with the most tests first (addopts turns that off); a slow module of few tests (real
-# pre-commit commits, the benchmarks) would then come last and keep one worker busy while the
+# those with the most tests first (addopts turns that off); a slow module of few tests (the real
+# pre-commit commits) would then come last and keep one worker busy while the
 # other idles. These go first; every other module follows, those with more tests first.
 SLOWEST_FIRST = (
     "test_upstream_components.py",
@@ -204,7 +204,6 @@ SLOWEST_FIRST = (
     "test_bad_input.py",
     "test_output_safety.py",
     "test_dev_tools.py",
-    "test_validate_bench.py",
 )
 
 
