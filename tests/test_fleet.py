@@ -445,7 +445,7 @@ def test_a_renamed_clusters_old_folder_is_named_by_render_and_check(cli, tmp_pat
     diffed = cli("diff", "clusters", "-o", "out")
     assert diffed.exit_code == 0, diffed.output
     assert "warning: out/west:" in diffed.stderr and "`rm -r out/west`" in diffed.stderr
-    # Rendering one config names no other folder, as before.
+    # Rendering one config names no other folder.
     single = cli("render", "clusters/west.yaml", "-o", "out")
     assert single.exit_code == 0 and "warning" not in single.stderr, single.stderr
     # Once removed, nothing is said.
