@@ -303,7 +303,7 @@ class _KeptCache:
     """A gpustack function's cache (in place of its functools.lru_cache) whose entries for the
     data gpustack ships (built-in profiles, the default schema locations) outlive
     _fresh_caches: no test edits those files, and reading them again for every in-process
-    command was about 40 ms each time. Entries that read the user's files are forgotten."""
+    command would cost about 40 ms each time. Entries that read the user's files are forgotten."""
 
     def __init__(self, cached: Any, shipped: Any) -> None:
         self._function = cached.__wrapped__  # the function lru_cache wraps

@@ -194,7 +194,7 @@ def test_clusters_that_differ_only_in_content_hashes_make_one_group(cli, tmp_pat
     assert "30 of 30 clusters differ." in shown  # one group: no "in N groups"
     assert [row[0].split(":")[0] for row in page.rows[1:2]] == ["30"]
     assert page.opened.count("details") == 1
-    # One diff, not thirty: the comment per cluster took 60,000 characters.
+    # One diff, not thirty: a comment per cluster would take 60,000 characters.
     assert len(result.stdout) < 10_000, len(result.stdout)
     # What differs between them is said, and whose values are shown.
     assert "differ from cluster to cluster; shown are gpu-01's." in shown
