@@ -106,7 +106,7 @@ class Diff:
 
 # --- masking ---------------------------------------------------------------------------------
 
-# One implementation of masking for every command (gpustack.redaction); names kept for callers.
+# The one masking of every command (gpustack.redaction), by the names the formats below use.
 mask, mask_text, redacted = redaction.mask, redaction.mask_text, redaction.redacted
 
 
