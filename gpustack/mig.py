@@ -18,6 +18,7 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]
 
 from gpustack.errors import UserError, describe
+from gpustack.model import MIG_DISABLED
 from gpustack.yamlio import Document
 
 # The node labels the MIG manager (NVIDIA/mig-parted's nvidia-mig-manager, components/mig_manager.py)
@@ -111,6 +112,15 @@ def parse_user_configs(document: Document) -> Configs:
             raise fail("expected a list with at least one entry", path)
         for index, entry in enumerate(entries):
             _check_entry(entry, (*path, index), fail)
+            if name == MIG_DISABLED and entry["mig-enabled"]:
+                # gpustack gives this config to the nodes of a pool whose device plugin uses
+                # no MIG (GPUStack.pool_mig_config): partitioned, their GPUs would vanish.
+                raise fail(
+                    f"{MIG_DISABLED} is the config gpustack gives the nodes of a pool whose "
+                    "device plugin uses no MIG, to keep their GPUs whole; it cannot turn MIG on",
+                    (*path, index, "mig-enabled"),
+                    "give this layout a name of its own",
+                )
     return configs
 
 
