@@ -682,7 +682,8 @@ class MigManagerConfig(Strict):
         default=None,
         description=(
             "a mig-parted config file (`version: v1`, `mig-configs`), relative to the config "
-            "file, whose configs are added to the built-in ones (same name: replaces it, but "
+            "file and inside its repository, whose configs are added to the built-in ones "
+            "(same name: replaces it, but "
             "`all-disabled`, which gpustack gives pools that keep their GPUs whole, cannot turn "
             "MIG on); checked as mig-parted checks it"
         ),
@@ -1354,7 +1355,9 @@ class Entitlement(Strict):
     )
     pemFile: Annotated[str | None, Doc(type="path")] = Field(
         default=None,
-        description="entitlement certificate, relative to the config file; required with `enabled`",
+        description="entitlement certificate, relative to the config file and inside its "
+        "repository (one kept elsewhere: `--set entitlement.pemFile=PATH`); required with "
+        "`enabled`",
     )
 
 
@@ -1741,7 +1744,8 @@ class PatchEntry(Strict):
     )
     path: str | None = Field(
         default=None,
-        description="a file holding the patch, relative to the config that names it; not with `patch`",
+        description="a file holding the patch, relative to the config that names it and inside "
+        "its repository; not with `patch`",
     )
     target: PatchTarget | None = Field(
         default=None,
@@ -1780,7 +1784,8 @@ class GPUStack(Strict):
     extends: Annotated[str | list[str] | None, Doc(type="path, or list of paths")] = Field(
         default=None,
         description=(
-            "a base config (path relative to this file) to inherit from, or several applied "
+            "a base config (path relative to this file, inside its repository) to inherit from, "
+            "or several applied "
             "in order (later ones override earlier ones); in a folder render, a file that "
             "others extend is a base, not a cluster"
         ),
