@@ -96,7 +96,10 @@ Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63), Doc(type="DNS
 LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316), Doc(type="label key")]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63), Doc(type="label value")]
 # An image tag that is a release version (the device plugin's, the toolkit's, MIG manager's).
-ReleaseTag = Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")]
+# A few digits a part: no release has more, and the validator's release is compared as numbers.
+ReleaseTag = Annotated[
+    str, Field(pattern=r"^v[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$"), Doc(type="`vX.Y.Z`")
+]
 
 _DURATION_UNITS_MS = {
     "y": 365 * 86_400_000,
@@ -1015,14 +1018,18 @@ MaxUnavailable = Annotated[
 
 class DriverDrain(Strict):
     """k8s-driver-manager's node drain (NVIDIA/k8s-driver-manager v0.12.0 cmd/driver-manager
-    ENABLE_AUTO_DRAIN, DRAIN_*): a full `kubectl drain` when evicting the GPU pods is not enough
-    to unload the old driver."""
+    ENABLE_AUTO_DRAIN, DRAIN_*): kubectl's drain of the node's pods when evicting the GPU pods is
+    not enough to unload the old driver. It drains without setting DaemonSet pods aside
+    (internal/kubernetes/client.go DrainNode: no IgnoreAllDaemonSets), so a drain of every pod
+    meets a DaemonSet's pod (the driver pod itself) and fails: `podSelector` names the pods."""
 
     enabled: bool = Field(
         default=False,
         description=(
-            "drain the node (every pod but DaemonSets') when the GPU pods' eviction fails or the "
-            "old driver stays in use (`ENABLE_AUTO_DRAIN`)"
+            "drain the node's pods that `podSelector` matches when the GPU pods' eviction fails "
+            "or the old driver stays in use (`ENABLE_AUTO_DRAIN`); without `podSelector` the "
+            "drain meets the driver's own DaemonSet pod and fails (k8s-driver-manager does not "
+            "set DaemonSet pods aside)"
         ),
     )
     # gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) driver.upgradePolicy.drain:
@@ -1037,7 +1044,10 @@ class DriverDrain(Strict):
         Doc(type="label selector", default="none (every pod)"),
     ] = Field(
         default="",
-        description="drain only the pods this label selector matches (`DRAIN_POD_SELECTOR_LABEL`)",
+        description=(
+            "drain only the pods this label selector matches, none of a DaemonSet's "
+            "(`DRAIN_POD_SELECTOR_LABEL`)"
+        ),
     )
     deleteEmptyDir: bool = Field(
         default=False,
