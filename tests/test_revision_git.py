@@ -164,17 +164,18 @@ def test_a_partial_clone_is_never_fetched_from(
     assert missing.returncode != 0  # still not fetched
 
 
-def test_filters_and_textconv_drivers_never_run(
+def test_filters_textconv_drivers_and_fsmonitor_never_run(
     cli, repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A `.gitattributes` a pull request commits names drivers; were a checkout's config to
     # define them, git would run them for `git show --textconv` or a checkout, never for
-    # `git cat-file blob` or `--batch`, which is all gpustack runs.
+    # `git cat-file blob` or `--batch`, which is all gpustack runs; nor the fsmonitor hook, which
+    # git runs when it reads the index.
     marker = tmp_path / "ran"
     (repository / ".gitattributes").write_text("*.yaml filter=x diff=x\n")
     git(repository, "add", "-A")
     git(repository, "commit", "-qm", "attributes")
-    for setting in ("filter.x.smudge", "filter.x.clean", "diff.x.textconv"):
+    for setting in ("filter.x.smudge", "filter.x.clean", "diff.x.textconv", "core.fsmonitor"):
         git(repository, "config", setting, f"sh -c 'touch {marker}; cat'")
     monkeypatch.chdir(repository)
     result = cli("diff", "--git-ref", "HEAD", "clusters")

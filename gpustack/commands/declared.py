@@ -436,6 +436,25 @@ def invoke(command: Command, parsed: argparse.Namespace) -> int:
         return 130
 
 
+def files_as_files(arguments: list[str]) -> list[str]:
+    """`arguments` with every one that starts with `-` and is the name of a file or folder moved
+    after a `--`, where it is read as a path. pre-commit appends the changed files' names to a
+    hook's command line with no `--` before them (pre-commit/pre-commit#2896, closed as not its
+    concern), so a file a pull request commits as `-ofake/x.yaml` would be read as `-o
+    fake/x.yaml` and point `gpustack check` at an output folder the pull request made up; the
+    hook would pass where CI fails. An option is never the name of a file that exists."""
+    end = arguments.index("--") if "--" in arguments else len(arguments)
+    named = [
+        index
+        for index, argument in enumerate(arguments[:end])
+        if argument.startswith("-") and argument != "-" and os.path.lexists(argument)
+    ]
+    if not named:
+        return arguments
+    before = [argument for index, argument in enumerate(arguments[:end]) if index not in named]
+    return [*before, "--", *(arguments[index] for index in named), *arguments[end + 1 :]]
+
+
 def main(root: Group, arguments: list[str]) -> int:
     """Run `gpustack ARGUMENTS`: the exit code (2 for a mistake on the command line, after
     argparse's message; 0 after help or --version)."""
@@ -452,7 +471,7 @@ def main(root: Group, arguments: list[str]) -> int:
         return 2
     parsed = argparse.Namespace()
     try:
-        command = parse(root, "gpustack", arguments, parsed)
+        command = parse(root, "gpustack", files_as_files(arguments), parsed)
     except SystemExit as done:  # help, --version, or argparse's message about a mistake
         return done.code if isinstance(done.code, int) else 0 if done.code is None else 1
     common.DEBUG = bool(parsed.debug or getattr(parsed, "_group_debug", None))
