@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import typer
+
+from gpustack.commands import common
 from gpustack.commands.common import echo
-from gpustack.commands.declared import Command, Group
 
 # Where Argo CD's sidecar plugin server reads its configuration (argo-cd
 # config-management-plugins docs: /home/argocd/cmp-server/config/plugin.yaml).
@@ -14,15 +16,13 @@ PLUGIN_HEADER = (
 )
 
 
-def plugin() -> int:
+app = typer.Typer(help="Argo CD and Flux integration.")
+
+
+@app.command("plugin")
+def plugin(debug: common.Debug = False) -> int:
     """Print Argo CD's ConfigManagementPlugin (plugin.yaml) that renders configs in Argo CD."""
     from gpustack import emit, gitops
 
     echo(PLUGIN_HEADER + emit.dump(gitops.plugin()), nl=False)
     return 0
-
-
-COMMAND = Group(
-    "Argo CD and Flux integration.",
-    {"plugin": Command(plugin.__doc__ or "", plugin, ())},
-)
