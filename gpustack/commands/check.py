@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from gpustack.output_check import OutputCheck
     from gpustack.render import Rendering
 
+app = common.application()
+
+
+@app.command("check")
 def run(
     configs: Annotated[
         list[Path] | None,
@@ -157,7 +161,6 @@ def run(
             err=True,
         )
     return 0
-
 
 
 def _affected(

@@ -85,6 +85,15 @@ def _choices(node: dict[str, Any]) -> list[str]:
     return []
 
 
+def application(help: str | None = None) -> typer.Typer:
+    """A command's (or a group's) typer application: click's own help and messages, as plain
+    text (no rich boxes), and no pretty tracebacks (a user error is a message, a traceback only
+    with --debug)."""
+    return typer.Typer(
+        help=help, rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False
+    )
+
+
 # Options several commands share, declared once: each a type a command's parameter takes
 # (`profiles_dir: ProfilesDir = None`), so the signature is the declaration.
 def _root_profiles_dir(ctx: typer.Context, value: Path | None) -> Path | None:

@@ -13,7 +13,12 @@ import typer
 from gpustack.commands import common
 
 
-app = typer.Typer(help="Show a cluster config as it is in force.")
+app = common.application(help="Show a cluster config as it is in force.")
+
+
+@app.callback()
+def group() -> None:
+    """A group, though it has one command: more may join it, and a script names it in full."""
 
 
 @app.command("show")

@@ -41,6 +41,10 @@ USAGE = (
 )
 
 
+app = common.application()
+
+
+@app.command("diff")
 def run(
     configs: Annotated[
         list[Path] | None,
@@ -162,7 +166,6 @@ def run(
         # echo strips escape codes when stdout is no terminal unless told the colour is wanted.
         echo(text, nl=False, color=painted)
     return 0 if all(diff.is_empty for _, diff in fleet) else 1
-
 
 
 def _usage(message: str) -> Exception:

@@ -12,6 +12,10 @@ from gpustack.commands import common
 from gpustack.commands.common import echo
 
 
+app = common.application()
+
+
+@app.command("driver-toolkit-builds")
 def run(
     imagestream: Annotated[
         Path,

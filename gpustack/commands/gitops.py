@@ -16,7 +16,12 @@ PLUGIN_HEADER = (
 )
 
 
-app = typer.Typer(help="Argo CD and Flux integration.")
+app = common.application(help="Argo CD and Flux integration.")
+
+
+@app.callback()
+def group() -> None:
+    """A group, though it has one command: more may join it, and a script names it in full."""
 
 
 @app.command("plugin")

@@ -28,6 +28,10 @@ class ImageFormat(str, Enum):
     cyclonedx = "cyclonedx"
 
 
+app = common.application()
+
+
+@app.command("images")
 def run(
     configs: Annotated[
         list[Path] | None,
@@ -140,4 +144,3 @@ def _lock(renderings: list[Rendering], saved_files: list[Path], quiet: bool) -> 
     if unused:
         warning(f"{unused} saved digest(s) name no image of these clusters")
     return 0
-

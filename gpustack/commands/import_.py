@@ -25,6 +25,10 @@ def operator_versions(incomplete: str) -> list[str]:
     return [version for version in importing.releases() if version.startswith(incomplete)]
 
 
+app = common.application()
+
+
+@app.command("import")
 def run(
     files: Annotated[
         list[Path],

@@ -41,6 +41,10 @@ RUNTIME_CLASS_AUTO = {
 }
 
 
+app = common.application()
+
+
+@app.command("init")
 def run(
     path: Annotated[
         Path,

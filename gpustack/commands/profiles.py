@@ -12,7 +12,7 @@ from gpustack.commands import common
 from gpustack.commands.common import TextOrJson, echo
 
 
-app = typer.Typer(help="List, show and compare platform profiles.")
+app = common.application(help="List, show and compare platform profiles.")
 
 
 def _profile(help: str = "") -> Any:

@@ -12,6 +12,10 @@ from gpustack.commands import common
 from gpustack.commands.common import configs as discover
 from gpustack.commands.common import echo, error, warning
 
+app = common.application()
+
+
+@app.command("render")
 def run(
     configs: Annotated[
         list[Path] | None,
@@ -148,4 +152,3 @@ def run(
             "into the configs"
         )
     return 0
-

@@ -4,26 +4,66 @@ parsed by typer."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
+from collections.abc import Iterator, MutableMapping
 from typing import Annotated, Any
 
 import typer
 
-from gpustack.commands import (
-    check,
-    common,
-    config,
-    diff,
-    driver_toolkit,
-    gitops,
-    images,
-    import_,
-    init,
-    profiles,
-    render,
-    schema,
-    validate,
-)
+from typer.core import TyperGroup
+
+from gpustack.commands import common
+
+# Each command by its word, and the module whose `app` holds it.
+COMMANDS = {
+    "render": "gpustack.commands.render",
+    "init": "gpustack.commands.init",
+    "config": "gpustack.commands.config",
+    "profiles": "gpustack.commands.profiles",
+    "schema": "gpustack.commands.schema",
+    "validate": "gpustack.commands.validate",
+    "check": "gpustack.commands.check",
+    "driver-toolkit-builds": "gpustack.commands.driver_toolkit",
+    "diff": "gpustack.commands.diff",
+    "images": "gpustack.commands.images",
+    "import": "gpustack.commands.import_",
+    "gitops": "gpustack.commands.gitops",
+}
+
+
+class Built(MutableMapping[str, Any]):
+    """The root's commands by word (COMMANDS), each built by typer from its module's `app` when
+    it is first looked up: a run builds its own command only (help, a word that names no
+    command, and completing a command's name look at them all)."""
+
+    def __init__(self) -> None:
+        self.built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self.built:
+            module = importlib.import_module(COMMANDS[name])
+            self.built[name] = typer.main.get_command(module.app)
+        return self.built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self.built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self.built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+
+class Commands(TyperGroup):
+    """The root group, its commands built when looked up (`Built`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = Built()
 
 
 def _version(value: bool) -> None:
@@ -40,6 +80,7 @@ def _exit(code: int | None, **_: Any) -> None:
 
 
 app = typer.Typer(
+    cls=Commands,
     help="Render, validate and diff the NVIDIA GPU stack for Kubernetes, per platform profile.",
     # click's own help and messages, as plain text: no rich boxes, no pretty tracebacks (a user
     # error is a message, and a traceback only with --debug).
@@ -67,20 +108,6 @@ def root(
     profiles_dir: common.ProfilesDir = None,
 ) -> None:
     """Render, validate and diff the NVIDIA GPU stack for Kubernetes, per platform profile."""
-
-
-app.command("render")(render.run)
-app.command("init")(init.run)
-app.add_typer(config.app, name="config")
-app.add_typer(profiles.app, name="profiles")
-app.command("schema")(schema.run)
-app.command("validate", cls=validate.KubeconformFlags)(validate.run)
-app.command("check")(check.run)
-app.command("driver-toolkit-builds")(driver_toolkit.run)
-app.command("diff")(diff.run)
-app.command("images")(images.run)
-app.command("import")(import_.run)
-app.add_typer(gitops.app, name="gitops")
 
 
 def command() -> Any:

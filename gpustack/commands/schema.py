@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import typer
+
 from gpustack.commands import common
 from gpustack.commands.common import echo
 
 
+app = common.application()
+
+
+@app.command("schema")
 def run(debug: common.Debug = False) -> int:
     """Print the JSON Schema of the GPUStack config file."""
     from gpustack.config_schema import schema_text
 
     echo(schema_text(), nl=False)
     return 0
-

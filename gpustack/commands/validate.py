@@ -140,10 +140,23 @@ def spelling_note(
     return "; ".join([*([verdict] if differences else []), *([ignored] if unused else [])]) or None
 
 
+class KubeconformFlags(TyperCommand):
+    """validate's command: kubeconform's single-dash flags translated (`translate`) before
+    typer reads the words after `validate`; words after `--` are paths, left as they are."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        at = args.index("--") if "--" in args else len(args)
+        return super().parse_args(ctx, [*translate(args[:at]), *args[at:]])
+
+
+app = common.application()
+
+
 def _formats(incomplete: str) -> list[str]:
     return [each for each in OUTPUTS if each.startswith(incomplete)]
 
 
+@app.command("validate", cls=KubeconformFlags)
 def run(
     paths: Annotated[
         list[str] | None,
@@ -493,12 +506,3 @@ def _kubeconform_binary(output: str) -> str | None:
             err=True,
         )
     return binary
-
-
-class KubeconformFlags(TyperCommand):
-    """validate's command: kubeconform's single-dash flags translated (`translate`) before
-    typer reads the words after `validate`; words after `--` are paths, left as they are."""
-
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        at = args.index("--") if "--" in args else len(args)
-        return super().parse_args(ctx, [*translate(args[:at]), *args[at:]])
