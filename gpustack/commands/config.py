@@ -12,7 +12,6 @@ import typer
 
 from gpustack.commands import common
 
-
 app = common.application(help="Show a cluster config as it is in force.")
 
 

@@ -11,7 +11,6 @@ import typer
 from gpustack.commands import common
 from gpustack.commands.common import echo
 
-
 app = common.application()
 
 

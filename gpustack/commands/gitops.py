@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typer
-
 from gpustack.commands import common
 from gpustack.commands.common import echo
 

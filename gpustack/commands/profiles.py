@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from gpustack.commands import common
 from gpustack.commands.common import TextOrJson, echo
-
 
 app = common.application(help="List, show and compare platform profiles.")
 

@@ -9,7 +9,6 @@ from collections.abc import Iterator, MutableMapping
 from typing import Annotated, Any
 
 import typer
-
 from typer.core import TyperGroup
 
 from gpustack.commands import common

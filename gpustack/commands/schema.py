@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import typer
-
 from gpustack.commands import common
 from gpustack.commands.common import echo
-
 
 app = common.application()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
@@ -144,7 +144,7 @@ class KubeconformFlags(TyperCommand):
     """validate's command: kubeconform's single-dash flags translated (`translate`) before
     typer reads the words after `validate`; words after `--` are paths, left as they are."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         at = args.index("--") if "--" in args else len(args)
         return super().parse_args(ctx, [*translate(args[:at]), *args[at:]])
 
