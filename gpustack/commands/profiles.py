@@ -13,10 +13,10 @@ from gpustack.commands.common import TextOrJson, echo
 app = common.application(help="List, show and compare platform profiles.")
 
 
-def _profile(help: str = "") -> Any:
+def _profile(metavar: str, help: str = "") -> Any:
     """A profile's name as an argument, completed from the profiles there are."""
     return typer.Argument(
-        help=help, metavar="NAME", autocompletion=common.profile_names, show_default=False
+        help=help, metavar=metavar, autocompletion=common.profile_names, show_default=False
     )
 
 
@@ -48,7 +48,7 @@ def list_(profiles_dir: common.ProfilesDir = None, debug: common.Debug = False) 
 
 @app.command("show")
 def show(
-    name: Annotated[str, _profile()],
+    name: Annotated[str, _profile("NAME")],
     profiles_dir: common.ProfilesDir = None,
     debug: common.Debug = False,
 ) -> int:
@@ -62,8 +62,8 @@ def show(
 
 @app.command("diff")
 def diff(
-    first: Annotated[str, _profile("Profile shown in the left column.")],
-    second: Annotated[str, _profile("Profile shown in the right column.")],
+    first: Annotated[str, _profile("A", "Profile shown in the left column.")],
+    second: Annotated[str, _profile("B", "Profile shown in the right column.")],
     profiles_dir: common.ProfilesDir = None,
     output: Annotated[
         TextOrJson,
