@@ -156,11 +156,15 @@ def debug_callback(ctx: typer.Context, value: bool) -> None:
         ctx.obj.debug = True
 
 
-DEBUG_HELP = "Show tracebacks for errors."
-# Every command takes it, as the root does: `gpustack render --debug`.
+# The root and every command take it: `gpustack --debug render` and `gpustack render --debug`.
 Debug = Annotated[
     bool,
-    typer.Option("--debug", help=DEBUG_HELP, callback=debug_callback, expose_value=False),
+    typer.Option(
+        "--debug",
+        help="Show tracebacks for errors.",
+        callback=debug_callback,
+        expose_value=False,
+    ),
 ]
 
 

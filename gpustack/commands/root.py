@@ -93,10 +93,7 @@ app = typer.Typer(
 
 @app.callback()
 def root(
-    debug: Annotated[
-        bool,
-        typer.Option("--debug", help=common.DEBUG_HELP, callback=common.debug_callback),
-    ] = False,
+    debug: common.Debug = False,
     version: Annotated[
         bool,
         typer.Option(
