@@ -96,9 +96,13 @@ def render(stack: Stack) -> Rendering:
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
     # are then made again, so a patched ConfigMap still rolls the pods that mount it.
+    # A patch to what the driver containers install changes their DRIVER_CONFIG_DIGEST too, or
+    # the driver pods, finding the old digest, would keep the driver loaded as it was.
+    installs = driver.installs(objects) if stack.patches else {}
     patched = patches.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
+        driver.redigest(objects, installs)
     application_set = gitops.application_set(stack)
     warnings = []
     managed_from = stack.facts.managedDCGMExporterFrom

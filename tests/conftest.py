@@ -45,6 +45,22 @@ SHARED_MISSING = (
 )
 
 
+def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
+    """What a test config in `folder` writes in `extends:` to build on an example: a copy of it
+    in `folder/_examples/` (a folder fleet discovery skips), since a config extends only files
+    of its own repository (gpustack.named_files). The example's entitlement PEM comes along."""
+    source = EXAMPLES / f"{Path(example).stem}.yaml"
+    copies = folder / "_examples"
+    copies.mkdir(parents=True, exist_ok=True)
+    text = source.read_text()
+    (copies / source.name).write_text(text)
+    if "pemFile:" in text:
+        (copies / "entitlement-dummy.pem").write_bytes(
+            (EXAMPLES / "entitlement-dummy.pem").read_bytes()
+        )
+    return f"_examples/{source.name}"
+
+
 # Generated-input tests (hypothesis) give their example counts as examples(N). The `ci` profile
 # runs N, the counts the tests promise: .ci/run exports it, and a CI service's CI variable selects
 # it too. A local run defaults to `dev`, a fifth (at least 10); HYPOTHESIS_PROFILE=ci runs them all.
@@ -345,10 +361,10 @@ def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What
     it caches about its own data files stays (_KeptCache)."""
-    from gpustack import errors, profiles
+    from gpustack import errors, named_files, profiles
     from gpustack.validation import schemas
 
-    for cached in (profiles._load, errors._display_path, schemas._store):
+    for cached in (profiles._load, errors._display_path, schemas._store, named_files._root):
         cached.cache_clear()
 
 

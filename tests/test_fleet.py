@@ -56,7 +56,8 @@ def test_a_well_formed_fleet_is_read_without_the_slow_parser(monkeypatch, tmp_pa
     assert parsed == []
 
 
-def test_folder_renders_every_cluster_but_not_its_base(cli, tmp_path):
+def test_folder_renders_every_cluster_but_not_its_base(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outside a git repository, bases lie in the working folder
     fleet = write(
         tmp_path / "clusters",
         {
