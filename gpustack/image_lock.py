@@ -16,7 +16,6 @@ Both the lock and the saved files are untrusted: each read is bounded and goes t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import tempfile
@@ -102,10 +101,11 @@ def read_lock(path: Path) -> dict[str, str]:
     """The lock at `path` (image -> digest), or nothing when there is no such file. Read once
     per process however many configs of a fleet share it (again when it changes)."""
     if reading.revision_guard is not None:
-        # diff --git-ref: the revision's lock comes onto the disk when asked for; a path the
-        # revision must not be read through is refused by the read below.
-        with contextlib.suppress(UserError):
-            reading.revision_guard(os.path.abspath(path))
+        # diff --git-ref: the revision's lock comes onto the disk when asked for, and a lock
+        # the revision must not be read through (a link out of the repository) is refused
+        # here: once refused it is not on the disk, and read as no lock at all it would show
+        # every pinned image as changed.
+        reading.revision_guard(os.path.abspath(path))
     try:
         found = os.stat(path)
     except FileNotFoundError:

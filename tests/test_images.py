@@ -643,6 +643,31 @@ def test_diff_against_a_revision_reads_the_revision_lock(cluster):
         assert f"{image}@{fake_digest(image)}" in text
 
 
+def test_a_revision_lock_linked_out_of_the_repository_is_refused_not_ignored(cluster, tmp_path):
+    """The revision's lock is a link out of the repository: --git-ref does not follow it, and
+    says so, rather than diff the revision as if it had no lock (every image unpinned)."""
+    folder = cluster.parent / "repo"
+    folder.mkdir()
+    shutil.move(cluster, folder / "cluster.yaml")
+    mirrored = images(folder / "cluster.yaml").split()
+    outside = tmp_path / "outside.lock"
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in mirrored))
+    saved = ("images", folder / "cluster.yaml", "--lock-from", folder / "digests.txt")
+    assert run_gpustack(*saved).returncode == 0
+    shutil.move(folder / "gpustack.lock", outside)
+    (folder / "gpustack.lock").symlink_to(outside)
+    git = ["git", "-c", "user.email=test@example.com", "-c", "user.name=test"]
+    subprocess.run([*git, "init", "-q"], cwd=folder, check=True)
+    subprocess.run([*git, "add", "cluster.yaml", "gpustack.lock"], cwd=folder, check=True)
+    subprocess.run([*git, "commit", "-qm", "linked"], cwd=folder, check=True)
+    result = run_gpustack("diff", "--git-ref", "HEAD", "cluster.yaml", cwd=folder)
+    assert result.returncode == 2, result.stdout
+    assert result.stderr == (
+        "error: HEAD:gpustack.lock: is a symbolic link pointing outside the repository; "
+        "gpustack does not follow it (--git-ref reads only the repository's own files)\n"
+    )
+
+
 def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
     """The RKE2 example's MIG manager pulls registry.k8s.io/kubectl through the mirror; a second
     cluster's smoke test pulls quay.io/kubectl through the same one: one name, two images."""
