@@ -5,8 +5,9 @@
 pins every image the lock names (`name:tag@sha256:...`). gpustack fills it without network from
 what the user saved with the registry tools they already use:
 
-- `skopeo inspect docker://IMAGE` (one JSON object: `Name`, the repository as given, and
-  `Digest`, the top-level manifest's: a multi-architecture image's list, skopeo-inspect(1));
+- `skopeo inspect docker://IMAGE` (a JSON object: `Name`, the repository as given, and
+  `Digest`, the top-level manifest's: a multi-architecture image's list, skopeo-inspect(1)),
+  or several, one after another, as a loop of it saves them;
 - lines of `IMAGE DIGEST` (`echo "$image $(crane digest "$image")"`, or `skopeo inspect
   --format '{{.Name}}:TAG {{.Digest}}'`), or `IMAGE@DIGEST` (`crane digest --full-ref`).
 
@@ -16,10 +17,11 @@ Both the lock and the saved files are untrusted: each read is bounded and goes t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -233,8 +235,8 @@ def read_saved(path: Path) -> list[Saved]:
     """The digests in a saved `skopeo inspect` JSON or `IMAGE DIGEST` / `IMAGE@DIGEST` lines."""
     shown = display_path(path)
     text = decode(read_bounded(path, MAX_BYTES, "a saved skopeo or crane output"), shown)
-    if text.lstrip().startswith("{"):
-        return [_inspected(text, shown)]
+    if text.lstrip().startswith(("{", "[")):
+        return _json_values(text, shown)
     found = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -243,6 +245,41 @@ def read_saved(path: Path) -> list[Saved]:
     if not found:
         raise UserError("names no image and digest", Location(shown), hint=SAVED_HINT)
     return found
+
+
+def _json_values(text: str, shown: str) -> list[Saved]:
+    """The `skopeo inspect` objects of `text`, one after another as a loop saves them, each
+    located at its line and column of the file. A value that is not JSON ends the split: the
+    YAML reader then says where it breaks."""
+    decoder = json.JSONDecoder()
+    found = []
+    start = len(text) - len(text.lstrip())
+    while start < len(text):
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            end = len(text)
+        lines = text.count("\n", 0, start)
+        columns = start - (text.rfind("\n", 0, start) + 1)
+        try:
+            saved = _inspected(text[start:end], shown)
+        except UserError:
+            # Read again where it stands in the file: every position the error names is the
+            # file's (padding each value would make a long loop's file quadratic to read).
+            _inspected("\n" * lines + " " * columns + text[start:end], shown)
+            raise
+        found.append(replace(saved, location=_moved(saved.location, lines, columns)))
+        rest = text[end:]
+        start = end + len(rest) - len(rest.lstrip())
+    return found
+
+
+def _moved(location: Location, lines: int, columns: int) -> Location:
+    """`location` in a piece of a file that starts `lines` lines and `columns` columns in."""
+    if not location.line:
+        return location
+    column = location.column + columns if location.line == 1 else location.column
+    return Location(location.file, location.line + lines, column)
 
 
 def _inspected(text: str, shown: str) -> Saved:
@@ -279,9 +316,10 @@ def _line(line: str, start: Location) -> Saved:
         image, _, digest = word.rpartition("@")
         words = [(column, image), (column + len(image) + 1, digest)]
     if len(words) != 2:
+        alone = len(words) == 1 and DIGEST.fullmatch(words[0][1])
         raise UserError(
             "expected IMAGE DIGEST or IMAGE@DIGEST"
-            + ("; a digest alone names no image" if len(words) == 1 else ""),
+            + ("; a digest alone names no image" if alone else ""),
             start,
             hint=SAVED_HINT,
         )

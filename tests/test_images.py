@@ -466,6 +466,45 @@ def test_a_digest_that_is_not_a_digest_is_refused_and_nothing_is_written(cluster
     assert not (folder / "gpustack.lock").exists()
 
 
+def test_a_loop_of_skopeo_inspect_saved_in_one_file_locks_each_image(cluster):
+    """`for i in ...; do skopeo inspect docker://$i; done > FILE` writes the objects one after
+    another: each is read, and a mistake in a later one is placed at the file's own line."""
+    folder = cluster.parent
+    names = ["nvcr.io/nvidia/gpu-operator", "nvcr.io/nvidia/k8s-device-plugin"]
+    objects = [
+        json.dumps({"Name": name, "Digest": fake_digest(name), "RepoTags": []}, indent=4)
+        for name in names
+    ]
+    (folder / "inspected.json").write_text("\n".join(objects) + "\n")
+    result = run_gpustack("images", cluster, "--lock-from", folder / "inspected.json")
+    assert result.returncode == 0, result.stderr
+    locked = yaml.safe_load((folder / "gpustack.lock").read_text())["images"]
+    assert {image.rsplit(":", 1)[0]: digest for image, digest in locked.items()} == {
+        name: fake_digest(name) for name in names
+    }
+    broken = objects[0] + '\n  {"Name": "nvcr.io/nvidia/k8s-device-plugin",\n  "Digest": 7}\n'
+    (folder / "inspected.json").write_text(broken)
+    result = run_gpustack("images", cluster, "--lock-from", folder / "inspected.json")
+    assert result.returncode == 2
+    line = objects[0].count("\n") + 3
+    assert result.stderr.startswith(
+        f"error: {display(folder / 'inspected.json')}:{line}:13: Digest: is not a digest"
+    )
+
+
+def test_a_line_of_one_word_is_not_called_a_digest(cluster):
+    folder = cluster.parent
+    (folder / "saved").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    result = run_gpustack("images", cluster, "--lock-from", folder / "saved")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: {display(folder / 'saved')}:1:1: expected IMAGE DIGEST or IMAGE@DIGEST "
+        f"(save what `skopeo inspect docker://IMAGE` prints, or one `IMAGE DIGEST` or "
+        f"`IMAGE@DIGEST` line per image, as `crane digest` and `crane digest --full-ref` give "
+        f"them)\n"
+    )
+
+
 def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
     folder = cluster.parent
     (folder / "saved.txt").write_text(f"nvcr.io/nvidia/gpu-operator@{fake_digest('x')}\n")
@@ -719,6 +758,11 @@ def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
             '{"Name": "nvcr.io/x@sha256:' + "a" * 64 + '", "Digest": "x"}\n',
             "1:10",
             "Name: is not an image repository",
+        ),
+        (
+            '[{"Name": "nvcr.io/nvidia/gpu-operator", "Digest": "sha256:' + "a" * 64 + '"}]\n',
+            "1:1",
+            "is not a skopeo inspect object",
         ),
     ],
 )
