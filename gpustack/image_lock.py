@@ -111,6 +111,9 @@ def read_lock(path: Path) -> dict[str, str]:
     try:
         found = os.stat(path)
     except FileNotFoundError:
+        if os.path.islink(path):
+            # A link to nothing is a mistake, not a folder without a lock: the read says so.
+            return _read_lock(str(path))
         return {}
     except OSError:
         found = None
@@ -193,9 +196,18 @@ def lock_text(digests: dict[str, str]) -> str:
 
 
 def write_lock(path: Path, digests: dict[str, str]) -> None:
-    """Write the lock at `path` in one step: a reader sees the old file or the new one."""
+    """Write the lock at `path` in one step: a reader sees the old file or the new one. Never
+    through a symbolic link: one that a pull request planted (pointing out of the repository,
+    or to a file not there yet) would have gpustack write wherever it points."""
     text = lock_text(digests)
-    target = Path(os.path.realpath(path))
+    if os.path.islink(path):
+        raise UserError(
+            "is a symbolic link; gpustack writes the image lock only as a file of its own, "
+            "never through a link",
+            Location(display_path(path)),
+            hint="replace the link with the file it points to, or remove it",
+        )
+    target = Path(os.path.abspath(path))
     try:
         mode = target.stat().st_mode & 0o777
     except FileNotFoundError:

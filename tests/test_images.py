@@ -505,6 +505,42 @@ def test_a_line_of_one_word_is_not_called_a_digest(cluster):
     )
 
 
+@pytest.mark.parametrize("target_exists", [False, True])
+def test_the_lock_is_never_written_through_a_link(cluster, tmp_path, target_exists):
+    """A pull request's `gpustack.lock` that links out of the repository, to a file there or
+    to none yet: locking writes nothing there, and render does not take a link to nothing for
+    a folder without a lock."""
+    folder = cluster.parent / "repo"
+    folder.mkdir()
+    shutil.move(cluster, folder / "cluster.yaml")
+    outside = tmp_path / "elsewhere" / "planted"
+    outside.parent.mkdir()
+    lock = "apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: {}\n"
+    if target_exists:
+        outside.write_text(lock)
+    (folder / "gpustack.lock").symlink_to(outside)
+    (folder / "digests.txt").write_text(
+        "".join(f"{i} {fake_digest(i)}\n" for i in images(folder / "cluster.yaml").split())
+        if target_exists
+        else "nvcr.io/nvidia/gpu-operator:v26.7.0 " + fake_digest("x") + "\n"
+    )
+    result = run_gpustack("images", folder / "cluster.yaml", "--lock-from", folder / "digests.txt")
+    assert result.returncode == 2, result.stderr
+    shown = display(folder / "gpustack.lock")
+    if target_exists:
+        assert result.stderr.startswith(f"error: {shown}: is a symbolic link; gpustack writes")
+        assert outside.read_text() == lock
+    else:
+        assert result.stderr.startswith(f"error: {shown}: file not found (a symbolic link")
+        assert not outside.exists()
+        rendered = run_gpustack("render", folder / "cluster.yaml", "-o", folder / "out")
+        assert rendered.returncode == 2
+        assert rendered.stderr.startswith(f"error: {shown}: file not found (a symbolic link")
+    assert sorted(path.name for path in outside.parent.iterdir()) == (
+        ["planted"] if target_exists else []
+    )
+
+
 def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
     folder = cluster.parent
     (folder / "saved.txt").write_text(f"nvcr.io/nvidia/gpu-operator@{fake_digest('x')}\n")
