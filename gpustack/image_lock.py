@@ -209,9 +209,10 @@ def write_lock(path: Path, digests: dict[str, str]) -> None:
         )
     target = Path(os.path.abspath(path))
     try:
-        mode = target.stat().st_mode & 0o777
+        found = target.stat()
+        mode, owner = found.st_mode & 0o777, found
     except FileNotFoundError:
-        mode = 0o644
+        mode, owner = 0o644, None
     except OSError as error:
         raise UserError(
             f"cannot write the image lock: {error.strerror}", Location(display_path(path))
@@ -224,6 +225,11 @@ def write_lock(path: Path, digests: dict[str, str]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(staged, mode)
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            # Run as root in a user's checkout, the lock stays the user's: owned as the lock it
+            # replaces, or a new one as its folder.
+            owner = owner or target.parent.stat()
+            os.chown(staged, owner.st_uid, owner.st_gid)
         os.replace(staged, target)
     except OSError as error:
         if staged:

@@ -541,6 +541,30 @@ def test_the_lock_is_never_written_through_a_link(cluster, tmp_path, target_exis
     )
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can create files owned by another user")
+def test_a_root_lock_stays_the_users(cluster):
+    """`sudo gpustack images --lock-from` in a user's checkout: a new lock is owned as its
+    folder, a replaced one keeps its owner and mode."""
+    folder = cluster.parent
+    user = 4242
+    os.chown(folder, user, user)
+    mirrored = images(cluster).split()
+    (folder / "digests.txt").write_text(f"{mirrored[0]} {fake_digest(mirrored[0])}\n")
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    lock = folder / "gpustack.lock"
+    assert (lock.stat().st_uid, lock.stat().st_gid) == (user, user)
+    os.chown(lock, user + 1, user + 2)
+    lock.chmod(0o664)
+    (folder / "digests.txt").write_text(f"{mirrored[1]} {fake_digest(mirrored[1])}\n")
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    assert len(yaml.safe_load(lock.read_text())["images"]) == 2
+    assert (lock.stat().st_uid, lock.stat().st_gid, lock.stat().st_mode & 0o777) == (
+        user + 1,
+        user + 2,
+        0o664,
+    )
+
+
 def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
     folder = cluster.parent
     (folder / "saved.txt").write_text(f"nvcr.io/nvidia/gpu-operator@{fake_digest('x')}\n")
