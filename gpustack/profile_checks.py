@@ -1152,7 +1152,12 @@ def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> Non
                     + ") would be longer than 63 characters",
                     nearest(layers, (*here, "name")),
                     field=f"{dotted}.name",
-                    hint=f"a pool name of at most {63 - 24 - longest} characters",
+                    hint=f"a pool name of at most {63 - 24 - longest} characters"
+                    if 63 - 24 - longest > 0
+                    else "the longest "
+                    + ("kernel release" if config.driver.kernelVersions else "RHCOS build")
+                    + " leaves no room for a pool's name: run this pool on the cluster's "
+                    "driver, with no canary and no driver.version of its own",
                 )
         if pool.gke is not None and profile.facts.taintMechanism != "gke-node-pool":
             raise UserError(
