@@ -48,7 +48,8 @@ OPTIONS = (
     Option(
         "lock_from",
         ("--lock-from",),
-        "A saved `skopeo inspect docker://IMAGE`, or `IMAGE DIGEST` / `IMAGE@DIGEST` lines "
+        "A saved `skopeo inspect docker://IMAGE` (or several, one after another), or "
+        "`IMAGE DIGEST` / `IMAGE@DIGEST` lines "
         "(`crane digest`): write the digests of the clusters' images into the lock file beside "
         "their configs (gpustack.lock) instead of listing them; repeatable.",
         Path,
