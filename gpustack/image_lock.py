@@ -37,6 +37,13 @@ KIND = "ImageLock"
 # A SHA-256 digest as image references carry it (opencontainers/image-spec descriptor.md,
 # "Digests": algorithm, colon, lowercase hex; sha256 is the one every registry serves).
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# An image reference by distribution/reference's grammar (reference/regexp.go: an optional
+# domain and port, lowercase path components, a tag), stricter than the configs' IMAGE: only to
+# tell a line that names an image from one that names anything else.
+REFERENCE = re.compile(
+    r"([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*"
+    r"(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+)
 # A lock or a saved `skopeo inspect` (whose RepoTags may list thousands of tags) is far below this.
 MAX_BYTES = 8 * 1024 * 1024
 LOCK_HINT = "fill it with `gpustack images CONFIG --lock-from FILE`"
@@ -334,13 +341,16 @@ def _line(line: str, start: Location) -> Saved:
         image, _, digest = word.rpartition("@")
         words = [(column, image), (column + len(image) + 1, digest)]
     if len(words) != 2:
-        alone = len(words) == 1 and DIGEST.fullmatch(words[0][1])
-        raise UserError(
-            "expected IMAGE DIGEST or IMAGE@DIGEST"
-            + ("; a digest alone names no image" if alone else ""),
-            start,
-            hint=SAVED_HINT,
-        )
+        only = words[0][1] if len(words) == 1 else ""
+        if DIGEST.fullmatch(only):
+            why = "; a digest alone names no image"
+        elif REFERENCE.fullmatch(only):
+            # What a loop of `echo "$image $(skopeo inspect ...)"` writes when the inspection
+            # failed: the image, and nothing after it.
+            why = "; an image without its digest (did its inspection fail?)"
+        else:
+            why = ""
+        raise UserError(f"expected IMAGE DIGEST or IMAGE@DIGEST{why}", start, hint=SAVED_HINT)
     (image_column, image), (digest_column, digest) = words
     reference = parse(image)
     if reference is None or reference.digest:

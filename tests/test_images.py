@@ -795,6 +795,12 @@ def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
             "expected IMAGE DIGEST or IMAGE@DIGEST; a digest alone names no image",
         ),
         (
+            "nvcr.io/nvidia/gpu-operator:v26.7.0 \n",
+            "1:1",
+            "expected IMAGE DIGEST or IMAGE@DIGEST; an image without its digest (did its "
+            "inspection fail?)",
+        ),
+        (
             "nvcr.io/nvidia/gpu-operator:v26.7.0 sha256:" + "a" * 64 + " extra\n",
             "1:1",
             "expected IMAGE DIGEST or IMAGE@DIGEST",
