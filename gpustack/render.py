@@ -13,7 +13,7 @@ from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, image_sources, rehash, stage
+from gpustack.decorate import decorate, image_sources, pin_patched, rehash, stage
 from gpustack.errors import Location, UserError
 from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity, file_name, identity
@@ -88,6 +88,8 @@ def render(stack: Stack) -> Rendering:
     patched = patches.apply(objects, stack.patches)
     if patched:
         rehash(objects)
+        # An image a patch wrote is pinned too, as the lock names it.
+        sources.update(pin_patched(objects, digests))
     application_set = gitops.application_set(stack)
     warnings = []
     managed_from = stack.facts.managedDCGMExporterFrom

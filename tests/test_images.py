@@ -565,6 +565,35 @@ def test_a_root_lock_stays_the_users(cluster):
     )
 
 
+def test_an_image_a_patch_writes_is_pinned_once_locked(tmp_path):
+    """A patch that swaps the device plugin's image: `images` lists the patched image, the lock
+    takes its digest, and render pins it as it pins the components' (else requireDigests would
+    fail on it for ever)."""
+    patched = "registry.example.com/custom/k8s-device-plugin:v0.20.0-fix"
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        (EXAMPLES / "kubeadm.yaml").read_text() + "images:\n  requireDigests: true\npatches:\n"
+        "- target: {kind: DaemonSet, name: nvidia-device-plugin}\n  patch: |-\n"
+        "    - op: replace\n      path: /spec/template/spec/containers/0/image\n"
+        f"      value: {patched}\n"
+    )
+    listed = images(config).split()
+    assert patched in listed
+    (tmp_path / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in listed))
+    assert run_gpustack("images", config, "--lock-from", tmp_path / "digests.txt").returncode == 0
+    assert f"{patched}@{fake_digest(patched)}" in images(config).split()
+    out = tmp_path / "out"
+    result = run_gpustack("render", config, "-o", out)
+    assert result.returncode == 0, result.stderr
+    plugin = yaml.safe_load(
+        (out / "kubeadm-lab" / "daemonset-nvidia-device-plugin.yaml").read_text()
+    )
+    assert plugin["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        f"{patched}@{fake_digest(patched)}"
+    )
+    assert run_gpustack("check", config, "-o", out).returncode == 0
+
+
 def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
     folder = cluster.parent
     (folder / "saved.txt").write_text(f"nvcr.io/nvidia/gpu-operator@{fake_digest('x')}\n")
