@@ -446,6 +446,12 @@ def _stdin_document() -> Document:
     return document
 
 
+def layer_chain(path: Path) -> list[Layer]:
+    """The layers of the config at `path` as rendering merges them: the files it extends, bases
+    first, then the file itself (read, not validated)."""
+    return _config_layers(path)
+
+
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
     return {real_path(layer.path) for layer in _config_layers(path)[:-1] if layer.path}

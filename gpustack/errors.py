@@ -17,9 +17,12 @@ class Location:
     column: int = 0
 
     def __str__(self) -> str:
+        # The file's name on one line: a pull request names its files, and a line break in a
+        # name would print a line of its own (`error: ...`) in the CI log.
+        file = "".join(ch if ch.isprintable() else "?" for ch in self.file)
         if self.line:
-            return f"{self.file}:{self.line}:{self.column}"
-        return self.file
+            return f"{file}:{self.line}:{self.column}"
+        return file
 
 
 class UserError(Exception):

@@ -23,6 +23,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -1237,6 +1239,28 @@ class Toolkit(WithResources):
     )
 
 
+# The first GPU Operator release whose own image (nvcr.io/nvidia/gpu-operator) carries
+# `nvidia-validator`: NVIDIA/gpu-operator a4782da, "Consolidate operator and validator into one
+# image", released in v25.10.0. Before it the validator was an image of its own
+# (nvcr.io/nvidia/cloud-native/gpu-operator-validator, values.yaml v25.3.4), and the operator's
+# image of those releases has no validator to run.
+VALIDATOR_IN_OPERATOR_IMAGE = (25, 10, 0)
+
+
+def _release(tag: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in tag.removeprefix("v").split("."))
+
+
+def _carries_validator(component: str, tag: str, consequence: str) -> str:
+    if _release(tag) < VALIDATOR_IN_OPERATOR_IMAGE:
+        raise ValueError(
+            f"the {component} runs `nvidia-validator` from the GPU Operator's image "
+            "(nvcr.io/nvidia/gpu-operator), which carries it from v25.10.0 on: an older "
+            f"release's image has none, {consequence}; give v25.10.0 or later, or leave it out"
+        )
+    return tag
+
+
 class Validator(WithResources):
     components = ("operator-validator",)
     container = "the validator's main container"
@@ -1256,7 +1280,8 @@ class Validator(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="validator image tag (`nvcr.io/nvidia/gpu-operator`, which carries "
-        "`nvidia-validator`); also the Container Toolkit's driver validation",
+        "`nvidia-validator` from v25.10.0 on: no older release); also the Container Toolkit's "
+        "driver validation",
     )
     cudaWorkload: bool = Field(
         default=True,
@@ -1268,6 +1293,15 @@ class Validator(WithResources):
         description="the device plugin validation also runs a pod that takes one GPU from the "
         "plugin (upstream's default: it checks the node advertises GPUs)",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _validator_image(cls, version: str) -> str:
+        return _carries_validator(
+            "validator",
+            version,
+            "the pod cannot start and every GPU DaemonSet waits for its ready files",
+        )
 
 
 class NodeStatusExporter(WithResources):
@@ -1289,8 +1323,13 @@ class NodeStatusExporter(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="exporter image tag (`nvcr.io/nvidia/gpu-operator`, run as "
-        "`nvidia-validator` with COMPONENT=metrics)",
+        "`nvidia-validator` with COMPONENT=metrics; v25.10.0 or later)",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _validator_image(cls, version: str) -> str:
+        return _carries_validator("node status exporter", version, "the pod cannot start")
 
 
 class Entitlement(Strict):
@@ -2188,3 +2227,38 @@ def field_choices(path: str) -> tuple[str, ...]:
     annotation = model.model_fields[name].annotation
     assert get_origin(annotation) is Literal, path
     return tuple(str(value) for value in get_args(annotation))
+
+
+_ACCEPTS: dict[str, TypeAdapter[Any]] = {}
+
+
+def field_accepts(path: str, value: Any) -> bool:
+    """Whether a config field named by its dotted path takes `value` as it stands (its type and
+    constraints, its own field validators; not the checks across fields)."""
+    adapter = _ACCEPTS.get(path)
+    if adapter is None:
+        model: type[BaseModel] = GPUStack
+        *sections, name = path.split(".")
+        for section in sections:
+            annotation = model.model_fields[section].annotation
+            assert isinstance(annotation, type) and issubclass(annotation, BaseModel), path
+            model = annotation
+        field = model.model_fields[name]
+        extras = [*field.metadata, *_field_validators(model, name)]
+        typed: Any = Annotated[(field.annotation, *extras)] if extras else field.annotation
+        adapter = TypeAdapter(typed, config=ConfigDict(strict=True))
+        _ACCEPTS[path] = adapter
+    try:
+        adapter.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def _field_validators(model: type[BaseModel], name: str) -> list[AfterValidator]:
+    """The model's `field_validator`s of one field, as validators of the field's type alone."""
+    found = []
+    for decorator in model.__pydantic_decorators__.field_validators.values():
+        if name in decorator.info.fields and decorator.info.mode == "after":
+            found.append(AfterValidator(getattr(model, decorator.cls_var_name)))
+    return found

@@ -116,5 +116,6 @@ def test_expected_messages_are_one_line_per_error_naming_the_file() -> None:
                     "error: --set:",
                     "error: --schema-location:",
                     "error: --kubernetes-version:",
+                    "error: --operator-version:",
                 )
             ), case

@@ -425,10 +425,12 @@ def _listed(folder: Path) -> list[dict[str, Any]]:
 
 
 def _resources(folder: Path) -> list[str]:
-    """The files the folder's kustomization lists: a kustomization of resources alone, which
-    changes no object."""
+    """The files the folder's kustomization lists: a kustomization of resources alone (and the
+    kustomization's own annotations, which kustomize leaves off the objects), which changes no
+    object."""
     kustomization = _read(folder / "kustomization.yaml")
-    assert kustomization.keys() == {"apiVersion", "kind", "resources"}
+    assert kustomization.keys() - {"metadata"} == {"apiVersion", "kind", "resources"}
+    assert set(kustomization.get("metadata", {})) <= {"annotations"}
     return list(kustomization["resources"])
 
 

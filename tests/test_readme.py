@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +185,18 @@ def test_every_long_option_the_documents_name_exists():
             source = (ROOT / script).read_text()
             for option in LONG_OPTION.findall(line):
                 assert f'"{option}"' in source, f"{script} has no {option}"
+                benchmarks.add(option)
+    # Options on a kubectl command line are kubectl's, and that kubectl has them.
+    kubectl = Path(sys.executable).parent / "kubectl"
+    for line in (line for text in DOCUMENTS.values() for line in code_lines(text)):
+        if line.startswith("kubectl "):
+            line = line.split("|", 1)[0]  # what follows a pipe is another command's
+            verb = line.split()[1]
+            helped = subprocess.run(
+                [str(kubectl), verb, "--help"], capture_output=True, text=True, check=True
+            ).stdout
+            for option in LONG_OPTION.findall(line):
+                assert f"{option}=" in helped, f"kubectl {verb} has no {option}"
                 benchmarks.add(option)
     for path, text in DOCUMENTS.items():
         named = set(LONG_OPTION.findall(text))

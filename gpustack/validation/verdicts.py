@@ -326,8 +326,11 @@ def attach_lint(results: list[Result], findings: list[Finding]) -> list[Finding]
     return unplaced
 
 
-def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding]:
+def lint_results(
+    results: list[Result], kubernetes_version: str, versions: dict[str, str] | None = None
+) -> list[Finding]:
     """Run the lint rules once per cluster and attach their findings; return the unplaced ones.
+    A rendered cluster folder named in `versions` is linted for its Kubernetes version there.
 
     The rules look across objects, so each rendered cluster folder (a folder whose
     kustomization.yaml gpustack wrote) is linted as a whole: its other manifests are read as
@@ -355,6 +358,7 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
                     if resource.data is not None and identity(resource.data) not in named:
                         objects.append(resource.data)
                         context.add(identity(resource.data))
-        leftover = attach_lint(members, lint.run(objects, kubernetes_version))
+        version = (versions or {}).get(folder, kubernetes_version) if folder else kubernetes_version
+        leftover = attach_lint(members, lint.run(objects, version))
         unplaced += [finding for finding in leftover if finding.object not in context]
     return unplaced
