@@ -741,8 +741,10 @@ def test_running_nodes_become_a_canary_in_two_commits_without_stalling(tmp_path)
         return driver_on(stack, node)
 
     def stalls(before: tuple[str, dict[str, int]], after: tuple[str, dict[str, int]]) -> bool:
-        (old, _), (new, waves) = before, after
-        return new != old and old in waves and waves[new] < waves[old]
+        """The old DaemonSet frees the node in its wave: updated in the new render's wave, or
+        pruned in the wave it has live (the only object pruned here)."""
+        (old, live), (new, waves) = before, after
+        return new != old and waves[new] < waves.get(old, live[old])
 
     running = on()
     own = on(driver={"version": "580.178.04"})
@@ -753,3 +755,7 @@ def test_running_nodes_become_a_canary_in_two_commits_without_stalling(tmp_path)
     # Two commits: a move within one wave, then the same DaemonSet in the canary's wave.
     assert own[0] != running[0] and not stalls(running, own)
     assert canary[0] == own[0] and not stalls(own, canary)
+    # Back: dropping canary from a pool without a driver of its own prunes its DaemonSet in the
+    # canary's wave, after the cluster's took its nodes in an earlier one; in steps, never.
+    assert stalls(on(canary=True), running)
+    assert not stalls(canary, own) and not stalls(own, running)
