@@ -35,6 +35,7 @@ class UserError(Exception):
         field: str | None = None,
         hint: str | None = None,
         also: tuple[UserError, ...] = (),
+        cluster_config: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -43,10 +44,24 @@ class UserError(Exception):
         self.hint = hint
         # Further mistakes found in the same pass (a config with several errors shows them all).
         self.also = also
+        # The cluster config whose loading met the mistake, when the mistake is in another file
+        # (a base it extends, a profile) or in `--set`: a base shared by a fleet is wrong for
+        # some of its clusters only, and the message must say for which.
+        self.cluster_config = cluster_config
 
     def __reduce__(self) -> tuple[type[UserError], tuple[object, ...]]:
         # Keeps location, field, hint and the other errors when a fleet's worker reports them.
-        return (UserError, (self.message, self.location, self.field, self.hint, self.also))
+        return (
+            UserError,
+            (
+                self.message,
+                self.location,
+                self.field,
+                self.hint,
+                self.also,
+                self.cluster_config,
+            ),
+        )
 
     def every(self) -> tuple[UserError, ...]:
         """This error and the others found with it, one line each when printed."""
@@ -61,6 +76,8 @@ class UserError(Exception):
         parts.append(self.message)
         if self.hint:
             parts.append(f" ({self.hint})")
+        if self.cluster_config:
+            parts.append(f" [loading {self.cluster_config}]")
         return "".join(parts)
 
 

@@ -70,6 +70,10 @@ SUBFOLDERS = {NODE_DIR, CLUSTER_DIR, CRDS_DIR, *STAGES}
 # (`metadata.annotations`, which kustomize reads and leaves off the objects): `validate` checks
 # each rendered cluster of a fleet against its own version.
 KUBERNETES_VERSION = "gpustack.dev/kubernetes-version"
+# The `--set` options a cluster folder was rendered with, on its kustomization.yaml likewise:
+# `check` without the same options would call the folder stale, and a render without them would
+# drop the settings.
+OVERRIDES_ANNOTATION = "gpustack.dev/set"
 
 # The ownership marker: the first line of every file gpustack writes; `output` replaces and
 # prunes only files that carry it.

@@ -280,7 +280,8 @@ class Platform(Strict):
         Field(
             description=(
                 "target Kubernetes minor version for schema validation and API deprecations, e.g."
-                " `1.31`"
+                " `1.31`; on OpenShift it follows `openshiftVersion` when left out (4.18: 1.31), "
+                "and one that another OpenShift release ships is refused"
             )
         )
     )
@@ -290,7 +291,8 @@ class Platform(Strict):
         default=None,
         description=(
             "OpenShift minor version, e.g. `4.20`; names the nodes' RHCOS, and with it the "
-            "driver image and the Driver Toolkit"
+            "driver image and the Driver Toolkit; follows `kubernetesVersion` when only that is "
+            "written"
         ),
     )
     featureGates: Annotated[
@@ -2158,6 +2160,14 @@ class ProfileFacts(Strict):
         "(nfd.mode external); gpustack's own NFD (deploy) serves upstream's nfd.k8s-sigs.io.",
     )
     nodeOSLabel: NodeSelectorRequirement | None = None
+    openshiftKubernetesVersions: dict[
+        OpenShiftMinor, Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")]
+    ] = Field(
+        default_factory=dict,
+        description="OpenShift: the Kubernetes minor each OpenShift minor ships. "
+        "platform.kubernetesVersion follows platform.openshiftVersion (and the other way round "
+        "when only it is written); a pair that disagrees is refused.",
+    )
     migPartitioning: Literal["mig-manager", "node-pool", "node-settings"] = Field(
         default="mig-manager",
         description="Who creates MIG partitions: NVIDIA's MIG manager from the node label "

@@ -22,6 +22,9 @@ MAX_FILE_BYTES = 1024 * 1024
 # with each path before it is opened, it brings that file of the revision onto the disk, or
 # raises a UserError for a path the revision must not be read through (outside the repository).
 revision_guard: Callable[[str], None] | None = None
+# Folders that stand for a repository's top without holding `.git`: the tree into which
+# `diff --git-ref` brings a revision's files (gpustack.revision.tree_at), each a real path.
+revision_tops: list[str] = []
 _KINDS = {
     stat.S_IFREG: "a file",
     stat.S_IFDIR: "a folder",
@@ -31,6 +34,17 @@ _KINDS = {
     stat.S_IFSOCK: "a socket",
     stat.S_IFLNK: "a symbolic link",
 }
+
+
+def repository_top(folder: Path) -> Path | None:
+    """The top of the repository holding `folder`: the nearest folder at or above it, symbolic
+    links resolved, that holds `.git` (a folder, or the file of a worktree or a submodule) or
+    stands for a revision's tree; None outside any repository. Found on the disk, without git."""
+    real = Path(os.path.realpath(folder))
+    for candidate in (real, *real.parents):
+        if str(candidate) in revision_tops or os.path.lexists(candidate / ".git"):
+            return candidate
+    return None
 
 
 def kind_of(mode: int) -> str:

@@ -6,6 +6,7 @@ Pure: nothing here reads or writes the disk. `gpustack.output` writes what `file
 from __future__ import annotations
 
 import pickle
+import shlex
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, image_sources, pin_patched, rehash, stage
+from gpustack.decorate import decorate, image_sources, pin_patched, placement, rehash, stage
 from gpustack.errors import Location, UserError
 from gpustack.layout import (
     CLUSTER_DIR,
@@ -22,6 +23,7 @@ from gpustack.layout import (
     KUBERNETES_VERSION,
     KUSTOMIZATION,
     NODE_DIR,
+    OVERRIDES_ANNOTATION,
 )
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
@@ -58,6 +60,8 @@ class Rendering:
     # finding on such an object names them (fleet.check_all).
     patched: dict[Identity, list[str]] = field(default_factory=dict)
     namespace: str = ""  # the stack's
+    # The `--set` options it was rendered with (Stack.overrides), recorded in kustomization.yaml.
+    overrides: tuple[str, ...] = ()
     # Each image the pods pull that decorate rewrote (pinned by the image lock, mirrored), mapped
     # to the reference the components wrote; the lock file beside the config, and whether the
     # config asks for every image by digest (images.requireDigests): gpustack.images reads them.
@@ -92,7 +96,7 @@ def render(stack: Stack) -> Rendering:
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
     # are then made again, so a patched ConfigMap still rolls the pods that mount it.
-    patched = patches.apply(objects, stack.patches)
+    patched = patches.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
         # An image a patch wrote is pinned too, as the lock names it.
@@ -150,6 +154,7 @@ def render(stack: Stack) -> Rendering:
         gitops_path=_gitops_path(stack),
         patched=patched,
         namespace=stack.namespace,
+        overrides=stack.overrides,
         image_sources=sources,
         lock_file=stack.lock_file,
         require_digests=images.requireDigests,
@@ -194,9 +199,7 @@ def files(rendering: Rendering) -> dict[str, bytes]:
         rendering.objects,
         rendering.staged,
         rendering.content_keys,
-        {KUBERNETES_VERSION: rendering.kubernetes_version}
-        if rendering.kubernetes_version
-        else None,
+        _annotations(rendering),
         crds_apart=True,
     )
     if rendering.gitops_objects:
@@ -276,6 +279,23 @@ def _written(content: bytes) -> tuple[str, str, bytes, bool]:
     obj = pickle.loads(content)
     crd = obj.get("kind") == "CustomResourceDefinition"
     return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode(), crd
+
+
+def set_options(assignments: tuple[str, ...]) -> str:
+    """The `--set` options as a shell would take them again."""
+    return shlex.join(part for assignment in assignments for part in ("--set", assignment))
+
+
+def _annotations(rendering: Rendering) -> dict[str, str] | None:
+    """The cluster folder's kustomization.yaml's own annotations: the Kubernetes version it was
+    rendered for, and the `--set` options it was rendered with (a render or a check without
+    them would not give the same files)."""
+    annotations = {}
+    if rendering.kubernetes_version:
+        annotations[KUBERNETES_VERSION] = rendering.kubernetes_version
+    if rendering.overrides:
+        annotations[OVERRIDES_ANNOTATION] = set_options(rendering.overrides)
+    return annotations or None
 
 
 def _kustomization(resources: list[str], annotations: dict[str, str] | None = None) -> bytes:

@@ -85,11 +85,14 @@ def tree_at(
 
     previous, reading.revision_guard = reading.revision_guard, guard
     errors.shown_as.append((str(revision.into), ref))
+    # The tree holds no `.git`: it is the repository's top for the paths its configs name.
+    reading.revision_tops.append(os.path.realpath(revision.into))
     try:
         yield
     finally:
         reading.revision_guard = previous
         errors.shown_as.remove((str(revision.into), ref))
+        reading.revision_tops.remove(os.path.realpath(revision.into))
 
 
 class _Revision:

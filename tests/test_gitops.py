@@ -394,9 +394,11 @@ def load_text(text: str):
 
 
 GITOPS_SETTINGS = {
-    "none": "gitops: {tool: none}\n",
-    "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
-    "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
+    # Each drops the example's settings of the other tools (null), which would have no effect.
+    "none": "gitops: {tool: none, argocd: null, flux: null}\n",
+    "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n"
+    "  flux: null\n",
+    "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n  argocd: null\n",
 }
 ARGOCD_ANNOTATION = "argocd.argoproj.io/"
 

@@ -792,7 +792,8 @@ def test_a_revision_lock_linked_out_of_the_repository_is_refused_not_ignored(clu
     assert result.returncode == 2, result.stdout
     assert result.stderr == (
         "error: HEAD:gpustack.lock: is a symbolic link pointing outside the repository; "
-        "gpustack does not follow it (--git-ref reads only the repository's own files)\n"
+        "gpustack does not follow it (--git-ref reads only the repository's own files) "
+        "[loading HEAD:cluster.yaml]\n"
     )
 
 

@@ -137,6 +137,15 @@ def run(
             f"run `{again}` and commit the result",
             err=True,
         )
+        for report in stale:
+            if report.dropped_overrides:
+                echo(
+                    f"warning: {out / report.name} was rendered with --set "
+                    f"{', '.join(report.dropped_overrides)} (its kustomization.yaml records "
+                    "them); the command above would drop those settings: write them into the "
+                    "config, or give check and render the same --set",
+                    err=True,
+                )
     for message in output_tree.misplaced(renderings, out):
         echo(f"warning: {message}", err=True)
     for stray in strays:

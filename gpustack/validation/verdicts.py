@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpustack.errors import UserError
+from gpustack.errors import UserError, did_you_mean
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
 from gpustack.objects import metadata as metadata_of
@@ -145,9 +145,15 @@ def _check(
         return "error", [_error(MANIFEST, message, data)], [()]
     for problem in problems:
         path = tuple(problem.instance_path)
-        findings.append(_error(SCHEMA, problem.message, data, ".".join(str(part) for part in path)))
         # An unknown field is pointed at by its own key, not by the object holding it.
         unexpected = getattr(problem.kind, "unexpected", None)
+        message = problem.message
+        if unexpected:
+            # A typo gets the field it most likely meant, as a config's unknown field does.
+            allowed = schemas.allowed_fields(api_version, kind, tuple(problem.schema_path)[:-1])
+            meant = did_you_mean(str(unexpected[0]), allowed)
+            message += f"; {meant}" if meant else ""
+        findings.append(_error(SCHEMA, message, data, ".".join(str(part) for part in path)))
         paths.append((*path, UnexpectedKey(unexpected[0])) if unexpected else path)
     if crds.is_crd(data):
         for path in crds.references(data):
