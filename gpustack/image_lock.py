@@ -202,11 +202,29 @@ def lock_text(digests: dict[str, str]) -> str:
     )
 
 
-def write_lock(path: Path, digests: dict[str, str]) -> None:
-    """Write the lock at `path` in one step: a reader sees the old file or the new one. Never
-    through a symbolic link: one that a pull request planted (pointing out of the repository,
-    or to a file not there yet) would have gpustack write wherever it points."""
-    text = lock_text(digests)
+def write_locks(locks: dict[Path, dict[str, str]]) -> None:
+    """Write each lock (path -> digests): every new file is staged beside its lock first, and
+    only once all are staged do they replace the locks, so a lock that cannot be written (a
+    folder without write access, a full disk) leaves every lock as it was. Each replacement is
+    one step: a reader sees the old file or the new one."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, digests in locks.items():
+            staged.append((_stage(path, digests), path))
+        for each, path in staged:
+            try:
+                os.replace(each, path)
+            except OSError as error:
+                raise _unwritable(path, error) from None
+    finally:
+        for each, _ in staged:
+            Path(each).unlink(missing_ok=True)
+
+
+def _stage(path: Path, digests: dict[str, str]) -> str:
+    """The new lock for `path`, written to a file beside it. Never through a symbolic link:
+    one that a pull request planted (pointing out of the repository, or to a file not there
+    yet) would have gpustack write wherever it points."""
     if os.path.islink(path):
         raise UserError(
             "is a symbolic link; gpustack writes the image lock only as a file of its own, "
@@ -221,14 +239,12 @@ def write_lock(path: Path, digests: dict[str, str]) -> None:
     except FileNotFoundError:
         mode, owner = 0o644, None
     except OSError as error:
-        raise UserError(
-            f"cannot write the image lock: {error.strerror}", Location(display_path(path))
-        ) from None
+        raise _unwritable(path, error) from None
     staged = ""
     try:
         descriptor, staged = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            handle.write(lock_text(digests))
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(staged, mode)
@@ -237,13 +253,15 @@ def write_lock(path: Path, digests: dict[str, str]) -> None:
             # replaces, or a new one as its folder.
             owner = owner or target.parent.stat()
             os.chown(staged, owner.st_uid, owner.st_gid)
-        os.replace(staged, target)
     except OSError as error:
         if staged:
             Path(staged).unlink(missing_ok=True)
-        raise UserError(
-            f"cannot write the image lock: {error.strerror}", Location(display_path(path))
-        ) from None
+        raise _unwritable(path, error) from None
+    return staged
+
+
+def _unwritable(path: Path, error: OSError) -> UserError:
+    return UserError(f"cannot write the image lock: {error.strerror}", Location(display_path(path)))
 
 
 @dataclass(frozen=True)

@@ -594,6 +594,30 @@ def test_an_image_a_patch_writes_is_pinned_once_locked(tmp_path):
     assert run_gpustack("check", config, "-o", out).returncode == 0
 
 
+def test_a_lock_that_cannot_be_written_leaves_every_lock_as_it_was(tmp_path):
+    """A fleet of two folders whose second lock cannot be written: the first is not written
+    either (every lock is staged before any replaces its file)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        shutil.copy(EXAMPLES / "kubeadm.yaml", tmp_path / name / f"{name}.yaml")
+        text = (tmp_path / name / f"{name}.yaml").read_text()
+        (tmp_path / name / f"{name}.yaml").write_text(
+            text.replace("name: kubeadm-lab", f"name: lab-{name}")
+        )
+    elsewhere = tmp_path / "elsewhere.lock"
+    elsewhere.write_text("apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: {}\n")
+    (tmp_path / "b" / "gpustack.lock").symlink_to(elsewhere)
+    listed = images(tmp_path / "a").split()
+    (tmp_path / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in listed))
+    result = run_gpustack(
+        "images", tmp_path / "a", tmp_path / "b", "--lock-from", tmp_path / "digests.txt"
+    )
+    assert result.returncode == 2, result.stderr
+    assert "is a symbolic link; gpustack writes the image lock only" in result.stderr
+    assert sorted(path.name for path in (tmp_path / "a").iterdir()) == ["a.yaml"]
+    assert sorted(path.name for path in (tmp_path / "b").iterdir()) == ["b.yaml", "gpustack.lock"]
+
+
 def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
     folder = cluster.parent
     (folder / "saved.txt").write_text(f"nvcr.io/nvidia/gpu-operator@{fake_digest('x')}\n")

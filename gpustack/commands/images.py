@@ -134,10 +134,11 @@ def _lock(renderings: list[Rendering], saved_files: list[Path], quiet: bool) -> 
         )
         planned.append((lock_file, before, after, added, changed, missing))
     _, unused = cluster_images.lock_entries(saved, cluster_images.collect(renderings))
-    for lock_file, before, after, added, changed, missing in planned:
+    image_lock.write_locks(
+        {lock_file: after for lock_file, before, after, *_ in planned if after != before}
+    )
+    for lock_file, _, _, added, changed, missing in planned:
         shown = display_path(lock_file)
-        if after != before:
-            image_lock.write_lock(lock_file, after)
         if not quiet:
             echo(f"{shown}: {added} digest(s) added, {changed} changed", err=True)
         if missing:
