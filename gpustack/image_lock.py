@@ -44,6 +44,7 @@ REFERENCE = re.compile(
     r"([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*"
     r"(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
 )
+SPACE = re.compile(r"\s*")
 # A lock or a saved `skopeo inspect` (whose RepoTags may list thousands of tags) is far below this.
 MAX_BYTES = 8 * 1024 * 1024
 LOCK_HINT = "fill it with `gpustack images CONFIG --lock-from FILE`"
@@ -293,16 +294,19 @@ def read_saved(path: Path) -> list[Saved]:
 def _json_values(text: str, shown: str) -> list[Saved]:
     """The `skopeo inspect` objects of `text`, one after another as a loop saves them, each
     located at its line and column of the file. A value that is not JSON ends the split: the
-    YAML reader then says where it breaks."""
+    YAML reader then says where it breaks. Linear in the file: each value's line is counted
+    from the one before."""
     decoder = json.JSONDecoder()
     found = []
-    start = len(text) - len(text.lstrip())
+    start = _after_space(text, 0)
+    lines, counted = 0, 0
     while start < len(text):
         try:
             _, end = decoder.raw_decode(text, start)
         except (ValueError, RecursionError):
             end = len(text)
-        lines = text.count("\n", 0, start)
+        lines += text.count("\n", counted, start)
+        counted = start
         columns = start - (text.rfind("\n", 0, start) + 1)
         try:
             saved = _inspected(text[start:end], shown)
@@ -312,9 +316,14 @@ def _json_values(text: str, shown: str) -> list[Saved]:
             _inspected("\n" * lines + " " * columns + text[start:end], shown)
             raise
         found.append(replace(saved, location=_moved(saved.location, lines, columns)))
-        rest = text[end:]
-        start = end + len(rest) - len(rest.lstrip())
+        start = _after_space(text, end)
     return found
+
+
+def _after_space(text: str, index: int) -> int:
+    """The index of the first character from `index` on that is not white space."""
+    match = SPACE.match(text, index)
+    return match.end() if match else index
 
 
 def _moved(location: Location, lines: int, columns: int) -> Location:
