@@ -40,7 +40,13 @@ from gpustack.model import (
     Strict,
 )
 from gpustack.patterns import linear_regex
-from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded, repository_top
+from gpustack.reading import (
+    MAX_FILE_BYTES,
+    UnreadableFile,
+    decode,
+    read_bounded,
+    repository_top,
+)
 from gpustack.stack import Stack
 from gpustack.yamlio import (
     Document,
@@ -410,7 +416,7 @@ def _patch_documents(
             return _read_patch_file(file)  # reports the problem, uncached
         return _patch_file_unchanged(file, stat.st_mtime_ns, stat.st_size, os.getcwd())
     except UserError as error:
-        if error.location is not None and error.location.line:
+        if not isinstance(error, UnreadableFile) and error.location and error.location.line:
             # Named with the place, never quoted: not even YAML's own message.
             raise UserError(
                 "not valid YAML, expected a patch; its content is not shown",

@@ -615,6 +615,43 @@ def _code(text: str) -> str:
     return f"<code>{literal(text)}</code>"
 
 
+# What the head of a review leaves at least for the summary table's header and the shortest
+# closing note (about 250 characters): with it, no title or note can push a review past its size.
+_HEAD_SPARE = 700
+
+
+def _within(
+    lines: list[str], endings: list[str], room: int, counted: Callable[[int], str]
+) -> list[str]:
+    """The first of `lines` that fit in `room` characters, then the first of `endings` that
+    fits; past the room, the rest counted (`counted(how many)`) instead."""
+    kept: list[str] = []
+    used = 0
+    for number, line in enumerate(lines):
+        if used + len(line) + 1 > room:
+            return [*kept, counted(len(lines) - number)]
+        kept.append(line)
+        used += len(line) + 1
+    ending = next((each for each in endings if used + len(each) + 1 <= room), None)
+    return kept + ([ending] if ending is not None else endings[-1:])
+
+
+def _literal_within(text: str, room: int) -> str:
+    """`text` as literal text in at most `room` characters: its first characters and `…` when
+    the whole does not fit."""
+    whole = literal(text)
+    if len(whole) <= room:
+        return whole
+    kept, used = [], 1  # the ellipsis
+    for char in text:
+        shown = literal(char)
+        if used + len(shown) > room:
+            break
+        kept.append(shown)
+        used += len(shown)
+    return "".join(kept) + "…"
+
+
 def _fenced(text: str, language: str) -> str:
     """`text` in a code fence longer than any run of backticks inside it."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -893,27 +930,45 @@ def as_markdown(
         summary += f", in {cluster_groups} groups of identical changes"
     if fleet is not None:
         summary += f"; the fleet's {APPLICATION_SET_DIR}/ {'differs' if not fleet.is_empty else 'does not'}"
-    head = [f"### {literal(title)}", "", summary + ".", ""]
     left_out = dict.fromkeys(note for _, diff in diffs for note in diff.left_out)
-    head += [
+    notes = [
         f"> left out for {literal(side)}: {_code(field)}: {literal(why)}  "
         for side, field, why in left_out
     ]
-    head += [""] if left_out else []
     # A base change that clusters set aside is news the diffs cannot show: it changed nothing.
-    head += [f"> **Not reached:** {_unreached(note)}  " for note in unreached[:UNREACHED_SHOWN]]
+    reached = [f"> **Not reached:** {_unreached(note)}  " for note in unreached[:UNREACHED_SHOWN]]
     more = len(unreached) - UNREACHED_SHOWN
-    head += (
-        [f"> and {more} more settings not reached: {_code(see_all)}  "]
-        if more > 0 and see_all
-        else []
-    )
-    head += [f"> and {more} more settings not reached  "] if more > 0 and not see_all else []
-    head += [""] if unreached else []
+    if more > 0:
+        more_lines = [f"> and {more} more settings not reached  "]
+        if see_all:
+            more_lines.insert(0, f"> and {more} more settings not reached: {_code(see_all)}  ")
+    else:
+        more_lines = []
     rows = [_row(group) for group in groups]
+    head = [f"### {literal(title)}", "", summary + ".", "", *notes, *([""] if notes else [])]
+    head += [*reached, *more_lines[:1], ""] if unreached else []
     if max_size <= 0:
         sections = [_section(group, _diff_text(group)) for group in groups]
         return _joined(head, rows, 0, sections, "")
+    if len("\n".join(head)) > max_size - _HEAD_SPARE:
+        # The title (a path or revision the command line names) and the notes (texts of the
+        # configs, and the command that shows them) then take a share of the room each, so that
+        # what a pull request chooses can never push the comment past `max_size`.
+        head = [f"### {_literal_within(title, max_size // 10)}", "", summary + ".", ""]
+        kept_notes = _within(
+            notes,
+            [],
+            max_size // 10,
+            lambda rest: f"> and {rest} more left out {_plural(rest, 'note')}  ",
+        )
+        head += [*kept_notes, ""] if kept_notes else []
+        kept_reached = _within(
+            reached,
+            more_lines,
+            max_size // 4,
+            lambda rest: f"> and {rest + max(more, 0)} more settings not reached  ",
+        )
+        head += [*kept_reached, ""] if kept_reached else []
     # The table takes at most half the room; groups it has no row for are left out.
     tabled = len(rows)
     while tabled and len(_joined(head, rows[:tabled], len(rows) - tabled, [], "")) > max_size // 2:
@@ -924,7 +979,8 @@ def as_markdown(
     kept: list[tuple[_Group, str, bool]] = []
     used = len(_joined(head, rows[:tabled], len(rows) - tabled, [], ""))
     for group in groups[:tabled]:
-        room = max_size - used - len(_left_out([group], left, max_size, see_all, see_one))
+        ending = _left_out([group], left, max_size, see_all, see_one, max_size // 4)
+        room = max_size - used - len(ending)
         diff_text = _diff_text(group)
         full = _section(group, diff_text)
         if len(full) <= room:
@@ -945,7 +1001,10 @@ def as_markdown(
             left.append(group)
     while True:
         cut = [group for group, _, shortened in kept if shortened]
-        ending = _left_out(cut, left, max_size, see_all, see_one)
+        body = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], "")
+        # The ending takes at most a quarter of the room, as it was reckoned with above.
+        room = min(max_size // 4, max_size - len(body))
+        ending = _left_out(cut, left, max_size, see_all, see_one, room)
         text = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], ending)
         if len(text) <= max_size or not kept:
             return text
@@ -1008,10 +1067,12 @@ def _truncated(diff_text: str, room: int) -> str:
     return diff_text[: diff_text.rfind("\n", 0, room) + 1]
 
 
-def _counted_names(names: tuple[str, ...]) -> str:
-    """`2 clusters (a, b)`, and the fleet's `_gitops/` when it is among them."""
+def _counted_names(names: tuple[str, ...], named: bool = True) -> str:
+    """`2 clusters (a, b)` (`named`, else `2 clusters`), and the fleet's `_gitops/` when it is
+    among them."""
     clusters = tuple(name for name in names if name != APPLICATION_SET_DIR)
-    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(clusters, 5)})"]
+    listed = f" ({_listed(clusters, 5)})" if named else ""
+    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')}{listed}"]
     parts = parts if clusters else []
     parts += [f"the fleet's {APPLICATION_SET_DIR}/"] if APPLICATION_SET_DIR in names else []
     return " and ".join(parts)
@@ -1023,20 +1084,32 @@ def _left_out(
     max_size: int,
     see_all: str | None,
     see_one: Callable[[str], str] | None,
+    room: int,
 ) -> str:
+    """The note on what was left out and the commands that show it, within `room` characters
+    (the shortest form when none fits). The commands quote paths a pull request chooses (a config's
+    file name may be thousands of characters): one that does not fit is left out, and the note
+    then names only `--max-size 0`; the cluster names go, if need be, before the counts do."""
     if not cut and not left:
         return ""
-    parts = []
-    if cut:
-        names = tuple(name for group in cut for name in group.names)
-        parts.append(f"all or part of the diff of {_counted_names(names)}")
-    if left:
-        names = tuple(name for group in left for name in group.names)
-        parts.append(f"the details of {_counted_names(names)}")
-    lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
-    if see_all:
-        lines.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
-    first = [*cut, *left][0].names[0]
-    if see_one and first != APPLICATION_SET_DIR:
-        lines.append(f"One cluster: {_code(see_one(first))}.")
-    return "\n".join(lines) + "\n"
+    cut_names = tuple(name for group in cut for name in group.names)
+    left_names = tuple(name for group in left for name in group.names)
+    for named in (True, False):
+        parts = []
+        if cut:
+            parts.append(f"all or part of the diff of {_counted_names(cut_names, named)}")
+        if left:
+            parts.append(f"the details of {_counted_names(left_names, named)}")
+        lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
+        commands = []
+        if see_all:
+            commands.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
+        first = [*cut, *left][0].names[0]
+        if see_one and first != APPLICATION_SET_DIR:
+            commands.append(f"One cluster: {_code(see_one(first))}.")
+        shortest = f"Every change: this command with {_code('--max-size 0')}."
+        for choice in (commands, commands[:1], [shortest]):
+            text = "\n".join([*lines, *choice]) + "\n"
+            if len(text) <= room:
+                return text
+    return text

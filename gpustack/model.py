@@ -484,8 +484,17 @@ class PoolDriver(Strict):
     )
 
 
+# The most node pools a cluster config may list.
+MAX_POOLS = 256
+
+
 class NodePool(Strict):
-    name: Name = Field(description="the pool's name, unique among the pools")
+    name: Name = Field(
+        description=(
+            "the pool's name, unique among the pools; not `default`, the device plugin config of "
+            "the nodes in no pool"
+        )
+    )
     selector: Annotated[dict[LabelKey, LabelValue], Doc(type="node labels")] = Field(
         min_length=1,
         description=(
@@ -592,10 +601,13 @@ class Nodes(Strict):
     )
     pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(
         default_factory=_no_items,
+        # A cluster's GPU node pools are a few dozen at most; the bound keeps the work of a
+        # crafted config (each pool's config, node files, overlap with every other) bounded.
+        max_length=MAX_POOLS,
         description=(
             "GPU node pools of the cluster, each with its own device plugin config, MIG layout, "
             "driver version and taints; a node belongs to at most one pool, the others get the "
-            "cluster's settings"
+            f"cluster's settings; at most {MAX_POOLS}"
         ),
     )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
@@ -669,8 +681,9 @@ class MigManagerConfig(Strict):
         default=None,
         description=(
             "a mig-parted config file (`version: v1`, `mig-configs`), relative to the config "
-            "file, whose configs are added to the built-in ones (same name: replaces it); "
-            "checked as mig-parted checks it"
+            "file, whose configs are added to the built-in ones (same name: replaces it, but "
+            "`all-disabled`, which gpustack gives pools that keep their GPUs whole, cannot turn "
+            "MIG on); checked as mig-parted checks it"
         ),
     )
 

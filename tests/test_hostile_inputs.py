@@ -24,7 +24,7 @@ from conftest import EXAMPLES, ROOT, run_gpustack
 
 from gpustack import lint, reading
 from gpustack.config import load_stack
-from gpustack.lint import device_plugins
+from gpustack.lint import _pods
 from gpustack.profiles import BUILTIN
 from gpustack.render import render
 from gpustack.validation import schemas
@@ -222,13 +222,13 @@ def test_many_device_plugins_give_one_finding_each_and_linear_work(monkeypatch, 
         each["metadata"]["name"] = f"plugin-{index}"
         copies.append(each)
     calls = {"count": 0}
-    real = device_plugins.may_share_a_node
+    real = _pods.overlap
 
     def counted(a, b):  # type: ignore[no-untyped-def]
         calls["count"] += 1
         return real(a, b)
 
-    monkeypatch.setattr(device_plugins, "may_share_a_node", counted)
+    monkeypatch.setattr(_pods, "overlap", counted)
     found = [f for f in lint.run(copies, "1.31") if f.rule == "duplicate-device-plugin"]
     assert len(found) == 199  # each plugin after the first, once
     assert calls["count"] <= 200

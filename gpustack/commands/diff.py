@@ -292,8 +292,6 @@ def _since_revision(
     """The clusters the paths name, rendered from git revision `ref` and from the working tree,
     each cluster's config (in the working tree), and the settings a changed base changed that
     clusters set themselves (review.unreached)."""
-    from contextlib import suppress
-
     from gpustack import fleet, inventory, review, revision
     from gpustack.commands.common import configs
     from gpustack.errors import UserError
@@ -324,8 +322,14 @@ def _since_revision(
             old_configs: list[Path | None] = []
             for path in old_paths:
                 if not path.is_dir():
-                    with suppress(UserError):
+                    try:
                         read_bounded(path)  # brings the revision's file, when it has one
+                    except UserError as problem:
+                        # A file the revision lacks is one the change adds; any other problem
+                        # (a submodule whose commit is not checked out, a link out of the
+                        # repository) is no reason to show every object as added.
+                        if problem.message != "file not found":
+                            raise
                 if not path.exists():
                     continue  # a file or folder the change adds: its clusters are all new
                 try:
