@@ -505,40 +505,42 @@ def test_a_line_of_one_word_is_not_called_a_digest(cluster):
     )
 
 
-@pytest.mark.parametrize("target_exists", [False, True])
-def test_the_lock_is_never_written_through_a_link(cluster, tmp_path, target_exists):
-    """A pull request's `gpustack.lock` that links out of the repository, to a file there or
-    to none yet: locking writes nothing there, and render does not take a link to nothing for
-    a folder without a lock."""
+@pytest.mark.parametrize(
+    ("inside", "target_exists", "message"),
+    [
+        (False, False, "is a symbolic link out of its folder; the image lock is one of"),
+        (False, True, "is a symbolic link out of its folder; the image lock is one of"),
+        (True, False, "file not found (a symbolic link to a missing file)"),
+        (True, True, "is a symbolic link; gpustack writes the image lock only as a file"),
+    ],
+)
+def test_the_lock_is_never_read_or_written_through_a_link(
+    cluster, tmp_path, inside, target_exists, message
+):
+    """A pull request's `gpustack.lock` that is a link: out of the repository (here, outside any
+    repository, out of the config's folder) it is not followed at all, to a file there or to
+    none yet, so nothing is read or written there; inside, a link to nothing is an error, not a
+    folder without a lock, and locking never writes through one."""
     folder = cluster.parent / "repo"
     folder.mkdir()
     shutil.move(cluster, folder / "cluster.yaml")
-    outside = tmp_path / "elsewhere" / "planted"
-    outside.parent.mkdir()
+    target = (folder / "real.lock") if inside else (tmp_path / "elsewhere" / "planted")
+    target.parent.mkdir(exist_ok=True)
     lock = "apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: {}\n"
     if target_exists:
-        outside.write_text(lock)
-    (folder / "gpustack.lock").symlink_to(outside)
-    (folder / "digests.txt").write_text(
-        "".join(f"{i} {fake_digest(i)}\n" for i in images(folder / "cluster.yaml").split())
-        if target_exists
-        else "nvcr.io/nvidia/gpu-operator:v26.7.0 " + fake_digest("x") + "\n"
-    )
+        target.write_text(lock)
+    listed = images(folder / "cluster.yaml").split()
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in listed))
+    (folder / "gpustack.lock").symlink_to(target)
     result = run_gpustack("images", folder / "cluster.yaml", "--lock-from", folder / "digests.txt")
     assert result.returncode == 2, result.stderr
     shown = display(folder / "gpustack.lock")
-    if target_exists:
-        assert result.stderr.startswith(f"error: {shown}: is a symbolic link; gpustack writes")
-        assert outside.read_text() == lock
-    else:
-        assert result.stderr.startswith(f"error: {shown}: file not found (a symbolic link")
-        assert not outside.exists()
+    assert result.stderr.startswith(f"error: {shown}: {message}")
+    assert (target.read_text() == lock) if target_exists else not target.exists()
+    if not (inside and target_exists):
         rendered = run_gpustack("render", folder / "cluster.yaml", "-o", folder / "out")
         assert rendered.returncode == 2
-        assert rendered.stderr.startswith(f"error: {shown}: file not found (a symbolic link")
-    assert sorted(path.name for path in outside.parent.iterdir()) == (
-        ["planted"] if target_exists else []
-    )
+        assert rendered.stderr.startswith(f"error: {shown}: {message}")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can create files owned by another user")
@@ -604,9 +606,9 @@ def test_a_lock_that_cannot_be_written_leaves_every_lock_as_it_was(tmp_path):
         (tmp_path / name / f"{name}.yaml").write_text(
             text.replace("name: kubeadm-lab", f"name: lab-{name}")
         )
-    elsewhere = tmp_path / "elsewhere.lock"
-    elsewhere.write_text("apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: {}\n")
-    (tmp_path / "b" / "gpustack.lock").symlink_to(elsewhere)
+    beside = tmp_path / "b" / "real.lock"
+    beside.write_text("apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: {}\n")
+    (tmp_path / "b" / "gpustack.lock").symlink_to(beside)
     listed = images(tmp_path / "a").split()
     (tmp_path / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in listed))
     result = run_gpustack(
@@ -615,7 +617,11 @@ def test_a_lock_that_cannot_be_written_leaves_every_lock_as_it_was(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "is a symbolic link; gpustack writes the image lock only" in result.stderr
     assert sorted(path.name for path in (tmp_path / "a").iterdir()) == ["a.yaml"]
-    assert sorted(path.name for path in (tmp_path / "b").iterdir()) == ["b.yaml", "gpustack.lock"]
+    assert sorted(path.name for path in (tmp_path / "b").iterdir()) == [
+        "b.yaml",
+        "gpustack.lock",
+        "real.lock",
+    ]
 
 
 def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
@@ -819,6 +825,30 @@ def test_a_revision_lock_linked_out_of_the_repository_is_refused_not_ignored(clu
         "gpustack does not follow it (--git-ref reads only the repository's own files) "
         "[loading HEAD:cluster.yaml]\n"
     )
+
+
+def test_a_revision_lock_larger_than_a_config_is_read_whole(cluster):
+    """A lock may be 8 MiB, a config 1 MiB: --git-ref brings the revision's lock whole, not as
+    a file of its size that reads as binary."""
+    folder = cluster.parent
+    mirrored = images(cluster).split()
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in mirrored))
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    lock = folder / "gpustack.lock"
+    # Entries of images no config pulls any more, as a lock never drops them by itself.
+    others = "".join(
+        f"  registry.example.com/retired/image-{n}:v1: {fake_digest(str(n))}\n"
+        for n in range(12000)
+    )
+    lock.write_text(lock.read_text() + others)
+    assert lock.stat().st_size > 1024 * 1024
+    git = ["git", "-c", "user.email=test@example.com", "-c", "user.name=test"]
+    subprocess.run([*git, "init", "-q"], cwd=folder, check=True)
+    subprocess.run([*git, "add", "cluster.yaml", "gpustack.lock"], cwd=folder, check=True)
+    subprocess.run([*git, "commit", "-qm", "locked"], cwd=folder, check=True)
+    result = run_gpustack("diff", "--git-ref", "HEAD", "cluster.yaml", cwd=folder)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "no differences in 1 cluster(s)\n"
 
 
 def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
