@@ -28,6 +28,7 @@ from pathlib import Path
 from gpustack import emit, reading
 from gpustack.errors import Location, UserError, display_path
 from gpustack.model import IMAGE
+from gpustack.named_files import inside_repository
 from gpustack.reading import decode, read_bounded
 from gpustack.yamlio import load_text
 
@@ -116,43 +117,23 @@ def read_lock(path: Path) -> dict[str, str]:
         # here: once refused it is not on the disk, and read as no lock at all it would show
         # every pinned image as changed.
         reading.revision_guard(os.path.abspath(path))
-    if os.path.islink(path):
-        _check_inside(path)
+    if os.path.lexists(path):
+        # Beside a config of a pull request, the lock may be a link to any file of the machine:
+        # it is read only inside the repository holding the config, as a file the config names.
+        inside_repository(
+            path.parent, path.name, Location(display_path(path)), None, "the image lock"
+        )
     try:
         found = os.stat(path)
     except FileNotFoundError:
-        if os.path.islink(path):
-            # A link to nothing is a mistake, not a folder without a lock: the read says so.
-            return _read_lock(str(path))
-        return {}
+        if not os.path.islink(path):
+            return {}
+        found = None  # a link to a missing file: said so, not taken for no lock
     except OSError:
         found = None
     if found is None:
         return _read_lock(str(path))  # reports the problem exactly as a read does
     return _read_unchanged(os.path.abspath(path), found.st_mtime_ns, found.st_size, os.getcwd())
-
-
-def _check_inside(path: Path) -> None:
-    """A lock that is a symbolic link must lead to a file of the repository holding it (outside
-    any repository: of the working folder when the lock is in it, else of its own folder), as a
-    patch file must: a pull request's `gpustack.lock -> ~/.docker/config.json` would otherwise
-    have gpustack read, and its errors describe, a file of the machine running it."""
-    folder = Path(os.path.realpath(path.parent))
-    top, working = reading.repository_top(path.parent), Path(os.path.realpath(os.getcwd()))
-    if top is not None:
-        root, where = top, "the git repository holding it"
-    elif folder.is_relative_to(working):
-        root, where = working, "the working folder"
-    else:
-        root, where = folder, "its folder"
-    real = Path(os.path.realpath(path))
-    if not real.is_relative_to(root) or ".git" in real.relative_to(root).parts:
-        raise UserError(
-            f"is a symbolic link out of {where}; the image lock is one of the repository's "
-            "own, and gpustack does not follow it",
-            Location(display_path(path)),
-            hint="replace the link with the lock itself",
-        )
 
 
 @cache

@@ -508,8 +508,8 @@ def test_a_line_of_one_word_is_not_called_a_digest(cluster):
 @pytest.mark.parametrize(
     ("inside", "target_exists", "message"),
     [
-        (False, False, "is a symbolic link out of its folder; the image lock is one of"),
-        (False, True, "is a symbolic link out of its folder; the image lock is one of"),
+        (False, False, "is outside"),
+        (False, True, "is outside"),
         (True, False, "file not found (a symbolic link to a missing file)"),
         (True, True, "is a symbolic link; gpustack writes the image lock only as a file"),
     ],
@@ -535,12 +535,13 @@ def test_the_lock_is_never_read_or_written_through_a_link(
     result = run_gpustack("images", folder / "cluster.yaml", "--lock-from", folder / "digests.txt")
     assert result.returncode == 2, result.stderr
     shown = display(folder / "gpustack.lock")
-    assert result.stderr.startswith(f"error: {shown}: {message}")
+    said = f"error: {shown}: " + (message if inside else f"the image lock {shown} {message}")
+    assert result.stderr.startswith(said)
     assert (target.read_text() == lock) if target_exists else not target.exists()
     if not (inside and target_exists):
         rendered = run_gpustack("render", folder / "cluster.yaml", "-o", folder / "out")
         assert rendered.returncode == 2
-        assert rendered.stderr.startswith(f"error: {shown}: {message}")
+        assert rendered.stderr.startswith(said)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can create files owned by another user")

@@ -110,7 +110,7 @@ def test_validating_loads_neither_the_config_model_nor_the_renderer():
 # Loaded only by the runs that use them: ruamel (the full YAML parser) for a file libyaml cannot
 # read as the full parser would, jsonpatch for a config's JSON 6902 patches, difflib and the diff
 # printer for a suggestion or stale output, ctypes to swap a folder that exists.
-NOT_NEEDED = ["ruamel.yaml", "jsonpatch", "difflib", "gpustack.diff", "ctypes"]
+NOT_NEEDED = ["ruamel.yaml", "jsonpatch", "difflib", "gpustack.object_diff", "ctypes"]
 
 
 def test_rendering_checking_and_validating_a_config_load_only_what_they_use(tmp_path):
