@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from gpustack import errors, profiles, reading
+from gpustack import errors, image_lock, profiles, reading
 from gpustack.errors import Location, UserError, display_path
 
 # What git reads and does for gpustack: the repository's own object store, no more. The
@@ -46,6 +46,11 @@ _LOCAL_ENVIRONMENT = (
     "GIT_WORK_TREE",
 )
 _SETTINGS = ("protocol.allow=never", "core.fsmonitor=false", "safe.bareRepository=explicit")
+
+# The most of a file a revision brings whole: the largest limit of what gpustack reads through
+# it (a config's 1 MiB, the image lock's 8 MiB); a larger file comes as its size alone, which
+# its reader refuses by size.
+BROUGHT_BYTES = max(reading.MAX_FILE_BYTES, image_lock.MAX_BYTES)
 
 
 def _git(
@@ -306,13 +311,9 @@ class _Revision:
         destination = self.into / path
         if os.path.lexists(destination):
             return
-        content = (
-            self._blob(repository, obj, reading.MAX_FILE_BYTES, path)
-            if size <= reading.MAX_FILE_BYTES
-            else b""
-        )
+        content = self._blob(repository, obj, BROUGHT_BYTES, path) if size <= BROUGHT_BYTES else b""
         destination.parent.mkdir(parents=True, exist_ok=True)
-        if size > reading.MAX_FILE_BYTES:
+        if size > BROUGHT_BYTES:
             # As large as the revision has it without reading it: the reader refuses it by size.
             with open(destination, "wb") as file:
                 file.truncate(size)
