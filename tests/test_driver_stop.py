@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -363,7 +364,9 @@ class StoppingDriverPod:
     def environment(self, container: dict[str, Any]) -> dict[str, str]:
         values = {"spec.nodeName": NODE, "metadata.namespace": NAMESPACE}
         env = {
-            e["name"]: e["value"] if "value" in e else values[e["valueFrom"]["fieldRef"]["fieldPath"]]
+            e["name"]: e["value"]
+            if "value" in e
+            else values[e["valueFrom"]["fieldRef"]["fieldPath"]]
             for e in container.get("env", [])
         }
         return env | {
@@ -460,3 +463,55 @@ def test_no_driver_loaded_no_eviction(driver_pod_and_cluster):
     driver.wait(timeout=pod.grace)
     assert cluster.events == []
     assert not (pod.validations / ".driver-ctr-ready").exists()
+
+
+def _driver_pod(tmp_path: Path, **driver: Any) -> dict[str, Any]:
+    workload = next(
+        o
+        for o in render(
+            stack_for(tmp_path, "kubeadm", driver={"mode": "container", **driver})
+        ).objects
+        if o["kind"] == "DaemonSet" and o["metadata"]["name"] == DRIVER
+    )
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def _wait_limit(script: str, marker: str) -> int:
+    match = re.search(rf"while \[ ! -f \S*/{marker} \] && \[ \"\$waited\" -lt (\d+) \]", script)
+    assert match, script
+    return int(match.group(1))
+
+
+@pytest.mark.parametrize("timeout", [300, 0, 1800])
+def test_the_stop_fits_in_the_pods_grace_period(tmp_path, timeout):
+    """The kubelet kills a stopping pod's containers when its grace period ends, hooks or not.
+    The driver container's wait must outlast the eviction (the manager waits up to 5 minutes for
+    the GPU DaemonSets' pods, cmd/driver-manager/main.go defaultGracePeriod, then evicts within
+    DRAIN_TIMEOUT_SECONDS) and still leave the driver time to stop its daemons and unload."""
+    spec = _driver_pod(tmp_path, upgrade={"drain": {"timeoutSeconds": timeout}})
+    containers = {c["name"]: c for c in spec["containers"]}
+    driver_stop = containers["nvidia-driver-ctr"]["lifecycle"]["preStop"]["exec"]["command"][2]
+    eviction = containers["gpu-pod-eviction"]
+    eviction_stop = eviction["lifecycle"]["preStop"]["exec"]["command"][2]
+    drain = next(e["value"] for e in eviction["env"] if e["name"] == "DRAIN_TIMEOUT_SECONDS")
+    assert drain.endswith("s") and int(drain[:-1]) > 0  # a stopping pod cannot wait for ever
+    if timeout:
+        assert int(drain[:-1]) == timeout
+    handover = _wait_limit(eviction_stop, "driver-withdrawn")
+    held = _wait_limit(driver_stop, "gpu-pods-gone")
+    assert held >= handover + 300 + int(drain[:-1])
+    assert spec["terminationGracePeriodSeconds"] >= held + 30
+
+
+def test_without_eviction_the_driver_pod_stops_as_before(tmp_path):
+    """`driver.upgrade.gpuPodEviction: false`: nothing evicts, so nothing waits; the driver pod
+    still withdraws its ready file first."""
+    spec = _driver_pod(tmp_path, upgrade={"gpuPodEviction": False})
+    assert [c["name"] for c in spec["containers"]] == ["nvidia-driver-ctr"]
+    assert "terminationGracePeriodSeconds" not in spec
+    (driver,) = spec["containers"]
+    assert driver["lifecycle"]["preStop"]["exec"]["command"][2] == (
+        "rm -f /run/nvidia/validations/.driver-ctr-ready "
+        "/run/nvidia/validations/.driver-daemons-status"
+    )
