@@ -30,7 +30,7 @@ kind: GPUStack
 dcgmExporter:
   monitorLabels: {release: kube-prometheus-stack}
 """
-PROFILES = [("rke2", "1.31"), ("kubeadm", "1.31"), ("openshift", "1.29")]
+PROFILES = [("rke2", "1.31"), ("kubeadm", "1.31"), ("openshift", "1.33")]
 GITOPS = [
     "",
     "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/fleet.git}\n",

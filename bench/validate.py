@@ -33,7 +33,7 @@ BASE = """\
 apiVersion: gpustack.dev/v1alpha1
 kind: GPUStack
 """
-PROFILES = [("rke2", "1.31"), ("kubeadm", "1.31"), ("openshift", "1.29")]
+PROFILES = [("rke2", "1.31"), ("kubeadm", "1.31"), ("openshift", "1.33")]
 SHARING = ["none", "time-slicing"]
 COMMANDS = {
     # The schema locations kubeconform is given for rendered output (core kinds, then the

@@ -3,13 +3,16 @@ as a config (and with `--check` rendered in memory and compared with what the op
 the same inputs), and the config written.
 
 What the operator runs for a ClusterPolicy (images, plugin config, runtime) is
-`importing.Imported.expected`, taken from the inputs and GPU Operator v26.7.0's defaults; what
-gpustack runs is read from the rendered objects, so the comparison sees what a cluster would.
+`importing.Imported.expected`, taken from the inputs and the defaults of the operator release
+they were written for; what gpustack runs is read from the rendered objects, so the comparison
+sees what a cluster would. A component the operator runs that gpustack would not (and that the
+platform does not run in its place) is a finding: `--check` exits 1.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from io import StringIO
@@ -23,7 +26,7 @@ from gpustack.config import load_stack
 from gpustack.errors import Location, UserError, display_path
 from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.render import render
-from gpustack.stack import Stack
+from gpustack.stack import Stack, validator_finds_driver
 from gpustack.workload import COMPONENT_LABEL
 from gpustack.yamlio import Document, load_all_text, load_text
 
@@ -62,19 +65,34 @@ def config_text(imported: importing.Imported, sources: list[str]) -> str:
     return HEADER + named + text + ("" if text.endswith("\n") else "\n")
 
 
-def load(text: str, output_file: Path | None, profiles_dir: Path | None) -> Stack:
-    """The imported config as gpustack reads it: a config that would not load is a bug of the
-    import, or a combination of settings gpustack refuses, said at the field."""
+def load(
+    text: str, output_file: Path | None, profiles_dir: Path | None, imported: importing.Imported
+) -> Stack:
+    """The imported config as gpustack reads it. Each value was checked against its field as it
+    was imported, so what is left is a combination of settings gpustack refuses: said at the
+    input field the config field came from, without a value of the inputs (untrusted: a
+    credential in a repository would reach the CI log)."""
     path = output_file or Path("imported.yaml")
     document = load_text(text, display_path(path))
     try:
         return load_stack(path, profiles_dir=profiles_dir, document=document)
     except UserError as problem:
+        target = problem.field or ""
+        places = [
+            location
+            for name, locations in sorted(imported.origins.items())
+            if target == name or target.startswith(name + ".") or name.startswith(target + ".")
+            for location in locations
+        ]
+        shown = problem.message
+        if any(value and value in shown for value in imported.values):
+            shown = "gpustack refuses the imported settings together"
         raise UserError(
-            f"the imported config is not valid: {problem.message}",
-            None,
+            f"the imported config is not valid: {shown}",
+            places[0] if places else None,
             field=problem.field,
-            hint="give --profile another platform, or fewer inputs",
+            hint="the import's report says where each setting came from: change the input "
+            "(or give fewer inputs), or edit the imported config",
         ) from None
 
 
@@ -111,9 +129,20 @@ class Difference:
     aspect: str
     operator: str
     gpustack: str
+    # A component the operator runs that would stop running, with no platform's own in its place.
+    stops: bool = False
+    # A component the platform runs itself (GKE's device plugin, a driver the platform installs)
+    # or has no use for (the validator where its driver validation cannot find the driver).
+    replaced: bool = False
 
-    def as_json(self) -> dict[str, str]:
-        return {"aspect": self.aspect, "operator": self.operator, "gpustack": self.gpustack}
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "aspect": self.aspect,
+            "operator": self.operator,
+            "gpustack": self.gpustack,
+            "stops": self.stops,
+            "replaced": self.replaced,
+        }
 
 
 # The operator's component (importing.OPERATOR_IMAGES) -> gpustack's by its component label.
@@ -139,14 +168,76 @@ def check(stack: Stack, imported: importing.Imported) -> list[Difference]:
     for aspect, expected in sorted(imported.expected.items()):
         actual = found.get(aspect, NOT_RUN)
         if not _same(aspect, expected, actual):
-            differences.append(Difference(aspect, expected, actual))
+            component = aspect.removesuffix(" image")
+            gone = aspect.endswith(" image") and expected != NOT_RUN and actual == NOT_RUN
+            replaced = gone and _platform_runs(stack, component)
+            differences.append(
+                Difference(
+                    aspect, _shown(aspect, expected), actual, gone and not replaced, replaced
+                )
+            )
     return differences
+
+
+# What the operator side of a difference may show: values of the inputs (untrusted) only where
+# they are what their aspect names, an image reference (registry, path, tag, digest: no
+# credentials, no URL), a name or an absolute path; gpustack's own words as they are.
+_IMAGE = re.compile(
+    r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[0-9a-f]{64})?"
+)
+# A release's tag: `v0.20.0`, `595.91.07`, `4.6.0-4.8.3`, with a distribution or `distroless`.
+_RELEASE_TAG = re.compile(
+    r"v?[0-9]+(\.[0-9]+){1,2}(-[0-9]+(\.[0-9]+){2})?(-(ubuntu|ubi|rhel|centos)[0-9.]*|-distroless)?"
+)
+_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+_PATH = re.compile(r"/[A-Za-z0-9._/-]{0,4095}")
+_HIDDEN = "(not shown: not a value gpustack takes)"
+
+
+def _shown(aspect: str, value: str) -> str:
+    if value == NOT_RUN or aspect in ("CDI", "plugin migStrategy", "plugin sharing"):
+        return value
+    if aspect.endswith(" image"):
+        safe = bool(_IMAGE.fullmatch(value) and _RELEASE_TAG.fullmatch(value.rpartition(":")[2]))
+    elif aspect == "exporter counters":
+        name = value.removeprefix("ConfigMap ")
+        safe = name == value or bool(_NAME.fullmatch(name))
+    elif aspect == "pull secrets":
+        safe = all(_NAME.fullmatch(name) for name in value.split(", "))
+    elif aspect.startswith("toolkit "):
+        safe = bool(_PATH.fullmatch(value) or _NAME.fullmatch(value) or value in ("", "none"))
+    else:
+        safe = bool(_NAME.fullmatch(value))
+    return value if safe else _HIDDEN
+
+
+def _platform_runs(stack: Stack, component: str) -> bool:
+    """The platform runs its own in place of the operator's component (profile facts): the
+    driver where no driver container is one of its modes, the runtime where it needs no
+    toolkit, the device plugin where its own serves nvidia.com/gpu, MIG partitions where the
+    node pool or the node OS makes them; and the validator where its driver validation cannot
+    find the platform's driver (GKE's), where gpustack's DaemonSets wait for no ready file."""
+    facts = stack.facts
+    if component == "validator":
+        return not validator_finds_driver(stack.config, stack.profile)
+    if component in ("driver", "driver.manager"):
+        return not {"container", "driver-toolkit"} & set(facts.driver.modes)
+    if component == "toolkit":
+        return facts.runtime.toolkit is None
+    if component in ("devicePlugin", "gfd"):
+        return facts.devicePluginProvider != "nvidia"
+    if component == "migManager":
+        return facts.migPartitioning != "mig-manager"
+    return False
 
 
 def _same(aspect: str, expected: str, actual: str) -> bool:
     if aspect == "driver image":
         # Both run <version>-<node OS>: the operator adds the OS tag from NFD's labels.
         return actual == expected or actual.startswith(expected + "-")
+    if aspect.endswith(" image"):
+        return importing.same_release(expected, actual)
     return actual == expected
 
 
@@ -229,5 +320,18 @@ def differences_text(differences: list[Difference]) -> str:
         return "check: the rendered config runs what the operator runs\n"
     lines = [f"check: {len(differences)} difference(s) from what the operator runs:"]
     for each in differences:
-        lines.append(f"  {each.aspect}: operator {each.operator}; gpustack {each.gpustack}")
+        note = (
+            " (STOPS RUNNING)"
+            if each.stops
+            else " (the platform runs its own, or needs none)"
+            if each.replaced
+            else ""
+        )
+        lines.append(f"  {each.aspect}: operator {each.operator}; gpustack {each.gpustack}{note}")
+    stopped = [each.aspect.removesuffix(" image") for each in differences if each.stops]
+    if stopped:
+        lines.append(
+            f"check failed: {', '.join(stopped)} would stop running when gpustack takes over "
+            "(docs/import.md, Switching a live cluster over)"
+        )
     return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ from gpustack.errors import (
 )
 from gpustack.layers import (
     Layer,
+    following,
     locate,
     merge,
     merge_layers,
@@ -39,7 +40,13 @@ from gpustack.model import (
     Strict,
 )
 from gpustack.patterns import linear_regex
-from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded
+from gpustack.reading import (
+    MAX_FILE_BYTES,
+    UnreadableFile,
+    decode,
+    read_bounded,
+    repository_top,
+)
 from gpustack.stack import Stack
 from gpustack.yamlio import (
     Document,
@@ -54,6 +61,10 @@ _MAX_EXTENDS_DEPTH = 16
 # costs a merge, so files that name each other's bases many times over would cost minutes and
 # gigabytes (a base-repetition bomb). A real fleet's chain is a handful.
 MAX_LAYERS = 64
+# Patch documents in all, counted as they are read (a file named twice, or holding several
+# documents, counts each time): each is matched against every object. A real config has a few
+# dozen; the work each does is counted as it is applied (gpustack.patches.MAX_WORK).
+MAX_PATCHES = 1000
 
 
 def _dra_serves_gpus(data: dict[str, Any]) -> bool:
@@ -75,11 +86,14 @@ def _dra_serves_gpus(data: dict[str, Any]) -> bool:
 class _OverrideSource(SourceMap):
     """Where `--set` values come from: the option itself, each value as the user typed it."""
 
-    def __init__(self, written: dict[tuple[str | int, ...], str]) -> None:
+    def __init__(
+        self, written: dict[tuple[str | int, ...], str], assignments: tuple[str, ...]
+    ) -> None:
         where = Location("--set")
         paths = {path[:end] for path in written for end in range(1, len(path) + 1)}
         super().__init__("--set", dict.fromkeys(paths, where), dict.fromkeys(paths, where))
         self.typed = written
+        self.assignments = assignments  # as given, in order: the rendering records them
 
     def written(self, path: tuple[str | int, ...]) -> str | None:
         return self.typed.get(tuple(path))
@@ -131,7 +145,7 @@ def overrides(assignments: list[str] | tuple[str, ...]) -> Layer | None:
             node = child
         node[path[-1]] = parsed
         written[path] = value
-    return Layer(data, _OverrideSource(written))
+    return Layer(data, _OverrideSource(written, tuple(assignments)))
 
 
 def load_stack(
@@ -142,23 +156,60 @@ def load_stack(
     override: Layer | None = None,
     document: Document | None = None,
 ) -> Stack:
+    """Load one cluster config (or the embedded example when `path` is None); a mistake met in
+    another file than the config (a base, a profile) or in `--set` names the config too."""
+    return load_with_layers(
+        path, profile_name, profiles_dir, leave_out_inapplicable, override, document
+    )[0]
+
+
+def load_with_layers(
+    path: Path | None,
+    profile_name: str | None = None,
+    profiles_dir: Path | None = None,
+    leave_out_inapplicable: bool = False,
+    override: Layer | None = None,
+    document: Document | None = None,
+) -> tuple[Stack, list[Layer]]:
+    """`load_stack`, and the layers the config was merged from, bottom first: the profile's
+    defaults, the bases, the config, `--set`, and the values that follow from others (where
+    each value came from: `gpustack config show --show-origin`)."""
+    try:
+        return _load_stack(
+            path, profile_name, profiles_dir, leave_out_inapplicable, override, document
+        )
+    except UserError as problem:
+        if path is None or str(path) == STDIN:
+            raise
+        shown = display_path(path)
+        for each in problem.every():
+            if each.location is not None and each.location.file != shown:
+                each.cluster_config = each.cluster_config or shown
+        raise
+
+
+def _load_stack(
+    path: Path | None,
+    profile_name: str | None,
+    profiles_dir: Path | None,
+    leave_out_inapplicable: bool,
+    override: Layer | None,
+    document: Document | None,
+) -> tuple[Stack, list[Layer]]:
     """Load one cluster config (or the embedded example when `path` is None).
 
     `leave_out_inapplicable` (comparing one config on several profiles): a setting the profile
     refuses (e.g. `platform.openshiftVersion` on rke2) is left out, back to the profile's
     default, and named in `Stack.left_out`, instead of being an error. `override` (`--set`)
-    goes above the file. `document`: the config already read (`gpustack import` checks the
-    config it writes before writing it), standing for the file at `path`, which extends nothing.
+    goes above the file. `document`: the config already read (`gpustack import` and `init`
+    check the config they write before writing it), standing for the file at `path`; the bases
+    it extends are read from beside `path`.
     """
     # The image lock beside the config; the embedded example has none.
     lock_file = None if path is None else image_lock.lock_path(path)
     if path is None:
         path = profile_store.data_dir("examples") / "kubeadm.yaml"
-    layers = (
-        _config_layers(path)
-        if document is None
-        else [Layer(document.data, document.source, (), path.parent, path)]
-    )
+    layers = _config_layers(path, document)
     file_layer = layers[-1]
     if override is not None:
         layers.append(override)
@@ -190,6 +241,11 @@ def load_stack(
     all_layers = [profile_layer, *layers]
     patch_entries = _patch_entries(layers)
     merged = merge(profile_layer.data, combined)
+    followed = profile_checks.follow_platform_versions(merged, profile, all_layers)
+    followed_layers: list[Layer] = []
+    if followed is not None:
+        all_layers.append(followed)
+        merged = merge(merged, followed.data)
     if (
         _dra_serves_gpus(merged)
         and isinstance(merged.get("devicePlugin"), dict)
@@ -197,7 +253,9 @@ def load_stack(
     ):
         # The DRA driver takes the GPUs: the profile's device plugin gives way (both on one
         # node over-admit GPUs; a plugin the user asks for is refused in gpustack.profile_checks).
-        merged = merge(merged, {"devicePlugin": {"enabled": False}})
+        gives_way = following(("devicePlugin", "enabled"), False, ("gpuAllocation",), all_layers)
+        merged = merge(merged, gives_way.data)
+        followed_layers.append(gives_way)
     if patch_entries:
         merged["patches"] = [entry for entry, _, _ in patch_entries]
 
@@ -214,10 +272,8 @@ def load_stack(
         all_layers,
         leave_out if leave_out_inapplicable else None,
     )
-    read_patches = tuple(
-        patch for entry, layer, index in patch_entries for patch in _read_patch(entry, layer, index)
-    )
-    return Stack(
+    read_patches = _read_patches(patch_entries)
+    stack = Stack(
         checked.config,
         profile,
         display_path(path),
@@ -226,9 +282,13 @@ def load_stack(
         left_out=checked.left_out,
         entitlement_mode=checked.entitlement_mode,
         patches=read_patches,
+        overrides=override.source.assignments
+        if override is not None and isinstance(override.source, _OverrideSource)
+        else (),
         image_digests=image_lock.read_lock(lock_file) if lock_file is not None else {},
         lock_file=lock_file,
     )
+    return stack, [*all_layers, *followed_layers]
 
 
 class _PatchList(Strict):
@@ -250,6 +310,23 @@ def _patch_entries(layers: list[Layer]) -> list[tuple[Any, Layer, int]]:
     return entries
 
 
+def _read_patches(entries: list[tuple[Any, Layer, int]]) -> tuple[patching.Patch, ...]:
+    """Every patch document the entries name, in order, at most MAX_PATCHES of them."""
+    found: list[patching.Patch] = []
+    for entry, layer, index in entries:
+        found += _read_patch(entry, layer, index)
+        if len(found) > MAX_PATCHES:
+            where = (*layer.prefix, "patches", index)
+            raise UserError(
+                f"the config applies more than {MAX_PATCHES} patches in all (counting each "
+                "document of a patch file, each time the file is named, also by bases)",
+                layer.source.nearest(where),
+                f"patches.{index}",
+                hint="name each patch file once; one patch with a target changes many objects",
+            )
+    return tuple(found)
+
+
 def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
     """The patch documents of one `patches:` entry, each with where it was written."""
     model = PatchEntry.model_validate(entry)
@@ -259,20 +336,9 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
     )
     if model.path is not None:
         base = layer.directory if layer.directory else Path.cwd()
-        file = base / model.path
-        try:
-            text = decode(read_bounded(file, what="a patch file", location=location), str(file))
-            documents = [d for d in load_all_text(text, display_path(file)) if d.data is not None]
-        except UserError as error:
-            if error.message.endswith("file not found"):
-                error = UserError(f"patch file {display_path(file)} not found", location)
-            elif error.location is not None and error.location.line:
-                # The file may be anything: named with the place, never quoted.
-                error = UserError(
-                    "not valid YAML, expected a patch; its content is not shown", error.location
-                )
-            raise UserError(error.message, error.location, f"patches.{index}.path") from None
-        found = [(d.data, d.source.nearest(())) for d in documents]
+        field = f"patches.{index}.path"
+        file = _patch_file(base, model.path, location, field)
+        found = list(_patch_documents(file, base / model.path, location, field))
     else:
         try:
             documents = [
@@ -289,6 +355,95 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
         raise UserError("the patch is empty", location, f"patches.{index}")
     target = _patch_target(model, layer, where)
     return [_one_patch(body, at, target, model.path is not None, index) for body, at in found]
+
+
+def _patch_file(base: Path, written: str, location: Location, field: str) -> Path:
+    """Where the patch file `written` (relative to `base`, the folder of the config naming it)
+    really lies, symbolic links followed: a YAML file of the repository holding that config
+    (outside any repository, of the working folder when the config is in it, else of `base`
+    or below it), never in its `.git`. A pull request's config could otherwise merge any file
+    of the machine (a registry's credentials, say) into a rendered object, which `check` and
+    `diff` print."""
+    if "\x00" in written:
+        raise UserError("a file name cannot contain a NUL byte", location, field)
+    if not written.endswith(CONFIG_SUFFIXES):
+        raise UserError(
+            "must name a YAML file (.yaml or .yml)",
+            location,
+            field,
+            hint="a JSON patch is YAML too: rename it to .yaml",
+        )
+    top = repository_top(base)
+    folder, working = Path(os.path.realpath(base)), Path(os.path.realpath(Path.cwd()))
+    if top is not None:
+        root, where = top, "the git repository holding the config"
+    elif folder.is_relative_to(working):
+        root, where = working, "the working folder"  # a fleet's root, before `git init`
+    else:
+        root, where = folder, "the config's folder"
+    real = Path(os.path.realpath(base / written))
+    shown = display_path(base / written)
+    if not real.is_relative_to(root):
+        raise UserError(
+            f"patch file {shown} is outside {where} (symbolic links followed); a patch file is "
+            "one of the repository's own",
+            location,
+            field,
+            hint="keep patch files beside the configs that name them"
+            + ("" if top else ", or in a git repository that holds both"),
+        )
+    if ".git" in real.relative_to(root).parts:
+        raise UserError(
+            f"patch file {shown} is in the repository's .git folder, which holds git's own "
+            "data, never a patch",
+            location,
+            field,
+        )
+    return real
+
+
+def _patch_documents(
+    file: Path, named: Path, location: Location, field: str
+) -> list[tuple[Any, Location]]:
+    """The patch documents of `file` (a real path; `named`: as the config names it), each with
+    where it starts: read and parsed once per process however many entries and configs name it
+    (a large file named hundreds of times costs one read). The file may be anything: its
+    content is never quoted."""
+    try:
+        try:
+            stat = file.stat()
+        except OSError:
+            return _read_patch_file(file)  # reports the problem, uncached
+        return _patch_file_unchanged(file, stat.st_mtime_ns, stat.st_size, os.getcwd())
+    except UserError as error:
+        if not isinstance(error, UnreadableFile) and error.location and error.location.line:
+            # Named with the place, never quoted: not even YAML's own message.
+            raise UserError(
+                "not valid YAML, expected a patch; its content is not shown",
+                error.location,
+                field,
+            ) from None
+        shown = display_path(named)
+        if error.message == "file not found":
+            link = " (a symbolic link to a missing file)" if os.path.islink(named) else ""
+            raise UserError(f"patch file {shown} not found{link}", location, field) from None
+        raise UserError(f"{shown}: {error.message}", location, field) from None
+
+
+@cache  # a bounded cache would evict a fleet's shared patch files before the last cluster
+def _patch_file_unchanged(
+    file: Path, mtime_ns: int, size: int, cwd: str
+) -> list[tuple[Any, Location]]:
+    # mtime and size in the key: an edited file is read again; cwd: positions name the file as
+    # the user would type it from there. A failed read raises, and is not kept. Callers treat
+    # the documents as read-only (patches.apply copies what it merges).
+    return _read_patch_file(file)
+
+
+def _read_patch_file(file: Path) -> list[tuple[Any, Location]]:
+    text = decode(read_bounded(file, what="a patch file"), display_path(file))
+    documents = [d for d in load_all_text(text, display_path(file)) if d.data is not None]
+    return [(d.data, d.source.nearest(())) for d in documents]
 
 
 def _patch_target(
@@ -446,6 +601,18 @@ def _stdin_document() -> Document:
     return document
 
 
+def settings_of(path: Path) -> dict[str, Any]:
+    """What the config file `path` and its bases set, merged (no profile, not validated):
+    `gpustack init --extends` shows a base's values in the starter it writes."""
+    return merge_layers(_config_layers(path))
+
+
+def layer_chain(path: Path) -> list[Layer]:
+    """The layers of the config at `path` as rendering merges them: the files it extends, bases
+    first, then the file itself (read, not validated)."""
+    return _config_layers(path)
+
+
 def bases(path: Path) -> set[Path]:
     """The (resolved) files `path` extends, directly or not; a missing or cyclic base raises."""
     return {real_path(layer.path) for layer in _config_layers(path)[:-1] if layer.path}
@@ -494,14 +661,15 @@ def _at(data: Any, path: tuple[str, ...]) -> Any:
     return data
 
 
-def _config_layers(path: Path) -> list[Layer]:
-    """The files `path` extends, bases first, then `path` itself.
+def _config_layers(path: Path, document: Document | None = None) -> list[Layer]:
+    """The files `path` extends, bases first, then `path` itself (`document`: its content,
+    already read).
 
     `extends:` is one path or a list of paths, applied in order (a later base overrides an
     earlier one, the file overrides them all); each base may extend others in turn.
     """
     chain: list[Layer] = []
-    _add_layers(path, chain, [], None)
+    _add_layers(path, chain, [], None, document)
     return chain
 
 
@@ -511,7 +679,11 @@ Reference = tuple[
 
 
 def _add_layers(
-    current: Path, chain: list[Layer], seen: list[Path], referencing: Reference | None
+    current: Path,
+    chain: list[Layer],
+    seen: list[Path],
+    referencing: Reference | None,
+    given: Document | None = None,
 ) -> None:
     resolved = real_path(current)
     if resolved in seen:
@@ -530,7 +702,13 @@ def _add_layers(
             hint="name each base once; a base that several bases share needs naming only once",
         )
     try:
-        document = _stdin_document() if str(current) == STDIN else read_document(current)
+        document = (
+            given
+            if given is not None
+            else _stdin_document()
+            if str(current) == STDIN
+            else read_document(current)
+        )
     except UserError as error:
         if referencing and error.message == "file not found":
             raise UserError(

@@ -55,7 +55,8 @@ def is_discovery(obj: dict[str, Any]) -> bool:
 
 
 def _rollout_step(obj: dict[str, Any]) -> str | None:
-    labels = obj.get("metadata", {}).get("labels", {})
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
     step = labels.get(ROLLOUT_LABEL) if isinstance(labels, dict) else None
     return step if isinstance(step, str) else None
 
@@ -99,6 +100,24 @@ def stage(obj: dict[str, Any]) -> str:
     if position < RANK[FIRST_CHECK]:
         return "monitors"  # and kinds not in the rank table
     return SMOKE_TEST_STAGE
+
+
+def placement(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    """What places an object in the rendered folder and in a sync, beyond its kind and name:
+    its Flux stage (a sub-folder), its rollout step (`gpustack.dev/rollout`, which also moves
+    every other object's Argo CD wave) and the Argo CD wave and hook it is annotated with. A
+    patch must leave all of them as they are (gpustack.patches)."""
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    labels = labels if isinstance(labels, dict) else {}
+    annotations = annotations if isinstance(annotations, dict) else {}
+    return (
+        stage(obj),
+        str(labels.get(ROLLOUT_LABEL)),
+        str(annotations.get(SYNC_WAVE)),
+        str(annotations.get(HOOK)),
+    )
 
 
 def stage_dependency(folder: str, present: Collection[str]) -> str | None:
@@ -244,20 +263,27 @@ def rehash(objects: list[dict[str, Any]]) -> None:
     }
     for workload in objects:
         if workload.get("kind") in _WORKLOADS:
-            template = workload.get("spec", {}).get("template", {})
-            template.get("metadata", {}).get("annotations", {}).pop(CONFIG_HASH, None)
+            # A patched object is read with care: gpustack.patches refuses a workload without
+            # its pod template, and this step must not fail on what a patch left.
+            template = _mapping(_mapping(workload.get("spec")).get("template"))
+            _mapping(_mapping(template.get("metadata")).get("annotations")).pop(CONFIG_HASH, None)
             _hash_config(workload, config_maps)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _hash_config(workload: dict[str, Any], config_maps: dict[tuple[str, str], Any]) -> None:
     """Annotate the pod template with a hash of the ConfigMaps it mounts, so a config change
     rolls the pods (the helm chart's checksum/config, done for every workload)."""
     namespace = namespace_of(workload)
-    template = workload["spec"]["template"]
+    template = _mapping(_mapping(workload.get("spec")).get("template"))
+    volumes = _mapping(template.get("spec")).get("volumes")
     names = sorted(
-        volume["configMap"]["name"]
-        for volume in template["spec"].get("volumes", [])
-        if "configMap" in volume
+        str(_mapping(volume["configMap"]).get("name"))
+        for volume in (volumes if isinstance(volumes, list) else [])
+        if isinstance(volume, dict) and "configMap" in volume
     )
     mounted = [
         config_maps[(namespace, name)].get("data", {})
@@ -271,5 +297,9 @@ def _hash_config(workload: dict[str, Any], config_maps: dict[tuple[str, str], An
     digest = hashlib.sha256(
         json.dumps(mounted, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
-    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
-    annotations[CONFIG_HASH] = digest[:16]
+    metadata = template.setdefault("metadata", {})
+    if not isinstance(metadata, dict) or not isinstance(
+        metadata.setdefault("annotations", {}), dict
+    ):
+        return  # a patch's own mistake, which validation reports at the patch
+    metadata["annotations"][CONFIG_HASH] = digest[:16]

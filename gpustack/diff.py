@@ -16,14 +16,16 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gpustack import emit, secrets
+from gpustack.decorate import CONFIG_HASH
 from gpustack.errors import UserError
 from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.objects import Identity, file_name, identity, qualified, sort_key
+from gpustack.rollouts import NO_RESTART, RELOADS_DRIVER, Rollout, rollout
 from gpustack.yamlio import load_text
 
 Status = Literal["added", "removed", "changed"]
@@ -44,6 +46,32 @@ class Change:
     # The changed fields whose values are plain (a number, a string): (path, old, new) as YAML
     # would show them, `(none)` on the side that lacks the field.
     values: tuple[tuple[str, str, str], ...] = ()
+    # What applying the change does to running pods and nodes (a workload's), else None.
+    rollout: Rollout | None = None
+
+    @property
+    def impact(self) -> int:
+        """How much applying it disturbs running work (rollouts.RELOADS_DRIVER ... NO_RESTART)."""
+        return self.rollout.impact if self.rollout is not None else NO_RESTART
+
+    def content_hashes(self) -> set[str]:
+        """The content hashes this change carries: the suffix of a name that changed only by its
+        hash (both sides), and the values of gpustack's config-hash annotation."""
+        found = set()
+        if self.renamed_from is not None and self.identity is not None:
+            for name in (self.renamed_from, self.identity[3]):
+                matched = _HASHED_NAME.match(name)
+                if matched:
+                    found.add(name[len(matched["stem"]) + 1 :])
+        for path, before, after in self.values:
+            if path.endswith(f'annotations["{CONFIG_HASH}"]'):
+                # Values are shown as JSON strings (_plain): the hash is between the quotes.
+                found |= {
+                    value[1:-1]
+                    for value in (before, after)
+                    if re.fullmatch(r'"[0-9a-f]{8,64}"', value)
+                }
+        return found
 
 
 @dataclass(frozen=True)
@@ -313,6 +341,7 @@ def diff_objects(
                 unified,
                 old_key[3] if old_key != key else None,
                 plain_values(fields),
+                rollout(before, after),
             )
         )
     return Diff(old_label, new_label, tuple(changes))
@@ -390,6 +419,8 @@ def as_text(diff: Diff, color: bool = False) -> str:
             )
         )
         lines.extend(f"    {path}" for path in change.paths)
+        if change.rollout is not None:
+            lines.append(f"    on running nodes: {_masked(change.rollout.sentence())}")
     for change in diff.changes:
         lines.append("")
         for line in change.unified.splitlines():
@@ -449,6 +480,8 @@ def as_json(diff: Diff) -> dict[str, Any]:
                     {"path": path, "old": before, "new": after}
                     for path, before, after in change.values
                 ],
+                # What applying it does to running pods and nodes (a workload's), else null.
+                "onRunningNodes": _masked(change.rollout.sentence()) if change.rollout else None,
                 "diff": change.unified,
             }
             for change in diff.changes
@@ -457,6 +490,16 @@ def as_json(diff: Diff) -> dict[str, Any]:
 
 
 # --- many clusters -----------------------------------------------------------------------------
+
+
+class Unreached(NamedTuple):
+    """A setting a change to a base changed that clusters extending the base set themselves, so
+    that the change does not reach them: each cluster's name and where it sets it."""
+
+    base: str
+    setting: str
+    clusters: tuple[tuple[str, str], ...]
+
 
 # Each pair is a cluster's name and its Diff; the fleet's `_gitops/` folder (its ApplicationSet)
 # may come last under APPLICATION_SET_DIR: it is compared like a cluster, but counted as none.
@@ -497,19 +540,46 @@ def fleet_summary(diffs: ClusterDiffs) -> str:
     return f"{len(differing)} of {len(clusters)} cluster(s) differ: {listed}{gitops}"
 
 
-def fleet_as_text(diffs: ClusterDiffs, color: bool = False) -> str:
-    """The fleet summary line, then each differing cluster's text (as_text) under its name."""
+def unreached_line(note: Unreached, shown: int | None = None) -> str:
+    """`the change to driver.version in clusters/base.yaml does not reach 2 clusters, which set
+    it themselves: a (clusters/a.yaml:4:11), b (...)` (the first `shown` clusters)."""
+    count = len(note.clusters)
+    listed = ", ".join(f"{name} ({where})" for name, where in note.clusters[:shown])
+    more = count - len(note.clusters[:shown])
+    return (
+        f"the change to {note.setting} in {note.base} does not reach {count} "
+        f"{'cluster' if count == 1 else 'clusters'}, which set it themselves: {listed}"
+        + (f" and {more} more" if more else "")
+    )
+
+
+def fleet_as_text(
+    diffs: ClusterDiffs, color: bool = False, unreached: Sequence[Unreached] = ()
+) -> str:
+    """The fleet summary line (and a note for each base change that clusters do not take,
+    since they set that value themselves), then each differing cluster's text (as_text) under
+    its name."""
     parts = [fleet_summary(diffs) + "\n"]
+    parts += [f"note: {unreached_line(note)}\n" for note in unreached]
     for name, diff in diffs:
         if not diff.is_empty:
             parts.append(f"\n{paint(f'== {name}', 'header', color)}\n{as_text(diff, color)}")
     return "".join(parts)
 
 
-def fleet_json(diffs: ClusterDiffs) -> dict[str, Any]:
-    """Every cluster's diff (as_json) and, apart, the fleet's `_gitops/` folder's (or null)."""
+def fleet_json(diffs: ClusterDiffs, unreached: Sequence[Unreached] = ()) -> dict[str, Any]:
+    """Every cluster's diff (as_json) and, apart, the fleet's `_gitops/` folder's (or null), and
+    the base changes clusters do not take (`unreached`)."""
     clusters, fleet = _clusters(diffs)
     return {
+        "unreached": [
+            {
+                "base": note.base,
+                "setting": note.setting,
+                "clusters": [{"name": name, "where": where} for name, where in note.clusters],
+            }
+            for note in unreached
+        ],
         "different": any(not diff.is_empty for _, diff in diffs),
         "counts": total_counts(diffs),
         "clustersDiffering": sum(not diff.is_empty for _, diff in clusters),
@@ -520,6 +590,8 @@ def fleet_json(diffs: ClusterDiffs) -> dict[str, Any]:
 
 # --- Markdown: a pull-request review comment -----------------------------------------------------
 
+# The base changes not reached that a review names at most (the text output names them all).
+UNREACHED_SHOWN = 10
 # GitHub refuses a comment over 65,536 characters; this leaves room for a bot's own words.
 MARKDOWN_MAX_SIZE = 60_000
 # What stays as it is in literal text: letters, digits, these characters, and printable
@@ -543,6 +615,43 @@ def _code(text: str) -> str:
     return f"<code>{literal(text)}</code>"
 
 
+# What the head of a review leaves at least for the summary table's header and the shortest
+# closing note (about 250 characters): with it, no title or note can push a review past its size.
+_HEAD_SPARE = 700
+
+
+def _within(
+    lines: list[str], endings: list[str], room: int, counted: Callable[[int], str]
+) -> list[str]:
+    """The first of `lines` that fit in `room` characters, then the first of `endings` that
+    fits; past the room, the rest counted (`counted(how many)`) instead."""
+    kept: list[str] = []
+    used = 0
+    for number, line in enumerate(lines):
+        if used + len(line) + 1 > room:
+            return [*kept, counted(len(lines) - number)]
+        kept.append(line)
+        used += len(line) + 1
+    ending = next((each for each in endings if used + len(each) + 1 <= room), None)
+    return kept + ([ending] if ending is not None else endings[-1:])
+
+
+def _literal_within(text: str, room: int) -> str:
+    """`text` as literal text in at most `room` characters: its first characters and `…` when
+    the whole does not fit."""
+    whole = literal(text)
+    if len(whole) <= room:
+        return whole
+    kept, used = [], 1  # the ellipsis
+    for char in text:
+        shown = literal(char)
+        if used + len(shown) > room:
+            break
+        kept.append(shown)
+        used += len(shown)
+    return "".join(kept) + "…"
+
+
 def _fenced(text: str, language: str) -> str:
     """`text` in a code fence longer than any run of backticks inside it."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -550,22 +659,48 @@ def _fenced(text: str, language: str) -> str:
     return f"{fence}{language}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{fence}\n"
 
 
-def _signature(diff: Diff) -> tuple[Any, ...]:
+def _content_hashes(diff: Diff) -> list[str]:
+    """Every content hash the diff's changes carry (Change.content_hashes), longest first."""
+    found = {token for change in diff.changes for token in change.content_hashes()}
+    return sorted(found, key=lambda token: (-len(token), token))
+
+
+def _normalised(text: str, hashes: list[str]) -> str:
+    """`text` with each content hash written `<hash>`."""
+    if not hashes or not text:
+        return text
+    return re.sub("|".join(map(re.escape, hashes)), "<hash>", text)
+
+
+def _signature(diff: Diff, hashes: list[str] | None = None) -> tuple[Any, ...]:
     """What a cluster's changes are, apart from its name: clusters with equal signatures made the
-    same changes (a diff's header lines name the cluster, its hunks do not)."""
+    same changes (a diff's header lines name the cluster, its hunks do not). With `hashes`, each
+    content hash is written `<hash>`: a change that differs only by them (a config hash, the
+    smoke test's name, which hash what differs from cluster to cluster) is the same change."""
+    hashes = hashes or []
+
+    def same(text: str | None) -> str | None:
+        return _normalised(text, hashes) if text is not None else None
+
     return (
         tuple(
             (
                 change.status,
-                change.subject,
-                change.file,
-                change.renamed_from,
+                same(change.subject),
+                same(change.file),
+                same(change.renamed_from),
                 change.paths,
+                tuple((path, same(before), same(after)) for path, before, after in change.values),
                 # A unified diff without its two header lines; any other text (binary files,
                 # line endings) names its cluster, which keeps it in a group of its own.
-                change.unified.split("\n", 2)[-1]
-                if change.unified.startswith("---")
-                else change.unified,
+                same(
+                    change.unified.split("\n", 2)[-1]
+                    if change.unified.startswith("---")
+                    else change.unified
+                ),
+                # What it does to running nodes follows from the fields above; the nodes it
+                # names (by their labels) may differ from cluster to cluster, the change not.
+                change.impact,
             )
             for change in diff.changes
         ),
@@ -575,10 +710,13 @@ def _signature(diff: Diff) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class _Group:
-    """Clusters whose changes are the same, and the first one's diff, which shows them."""
+    """Clusters whose changes are the same, and the first one's diff, which shows them;
+    `hashed`: the same only once content hashes are set aside."""
 
     names: tuple[str, ...]
     diff: Diff
+    hashed: bool = False
+    nodes_differ: bool = False  # the workloads' nodes (by their labels) differ between them
 
     @property
     def label(self) -> str:
@@ -586,22 +724,46 @@ class _Group:
             return f"the fleet's {APPLICATION_SET_DIR}/"
         return f"{len(self.names)} {_plural(len(self.names), 'cluster')}"
 
+    @property
+    def rank(self) -> tuple[int, ...]:
+        """Most disruptive first: the driver reloaded, then pods restarted (the more workloads
+        the sooner), then lasting objects changed; the checks (Jobs, whose name changes with
+        everything they test) and files last; then the larger group."""
+        changes = self.diff.changes
+        top = max((change.impact for change in changes), default=NO_RESTART)
+        restarts = sum(change.impact > NO_RESTART for change in changes)
+        lasting = sum(
+            change.identity is not None and change.identity[1] != "Job" for change in changes
+        )
+        return (-top, -restarts, -lasting, -len(self.names))
+
+
+def _rollouts(diff: Diff) -> tuple[str, ...]:
+    return tuple(c.rollout.sentence() for c in diff.changes if c.rollout is not None)
+
 
 def _plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"
 
 
 def _groups(diffs: ClusterDiffs) -> list[_Group]:
-    """Differing clusters grouped by identical changes, largest group first; `_gitops/` last."""
+    """Differing clusters grouped by the same changes (content hashes aside), most disruptive
+    first (_Group.rank); `_gitops/` last."""
     clusters, fleet = _clusters(diffs)
     found: dict[tuple[Any, ...], list[tuple[str, Diff]]] = {}
     for name, diff in clusters:
         if not diff.is_empty:
-            found.setdefault(_signature(diff), []).append((name, diff))
+            found.setdefault(_signature(diff, _content_hashes(diff)), []).append((name, diff))
     groups = [
-        _Group(tuple(name for name, _ in members), members[0][1]) for members in found.values()
+        _Group(
+            tuple(name for name, _ in members),
+            members[0][1],
+            len({_signature(diff) for _, diff in members}) > 1,
+            len({_rollouts(diff) for _, diff in members}) > 1,
+        )
+        for members in found.values()
     ]
-    groups.sort(key=lambda group: -len(group.names))
+    groups.sort(key=lambda group: group.rank)
     if fleet is not None and not fleet.is_empty:
         groups.append(_Group((APPLICATION_SET_DIR,), fleet))
     return groups
@@ -628,21 +790,74 @@ def _shift(change: Change, limit: int) -> str:
     return ", ".join(shown) + (f" and {more} more" if more else "")
 
 
+def _by_impact(changes: tuple[Change, ...]) -> list[Change]:
+    """The changes most disruptive first, in apply order among equals."""
+    return sorted(changes, key=lambda change: -change.impact)
+
+
+def _follows(change: Change) -> bool:
+    """Whether a change only follows from others: a new config hash, a name's new hash."""
+    return bool(change.paths) and all(
+        path.endswith(f'annotations["{CONFIG_HASH}"]')
+        or (path == "metadata.name" and change.renamed_from is not None)
+        for path in change.paths
+    )
+
+
+def _telling(changes: tuple[Change, ...]) -> list[Change]:
+    """The changes as a headline tells them: causes before what follows from them (a config
+    hash), the most disruptive first, files last."""
+    return sorted(
+        changes,
+        key=lambda change: (_follows(change), change.identity is None, -change.impact),
+    )
+
+
+def _effect(group: _Group) -> str:
+    """What the group's changes do to running nodes, in a few words ('' when nothing restarts)."""
+    rollouts = [change.rollout for change in group.diff.changes if change.rollout is not None]
+    drivers = [each for each in rollouts if each.impact == RELOADS_DRIVER]
+    reloads = [each for each in drivers if each.action != "removes"]
+    removed = [each for each in drivers if each.action == "removes"]
+    restarts = [each for each in rollouts if each.impact != RELOADS_DRIVER]
+    parts = []
+    if removed:
+        names = ", ".join(_code(mask_text(each.name)) for each in removed)
+        parts.append(f"**removes a GPU driver DaemonSet** ({names})")
+    if reloads:
+        where = "; ".join(
+            _code(mask_text(each.name)) + (f", {literal(each.pace)}" if each.pace else "")
+            for each in reloads
+        )
+        parts.append(f"**reloads the GPU driver** ({where})")
+    if restarts:
+        count = len(restarts)
+        parts.append(f"restarts the pods of {count} {_plural(count, 'workload')}")
+    return "; ".join(parts)
+
+
 def _headline(group: _Group) -> str:
-    """What a group changes, in a few words: its first changes with their fields."""
+    """What a group changes, in a few words: what it does to running nodes, then its most
+    disruptive changes with their fields."""
     described = []
-    for change in group.diff.changes[:2]:
+    for change in _telling(group.diff.changes)[:2]:
         fields = _shift(change, 2) if change.status == "changed" and change.identity else ""
         described.append(
             f"{_SIGN[change.status]} {_code(_what(change))}" + (f" {fields}" if fields else "")
         )
     more = len(group.diff.changes) - len(described)
-    return "; ".join(described) + (f"; {more} more" if more else "")
+    effect = _effect(group)
+    return (
+        (f"{effect}: " if effect else "")
+        + "; ".join(described)
+        + (f"; {more} more" if more else "")
+    )
 
 
 def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
-    """A group's collapsed details: its clusters, its changes with their fields, and the
-    unified diff of its first cluster (`diff_text`, None: left out, with `note`)."""
+    """A group's collapsed details: its clusters, what it does to running nodes, its changes
+    with their fields, and the unified diff of its first cluster (`diff_text`, None: left out,
+    with `note`)."""
     diff = group.diff
     lines = [
         f"<details><summary>{group.label}: {literal(_counted(diff.counts()))}</summary>",
@@ -650,6 +865,24 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
     ]
     if group.names != (APPLICATION_SET_DIR,):
         lines += [f"Clusters: {_listed(group.names)}", ""]
+    rollouts = [c.rollout for c in _by_impact(diff.changes) if c.rollout is not None]
+    if rollouts:
+        lines += ["On running nodes:", ""]
+        lines += [f"- {literal(mask_text(each.sentence()))}" for each in rollouts]
+        lines.append("")
+    else:
+        lines += ["On running nodes: no pod restarts.", ""]
+    differ = []
+    if group.hashed:
+        differ.append(f"content hashes (the {_code(CONFIG_HASH)} annotation, a name's hash suffix)")
+    if group.nodes_differ:
+        differ.append("the labels of the nodes each workload runs on")
+    if differ:
+        lines += [
+            f"The {' and '.join(differ)} differ from cluster to cluster; "
+            f"shown are {_code(group.names[0])}'s.",
+            "",
+        ]
     lines += ["| change | object or file | fields |", "|---|---|---|"]
     for change in diff.changes:
         fields = "<br>".join(_field(change, path) for path in change.paths)
@@ -672,6 +905,7 @@ def as_markdown(
     max_size: int = MARKDOWN_MAX_SIZE,
     see_all: str | None = None,
     see_one: Callable[[str], str] | None = None,
+    unreached: Sequence[Unreached] = (),
 ) -> str:
     """A pull-request review comment: a summary table of the clusters grouped by identical
     changes, then per group a collapsed section (its clusters, objects, fields and old → new
@@ -696,17 +930,45 @@ def as_markdown(
         summary += f", in {cluster_groups} groups of identical changes"
     if fleet is not None:
         summary += f"; the fleet's {APPLICATION_SET_DIR}/ {'differs' if not fleet.is_empty else 'does not'}"
-    head = [f"### {literal(title)}", "", summary + ".", ""]
     left_out = dict.fromkeys(note for _, diff in diffs for note in diff.left_out)
-    head += [
+    notes = [
         f"> left out for {literal(side)}: {_code(field)}: {literal(why)}  "
         for side, field, why in left_out
     ]
-    head += [""] if left_out else []
+    # A base change that clusters set aside is news the diffs cannot show: it changed nothing.
+    reached = [f"> **Not reached:** {_unreached(note)}  " for note in unreached[:UNREACHED_SHOWN]]
+    more = len(unreached) - UNREACHED_SHOWN
+    if more > 0:
+        more_lines = [f"> and {more} more settings not reached  "]
+        if see_all:
+            more_lines.insert(0, f"> and {more} more settings not reached: {_code(see_all)}  ")
+    else:
+        more_lines = []
     rows = [_row(group) for group in groups]
+    head = [f"### {literal(title)}", "", summary + ".", "", *notes, *([""] if notes else [])]
+    head += [*reached, *more_lines[:1], ""] if unreached else []
     if max_size <= 0:
         sections = [_section(group, _diff_text(group)) for group in groups]
         return _joined(head, rows, 0, sections, "")
+    if len("\n".join(head)) > max_size - _HEAD_SPARE:
+        # The title (a path or revision the command line names) and the notes (texts of the
+        # configs, and the command that shows them) then take a share of the room each, so that
+        # what a pull request chooses can never push the comment past `max_size`.
+        head = [f"### {_literal_within(title, max_size // 10)}", "", summary + ".", ""]
+        kept_notes = _within(
+            notes,
+            [],
+            max_size // 10,
+            lambda rest: f"> and {rest} more left out {_plural(rest, 'note')}  ",
+        )
+        head += [*kept_notes, ""] if kept_notes else []
+        kept_reached = _within(
+            reached,
+            more_lines,
+            max_size // 4,
+            lambda rest: f"> and {rest + max(more, 0)} more settings not reached  ",
+        )
+        head += [*kept_reached, ""] if kept_reached else []
     # The table takes at most half the room; groups it has no row for are left out.
     tabled = len(rows)
     while tabled and len(_joined(head, rows[:tabled], len(rows) - tabled, [], "")) > max_size // 2:
@@ -717,7 +979,8 @@ def as_markdown(
     kept: list[tuple[_Group, str, bool]] = []
     used = len(_joined(head, rows[:tabled], len(rows) - tabled, [], ""))
     for group in groups[:tabled]:
-        room = max_size - used - len(_left_out([group], left, max_size, see_all, see_one))
+        ending = _left_out([group], left, max_size, see_all, see_one, max_size // 4)
+        room = max_size - used - len(ending)
         diff_text = _diff_text(group)
         full = _section(group, diff_text)
         if len(full) <= room:
@@ -738,11 +1001,26 @@ def as_markdown(
             left.append(group)
     while True:
         cut = [group for group, _, shortened in kept if shortened]
-        ending = _left_out(cut, left, max_size, see_all, see_one)
+        body = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], "")
+        # The ending takes at most a quarter of the room, as it was reckoned with above.
+        room = min(max_size // 4, max_size - len(body))
+        ending = _left_out(cut, left, max_size, see_all, see_one, room)
         text = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], ending)
         if len(text) <= max_size or not kept:
             return text
         left.insert(0, kept.pop()[0])
+
+
+def _unreached(note: Unreached) -> str:
+    """unreached_line in Markdown: its names and places literal, five clusters at most."""
+    count = len(note.clusters)
+    listed = ", ".join(f"{_code(name)} ({_code(where)})" for name, where in note.clusters[:5])
+    more = count - len(note.clusters[:5])
+    return (
+        f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
+        f"{_plural(count, 'cluster')}, which set it themselves: {listed}"
+        + (f" and {more} more" if more else "")
+    )
 
 
 def _diff_text(group: _Group) -> str:
@@ -789,10 +1067,12 @@ def _truncated(diff_text: str, room: int) -> str:
     return diff_text[: diff_text.rfind("\n", 0, room) + 1]
 
 
-def _counted_names(names: tuple[str, ...]) -> str:
-    """`2 clusters (a, b)`, and the fleet's `_gitops/` when it is among them."""
+def _counted_names(names: tuple[str, ...], named: bool = True) -> str:
+    """`2 clusters (a, b)` (`named`, else `2 clusters`), and the fleet's `_gitops/` when it is
+    among them."""
     clusters = tuple(name for name in names if name != APPLICATION_SET_DIR)
-    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(clusters, 5)})"]
+    listed = f" ({_listed(clusters, 5)})" if named else ""
+    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')}{listed}"]
     parts = parts if clusters else []
     parts += [f"the fleet's {APPLICATION_SET_DIR}/"] if APPLICATION_SET_DIR in names else []
     return " and ".join(parts)
@@ -804,20 +1084,32 @@ def _left_out(
     max_size: int,
     see_all: str | None,
     see_one: Callable[[str], str] | None,
+    room: int,
 ) -> str:
+    """The note on what was left out and the commands that show it, within `room` characters
+    (the shortest form when none fits). The commands quote paths a pull request chooses (a config's
+    file name may be thousands of characters): one that does not fit is left out, and the note
+    then names only `--max-size 0`; the cluster names go, if need be, before the counts do."""
     if not cut and not left:
         return ""
-    parts = []
-    if cut:
-        names = tuple(name for group in cut for name in group.names)
-        parts.append(f"all or part of the diff of {_counted_names(names)}")
-    if left:
-        names = tuple(name for group in left for name in group.names)
-        parts.append(f"the details of {_counted_names(names)}")
-    lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
-    if see_all:
-        lines.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
-    first = [*cut, *left][0].names[0]
-    if see_one and first != APPLICATION_SET_DIR:
-        lines.append(f"One cluster: {_code(see_one(first))}.")
-    return "\n".join(lines) + "\n"
+    cut_names = tuple(name for group in cut for name in group.names)
+    left_names = tuple(name for group in left for name in group.names)
+    for named in (True, False):
+        parts = []
+        if cut:
+            parts.append(f"all or part of the diff of {_counted_names(cut_names, named)}")
+        if left:
+            parts.append(f"the details of {_counted_names(left_names, named)}")
+        lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
+        commands = []
+        if see_all:
+            commands.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
+        first = [*cut, *left][0].names[0]
+        if see_one and first != APPLICATION_SET_DIR:
+            commands.append(f"One cluster: {_code(see_one(first))}.")
+        shortest = f"Every change: this command with {_code('--max-size 0')}."
+        for choice in (commands, commands[:1], [shortest]):
+            text = "\n".join([*lines, *choice]) + "\n"
+            if len(text) <= room:
+                return text
+    return text

@@ -17,9 +17,12 @@ class Location:
     column: int = 0
 
     def __str__(self) -> str:
+        # The file's name on one line: a pull request names its files, and a line break in a
+        # name would print a line of its own (`error: ...`) in the CI log.
+        file = "".join(ch if ch.isprintable() else "?" for ch in self.file)
         if self.line:
-            return f"{self.file}:{self.line}:{self.column}"
-        return self.file
+            return f"{file}:{self.line}:{self.column}"
+        return file
 
 
 class UserError(Exception):
@@ -32,6 +35,7 @@ class UserError(Exception):
         field: str | None = None,
         hint: str | None = None,
         also: tuple[UserError, ...] = (),
+        cluster_config: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -40,10 +44,24 @@ class UserError(Exception):
         self.hint = hint
         # Further mistakes found in the same pass (a config with several errors shows them all).
         self.also = also
+        # The cluster config whose loading met the mistake, when the mistake is in another file
+        # (a base it extends, a profile) or in `--set`: a base shared by a fleet is wrong for
+        # some of its clusters only, and the message must say for which.
+        self.cluster_config = cluster_config
 
     def __reduce__(self) -> tuple[type[UserError], tuple[object, ...]]:
         # Keeps location, field, hint and the other errors when a fleet's worker reports them.
-        return (UserError, (self.message, self.location, self.field, self.hint, self.also))
+        return (
+            UserError,
+            (
+                self.message,
+                self.location,
+                self.field,
+                self.hint,
+                self.also,
+                self.cluster_config,
+            ),
+        )
 
     def every(self) -> tuple[UserError, ...]:
         """This error and the others found with it, one line each when printed."""
@@ -58,6 +76,8 @@ class UserError(Exception):
         parts.append(self.message)
         if self.hint:
             parts.append(f" ({self.hint})")
+        if self.cluster_config:
+            parts.append(f" [loading {self.cluster_config}]")
         return "".join(parts)
 
 

@@ -9,9 +9,12 @@ config field (the config's comment says from where), the same as gpustack's defa
 the config), not carried over (with why), or unknown (a field this importer does not know, never
 dropped silently). The report names fields, never values: the inputs are untrusted.
 
-The operator's defaults are those of GPU Operator v26.7.0 (NVIDIA/gpu-operator
-deployments/gpu-operator/values.yaml and api/nvidia/v1/clusterpolicy_types.go, v26.7.0): a
-ClusterPolicy leaves out what the chart or the OLM bundle fills in from them.
+A ClusterPolicy or a values override file holds what its author changed; the operator fills in
+the rest from its defaults (driver and toolkit on, CDI...). The import starts from the defaults of
+the operator release the inputs were written for (`gpu_operator_releases.yaml`, one entry per
+release: NVIDIA/gpu-operator deployments/gpu-operator/values.yaml at its tag, and
+api/nvidia/v1/clusterpolicy_types.go's defaults), named by `--operator-version`, by the
+ClusterPolicy's Helm labels, or else the newest release known, and the report says which.
 """
 
 from __future__ import annotations
@@ -19,30 +22,70 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
+import yaml  # type: ignore[import-untyped]
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gpustack.errors import Location, UserError
-from gpustack.model import API_VERSION, DNS1123_LABEL, Profile, duration_ms, field_default
+from gpustack.model import (
+    API_VERSION,
+    DNS1123_LABEL,
+    Profile,
+    duration_ms,
+    field_accepts,
+    field_default,
+)
 from gpustack.yamlio import Document, Path_, SourceMap, load_all_text
 
-# The operator release whose defaults stand in for what an input leaves out.
-OPERATOR_VERSION = "v26.7.0"
+# Each GPU Operator release's defaults (images, CDI, the exporter's ServiceMonitor).
+RELEASES_DATA = Path(__file__).with_name("gpu_operator_releases.yaml")
 
-# What the operator runs for a component whose repository, image or version the input leaves
-# out (NVIDIA/gpu-operator deployments/gpu-operator/values.yaml, v26.7.0).
-OPERATOR_IMAGES: dict[str, tuple[str, str, str]] = {
-    "driver": ("nvcr.io/nvidia", "driver", "595.91.07"),
-    "driver.manager": ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0"),
-    "toolkit": ("nvcr.io/nvidia/k8s", "container-toolkit", "v1.20.0"),
-    "devicePlugin": ("nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0"),
-    "gfd": ("nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0"),
-    "dcgmExporter": ("nvcr.io/nvidia/k8s", "dcgm-exporter", "4.6.0-4.8.3-distroless"),
-    "migManager": ("nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0"),
-    "validator": ("nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION),
-    "nodeStatusExporter": ("nvcr.io/nvidia", "gpu-operator", OPERATOR_VERSION),
-}
+Image = tuple[str, str, str]  # repository, image, version
+
+
+@dataclass(frozen=True)
+class Release:
+    """What one GPU Operator release runs for the fields an input leaves out."""
+
+    version: str
+    images: dict[str, Image]
+    cdi: bool  # the chart's cdi.enabled (and the CRD's default from v25.10.0)
+    service_monitor: bool  # the chart's dcgmExporter.serviceMonitor.enabled
+    manager_env: dict[str, str]  # the chart's driver.manager.env, where the release sets it
+
+
+@cache
+def releases() -> dict[str, Release]:
+    """The releases the importer knows, oldest first."""
+    data = yaml.safe_load(RELEASES_DATA.read_text(encoding="utf-8"))
+    found = {}
+    for version, facts in data["releases"].items():
+        images = {}
+        for component, reference in facts["images"].items():
+            path, tag = reference.rsplit(":", 1)
+            repository, image = path.rsplit("/", 1)
+            images[component] = (repository, image, tag)
+        found[version] = Release(
+            version,
+            images,
+            facts["cdi"],
+            facts["serviceMonitor"],
+            dict(facts.get("managerEnv") or {}),
+        )
+    return dict(sorted(found.items(), key=lambda item: release_key(item[0])))
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.removeprefix("v").split("."))
+
+
+def newest_release() -> Release:
+    return list(releases().values())[-1]
+
+
 # The device-plugin chart's image (NVIDIA/k8s-device-plugin deployments/helm/
 # nvidia-device-plugin/values.yaml, v0.20.0: the tag defaults to the chart's appVersion).
 PLUGIN_CHART_IMAGE = ("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0")
@@ -73,6 +116,7 @@ HEADINGS = {
 
 CLUSTER_POLICY = "ClusterPolicy"
 OPERATOR_VALUES = "GPU Operator values"
+OPERATOR_DEFAULTS = "GPU Operator defaults"
 PLUGIN_VALUES = "device-plugin values"
 PLUGIN_CONFIG = "plugin config"
 CONFIG_MAP = "ConfigMap"
@@ -90,6 +134,8 @@ class Input:
     root: Path_ = ()  # where the operator's settings start (a ClusterPolicy's spec)
 
     def location(self, path: Path_) -> Location:
+        if self.kind == OPERATOR_DEFAULTS:
+            return Location("")  # no file: the release's defaults, named by the entry
         return self.source.nearest((*self.prefix, *path))
 
     def shown(self, path: Path_) -> str:
@@ -126,6 +172,20 @@ class Imported:
     profile_reason: str
     # What the operator (or the device-plugin chart) runs for these inputs: aspect -> value.
     expected: dict[str, str] = field(default_factory=dict)
+    # The operator release whose defaults filled in what the inputs leave out, and why that one
+    # (None: no operator input, a device-plugin chart's values or plugin configs alone).
+    release: str | None = None
+    release_reason: str = ""
+    # Where each config field came from: the input fields' locations.
+    origins: dict[str, list[Location]] = field(default_factory=dict)
+    # Every value the inputs gave the config, for messages that must not show them.
+    values: list[str] = field(default_factory=list)
+
+
+def printable(text: str, limit: int = 80) -> str:
+    """A name from an input as a report line or a config comment may show it: one line (a line
+    break or any other control or separator character is `?`), at most `limit` characters."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:limit]
 
 
 def dotted(path: Path_) -> str:
@@ -134,7 +194,7 @@ def dotted(path: Path_) -> str:
         if isinstance(part, int):
             text += f"[{part}]"
         else:
-            shown = "".join(ch if ch.isprintable() else "?" for ch in str(part))[:80]
+            shown = printable(str(part))
             text += f".{shown}" if text else shown
     return text
 
@@ -146,7 +206,7 @@ def dotted(path: Path_) -> str:
 def classify(documents: list[Document], stems: list[str]) -> list[Input]:
     """Each document's inputs, in order; `stems` name a plugin config file by its file name."""
     inputs: list[Input] = []
-    for document, stem in zip(documents, stems):
+    for document, stem in zip(documents, [printable(each) for each in stems]):
         data, source = document.data, document.source
         if data is None:
             continue
@@ -235,7 +295,17 @@ def _values(data: dict[str, Any], source: SourceMap, stem: str) -> Input:
         return Input(PLUGIN_CONFIG, f"plugin config {stem}", data, source)
     if set(data) & _PLUGIN_CHART_KEYS:
         return Input(PLUGIN_VALUES, PLUGIN_VALUES, data, source)
-    if set(data) & _OPERATOR_CHART_KEYS:
+    # An override file may hold any one setting of the operator's chart (`mig.strategy`,
+    # `cdi.enabled`): the ClusterPolicy's sections are the chart's too. `devicePlugin` and `gfd`
+    # are both charts' sections: the operator's when they name an image or a plugin config.
+    sections = {key for key in data if key in _SPEC_FIELDS and key not in ("devicePlugin", "gfd")}
+    operator_only = {"repository", "image", "version", "config", "env", "args"}
+    shared = [data.get(key) for key in ("devicePlugin", "gfd")]
+    if (
+        set(data) & _OPERATOR_CHART_KEYS
+        or sections
+        or any(isinstance(each, dict) and set(each) & operator_only for each in shared)
+    ):
         return Input(OPERATOR_VALUES, OPERATOR_VALUES, data, source)
     raise UserError(
         "is not a ClusterPolicy, the GPU Operator's or the device-plugin chart's Helm values, "
@@ -345,8 +415,9 @@ _MISSING = object()
 class _Import:
     """The config being written and the report, for one profile."""
 
-    def __init__(self, profile: Profile, inputs: list[Input]) -> None:
+    def __init__(self, profile: Profile, inputs: list[Input], release: Release) -> None:
         self.profile = profile
+        self.release = release
         self.inputs = [id(each) for each in inputs]
         self.order: list[tuple[int, int, int]] = []  # each entry's input and position
         self.settings: dict[str, tuple[Any, list[str]]] = {}
@@ -354,6 +425,9 @@ class _Import:
         self.expected: dict[str, str] = {}
         self.done: set[tuple[int, Path_]] = set()  # (input id, path) given an outcome
         self.mapped_at: dict[str, list[int]] = {}  # config field -> its entries
+        self.paths: list[tuple[str, Path_]] = []  # each entry's input kind and path
+        self.hidden: set[int] = set()  # entries of the defaults that an input's field replaced
+        self.locations: dict[str, list[Location]] = {}  # config field -> its inputs' places
 
     # -- outcomes -------------------------------------------------------------------------
     def record(
@@ -367,7 +441,9 @@ class _Import:
         self.done.add((id(source), path))
         where = source.location(path)
         self.order.append((self.inputs.index(id(source)), where.line, where.column))
-        self.entries.append(Entry(source.name, dotted(path), str(where), outcome, target, why))
+        self.paths.append((source.kind, path[len(source.root) :]))
+        shown = printable(str(where), 4096)  # a file's name on one line, as every name
+        self.entries.append(Entry(source.name, dotted(path), shown, outcome, target, why))
 
     def default(self, source: Input, path: Path_, why: str = "same as gpustack's") -> None:
         self.record(source, path, "default", why=why)
@@ -403,13 +479,23 @@ class _Import:
     def set(self, source: Input, path: Path_, target: str, value: Any, why: str = "") -> None:
         """Map the field at `path` to the config field `target`; the same value as gpustack's
         default is left out of the config."""
+        if not field_accepts(target, value):
+            # Said without the value: the inputs are untrusted, and a credential in a
+            # repository would otherwise reach the CI log.
+            self.dropped(source, path, f"not a value gpustack's {target} takes")
+            return
         known = self.settings.get(target)
         origin = source.shown(path)
-        if known is not None and known[0] != value:
+        defaulted = known is not None and self.from_defaults(target)
+        if known is not None and (known[0] != value or defaulted):
             # A later input overrides an earlier one, as a kustomize patch or a second values
-            # file does: the earlier field is reported as overridden.
+            # file does: the earlier field is reported as overridden; a default the inputs
+            # replace is left out of the report.
             for index in self.mapped_at.pop(target, []):
                 entry = self.entries[index]
+                if self.paths[index][0] == OPERATOR_DEFAULTS:
+                    self.hidden.add(index)
+                    continue
                 self.entries[index] = Entry(
                     entry.input,
                     entry.field,
@@ -420,6 +506,7 @@ class _Import:
                 )
             known = None
             del self.settings[target]
+            self.locations.pop(target, None)
         if known is None and self.gpustack_default(target) == value:
             self.record(source, path, "default", target, why or f"{target} is the same")
             return
@@ -430,8 +517,14 @@ class _Import:
             self.settings[target] = (value, [origin])
         elif origin not in known[1]:
             known[1].append(origin)
+        self.locations.setdefault(target, []).append(source.location(path))
         self.mapped_at.setdefault(target, []).append(len(self.entries))
         self.record(source, path, "mapped", target, why or None)
+
+    def from_defaults(self, target: str) -> bool:
+        """The config field holds the operator's default, no input's field."""
+        indexes = self.mapped_at.get(target)
+        return bool(indexes) and all(self.paths[i][0] == OPERATOR_DEFAULTS for i in indexes or ())
 
     # -- the walk -------------------------------------------------------------------------
     def leaves(self, source: Input) -> Iterator[tuple[Path_, Any]]:
@@ -452,6 +545,7 @@ class _Import:
 
     def config(self) -> CommentedMap:
         root = CommentedMap()
+        comments: dict[int, tuple[CommentedMap, int, list[tuple[str, str, int]]]] = {}
         for target in sorted(self.settings, key=_config_order):
             value, origins = self.settings[target]
             node = root
@@ -459,7 +553,18 @@ class _Import:
             for section in sections:
                 node = node.setdefault(section, CommentedMap())
             node[name] = _commented(value)
-            node.yaml_add_eol_comment("from " + " and ".join(origins), name)
+            # One line whatever the inputs' names hold: a line break in a comment would start
+            # a key of its own.
+            text = printable("from " + " and ".join(origins), 400)
+            width = len(name) + 1 + (len(_plain(value)) + 1 if _plain(value) else 0)
+            comments.setdefault(id(node), (node, 2 * len(sections), []))[2].append(
+                (name, text, width)
+            )
+        # The comments of one mapping in one column, two spaces after its longest line.
+        for node, indent, entries in comments.values():
+            column = indent + max(width for _, _, width in entries) + 2
+            for name, text, _ in entries:
+                node.yaml_add_eol_comment(text, name, column=column)
         return root
 
 
@@ -495,6 +600,15 @@ _WHOLE_VALUES = {
     "livenessProbe",
     "readinessProbe",
 }
+
+
+def _plain(value: Any) -> str:
+    """A scalar as the config writes it on its key's line ('' for a list or a mapping)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return ""
+    return str(value)
 
 
 def _commented(value: Any) -> Any:
@@ -536,13 +650,34 @@ def _config_order(target: str) -> tuple[int, str]:
 
 
 def import_inputs(
-    inputs: list[Input], profile: Profile, profile_reason: str, name: str
+    inputs: list[Input],
+    profile: Profile,
+    profile_reason: str,
+    name: str,
+    operator_version: str | None = None,
 ) -> Imported:
-    """The config and the report for `inputs` on `profile`."""
-    state = _Import(profile, inputs)
+    """The config and the report for `inputs` on `profile`; what an operator input leaves out
+    is `operator_version`'s default (else the release the inputs name, else the newest)."""
+    operator = [each for each in inputs if each.kind in (CLUSTER_POLICY, OPERATOR_VALUES)]
+    release, release_reason = choose_release(inputs, operator_version)
+    defaults: list[Input] = []
+    if operator:
+        # Helm renders the ClusterPolicy from the chart's values: a values file leaves the rest
+        # to values.yaml; a ClusterPolicy of its own to the operator's code.
+        chart = any(each.kind == OPERATOR_VALUES for each in operator)
+        defaults = [
+            Input(
+                OPERATOR_DEFAULTS,
+                f"GPU Operator {release.version}'s default",
+                operator_defaults(release, chart),
+                SourceMap(""),
+            )
+        ]
+    # The defaults come first (every input overrides them) and are reported last.
+    state = _Import(profile, [*inputs, *defaults], release)
     plugin_configs = _plugin_configs(inputs)
-    for each in inputs:
-        if each.kind in (CLUSTER_POLICY, OPERATOR_VALUES):
+    for each in [*defaults, *inputs]:
+        if each.kind in (CLUSTER_POLICY, OPERATOR_VALUES, OPERATOR_DEFAULTS):
             _operator(state, each, plugin_configs)
         elif each.kind == PLUGIN_VALUES:
             _plugin_chart(state, each, plugin_configs)
@@ -551,15 +686,288 @@ def import_inputs(
         if each.kind == PLUGIN_CONFIG and not reported:
             _plugin_config(state, PluginConfig(each, (), each.data), "default")
         _leftovers(state, each, plugin_configs)
+    _mig_manager_auto(state, defaults[0] if defaults else None)
+    _without_validator(state)
+    _without_effect(state)
     config = state.config()
     config.insert(0, "apiVersion", API_VERSION)
     config.insert(1, "kind", "GPUStack")
     config.insert(2, "metadata", CommentedMap(name=name))
     config.insert(3, "platform", CommentedMap(profile=profile.metadata.name))
-    config["platform"].yaml_add_eol_comment(profile_reason, "profile")
-    # The report in the inputs' order, each input's fields as they are written.
-    entries = [entry for _, entry in sorted(zip(state.order, state.entries), key=lambda p: p[0])]
-    return Imported(config, entries, profile.metadata.name, profile_reason, state.expected)
+    config["platform"].yaml_add_eol_comment(printable(profile_reason, 400), "profile")
+    # The report in the inputs' order, each input's fields as they are written; of the
+    # defaults, what they gave the config or could not (what equals gpustack's own is left out,
+    # and so is a default an input's own field replaced).
+    given = {path for kind, path in state.paths if kind != OPERATOR_DEFAULTS}
+    kept = [
+        (order, entry)
+        for index, (order, entry) in enumerate(zip(state.order, state.entries))
+        if state.paths[index][0] != OPERATOR_DEFAULTS
+        or (
+            index not in state.hidden
+            and entry.outcome != "default"
+            and state.paths[index][1] not in given
+        )
+    ]
+    entries = [entry for _, entry in sorted(kept, key=lambda pair: pair[0])]
+    return Imported(
+        config,
+        entries,
+        profile.metadata.name,
+        profile_reason,
+        state.expected,
+        release.version if operator else None,
+        release_reason if operator else "",
+        state.locations,
+        sorted(
+            {
+                text
+                for target, (value, _) in state.settings.items()
+                if target not in _CHOICES
+                for text in _strings(value)
+            }
+        ),
+    )
+
+
+# Config fields whose values are gpustack's own words (a choice among a few), not an input's.
+_CHOICES = {
+    "driver.mode",
+    "toolkit.enabled",
+    "devicePlugin.migStrategy",
+    "devicePlugin.deviceListStrategy",
+    "devicePlugin.sharing.strategy",
+    "migManager.enabled",
+    "dcgmExporter.monitor",
+    "nfd.mode",
+}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+# ---------------------------------------------------------------------------------------------
+# Which operator release's defaults.
+
+# The labels the operator's chart puts on its ClusterPolicy (deployments/gpu-operator/templates/
+# _helpers.tpl gpu-operator.labels, v26.7.0): the release it was installed with.
+_VERSION_LABELS = ("app.kubernetes.io/version", "helm.sh/chart")
+
+
+def _labelled_release(each: Input) -> tuple[str, str] | None:
+    """The release a ClusterPolicy's Helm labels name, with the label."""
+    labels = _at(each.data, ("metadata", "labels"))
+    if each.kind != CLUSTER_POLICY or not isinstance(labels, dict):
+        return None
+    for label in _VERSION_LABELS:
+        written = labels.get(label)
+        found = re.search(
+            r"v?([0-9]+\.[0-9]+\.[0-9]+)$", written if isinstance(written, str) else ""
+        )
+        if found is not None:
+            return f"v{found.group(1)}", label
+    return None
+
+
+def choose_release(inputs: list[Input], given: str | None) -> tuple[Release, str]:
+    """The operator release whose defaults fill in what the inputs leave out, and why."""
+    known = releases()
+    if given is not None:
+        version = given if given.startswith("v") else f"v{given}"
+        if version not in known:
+            raise UserError(
+                "--operator-version: not a GPU Operator release the importer knows",
+                hint=f"one of: {', '.join(known)}",
+            )
+        return known[version], "given with --operator-version"
+    for each in inputs:
+        labelled = _labelled_release(each)
+        if labelled is None:
+            continue
+        version, label = labelled
+        if version in known:
+            return known[version], f"the ClusterPolicy's label {label}"
+        # A release the importer does not list: the closest older one of its line, else the
+        # newest (a later release than the importer knows).
+        line = [
+            each
+            for each in known
+            if release_key(each)[:2] == release_key(version)[:2]
+            and release_key(each) < release_key(version)
+        ]
+        chosen = known[line[-1]] if line else newest_release()
+        return chosen, (
+            f"the ClusterPolicy's label {label} names a release the importer does not list; "
+            f"the closest it knows; give --operator-version"
+        )
+    return newest_release(), (
+        "the inputs do not name the operator release: the newest the importer knows; give "
+        "--operator-version with the release installed (`helm list -n gpu-operator`)"
+    )
+
+
+# What every release's operator does with a field a ClusterPolicy leaves out
+# (api/nvidia/v1/clusterpolicy_types.go IsEnabled methods: the driver, the toolkit, the device
+# plugin, GFD, the DCGM exporter and the MIG manager run unless switched off; the node status
+# exporter does not; controllers/object_controls.go ServiceMonitor: none without
+# dcgmExporter.serviceMonitor; applyMIGConfiguration: no MIG_STRATEGY, the plugin's own `none`).
+_RUN_UNLESS_OFF = ("driver", "toolkit", "devicePlugin", "gfd", "dcgmExporter", "migManager")
+
+
+def operator_defaults(release: Release, chart: bool) -> dict[str, Any]:
+    """The operator's settings for what an input leaves out, in the values' (and the spec's)
+    layout: the chart's values.yaml for a values file (`chart`), else the operator's own."""
+    data: dict[str, Any] = {}
+    for component, (repository, image, version) in release.images.items():
+        node = data
+        for part in component.split("."):
+            node = node.setdefault(part, {})
+        node.update(repository=repository, image=image, version=version)
+    for section in _RUN_UNLESS_OFF:
+        data[section]["enabled"] = True
+    data["nodeStatusExporter"]["enabled"] = False
+    data["cdi"] = {"enabled": release.cdi}
+    if chart and release.manager_env:
+        data["driver"]["manager"]["env"] = [
+            {"name": name, "value": value} for name, value in release.manager_env.items()
+        ]
+    data["dcgmExporter"]["serviceMonitor"] = {"enabled": chart and release.service_monitor}
+    if chart:
+        data["mig"] = {"strategy": "single"}  # values.yaml `mig.strategy`, every release
+    return data
+
+
+# The switch of each section whose settings act only while its component runs.
+_SWITCHES = {
+    "driver": "mode",
+    "toolkit": "enabled",
+    "migManager": "enabled",
+    "dcgmExporter": "enabled",
+    "gfd": "enabled",
+    "validator": "enabled",
+    "nodeStatusExporter": "enabled",
+}
+
+
+def _runs(state: _Import, section: str) -> bool:
+    """Whether the component of a config section runs with the settings imported so far on this
+    profile (stack.Stack's rules: driver_container, toolkit_enabled, mig_manager_enabled)."""
+    facts = state.profile.facts
+
+    def setting(target: str) -> Any:
+        known = state.settings.get(target)
+        return known[0] if known is not None else state.gpustack_default(target)
+
+    if section == "driver":
+        mode = setting("driver.mode")
+        return (facts.driver.default if mode == "auto" else mode) in ("container", "driver-toolkit")
+    if section == "toolkit":
+        enabled = setting("toolkit.enabled")
+        return state.auto("toolkit.enabled") if enabled == "auto" else bool(enabled)
+    if section == "migManager":
+        enabled = setting("migManager.enabled")
+        if enabled == "auto":
+            return (
+                setting("devicePlugin.migStrategy") != "none"
+                and facts.migPartitioning == "mig-manager"
+            )
+        return bool(enabled)
+    return setting(f"{section}.enabled") is not False
+
+
+def _validator_runs(state: _Import) -> bool:
+    """gpustack's validator runs where its driver validation finds the driver: a driver
+    container, or a host driver at `/` (stack.validator_finds_driver)."""
+    known = state.settings.get("validator.enabled")
+    enabled = known[0] if known is not None else state.gpustack_default("validator.enabled")
+    if enabled != "auto":
+        return bool(enabled)
+    mode = state.settings.get("driver.mode", (state.gpustack_default("driver.mode"),))[0]
+    mode = state.profile.facts.driver.default if mode == "auto" else mode
+    root = state.profile.facts.driver.root
+    return mode in ("container", "driver-toolkit") or (mode == "preinstalled" and root == "/")
+
+
+def _without_validator(state: _Import) -> None:
+    """The node status exporter reports the validator's ready files: where gpustack's validator
+    cannot run (its driver validation does not find the platform's driver), the operator's
+    exporter is not carried over, and `--check` says it would stop."""
+    known = state.settings.get("nodeStatusExporter.enabled")
+    if known is None or known[0] is not True or _validator_runs(state):
+        return
+    for index in state.mapped_at.pop("nodeStatusExporter.enabled", []):
+        entry = state.entries[index]
+        state.entries[index] = Entry(
+            entry.input,
+            entry.field,
+            entry.location,
+            "dropped",
+            None,
+            "the node status exporter reports the validator's checks, and gpustack's validator "
+            "cannot find the driver on this profile",
+        )
+    del state.settings["nodeStatusExporter.enabled"]
+    state.locations.pop("nodeStatusExporter.enabled", None)
+
+
+def _without_effect(state: _Import) -> None:
+    """A setting of a component that does not run would have no effect, which gpustack refuses
+    in a config: the operator's field is read, and left out (a default's, from the report)."""
+    for target in sorted(state.settings):
+        section, _, rest = target.partition(".")
+        switch = _SWITCHES.get(section)
+        if switch is None or rest == switch or _runs(state, section):
+            continue
+        for index in state.mapped_at.pop(target, []):
+            if state.paths[index][0] == OPERATOR_DEFAULTS:
+                state.hidden.add(index)
+                continue
+            entry = state.entries[index]
+            state.entries[index] = Entry(
+                entry.input,
+                entry.field,
+                entry.location,
+                "dropped",
+                target,
+                f"no effect: gpustack's {section} does not run with these settings",
+            )
+        del state.settings[target]
+        state.locations.pop(target, None)
+
+
+def _mig_manager_auto(state: _Import, defaults: Input | None) -> None:
+    """The MIG manager the operator runs (on MIG-capable nodes, whatever the MIG strategy) is
+    `auto` where the final MIG strategy runs gpustack's too, `true` only where none does: an
+    earlier input's choice, made before a later one named the strategy, is set right here."""
+    known = state.settings.get("migManager.enabled")
+    strategy = state.settings.get("devicePlugin.migStrategy", ("none",))[0]
+    operator_runs = state.expected.get("migManager image", "not run") != "not run"
+    if (
+        defaults is not None
+        and operator_runs
+        and strategy == "none"
+        and known is None
+        and state.profile.facts.migPartitioning == "mig-manager"
+    ):
+        state.set(defaults, ("migManager", "enabled"), "migManager.enabled", True)
+        return
+    if known is None or known[0] is not True or strategy == "none":
+        return
+    if not state.from_defaults("migManager.enabled"):
+        return
+    for index in state.mapped_at.pop("migManager.enabled", []):
+        state.hidden.add(index)
+    del state.settings["migManager.enabled"]
+    state.locations.pop("migManager.enabled", None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -737,9 +1145,17 @@ def _plugin_config(state: _Import, config: PluginConfig, role: str) -> None:
 def _set_quiet(state: _Import, source: Input, path: Path_, target: str, value: Any) -> None:
     """Map a value found inside a field (a plugin config in a ConfigMap entry): the entry's own
     outcome is reported once by the caller."""
+    if not field_accepts(target, value):
+        return  # the entry's outcome says what it maps: gpustack's own stands
+    if target in state.settings and state.from_defaults(target):
+        # The plugin config the operator runs replaces the operator's default.
+        state.hidden.update(state.mapped_at.pop(target, []))
+        del state.settings[target]
+        state.locations.pop(target, None)
     if state.gpustack_default(target) == value or target in state.settings:
         return
     state.settings[target] = (value, [source.shown(path)])
+    state.locations.setdefault(target, []).append(source.location(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -895,15 +1311,24 @@ def _operator(
     _device_plugin_config(state, source, spec, plugin_configs)
     # MIG manager.
     mig_enabled = get("migManager", "enabled")
-    if isinstance(mig_enabled, bool):
-        # The operator runs it only on MIG-capable nodes (nvidia.com/mig.capable); gpustack's
-        # `auto` runs it with a MIG strategy.
+    partitioning = facts.migPartitioning
+    if mig_enabled is True and partitioning != "mig-manager":
+        state.dropped(
+            source,
+            at("migManager", "enabled"),
+            f"on {profile} the {'node OS' if partitioning == 'node-settings' else 'node pool'} "
+            "creates the MIG partitions itself",
+        )
+    elif isinstance(mig_enabled, bool):
+        # The operator runs it on MIG-capable nodes (nvidia.com/mig.capable) whatever the MIG
+        # strategy; gpustack's `auto` runs it with a strategy, `true` without one.
+        with_strategy = state.settings.get("devicePlugin.migStrategy", ("none",))[0] != "none"
         state.set(
             source,
             at("migManager", "enabled"),
             "migManager.enabled",
-            "auto" if mig_enabled else False,
-            "runs with a MIG strategy" if mig_enabled else "",
+            ("auto" if with_strategy else True) if mig_enabled else False,
+            "runs with a MIG strategy" if mig_enabled and with_strategy else "",
         )
     default_config = get("migManager", "config", "default")
     if isinstance(default_config, str) and default_config:
@@ -1002,44 +1427,21 @@ def _operator(
     _registries(state, source, spec)
 
 
-# The labels the operator's chart puts on its ClusterPolicy (deployments/gpu-operator/templates/
-# _helpers.tpl gpu-operator.labels, v26.7.0): the release it was installed with.
-_VERSION_LABELS = ("app.kubernetes.io/version", "helm.sh/chart")
-
-
 def _operator_version(state: _Import, source: Input) -> None:
-    labels = _at(source.data, ("metadata", "labels"))
-    if source.kind != CLUSTER_POLICY or not isinstance(labels, dict):
+    labelled = _labelled_release(source)
+    if labelled is None:
         return
-    for label in _VERSION_LABELS:
-        written = labels.get(label)
-        found = re.search(
-            r"v?([0-9]+\.[0-9]+\.[0-9]+)$", written if isinstance(written, str) else ""
-        )
-        if found is None:
-            continue
-        version = f"v{found.group(1)}"
-        if version == OPERATOR_VERSION:
-            state.default(
-                source,
-                ("metadata", "labels"),
-                f"installed by GPU Operator {OPERATOR_VERSION}, whose defaults fill in what the "
-                "ClusterPolicy leaves out",
-            )
-        else:
-            state.dropped(
-                source,
-                ("metadata", "labels"),
-                f"installed by GPU Operator {version}: what the ClusterPolicy leaves out is "
-                f"taken at {OPERATOR_VERSION}'s defaults, the release the importer knows; "
-                "compare the versions with --check",
-            )
-        return
+    version = state.release.version
+    if labelled[0] == version:
+        why = f"installed by GPU Operator {version}, whose defaults fill in what it leaves out"
+    else:
+        why = f"GPU Operator {version}'s defaults fill in what the ClusterPolicy leaves out"
+    state.default(source, ("metadata", "labels"), why)
 
 
-def _image(spec: dict[str, Any], component: str) -> tuple[str, str, str]:
+def _image(state: _Import, spec: dict[str, Any], component: str) -> Image:
     """(repository, image, version) the operator runs for a component of the spec."""
-    repository, image, version = OPERATOR_IMAGES[component]
+    repository, image, version = state.release.images[component]
     section = _at(spec, tuple(component.split(".")))
     if isinstance(section, dict):
         repository = str(section.get("repository") or repository)
@@ -1048,12 +1450,82 @@ def _image(spec: dict[str, Any], component: str) -> tuple[str, str, str]:
     return repository, image, version
 
 
+# A release tag with the base image's distribution: how the operator's charts before v25.10.0
+# pin the Container Toolkit, the MIG manager, the device plugin and the driver manager
+# (`v1.17.8-ubuntu20.04`, `v0.12.3-ubuntu20.04`, `v0.15.0-ubi8`). Each project publishes the
+# same release under its short tag too (NVIDIA/nvidia-container-toolkit and NVIDIA/mig-parted
+# deployments/container/Makefile `push-short`: "we also push a short tag equal to the version"),
+# the tag gpustack runs.
+_DISTRO_TAG = re.compile(
+    r"(v[0-9]+\.[0-9]+\.[0-9]+)-(ubuntu[0-9.]+|ubi[0-9]+|rhel[0-9.]+|centos[0-9]+)"
+)
+# dcgm-exporter's `<DCGM>-<exporter>-<distribution>`: gpustack runs the `-distroless` image,
+# published from 4.4.1-4.6.0 (the release GPU Operator v25.10.0 moved to, NVIDIA/gpu-operator
+# #1770 "Use distroless tag for dcgm-exporter"); an older release has only its distribution
+# images, which run the exporter differently.
+_EXPORTER_TAG = re.compile(
+    r"([0-9]+\.[0-9]+\.[0-9]+)-([0-9]+\.[0-9]+\.[0-9]+)-(distroless|ubuntu[0-9.]+|ubi[0-9]+)"
+)
+_FIRST_DISTROLESS_EXPORTER = ((4, 4, 1), (4, 6, 0))
+# Components that gpustack runs from the operator's own image (nvcr.io/nvidia/gpu-operator).
+_VALIDATOR_IMAGE = ("validator", "nodeStatusExporter")
+
+
+def _short_tag(component: str, written: str) -> tuple[str, str | None]:
+    """The tag gpustack runs for the operator's `written` tag, and why, where it differs; or
+    ("", why) where gpustack cannot run that release."""
+    if component == "dcgmExporter":
+        found = _EXPORTER_TAG.fullmatch(written)
+        if found is None:
+            return written, None
+        dcgm, exporter, variant = found.groups()
+        release = (release_key(dcgm), release_key(exporter))
+        if variant != "distroless" and release < _FIRST_DISTROLESS_EXPORTER:
+            return "", (
+                "an exporter release before 4.4.1-4.6.0, published without the distroless "
+                "image of gpustack's exporter: the config keeps gpustack's own "
+                "(dcgmExporter.version)"
+            )
+        why = None if variant == "distroless" else "the release's distroless image"
+        return f"{dcgm}-{exporter}", why
+    if component in _VALIDATOR_IMAGE:
+        if re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", written) and field_accepts(
+            f"{component}.version", written
+        ):
+            return written, None
+        return "", (
+            "gpustack's validator runs nvidia-validator from the GPU Operator's own image, "
+            "which carries it from v25.10.0 on (before, the validator was an image of its own, "
+            "gpu-operator-validator): the config keeps gpustack's own (" + component + ".version)"
+        )
+    found = _DISTRO_TAG.fullmatch(written)
+    if found is None:
+        return written, None
+    return found.group(1), "the release its distribution-suffixed tag names (its short tag)"
+
+
+def same_release(operator: str, gpustack: str) -> bool:
+    """Two image references name the same release of the same image: a distribution-suffixed
+    tag is its release's short tag (and dcgm-exporter's distroless one)."""
+    if operator == gpustack:
+        return True
+    path, _, tag = operator.rpartition(":")
+    other_path, _, other_tag = gpustack.rpartition(":")
+    if path != other_path:
+        return False
+    component = "dcgmExporter" if path.endswith("/dcgm-exporter") else ""
+    short = _short_tag(component, tag)[0] if component else _short_tag("", tag)[0]
+    if component:
+        return bool(short) and other_tag in (short, f"{short}-distroless")
+    return short == other_tag
+
+
 def _versions(state: _Import, source: Input, spec: dict[str, Any], driver_on: bool) -> None:
     root = source.root
     for component, section in SECTIONS.items():
         path = tuple(component.split("."))
         node = _at(spec, path)
-        repository, image, version = _image(spec, component)
+        repository, image, version = _image(state, spec, component)
         if component.startswith("driver") and not driver_on:
             state.expected[f"{component} image"] = "not run"
             if isinstance(node, dict) and "version" in node:
@@ -1064,7 +1536,7 @@ def _versions(state: _Import, source: Input, spec: dict[str, Any], driver_on: bo
                 )
             continue
         off = isinstance(node, dict) and node.get("enabled") is False
-        # The node status exporter is off unless enabled (values.yaml v26.7.0).
+        # The node status exporter is off unless enabled (clusterpolicy_types.go IsEnabled).
         if component == "nodeStatusExporter" and not (
             isinstance(node, dict) and node.get("enabled") is True
         ):
@@ -1080,13 +1552,11 @@ def _versions(state: _Import, source: Input, spec: dict[str, Any], driver_on: bo
         where = (*root, *path, "version")
         written = node.get("version")
         if not isinstance(written, str) or not written:
-            state.default(source, where, f"unset: the operator's {OPERATOR_VERSION} default")
+            state.default(source, where, f"unset: the operator's default ({state.release.version})")
             continue
-        if component == "dcgmExporter":
-            written = written.removesuffix("-distroless")
         if component == "gfd":
-            device_plugin = _image(spec, "devicePlugin")[2]
-            if written == device_plugin:
+            plugin = _short_tag("devicePlugin", _image(state, spec, "devicePlugin")[2])[0]
+            if _short_tag("gfd", written)[0] == plugin:
                 state.default(source, where, "GFD runs the device plugin's image and version")
             else:
                 state.dropped(
@@ -1103,7 +1573,14 @@ def _versions(state: _Import, source: Input, spec: dict[str, Any], driver_on: bo
                 "names the driver image by version and node OS",
             )
             continue
-        state.set(source, where, f"{section}.version", written)
+        tag, why = _short_tag(component, written)
+        if not tag and off:
+            state.default(source, where, "the component is off")
+            continue
+        if not tag:
+            state.dropped(source, where, why or "")
+            continue
+        state.set(source, where, f"{section}.version", tag, why or "")
 
 
 def _registries(state: _Import, source: Input, spec: dict[str, Any]) -> None:
@@ -1112,7 +1589,7 @@ def _registries(state: _Import, source: Input, spec: dict[str, Any]) -> None:
     root = source.root
     registries: dict[str, list[Path_]] = {}
     secrets: list[str] = []
-    for component, (upstream_repository, upstream_image, _) in OPERATOR_IMAGES.items():
+    for component, (upstream_repository, upstream_image, _) in state.release.images.items():
         path = tuple(component.split("."))
         node = _at(spec, path)
         if not isinstance(node, dict):
@@ -1121,6 +1598,13 @@ def _registries(state: _Import, source: Input, spec: dict[str, Any]) -> None:
         if "image" in node:
             if not image or image == upstream_image:
                 state.default(source, (*root, *path, "image"), "upstream's image name")
+            elif component in _VALIDATOR_IMAGE and image == "gpu-operator-validator":
+                state.dropped(
+                    source,
+                    (*root, *path, "image"),
+                    "the validator image of GPU Operator releases before v25.10.0: gpustack's "
+                    "validator runs nvidia-validator from the operator's own image",
+                )
             else:
                 state.dropped(
                     source,
@@ -1162,9 +1646,14 @@ def _registries(state: _Import, source: Input, spec: dict[str, Any]) -> None:
         for where in paths:
             state.set(source, where, "images.registry", registry)
     if secrets:
-        value = sorted(secrets)
+        value = sorted(name for name in secrets if field_accepts("images.pullSecrets", [name]))
         known = state.settings.get("images.pullSecrets")
         merged = sorted({*value, *(known[0] if known else [])})
+        if not merged:
+            return
+        state.locations.setdefault("images.pullSecrets", []).append(
+            source.location((*root, "imagePullSecrets"))
+        )
         state.settings["images.pullSecrets"] = (
             merged,
             [*(known[1] if known else []), f"{source.name} imagePullSecrets"],
@@ -1305,7 +1794,8 @@ def _toolkit_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
     profile = state.profile.metadata.name
     for index, (name, value) in enumerate(_env_list(env)):
         where = (*path, index)
-        state.expected[f"toolkit {name}"] = str(value)
+        if name in _TOOLKIT_FACTS or name in ("CONTAINERD_RUNTIME_CLASS", "RUNTIME_CLASS"):
+            state.expected[f"toolkit {name}"] = str(value)
         fact = _TOOLKIT_FACTS.get(name)
         if name in ("CONTAINERD_RUNTIME_CLASS", "RUNTIME_CLASS"):
             state.set(source, where, "runtimeClass.handler", str(value))
@@ -1407,34 +1897,7 @@ def _daemonsets(state: _Import, source: Input, spec: dict[str, Any]) -> None:
         return
     tolerations = daemonsets.get("tolerations")
     if isinstance(tolerations, list):
-        taints = []
-        for toleration in tolerations:
-            if not isinstance(toleration, dict):
-                continue
-            key, effect = toleration.get("key"), toleration.get("effect")
-            if key and effect in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-                taint = {"key": str(key)}
-                if toleration.get("operator") != "Exists" and toleration.get("value"):
-                    taint["value"] = str(toleration["value"])
-                elif str(key) == "nvidia.com/gpu":
-                    taint["value"] = "present"  # gpustack's taint: the node/ files write it
-                taint["effect"] = str(effect)
-                taints.append(taint)
-        if taints and len(taints) == len(tolerations):
-            state.set(
-                source,
-                (*base, "tolerations"),
-                "nodes.taints",
-                taints,
-                "GPU workloads tolerate them, and the node/ files apply them",
-            )
-        else:
-            state.dropped(
-                source,
-                (*base, "tolerations"),
-                "a toleration without a key or an effect tolerates more than a GPU node taint: "
-                "gpustack tolerates nodes.taints",
-            )
+        _tolerations(state, source, tolerations, (*base, "tolerations"))
     if "priorityClassName" in daemonsets:
         if daemonsets["priorityClassName"] in ("system-node-critical", "", None):
             state.default(source, (*base, "priorityClassName"), "system-node-critical")
@@ -1474,6 +1937,57 @@ def _daemonsets(state: _Import, source: Input, spec: dict[str, Any]) -> None:
                 )
 
 
+def _tolerations(state: _Import, source: Input, tolerations: list[Any], base: Path_) -> None:
+    """Each toleration of a GPU node taint (a key and an effect) is a taint of nodes.taints:
+    gpustack's GPU workloads tolerate them and the node/ files apply them. Any other item
+    (no key: every taint; no effect: every effect of the key) is said on its own, and the others
+    are still carried over."""
+    taints: list[dict[str, str]] = []
+    mapped: list[int] = []
+    for index, toleration in enumerate(tolerations):
+        key = toleration.get("key") if isinstance(toleration, dict) else None
+        effect = toleration.get("effect") if isinstance(toleration, dict) else None
+        if not isinstance(toleration, dict) or not key:
+            state.dropped(
+                source,
+                (*base, index),
+                "a toleration without a key tolerates every taint: gpustack's GPU workloads "
+                "tolerate nodes.taints (and nvidia.com/gpu); add a node's other taints there",
+            )
+            continue
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            state.dropped(
+                source,
+                (*base, index),
+                "a toleration without an effect tolerates every effect of its key: gpustack "
+                "tolerates each of nodes.taints with its effect",
+            )
+            continue
+        taint = {"key": str(key)}
+        if toleration.get("operator") != "Exists" and toleration.get("value"):
+            taint["value"] = str(toleration["value"])
+        elif str(key) == "nvidia.com/gpu":
+            taint["value"] = "present"  # gpustack's taint: the node/ files write it
+        taint["effect"] = str(effect)
+        taints.append(taint)
+        mapped.append(index)
+    state.done.add((id(source), base))
+    if not taints:
+        return
+    if not field_accepts("nodes.taints", taints):
+        for index in mapped:
+            state.dropped(source, (*base, index), "not a taint gpustack's nodes.taints takes")
+        return
+    for index in mapped:
+        state.set(
+            source,
+            (*base, index),
+            "nodes.taints",
+            taints,
+            "GPU workloads tolerate them, and the node/ files apply them",
+        )
+
+
 # ---------------------------------------------------------------------------------------------
 # The device-plugin chart.
 
@@ -1499,7 +2013,7 @@ def _plugin_chart(
         "on" if isinstance(list_strategy, str) and list_strategy.startswith("cdi") else "off"
     )
     # The chart runs the plugin (and GFD with gfd.enabled), nothing else of the stack.
-    for component in OPERATOR_IMAGES:
+    for component in SECTIONS:
         if component not in ("devicePlugin", "gfd"):
             state.expected.setdefault(f"{component} image", "not run")
     if _at(data, ("gfd", "enabled")) is not True:
@@ -1755,7 +2269,7 @@ def _leftovers(
                 source,
                 path,
                 "unknown",
-                why=f"not a field the importer knows (GPU Operator {OPERATOR_VERSION})",
+                why=f"not a field the importer knows (GPU Operator {newest_release().version})",
             )
 
 
@@ -1818,16 +2332,21 @@ def _resource_section(path: Path_) -> str | None:
 
 
 def report_text(imported: Imported, shown: list[str]) -> str:
-    lines = [
-        f"imported {', '.join(shown)} for profile {imported.profile} ({imported.profile_reason})"
-    ]
+    names = ", ".join(printable(each, 400) for each in shown)
+    lines = [f"imported {names} for profile {imported.profile} ({imported.profile_reason})"]
+    if imported.release is not None:
+        lines.append(
+            f"what the inputs leave out: GPU Operator {imported.release}'s defaults "
+            f"({imported.release_reason})"
+        )
     for outcome in OUTCOMES:
         entries = [entry for entry in imported.entries if entry.outcome == outcome]
         if not entries:
             continue
         lines.append(f"{HEADINGS[outcome]} ({len(entries)}):")
         for entry in entries:
-            text = f"  {entry.location}: {entry.input} {entry.field}"
+            where = f"{entry.location}: " if entry.location else ""
+            text = f"  {where}{entry.input} {entry.field}"
             if entry.target:
                 text += f" -> {entry.target}"
             if entry.why:

@@ -40,6 +40,56 @@ class Layer:
     path: Path | None = None  # the file, as read (its source names it as shown to the user)
 
 
+class _FollowedSource(SourceMap):
+    """Where a value that follows from another setting was written: where that setting is."""
+
+    def __init__(self, path: tuple[str, ...], follows: tuple[str, ...], layers: list[Layer]):
+        super().__init__("")
+        self.path, self.follows, self._layers = path, follows, layers
+
+    def value(self, path: tuple[str | int, ...]) -> Location | None:
+        if tuple(path) != self.path[: len(path)] or not path:
+            return None
+        return locate(self._layers, self.follows)
+
+    def key(self, path: tuple[str | int, ...]) -> Location | None:
+        return self.value(path)
+
+    def nearest(self, path: tuple[str | int, ...]) -> Location:
+        return nearest(self._layers, self.follows)
+
+
+def following(
+    path: tuple[str, ...], value: Any, follows: tuple[str, ...], layers: list[Layer]
+) -> Layer:
+    """A layer holding `value` at `path`, which follows from the setting at `follows` (where the
+    value is written, as far as an error or `--show-origin` is concerned)."""
+    data: Any = value
+    for key in reversed(path):
+        data = {key: data}
+    return Layer(data, _FollowedSource(path, follows, list(layers)))
+
+
+def origin(layers: list[Layer], path: tuple[str, ...]) -> str:
+    """Where the value in force at `path` was written, as `config show --show-origin` says it:
+    `file:line:column` of the last layer that sets it (the profile's defaults are the first
+    layer), `--set`, or the setting it follows."""
+    for index, layer in reversed(list(enumerate(layers))):
+        data: Any = layer.data
+        for key in path:
+            if not isinstance(data, dict) or key not in data:
+                break
+            data = data[key]
+        else:
+            source = layer.source
+            if isinstance(source, _FollowedSource):
+                follows = ".".join(source.follows)
+                return f"{nearest(layers[:index], source.follows)} (follows {follows})"
+            where = str(source.value((*layer.prefix, *path)) or source.nearest(path))
+            return f"{where} (profile default)" if index == 0 else where
+    return "default"
+
+
 def merge(base: Any, override: Any) -> Any:
     """Deep-merge mappings; lists and scalars in `override` replace those in `base`."""
     if isinstance(base, dict) and isinstance(override, dict):
@@ -186,7 +236,7 @@ def _one_error(
             f"expected a string, but YAML reads {written} as {what}",
             location,
             field,
-            hint=f'quote it: "{written}"',
+            hint=_quoting_hint(written, _field_pattern(model, path)),
         )
     if kind == "string_too_long":
         limit = (error.get("ctx") or {}).get("max_length")
@@ -210,6 +260,37 @@ def _one_error(
         return UserError(_LIMITS[kind](got, error.get("ctx") or {}), location, field)
     message = error["msg"].removeprefix("Value error, ")
     return UserError(message, location, field)
+
+
+def _quoting_hint(written: str, pattern: str | None) -> str:
+    """How to write the value as a string the field takes: quoted, where that is enough; else a
+    value of the field's form (`interval: 30` quoted is still no duration: "30s" is)."""
+    if pattern is None or re.search(pattern, written):
+        return f'quote it: "{written}"'
+    if pattern == DURATION and written.isdigit():
+        return f'give its unit: "{written}s" for seconds, "{written}m" for minutes'
+    return f"quoted, {written!r} {_pattern_text(pattern)}"
+
+
+def _field_pattern(model: type[BaseModel], path: tuple[str | int, ...]) -> str | None:
+    """The regular expression a string field at `path` must match, if the model gives one."""
+    *sections, name = [part for part in path if isinstance(part, str)] or [""]
+    current: Any = model
+    for section in sections:
+        info = current.model_fields.get(section) if _is_model(current) else None
+        current = _model_in(info.annotation) if info is not None else None
+    info = current.model_fields.get(name) if _is_model(current) else None
+    if info is None:
+        return None
+    for constraint in info.metadata:
+        pattern = getattr(constraint, "pattern", None)
+        if isinstance(pattern, str):
+            return pattern
+    return None
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
 
 
 def _length(got: Any) -> int:

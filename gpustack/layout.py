@@ -11,6 +11,7 @@ the writer.
       <cluster>/
         kustomization.yaml      (KUSTOMIZATION)
         <kind>-<name>.yaml      the objects; with Flux, in one folder per stage (STAGES)
+        crds/                   without Flux, the CustomResourceDefinitions (CRDS_DIR)
         gitops/                 the cluster's Application or Flux Kustomizations (CLUSTER_DIR)
         node/                   host-side files: scripts, containerd and TOML settings (NODE_DIR)
 """
@@ -55,8 +56,24 @@ STAGE_DEPENDENCIES: dict[str, str | None] = {
     SMOKE_TEST_STAGE: "workloads",
 }
 STAGES = tuple(STAGE_DEPENDENCIES)
+# Without Flux's stages, the CustomResourceDefinitions also go to a folder of their own, with a
+# kustomization.yaml of its own, which the cluster's lists as well: kubectl resolves every
+# object's kind before it applies the first one, so one `kubectl apply -k` of a folder holding
+# a CRD and resources of that CRD fails on an empty cluster ("ensure CRDs are installed first");
+# applied first (as Flux's `foundation` stage is), they are there for the second. Argo CD and
+# Flux read the cluster's kustomization.yaml, which lists every file as before.
+CRDS_DIR = "crds"
 # The folders inside a cluster's folder that gpustack writes.
-SUBFOLDERS = {NODE_DIR, CLUSTER_DIR, *STAGES}
+SUBFOLDERS = {NODE_DIR, CLUSTER_DIR, CRDS_DIR, *STAGES}
+
+# The Kubernetes version a cluster folder was rendered for, on its kustomization.yaml
+# (`metadata.annotations`, which kustomize reads and leaves off the objects): `validate` checks
+# each rendered cluster of a fleet against its own version.
+KUBERNETES_VERSION = "gpustack.dev/kubernetes-version"
+# The `--set` options a cluster folder was rendered with, on its kustomization.yaml likewise:
+# `check` without the same options would call the folder stale, and a render without them would
+# drop the settings.
+OVERRIDES_ANNOTATION = "gpustack.dev/set"
 
 # The ownership marker: the first line of every file gpustack writes; `output` replaces and
 # prunes only files that carry it.

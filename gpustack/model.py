@@ -23,6 +23,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -278,7 +280,8 @@ class Platform(Strict):
         Field(
             description=(
                 "target Kubernetes minor version for schema validation and API deprecations, e.g."
-                " `1.31`"
+                " `1.31`; on OpenShift it follows `openshiftVersion` when left out (4.18: 1.31), "
+                "and one that another OpenShift release ships is refused"
             )
         )
     )
@@ -288,7 +291,8 @@ class Platform(Strict):
         default=None,
         description=(
             "OpenShift minor version, e.g. `4.20`; names the nodes' RHCOS, and with it the "
-            "driver image and the Driver Toolkit"
+            "driver image and the Driver Toolkit; follows `kubernetesVersion` when only that is "
+            "written"
         ),
     )
     featureGates: Annotated[
@@ -480,8 +484,17 @@ class PoolDriver(Strict):
     )
 
 
+# The most node pools a cluster config may list.
+MAX_POOLS = 256
+
+
 class NodePool(Strict):
-    name: Name = Field(description="the pool's name, unique among the pools")
+    name: Name = Field(
+        description=(
+            "the pool's name, unique among the pools; not `default`, the device plugin config of "
+            "the nodes in no pool"
+        )
+    )
     selector: Annotated[dict[LabelKey, LabelValue], Doc(type="node labels")] = Field(
         min_length=1,
         description=(
@@ -588,10 +601,13 @@ class Nodes(Strict):
     )
     pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(
         default_factory=_no_items,
+        # A cluster's GPU node pools are a few dozen at most; the bound keeps the work of a
+        # crafted config (each pool's config, node files, overlap with every other) bounded.
+        max_length=MAX_POOLS,
         description=(
             "GPU node pools of the cluster, each with its own device plugin config, MIG layout, "
             "driver version and taints; a node belongs to at most one pool, the others get the "
-            "cluster's settings"
+            f"cluster's settings; at most {MAX_POOLS}"
         ),
     )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
@@ -665,8 +681,9 @@ class MigManagerConfig(Strict):
         default=None,
         description=(
             "a mig-parted config file (`version: v1`, `mig-configs`), relative to the config "
-            "file, whose configs are added to the built-in ones (same name: replaces it); "
-            "checked as mig-parted checks it"
+            "file, whose configs are added to the built-in ones (same name: replaces it, but "
+            "`all-disabled`, which gpustack gives pools that keep their GPUs whole, cannot turn "
+            "MIG on); checked as mig-parted checks it"
         ),
     )
 
@@ -1240,6 +1257,28 @@ class Toolkit(WithResources):
     )
 
 
+# The first GPU Operator release whose own image (nvcr.io/nvidia/gpu-operator) carries
+# `nvidia-validator`: NVIDIA/gpu-operator a4782da, "Consolidate operator and validator into one
+# image", released in v25.10.0. Before it the validator was an image of its own
+# (nvcr.io/nvidia/cloud-native/gpu-operator-validator, values.yaml v25.3.4), and the operator's
+# image of those releases has no validator to run.
+VALIDATOR_IN_OPERATOR_IMAGE = (25, 10, 0)
+
+
+def _release(tag: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in tag.removeprefix("v").split("."))
+
+
+def _carries_validator(component: str, tag: str, consequence: str) -> str:
+    if _release(tag) < VALIDATOR_IN_OPERATOR_IMAGE:
+        raise ValueError(
+            f"the {component} runs `nvidia-validator` from the GPU Operator's image "
+            "(nvcr.io/nvidia/gpu-operator), which carries it from v25.10.0 on: an older "
+            f"release's image has none, {consequence}; give v25.10.0 or later, or leave it out"
+        )
+    return tag
+
+
 class Validator(WithResources):
     components = ("operator-validator",)
     container = "the validator's main container"
@@ -1259,7 +1298,8 @@ class Validator(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="validator image tag (`nvcr.io/nvidia/gpu-operator`, which carries "
-        "`nvidia-validator`); also the Container Toolkit's driver validation",
+        "`nvidia-validator` from v25.10.0 on: no older release); also the Container Toolkit's "
+        "driver validation",
     )
     cudaWorkload: bool = Field(
         default=True,
@@ -1271,6 +1311,15 @@ class Validator(WithResources):
         description="the device plugin validation also runs a pod that takes one GPU from the "
         "plugin (upstream's default: it checks the node advertises GPUs)",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _validator_image(cls, version: str) -> str:
+        return _carries_validator(
+            "validator",
+            version,
+            "the pod cannot start and every GPU DaemonSet waits for its ready files",
+        )
 
 
 class NodeStatusExporter(WithResources):
@@ -1292,8 +1341,13 @@ class NodeStatusExporter(WithResources):
     version: ReleaseTag = Field(
         default="v26.7.0",
         description="exporter image tag (`nvcr.io/nvidia/gpu-operator`, run as "
-        "`nvidia-validator` with COMPONENT=metrics)",
+        "`nvidia-validator` with COMPONENT=metrics; v25.10.0 or later)",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _validator_image(cls, version: str) -> str:
+        return _carries_validator("node status exporter", version, "the pod cannot start")
 
 
 class Entitlement(Strict):
@@ -2122,6 +2176,14 @@ class ProfileFacts(Strict):
         "(nfd.mode external); gpustack's own NFD (deploy) serves upstream's nfd.k8s-sigs.io.",
     )
     nodeOSLabel: NodeSelectorRequirement | None = None
+    openshiftKubernetesVersions: dict[
+        OpenShiftMinor, Annotated[str, Field(pattern=r"^1\.[0-9]{2}$")]
+    ] = Field(
+        default_factory=dict,
+        description="OpenShift: the Kubernetes minor each OpenShift minor ships. "
+        "platform.kubernetesVersion follows platform.openshiftVersion (and the other way round "
+        "when only it is written); a pair that disagrees is refused.",
+    )
     migPartitioning: Literal["mig-manager", "node-pool", "node-settings"] = Field(
         default="mig-manager",
         description="Who creates MIG partitions: NVIDIA's MIG manager from the node label "
@@ -2191,3 +2253,38 @@ def field_choices(path: str) -> tuple[str, ...]:
     annotation = model.model_fields[name].annotation
     assert get_origin(annotation) is Literal, path
     return tuple(str(value) for value in get_args(annotation))
+
+
+_ACCEPTS: dict[str, TypeAdapter[Any]] = {}
+
+
+def field_accepts(path: str, value: Any) -> bool:
+    """Whether a config field named by its dotted path takes `value` as it stands (its type and
+    constraints, its own field validators; not the checks across fields)."""
+    adapter = _ACCEPTS.get(path)
+    if adapter is None:
+        model: type[BaseModel] = GPUStack
+        *sections, name = path.split(".")
+        for section in sections:
+            annotation = model.model_fields[section].annotation
+            assert isinstance(annotation, type) and issubclass(annotation, BaseModel), path
+            model = annotation
+        field = model.model_fields[name]
+        extras = [*field.metadata, *_field_validators(model, name)]
+        typed: Any = Annotated[(field.annotation, *extras)] if extras else field.annotation
+        adapter = TypeAdapter(typed, config=ConfigDict(strict=True))
+        _ACCEPTS[path] = adapter
+    try:
+        adapter.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def _field_validators(model: type[BaseModel], name: str) -> list[AfterValidator]:
+    """The model's `field_validator`s of one field, as validators of the field's type alone."""
+    found = []
+    for decorator in model.__pydantic_decorators__.field_validators.values():
+        if name in decorator.info.fields and decorator.info.mode == "after":
+            found.append(AfterValidator(getattr(model, decorator.cls_var_name)))
+    return found

@@ -13,15 +13,18 @@ and reads committed output through gpustack.committed, which never follows a lin
 
 from __future__ import annotations
 
+import re
+import shlex
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from gpustack import committed, output, output_tree
 from gpustack.findings import Finding
-from gpustack.layout import APPLICATION_SET_DIR, is_ours
+from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, OVERRIDES_ANNOTATION, is_ours
 from gpustack.objects import file_name, identity
 from gpustack.render import Rendering
 from gpustack.secrets import mask_text
@@ -43,6 +46,10 @@ class OutputCheck:
     # groups the same finding in many clusters.
     placed: list[tuple[str, str]] = field(default_factory=list)
     errors: int = 0
+    # The fields of the `--set` options the committed folder was rendered with (recorded in its
+    # kustomization.yaml) where the render compared with it has others: a render that leaves
+    # them out drops those settings.
+    dropped_overrides: list[str] = field(default_factory=list)
 
     @property
     def stale(self) -> bool:
@@ -78,6 +85,8 @@ def compare_folder(target: Path, expected: dict[str, bytes]) -> OutputCheck:
             report.missing.append(relative)
         elif current != content:
             path = target / relative
+            if relative == KUSTOMIZATION:
+                report.dropped_overrides = _set_fields(current, content)
             report.diffs[relative] = file_diff(
                 current, content, f"{path} (committed)", f"{path} (rendered)"
             )
@@ -94,6 +103,40 @@ def compare_folder(target: Path, expected: dict[str, bytes]) -> OutputCheck:
     return report
 
 
+def _set_fields(committed_text: bytes, rendered: bytes) -> list[str]:
+    """The fields of the `--set` options recorded in a committed kustomization.yaml that the
+    rendered one does not record alike. Committed output is untrusted: only field paths (names
+    of config fields, checked to be nothing else) come out of it, never a value."""
+
+    def fields(text: bytes) -> list[str]:
+        from gpustack.errors import UserError
+        from gpustack.yamlio import load_text
+
+        try:
+            data = load_text(text.decode("utf-8", errors="replace"), KUSTOMIZATION).data
+        except UserError:
+            return []
+        metadata = data.get("metadata") if isinstance(data, dict) else None
+        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+        recorded = annotations.get(OVERRIDES_ANNOTATION) if isinstance(annotations, dict) else None
+        if not isinstance(recorded, str):
+            return []
+        try:
+            words = shlex.split(recorded)
+        except ValueError:
+            return []
+        assignments = [word for previous, word in pairwise(words) if previous == "--set"]
+        named = [assignment.partition("=")[0] for assignment in assignments]
+        return [name for name in named if _FIELD_PATH.fullmatch(name)]
+
+    mine = fields(rendered)
+    return [name for name in fields(committed_text) if name not in mine]
+
+
+# A config field's path as `--set` names it (dots; a key holding dots escaped with a backslash).
+_FIELD_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./\\-]{0,200}")
+
+
 def check_json(reports: Sequence[OutputCheck], out: Path) -> dict[str, Any]:
     """`check --output json`: whether the output is current and valid, and each folder's report
     (the fleet's `_gitops/` only when it is stale)."""
@@ -107,6 +150,7 @@ def check_json(reports: Sequence[OutputCheck], out: Path) -> dict[str, Any]:
             "unmarked": report.unmarked,
             "diffs": report.diffs,
             "findings": report.findings,
+            "droppedOverrides": report.dropped_overrides,
         }
         for report in reports
         if report.name != APPLICATION_SET_DIR or report.stale

@@ -1,71 +1,65 @@
-"""Regular expressions from the command line, refused when Python's backtracking engine could
-take exponential time on them.
+"""Regular expressions a user writes (`patches[].target`, `validate --ignore-filename-pattern`),
+matched by RE2, which takes time linear in the text whatever the pattern.
 
-kubeconform (Go's regexp, RE2) matches in linear time whatever the pattern. Python's `re`
-backtracks, and a repeated group that itself repeats or alternates (`(a+)+$`, `(a|a)*$`) can
-take exponential time on a short file name. Those, and backreferences and lookarounds (which RE2
-does not have either), are refused with a message; every other pattern is compiled as given.
+kustomize matches a patch's target and kubeconform its `-ignore-filename-pattern` with Go's
+regexp package, whose syntax and semantics are RE2's (kustomize api/types/selector.go,
+kubeconform pkg/validator, both `regexp.Compile`): matching with RE2 itself gives the same
+answers, where Python's backtracking `re` could take exponential time on a pattern such as
+`(a+)+$` or `(.*.*)*x` and a short name. What RE2 has no way to match in linear time,
+backreferences and lookarounds, it refuses to compile, as Go does.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, Protocol
 
 from gpustack.errors import UserError
 
-_parser: Any = getattr(re, "_parser", None)
-if _parser is None:  # Python < 3.11
-    import sre_parse as _parser
-
-_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
-_BRANCHING = {"BRANCH", "IN"}
-_UNSUPPORTED = {"GROUPREF", "GROUPREF_EXISTS", "ASSERT", "ASSERT_NOT"}
+# RE2's limit for one compiled pattern (its default, 8 MiB): a larger one is refused, not built.
+_MAX_MEMORY = 8 << 20
 
 
-def linear_regex(pattern: str, option: str) -> re.Pattern[str]:
-    """`pattern` compiled, or a UserError naming `option` when it could backtrack without end."""
+class Pattern(Protocol):
+    """What gpustack asks of a compiled pattern: re.Pattern's methods of the same name."""
+
+    def fullmatch(self, text: str) -> Any: ...
+
+    def search(self, text: str) -> Any: ...
+
+
+def linear_regex(pattern: str, option: str) -> Pattern:
+    """`pattern` compiled by RE2, or a UserError naming `option` (RE2's reason, the pattern as
+    the user wrote it) when RE2 refuses it."""
+    # Here, not on top: only a config with a patch target or a validate run given a pattern
+    # needs RE2, and loading it costs start-up time every other command would pay.
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print its own copy of the pattern to stderr
+    options.max_mem = _MAX_MEMORY
     try:
-        parsed = _parser.parse(pattern)
-        problem = _problem(list(parsed), inside_repeat=False)
-        compiled = re.compile(pattern)
-    except re.error as error:
-        raise UserError(f"bad regular expression {pattern!r}: {error}", field=option) from None
-    if problem:
+        compiled: Pattern = re2.compile(pattern, options)
+    except re2.error as error:
+        reason = error.args[0] if error.args else ""
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", errors="replace")
         raise UserError(
-            f"{pattern!r} {problem}; gpustack refuses patterns that can take exponential time",
+            f"bad regular expression {_shown(pattern)}: {_first_clause(str(reason))}",
             field=option,
-            hint="write the repetition once, e.g. 'a+$' for '(a+)+$'",
-        )
+            hint="patterns use RE2's syntax, as Go's regexp (kustomize, kubeconform) does: no "
+            "backreferences or lookarounds, repetition counts up to 1000",
+        ) from None
     return compiled
 
 
-def _problem(items: list[tuple[Any, Any]], inside_repeat: bool) -> str | None:
-    for opcode, argument in items:
-        name = str(opcode)
-        if name in _UNSUPPORTED:
-            return "uses a backreference or lookaround, which RE2 (kubeconform) does not have"
-        if name in _REPEATS:
-            _, high, body = argument
-            repeats = high is _parser.MAXREPEAT or high > 1
-            if inside_repeat and repeats:
-                return "repeats a group that itself repeats"
-            found = _problem(list(body), inside_repeat or repeats)
-            if found:
-                return found
-        elif name == "BRANCH":
-            if inside_repeat:
-                return "repeats a group of alternatives"
-            for branch in argument[1]:
-                found = _problem(list(branch), inside_repeat)
-                if found:
-                    return found
-        elif name == "SUBPATTERN":
-            found = _problem(list(argument[-1]), inside_repeat)
-            if found:
-                return found
-        elif name in ("ATOMIC_GROUP",):
-            found = _problem(list(argument), inside_repeat)
-            if found:
-                return found
-    return None
+def _shown(pattern: str) -> str:
+    """The pattern as the message quotes it: whole, unless longer than a line."""
+    return (
+        repr(pattern) if len(pattern) <= 80 else f"{pattern[:60]!r}... ({len(pattern)} characters)"
+    )
+
+
+def _first_clause(reason: str) -> str:
+    """RE2's reason without the pattern it quotes after a colon (`invalid escape sequence: \\1`):
+    the message shows the pattern once, whole."""
+    return reason.partition(":")[0].strip() or "RE2 cannot compile it"

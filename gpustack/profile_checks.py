@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from gpustack import bottlerocket, gke_accelerators, mig
+from gpustack.device_plugin_config import DEFAULT_CONFIG
 from gpustack.errors import Location, UserError, did_you_mean, display_path
-from gpustack.layers import Layer, nearest, set_by_user
+from gpustack.layers import Layer, following, merge, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
-from gpustack.reading import decode, read_bounded
+from gpustack.reading import UnreadableFile, decode, read_bounded
 from gpustack.stack import (
     DRIVER_CONTAINER_ROOT,
     Stack,
@@ -69,6 +70,7 @@ def check(
             _check_gke_node_pool(config, profile, layers)
             _check_aks_node_pool(config, profile, layers)
             _check_eks_node_group(config, profile, layers)
+            _check_no_effect(config, profile, layers, {field for field, _ in left_out})
             break
         except UserError as problem:
             done = {field for field, _ in left_out}
@@ -81,6 +83,66 @@ def check(
     _check_mig_manager(config, profile, layers, user_mig_configs)
     _check_pools(config, profile, layers)
     return Checked(config, tuple(left_out), pem, mode, user_mig_configs)
+
+
+def follow_platform_versions(
+    data: dict[str, Any], profile: Profile, layers: list[Layer]
+) -> Layer | None:
+    """The layer that makes the platform's two versions in the merged config `data` (before
+    validation) agree (OpenShift: each minor ships one Kubernetes minor,
+    `facts.openshiftKubernetesVersions`): the one the user left out follows the one the user
+    wrote; two that disagree are refused where the Kubernetes version is written. None when
+    nothing follows. Values of the wrong type are left to validation."""
+    shipped = profile.facts.openshiftKubernetesVersions
+    platform = data.get("platform")
+    if not shipped or not isinstance(platform, dict):
+        return None
+    openshift, kubernetes = platform.get("openshiftVersion"), platform.get("kubernetesVersion")
+    if not isinstance(openshift, str) or not isinstance(kubernetes, str):
+        return None
+    openshift_path, kubernetes_path = (
+        ("platform", "openshiftVersion"),
+        ("platform", "kubernetesVersion"),
+    )
+    openshift_written = set_by_user(layers, openshift_path)
+    kubernetes_written = set_by_user(layers, kubernetes_path)
+    name = profile.metadata.name
+    known = sorted(shipped, key=_version_tuple)
+    if kubernetes_written and not openshift_written:
+        releases = [version for version in known if shipped[version] == kubernetes]
+        if not releases:
+            raise UserError(
+                f"no OpenShift release profile {name!r} knows ships Kubernetes {kubernetes} "
+                f"(OpenShift {known[0]} to {known[-1]} ship {shipped[known[0]]} to "
+                f"{shipped[known[-1]]})",
+                nearest(layers, kubernetes_path),
+                field="platform.kubernetesVersion",
+                hint="set platform.openshiftVersion, and remove platform.kubernetesVersion: "
+                "it follows the OpenShift release",
+            )
+        return following(openshift_path, releases[-1], kubernetes_path, layers)
+    ships = shipped.get(openshift)
+    if openshift_written and not kubernetes_written:
+        if ships is None:
+            raise UserError(
+                f"profile {name!r} does not know which Kubernetes OpenShift {openshift} ships, "
+                "which schemas and API versions are checked against",
+                nearest(layers, openshift_path),
+                field="platform.openshiftVersion",
+                hint=f"one of {known[0]} to {known[-1]}, or write platform.kubernetesVersion "
+                "beside it as `oc version` prints its Kubernetes Version",
+            )
+        return following(kubernetes_path, ships, openshift_path, layers)
+    if ships is not None and ships != kubernetes:
+        raise UserError(
+            f"OpenShift {openshift} ships Kubernetes {ships}, not {kubernetes}: schemas, API "
+            "versions and images would be chosen for another cluster than the one named",
+            nearest(layers, kubernetes_path),
+            field="platform.kubernetesVersion",
+            hint=f'set platform.kubernetesVersion: "{ships}", or remove it: it follows '
+            "platform.openshiftVersion",
+        )
+    return None
 
 
 def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
@@ -175,6 +237,310 @@ def _check_against_profile(config: GPUStack, profile: Profile, layers: list[Laye
     _check_node_status_exporter(config, profile, layers)
     _check_platform_os(config, profile, layers)
     _check_os_sku(config, profile, layers)
+
+
+@dataclass(frozen=True)
+class _Applies:
+    """When the settings of a config section reach the output: `fields` of `section` (None:
+    every field but `switches`, which decide whether the section applies) take effect only where
+    `applies` holds for the stack; set elsewhere by the user, they are refused with `why`."""
+
+    section: tuple[str, ...]
+    applies: Callable[[Stack], bool]
+    why: Callable[[Stack], str]
+    hint: str
+    switches: frozenset[str] = frozenset()
+    fields: frozenset[str] | None = None
+
+
+def _cluster_sharing_used(stack: Stack) -> bool:
+    """Some GPU node takes the cluster's `devicePlugin.sharing`: nodes outside pools, or a pool
+    without sharing of its own, that get their GPUs from the device plugin."""
+    config = stack.config
+
+    def plugin_hands_out(allocation: str) -> bool:
+        return allocation == "device-plugin" or not config.dra.gpus.enabled
+
+    return plugin_hands_out(config.gpuAllocation) or any(
+        plugin_hands_out(config.pool_gpu_allocation(pool))
+        and not (pool.devicePlugin and pool.devicePlugin.sharing)
+        for pool in config.nodes.pools
+    )
+
+
+# Every section whose settings some configs render nothing of (tests/test_no_effect.py renders
+# each field with and without a value to find them). Each is refused only where the user (a
+# config, a base, --set) wrote it: a profile's defaults give way silently.
+_APPLIES = (
+    _Applies(
+        ("driver",),
+        lambda stack: stack.driver_container,
+        lambda stack: (
+            f"the driver is not a container here (driver mode {stack.driver_mode}): "
+            "the nodes or the platform install it, and gpustack renders no driver"
+        ),
+        "remove it, and install that driver on the nodes; or set driver.mode to container or "
+        "driver-toolkit where the profile offers them",
+        switches=frozenset({"mode"}),
+    ),
+    _Applies(
+        ("driver",),
+        lambda stack: not stack.facts.driver.nodeOS,
+        lambda stack: (
+            "the nodes' OS follows platform.openshiftVersion on profile "
+            f"{stack.profile.metadata.name!r} (RHCOS of that release)"
+        ),
+        "remove driver.nodeOS; set platform.openshiftVersion",
+        fields=frozenset({"nodeOS"}),
+    ),
+    _Applies(
+        ("dra",),
+        lambda stack: stack.dra_enabled,
+        lambda stack: (
+            "NVIDIA's DRA driver is not deployed: no node takes its GPUs from it "
+            "(gpuAllocation: device-plugin)"
+        ),
+        "remove it, or set gpuAllocation: dra",
+    ),
+    _Applies(
+        ("devicePlugin", "sharing"),
+        _cluster_sharing_used,
+        lambda stack: (
+            "no GPU node takes its GPUs from the device plugin with the cluster's "
+            "sharing settings (gpuAllocation: dra; pools have their own)"
+        ),
+        "remove devicePlugin.sharing; with the DRA driver, GPUs are shared by its feature gates "
+        "TimeSlicingSettings and MPSSupport",
+    ),
+    _Applies(
+        ("devicePlugin", "sharing"),
+        lambda stack: stack.config.devicePlugin.sharing.strategy != "none",
+        lambda stack: "the cluster's GPUs are not shared (devicePlugin.sharing.strategy: none)",
+        "set devicePlugin.sharing.strategy to time-slicing or mps, or remove the setting",
+        switches=frozenset({"strategy"}),
+    ),
+    _Applies(
+        ("devicePlugin",),
+        lambda stack: stack.nvidia_plugin_serves,
+        lambda stack: (
+            f"the platform's own device plugin serves the GPUs on profile "
+            f"{stack.profile.metadata.name!r}, and reads no device list strategy"
+        ),
+        "remove devicePlugin.deviceListStrategy",
+        fields=frozenset({"deviceListStrategy"}),
+    ),
+    _Applies(
+        ("smokeTest",),
+        lambda stack: stack.smoke_test_enabled,
+        lambda stack: (
+            "the smoke test is not rendered (smokeTest.enabled auto renders it only "
+            "with gitops.tool argocd or flux)"
+        ),
+        "set smokeTest.enabled: true, or remove the setting",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("entitlement",),
+        lambda stack: stack.config.entitlement.enabled,
+        lambda stack: "entitlement is not enabled",
+        "set entitlement.enabled: true, or remove the setting",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("validator",),
+        lambda stack: stack.validator_enabled,
+        lambda stack: (
+            "NVIDIA's validator is not deployed"
+            + (
+                ""
+                if stack.config.validator.enabled is False
+                else f" (it cannot find the driver on profile {stack.profile.metadata.name!r})"
+            )
+        ),
+        "remove the setting",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("toolkit",),
+        lambda stack: stack.toolkit_enabled,
+        lambda stack: "the NVIDIA Container Toolkit DaemonSet is not deployed",
+        "remove the setting, or set toolkit.enabled: true where the profile offers it",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("dcgmExporter",),
+        lambda stack: stack.config.dcgmExporter.enabled,
+        lambda stack: "the DCGM exporter is not deployed (dcgmExporter.enabled: false)",
+        "remove the setting, or set dcgmExporter.enabled: true",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("alerts",),
+        lambda stack: stack.alerts_enabled,
+        lambda stack: (
+            "no GPU alert rules are rendered ("
+            + (
+                "alerts.enabled: false"
+                if stack.config.alerts.enabled is False
+                else f"the DCGM exporter is off, or monitor {stack.monitor} loads no rule objects"
+            )
+            + ")"
+        ),
+        "remove the setting, or set alerts.enabled: true where a Prometheus loads the rules",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("dashboard",),
+        lambda stack: stack.dashboard_enabled,
+        lambda stack: (
+            "no dashboard is rendered (dashboard.enabled false, or no metrics: the "
+            "DCGM exporter is off or monitor is none)"
+        ),
+        "remove the setting, or set dashboard.enabled: true",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("gfd",),
+        lambda stack: stack.config.gfd.enabled,
+        lambda stack: "GPU Feature Discovery is not deployed (gfd.enabled: false)",
+        "remove the setting, or set gfd.enabled: true",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("nodeStatusExporter",),
+        lambda stack: stack.config.nodeStatusExporter.enabled,
+        lambda stack: (
+            "the node status exporter is not deployed (nodeStatusExporter.enabled: false)"
+        ),
+        "remove the setting, or set nodeStatusExporter.enabled: true",
+        switches=frozenset({"enabled"}),
+    ),
+    _Applies(
+        ("nfd",),
+        lambda stack: stack.config.nfd.mode == "deploy",
+        lambda stack: f"gpustack deploys no NFD (nfd.mode: {stack.config.nfd.mode})",
+        "remove the setting, or set nfd.mode: deploy",
+        switches=frozenset({"mode"}),
+    ),
+    _Applies(
+        ("runtimeClass",),
+        lambda stack: stack.facts.runtime.runtimeClass != "none" or stack.runtime_class_enabled,
+        lambda stack: (
+            f"profile {stack.profile.metadata.name!r} runs GPU pods with no nvidia "
+            "runtime (the platform mounts the driver): no RuntimeClass or runtime handler is "
+            "rendered"
+        ),
+        "remove the setting",
+        fields=frozenset({"name", "handler"}),
+    ),
+    _Applies(
+        ("nodes",),
+        lambda stack: stack.facts.taintMechanism == "kubeadm-join" and not stack.toolkit_enabled,
+        lambda stack: (
+            "only the containerd drop-in gpustack writes for kubeadm nodes without "
+            "the toolkit DaemonSet reads it (the toolkit, or the platform, configures the runtime "
+            "here)"
+        ),
+        "remove nodes.cgroupDriver",
+        fields=frozenset({"cgroupDriver"}),
+    ),
+    _Applies(
+        ("gitops", "argocd"),
+        lambda stack: stack.config.gitops.tool == "argocd",
+        lambda stack: f"gitops.tool is {stack.config.gitops.tool}, not argocd",
+        "set gitops.tool: argocd, or remove gitops.argocd",
+    ),
+    _Applies(
+        ("gitops", "flux"),
+        lambda stack: stack.config.gitops.tool == "flux",
+        lambda stack: f"gitops.tool is {stack.config.gitops.tool}, not flux",
+        "set gitops.tool: flux, or remove gitops.flux",
+    ),
+)
+
+
+def _check_no_effect(
+    config: GPUStack, profile: Profile, layers: list[Layer], left_out: set[str]
+) -> None:
+    """A setting the user wrote that renders nothing on this cluster is refused, with why: it
+    would look in force and do nothing (a driver version on a platform that installs its own
+    driver, sharing settings for GPUs that the DRA driver hands out). `left_out`: fields the
+    loader already took out of the config (comparing profiles), which are no longer in force."""
+    stack = Stack(config, profile, "")
+    for rule in _APPLIES:
+        dotted = ".".join(rule.section)
+        written = [
+            name
+            for name in _written_fields(layers[1:], rule.section)
+            if (rule.fields is None or name in rule.fields)
+            and name not in rule.switches
+            and f"{dotted}.{name}" not in left_out
+            and dotted not in left_out
+        ]
+        if not written or rule.applies(stack):
+            continue
+        path = (*rule.section, written[0])
+        raise UserError(
+            f"has no effect: {rule.why(stack)}",
+            nearest(layers[1:], path, key=True),
+            field=".".join(path),
+            hint=rule.hint,
+        )
+    _check_pool_sharing(config, layers)
+
+
+def _check_pool_sharing(config: GPUStack, layers: list[Layer]) -> None:
+    """A pool's own sharing settings, other than its strategy, do nothing while it is `none`.
+    The pools are a list, which a later layer replaces whole: the last layer that writes them
+    says what was written."""
+    owner = next(
+        (
+            layer
+            for layer in reversed(layers[1:])
+            if isinstance(layer.data.get("nodes"), dict) and "pools" in layer.data["nodes"]
+        ),
+        None,
+    )
+    written = owner.data["nodes"]["pools"] if owner is not None else None
+    if not isinstance(written, list):
+        return
+    for index, pool in enumerate(config.nodes.pools):
+        sharing = pool.devicePlugin.sharing if pool.devicePlugin else None
+        if sharing is None or sharing.strategy != "none" or index >= len(written):
+            continue
+        data: Any = written[index]
+        for key in ("devicePlugin", "sharing"):
+            data = data.get(key) if isinstance(data, dict) else None
+        settings = (
+            [key for key in data or {} if key != "strategy"] if isinstance(data, dict) else []
+        )
+        if settings:
+            path = ("nodes", "pools", index, "devicePlugin", "sharing", settings[0])
+            raise UserError(
+                f"pool {pool.name}: has no effect: the pool's GPUs are not shared (its "
+                "devicePlugin.sharing.strategy is none)",
+                nearest(layers, path, key=True),
+                field=".".join(str(part) for part in path),
+                hint="set the pool's sharing strategy to time-slicing or mps, or remove the "
+                "setting",
+            )
+
+
+def _written_fields(layers: list[Layer], section: tuple[str, ...]) -> list[str]:
+    """The fields of `section` that `layers` write with a value, merged as the loader merges
+    them (a later layer's null takes a base's setting away)."""
+    merged: Any = {}
+    for layer in layers:
+        data: Any = layer.data
+        for key in section:
+            if not isinstance(data, dict) or key not in data:
+                break
+            data = data[key]
+        else:
+            merged = merge(merged, data)
+    if not isinstance(merged, dict):
+        return []
+    return [key for key, value in merged.items() if value is not None]
 
 
 def _check_os_sku(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
@@ -1024,9 +1390,9 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
         text = decode(read_bounded(file, what="a mig-parted config", location=location), str(file))
         document = load_text(text, display_path(file))
     except UserError as error:
-        if error.message.endswith("file not found"):
+        if error.message.endswith(": file not found"):
             error = UserError(f"MIG config file {display_path(file)} not found", location)
-        elif error.location is not None and error.location.line:
+        elif not isinstance(error, UnreadableFile) and error.location and error.location.line:
             # A YAML error may quote what it stumbled on (a key, a tag, an alias): the file
             # is named with the place, never with its content.
             error = UserError(
@@ -1052,7 +1418,7 @@ def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
         content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
         mode = stat.S_IMODE(os.stat(pem_path).st_mode)
     except UserError as error:
-        if error.message.endswith("file not found"):
+        if error.message.endswith(": file not found"):
             error = UserError(f"entitlement PEM {display_path(pem_path)} not found", location)
         raise UserError(error.message, error.location, "entitlement.pemFile") from None
     except OSError:
@@ -1114,15 +1480,62 @@ def selectors_overlap(first: dict[str, str], second: dict[str, str]) -> bool:
     return all(second[key] == value for key, value in first.items() if key in second)
 
 
+# Names a pool cannot take, because gpustack names something else so where pools' names go.
+# A pool's name is its device plugin config's name (a key of the plugin's ConfigMap and the
+# value of its nodes' nvidia.com/device-plugin.config label); `default` is the config of the nodes
+# in no pool, which the config manager falls back to (DEFAULT_CONFIG): a pool of that name would
+# replace it, and every GPU node outside the pools would silently take the pool's settings.
+RESERVED_POOL_NAMES = {
+    DEFAULT_CONFIG: "it names the device plugin config of the GPU nodes in no pool, which a "
+    "pool of that name would replace (every node outside the pools would take its settings)",
+}
+
+
+# The most driver DaemonSets a config may render: one per RHCOS build for the cluster and for each
+# pool with a driver of its own (gpustack.components.driver). A real cluster needs a few dozen;
+# the bound keeps a crafted config's output (and its lint) from running into the tens of thousands.
+MAX_DRIVER_DAEMONSETS = 512
+
+
+def _check_driver_daemonsets(config: GPUStack, stack: Stack, layers: list[Layer]) -> None:
+    if not stack.driver_container:
+        return
+    own = sum(
+        1 for pool in config.nodes.pools if pool.canary or (pool.driver and pool.driver.version)
+    )
+    builds = len(config.driver.rhcosBuilds) if stack.driver_mode == "driver-toolkit" else 0
+    count = (own + 1) * max(builds, 1)
+    if count <= MAX_DRIVER_DAEMONSETS:
+        return
+    where = ("driver", "rhcosBuilds") if builds > 1 else ("nodes", "pools")
+    raise UserError(
+        f"would render {count} driver DaemonSets (the cluster's and those of {own} pools with a "
+        f"driver of their own, for each of {max(builds, 1)} RHCOS builds), more than the "
+        f"{MAX_DRIVER_DAEMONSETS} gpustack renders for one cluster",
+        nearest(layers, where),
+        field=".".join(where),
+        hint="give fewer pools a driver of their own (canary, driver.version), or list only the "
+        "RHCOS builds the nodes run",
+    )
+
+
 def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """Each pool's settings apply to the profile, and each GPU node belongs to one pool at most."""
     pools = config.nodes.pools
     name = profile.metadata.name
     stack = Stack(config, profile, "")
+    _check_driver_daemonsets(config, stack, layers)
     gpu_nodes = Stack(config, profile, "").gpu_node_selector
     for index, pool in enumerate(pools):
         here: tuple[str | int, ...] = ("nodes", "pools", index)
         dotted = f"nodes.pools.{index}"
+        if pool.name in RESERVED_POOL_NAMES:
+            raise UserError(
+                f"pool name {pool.name!r} is reserved: {RESERVED_POOL_NAMES[pool.name]}",
+                nearest(layers, (*here, "name")),
+                field=f"{dotted}.name",
+                hint=f"name the pool otherwise, e.g. {pool.name}-gpu",
+            )
         if pool.driver and pool.driver.version and not stack.driver_container:
             raise UserError(
                 f"pool {pool.name}: a driver version applies only where gpustack runs the driver "

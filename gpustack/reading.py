@@ -22,6 +22,9 @@ MAX_FILE_BYTES = 1024 * 1024
 # with each path before it is opened, it brings that file of the revision onto the disk, or
 # raises a UserError for a path the revision must not be read through (outside the repository).
 revision_guard: Callable[[str], None] | None = None
+# Folders that stand for a repository's top without holding `.git`: the tree into which
+# `diff --git-ref` brings a revision's files (gpustack.revision.tree_at), each a real path.
+revision_tops: list[str] = []
 _KINDS = {
     stat.S_IFREG: "a file",
     stat.S_IFDIR: "a folder",
@@ -31,6 +34,24 @@ _KINDS = {
     stat.S_IFSOCK: "a socket",
     stat.S_IFLNK: "a symbolic link",
 }
+
+
+class UnreadableFile(UserError):
+    """A file that could not be read as a file (missing, a FIFO, a folder, a device, a broken
+    link, too large, denied): raised by `read_bounded` alone, so a caller that parses what it
+    read tells this apart from a mistake in the content, and never reports a FIFO, a folder or a
+    broken link as a file that does not parse."""
+
+
+def repository_top(folder: Path) -> Path | None:
+    """The top of the repository holding `folder`: the nearest folder at or above it, symbolic
+    links resolved, that holds `.git` (a folder, or the file of a worktree or a submodule) or
+    stands for a revision's tree; None outside any repository. Found on the disk, without git."""
+    real = Path(os.path.realpath(folder))
+    for candidate in (real, *real.parents):
+        if str(candidate) in revision_tops or os.path.lexists(candidate / ".git"):
+            return candidate
+    return None
 
 
 def kind_of(mode: int) -> str:
@@ -47,13 +68,13 @@ def read_bounded(
     """The bytes of the regular file `path`, at most `limit` of them, or a UserError that names
     the file (at `location` when given) and never quotes its content."""
 
-    def refused(message: str) -> UserError:
+    def refused(message: str) -> UnreadableFile:
         # The file's name is worked out only for an error: that takes longer than reading it.
         # A NUL byte cannot be in a file name; shown escaped, since a terminal would hide it.
         shown = str(path).replace("\x00", "\\0") if "\x00" in str(path) else display_path(path)
         if location is None:
-            return UserError(message, Location(shown))
-        return UserError(f"{shown}: {message}", location)
+            return UnreadableFile(message, Location(shown))
+        return UnreadableFile(f"{shown}: {message}", location)
 
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow:
@@ -67,7 +88,14 @@ def read_bounded(
             try:
                 revision_guard(os.path.abspath(path))
             except UserError as problem:
-                raise refused(problem.message) from None
+                if location is None and problem.location is not None:
+                    # Where the revision says what is wrong (a submodule, a link on the way).
+                    raise UnreadableFile(
+                        problem.message, problem.location, hint=problem.hint
+                    ) from None
+                refusal = refused(problem.message)
+                refusal.hint = problem.hint
+                raise refusal from None
         descriptor = os.open(path, flags)
     except FileNotFoundError:
         if os.path.islink(path):

@@ -6,6 +6,7 @@ Pure: nothing here reads or writes the disk. `gpustack.output` writes what `file
 from __future__ import annotations
 
 import pickle
+import shlex
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -13,9 +14,17 @@ from typing import Any
 
 from gpustack import emit, gitops, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, image_sources, rehash, stage
+from gpustack.decorate import decorate, image_sources, placement, rehash, stage
 from gpustack.errors import Location, UserError
-from gpustack.layout import CLUSTER_DIR, HEADER, KUSTOMIZATION, NODE_DIR
+from gpustack.layout import (
+    CLUSTER_DIR,
+    CRDS_DIR,
+    HEADER,
+    KUBERNETES_VERSION,
+    KUSTOMIZATION,
+    NODE_DIR,
+    OVERRIDES_ANNOTATION,
+)
 from gpustack.objects import Identity, file_name, identity
 from gpustack.stack import Stack
 from gpustack.workload import deploy_node_labels
@@ -51,6 +60,8 @@ class Rendering:
     # finding on such an object names them (fleet.check_all).
     patched: dict[Identity, list[str]] = field(default_factory=dict)
     namespace: str = ""  # the stack's
+    # The `--set` options it was rendered with (Stack.overrides), recorded in kustomization.yaml.
+    overrides: tuple[str, ...] = ()
     # Each image the pods pull that decorate rewrote (pinned by the image lock, mirrored), mapped
     # to the reference the components wrote; the lock file beside the config, and whether the
     # config asks for every image by digest (images.requireDigests): gpustack.images reads them.
@@ -85,7 +96,7 @@ def render(stack: Stack) -> Rendering:
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
     # are then made again, so a patched ConfigMap still rolls the pods that mount it.
-    patched = patches.apply(objects, stack.patches)
+    patched = patches.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
     application_set = gitops.application_set(stack)
@@ -141,6 +152,7 @@ def render(stack: Stack) -> Rendering:
         gitops_path=_gitops_path(stack),
         patched=patched,
         namespace=stack.namespace,
+        overrides=stack.overrides,
         image_sources=sources,
         lock_file=stack.lock_file,
         require_digests=images.requireDigests,
@@ -181,7 +193,13 @@ def _minor(version: str) -> tuple[int, ...]:
 
 def files(rendering: Rendering) -> dict[str, bytes]:
     """Every file of `out/<name>/`, keyed by its path relative to that folder."""
-    result = _folder(rendering.objects, rendering.staged, rendering.content_keys)
+    result = _folder(
+        rendering.objects,
+        rendering.staged,
+        rendering.content_keys,
+        _annotations(rendering),
+        crds_apart=True,
+    )
     if rendering.gitops_objects:
         for name, emitted in _folder(rendering.gitops_objects).items():
             result[f"{CLUSTER_DIR}/{name}"] = emitted
@@ -193,7 +211,9 @@ def files(rendering: Rendering) -> dict[str, bytes]:
 def object_paths(rendering: Rendering) -> dict[Identity, str]:
     """Where files() writes each object, relative to `out/<name>/`."""
     paths = {
-        identity(obj): f"{stage(obj)}/{file_name(obj)}" if rendering.staged else file_name(obj)
+        identity(obj): f"{_subfolder(obj, rendering.staged)}/{file_name(obj)}"
+        if _subfolder(obj, rendering.staged)
+        else file_name(obj)
         for obj in rendering.objects
     }
     for obj in rendering.gitops_objects:
@@ -207,26 +227,32 @@ def application_set_files(application_set: dict[str, Any]) -> dict[str, bytes]:
 
 
 def _folder(
-    objects: list[dict[str, Any]], staged: bool = False, keys: list[bytes] | None = None
+    objects: list[dict[str, Any]],
+    staged: bool = False,
+    keys: list[bytes] | None = None,
+    annotations: dict[str, str] | None = None,
+    crds_apart: bool = False,
 ) -> dict[str, bytes]:
     """One file per object and a kustomization.yaml listing them all in apply order; `staged`
-    puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own.
-    `keys`: the objects' content keys, when already made."""
+    puts each object in its stage's sub-folder, which gets a kustomization.yaml of its own, and
+    `crds_apart` (unstaged) the CRDs in `crds/`, likewise. `keys`: the objects' content keys,
+    when already made; `annotations`: the top kustomization.yaml's."""
     result: dict[str, bytes] = {}
     resources: list[str] = []
     stages: dict[str, list[str]] = {}
     if keys is None:
         keys = [pickle.dumps(obj, PICKLE) for obj in objects]
     for key in keys:
-        name, object_stage, emitted = _written(key)
-        if staged:
-            stages.setdefault(object_stage, []).append(name)
-            name = f"{object_stage}/{name}"
+        name, object_stage, emitted, crd = _written(key)
+        folder = object_stage if staged else CRDS_DIR if crds_apart and crd else None
+        if folder is not None:
+            stages.setdefault(folder, []).append(name)
+            name = f"{folder}/{name}"
         if name in result:
             raise ValueError(f"two objects would be written to {name}")
         result[name] = emitted
         resources.append(name)
-    result[KUSTOMIZATION] = _kustomization(resources)
+    result[KUSTOMIZATION] = _kustomization(resources, annotations)
     for folder, names in stages.items():
         result[f"{folder}/{KUSTOMIZATION}"] = _kustomization(names)
     return result
@@ -238,19 +264,48 @@ def _folder(
 PICKLE = pickle.HIGHEST_PROTOCOL
 
 
+def _subfolder(obj: dict[str, Any], staged: bool) -> str | None:
+    """The sub-folder of the cluster's folder `obj` is written to (None: the folder itself)."""
+    if staged:
+        return stage(obj)
+    return CRDS_DIR if obj.get("kind") == "CustomResourceDefinition" else None
+
+
 @lru_cache(maxsize=8192)
-def _written(content: bytes) -> tuple[str, str, bytes]:
-    """The object's file name, Flux stage and file content."""
+def _written(content: bytes) -> tuple[str, str, bytes, bool]:
+    """The object's file name, Flux stage, file content, and whether it is a CRD."""
     obj = pickle.loads(content)
-    return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode()
+    crd = obj.get("kind") == "CustomResourceDefinition"
+    return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode(), crd
 
 
-def _kustomization(resources: list[str]) -> bytes:
-    kustomization = {
+def set_options(assignments: tuple[str, ...]) -> str:
+    """The `--set` options as a shell would take them again."""
+    return shlex.join(part for assignment in assignments for part in ("--set", assignment))
+
+
+def _annotations(rendering: Rendering) -> dict[str, str] | None:
+    """The cluster folder's kustomization.yaml's own annotations: the Kubernetes version it was
+    rendered for, and the `--set` options it was rendered with (a render or a check without
+    them would not give the same files)."""
+    annotations = {}
+    if rendering.kubernetes_version:
+        annotations[KUBERNETES_VERSION] = rendering.kubernetes_version
+    if rendering.overrides:
+        annotations[OVERRIDES_ANNOTATION] = set_options(rendering.overrides)
+    return annotations or None
+
+
+def _kustomization(resources: list[str], annotations: dict[str, str] | None = None) -> bytes:
+    kustomization: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": resources,
     }
+    if annotations:
+        # The kustomization's own metadata (kustomize api/types Kustomization.MetaData): read by
+        # gpustack, never put on the objects (that is commonAnnotations).
+        kustomization["metadata"] = {"annotations": dict(annotations)}
+    kustomization["resources"] = resources
     return _written(pickle.dumps(kustomization, PICKLE))[2]
 
 

@@ -7,6 +7,7 @@ output, or what a change to the configs (two profiles, a git revision) does to e
     against_output(renderings, out, fleet_folder) -> the same for every folder a render writes
     compare(old, new, old_label, new_label) -> one Diff per cluster, in name order
     between(old, new, old_label, new_label) -> the Diff of two snapshots
+    unreached(old, new) -> the settings a change to a base changed that a cluster sets itself
 
 Objects are compared as objects, everything else (each kustomization.yaml, node/) as text, so a
 cluster reads the same whether it was rendered a moment ago or read back from disk. Against
@@ -18,14 +19,16 @@ gpustack.committed, which never follows a link; a git revision's files are read 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gpustack import committed, output_tree, render
+from gpustack import committed, config, output_tree, render
 from gpustack.applicationset import for_fleet
-from gpustack.diff import Change, Diff, Status, diff_files, diff_objects
+from gpustack.diff import Change, Diff, Status, Unreached, diff_files, diff_objects
 from gpustack.errors import display_path
+from gpustack.layers import Layer, nearest
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity
 from gpustack.output_check import compare_folder, file_diff
@@ -165,3 +168,96 @@ def compare(
         )
         for name in names
     ]
+
+
+# --- a base's change that a cluster does not take ------------------------------------------------
+
+# A cluster's layers (config.layer_chain, bases first) with each file's path relative to the
+# root of its side (the repository's top, or the folder a revision's files are brought to).
+Chain = list[tuple[str, Layer]]
+
+
+def chain(layers: list[Layer], root: Path) -> Chain:
+    """`layers` keyed by their files' paths relative to `root`, so the two sides' match."""
+    top = os.path.realpath(root)
+    return [
+        (os.path.relpath(os.path.realpath(layer.path), top) if layer.path else "", layer)
+        for layer in layers
+    ]
+
+
+def chains(paths: Sequence[Path | None], root: Path) -> dict[str, Chain]:
+    """Each config's layers (chain), by the name of its cluster (the configs rendered already,
+    so each has one; the embedded example, None, has no file to change)."""
+    found: dict[str, Chain] = {}
+    for path in paths:
+        if path is None:
+            continue
+        layers = config.layer_chain(path)
+        name = next(
+            (
+                layer.data["metadata"]["name"]
+                for layer in reversed(layers)
+                if isinstance(layer.data.get("metadata"), dict)
+                and isinstance(layer.data["metadata"].get("name"), str)
+            ),
+            None,
+        )
+        if name is not None:
+            found[name] = chain(layers, root)
+    return found
+
+
+def unreached(old: dict[str, Chain], new: dict[str, Chain]) -> list[Unreached]:
+    """Each setting a base file changed from `old` to `new` (cluster name -> its layers) that a
+    cluster extending that base sets itself, in a later layer, so the change does not reach it:
+    which clusters, and where they set it. By base, then setting."""
+    found: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    shown: dict[str, str] = {}
+    for name in sorted(old.keys() & new.keys()):
+        before = dict(old[name])
+        layers = new[name]
+        for index, (key, base) in enumerate(layers[:-1]):
+            if key not in before or before[key].data == base.data:
+                continue
+            later = [layer for _, layer in layers[index + 1 :]]
+            for path in _changed_settings(before[key].data, base.data):
+                if any(_sets(layer.data, path) for layer in later):
+                    where = nearest(later, path)  # the value, or the mapping it replaces
+                    setting = ".".join(str(part) for part in path)
+                    shown[key] = display_path(base.path) if base.path else key
+                    found.setdefault((key, setting), []).append((name, str(where)))
+    return [
+        Unreached(shown[key], setting, tuple(clusters))
+        for (key, setting), clusters in sorted(found.items())
+    ]
+
+
+_MISSING = object()
+
+
+def _changed_settings(old: Any, new: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The paths of the values that differ, down to the values a merge replaces whole (scalars,
+    lists): `extends:` and what names the file (`metadata`) left out."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted({*old, *new}, key=str):
+            if not path and key in ("extends", "metadata"):
+                continue
+            if old.get(key, _MISSING) != new.get(key, _MISSING):
+                yield from _changed_settings(
+                    old.get(key, _MISSING), new.get(key, _MISSING), (*path, str(key))
+                )
+    elif path:
+        yield path
+
+
+def _sets(data: Any, path: tuple[str, ...]) -> bool:
+    """Whether a layer's `data` decides the value at `path`: it writes it, or replaces a mapping
+    above it with a value that is none (layers.merge)."""
+    for key in path:
+        if not isinstance(data, dict):
+            return True
+        if key not in data:
+            return False
+        data = data[key]
+    return True

@@ -69,6 +69,9 @@ class Stack:
     entitlement_mode: int | None = None  # the PEM file's permission bits
     # `patches:` of the bases then the config, read and parsed (gpustack.patches applies them).
     patches: tuple[patching.Patch, ...] = ()
+    # The `--set FIELD=VALUE` options the config was loaded with, as given (the output records
+    # them: a render without them would not give the same files).
+    overrides: tuple[str, ...] = ()
     # The image lock beside the config (gpustack.image_lock): image -> digest, and its path.
     image_digests: Mapping[str, str] = field(default_factory=dict)
     lock_file: Path | None = None
@@ -270,6 +273,25 @@ class Stack:
     def runtime_class_name(self) -> str | None:
         """The runtimeClassName every GPU pod sets, or None when the default runtime serves."""
         return self.config.runtimeClass.name if self.runtime_class_enabled else None
+
+    @property
+    def alerts_enabled(self) -> bool:
+        setting = self.config.alerts.enabled
+        if setting == "auto":
+            # Azure Monitor managed Prometheus reads no rule objects from the cluster: its rules
+            # are Azure resources (Prometheus rule groups), so a PrometheusRule would load nowhere.
+            return self.config.dcgmExporter.enabled and self.monitor not in (
+                "none",
+                "azure-servicemonitor",
+            )
+        return setting
+
+    @property
+    def dashboard_enabled(self) -> bool:
+        setting = self.config.dashboard.enabled
+        if setting == "auto":
+            return self.config.dcgmExporter.enabled and self.monitor != "none"
+        return setting
 
     @property
     def smoke_test_enabled(self) -> bool:

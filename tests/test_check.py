@@ -34,7 +34,10 @@ def test_stale_output_fails_with_a_diff_and_the_command_to_run(cli, tmp_path):
     config = gke_config(tmp_path)
     out = tmp_path / "out"
     assert cli("render", config, "-o", out).exit_code == 0
-    config.write_text(config.read_text().replace("  selector: {}", "  selector: {pool: a100}"))
+    # The starter shows the defaults as comments: the line uncommented, with a value of its own.
+    config.write_text(
+        config.read_text().replace("# nodes:\n#   selector: {}", "nodes:\n  selector: {pool: a100}")
+    )
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     result = cli("check", config, "-o", out)
     assert result.exit_code == 1
@@ -121,7 +124,7 @@ def test_default_config_is_gpustack_yaml_and_default_folder_is_out(cli, tmp_path
 
 def test_config_errors_exit_2_with_file_and_line(cli, tmp_path):
     config = gke_config(tmp_path)
-    config.write_text(config.read_text().replace("nodes:", "nodez:"))
+    config.write_text(config.read_text().replace("# nodes:", "nodez:"))
     result = cli("check", config, "-o", tmp_path / "out")
     assert result.exit_code == 2
     assert f"{config}:" in result.stderr and "nodez" in result.stderr

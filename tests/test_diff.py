@@ -243,6 +243,9 @@ def test_a_hand_edit_in_committed_output_shows_as_drift(cli, tmp_path, monkeypat
         "+ added    RuntimeClass.node.k8s.io nvidia",
         "~ changed  DaemonSet.apps gpu-system/nvidia-device-plugin",
         "    spec.template.spec.containers[0].resources.requests.cpu",
+        # Rendering over the hand edit restarts the plugin's pods.
+        "    on running nodes: DaemonSet gpu-system/nvidia-device-plugin restarts its pods on "
+        "nodes matching feature.node.kubernetes.io/pci-10de.present=true, 1 node at a time",
         "~ changed  file node/README.md",
     ]
     text = result.stdout.splitlines()

@@ -519,7 +519,8 @@ def test_an_older_release_takes_a_driver_published_for_it_or_a_host_driver(tmp_p
 
 
 def test_an_openshift_release_the_profile_does_not_know_is_refused(tmp_path):
-    platform = {"profile": "openshift", "openshiftVersion": "4.30"}
+    # Its Kubernetes written beside it: the release's node OS is what is unknown.
+    platform = {"profile": "openshift", "openshiftVersion": "4.30", "kubernetesVersion": "1.43"}
     with pytest.raises(UserError) as raised:
         stack_for(tmp_path, "openshift", platform=platform)
     assert raised.value.field == "platform.openshiftVersion"

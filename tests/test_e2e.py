@@ -419,7 +419,7 @@ def test_rerendering_without_a_component_prunes_exactly_its_files(
     folder = previous_render / "kubeadm-lab"
     before = snapshot(previous_render)
     config = derived_config(
-        tmp_path, "kubeadm", "devicePlugin: {enabled: false}\ndcgmExporter: {enabled: false}\n"
+        tmp_path, "kubeadm", "devicePlugin: {enabled: false}\ngfd: {enabled: false}\n"
     )
     _, full = render_example(EXAMPLES["kubeadm"])
     smaller = render.files(render.render(load_stack(config)))

@@ -179,7 +179,7 @@ def _big_fleet(root: Path, count: int) -> Path:
     files = {"base.yaml": HEADER + f"nodes:\n  taints:\n  - {taint}\n"}
     for index in range(count):
         profile = profiles[index % 3]
-        version = '"1.29"' if profile == "openshift" else '"1.31"'
+        version = '"1.33"' if profile == "openshift" else '"1.31"'
         files[f"cluster-{index:03}.yaml"] = cluster(
             f"gpu-{index:03}",
             extra=f"platform:\n  profile: {profile}\n  kubernetesVersion: {version}\n"

@@ -8,6 +8,7 @@ makes with html.parser: what a reader of the comment would see, not the text gpu
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 from markdown_page import ELEMENTS, Page, to_html
 
+from gpustack import review
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, as_markdown, diff_objects
+from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, Unreached, as_markdown, diff_objects
 from gpustack.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
@@ -151,6 +153,151 @@ def test_a_review_over_its_size_says_what_it_left_out_and_how_to_see_it(cli, thr
     )
     assert "Left out" not in whole.stdout
     assert len(whole.stdout) > 6000  # the fleet's review is larger than the size asked for
+
+
+# --- what matters first: hashes set aside, impact ranked, nodes named ------------------------------
+
+
+def selectors_repository(top: Path, before: str = BASE, after: str | None = None) -> Path:
+    """30 clusters that differ only in their node selector, and one base change (`before` to
+    `after`, by default replicas 4 to 8): each cluster's smoke-test Job hashes its own pod
+    template, so its name differs."""
+    clusters = top / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(before)
+    for name in NAMES:
+        (clusters / f"{name}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {name}}}\n"
+            f"nodes:\n  selector: {{example.com/pool: {name}}}\n"
+        )
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "thirty clusters")
+    (clusters / "base.yaml").write_text(after or before.replace("replicas: 4", "replicas: 8"))
+    git(top, "commit", "-qam", "the change")
+    return top
+
+
+def test_clusters_that_differ_only_in_content_hashes_make_one_group(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(selectors_repository(tmp_path))
+    result = cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown")
+    assert result.exit_code == 1, result.output
+    page = Page(to_html(result.stdout))
+    shown = "".join(page.text)
+    assert "30 of 30 clusters differ." in shown  # one group: no "in N groups"
+    assert [row[0].split(":")[0] for row in page.rows[1:2]] == ["30"]
+    assert page.opened.count("details") == 1
+    # One diff, not thirty: the comment per cluster took 60,000 characters.
+    assert len(result.stdout) < 10_000, len(result.stdout)
+    # What differs between them is said, and whose values are shown.
+    assert "differ from cluster to cluster; shown are gpu-01's." in shown
+    assert "nodes matching example.com/pool=gpu-01" in shown
+    # The smoke test's name is still its own in each cluster's text output.
+    text = cli("diff", "--git-ref", "HEAD~1", "clusters").stdout
+    assert len(set(re.findall(r"gpu-smoke-test-[0-9a-f]{8} \(was", text))) == 30
+
+
+DRIVER_BASE = """\
+apiVersion: gpustack.dev/v1alpha1
+kind: GPUStack
+platform: {profile: kubeadm}
+driver:
+  mode: container
+  nodeOS: ubuntu22.04
+  version: "570.172.08"
+smokeTest:
+  enabled: true
+"""
+
+
+@pytest.fixture(scope="module")
+def driver_fleet(tmp_path_factory) -> Path:
+    """30 clusters, of which 28 pin the driver version the base has; the last commit gives the
+    base a new driver and a new smoke-test image: 28 clusters only rename their smoke test, two
+    reload their driver."""
+    top = tmp_path_factory.mktemp("fleet")
+    clusters = top / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(DRIVER_BASE)
+    for number, name in enumerate(NAMES, 1):
+        pinned = 'driver:\n  version: "570.172.08"\n' if number <= 28 else ""
+        (clusters / f"{name}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {name}}}\n{pinned}"
+        )
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "thirty clusters")
+    (clusters / "base.yaml").write_text(
+        DRIVER_BASE.replace("570.172.08", "580.95.05")
+        + "  image: nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda12.5.0\n"
+    )
+    git(top, "commit", "-qam", "a new driver")
+    return top
+
+
+def test_a_driver_change_outranks_a_larger_group_of_smoke_test_renames(
+    cli, driver_fleet, monkeypatch
+):
+    monkeypatch.chdir(driver_fleet)
+    result = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "4000"
+    )
+    assert result.exit_code == 1, result.output
+    assert len(result.stdout) <= 4000
+    page = Page(to_html(result.stdout))
+    shown = "".join(page.text)
+    # The two clusters whose nodes the change drains come first, and keep their details; the
+    # 28 smoke-test renames are what the size leaves out.
+    first = page.rows[1]
+    assert first[0] == "2: gpu-29, gpu-30"
+    assert first[4].startswith(
+        "reloads the GPU driver (gpu-system/nvidia-driver-daemonset, 1 node at a time, each "
+        "new pod Ready 30 s before the next): ~ DaemonSet.apps gpu-system/nvidia-driver-daemonset"
+    )
+    assert page.opened.count("details") == 1
+    assert "Clusters: gpu-29, gpu-30" in shown
+    assert "the details of 28 clusters" in shown
+    # Its section says what happens on each node.
+    assert (
+        "DaemonSet gpu-system/nvidia-driver-daemonset restarts its pods on nodes matching "
+        "feature.node.kubernetes.io/pci-10de.present=true" in shown
+    )
+    assert (
+        "on each node the driver is reloaded: the GPU DaemonSets' pods leave it, it is cordoned, "
+        "the pods using its GPUs are evicted (ENABLE_GPU_POD_EVICTION), then the new driver is "
+        "loaded" in shown
+    )
+    # Without a size limit, the renames follow, saying that nothing restarts.
+    whole = Page(
+        to_html(
+            cli(
+                "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "0"
+            ).stdout
+        )
+    )
+    assert [row[0].split(":")[0] for row in whole.rows[1:3]] == ["2", "28"]
+    assert "On running nodes: no pod restarts." in "".join(whole.text)
+
+
+def test_a_review_names_the_clusters_a_base_change_does_not_reach(cli, driver_fleet, monkeypatch):
+    monkeypatch.chdir(driver_fleet)
+    markdown = cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown")
+    shown = "".join(Page(to_html(markdown.stdout)).text)
+    assert (
+        "Not reached: the change to driver.version in clusters/base.yaml does not reach 28 "
+        "clusters, which set it themselves: gpu-01 (clusters/gpu-01.yaml:4:12), gpu-02 "
+        "(clusters/gpu-02.yaml:4:12)" in shown
+    )
+    assert "and 23 more" in shown
+    # The smoke-test image, which no cluster sets, is not named.
+    assert "smokeTest.image" not in shown
+    text = cli("diff", "--git-ref", "HEAD~1", "clusters").stdout
+    (note,) = [line for line in text.splitlines() if line.startswith("note: ")]
+    assert note.endswith("gpu-28 (clusters/gpu-28.yaml:4:12)")
+    document = json.loads(cli("diff", "--git-ref", "HEAD~1", "clusters", "--output", "json").stdout)
+    (unreached,) = document["unreached"]
+    assert (unreached["base"], unreached["setting"]) == ("clusters/base.yaml", "driver.version")
+    assert [c["name"] for c in unreached["clusters"]] == NAMES[:28]
 
 
 # --- hostile text --------------------------------------------------------------------------------
@@ -451,3 +598,78 @@ def test_the_gitops_folder_is_no_cluster_in_the_markdown_review():
     assert "1 of 2 clusters differs; the fleet's _gitops/ differs." in "".join(page.text)
     assert [row[0] for row in page.rows if len(row) == 5][1:] == ["1: gpu-east", "_gitops/"]
     assert page.opened.count("details") == 2
+
+
+def test_a_review_names_ten_settings_not_reached_and_counts_the_rest():
+    notes = [
+        Unreached("clusters/base.yaml", f"setting.number{index:02}", (("a", "a.yaml:3:4"),))
+        for index in range(12)
+    ]
+    change = Change("changed", "ConfigMap ns/x", "x.yaml", ("", "ConfigMap", "ns", "x"), (), "")
+    diffs = [("a", Diff("old", "new", (change,)))]
+    page = Page(to_html(as_markdown(diffs, "review", 4000, "gpustack diff x", None, notes)))
+    shown = "".join(page.text)
+    assert shown.count("Not reached: ") == 10
+    assert "setting.number09" in shown and "setting.number10" not in shown
+    assert "and 2 more settings not reached: gpustack diff x" in shown
+
+
+def test_unreached_names_only_the_clusters_whose_own_layers_set_the_changed_value(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    base = "devicePlugin:\n  sharing: {strategy: time-slicing, replicas: 4}\n"
+    clusters = {
+        "keeps": "",  # takes the change
+        "other": "devicePlugin:\n  sharing: {strategy: time-slicing}\n",  # a sibling: takes it
+        "sets": "devicePlugin:\n  sharing:\n    replicas: 2\n",
+    }
+
+    def chains(text: str, folder: str) -> dict[str, review.Chain]:
+        root = tmp_path / folder
+        root.mkdir()
+        (root / "base.yaml").write_text(text)
+        for name, own in clusters.items():
+            (root / f"{name}.yaml").write_text(
+                f"extends: base.yaml\nmetadata: {{name: {name}}}\n{own}"
+            )
+        return review.chains([root / f"{name}.yaml" for name in clusters], root)
+
+    old, new = chains(base, "old"), chains(base.replace("4", "8"), "new")
+    assert review.unreached(old, new) == [
+        ("new/base.yaml", "devicePlugin.sharing.replicas", (("sets", "new/sets.yaml:5:15"),))
+    ]
+    assert review.unreached(old, old) == []
+
+
+def test_changes_that_differ_only_by_their_config_hash_are_one_group():
+    def plugin(old_hash: str, new_hash: str, replicas: str = "8") -> Diff:
+        path = 'spec.template.metadata.annotations["gpustack.dev/config-hash"]'
+        daemonset = Change(
+            "changed",
+            "DaemonSet.apps gpu-system/p",
+            "p.yaml",
+            ("apps", "DaemonSet", "gpu-system", "p"),
+            (path,),
+            f"--- a\n+++ b\n@@ -1 +1 @@\n-  hash: {old_hash}\n+  hash: {new_hash}\n",
+            values=((path, f'"{old_hash}"', f'"{new_hash}"'),),
+        )
+        config_map = Change(
+            "changed",
+            "ConfigMap gpu-system/c",
+            "c.yaml",
+            ("", "ConfigMap", "gpu-system", "c"),
+            ("data.replicas",),
+            f"--- a\n+++ b\n@@ -1 +1 @@\n-replicas: 4\n+replicas: {replicas}\n",
+            values=(("data.replicas", "4", replicas),),
+        )
+        return Diff("old", "new", (config_map, daemonset))
+
+    diffs = [
+        ("a", plugin("1111aaaa2222bbbb", "3333cccc4444dddd")),
+        ("b", plugin("5555eeee6666ffff", "7777aaaa8888bbbb")),
+        ("c", plugin("1111aaaa2222bbbb", "9999cccc0000dddd", replicas="16")),
+    ]
+    page = Page(to_html(as_markdown(diffs, "review")))
+    assert [row[0] for row in page.rows[1:3]] == ["2: a, b", "1: c"]  # c's change is another
+    assert "differ from cluster to cluster; shown are a's." in "".join(page.text)

@@ -394,9 +394,11 @@ def load_text(text: str):
 
 
 GITOPS_SETTINGS = {
-    "none": "gitops: {tool: none}\n",
-    "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n",
-    "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n",
+    # Each drops the example's settings of the other tools (null), which would have no effect.
+    "none": "gitops: {tool: none, argocd: null, flux: null}\n",
+    "argocd": "gitops:\n  tool: argocd\n  argocd: {repoURL: https://git.example.com/x.git}\n"
+    "  flux: null\n",
+    "flux": "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n  argocd: null\n",
 }
 ARGOCD_ANNOTATION = "argocd.argoproj.io/"
 
@@ -425,10 +427,12 @@ def _listed(folder: Path) -> list[dict[str, Any]]:
 
 
 def _resources(folder: Path) -> list[str]:
-    """The files the folder's kustomization lists: a kustomization of resources alone, which
-    changes no object."""
+    """The files the folder's kustomization lists: a kustomization of resources alone (and the
+    kustomization's own annotations, which kustomize leaves off the objects), which changes no
+    object."""
     kustomization = _read(folder / "kustomization.yaml")
-    assert kustomization.keys() == {"apiVersion", "kind", "resources"}
+    assert kustomization.keys() - {"metadata"} == {"apiVersion", "kind", "resources"}
+    assert set(kustomization.get("metadata", {})) <= {"annotations"}
     return list(kustomization["resources"])
 
 

@@ -5,6 +5,7 @@ config renders, validates and lints clean, and importing twice gives the same by
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -214,6 +215,8 @@ def test_check_names_each_difference(tmp_path: Path) -> None:
         "aspect": "validator image",
         "operator": "nvcr.io/nvidia/gpu-operator:v26.7.0",
         "gpustack": "registry.example.com:5000/mirror/nvidia/gpu-operator:v26.7.0",
+        "stops": False,
+        "replaced": False,
     }
     assert differences["exporter counters"]["operator"] == "ConfigMap custom-counters"
     # The operator's GFD keeps its own version; gpustack's runs the plugin's.
@@ -352,7 +355,11 @@ def test_the_text_report_groups_each_field(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].endswith("precompiled.yaml for profile kubeadm (given with --profile)")
-    assert "mapped (3):" in lines and "not carried over (6):" in lines
+    assert "mapped (5):" in lines and "not carried over (6):" in lines
+    # What the ClusterPolicy leaves out is the operator's default, said as such, without a
+    # place in a file.
+    assert lines[1].startswith("what the inputs leave out: GPU Operator v26.7.0's defaults (")
+    assert "  GPU Operator v26.7.0's default migManager.enabled -> migManager.enabled" in lines
     assert any(
         line.endswith(
             "precompiled.yaml:11:14: ClusterPolicy spec.driver.version: not a driver "
@@ -365,15 +372,29 @@ def test_the_text_report_groups_each_field(tmp_path: Path) -> None:
     assert "mode: container  # from ClusterPolicy spec.driver.enabled" in done.stdout
 
 
-def test_another_operator_release_is_said(tmp_path: Path) -> None:
+def test_the_release_a_clusterpolicy_is_labelled_with_gives_the_defaults(tmp_path: Path) -> None:
     (tmp_path / "old.yaml").write_text(
         "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cluster-policy\n"
         "  labels:\n    app.kubernetes.io/version: v25.3.0\nspec:\n  driver:\n    enabled: true\n"
     )
-    _, report, _ = run_import(tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm")
-    labels = outcome(report, "metadata.labels")
-    assert labels["outcome"] == "dropped"
-    assert "GPU Operator v25.3.0" in labels["why"] and "v26.7.0's defaults" in labels["why"]
+    config, report, _ = run_import(tmp_path, tmp_path / "old.yaml", "--profile", "kubeadm")
+    assert report["operatorVersion"] == "v25.3.0"
+    assert report["operatorVersionReason"] == "the ClusterPolicy's label app.kubernetes.io/version"
+    assert outcome(report, "metadata.labels")["outcome"] == "default"
+    # v25.3.0's own images, which the ClusterPolicy leaves out (its values.yaml).
+    assert config["toolkit"] == {"version": "v1.17.5"}
+    assert config["driver"]["version"] == "570.124.06"
+    # The `--operator-version` given wins over the label.
+    config, report, _ = run_import(
+        tmp_path,
+        tmp_path / "old.yaml",
+        "--profile",
+        "kubeadm",
+        "--operator-version",
+        "v26.7.0",
+        "--force",
+    )
+    assert report["operatorVersion"] == "v26.7.0" and "toolkit" not in config
 
 
 def test_check_of_the_device_plugin_chart_names_what_gpustack_adds(tmp_path: Path) -> None:
@@ -423,3 +444,470 @@ def test_a_later_input_overrides_an_earlier_one(tmp_path: Path) -> None:
     assert second["location"].endswith("patch.yaml:7:15") and second["outcome"] == "mapped"
     assert text.count("# from ClusterPolicy spec.mig.strategy") == 1
     renders_clean(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# What an input leaves out is the operator's default, of the release it was written for.
+
+
+def rendered(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """The imported config's DaemonSets, rendered as `gpustack render` writes them."""
+    done = run_gpustack("render", "imported.yaml", "--stdout", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    objects = [each for each in YAML(typ="safe").load_all(done.stdout) if each]
+    return {
+        each["metadata"]["name"]: each["spec"]["template"]["spec"]
+        for each in objects
+        if each["kind"] == "DaemonSet"
+    }
+
+
+def image_of(pods: dict[str, dict[str, Any]], name: str) -> str:
+    image: str = pods[name]["containers"][0]["image"]
+    return image
+
+
+def test_a_clusterpolicy_with_few_fields_runs_what_the_operator_runs(tmp_path: Path) -> None:
+    """A ClusterPolicy holds what its author changed; the operator runs its driver, toolkit and
+    the rest by default, and so must the imported config."""
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        "spec:\n  driver:\n    version: 580.95.05\n"
+    )
+    done = run_gpustack(
+        "import",
+        "policy.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "-o",
+        "imported.yaml",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "STOPS RUNNING" not in done.stderr and "check failed" not in done.stderr
+    pods = rendered(tmp_path)
+    assert image_of(pods, "nvidia-driver-daemonset").startswith("nvcr.io/nvidia/driver:580.95.05-")
+    assert "nvidia-container-toolkit-daemonset" in pods
+    assert "nvidia-mig-manager" in pods  # the operator runs it on MIG-capable nodes
+    assert "nvidia-device-plugin" in pods and "nvidia-operator-validator" in pods
+    # The operator's CDI default (on): the toolkit runs its runtime in CDI mode.
+    toolkit_env = pods["nvidia-container-toolkit-daemonset"]["containers"][0]["env"]
+    assert {"name": "NVIDIA_CONTAINER_RUNTIME_MODE", "value": "cdi"} in toolkit_env
+    # The report says which release's defaults, and which came from them.
+    assert (
+        "what the inputs leave out: GPU Operator v26.7.0's defaults (the inputs do not name"
+        in done.stderr
+    )
+    assert "  GPU Operator v26.7.0's default driver.enabled -> driver.mode" in done.stderr
+    config = (tmp_path / "imported.yaml").read_text()
+    assert re.search(
+        r"\n  mode: container +# from GPU Operator v26.7.0's default driver.enabled\n", config
+    )
+    # The comments of a section line up.
+    assert "\n  mode: container     # from" in config and "\n  version: 580.95.05  # from" in config
+
+
+def test_check_fails_when_a_component_the_operator_runs_would_stop(tmp_path: Path) -> None:
+    """On GKE the operator's node status exporter runs; gpustack's reports the validator's
+    checks, and its validator cannot find GKE's driver: the exporter would stop."""
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: p\nspec:\n"
+        "  nodeStatusExporter:\n    enabled: true\n"
+    )
+    args = ("import", "policy.yaml", "--profile", "gke-cos", "--check", "-o", "imported.yaml")
+    done = run_gpustack(*args, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert (
+        "  nodeStatusExporter image: operator nvcr.io/nvidia/gpu-operator:v26.7.0; gpustack not "
+        "run (STOPS RUNNING)" in lines
+    )
+    assert any(line.startswith("check failed: nodeStatusExporter would stop") for line in lines)
+    # What GKE runs itself (its device plugin, its driver) is said, and is no failure.
+    assert (
+        "  devicePlugin image: operator nvcr.io/nvidia/k8s-device-plugin:v0.20.0; gpustack not "
+        "run (the platform runs its own, or needs none)" in lines
+    )
+    # The config is written all the same, for the user to change; the field is reported.
+    assert "nodeStatusExporter" not in (tmp_path / "imported.yaml").read_text()
+    assert "policy.yaml:7:14: ClusterPolicy spec.nodeStatusExporter.enabled: the node status" in (
+        done.stderr
+    )
+    done = run_gpustack(*args, "--force", "--output", "json", cwd=tmp_path)
+    differences = json.loads(done.stderr[: done.stderr.rindex("}") + 1])["differences"]
+    assert [each["aspect"] for each in differences if each["stops"]] == ["nodeStatusExporter image"]
+
+
+def test_an_older_charts_values_import_and_render(tmp_path: Path) -> None:
+    """GPU Operator v25.3.x pins images by distribution-suffixed tags; its validator is an image
+    of its own, which gpustack's validator DaemonSet does not run."""
+    config, report, _ = run_import(
+        tmp_path,
+        CASES / "old-chart-values.yaml",
+        "--profile",
+        "kubeadm",
+        "--operator-version",
+        "v25.3.4",
+    )
+    assert config["toolkit"] == {"version": "v1.17.8"}
+    assert config["migManager"]["version"] == "v0.12.3"
+    assert config["driver"]["version"] == "570.172.08"
+    # v25.3.4's own defaults for what the file leaves out (its values.yaml).
+    assert config["driver"]["manager"] == {"version": "v0.8.1"}
+    assert config["devicePlugin"]["version"] == "v0.17.4"
+    assert config["devicePlugin"]["deviceListStrategy"] == "envvar"  # cdi.enabled false then
+    exporter = outcome(report, "dcgmExporter.version")
+    assert exporter["outcome"] == "dropped" and "4.4.1-4.6.0" in exporter["why"]
+    validator = outcome(report, "validator.version")
+    assert validator["outcome"] == "dropped" and "v25.10.0" in validator["why"]
+    assert "validator" not in config
+    assert report["operatorVersion"] == "v25.3.4"
+    renders_clean(tmp_path)
+    pods = rendered(tmp_path)
+    assert image_of(pods, "nvidia-container-toolkit-daemonset").endswith(
+        "container-toolkit:v1.17.8"
+    )
+    assert image_of(pods, "nvidia-operator-validator").endswith("gpu-operator:v26.7.0")
+
+
+def test_a_keyless_toleration_is_said_and_the_others_carried_over(tmp_path: Path) -> None:
+    config, report, _ = run_import(
+        tmp_path, CASES / "old-chart-values.yaml", "--profile", "kubeadm"
+    )
+    assert config["nodes"]["taints"] == [
+        {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    ]
+    keyless = outcome(report, "daemonsets.tolerations[0]")
+    assert keyless["outcome"] == "dropped" and "without a key" in keyless["why"]
+    assert keyless["location"].endswith("old-chart-values.yaml:15:5")
+    assert outcome(report, "daemonsets.tolerations[1]")["outcome"] == "mapped"
+
+
+def test_an_unknown_operator_release_is_refused(tmp_path: Path) -> None:
+    done = run_gpustack(
+        "import",
+        CASES / "cdi-off.yaml",
+        "--profile",
+        "kubeadm",
+        "--operator-version",
+        "v9.9.9",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--operator-version: not a GPU Operator release the importer knows" in done.stderr
+    assert "v24.3.0" in done.stderr and "v26.7.0" in done.stderr
+
+
+def test_a_value_gpustack_refuses_is_reported_at_its_field_never_printed(tmp_path: Path) -> None:
+    secret = "s3cr3t-token"
+    (tmp_path / "values.yaml").write_text(
+        "toolkit:\n"
+        f"  repository: https://ci:{secret}@registry.example.com/nvidia/k8s\n"
+        "  version: latest\n"
+        "migManager:\n"
+        f"  version: v0.12.3-{secret}\n"
+    )
+    done = run_gpustack(
+        "import",
+        "values.yaml",
+        "--profile",
+        "kubeadm",
+        "-o",
+        "imported.yaml",
+        "--check",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stderr and "Traceback" not in done.stderr
+    # --check names the operator's image without the value it cannot vouch for.
+    assert "  toolkit image: operator (not shown: not a value gpustack takes); gpustack " in (
+        done.stderr
+    )
+    assert (
+        "values.yaml:2:15: GPU Operator values toolkit.repository: not a value gpustack's "
+        "images.registry takes" in done.stderr
+    )
+    assert "values.yaml:3:12: GPU Operator values toolkit.version: not a value" in done.stderr
+    assert "values.yaml:5:12: GPU Operator values migManager.version: not a value" in done.stderr
+    assert secret not in (tmp_path / "imported.yaml").read_text()
+    renders_clean(tmp_path)
+
+
+def test_a_plugin_config_file_name_cannot_write_keys_into_the_config(tmp_path: Path) -> None:
+    name = "sliced\nnodes:\n  selector: {pwned: 'true'}\n#.yaml"
+    (tmp_path / name).write_text(
+        "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+        "      replicas: 3\n"
+    )
+    done = run_gpustack(
+        "import",
+        name,
+        "--profile",
+        "kubeadm",
+        "-o",
+        "imported.yaml",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "imported.yaml").read_text()
+    config = YAML(typ="safe").load(text)
+    assert "nodes" not in config and "pwned" not in text.replace("#", "\n#").split("\n#")[0]
+    assert config["devicePlugin"]["sharing"] == {"strategy": "time-slicing", "replicas": 3}
+    # Every line the name reached holds it in a comment; the report names it on one line too.
+    assert all(
+        line.index("pwned") > line.index("#") for line in text.splitlines() if "pwned" in line
+    )
+    report = json.loads(done.stderr[: done.stderr.rindex("}") + 1])
+    assert all("\n" not in entry["input"] for entry in report["entries"])
+    # The text report names the file on its one line.
+    done = run_gpustack("import", name, "--profile", "kubeadm", cwd=tmp_path)
+    assert done.stderr.splitlines()[0] == (
+        "imported sliced?nodes:?  selector: {pwned: 'true'}?#.yaml for profile kubeadm "
+        "(given with --profile)"
+    )
+    assert not [line for line in done.stderr.splitlines() if line.startswith("nodes:")]
+    renders_clean(tmp_path)
+
+
+# Every GPU Operator release from v24.3 to v26.7 (NVIDIA/gpu-operator tags), whose chart values
+# and sample ClusterPolicy the shared references hold.
+RELEASES = [
+    "v24.3.0",
+    "v24.6.0",
+    "v24.6.1",
+    "v24.6.2",
+    "v24.9.0",
+    "v24.9.1",
+    "v24.9.2",
+    "v25.3.0",
+    "v25.3.1",
+    "v25.3.2",
+    "v25.3.3",
+    "v25.3.4",
+    "v25.10.0",
+    "v25.10.1",
+    "v26.3.0",
+    "v26.3.1",
+    "v26.3.2",
+    "v26.3.3",
+    "v26.7.0",
+]
+OPERATOR_RELEASES = REFS / "gpu-operator" / "releases"
+
+
+@pytest.mark.shared
+def test_the_importer_knows_every_release_of_the_references() -> None:
+    from gpustack import importing
+
+    found = {path.name.split("-")[0] for path in OPERATOR_RELEASES.glob("v*-values.yaml")}
+    assert found == set(RELEASES)
+    assert list(importing.releases()) == RELEASES
+
+
+def _tag(image: str) -> str:
+    return image.rpartition(":")[2]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("kind", ["values", "clusterpolicy"])
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_operator_release_imports_and_renders(
+    tmp_path: Path, release: str, kind: str
+) -> None:
+    """Each release's own chart values (profile given) and sample ClusterPolicy (OpenShift's
+    driver toolkit names the platform) import with nothing unknown, render, validate and lint
+    clean, and run every component the operator runs: the checked import exits 0."""
+    source = OPERATOR_RELEASES / f"{release}-{kind}.yaml"
+    profile = ("--profile", "kubeadm") if kind == "values" else ()
+    done = run_gpustack(
+        "import",
+        source,
+        *profile,
+        "--operator-version",
+        release,
+        "--check",
+        "-o",
+        "imported.yaml",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stderr[: done.stderr.rindex("}") + 1])
+    assert report["operatorVersion"] == release
+    assert not [entry for entry in report["entries"] if entry["outcome"] == "unknown"]
+    assert not [each for each in report["differences"] if each["stops"]]
+    renders_clean(tmp_path)
+    if kind != "values":
+        return
+    # The chart's own images run, at the release their tags name; the validator is the
+    # release's where its image carries nvidia-validator, else gpustack's own.
+    upstream = YAML(typ="safe").load(source.read_text())
+    pods = rendered(tmp_path)
+    for daemonset, section in (
+        ("nvidia-container-toolkit-daemonset", "toolkit"),
+        ("nvidia-device-plugin", "devicePlugin"),
+        ("nvidia-mig-manager", "migManager"),
+    ):
+        tag = _tag(image_of(pods, daemonset))
+        assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", tag), daemonset
+        assert upstream[section]["version"].split("-")[0] == tag, daemonset
+    driver = _tag(image_of(pods, "nvidia-driver-daemonset"))
+    assert driver.startswith(f"{upstream['driver']['version']}-")
+    validator = _tag(image_of(pods, "nvidia-operator-validator"))
+    carries = tuple(int(part) for part in release[1:].split(".")) >= (25, 10, 0)
+    assert validator == (release if carries else "v26.7.0")
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """Helm's merge of a values file over the chart's: mappings key by key, anything else
+    (lists included) replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {key: _merged(base.get(key), value) for key, value in {**base, **override}.items()}
+    return base if override is None and base is not None else override
+
+
+OVERRIDE = """\
+driver:
+  version: "580.82.07"
+  upgradePolicy:
+    maxParallelUpgrades: 2
+toolkit:
+  env:
+  - name: CONTAINERD_SOCKET
+    value: /run/containerd/containerd.sock
+migManager:
+  enabled: false
+dcgmExporter:
+  serviceMonitor:
+    enabled: true
+    interval: 30s
+daemonsets:
+  tolerations:
+  - operator: Exists
+  - key: dedicated
+    value: gpu
+    effect: NoSchedule
+"""
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("release", RELEASES)
+def test_an_override_file_imports_as_the_values_helm_merges(tmp_path: Path, release: str) -> None:
+    """`helm install -f my-values.yaml` runs the chart's values with the file's over them: the
+    import of the file alone, for its release, is the import of that merge."""
+    (tmp_path / "my-values.yaml").write_text(OVERRIDE)
+    chart = YAML(typ="safe").load((OPERATOR_RELEASES / f"{release}-values.yaml").read_text())
+    merged = _merged(chart, YAML(typ="safe").load(OVERRIDE))
+    with (tmp_path / "merged.yaml").open("w") as handle:
+        YAML(typ="safe").dump(merged, handle)
+    configs = []
+    for name in ("my-values.yaml", "merged.yaml"):
+        done = run_gpustack(
+            "import", name, "--profile", "kubeadm", "--operator-version", release, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        configs.append(YAML(typ="safe").load(done.stdout))
+    assert configs[0] == configs[1]
+    assert configs[0]["driver"]["mode"] == "container"
+
+
+def test_the_documented_import_is_what_gpustack_prints(tmp_path: Path) -> None:
+    """docs/import.md's "An import, end to end", as written: each input file (a block whose
+    first line is `# <file>`), each command with what it prints on stderr, and each config it
+    writes (the block after the command's output)."""
+    text = (ROOT / "docs" / "import.md").read_text()
+    section = text.split("\n## An import, end to end\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", section, re.DOTALL)
+    written: list[str] = []
+    commands = 0
+    for block in blocks:
+        first, _, rest = block.partition("\n")
+        if first.startswith("$ gpustack "):
+            words = first.split()[2:]
+            done = run_gpustack(*words, cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+            assert done.stderr == rest, first
+            written.append(words[words.index("-o") + 1])
+            commands += 1
+        elif first.startswith("# Written by `gpustack import`"):
+            assert (tmp_path / written.pop(0)).read_text() == block, first
+        else:
+            name = first.removeprefix("# ")
+            assert re.fullmatch(r"[a-z-]+\.yaml", name), first
+            (tmp_path / name).write_text(rest)
+    assert commands == 2 and not written
+    # The values are those of an older chart, and the ClusterPolicy holds a few fields.
+    assert "--operator-version v25.3.4" in section and "v1.17.8-ubuntu20.04" in section
+
+
+def test_a_refused_imported_config_is_said_at_the_input_without_its_values(
+    tmp_path: Path,
+) -> None:
+    """What the import checks field by field cannot fail the config's load; anything that still
+    does (a check across fields) is said at the input field, without the inputs' values."""
+    from ruamel.yaml.comments import CommentedMap
+
+    from gpustack import adoption, importing
+    from gpustack.errors import Location, UserError
+
+    secret = "v1.2.3-s3cr3t"
+    imported = importing.Imported(
+        CommentedMap(),
+        [],
+        "kubeadm",
+        "given",
+        origins={"toolkit.version": [Location("values.yaml", 3, 12)]},
+        values=[secret],
+    )
+    text = (
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
+        f"platform:\n  profile: kubeadm\ntoolkit:\n  version: {secret}\n"
+    )
+    with pytest.raises(UserError) as raised:
+        adoption.load(text, tmp_path / "lab.yaml", None, imported)
+    assert secret not in str(raised.value.message)
+    assert str(raised.value.location) == "values.yaml:3:12"
+    assert raised.value.field == "toolkit.version"
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "value"),
+    [
+        ("cdi:\n  enabled: false\n", "devicePlugin.deviceListStrategy", "envvar"),
+        # The operator runs its MIG manager on MIG-capable nodes without a strategy too.
+        ("mig:\n  strategy: none\n", "migManager.enabled", True),
+        ("devicePlugin:\n  version: v0.19.0\n", "devicePlugin.version", "v0.19.0"),
+    ],
+)
+def test_an_override_file_of_one_setting_keeps_the_charts_others(
+    tmp_path: Path, override: str, field: str, value: Any
+) -> None:
+    (tmp_path / "my-values.yaml").write_text(override)
+    done = run_gpustack(
+        "import",
+        "my-values.yaml",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "-o",
+        "imported.yaml",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    config = YAML(typ="safe").load((tmp_path / "imported.yaml").read_text())
+    assert _field(config, field) == value
+    assert config["driver"]["mode"] == "container"
+    assert "STOPS RUNNING" not in done.stderr
+
+
+def test_an_error_names_a_file_on_one_line(tmp_path: Path) -> None:
+    name = "bad\nerror: fake.yaml"
+    (tmp_path / name).write_text("driver: [\n")
+    done = run_gpustack("import", name, "--profile", "kubeadm", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: bad?error: fake.yaml:2:1: invalid YAML")

@@ -18,11 +18,19 @@ from gpustack.yamlio import load_text
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 
 
+def uncommented(text: str) -> str:
+    """The starter with every commented-out setting (`# key: value`, `#   - item`) written."""
+    return "\n".join(
+        re.sub(r"^( *)# (?=( *[A-Za-z]+:( |$)| *- ))", r"\1", line) for line in text.splitlines()
+    )
+
+
 def commented_fields(text: str) -> dict[str, tuple[str, str]]:
-    """`section.field` -> (value, comment) for each line of a block-style config with a comment."""
+    """`section.field` -> (value, comment) for each line of a block-style config with a comment,
+    the commented-out settings included."""
     fields: dict[str, tuple[str, str]] = {}
     parents: list[str] = []
-    for line in text.splitlines():
+    for line in uncommented(text).splitlines():
         match = re.match(r"^( *)([A-Za-z]+):([^#]*?)\s*(?:# (.*))?$", line)
         if not match:
             continue
@@ -73,10 +81,85 @@ def test_starter_spells_out_exactly_the_profile_defaults(starter, tmp_path: Path
         f"metadata: {{name: {stack.name}}}\nplatform: {{profile: {profile}}}\n"
     )
     assert render.files(render.render(load_stack(minimal))) == render.files(render.render(stack))
-    # What the profile sets about the GPU nodes is written out, e.g. GKE's node pool.
-    written = load_text(path.read_text(), str(path)).data["nodes"]
+    # What the profile sets about the GPU nodes is shown, e.g. GKE's node pool.
+    shown = load_text(uncommented(path.read_text()), str(path)).data["nodes"]
     profile_nodes = profiles.load(profile)[1].data.get("nodes", {})
-    assert {key: written[key] for key in profile_nodes} == profile_nodes
+    assert {key: shown[key] for key in profile_nodes} == profile_nodes
+
+
+def test_starter_writes_only_what_was_chosen(starter) -> None:
+    """A written default would shadow a base the config later extends: only the name and the
+    profile are written, every other setting is a comment."""
+    profile, path, _ = starter
+    written = load_text(path.read_text(), str(path)).data
+    assert written == {
+        "apiVersion": "gpustack.dev/v1alpha1",
+        "kind": "GPUStack",
+        "metadata": {"name": f"{profile}-lab"},
+        "platform": {"profile": profile},
+    }
+
+
+def test_starter_comments_show_the_values_in_force(starter) -> None:
+    """Each commented-out value is the one the config takes without it."""
+    _, path, stack = starter
+    shown = load_text(uncommented(path.read_text()), str(path)).data
+    in_force = stack.config.model_dump(by_alias=True, mode="json")
+
+    def compare(shown: object, actual: object, where: str) -> None:
+        if isinstance(shown, dict):
+            assert isinstance(actual, dict), where
+            for key, value in shown.items():
+                compare(value, actual[key], f"{where}.{key}")
+        else:
+            assert shown == actual, where
+
+    compare(shown, in_force, "")
+
+
+def test_a_starter_given_a_base_later_takes_the_bases_settings(cli, tmp_path: Path) -> None:
+    """init, then `extends:` added by hand: the base's sharing reaches the cluster (a default
+    written out, `strategy: none`, would shadow it)."""
+    (tmp_path / "base.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform: {profile: rke2}\n"
+        "devicePlugin: {sharing: {strategy: time-slicing, replicas: 8}}\n"
+    )
+    config = tmp_path / "gpu-west.yaml"
+    assert cli("init", "--profile", "rke2", config).exit_code == 0
+    config.write_text("extends: base.yaml\n" + config.read_text())
+    sharing = load_stack(config).config.devicePlugin.sharing
+    assert (sharing.strategy, sharing.replicas) == ("time-slicing", 8)
+
+
+def test_init_extends_starts_a_fleet_member(cli, tmp_path: Path) -> None:
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform: {profile: rke2}\n"
+        "devicePlugin: {sharing: {strategy: time-slicing, replicas: 8}}\n"
+    )
+    member = clusters / "gpu-east.yaml"
+    result = cli("init", "--extends", clusters / "base.yaml", member)
+    assert result.exit_code == 0, result.output
+    assert "(profile rke2, extends base.yaml)" in result.stderr
+    written = load_text(member.read_text(), str(member)).data
+    # The base, named from the member's folder; the profile is the base's, not written again.
+    assert written == {
+        "extends": "base.yaml",
+        "apiVersion": "gpustack.dev/v1alpha1",
+        "kind": "GPUStack",
+        "metadata": {"name": "gpu-east"},
+    }
+    fields = commented_fields(member.read_text())
+    assert fields["devicePlugin.sharing.replicas"][0] == "8"  # the base's, shown
+    assert fields["platform.profile"][0] == "rke2"
+    stack = load_stack(member)
+    assert stack.config.devicePlugin.sharing.replicas == 8
+    # A base that does not exist: refused, nothing written.
+    missing = cli("init", "--extends", clusters / "nope.yaml", clusters / "other.yaml")
+    assert missing.exit_code == 2
+    assert "error: --extends: base config" in missing.stderr
+    assert not (clusters / "other.yaml").exists()
 
 
 def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:

@@ -4,6 +4,7 @@ applied in order, and `--set FIELD=VALUE` on render, check and diff."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,90 @@ def test_check_and_diff_see_the_same_override_render_wrote(cli, tmp_path):
     drift = cli("diff", config, "--against", out)
     assert drift.exit_code == 1
     assert 'data["config.yaml"].flags.migStrategy' in drift.stdout
+
+
+@pytest.mark.parametrize(
+    ("field", "unquoted"),
+    [
+        ("dcgmExporter.interval", "30"),
+        ("platform.kubernetesVersion", "1.30"),
+        ("gitops.argocd.retry.backoff.duration", "30"),
+    ],
+)
+def test_a_number_where_a_string_goes_gets_a_hint_that_works(
+    cli, tmp_path: Path, field: str, unquoted: str
+) -> None:
+    """The hint's value, written as it says, is taken: `interval: 30` quoted would still not be
+    a Prometheus duration, so the hint gives the unit; Argo CD's durations take bare seconds."""
+    config = tmp_path / "lab.yaml"
+    config.write_text(
+        CLUSTER + "gitops: {tool: argocd, argocd: {repoURL: 'https://example.com/fleet.git'}}\n"
+    )
+    first = cli("render", config, "--set", f"{field}={unquoted}", "--stdout")
+    assert first.exit_code == 2
+    suggested = re.search(r'(?:quote it|give its unit): "([^"]+)"', first.stderr)
+    assert suggested, first.stderr
+    second = cli("render", config, "--set", f'{field}="{suggested[1]}"', "--stdout")
+    assert second.exit_code == 0, second.stderr
+
+
+def test_a_render_with_set_says_so_and_check_names_what_a_plain_render_would_drop(
+    cli, tmp_path: Path
+) -> None:
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER)
+    out = tmp_path / "out"
+    rendered_with = cli(
+        "render", config, "-o", out, "--set", "devicePlugin.sharing.strategy=time-slicing"
+    )
+    assert rendered_with.exit_code == 0, rendered_with.output
+    assert "--set is recorded" in rendered_with.stderr
+    kustomization = YAML(typ="safe").load((out / "lab" / "kustomization.yaml").read_text())
+    assert (
+        kustomization["metadata"]["annotations"]["gpustack.dev/set"]
+        == "--set devicePlugin.sharing.strategy=time-slicing"
+    )
+    # kustomize reads past a Kustomization's own metadata: the folder builds as before.
+    from gitops_helpers import kustomize
+
+    assert kustomize(out / "lab")
+    # The same --set: current. Without it: stale, and the render command check suggests is
+    # said to drop the setting, named by its field (never its value, read from committed output).
+    assert (
+        cli(
+            "check", config, "-o", out, "--set", "devicePlugin.sharing.strategy=time-slicing"
+        ).exit_code
+        == 0
+    )
+    plain = cli("check", config, "-o", out, "-q")
+    assert plain.exit_code == 1
+    assert (
+        f"warning: {out / 'lab'} was rendered with --set devicePlugin.sharing.strategy "
+        "(its kustomization.yaml records them); the command above would drop those settings"
+    ) in plain.stderr
+    # A render without --set records nothing.
+    assert cli("render", config, "-o", out).exit_code == 0
+    assert "gpustack.dev/set" not in (out / "lab" / "kustomization.yaml").read_text()
+
+
+def test_check_names_recorded_set_fields_but_never_a_committed_value(cli, tmp_path: Path) -> None:
+    """The record is committed output, which a pull request may write anything into: check
+    takes field paths out of it, never a value, and nothing that is not a field path."""
+    config = tmp_path / "lab.yaml"
+    config.write_text(CLUSTER)
+    out = tmp_path / "out"
+    assert cli("render", config, "-o", out).exit_code == 0
+    kustomization = out / "lab" / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert "  annotations:\n" in text
+    kustomization.write_text(
+        text.replace(
+            "  annotations:\n",
+            "  annotations:\n    gpustack.dev/set: "
+            "\"--set images.registry=TOPSECRET --set '$(curl evil)=x'\"\n",
+        )
+    )
+    result = cli("check", config, "-o", out, "-q")
+    assert result.exit_code == 1
+    assert "was rendered with --set images.registry (its kustomization.yaml" in result.stderr
+    assert "TOPSECRET" not in result.output and "curl" not in result.output

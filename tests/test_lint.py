@@ -692,8 +692,11 @@ def test_daemonset_selector_that_matches_another_template_is_reported():
     broad["spec"]["selector"] = {
         "matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "Exists"}]
     }
-    # The broad selector matches the pods of the other DaemonSets, the MIG manager's included.
-    assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter"] * 3
+    # The broad selector matches the pods of the other DaemonSets, the MIG manager's included:
+    # one finding on it, naming the first and counting the others.
+    assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter"]
+    (found,) = [f for f in lint.run(objects) if f.rule == "daemonset-selector-overlap"]
+    assert "(and 2 more) select each other's pods" in found.message
 
 
 @pytest.mark.shared

@@ -392,7 +392,7 @@ def test_a_mount_inside_a_cluster_folder_is_refused_and_its_files_survive(tmp_pa
             "-o",
             "out",
             "--set",
-            "devicePlugin.sharing.replicas=3",
+            "devicePlugin.sharing={strategy: time-slicing, replicas: 3}",
             cwd=tmp_path,
         )
         assert result.returncode == 2
@@ -469,7 +469,7 @@ def test_a_render_as_root_keeps_the_users_folders_the_users(tmp_path):
         "-o",
         "checkout/out",
         "--set",
-        "devicePlugin.sharing.replicas=3",
+        "devicePlugin.sharing={strategy: time-slicing, replicas: 3}",
         cwd=tmp_path,
     )
     assert second.returncode == 0, second.stderr

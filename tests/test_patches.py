@@ -392,7 +392,7 @@ def test_diff_shows_patched_output(tmp_path: Path, cli: Any) -> None:
         ({"patch": "- op: add\n  path: /a\n  value: 1\n"}, "needs a target"),
         ({"patch": "spec: {}\n"}, "names its object"),
         ({"target": {"labelSelector": "a in b"}, "patch": "spec: {}"}, "label selector"),
-        ({"target": {"name": "(a+)+$"}, "patch": "spec: {}"}, "exponential"),
+        ({"target": {"name": "(a)\\1"}, "patch": "spec: {}"}, "invalid escape sequence"),
         ({"path": "missing.yaml", "target": {"kind": "Service"}}, "not found"),
     ],
 )

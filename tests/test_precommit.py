@@ -146,7 +146,7 @@ def test_check_and_validate_hooks_refuse_stale_or_invalid_output_and_pass_once_r
     # One refused commit, each hook failing for its own reason: the config changed after the
     # render (check), and a manifest edited by hand into an invalid one (validate).
     config = repo.path / "gpustack.yaml"
-    config.write_text(config.read_text().replace("namespace: gpu-system", "namespace: gpu-edge"))
+    config.write_text(config.read_text().replace("# namespace: gpu-system", "namespace: gpu-edge"))
     namespace = repo.path / "out" / "edge" / "namespace-gpu-system.yaml"
     namespace.write_text(namespace.read_text().replace("metadata:", "metadata:\n  nmae: typo"))
     refused = repo.commit("GPU stack for edge in its own namespace, forgetting to render")

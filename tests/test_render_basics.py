@@ -9,9 +9,11 @@ def test_bare_render_uses_the_embedded_kubeadm_example(cli, tmp_path, monkeypatc
     assert result.exit_code == 0, result.output
     folder = tmp_path / "out" / "kubeadm-lab"
     kustomization = YAML(typ="safe").load((folder / "kustomization.yaml").read_text())
-    # CRDs come first (nothing depends on the namespace to define them), then the namespace.
+    # CRDs come first (nothing depends on the namespace to define them), from their own folder
+    # (which `kubectl apply -k` applies first on an empty cluster), then the namespace.
     resources = kustomization["resources"]
-    first = next(name for name in resources if not name.startswith("customresourcedefinition-"))
+    assert resources[0].startswith("crds/customresourcedefinition-")
+    first = next(name for name in resources if not name.startswith("crds/"))
     assert first == "namespace-gpu-system.yaml"
     for name in kustomization["resources"]:
         assert (folder / name).is_file()

@@ -233,9 +233,9 @@ def test_extends_naming_a_non_config_never_quotes_it(project: Path, named: str) 
         "entitlement-dummy.pem": "error: lab.yaml:1:10: extends: must name a YAML config file "
         "(.yaml or .yml)\n",
         "pem.yaml": "error: pem.yaml:3:1: invalid YAML: could not find expected ':' (while "
-        "scanning a simple key that starts at line 2, column 1)\n",
+        "scanning a simple key that starts at line 2, column 1) [loading lab.yaml]\n",
         "body.yaml": "error: body.yaml:1:1: expected a GPUStack config (a mapping with "
-        "apiVersion, kind, metadata, ...), found text\n",
+        "apiVersion, kind, metadata, ...), found text [loading lab.yaml]\n",
     }
     assert result.stderr == expected[named]
     assert not (project / "out").exists()

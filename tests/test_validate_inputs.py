@@ -331,3 +331,36 @@ def test_the_real_command_reads_a_pipe():
         'Kubernetes reads the unquoted `7` so: quote it ("7") (line 13, column 8)',
         "Summary: 2 resources found parsing stdin - Valid: 1, Invalid: 1, Errors: 0, Skipped: 0",
     ]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "suggestion"),
+    [
+        # A core kind: the schema's definitions come from the registry ($ref into $defs).
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+            "  - name: c\n    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+            "    resoures: {limits: {nvidia.com/gpu: 1}}\n",
+            "('resoures' was unexpected); did you mean 'resources'? (line 8, column 5)",
+        ),
+        # A custom resource of the project's CRD schemas.
+        (
+            "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\n"
+            "metadata: {name: m, namespace: gpu}\nspec:\n  selector: {}\n"
+            "  endpoints:\n  - {port: metrics, intervall: 15s}\n",
+            "('intervall' was unexpected); did you mean 'interval'? (line 7, column 21)",
+        ),
+        # Nothing close: no suggestion is made up.
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, zzzzzz: 1}\n",
+            "('zzzzzz' was unexpected) (line 3, column 21)",
+        ),
+    ],
+)
+def test_a_misspelled_field_gets_the_field_it_meant(cli, tmp_path, manifest, suggestion):
+    """As `render` does for a config's typo, `validate` names the field a manifest's typo meant."""
+    path = tmp_path / "typo.yaml"
+    path.write_text(manifest)
+    result = cli("validate", "--no-lint", path)
+    assert result.exit_code == 1
+    assert suggestion in result.stdout

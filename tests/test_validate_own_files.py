@@ -37,7 +37,7 @@ def test_a_bad_config_is_named_with_the_field_line_and_column(cli, tmp_path):
     assert result.exit_code == 1
     assert result.stdout == (
         f"{config} - GPUStack lab is invalid: devicePlugin.sharing: Additional properties are not "
-        "allowed ('replicaz' was unexpected) (line 9, column 37)\n"
+        "allowed ('replicaz' was unexpected); did you mean 'replicas'? (line 9, column 37)\n"
     )
 
 

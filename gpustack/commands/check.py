@@ -137,6 +137,15 @@ def run(
             f"run `{again}` and commit the result",
             err=True,
         )
+        for report in stale:
+            if report.dropped_overrides:
+                echo(
+                    f"warning: {out / report.name} was rendered with --set "
+                    f"{', '.join(report.dropped_overrides)} (its kustomization.yaml records "
+                    "them); the command above would drop those settings: write them into the "
+                    "config, or give check and render the same --set",
+                    err=True,
+                )
     for message in output_tree.misplaced(renderings, out):
         echo(f"warning: {message}", err=True)
     for stray in strays:
@@ -234,7 +243,9 @@ def _unsure(
     ApplicationSet (`_gitops/`, made from every cluster) would change, or a cluster folder is
     named by no YAML file of the fleet folders (a renamed or removed cluster: a stray only a
     whole check can tell). A config outside the folders (`texts` None) has its folders left
-    to the whole check, as before."""
+    to the whole check, as before. A folder no cluster here writes is vouched for only when a
+    config of the fleet surely has its name (changes.clusters_named): a renamed cluster's old
+    name may still be some pool's."""
     from gpustack import changes, output_tree
     from gpustack.layout import APPLICATION_SET_DIR
 
@@ -244,7 +255,9 @@ def _unsure(
         return True
     if texts is None:
         return False
-    return bool(output_tree.strays(renderings, out, known=changes.names_given(texts)))
+    unrendered = output_tree.strays(renderings, out)
+    known = changes.clusters_named(texts, {folder.name for folder in unrendered})
+    return any(folder.name not in known for folder in unrendered)
 
 
 def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | None]) -> list[Path]:

@@ -18,7 +18,7 @@ from gpustack.commands.common import ColorMode, echo, use_color, warning
 from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
-    from gpustack.diff import ClusterDiffs, Diff
+    from gpustack.diff import ClusterDiffs, Diff, Unreached
     from gpustack.layers import Layer
     from gpustack.stack import Stack
 
@@ -121,10 +121,11 @@ def run(
     single: Diff | None = None
     fleet: ClusterDiffs
     sources: dict[str, str] = {}  # each cluster's config, for a fleet
+    unreached: list[Unreached] = []  # base changes that clusters set aside
     if git_ref is not None:
         if against is not None or len(names) > 1:
             raise _usage("--git-ref compares the configs with themselves at REF")
-        fleet, sources = _since_revision(
+        fleet, sources, unreached = _since_revision(
             git_ref, paths, names[0] if names else None, profiles_dir, override
         )
         title = f"gpustack diff: {git_ref} → working tree"
@@ -153,15 +154,15 @@ def run(
             return shlex.join(again)
 
         echo(
-            as_markdown(fleet, title, max_size, shown(None), shown if sources else None),
+            as_markdown(fleet, title, max_size, shown(None), shown if sources else None, unreached),
             nl=False,
         )
     elif output is OutputFormat.json:
-        data = as_json(single) if single is not None else fleet_json(fleet)
+        data = as_json(single) if single is not None else fleet_json(fleet, unreached)
         echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         painted = use_color(color)
-        text = as_text(single, painted) if single else fleet_as_text(fleet, painted)
+        text = as_text(single, painted) if single else fleet_as_text(fleet, painted, unreached)
         # echo strips escape codes when stdout is no terminal unless told the colour is wanted.
         echo(text, nl=False, color=painted)
     return 0 if all(diff.is_empty for _, diff in fleet) else 1
@@ -287,11 +288,10 @@ def _since_revision(
     profile: str | None,
     profiles_dir: Path | None,
     override: Layer | None,
-) -> tuple[ClusterDiffs, dict[str, str]]:
+) -> tuple[ClusterDiffs, dict[str, str], list[Unreached]]:
     """The clusters the paths name, rendered from git revision `ref` and from the working tree,
-    and each cluster's config (in the working tree)."""
-    from contextlib import suppress
-
+    each cluster's config (in the working tree), and the settings a changed base changed that
+    clusters set themselves (review.unreached)."""
     from gpustack import fleet, inventory, review, revision
     from gpustack.commands.common import configs
     from gpustack.errors import UserError
@@ -322,8 +322,14 @@ def _since_revision(
             old_configs: list[Path | None] = []
             for path in old_paths:
                 if not path.is_dir():
-                    with suppress(UserError):
+                    try:
                         read_bounded(path)  # brings the revision's file, when it has one
+                    except UserError as problem:
+                        # A file the revision lacks is one the change adds; any other problem
+                        # (a submodule whose commit is not checked out, a link out of the
+                        # repository) is no reason to show every object as added.
+                        if problem.message != "file not found":
+                            raise
                 if not path.exists():
                     continue  # a file or folder the change adds: its clusters are all new
                 try:
@@ -337,6 +343,7 @@ def _since_revision(
             old = review.rendered(
                 fleet.render_all(old_configs, profile, old_dir, override=override)
             )
+            old_chains = review.chains(old_configs, tree)
     renderings = fleet.render_all(new_configs, profile, profiles_dir, override=override)
     sources = {rendering.name: rendering.source for rendering in renderings}
     diffs = review.compare(
@@ -345,7 +352,7 @@ def _since_revision(
         lambda name: f"{ref}/{name}",
         lambda name: f"worktree/{name}",
     )
-    return diffs, sources
+    return diffs, sources, review.unreached(old_chains, review.chains(new_configs, top))
 
 
 def _inside(path: Path, top: Path) -> bool:

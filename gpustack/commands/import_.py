@@ -23,6 +23,7 @@ def run(
     force: bool,
     output: ReportFormat,
     check: bool,
+    operator_version: str | None,
     profiles_dir: Path | None,
 ) -> int:
     """Write a gpustack config equivalent to a GPU Operator or device-plugin chart install."""
@@ -39,9 +40,9 @@ def run(
         reason = "given with --profile"
     loaded, _ = profiles.load(profile, profiles_dir)
     name = importing.config_name(output_file.stem if output_file else None)
-    imported = importing.import_inputs(inputs, loaded, reason, name)
+    imported = importing.import_inputs(inputs, loaded, reason, name, operator_version)
     text = adoption.config_text(imported, [display_path(each) for each in files])
-    stack = adoption.load(text, output_file, profiles_dir)
+    stack = adoption.load(text, output_file, profiles_dir, imported)
     differences = adoption.check(stack, imported) if check else None
     if output_file is None:
         common.echo(text, nl=False)
@@ -52,6 +53,8 @@ def run(
         report = {
             "profile": imported.profile,
             "profileReason": imported.profile_reason,
+            "operatorVersion": imported.release,
+            "operatorVersionReason": imported.release_reason or None,
             "entries": [entry.as_json() for entry in imported.entries],
         }
         if differences is not None:
@@ -63,7 +66,16 @@ def run(
             common.echo(adoption.differences_text(differences), err=True, nl=False)
     if output_file is not None:
         common.echo(f"wrote {display_path(output_file)}", err=True)
-    return 0
+    # A component the operator runs that gpustack would not is a finding (exit 1), as stale
+    # output is for `check`: the config is written all the same, for the user to change.
+    return 1 if differences and any(each.stops for each in differences) else 0
+
+
+def operator_versions(incomplete: str) -> list[str]:
+    """Shell completion of --operator-version: the releases the importer knows."""
+    from gpustack import importing
+
+    return [version for version in importing.releases() if version.startswith(incomplete)]
 
 
 COMMAND = Command(
@@ -99,8 +111,19 @@ COMMAND = Command(
             "check",
             ("--check",),
             "Render the imported config and report each difference from what the operator "
-            "(or the chart) runs for these inputs.",
+            "(or the chart) runs for these inputs; exit 1 when a component the operator runs "
+            "would stop running.",
             default=False,
+        ),
+        Option(
+            "operator_version",
+            ("--operator-version",),
+            "The GPU Operator release the inputs were written for (`helm list -n "
+            "gpu-operator`), whose defaults fill in what they leave out; default: the "
+            "ClusterPolicy's Helm labels, else the newest release the importer knows.",
+            str,
+            metavar="VERSION",
+            complete=operator_versions,
         ),
         common.PROFILES_DIR,
     ),

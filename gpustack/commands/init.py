@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shlex
 import stat
 from pathlib import Path
@@ -23,7 +24,9 @@ HEADER = """\
 # gpustack cluster config. `gpustack render {path}` writes its manifests to out/{name}/.
 # Every field below is optional except apiVersion, kind, metadata.name and platform.profile;
 # left out, a field takes the profile's default (see `gpustack profiles show {profile}`).
-"""
+# The commented lines show the defaults; uncomment a line (and its section's) to choose
+# another value, which then overrides {overridden}.
+{from_base}"""
 # Comments start in this column, so that the values line up and read as a table.
 COMMENT_COLUMN = 32
 
@@ -44,11 +47,14 @@ def run(
     force: bool,
     profiles_dir: Path | None,
     schema: str | None,
+    extends: Path | None,
 ) -> int:
     """Write a commented starter config (never overwriting without --force)."""
+    from gpustack.config import load_stack
     from gpustack.config_schema import schema_text
     from gpustack.errors import Location, UserError, display_path
     from gpustack.model import dns_label
+    from gpustack.yamlio import load_text
 
     if schema is not None and any(
         ord(character) < 0x20 or ord(character) == 0x7F for character in schema
@@ -84,7 +90,15 @@ def run(
             + " (lowercase letters, digits and '-', at most 63 characters)",
             field="metadata.name",
         )
-    text = starter(profile, cluster, profiles_dir, str(path), schema or SCHEMA_FILE)
+    base = None
+    if extends is not None and not extends.is_file():
+        raise UserError(f"base config {display_path(extends)} not found", Location("--extends"))
+    if extends is not None:
+        # Named as the config will name it: relative to the config's folder.
+        base = os.path.relpath(os.path.abspath(extends), os.path.abspath(path.parent))
+    text = starter(profile, cluster, profiles_dir, str(path), schema or SCHEMA_FILE, base)
+    # The starter loads as render will load it (its base included) before anything is written.
+    load_stack(path, profiles_dir=profiles_dir, document=load_text(text, display_path(path)))
     schema_path = path.parent / SCHEMA_FILE
     if schema is None and schema_path.is_symlink():
         raise UserError(
@@ -109,9 +123,11 @@ def run(
     following = ["gpustack", "render", str(path)]
     if profiles_dir is not None:
         following += ["--profiles-dir", str(profiles_dir)]
+    chosen = load_stack(path, profiles_dir=profiles_dir).profile.metadata.name
     common.echo(
-        f"wrote {display_path(path)} (profile {profile}); next: {shlex.join(following)} "
-        f"writes out/{cluster}/",
+        f"wrote {display_path(path)} (profile {chosen}"
+        + (f", extends {base}" if base else "")
+        + f"); next: {shlex.join(following)} writes out/{cluster}/",
         err=True,
     )
     return 0
@@ -124,9 +140,9 @@ COMMAND = Command(
         Option(
             "profile",
             ("--profile",),
-            "Platform profile to start from.",
+            "Platform profile to start from (default: the base's with --extends, else kubeadm).",
             str,
-            "kubeadm",
+            "",
             metavar="NAME",
             complete=common.profile_names,
         ),
@@ -140,6 +156,14 @@ COMMAND = Command(
             "written or refreshed there).",
             str,
             metavar="PATH|URL",
+        ),
+        Option(
+            "extends",
+            ("--extends",),
+            "Start a fleet member: the config extends this base, whose settings it keeps "
+            "(only the cluster's name is written; the rest shows as comments).",
+            Path,
+            metavar="BASE",
         ),
     ),
     Arguments(
@@ -206,13 +230,24 @@ def starter(
     profiles_dir: Path | None = None,
     path: str = "gpustack.yaml",
     schema: str = SCHEMA_FILE,
+    base: str | None = None,
 ) -> str:
-    """The starter config: the profile's defaults written out, each choice explained."""
+    """The starter config: what the user chose (the cluster's name, its profile or the base it
+    extends) and the required fields; every other field commented out with the default it
+    takes (the profile's, and the base's over it), each choice explained. Written values would
+    shadow a base: only what is chosen is written."""
     from gpustack import bottlerocket, profiles
+    from gpustack.config import settings_of
+    from gpustack.layers import merge
     from gpustack.model import field_choices, field_default
 
+    inherited: dict[str, object] = settings_of(Path(path).parent / base) if base else {}
+    platform_of_base = inherited.get("platform")
+    base_profile = platform_of_base.get("profile") if isinstance(platform_of_base, dict) else None
+    write_profile = bool(profile_name) or not isinstance(base_profile, str)
+    profile_name = profile_name or (base_profile if isinstance(base_profile, str) else "kubeadm")
     profile, layer = profiles.load(profile_name, profiles_dir)
-    defaults = layer.data
+    defaults = merge(layer.data, inherited)
     facts = profile.facts
     plugin_notes = {
         "gke": "GKE runs its own device plugin on GPU nodes",
@@ -369,8 +404,34 @@ def starter(
         ("validator:", ""),
         default_line("validator.enabled", _validator_note(facts, setting("validator.enabled"))),
     ]
-    header = HEADER.format(schema=schema, path=path, name=cluster, profile=profile_name)
-    return header + "".join(_line(text, comment) for text, comment in lines)
+    header = HEADER.format(
+        schema=schema,
+        path=path,
+        name=cluster,
+        profile=profile_name,
+        from_base=f"# It extends {base}: the base's settings apply (the comments show them) "
+        "unless written here.\n"
+        if base
+        else "",
+        overridden=f"the base's ({base})" if base else "the profile's default",
+    )
+    if base:
+        lines.insert(0, (f"extends: {_flow_value(base)}", "a fleet's shared settings"))
+    # Only what was chosen is written; a value written out would shadow a base's.
+    chosen = {"extends", "apiVersion", "kind", "metadata", *(["platform"] if write_profile else [])}
+    written = []
+    section = ""
+    for text, comment in lines:
+        indent = len(text) - len(text.lstrip())
+        if not indent:
+            section = text.partition(":")[0]
+        key = text.strip().partition(":")[0]
+        if section not in chosen:
+            text = f"# {text}"
+        elif section == "platform" and indent and key != "profile":
+            text = f"{text[:indent]}# {text[indent:]}"
+        written.append(_line(text, comment))
+    return header + "".join(written)
 
 
 def _toolkit_note(facts: ProfileFacts) -> str:

@@ -76,7 +76,7 @@ def run(
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import applicationset, fleet, output, output_tree, render
     from gpustack.config import overrides
-    from gpustack.layout import APPLICATION_SET_DIR
+    from gpustack.layout import APPLICATION_SET_DIR, OVERRIDES_ANNOTATION
     from gpustack.secrets import mask_text
     from gpustack.validation.verdicts import explain
 
@@ -153,6 +153,14 @@ def run(
             f"rendered {len(renderings)} cluster(s) into {out}: {totals['written']} files "
             f"written, {totals['unchanged']} unchanged, {totals['removed']} removed",
             err=True,
+        )
+    if assignments and not quiet:
+        # The output is not what the configs alone render: say where that is kept, and what
+        # the next check and render need.
+        warning(
+            f"--set is recorded in each cluster's kustomization.yaml ({OVERRIDES_ANNOTATION}); "
+            "`gpustack check` and the next render need the same --set, or the settings written "
+            "into the configs"
         )
     return 0
 

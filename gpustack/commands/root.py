@@ -19,6 +19,7 @@ ROOT = Group(
     {
         "render": "gpustack.commands.render",
         "init": "gpustack.commands.init",
+        "config": "gpustack.commands.config",
         "profiles": "gpustack.commands.profiles",
         "schema": "gpustack.commands.schema",
         "validate": "gpustack.commands.validate",

@@ -296,6 +296,7 @@ def run(
             hint=did_you_mean(engine, ENGINES) or ", ".join(ENGINES),
         )
     version_from_config = None
+    version_given = kubernetes_version is not None or kubeconform_defaults
     if kubernetes_version == MASTER or (kubernetes_version is None and kubeconform_defaults):
         version = schemas.supported_versions()[-1]
     elif kubernetes_version is not None:
@@ -349,9 +350,12 @@ def run(
         )
         return kubeconform.run(argv, sys.stdin.buffer if "-" in targets else None)
 
+    import itertools
+    from dataclasses import replace
+
     from gpustack.validation import engine as checks
     from gpustack.validation import manifests
-    from gpustack.validation.verdicts import lint_results
+    from gpustack.validation.verdicts import Result, lint_results
 
     settings = checks.Settings(
         version,
@@ -368,20 +372,57 @@ def run(
         for path in manifests.files(targets)
         if not any(pattern.search(path) for pattern in ignored)
     ]
-    results = []
-    shown = []
-    checked = checks.check_files(files, settings, sys.stdin.buffer, jobs)
-    for file, found in checked:
-        shown.append(file)
-        results.extend(found)
-        if exit_on_error and any(result.status in ("invalid", "error") for result in found):
-            checked.close()
+    # Each rendered cluster folder against the version it was rendered for, unless a version
+    # was asked for; other files against `version`.
+    versions = {} if version_given else _cluster_versions(files)
+    folders: dict[str, str | None] = {}
+
+    def version_of(path: str) -> str:
+        if not versions or path == manifests.STDIN:
+            return version
+        folder = manifests.cluster_folder(path, folders)
+        return versions.get(folder, version) if folder is not None else version
+
+    # One run of the checker per version, each with its workers and its cache of documents
+    # met before (a fleet's clusters repeat them): the files of a version together, their
+    # results put back in input order. --exit-on-error stops at the first failure in input
+    # order, so it checks the files as they come.
+    runs: list[list[tuple[int, str]]] = []
+    if exit_on_error:
+        for _, contiguous in itertools.groupby(
+            enumerate(files), key=lambda pair: version_of(pair[1])
+        ):
+            runs.append(list(contiguous))
+    else:
+        by_version: dict[str, list[tuple[int, str]]] = {}
+        for index, path in enumerate(files):
+            by_version.setdefault(version_of(path), []).append((index, path))
+        runs = list(by_version.values())
+    checked_files: list[tuple[int, str, list[Result]]] = []
+    for batch in runs:
+        checked = checks.check_files(
+            [path for _, path in batch],
+            replace(settings, kubernetes_version=version_of(batch[0][1])),
+            sys.stdin.buffer,
+            jobs,
+        )
+        stop = False
+        for (index, _), (file, found) in zip(batch, checked):
+            checked_files.append((index, file, found))
+            if exit_on_error and any(result.status in ("invalid", "error") for result in found):
+                checked.close()
+                stop = True
+                break
+        if stop:
             break
+    checked_files.sort(key=lambda item: item[0])
+    shown = [file for _, file, _ in checked_files]
+    results = [result for _, _, found in checked_files for result in found]
     checks.resolve_custom_resources(results, settings)
     if exit_on_error:
         failed = [n for n, result in enumerate(results) if result.status in ("invalid", "error")]
         results = results[: failed[0] + 1] if failed else results
-    unplaced = lint_results(results, version) if lint else []
+    unplaced = lint_results(results, version, versions) if lint else []
     outcome = report.Report(results, shown, unplaced, stdin_only=targets == ["-"])
     # pretty is coloured even into a pipe, as kubeconform's is, but never when NO_COLOR is set
     # (https://no-color.org).
@@ -403,6 +444,40 @@ def _default_version() -> tuple[str, str | None]:
         configured = load_stack(DEFAULT_CONFIG, None, None).config.platform.kubernetesVersion
         return minor_version(configured), configured
     return supported_versions()[-1], None
+
+
+def _cluster_versions(files: list[str]) -> dict[str, str]:
+    """The rendered cluster folders among `files`, each with the minor Kubernetes version it
+    was rendered for (validation.manifests.cluster_version); folders that do not say are left
+    out."""
+    from gpustack.layout import KUBERNETES_VERSION
+    from gpustack.validation import manifests
+    from gpustack.validation.schemas import minor_version, supported_versions
+
+    folders: dict[str, str | None] = {}
+    found: dict[str, str] = {}
+    read: set[str] = set()
+    for path in files:
+        folder = manifests.cluster_folder(path, folders) if path != manifests.STDIN else None
+        if folder is None or folder in read:
+            continue
+        read.add(folder)
+        written = manifests.cluster_version(folder)
+        if written is not None:
+            value, where = written
+            try:
+                found[folder] = minor_version(value)
+            except UserError:
+                # The value is not repeated: a committed file may hold anything.
+                versions = supported_versions()
+                raise UserError(
+                    "not a Kubernetes version gpustack has schemas for",
+                    where,
+                    field=f"metadata.annotations.{KUBERNETES_VERSION}",
+                    hint=f"the version the folder was rendered for, {versions[0]} to "
+                    f"{versions[-1]}: render it again, or give --kubernetes-version",
+                ) from None
+    return found
 
 
 def _kinds(values: list[str] | None) -> list[str]:

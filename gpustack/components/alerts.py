@@ -80,15 +80,7 @@ SEVERITY = {
 
 
 def enabled(stack: Stack) -> bool:
-    setting = stack.config.alerts.enabled
-    if setting == "auto":
-        # Azure Monitor managed Prometheus reads no rule objects from the cluster: its rules are
-        # Azure resources (Prometheus rule groups), so a PrometheusRule would load nowhere.
-        return stack.config.dcgmExporter.enabled and stack.monitor not in (
-            "none",
-            "azure-servicemonitor",
-        )
-    return setting
+    return stack.alerts_enabled
 
 
 def api_version_and_kind(stack: Stack) -> tuple[str, str]:

@@ -90,10 +90,7 @@ _HEIGHT = 8
 
 
 def enabled(stack: Stack) -> bool:
-    setting = stack.config.dashboard.enabled
-    if setting == "auto":
-        return stack.config.dcgmExporter.enabled and stack.monitor != "none"
-    return setting
+    return stack.dashboard_enabled
 
 
 def pool_variable_label(node_label: str) -> str:

@@ -114,13 +114,26 @@ def name(stack: Stack) -> str:
             # pools existed; so is a pool's unset gpuAllocation, from before pools had one.
             # images.requireDigests changes no object: only whether render and check pass.
             stack.config.model_dump_json(exclude=_hashed_config_exclusions(stack)),
-            json.dumps([patch.body for patch in stack.patches], sort_keys=True, default=str),
+            _patches_digest(stack),
             # A Job's pod template cannot change: newly pinned images make a new Job. Without a
             # lock nothing is added, and the name stays what it was before locks existed.
             *([json.dumps(sorted(stack.image_digests.items()))] if stack.image_digests else []),
         )
     )
     return f"{NAME}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
+
+
+def _patches_digest(stack: Stack) -> str:
+    """The patches as read, in order: each distinct document serialized once, however often
+    its file is named (a large file named hundreds of times costs one pass, not hundreds)."""
+    if not stack.patches:
+        return "[]"  # the name of a config without patches, as before they existed
+    digests: dict[int, str] = {}
+    for patch in stack.patches:
+        if id(patch.body) not in digests:
+            text = json.dumps(patch.body, sort_keys=True, default=str)
+            digests[id(patch.body)] = hashlib.sha256(text.encode()).hexdigest()
+    return json.dumps([digests[id(patch.body)] for patch in stack.patches])
 
 
 def _unset_pool_fields(stack: Stack) -> dict[int, set[str]]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpustack.errors import UserError, display_path
-from gpustack.layout import KUSTOMIZATION, NODE_DIR, is_ours
+from gpustack.errors import Location, UserError, display_path
+from gpustack.layout import KUBERNETES_VERSION, KUSTOMIZATION, NODE_DIR, is_ours
 from gpustack.reading import decode, read_bounded
 from gpustack.validation import kubeyaml
 
@@ -122,6 +122,41 @@ def cluster_folder(file: str, known: dict[str, str | None] | None = None) -> str
     if known is not None:
         known[parent] = found
     return found
+
+
+# A kustomization.yaml is a short list of file names; gpustack's are a few kilobytes.
+MAX_KUSTOMIZATION_BYTES = 1024 * 1024
+
+
+def cluster_version(folder: str) -> tuple[str, Location] | None:
+    """The Kubernetes version the rendered cluster `folder` was rendered for (its
+    kustomization.yaml's `gpustack.dev/kubernetes-version` annotation) and where it is written;
+    None when the folder's kustomization does not say (one rendered before it did)."""
+    path = os.path.join(folder, KUSTOMIZATION)
+    name = shown(path)
+    try:
+        text = decode(read_bounded(path, MAX_KUSTOMIZATION_BYTES, "a kustomization", False), name)
+    except UserError:
+        return None  # too large, not text, gone: validating the file itself reports it
+    at = ("metadata", "annotations", KUBERNETES_VERSION)
+    try:
+        document = next(iter(kubeyaml.load(text)), None)
+    except kubeyaml.Problem:
+        return None  # validating the file itself reports it, with the rest
+    value: Any = document.data if document is not None else None
+    for key in at:
+        value = value.get(key) if isinstance(value, dict) else None
+    if value is None:
+        return None
+    line, column, _ = kubeyaml.position(text, 0, at)
+    where = Location(name, line + 1, column + 1)
+    if not isinstance(value, str):
+        raise UserError(
+            'must be a Kubernetes version, such as "1.31"',
+            where,
+            field=f"metadata.annotations.{KUBERNETES_VERSION}",
+        )
+    return value, where
 
 
 def _host_side(folder: str) -> bool:

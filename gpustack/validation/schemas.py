@@ -195,6 +195,7 @@ class SchemaStore:
     locations: tuple[Location, ...]
     strict: bool = True  # kubeconform's -strict: unknown fields are errors
     _validators: dict[tuple[str, str], Any] = field(default_factory=dict)
+    _custom: dict[tuple[str, str], Any] = field(default_factory=dict)  # from the inputs' CRDs
 
     def with_schemas(
         self, schemas: dict[tuple[str, str], dict[str, Any] | SchemaError]
@@ -213,6 +214,7 @@ class SchemaStore:
                 if isinstance(schema, SchemaError):
                     raise schema
                 extended._validators[(api_version, kind)] = compile_schema(schema, what)
+                extended._custom[(api_version, kind)] = schema
             except SchemaError as error:
                 extended._validators[(api_version, kind)] = error
         return extended
@@ -228,6 +230,50 @@ class SchemaStore:
         if isinstance(found, SchemaError):
             raise found
         return found
+
+    def allowed_fields(
+        self, api_version: str, kind: str, schema_path: tuple[str | int, ...]
+    ) -> list[str]:
+        """The field names the schema of (apiVersion, kind) allows at `schema_path` (a
+        validation error's, relative to the schema document its last $ref led to), for a
+        "did you mean"; empty when that schema has no `properties` there."""
+        for document in self._documents(api_version, kind):
+            node: Any = document
+            for part in schema_path:
+                if isinstance(node, dict) and str(part) in node:
+                    node = node[str(part)]
+                elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                    node = node[part]
+                else:
+                    node = None
+                    break
+            if isinstance(node, dict) and isinstance(node.get("properties"), dict):
+                return sorted(node["properties"])
+        return []
+
+    def _documents(self, api_version: str, kind: str) -> list[Any]:
+        """The schema documents the validator of (apiVersion, kind) was compiled from (read
+        again: only an error asks, and each read is bounded as the first one was)."""
+        key = (api_version, kind)
+        if key in self._custom:
+            return [self._custom[key]]
+        try:
+            if key == CONFIG:
+                folder = str(schemas_dir())
+                return [_read_schema(os.path.join(folder, CONFIG_SCHEMA), folder)[0]]
+            for location in self.locations:
+                if location.template is None:
+                    name = _core_folder(self.version, self.strict)
+                    path = _core_path(name, api_version, kind)
+                    if path.is_file():
+                        return [_read_schema(str(path), str(path.parent))[0], definitions(name)]
+                else:
+                    path_text = location.path(api_version, kind, self.version, self.strict)
+                    if os.path.isfile(path_text):
+                        return [_read_schema(path_text, location.root)[0]]
+        except SchemaError:
+            pass
+        return []
 
     def _find(self, api_version: str, kind: str) -> Any:
         if (api_version, kind) == CONFIG:
@@ -267,20 +313,28 @@ def _store(version: str, locations: tuple[str, ...], strict: bool) -> SchemaStor
     return SchemaStore(version, tuple(parse_location(spec) for spec in locations), strict)
 
 
+def _core_folder(version: str, strict: bool) -> str:
+    return f"v{version}.0-local{'-strict' if strict else ''}"
+
+
+def _core_path(folder: str, api_version: str, kind: str) -> Path:
+    # kubernetes-validate names files like kubeconform's default registry:
+    # <kind>-<first label of the group>-<version>.json, <kind>-<version>.json for the core group.
+    group, _, resource_version = api_version.rpartition("/")
+    suffix = f"{group.split('.')[0]}-{resource_version}" if group else resource_version
+    return kubernetes_schemas_root() / folder / f"{kind.lower()}-{suffix.lower()}.json"
+
+
 @lru_cache(maxsize=8)
 def _core_registry(version: str, strict: bool = True) -> tuple[Path, Any]:
-    name = f"v{version}.0-local{'-strict' if strict else ''}"
+    name = _core_folder(version, strict)
     found = definitions(name)
     return kubernetes_schemas_root() / name, jsonschema_rs.Registry([(found["$id"], found)])
 
 
 def _core_validator(version: str, api_version: str, kind: str, strict: bool = True) -> Any:
-    # kubernetes-validate names files like kubeconform's default registry:
-    # <kind>-<first label of the group>-<version>.json, <kind>-<version>.json for the core group.
-    group, _, resource_version = api_version.rpartition("/")
-    suffix = f"{group.split('.')[0]}-{resource_version}" if group else resource_version
     folder, registry = _core_registry(version, strict)
-    path = folder / f"{kind.lower()}-{suffix.lower()}.json"
+    path = _core_path(folder.name, api_version, kind)
     if not path.is_file():
         return None
     schema, _ = _read_schema(str(path), str(folder))

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpustack.errors import UserError
+from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
 from gpustack.objects import metadata as metadata_of
@@ -145,9 +145,15 @@ def _check(
         return "error", [_error(MANIFEST, message, data)], [()]
     for problem in problems:
         path = tuple(problem.instance_path)
-        findings.append(_error(SCHEMA, problem.message, data, ".".join(str(part) for part in path)))
         # An unknown field is pointed at by its own key, not by the object holding it.
         unexpected = getattr(problem.kind, "unexpected", None)
+        message = problem.message
+        if unexpected:
+            # A typo gets the field it most likely meant, as a config's unknown field does.
+            allowed = schemas.allowed_fields(api_version, kind, tuple(problem.schema_path)[:-1])
+            meant = did_you_mean(str(unexpected[0]), allowed)
+            message += f"; {meant}" if meant else ""
+        findings.append(_error(SCHEMA, message, data, ".".join(str(part) for part in path)))
         paths.append((*path, UnexpectedKey(unexpected[0])) if unexpected else path)
     if crds.is_crd(data):
         for path in crds.references(data):
@@ -326,8 +332,11 @@ def attach_lint(results: list[Result], findings: list[Finding]) -> list[Finding]
     return unplaced
 
 
-def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding]:
+def lint_results(
+    results: list[Result], kubernetes_version: str, versions: dict[str, str] | None = None
+) -> list[Finding]:
     """Run the lint rules once per cluster and attach their findings; return the unplaced ones.
+    A rendered cluster folder named in `versions` is linted for its Kubernetes version there.
 
     The rules look across objects, so each rendered cluster folder (a folder whose
     kustomization.yaml gpustack wrote) is linted as a whole: its other manifests are read as
@@ -355,6 +364,14 @@ def lint_results(results: list[Result], kubernetes_version: str) -> list[Finding
                     if resource.data is not None and identity(resource.data) not in named:
                         objects.append(resource.data)
                         context.add(identity(resource.data))
-        leftover = attach_lint(members, lint.run(objects, kubernetes_version))
+        version = (versions or {}).get(folder, kubernetes_version) if folder else kubernetes_version
+        try:
+            linted = lint.run(objects, version)
+        except UserError as error:
+            # Lint's own bound (lint._objects.MAX_COMPARISONS): named at what was linted
+            # together, the cluster folder or the first file.
+            where = display_path(folder) if folder is not None else members[0].resource.file
+            raise UserError(error.message, Location(where), hint=error.hint) from None
+        leftover = attach_lint(members, linted)
         unplaced += [finding for finding in leftover if finding.object not in context]
     return unplaced

@@ -1,0 +1,116 @@
+"""`gpustack config show`: a cluster config as it is in force, merged from its profile's
+defaults, its bases, the file and `--set`; with `--show-origin`, the file, line and column each
+value comes from (as `git config --show-origin` does)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpustack.commands import common
+from gpustack.commands.declared import Arguments, Command, Group, Option
+
+
+def show(
+    config: Path | None,
+    profile: str | None,
+    profiles_dir: Path | None,
+    assignments: list[str] | None,
+    show_origin: bool,
+) -> int:
+    """Print a config merged with its profile's defaults and its bases, as render reads it."""
+    from gpustack import emit
+    from gpustack.config import load_with_layers, overrides
+    from gpustack.layers import merge_layers, origin
+
+    if config is None and Path("gpustack.yaml").is_file():
+        config = Path("gpustack.yaml")
+    stack, layers = load_with_layers(
+        config, profile, profiles_dir, override=overrides(assignments or [])
+    )
+    # The settings the layers write, each with the value in force (as validated: quoted,
+    # typed, and what follows from other settings).
+    in_force = stack.config.model_dump(mode="json", by_alias=True)
+    written = merge_layers(layers)
+    for key in ("extends", "patches"):
+        written.pop(key, None)
+    shown = _in_force(written, in_force)
+    if not show_origin:
+        common.echo(emit.dump(shown), nl=False)
+        return 0
+    rows = [(origin(layers, path), _dotted(path), value) for path, value in _leaves(shown)]
+    width = max(len(where) for where, _, _ in rows)
+    for where, field, value in rows:
+        common.echo(f"{where:<{width}}  {field}={_value(value)}")
+    return 0
+
+
+def _in_force(written: Any, in_force: Any) -> Any:
+    """`written`'s keys, in the config's order, with the values of `in_force` (where it has
+    them)."""
+    if isinstance(written, dict) and written and isinstance(in_force, dict):
+        ordered = [key for key in in_force if key in written]
+        ordered += [key for key in written if key not in in_force]
+        return {
+            key: _in_force(written[key], in_force[key]) if key in in_force else written[key]
+            for key in ordered
+        }
+    return in_force
+
+
+def _leaves(value: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Each value of nested mappings with its path; lists and empty mappings are values."""
+    if isinstance(value, dict) and value:
+        return [leaf for key, child in value.items() for leaf in _leaves(child, (*path, key))]
+    return [(path, value)]
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    # As --set takes it: a key holding dots (a label key) is escaped.
+    return ".".join(key.replace(".", "\\.") for key in path)
+
+
+def _value(value: Any) -> str:
+    from gpustack.emit import scalar
+
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return scalar(value)
+
+
+COMMAND = Group(
+    "Show a cluster config as it is in force.",
+    {
+        "show": Command(
+            show.__doc__ or "",
+            show,
+            (
+                Option(
+                    "profile",
+                    ("--profile",),
+                    "Override platform.profile.",
+                    str,
+                    metavar="NAME",
+                    complete=common.profile_names,
+                ),
+                common.PROFILES_DIR,
+                common.SET,
+                Option(
+                    "show_origin",
+                    ("--show-origin",),
+                    "Name the file, line and column each value comes from (a base, the "
+                    "profile's defaults, --set), one field a line.",
+                    default=False,
+                ),
+            ),
+            Arguments(
+                "config",
+                "CONFIG",
+                "Cluster config (default ./gpustack.yaml, else the embedded kubeadm example).",
+                Path,
+                1,
+            ),
+        ),
+    },
+)
