@@ -4,10 +4,10 @@ it deletes a driver pod (NVIDIA/k8s-operator-libs pkg/upgrade: cordon, wait for 
 deletion, drain, pod restart, validation, uncordon).
 
 Proven with NVIDIA's own k8s-driver-manager v0.12.0, built from its source archive
-(tests/upstream.py), run by the
-rendered preStop hooks on a staged node (its /sys/module seen through a mount namespace, as an
-unprivileged container sees the host's) against a small API server that plays the node, the GPU
-DaemonSets' pods and a GPU workload, and records what the manager does in order.
+(tests/upstream.py), run by the rendered preStop hooks on a staged node (its /sys/module seen
+through a mount namespace, as an unprivileged container sees the host's) against a small API
+server that plays the node, the GPU DaemonSets' pods and a GPU workload, and records what the
+manager does in order.
 """
 
 from __future__ import annotations
