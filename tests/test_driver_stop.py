@@ -323,6 +323,27 @@ class StoppingDriverPod:
         )
         return driver, eviction
 
+    def next_pod_manager(self, workload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
+        """The next driver pod's k8s-driver-manager init container on this node, once the old
+        pod is gone: it sees the node's /sys/module, and /run without the old driver's root or
+        PID file. `vfio-manage` (its image's, which unbinds GPUs from vfio-pci) stands for a
+        node with none bound."""
+        spec = workload["spec"]["template"]["spec"]
+        (manager,) = [c for c in spec["initContainers"] if c["name"] == "k8s-driver-manager"]
+        vfio = self.bin / "vfio-manage"
+        vfio.write_text("#!/bin/sh\nexit 0\n")
+        vfio.chmod(0o755)
+        inner = (
+            f'mount --bind "{self.modules}" /sys/module && mount -t tmpfs none /run && exec "$@"'
+        )
+        return subprocess.run(
+            ["unshare", "-rm", "sh", "-c", inner, "sh", *manager["command"], *manager["args"]],
+            env=self.environment(manager),
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
+
 
 @pytest.fixture
 def driver_pod_and_cluster(tmp_path):
@@ -347,6 +368,7 @@ def driver_pod_and_cluster(tmp_path):
 
     cluster = Cluster(observe)
     holder["pod"] = StoppingDriverPod(workload, tmp_path / "node", cluster.url)
+    holder["workload"] = workload
     try:
         yield holder, cluster
     finally:
@@ -451,3 +473,26 @@ def test_without_eviction_the_driver_pod_stops_as_before(tmp_path):
         "rm -f /run/nvidia/validations/.driver-ctr-ready "
         "/run/nvidia/validations/.driver-daemons-status"
     )
+
+
+@pytest.mark.upstream
+def test_an_eviction_cut_short_is_finished_by_the_next_pods_manager(driver_pod_and_cluster):
+    """An eviction that did not finish (its container killed at the end of the grace period, a
+    kubelet restart) leaves the node cordoned and the GPU DaemonSets paused. The next driver pod's
+    manager, which runs whatever happened before, finds no driver loaded (the old pod unloaded it
+    as it stopped) and puts the node back: uncordoned, every paused label `true` again
+    (cmd/driver-manager/main.go uninstallDriver, maybeSetTrue)."""
+    holder, cluster = driver_pod_and_cluster
+    pod: StoppingDriverPod = holder["pod"]
+    holder["driver"] = subprocess.Popen(["true"])
+    cluster.labels.update({DEPLOY + key: "paused-for-driver-upgrade" for key in OPERANDS})
+    cluster.unschedulable = True
+    shutil.rmtree(pod.modules)
+    pod.modules.mkdir()
+    result = pod.next_pod_manager(holder["workload"])
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    assert [(event, detail) for event, detail, _ in cluster.events] == [
+        ("uncordon", NODE),
+        ("labels", {DEPLOY + key: "true" for key in OPERANDS}),
+    ]
+    assert not cluster.unschedulable
