@@ -19,8 +19,10 @@ What the operator adds at run time and gpustack cannot (it runs nothing in the c
   one DaemonSet for every node with `driver.driverToolkitImage` or Red Hat's DTK for
   `platform.openshiftVersion`, whose kernel is the newest z-stream's;
 - the upgrade controller (k8s-operator-libs pkg/upgrade), which takes the nodes one by one while
-  the DaemonSet updates OnDelete; here the DaemonSet rolls (`driver.upgrade.maxUnavailable`)
-  and a new driver pod counts as available only once its driver answers, so the next node waits.
+  the DaemonSet updates OnDelete, evicting each node's GPU pods before it deletes the driver pod;
+  here the DaemonSet rolls (`driver.upgrade.maxUnavailable`), a stopping driver pod evicts its
+  node's GPU pods before its daemons stop (`_gpu_pod_eviction`), and a new driver pod counts as
+  available only once its driver answers, so the next node waits.
 
 What the operator's DaemonSet has and gpustack keeps: k8s-driver-manager as the init container
 (`uninstall_driver`), which unloads nouveau or the old driver before the new one installs, after
@@ -509,9 +511,10 @@ def _daemonset(
         if pool.canary:
             rollout(workload, CANARY)
     # Upstream's DaemonSet is OnDelete and the operator's upgrade controller deletes the pods node
-    # by node. Here the DaemonSet rolls: the new pod's driver manager evicts the GPU pods and
-    # unloads the old driver, and the next node waits until this one's driver pod has been Ready
-    # for minReadySeconds (a node whose new driver never answers stops the rollout there).
+    # by node. Here the DaemonSet rolls, which Argo CD's and Flux's health follow: the old pod
+    # evicts the GPU pods as it stops, the new pod's driver manager unloads what is left of the
+    # old driver, and the next node waits until this one's driver pod has been Ready for
+    # minReadySeconds (a node whose new driver never answers stops the rollout there).
     workload["spec"]["updateStrategy"] = {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": stack.config.driver.upgrade.maxUnavailable},
@@ -612,8 +615,7 @@ def _gpu_pod_eviction(stack: Stack) -> dict[str, Any]:
     drain the whole node every time. The next pod's manager keeps `driver.upgrade.drain`.
     Its output goes to a file the container's main process follows, so `kubectl logs` shows it
     (a hook's own output is not kept)."""
-    upgrade = stack.config.driver.upgrade
-    drain = upgrade.drain
+    drain = stack.config.driver.upgrade.drain
     evict = "; ".join(
         [
             "waited=0",
