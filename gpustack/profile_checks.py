@@ -17,9 +17,10 @@ from typing import Any
 from gpustack import bottlerocket, gke_accelerators, mig
 from gpustack.device_plugin_config import DEFAULT_CONFIG
 from gpustack.errors import Location, UserError, did_you_mean, display_path
-from gpustack.layers import Layer, following, merge, nearest, set_by_user
+from gpustack.layered_settings import Layer, following, merge, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
-from gpustack.reading import UnreadableFile, decode, read_bounded
+from gpustack.named_files import inside_repository
+from gpustack.reading import decode, read_bounded
 from gpustack.stack import (
     DRIVER_CONTAINER_ROOT,
     Stack,
@@ -1371,28 +1372,50 @@ def _check_mig_manager(
             )
 
 
-def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
-    path = ("migManager", "config", "file")
-    owner = next(
-        (
-            layer
-            for layer in reversed(layers)
-            if isinstance(layer.data.get("migManager"), dict)
-            and isinstance(layer.data["migManager"].get("config"), dict)
-            and "file" in layer.data["migManager"]["config"]
-        ),
-        None,
-    )
-    base = owner.directory if owner and owner.directory else Path.cwd()
-    file = base / str(config.migManager.config.file)
+def _named_file(
+    layers: list[Layer], path: tuple[str, ...], written: str, what: str, hint: str | None = None
+) -> tuple[Path, Location]:
+    """The file a path setting names, relative to the folder of the layer that wrote it, and
+    where it is written; checked before anything is read: a file a config, base or profile
+    names lies in its repository (named_files). A path given with `--set` (a layer of no file)
+    is the user's own, relative to the working folder."""
+    owner = next((layer for layer in reversed(layers) if _writes(layer.data, path)), None)
     location = nearest(layers, path)
+    if owner is None or owner.directory is None:
+        return Path.cwd() / written, location
+    inside_repository(owner.directory, written, location, ".".join(path), what, hint)
+    return owner.directory / written, location
+
+
+def _writes(data: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return True
+
+
+def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
+    file, location = _named_file(
+        layers,
+        ("migManager", "config", "file"),
+        str(config.migManager.config.file),
+        "MIG config file",
+    )
     try:
-        text = decode(read_bounded(file, what="a mig-parted config", location=location), str(file))
-        document = load_text(text, display_path(file))
+        raw = read_bounded(file, what="a mig-parted config", location=location)
     except UserError as error:
+        # The file as a whole (missing, a folder, a FIFO, a link to nothing): said for what it is.
         if error.message.endswith(": file not found"):
             error = UserError(f"MIG config file {display_path(file)} not found", location)
-        elif not isinstance(error, UnreadableFile) and error.location and error.location.line:
+        raise UserError(
+            error.message, error.location, "migManager.config.file", error.hint
+        ) from None
+    try:
+        text = decode(raw, str(file))
+        document = load_text(text, display_path(file))
+    except UserError as error:
+        if error.location is not None and error.location.line:
             # A YAML error may quote what it stumbled on (a key, a tag, an alias): the file
             # is named with the place, never with its content.
             error = UserError(
@@ -1407,13 +1430,14 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
 
 def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
     """The PEM's bytes and permission bits. Nothing of its content is ever quoted in an error."""
-    path = ("entitlement", "pemFile")
-    owner = next(
-        (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
+    pem_path, location = _named_file(
+        layers,
+        ("entitlement", "pemFile"),
+        str(config.entitlement.pemFile),
+        "entitlement PEM",
+        hint="a certificate kept outside the repository is named on the command line: "
+        "--set entitlement.pemFile=PATH",
     )
-    base = owner.directory if owner and owner.directory else Path.cwd()
-    pem_path = base / str(config.entitlement.pemFile)
-    location = nearest(layers, path)
     try:
         content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
         mode = stat.S_IMODE(os.stat(pem_path).st_mode)

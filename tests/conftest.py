@@ -45,6 +45,22 @@ SHARED_MISSING = (
 )
 
 
+def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
+    """What a test config in `folder` writes in `extends:` to build on an example: a copy of it
+    in `folder/_examples/` (a folder fleet discovery skips), since a config extends only files
+    of its own repository (gpustack.named_files). The example's entitlement PEM comes along."""
+    source = EXAMPLES / f"{Path(example).stem}.yaml"
+    copies = folder / "_examples"
+    copies.mkdir(parents=True, exist_ok=True)
+    text = source.read_text()
+    (copies / source.name).write_text(text)
+    if "pemFile:" in text:
+        (copies / "entitlement-dummy.pem").write_bytes(
+            (EXAMPLES / "entitlement-dummy.pem").read_bytes()
+        )
+    return f"_examples/{source.name}"
+
+
 # Generated-input tests (hypothesis) give their example counts as examples(N). The `ci` profile
 # runs N, the counts the tests promise: .ci/run exports it, and a CI service's CI variable selects
 # it too. A local run defaults to `dev`, a fifth (at least 10); HYPOTHESIS_PROFILE=ci runs them all.
@@ -190,8 +206,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # The modules that take longest, slowest first (CPU seconds of a single-process run, measured as
 # docs/development.md says). xdist's loadscope hands each worker whole modules, by default
-# those with the most tests first (addopts turns that off); a slow module of few tests (real
-# pre-commit commits, the benchmarks) would then come last and keep one worker busy while the
+# those with the most tests first (addopts turns that off); a slow module of few tests (the real
+# pre-commit commits) would then come last and keep one worker busy while the
 # other idles. These go first; every other module follows, those with more tests first.
 SLOWEST_FIRST = (
     "test_upstream_components.py",
@@ -204,7 +220,6 @@ SLOWEST_FIRST = (
     "test_bad_input.py",
     "test_output_safety.py",
     "test_dev_tools.py",
-    "test_validate_bench.py",
 )
 
 
@@ -304,7 +319,7 @@ class _KeptCache:
     """A gpustack function's cache (in place of its functools.lru_cache) whose entries for the
     data gpustack ships (built-in profiles, the default schema locations) outlive
     _fresh_caches: no test edits those files, and reading them again for every in-process
-    command was about 40 ms each time. Entries that read the user's files are forgotten."""
+    command would cost about 40 ms each time. Entries that read the user's files are forgotten."""
 
     def __init__(self, cached: Any, shipped: Any) -> None:
         self._function = cached.__wrapped__  # the function lru_cache wraps
@@ -345,10 +360,10 @@ def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What
     it caches about its own data files stays (_KeptCache)."""
-    from gpustack import errors, profiles
+    from gpustack import errors, named_files, profiles
     from gpustack.validation import schemas
 
-    for cached in (profiles._load, errors._display_path, schemas._store):
+    for cached in (profiles._load, errors._display_path, schemas._store, named_files._root):
         cached.cache_clear()
 
 

@@ -1,5 +1,5 @@
-"""Inputs that used to be skipped, hang, exhaust memory, give a traceback or be accepted: each now
-gives one message and the documented exit code, and work grows linearly with the input.
+"""Inputs that could be skipped, hang, exhaust memory, give a traceback or be accepted: each gives
+one message and the documented exit code, and work grows linearly with the input.
 
 Tests run as root here, so a file made unreadable with chmod is still read: an unreadable file is
 simulated in-process (the open call fails) or with something root cannot read as a file (a
@@ -109,7 +109,12 @@ def test_special_files_are_refused_without_reading_them(fleet):
             "base config fleet/base-pipe.yaml: is a named pipe (FIFO), expected "
             "a config or profile",
         ),
-        ("zero.yaml", "base config fleet/zero.yaml: is a device, expected a config or profile"),
+        (
+            "zero.yaml",
+            "base config fleet/zero.yaml is outside the working folder (symbolic links "
+            "followed); a config names only files of its own repository (keep it in the "
+            "repository, beside the configs that name it, or in a git repository that holds both)",
+        ),
         ("/dev/zero", "must name a YAML config file (.yaml or .yml)"),
     ]:
         lone = fleet.parent / "lone.yaml"

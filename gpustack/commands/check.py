@@ -274,7 +274,7 @@ def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | N
 def _print(report: OutputCheck, out: Path, color: bool) -> None:
     if not report.stale:
         return  # current output prints nothing here: a check that passes loads no diff printer
-    from gpustack.diff import paint, paint_diff_line
+    from gpustack.object_diff import paint, paint_diff_line
 
     folder = out / report.name
     for relative in report.missing:
@@ -297,7 +297,7 @@ def _print(report: OutputCheck, out: Path, color: bool) -> None:
 def _findings(reports: list[OutputCheck], out: Path, verbose: bool) -> list[str]:
     """Every report's findings, each line once: a finding in many clusters' same file is one
     line naming the file under `out/*/` and the clusters (common.grouped)."""
-    from gpustack.secrets import mask_text
+    from gpustack.redaction import mask_text
 
     found = [
         (report.name, (relative, what)) for report in reports for relative, what in report.placed

@@ -22,7 +22,7 @@ def show(
     """Print a config merged with its profile's defaults and its bases, as render reads it."""
     from gpustack import emit
     from gpustack.config import load_with_layers, overrides
-    from gpustack.layers import merge_layers, origin
+    from gpustack.layered_settings import merge_layers, origin
 
     if config is None and Path("gpustack.yaml").is_file():
         config = Path("gpustack.yaml")

@@ -18,8 +18,8 @@ from gpustack.commands.common import ColorMode, echo, use_color, warning
 from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
-    from gpustack.diff import ClusterDiffs, Diff, Unreached
-    from gpustack.layers import Layer
+    from gpustack.layered_settings import Layer
+    from gpustack.object_diff import ClusterDiffs, Diff, Unreached
     from gpustack.stack import Stack
 
 
@@ -109,7 +109,7 @@ def run(
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.config import overrides
-    from gpustack.diff import as_json, as_markdown, as_text, fleet_as_text, fleet_json
+    from gpustack.object_diff import as_json, as_markdown, as_text, fleet_as_text, fleet_json
 
     paths, names = list(configs or []), list(profiles or [])
     if 0 < max_size < MARKDOWN_SMALLEST:
@@ -186,8 +186,8 @@ def _compare(
 ) -> tuple[str, Diff]:
     """The cluster's name and what differs."""
     from gpustack.config import load_stack
-    from gpustack.diff import Diff
     from gpustack.errors import display_path
+    from gpustack.object_diff import Diff
 
     if len(profiles) > 2:
         raise _usage("--profile may be given at most twice")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from gpustack import emit, secrets
+from gpustack import emit, redaction
 from gpustack.decorate import CONFIG_HASH
 from gpustack.errors import UserError
 from gpustack.layout import APPLICATION_SET_DIR
@@ -106,8 +106,8 @@ class Diff:
 
 # --- masking ---------------------------------------------------------------------------------
 
-# One implementation of masking for every command (gpustack.secrets); names kept for callers.
-mask, mask_text, redacted = secrets.mask, secrets.mask_text, secrets.redacted
+# The one masking of every command (gpustack.redaction), by the names the formats below use.
+mask, mask_text, redacted = redaction.mask, redaction.mask_text, redaction.redacted
 
 
 # --- field paths -----------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def _index(objects: list[dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
 def _masked_sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
     """sort_key(mask(obj)), masking only the fields it reads, unless one holds a secret."""
     found = sort_key(obj)
-    if any(secrets.carries_secret(part) for part in found[1:]):
+    if any(redaction.carries_secret(part) for part in found[1:]):
         return sort_key(mask(obj))
     return found
 
@@ -548,8 +548,8 @@ def unreached_line(note: Unreached, shown: int | None = None) -> str:
     more = count - len(note.clusters[:shown])
     return (
         f"the change to {note.setting} in {note.base} does not reach {count} "
-        f"{'cluster' if count == 1 else 'clusters'}, which set it themselves: {listed}"
-        + (f" and {more} more" if more else "")
+        f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
+        f": {listed}" + (f" and {more} more" if more else "")
     )
 
 
@@ -832,7 +832,8 @@ def _effect(group: _Group) -> str:
         parts.append(f"**reloads the GPU driver** ({where})")
     if restarts:
         count = len(restarts)
-        parts.append(f"restarts the pods of {count} {_plural(count, 'workload')}")
+        other = " other" if drivers else ""  # beside the driver's own, said first
+        parts.append(f"restarts the pods of {count}{other} {_plural(count, 'workload')}")
     return "; ".join(parts)
 
 
@@ -876,7 +877,7 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
     if group.hashed:
         differ.append(f"content hashes (the {_code(CONFIG_HASH)} annotation, a name's hash suffix)")
     if group.nodes_differ:
-        differ.append("the labels of the nodes each workload runs on")
+        differ.append("labels of the nodes each workload runs on")
     if differ:
         lines += [
             f"The {' and '.join(differ)} differ from cluster to cluster; "
@@ -999,8 +1000,12 @@ def as_markdown(
             used += len(short)
         else:
             left.append(group)
+    # What was left out is named most disruptive first, and its first cluster is the one whose
+    # command the ending gives.
+    order = {id(group): index for index, group in enumerate(groups)}
     while True:
         cut = [group for group, _, shortened in kept if shortened]
+        left.sort(key=lambda group: order[id(group)])
         body = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], "")
         # The ending takes at most a quarter of the room, as it was reckoned with above.
         room = min(max_size // 4, max_size - len(body))
@@ -1018,8 +1023,8 @@ def _unreached(note: Unreached) -> str:
     more = count - len(note.clusters[:5])
     return (
         f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
-        f"{_plural(count, 'cluster')}, which set it themselves: {listed}"
-        + (f" and {more} more" if more else "")
+        f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
+        f": {listed}" + (f" and {more} more" if more else "")
     )
 
 
@@ -1104,8 +1109,10 @@ def _left_out(
         commands = []
         if see_all:
             commands.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
-        first = [*cut, *left][0].names[0]
-        if see_one and first != APPLICATION_SET_DIR:
+        # The most disruptive change left out is the one cluster worth a look first.
+        clusters = [group for group in (*cut, *left) if group.names != (APPLICATION_SET_DIR,)]
+        if see_one and clusters:
+            first = min(clusters, key=lambda group: group.rank).names[0]
             commands.append(f"One cluster: {_code(see_one(first))}.")
         shortest = f"Every change: this command with {_code('--max-size 0')}."
         for choice in (commands, commands[:1], [shortest]):
