@@ -25,7 +25,7 @@ from gpustack.errors import (
     display_path,
     real_path,
 )
-from gpustack.layers import (
+from gpustack.layered_settings import (
     Layer,
     following,
     locate,

@@ -34,7 +34,7 @@ from gpustack.config import load_stack
 from gpustack.errors import Location, UserError
 from gpustack.findings import Finding
 from gpustack.inventory import check_unique_names
-from gpustack.layers import Layer
+from gpustack.layered_settings import Layer
 from gpustack.render import PICKLE, Rendering, render
 
 if TYPE_CHECKING:

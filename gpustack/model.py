@@ -599,7 +599,8 @@ class Nodes(Strict):
             "OpenShift: the MachineConfigPool gpustack's MachineConfigs target; `worker-gpu`: "
             "a pool of the GPU nodes only, inheriting the worker pool's MachineConfigs (gpustack "
             "renders it, and the MachineSet patch gives new GPU machines its role), so a "
-            "GPU-side change reboots GPU nodes only; `worker`: every worker, as before"
+            "GPU-side change reboots GPU nodes only; `worker`: the worker pool, so a GPU-side change "
+            "reboots every worker"
         ),
     )
     pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(

@@ -17,7 +17,7 @@ from typing import Any
 from gpustack import bottlerocket, gke_accelerators, mig
 from gpustack.device_plugin_config import DEFAULT_CONFIG
 from gpustack.errors import Location, UserError, did_you_mean, display_path
-from gpustack.layers import Layer, following, merge, nearest, set_by_user
+from gpustack.layered_settings import Layer, following, merge, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
 from gpustack.named_files import inside_repository
 from gpustack.reading import decode, read_bounded

@@ -12,7 +12,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpustack import emit, gitops, node_files, patches
+from gpustack import emit, gitops_objects, node_files, patches
 from gpustack.components import build_all, driver, namespace
 from gpustack.decorate import decorate, image_sources, placement, rehash, stage
 from gpustack.errors import Location, UserError
@@ -103,7 +103,7 @@ def render(stack: Stack) -> Rendering:
     if patched:
         rehash(objects)
         driver.redigest(objects, installs)
-    application_set = gitops.application_set(stack)
+    application_set = gitops_objects.application_set(stack)
     warnings = []
     managed_from = stack.facts.managedDCGMExporterFrom
     version = stack.config.platform.kubernetesVersion
@@ -148,7 +148,7 @@ def render(stack: Stack) -> Rendering:
         source=stack.source,
         kubernetes_version=stack.config.platform.kubernetesVersion,
         staged=tool == "flux",
-        gitops_objects=decorate(gitops.cluster_objects(stack, objects)),
+        gitops_objects=decorate(gitops_objects.cluster_objects(stack, objects)),
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
         node_labels={**stack.config.nodes.selector, **deploy_node_labels(stack)},

@@ -26,10 +26,10 @@ from typing import Any, NamedTuple
 
 from gpustack import committed, config, output_tree, render
 from gpustack.applicationset import for_fleet
-from gpustack.diff import Change, Diff, Status, Unreached, diff_files, diff_objects
 from gpustack.errors import display_path
-from gpustack.layers import Layer, nearest
+from gpustack.layered_settings import Layer, nearest
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
+from gpustack.object_diff import Change, Diff, Status, Unreached, diff_files, diff_objects
 from gpustack.objects import Identity
 from gpustack.output_check import compare_folder, file_diff
 from gpustack.render import Rendering
@@ -253,7 +253,7 @@ def _changed_settings(old: Any, new: Any, path: tuple[str, ...] = ()) -> Iterato
 
 def _sets(data: Any, path: tuple[str, ...]) -> bool:
     """Whether a layer's `data` decides the value at `path`: it writes it, or replaces a mapping
-    above it with a value that is none (layers.merge)."""
+    above it with a value that is none (layered_settings.merge)."""
     for key in path:
         if not isinstance(data, dict):
             return True

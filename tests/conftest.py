@@ -206,8 +206,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # The modules that take longest, slowest first (CPU seconds of a single-process run, measured as
 # docs/development.md says). xdist's loadscope hands each worker whole modules, by default
-# those with the most tests first (addopts turns that off); a slow module of few tests (real
-# pre-commit commits, the benchmarks) would then come last and keep one worker busy while the
+# those with the most tests first (addopts turns that off); a slow module of few tests (the real
+# pre-commit commits) would then come last and keep one worker busy while the
 # other idles. These go first; every other module follows, those with more tests first.
 SLOWEST_FIRST = (
     "test_upstream_components.py",
@@ -220,7 +220,6 @@ SLOWEST_FIRST = (
     "test_bad_input.py",
     "test_output_safety.py",
     "test_dev_tools.py",
-    "test_validate_bench.py",
 )
 
 
@@ -320,7 +319,7 @@ class _KeptCache:
     """A gpustack function's cache (in place of its functools.lru_cache) whose entries for the
     data gpustack ships (built-in profiles, the default schema locations) outlive
     _fresh_caches: no test edits those files, and reading them again for every in-process
-    command was about 40 ms each time. Entries that read the user's files are forgotten."""
+    command would cost about 40 ms each time. Entries that read the user's files are forgotten."""
 
     def __init__(self, cached: Any, shipped: Any) -> None:
         self._function = cached.__wrapped__  # the function lru_cache wraps

@@ -2,7 +2,7 @@
 with real kustomize, are byte-stable across processes, and are written safely.
 
 The checks read whatever objects a render produces (every workload, every ServiceAccount), not a
-list of components, so they hold for components added later as much as for today's.
+list of components, so a component added to the stack is checked as the others are.
 """
 
 from __future__ import annotations

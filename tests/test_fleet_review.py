@@ -16,11 +16,17 @@ from pathlib import Path
 import pytest
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack import diff as diff_module
-from gpustack import review
+from gpustack import object_diff, review
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, Unreached, as_markdown, diff_objects
+from gpustack.object_diff import (
+    MARKDOWN_MAX_SIZE,
+    Change,
+    Diff,
+    Unreached,
+    as_markdown,
+    diff_objects,
+)
 from gpustack.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
@@ -188,7 +194,7 @@ def test_clusters_that_differ_only_in_content_hashes_make_one_group(cli, tmp_pat
     assert "30 of 30 clusters differ." in shown  # one group: no "in N groups"
     assert [row[0].split(":")[0] for row in page.rows[1:2]] == ["30"]
     assert page.opened.count("details") == 1
-    # One diff, not thirty: the comment per cluster took 60,000 characters.
+    # One diff, not thirty: a comment per cluster would take 60,000 characters.
     assert len(result.stdout) < 10_000, len(result.stdout)
     # What differs between them is said, and whose values are shown.
     assert "differ from cluster to cluster; shown are gpu-01's." in shown
@@ -738,7 +744,7 @@ def test_a_group_whose_nodes_differ_says_so_in_words_a_reader_can_read():
         "the pods of 1 other workload: "
     )
     assert "does not reach 1 cluster, which sets it itself: c (clusters/c.yaml:4:12)" in shown
-    text_note = diff_module.unreached_line(notes[0])
+    text_note = object_diff.unreached_line(notes[0])
     assert text_note.endswith("1 cluster, which sets it itself: c (clusters/c.yaml:4:12)")
 
 

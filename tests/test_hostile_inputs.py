@@ -1,5 +1,5 @@
-"""Inputs that used to be skipped, hang, exhaust memory, give a traceback or be accepted: each now
-gives one message and the documented exit code, and work grows linearly with the input.
+"""Inputs that could be skipped, hang, exhaust memory, give a traceback or be accepted: each gives
+one message and the documented exit code, and work grows linearly with the input.
 
 Tests run as root here, so a file made unreadable with chmod is still read: an unreadable file is
 simulated in-process (the open call fails) or with something root cannot read as a file (a

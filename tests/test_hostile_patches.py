@@ -419,8 +419,8 @@ def test_a_selector_of_many_requirements_counts_as_work(tmp_path: Path) -> None:
 
 
 def test_a_label_selector_is_parsed_in_linear_time(tmp_path: Path) -> None:
-    """One pattern over the whole selector tried every split of a run of spaces between a key
-    and what follows it: 16,000 spaces took 17 seconds, these 200,000 about an hour."""
+    """One pattern over the whole selector would try every split of a run of spaces between a
+    key and what follows it: 16,000 spaces would take 17 seconds, these 200,000 about an hour."""
     selector = "a" + " " * 200_000 + "x"
     entry = {"target": {"labelSelector": selector}, "patch": "metadata: {}"}
     result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout", timeout=120)

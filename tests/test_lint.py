@@ -478,7 +478,7 @@ BROKEN_CONFIGS = {
 def test_device_plugin_config_that_the_plugin_refuses(mistake):
     objects = correct_stack()
     find(objects, "ConfigMap", "plugin-config")["data"]["config.yaml"] = BROKEN_CONFIGS[mistake]
-    # The GFD container has its strategy in env, the plugin now has an unusable file.
+    # The GFD container has its strategy in env; the plugin's file is unusable.
     assert rules_hit(objects)["device-plugin-config-invalid"] == ["plugin-config"]
 
 

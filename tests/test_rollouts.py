@@ -11,7 +11,7 @@ from conftest import ROOT
 from markdown_page import Page, to_html
 
 from gpustack import config, render
-from gpustack.diff import Change, Diff, as_markdown
+from gpustack.object_diff import Change, Diff, as_markdown
 from gpustack.rollouts import (
     NO_RESTART,
     RELOADS_DRIVER,

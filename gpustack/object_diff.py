@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from gpustack import emit, secrets
+from gpustack import emit, redaction
 from gpustack.decorate import CONFIG_HASH
 from gpustack.errors import UserError
 from gpustack.layout import APPLICATION_SET_DIR
@@ -106,8 +106,8 @@ class Diff:
 
 # --- masking ---------------------------------------------------------------------------------
 
-# One implementation of masking for every command (gpustack.secrets); names kept for callers.
-mask, mask_text, redacted = secrets.mask, secrets.mask_text, secrets.redacted
+# The one masking of every command (gpustack.redaction), by the names the formats below use.
+mask, mask_text, redacted = redaction.mask, redaction.mask_text, redaction.redacted
 
 
 # --- field paths -----------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def _index(objects: list[dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
 def _masked_sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
     """sort_key(mask(obj)), masking only the fields it reads, unless one holds a secret."""
     found = sort_key(obj)
-    if any(secrets.carries_secret(part) for part in found[1:]):
+    if any(redaction.carries_secret(part) for part in found[1:]):
         return sort_key(mask(obj))
     return found
 
