@@ -32,6 +32,7 @@ from gpustack.layers import (
     merge,
     merge_layers,
     set_by_user,
+    without_taken_away,
     validate,
 )
 from gpustack.model import (
@@ -209,6 +210,7 @@ def _load_stack(
         layers.append(override)
     combined = merge_layers(layers)
     _check_is_config(combined, file_layer)
+    combined = without_taken_away(GPUStack, combined)
     platform = combined.get("platform")
     name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
     if not isinstance(name, str):

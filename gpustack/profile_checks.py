@@ -483,9 +483,50 @@ def _check_no_effect(
             f"has no effect: {rule.why(stack)}",
             nearest(layers[1:], path, key=True),
             field=".".join(path),
-            hint=rule.hint,
+            # A rule about a whole section takes the whole section away: every setting in it
+            # does nothing here.
+            hint=_shared_base_hint(
+                layers, path, rule.section if rule.fields is None else path, rule.hint
+            ),
         )
     _check_pool_sharing(config, layers)
+
+
+def _shared_base_hint(
+    layers: list[Layer], path: tuple[str, ...], taken: tuple[str, ...], hint: str
+) -> str:
+    """The hint when a base, not the cluster's own config, writes a setting that does nothing on
+    this cluster: a base a fleet shares may hold it for the clusters where it takes effect (a
+    driver version for those that run the driver container), so removing it is not the answer.
+    The setting goes into a base that only those clusters extend (`extends:` takes a list, as
+    Helm takes several values files), or this cluster takes `taken` away with a null. `hint`
+    alone when the config itself or `--set` writes it."""
+    files = [layer for layer in layers[1:] if layer.path is not None]
+    writer = next(
+        (layer for layer in reversed(layers[1:]) if _writes(layer.data, path)),
+        None,
+    )
+    if writer is None or writer.path is None or not files or writer is files[-1]:
+        return hint
+    config = files[-1].path
+    assert config is not None
+    relative = os.path.relpath(writer.path, config.parent).replace(os.sep, "/")
+    # `driver: {version: null}`: the setting as one YAML line, null at its end.
+    taken_away = f"{taken[0]}: " + "".join(f"{{{key}: " for key in taken[1:]) + "null"
+    taken_away += "}" * (len(taken) - 1)
+    return (
+        f"{hint}; where the base {relative} holds it for other clusters, this one takes it away "
+        f"in {display_path(config)} ({taken_away}), or it moves to a base that only the clusters "
+        f"where it takes effect extend (extends: [{relative}, ...])"
+    )
+
+
+def _writes(data: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return data is not None
 
 
 def _check_pool_sharing(config: GPUStack, layers: list[Layer]) -> None:

@@ -264,3 +264,56 @@ def test_an_error_in_a_base_names_the_cluster_that_brought_it_in(tmp_path: Path)
         "error: clusters/base.yaml:5:13: devicePlugin.sharing.strategy:"
     )
     assert result.stderr.endswith(" [loading clusters/b.yaml]\n")
+
+
+def _fleet_with_a_driver_base(tmp_path: Path, gke_own: str) -> Path:
+    """A fleet whose base pins the driver for the clusters that run it as a container (kubeadm
+    with driver.mode container) and one GKE cluster, whose platform installs its own."""
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        'dcgmExporter: {interval: 30s}\ndriver:\n  version: "580.178.04"\n'
+    )
+    (clusters / "metal.yaml").write_text(
+        "extends: base.yaml\nmetadata: {name: metal}\n"
+        "platform: {profile: kubeadm}\ndriver: {mode: container}\n"
+    )
+    (clusters / "cloud.yaml").write_text(
+        "extends: base.yaml\nmetadata: {name: cloud}\nplatform: {profile: gke-cos}\n" + gke_own
+    )
+    return clusters
+
+
+def test_a_base_shared_across_platforms_says_how_to_keep_it(tmp_path: Path) -> None:
+    """The base holds the driver version for the clusters where it takes effect: the refusal on
+    the cluster where it does not says how that cluster takes it away, or where it can move,
+    rather than only "remove it", which would take it from the others too."""
+    _fleet_with_a_driver_base(tmp_path, "")
+    result = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: clusters/base.yaml:5:3: driver.version: has no effect")
+    assert (
+        "where the base base.yaml holds it for other clusters, this one takes it away in "
+        "clusters/cloud.yaml (driver: null), or it moves to a base that only the "
+        "clusters where it takes effect extend (extends: [base.yaml, ...]))"
+        " [loading clusters/cloud.yaml]\n"
+    ) in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_null_takes_a_bases_setting_away(tmp_path: Path) -> None:
+    """As the hint says, and as docs/config.md promises: `driver: null` in the
+    cluster takes the base's version away (back to the default), so the fleet renders, the
+    driver container of the other cluster pinned by the base."""
+    _fleet_with_a_driver_base(tmp_path, "driver: null\ndcgmExporter: {interval: null}\n")
+    result = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metal = (tmp_path / "out" / "metal" / "daemonset-nvidia-driver-daemonset.yaml").read_text()
+    assert "580.178.04" in metal
+    cloud = load_stack(tmp_path / "clusters" / "cloud.yaml")
+    assert cloud.config.dcgmExporter.interval == "15s"  # the base's 30s taken away
+    shown = run_gpustack("config", "show", "--show-origin", "clusters/cloud.yaml", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "dcgmExporter.interval" not in shown.stdout
+    assert "driver.version" not in shown.stdout
