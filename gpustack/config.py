@@ -32,8 +32,8 @@ from gpustack.layers import (
     merge,
     merge_layers,
     set_by_user,
-    without_taken_away,
     validate,
+    without_taken_away,
 )
 from gpustack.model import (
     GPUStack,
