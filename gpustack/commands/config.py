@@ -24,6 +24,7 @@ def show(
     from gpustack.config import load_with_layers, overrides
     from gpustack.layers import merge, merge_layers, origin, without_taken_away
     from gpustack.model import GPUStack
+    from gpustack.profile_checks import without_effect
 
     if config is None and Path("gpustack.yaml").is_file():
         config = Path("gpustack.yaml")
@@ -38,6 +39,13 @@ def show(
     for key in ("extends", "patches"):
         written.pop(key, None)
     shown = _in_force(written, in_force)
+    # A base's settings are a fleet's defaults, taken where they have effect: say which do
+    # nothing on this cluster, and why (the cluster's own would have been refused).
+    for path, why in without_effect(stack, layers).items():
+        common.echo(
+            f"note: {_dotted(path)} (set at {origin(layers, path)}) has no effect here: {why}",
+            err=True,
+        )
     if not show_origin:
         common.echo(emit.dump(shown), nl=False)
         return 0
