@@ -542,14 +542,15 @@ def fleet_summary(diffs: ClusterDiffs) -> str:
 
 def unreached_line(note: Unreached, shown: int | None = None) -> str:
     """`the change to driver.version in clusters/base.yaml does not reach 2 clusters, which set
-    it themselves: a (clusters/a.yaml:4:11), b (...)` (the first `shown` clusters)."""
+    it themselves or where it has no effect: a (clusters/a.yaml:4:11), b (no effect there:
+    ...)` (the first `shown` clusters)."""
     count = len(note.clusters)
     listed = ", ".join(f"{name} ({where})" for name, where in note.clusters[:shown])
     more = count - len(note.clusters[:shown])
     return (
         f"the change to {note.setting} in {note.base} does not reach {count} "
-        f"{'cluster' if count == 1 else 'clusters'}, which set it themselves: {listed}"
-        + (f" and {more} more" if more else "")
+        f"{'cluster' if count == 1 else 'clusters'}, which set it themselves or where it has "
+        f"no effect: {listed}" + (f" and {more} more" if more else "")
     )
 
 
@@ -959,8 +960,8 @@ def _unreached(note: Unreached) -> str:
     more = count - len(note.clusters[:5])
     return (
         f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
-        f"{_plural(count, 'cluster')}, which set it themselves: {listed}"
-        + (f" and {more} more" if more else "")
+        f"{_plural(count, 'cluster')}, which set it themselves or where it has no effect: "
+        f"{listed}" + (f" and {more} more" if more else "")
     )
 
 

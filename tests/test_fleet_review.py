@@ -285,7 +285,8 @@ def test_a_review_names_the_clusters_a_base_change_does_not_reach(cli, driver_fl
     shown = "".join(Page(to_html(markdown.stdout)).text)
     assert (
         "Not reached: the change to driver.version in clusters/base.yaml does not reach 28 "
-        "clusters, which set it themselves: gpu-01 (clusters/gpu-01.yaml:4:12), gpu-02 "
+        "clusters, which set it themselves or where it has no effect: gpu-01 "
+        "(clusters/gpu-01.yaml:4:12), gpu-02 "
         "(clusters/gpu-02.yaml:4:12)" in shown
     )
     assert "and 23 more" in shown
@@ -673,3 +674,36 @@ def test_changes_that_differ_only_by_their_config_hash_are_one_group():
     page = Page(to_html(as_markdown(diffs, "review")))
     assert [row[0] for row in page.rows[1:3]] == ["2: a, b", "1: c"]  # c's change is another
     assert "differ from cluster to cluster; shown are a's." in "".join(page.text)
+
+
+def test_a_review_names_the_clusters_where_a_base_change_has_no_effect(
+    cli, driver_fleet, monkeypatch, tmp_path
+):
+    """A base's driver version is a default for the clusters that run the driver container; a
+    GKE cluster extending the base takes nothing of it, and the review says so, with why,
+    rather than leaving it out in silence."""
+    top = tmp_path / "fleet"
+    clusters = top / "clusters"
+    clusters.mkdir(parents=True)
+    (clusters / "base.yaml").write_text((driver_fleet / "clusters" / "base.yaml").read_text())
+    (clusters / "metal.yaml").write_text("extends: base.yaml\nmetadata: {name: metal}\n")
+    (clusters / "cloud.yaml").write_text(
+        "extends: base.yaml\nmetadata: {name: cloud}\nplatform: {profile: gke-cos}\n"
+        "driver: {mode: null}\n"
+    )
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "two clusters")
+    base = clusters / "base.yaml"
+    base.write_text(base.read_text().replace("580.95.05", "595.91.07"))
+    git(top, "commit", "-qam", "a new driver")
+    monkeypatch.chdir(top)
+    text = cli("diff", "--git-ref", "HEAD~1", "clusters").stdout
+    (note,) = [line for line in text.splitlines() if line.startswith("note: ")]
+    assert note == (
+        "note: the change to driver.version in clusters/base.yaml does not reach 1 cluster, "
+        "which set it themselves or where it has no effect: cloud (no effect there: the driver "
+        "is not a container here (driver mode gke-managed): the nodes or the platform install "
+        "it, and gpustack renders no driver)"
+    )
+    assert "1 of 2 cluster(s) differ" in text
