@@ -559,6 +559,10 @@ _MERGE_KEYS = {
 }
 # ObjectMeta.finalizers: a list of strings with patchStrategy merge (a union).
 _PRIMITIVE_MERGE = frozenset({("metadata", "finalizers")})
+# Strategic-merge directives besides $patch (k8s.io/apimachinery pkg/util/strategicpatch
+# patch.go: setElementOrderDirectivePrefix, retainKeysDirective, deleteFromPrimitiveListDirective
+# Prefix), which gpustack does not apply.
+_UNSUPPORTED_DIRECTIVES = ("$setElementOrder/", "$retainKeys", "$deleteFromPrimitiveList/")
 _CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
 
 
@@ -635,6 +639,12 @@ def merge(original: Any, patch: Any, path: tuple[str, ...], known: bool, kind: s
         original = {}
     result = dict(original)
     for key, value in patch.items():
+        if isinstance(key, str) and key.startswith(_UNSUPPORTED_DIRECTIVES):
+            # Merged as a field, it would reach the object, which no schema allows.
+            raise _PatchProblem(
+                f"the directive {key.partition('/')[0]} is not supported (only $patch: delete "
+                "and $patch: replace are); write the list whole, or use a JSON 6902 patch"
+            )
         if value is None:
             result.pop(key, None)
             continue

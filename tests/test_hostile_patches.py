@@ -548,6 +548,12 @@ def test_a_strategic_merge_that_leaves_no_container_is_an_error(
         ("metadata: {annotations: {1: one}}", "a key of the patch is not a string"),
         ("metadata: {annotations: {true: yes}}", "a key of the patch is not a string"),
         ("metadata: {annotations: !!set {a, b}}", "sets (!!set) are not supported"),
+        # Strategic-merge directives gpustack does not apply would reach the object as fields.
+        (
+            "spec: {template: {spec: {$setElementOrder/containers: [{name: x}]}}}",
+            "the directive $setElementOrder is not supported",
+        ),
+        ("spec: {$retainKeys: [template]}", "the directive $retainKeys is not supported"),
     ],
 )
 def test_patch_values_no_object_can_hold_are_errors_at_the_patch(
