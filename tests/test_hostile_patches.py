@@ -434,6 +434,19 @@ def test_a_pattern_that_is_not_utf8_is_refused(pattern: str) -> None:
     assert "--ignore-filename-pattern: bad regular expression" in result.stderr
 
 
+@pytest.mark.parametrize("character", ["\n", "\r", "\x1b[2J", "\u202e", "\x07"])
+def test_a_name_a_pull_request_chooses_prints_on_one_line(tmp_path: Path, character: str) -> None:
+    """A patch file's name is the config's to choose: a line break in it would print a line of
+    its own in the CI log (`::error::...`, which GitHub Actions reads as a command), an escape
+    would rewrite the terminal. Every error and warning prints as one line of printable text."""
+    entry = {"path": f"x{character}::error::injected.yaml", "target": {"kind": "DaemonSet"}}
+    result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n")
+    assert result.stderr[:-1].isprintable(), repr(result.stderr)
+    assert "x?::error::injected.yaml" in result.stderr or "x?[2J::error::" in result.stderr
+
+
 def test_a_selector_of_many_requirements_counts_as_work(tmp_path: Path) -> None:
     """A selector of 100,000 requirements is parsed once, and matching it against every object
     counts each requirement: 100,000 times the objects is past the work allowed."""
