@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gpustack import fleet, render
+
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1
 kind: GPUStack
@@ -55,8 +57,6 @@ COMMANDS = {
 
 def generate(folder: Path, resources: int, streams: int) -> tuple[Path, Path, int]:
     """Render whole clusters until there are at least `resources` objects; write both shapes."""
-    from gpustack import fleet, render
-
     configs = folder / "configs"
     configs.mkdir()
     (configs / "base.yaml").write_text(BASE)

@@ -43,6 +43,7 @@ def read_inputs(files: list[Path]) -> tuple[list[Document], list[str]]:
     stems: list[str] = []
     for path in files:
         shown = display_path(path)
+        _inside_repository(path, shown)
         text = decode(read_bounded(path, MAX_FILE_BYTES, "an import input"), shown)
         found = [each for each in load_all_text(text, shown) if each.data is not None]
         if not found:
@@ -50,6 +51,25 @@ def read_inputs(files: list[Path]) -> tuple[list[Document], list[str]]:
         documents += found
         stems += [path.stem] * len(found)
     return documents, stems
+
+
+def _inside_repository(path: Path, shown: str) -> None:
+    """An input named inside a git repository (a pull request's file, say) is one of its files:
+    a symbolic link out of it (to a credentials file of the machine) is not followed. An input
+    named outside any repository (`kubectl get ... > /tmp/policy.yaml`) is read where it is."""
+    named = Path(os.path.abspath(path)).parent
+    top = next(
+        (folder for folder in (named, *named.parents) if os.path.lexists(folder / ".git")), None
+    )
+    if top is None:
+        return
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(os.path.realpath(top)):
+        raise UserError(
+            "is a symbolic link out of the git repository it is in; import does not follow it",
+            Location(shown),
+            hint="copy the file into the repository, or name it where it is",
+        )
 
 
 def config_text(imported: importing.Imported, sources: list[str]) -> str:
@@ -83,8 +103,14 @@ def load(
             for name, locations in sorted(imported.origins.items())
             if target == name or target.startswith(name + ".") or name.startswith(target + ".")
             for location in locations
+            if location.file  # the release's defaults have no file to name
         ]
+        # A value the message quotes is named as such, so the reason stays; a message that
+        # shows one otherwise is not shown at all.
         shown = problem.message
+        for value in sorted(filter(None, imported.values), key=len, reverse=True):
+            for quoted in (repr(value), f"'{value}'", f'"{value}"'):
+                shown = shown.replace(quoted, "(an imported value)")
         if any(value and value in shown for value in imported.values):
             shown = "gpustack refuses the imported settings together"
         raise UserError(
@@ -94,6 +120,40 @@ def load(
             hint="the import's report says where each setting came from: change the input "
             "(or give fewer inputs), or edit the imported config",
         ) from None
+
+
+def load_imported(
+    imported: importing.Imported,
+    sources: list[str],
+    output_file: Path | None,
+    profiles_dir: Path | None,
+) -> tuple[importing.Imported, str, Stack]:
+    """The config's text and the config as gpustack reads it. A setting that only the operator
+    release's defaults gave (no input wrote it) and that gpustack then refuses on this profile
+    (the chart's `mig.strategy: single` where the node pool makes MIG partitions) is left out,
+    said in the report with why, rather than failing the import: the user never wrote it."""
+    tried: set[str] = set()
+    while True:
+        text = config_text(imported, sources)
+        try:
+            return imported, text, load(text, output_file, profiles_dir, imported)
+        except UserError as problem:
+            target = _defaults_only(imported, problem.field or "")
+            if target is None or target in tried:
+                raise
+            tried.add(target)
+            why = problem.message.removeprefix("the imported config is not valid: ")
+            imported = importing.leave_out(imported, target, why)
+
+
+def _defaults_only(imported: importing.Imported, field: str) -> str | None:
+    """The config field at (or above) `field` when only the operator's defaults set it."""
+    for target, locations in imported.origins.items():
+        if (target == field or field.startswith(target + ".")) and not any(
+            each.file for each in locations
+        ):
+            return target
+    return None
 
 
 def write_config(path: Path, text: str, force: bool) -> None:

@@ -2,7 +2,7 @@
 
     for_fleet(renderings) -> the fleet's one ApplicationSet, or None
 
-Each config asks for it (gitops.application_set builds it from the config's `gitops.argocd`);
+Each config asks for it (gitops_objects.application_set builds it from the config's `gitops.argocd`);
 its Git directory generator makes an Application of every rendered folder, so a fleet's configs
 must agree on it: all or none, the same settings.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpustack.errors import UserError
-from gpustack.gitops import with_namespace
+from gpustack.gitops_objects import with_namespace
 from gpustack.inventory import config_location
 from gpustack.render import Rendering
 

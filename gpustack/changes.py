@@ -5,7 +5,8 @@ hook) re-renders.
     scan(texts, folders, changed, out, profiles_dir) -> the YAML files of `folders` that can read
                        a changed file, or None when every config can (check them all)
     affected(configs, read, changed, out, profiles_dir) -> the configs whose output they change
-    names_given(texts) -> every value a `name:` of the fleet's YAML files gives (cluster names)
+    clusters_named(texts, folders) -> those output folder names some config surely has as its
+                       cluster's name (the others may be strays: only a whole check can tell)
 
 A cluster depends on its config, every base its `extends:` chain names, the PEM, MIG config
 and patch files its layers name, its profile's files (a user profile and the profiles it
@@ -17,22 +18,30 @@ from the layers alone, never a render), and only the clusters whose inputs reall
 file are checked: a fleet's unaffected clusters cost a substring search each. A file under
 `out/_gitops/` (the fleet's ApplicationSet, made from every cluster) affects every cluster; a
 file nothing reads affects none.
+
+Narrowing is conservative: it may check clusters a change does not reach, never leave out one it
+does. Where a name could be written in bytes that do not hold it (a YAML or JSON escape, which
+needs a backslash; UTF-16), every config is parsed instead; names are compared without case and
+with a single quote doubled; a changed profile counts as every profile whose chain reaches it.
+tests/test_check_narrowing.py compares the narrowed verdict with the whole check's on random
+fleets and changes.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from gpustack import inventory
 from gpustack import profiles as profile_store
 from gpustack.config import Inputs, inputs
-from gpustack.errors import real_path
+from gpustack.errors import UserError, real_path
 from gpustack.image_lock import LOCK_FILE
 from gpustack.layout import APPLICATION_SET_DIR
-from gpustack.reading import read_bounded
+from gpustack.reading import decode, read_bounded
+from gpustack.yamlio import load_text
 
 
 def read_fleet(folders: Sequence[Path]) -> dict[Path, bytes] | None:
@@ -62,6 +71,13 @@ def scan(
         return None
     profiles = _profile_files(profiles_dir)
     texts |= {path: read_bounded(path) for path in profiles if path not in texts}
+    # A name is looked for as the bytes of a path: a text that may spell a path otherwise (a
+    # YAML or JSON escape, `\x62ase.yaml`; UTF-16, whose NUL bytes part a name's letters) has
+    # every config parsed instead. Letters are compared without case, as a file system that
+    # ignores it (macOS, Windows) would open them.
+    if any(b"\\" in text or b"\0" in text for text in texts.values()):
+        return None
+    texts = {path: text.lower() for path, text in texts.items()}
     output = real_path(out)
     spelled = {os.path.normpath(path): path for path in texts}
     resolved: dict[Path, Path] = {}  # by real path: made only for a file spelled otherwise
@@ -73,13 +89,13 @@ def scan(
             top = where.relative_to(output).parts[0]
             if top == APPLICATION_SET_DIR:
                 return None
-            tokens.add(top.encode())
+            tokens |= _spellings(top)
             continue
         if path.name == LOCK_FILE:
             # An image lock names no file: it pins the images of every config beside it.
             picked.update(each for each in files if real_path(each.parent) == where.parent)
             continue
-        tokens.add(path.name.encode())
+        tokens |= _spellings(path.name)
         same = spelled.get(os.path.normpath(path))
         roots = [*folders, *([profiles_dir] if profiles_dir else [])]
         if same is None and any(where.is_relative_to(real_path(root)) for root in roots):
@@ -87,8 +103,13 @@ def scan(
             same = resolved.get(where)
         if same is not None:
             picked.add(same)
-    for path in picked & set(profiles):
-        tokens.add(path.stem.encode())
+    # A changed profile file is read by every profile whose `extends:` chain reaches it: a user
+    # profile that shadows a built-in's parent (gke-cos under gke-ubuntu) changes the clusters
+    # of the built-in child, whose name their configs write.
+    changed_profiles = {real_path(path) for path in picked & set(profiles)}
+    for name in _profile_names(profiles, profiles_dir) if changed_profiles else ():
+        if changed_profiles & set(profile_store.files(name, profiles_dir)):
+            tokens |= _spellings(name)
     found = set(picked)
     while True:
         new = [
@@ -99,21 +120,82 @@ def scan(
         if not new:
             break
         found.update(new)
-        tokens.update(path.name.encode() for path in new)
-        tokens.update(path.stem.encode() for path in new if path in profiles)
+        for path in new:
+            tokens |= _spellings(path.name)
+            if path in profiles:
+                tokens |= _spellings(path.stem)
     chosen = [path for path in files if path in found]
     # Every config picked (a shared base changed): the whole fleet, ApplicationSet included.
     others = [path for path in files if path not in found]
-    if not any(inventory.LOOKS_LIKE_CONFIG.search(texts[path]) for path in others):
+    if not any(inventory.LOOKS_LIKE_CONFIG.search(fleet_texts[path]) for path in others):
         return None
     return chosen
 
 
-def names_given(fleet_texts: dict[Path, bytes]) -> set[str]:
-    """Every value a `name:` key of the fleet's YAML files gives: a superset of its clusters'
-    names (a cluster's name is its `metadata.name`, in a config or a base), so an output folder
-    named by none of them is nobody's cluster; one named may still be, only a whole check knows."""
-    return {name.decode() for name in _NAME.findall(b"\n".join(fleet_texts.values()))}
+def _named_elsewhere(
+    path: Path, fleet_texts: dict[Path, bytes], named_in: dict[bytes, set[Path]]
+) -> bool:
+    """Whether a text other than its own names the file `path` (its name after the start of
+    a value or a path's `/`, in any case)."""
+    name = path.name.lower().encode()
+    if _PLAIN_FILE.fullmatch(name):
+        return bool(named_in.get(name, set()) - {path})
+    mention = re.compile(rb"(?:^|[\s/\"'\[,{:])" + re.escape(name), re.IGNORECASE)
+    return any(mention.search(text) for other, text in fleet_texts.items() if other != path)
+
+
+# A plain file name, and one found in a text (after what may start a path or a component).
+_PLAIN_FILE = re.compile(rb"[a-z0-9._-]+")
+_FILE_NAME = re.compile(rb"(?<![a-z0-9._-])[a-z0-9._-]+\.(?:ya?ml|json)(?![a-z0-9._-])")
+
+
+def _spellings(name: str) -> set[bytes]:
+    """How a file or cluster name may be written in a YAML text, lower-cased as scan compares:
+    as it is, and with a quote doubled (a single-quoted scalar's escape)."""
+    plain = name.lower().encode()
+    return {plain, plain.replace(b"'", b"''")}
+
+
+def _profile_names(profiles: Sequence[Path], profiles_dir: Path | None) -> list[str]:
+    """Every profile a config may name: the user's (profiles_dir) and the built-in ones."""
+    builtin = profile_store.data_dir("profiles")
+    names = {path.stem for path in profiles}
+    names |= {path.stem for path in builtin.glob("*.yaml")} if builtin.is_dir() else set()
+    return sorted(names)
+
+
+def clusters_named(fleet_texts: dict[Path, bytes], folders: Collection[str]) -> set[str]:
+    """Those of `folders` (output folder names) that are surely the name of a cluster of the
+    fleet: a config that nothing else names (no base of another) sets it as its own
+    `metadata.name`. Only the files that give such a name to a `name:` key are parsed, each on
+    its own. A folder named only otherwise (a pool, a container, a base's name that its configs
+    may override) is not vouched for: a renamed or removed cluster's folder may be named so, and
+    only a whole check can tell it is a stray."""
+    by_name: dict[str, list[Path]] = {}
+    # Which texts name each plain file name (letters, digits, `.`, `_`, `-`), in one pass.
+    named_in: dict[bytes, set[Path]] = {}
+    for path, text in fleet_texts.items():
+        for name in set(_NAME.findall(text)):
+            by_name.setdefault(name.decode(), []).append(path)
+        for file in set(_FILE_NAME.findall(text.lower())):
+            named_in.setdefault(file, set()).add(path)
+    sure: set[str] = set()
+    for folder in folders:
+        for path in by_name.get(folder, []):
+            # Named by another file (a config that extends it): not surely a cluster.
+            if _named_elsewhere(path, fleet_texts, named_in):
+                continue
+            if not inventory.LOOKS_LIKE_CONFIG.search(fleet_texts[path]):
+                continue
+            try:
+                data = load_text(decode(fleet_texts[path], str(path)), str(path)).data
+            except UserError:
+                continue
+            metadata = data.get("metadata") if isinstance(data, dict) else None
+            if isinstance(metadata, dict) and metadata.get("name") == folder:
+                sure.add(folder)
+                break
+    return sure
 
 
 # A `name:` key's plain or quoted value, in block or flow style.

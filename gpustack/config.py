@@ -25,7 +25,7 @@ from gpustack.errors import (
     display_path,
     real_path,
 )
-from gpustack.layers import (
+from gpustack.layered_settings import (
     Layer,
     following,
     locate,
@@ -40,8 +40,9 @@ from gpustack.model import (
     PatchEntry,
     Strict,
 )
+from gpustack.named_files import inside_repository
 from gpustack.patterns import linear_regex
-from gpustack.reading import MAX_FILE_BYTES, decode, read_bounded, repository_top
+from gpustack.reading import MAX_FILE_BYTES, UnreadableFile, decode, read_bounded
 from gpustack.stack import Stack
 from gpustack.yamlio import (
     Document,
@@ -355,47 +356,17 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
 
 def _patch_file(base: Path, written: str, location: Location, field: str) -> Path:
     """Where the patch file `written` (relative to `base`, the folder of the config naming it)
-    really lies, symbolic links followed: a YAML file of the repository holding that config
-    (outside any repository, of the working folder when the config is in it, else of `base`
-    or below it), never in its `.git`. A pull request's config could otherwise merge any file
-    of the machine (a registry's credentials, say) into a rendered object, which `check` and
-    `diff` print."""
-    if "\x00" in written:
-        raise UserError("a file name cannot contain a NUL byte", location, field)
-    if not written.endswith(CONFIG_SUFFIXES):
+    really lies: a YAML file of the repository holding that config (named_files). A pull
+    request's config could otherwise merge any file of the machine (a registry's credentials,
+    say) into a rendered object, which `check` and `diff` print."""
+    if "\x00" not in written and not written.endswith(CONFIG_SUFFIXES):
         raise UserError(
             "must name a YAML file (.yaml or .yml)",
             location,
             field,
             hint="a JSON patch is YAML too: rename it to .yaml",
         )
-    top = repository_top(base)
-    folder, working = Path(os.path.realpath(base)), Path(os.path.realpath(Path.cwd()))
-    if top is not None:
-        root, where = top, "the git repository holding the config"
-    elif folder.is_relative_to(working):
-        root, where = working, "the working folder"  # a fleet's root, before `git init`
-    else:
-        root, where = folder, "the config's folder"
-    real = Path(os.path.realpath(base / written))
-    shown = display_path(base / written)
-    if not real.is_relative_to(root):
-        raise UserError(
-            f"patch file {shown} is outside {where} (symbolic links followed); a patch file is "
-            "one of the repository's own",
-            location,
-            field,
-            hint="keep patch files beside the configs that name them"
-            + ("" if top else ", or in a git repository that holds both"),
-        )
-    if ".git" in real.relative_to(root).parts:
-        raise UserError(
-            f"patch file {shown} is in the repository's .git folder, which holds git's own "
-            "data, never a patch",
-            location,
-            field,
-        )
-    return real
+    return inside_repository(base, written, location, field, "patch file")
 
 
 def _patch_documents(
@@ -412,7 +383,7 @@ def _patch_documents(
             return _read_patch_file(file)  # reports the problem, uncached
         return _patch_file_unchanged(file, stat.st_mtime_ns, stat.st_size, os.getcwd())
     except UserError as error:
-        if error.location is not None and error.location.line:
+        if not isinstance(error, UnreadableFile) and error.location and error.location.line:
             # Named with the place, never quoted: not even YAML's own message.
             raise UserError(
                 "not valid YAML, expected a patch; its content is not shown",
@@ -709,16 +680,20 @@ def _add_layers(
     if resolved in seen:
         cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
         raise UserError(
-            f"extends forms a cycle: {cycle}", _extends_at(referencing), field="extends"
+            f"extends forms a cycle: {cycle}",
+            _extends_at(referencing),
+            field=_extends_field(referencing),
         )
     if len(seen) >= _MAX_EXTENDS_DEPTH:
-        raise UserError("extends chain is too long", _extends_at(referencing), field="extends")
+        raise UserError(
+            "extends chain is too long", _extends_at(referencing), field=_extends_field(referencing)
+        )
     if len(chain) >= MAX_LAYERS:
         raise UserError(
             f"extends applies more than {MAX_LAYERS} bases in all (counting each time a base is "
             "named, also through other bases)",
             _extends_at(referencing),
-            field="extends",
+            field=_extends_field(referencing),
             hint="name each base once; a base that several bases share needs naming only once",
         )
     try:
@@ -734,7 +709,7 @@ def _add_layers(
             raise UserError(
                 f"base config {display_path(current)} not found",
                 _extends_at(referencing),
-                field="extends",
+                field=_extends_field(referencing),
             ) from None
         if referencing and (error.location is None or not error.location.line):
             # A problem with the file as a whole (a folder, a FIFO, too large): say so where
@@ -742,7 +717,7 @@ def _add_layers(
             raise UserError(
                 f"base config {display_path(current)}: {error.message}",
                 _extends_at(referencing),
-                field="extends",
+                field=_extends_field(referencing),
             ) from None
         raise
     if document.data is None:
@@ -773,6 +748,7 @@ def _add_layers(
             "must name at least one base config", document.source.value(("extends",)), "extends"
         )
     for entry, where in entries:
+        field = ".".join(str(part) for part in where)
         if not isinstance(entry, str) or not entry:
             problem = "must be a path to a base config, or a list of them"
         elif "\x00" in entry:
@@ -780,10 +756,15 @@ def _add_layers(
         elif not entry.endswith(CONFIG_SUFFIXES):
             problem = "must name a YAML config file (.yaml or .yml)"
         else:
+            # Before the base is read: a pull request's `extends: /etc/...` is refused unread.
+            try:
+                inside_repository(current.parent, entry, None, field, "base config")
+            except UserError as error:
+                raise UserError(
+                    error.message, _extends_at((document, where)), field, error.hint
+                ) from None
             continue
-        # Positions only for the error: a fast read finds them by parsing the file again.
-        at = document.source.value(where) or document.source.value(("extends",))
-        raise UserError(problem, at, ".".join(str(part) for part in where))
+        raise UserError(problem, _extends_at((document, where)), field)
     named = [real_path(current.parent / entry) for entry, _ in entries]
     for index, (entry, where) in enumerate(entries):
         if named[index] in named[:index]:
@@ -819,7 +800,7 @@ def _check_is_base(document: Document, path: Path, referencing: Reference) -> No
             f"base config {display_path(path)} is not a gpustack config (its kind, apiVersion or "
             "fields are another file's); its content is not shown",
             _extends_at(referencing),
-            field="extends",
+            field=_extends_field(referencing),
         )
 
 
@@ -831,6 +812,11 @@ def _kind_of_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return "a number"
     return describe(value) if isinstance(value, list) or value is None else "a value"
+
+
+def _extends_field(referencing: Reference | None) -> str:
+    """The `extends:` entry naming a base, as a field: `extends`, or `extends.1` in a list."""
+    return ".".join(str(part) for part in referencing[1]) if referencing else "extends"
 
 
 def _extends_at(referencing: Reference | None) -> Location | None:

@@ -72,7 +72,8 @@ class UserError(Exception):
         if self.location:
             parts.append(f"{self.location}: ")
         if self.field:
-            parts.append(f"{self.field}: ")
+            # One line too: a field path holds the keys a pull request wrote.
+            parts.append("".join(ch if ch.isprintable() else "?" for ch in self.field) + ": ")
         parts.append(self.message)
         if self.hint:
             parts.append(f" ({self.hint})")

@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 from gpustack import cluster_images, lint, validation
 from gpustack.applicationset import for_fleet
 from gpustack.config import load_stack
+from gpustack.errors import Location, UserError
 from gpustack.findings import Finding
 from gpustack.inventory import check_unique_names
-from gpustack.layers import Layer
+from gpustack.layered_settings import Layer
 from gpustack.render import PICKLE, Rendering, render
 
 if TYPE_CHECKING:
@@ -147,12 +148,17 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
         nodes = (rendering.kubernetes_version, rendering.taints, rendering.node_labels)
         key = (tuple(rendering.content_keys), pickle.dumps(nodes, PICKLE))
         if key not in linted:
-            linted[key] = lint.run(
-                rendering.objects,
-                rendering.kubernetes_version,
-                taints=rendering.taints,
-                node_labels=rendering.node_labels,
-            )
+            try:
+                linted[key] = lint.run(
+                    rendering.objects,
+                    rendering.kubernetes_version,
+                    taints=rendering.taints,
+                    node_labels=rendering.node_labels,
+                )
+            except UserError as error:
+                # Lint's own bound (lint._objects.MAX_COMPARISONS), named at the config.
+                where = Location(rendering.source or rendering.name)
+                raise UserError(error.message, where, hint=error.hint) from None
         found = schema + linted[key] + cluster_images.unlocked(rendering)
         results.append(_at_patches(rendering, found))
     return results

@@ -27,6 +27,7 @@ from pathlib import Path
 from gpustack import emit, reading
 from gpustack.errors import Location, UserError, display_path
 from gpustack.model import IMAGE
+from gpustack.named_files import inside_repository
 from gpustack.reading import decode, read_bounded
 from gpustack.yamlio import load_text
 
@@ -106,10 +107,16 @@ def read_lock(path: Path) -> dict[str, str]:
         # revision must not be read through is refused by the read below.
         with contextlib.suppress(UserError):
             reading.revision_guard(os.path.abspath(path))
+    if os.path.lexists(path):
+        # Beside a config of a pull request, the lock may be a link to any file of the machine:
+        # it is read only inside the repository holding the config, as a file the config names.
+        inside_repository(path.parent, path.name, None, None, "image lock")
     try:
         found = os.stat(path)
     except FileNotFoundError:
-        return {}
+        if not os.path.islink(path):
+            return {}
+        found = None  # a link to a missing file: said so, not taken for no lock
     except OSError:
         found = None
     if found is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -76,6 +76,11 @@ def releases() -> dict[str, Release]:
             dict(facts.get("managerEnv") or {}),
         )
     return dict(sorted(found.items(), key=lambda item: release_key(item[0])))
+
+
+# A release number's part: a few digits. An input may write thousands, which no release has and
+# which Python refuses to read as a number (int() above 4,300 digits raises).
+_NUMBER = "[0-9]{1,9}"
 
 
 def release_key(version: str) -> tuple[int, ...]:
@@ -730,6 +735,35 @@ def import_inputs(
     )
 
 
+def leave_out(imported: Imported, target: str, why: str) -> Imported:
+    """`imported` without the config field `target`, which only the operator's defaults set and
+    gpustack refuses on this profile (`why`, a message without the inputs' values): the defaults'
+    entries for it say so."""
+    *sections, name = target.split(".")
+    nodes = [imported.config]
+    for section in sections:
+        nodes.append(nodes[-1][section])
+    del nodes[-1][name]
+    for parent, section in reversed(list(zip(nodes, sections))):
+        if not parent[section]:
+            del parent[section]
+    entries = [
+        Entry(
+            entry.input,
+            entry.field,
+            entry.location,
+            "dropped",
+            target,
+            f"the operator's default, which gpustack refuses here: {why}",
+        )
+        if entry.target == target and not entry.location
+        else entry
+        for entry in imported.entries
+    ]
+    origins = {key: value for key, value in imported.origins.items() if key != target}
+    return replace(imported, entries=entries, origins=origins)
+
+
 # Config fields whose values are gpustack's own words (a choice among a few), not an input's.
 _CHOICES = {
     "driver.mode",
@@ -771,7 +805,8 @@ def _labelled_release(each: Input) -> tuple[str, str] | None:
     for label in _VERSION_LABELS:
         written = labels.get(label)
         found = re.search(
-            r"v?([0-9]+\.[0-9]+\.[0-9]+)$", written if isinstance(written, str) else ""
+            rf"(?<![0-9.])v?({_NUMBER}\.{_NUMBER}\.{_NUMBER})$",
+            written if isinstance(written, str) else "",
         )
         if found is not None:
             return f"v{found.group(1)}", label
@@ -1457,14 +1492,15 @@ def _image(state: _Import, spec: dict[str, Any], component: str) -> Image:
 # deployments/container/Makefile `push-short`: "we also push a short tag equal to the version"),
 # the tag gpustack runs.
 _DISTRO_TAG = re.compile(
-    r"(v[0-9]+\.[0-9]+\.[0-9]+)-(ubuntu[0-9.]+|ubi[0-9]+|rhel[0-9.]+|centos[0-9]+)"
+    rf"(v{_NUMBER}\.{_NUMBER}\.{_NUMBER})-(ubuntu[0-9.]+|ubi[0-9]+|rhel[0-9.]+|centos[0-9]+)"
 )
 # dcgm-exporter's `<DCGM>-<exporter>-<distribution>`: gpustack runs the `-distroless` image,
 # published from 4.4.1-4.6.0 (the release GPU Operator v25.10.0 moved to, NVIDIA/gpu-operator
 # #1770 "Use distroless tag for dcgm-exporter"); an older release has only its distribution
 # images, which run the exporter differently.
 _EXPORTER_TAG = re.compile(
-    r"([0-9]+\.[0-9]+\.[0-9]+)-([0-9]+\.[0-9]+\.[0-9]+)-(distroless|ubuntu[0-9.]+|ubi[0-9]+)"
+    rf"({_NUMBER}\.{_NUMBER}\.{_NUMBER})-({_NUMBER}\.{_NUMBER}\.{_NUMBER})-"
+    r"(distroless|ubuntu[0-9.]+|ubi[0-9]+)"
 )
 _FIRST_DISTROLESS_EXPORTER = ((4, 4, 1), (4, 6, 0))
 # Components that gpustack runs from the operator's own image (nvcr.io/nvidia/gpu-operator).
@@ -1489,9 +1525,9 @@ def _short_tag(component: str, written: str) -> tuple[str, str | None]:
         why = None if variant == "distroless" else "the release's distroless image"
         return f"{dcgm}-{exporter}", why
     if component in _VALIDATOR_IMAGE:
-        if re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", written) and field_accepts(
-            f"{component}.version", written
-        ):
+        if not re.fullmatch(rf"v{_NUMBER}\.{_NUMBER}\.{_NUMBER}", written):
+            return written, None  # no release: the field check says so
+        if field_accepts(f"{component}.version", written):
             return written, None
         return "", (
             "gpustack's validator runs nvidia-validator from the GPU Operator's own image, "
@@ -1749,6 +1785,11 @@ _MANAGER_ENV = {
 }
 
 
+# What Go's strconv.ParseBool reads as true and as false.
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
 def _manager_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
     if not isinstance(env, list):
         return
@@ -1771,7 +1812,13 @@ def _manager_env(state: _Import, source: Input, env: Any, path: Path_) -> None:
         elif target.endswith("podSelector"):
             setting = str(value or "")
         else:
-            setting = str(value).lower() == "true"
+            # As the driver manager reads it (urfave/cli v2 BoolFlag: empty is false, else Go's
+            # strconv.ParseBool); anything else stops the manager, which gpustack's would not.
+            text = "" if value is None else str(value)
+            if text not in _GO_TRUE and text not in _GO_FALSE and text != "":
+                state.dropped(source, where, "not a boolean the driver manager reads")
+                continue
+            setting = text in _GO_TRUE
         state.set(source, where, target, setting)
     state.done.add((id(source), path))
 
@@ -1844,6 +1891,12 @@ def _device_plugin_config(
         entry: each for (config_map, entry), each in plugin_configs.items() if config_map == owner
     }
     if not mine:
+        # The operator's plugin shares GPUs as that config says, which only its ConfigMap
+        # tells: `--check` says so rather than compare with the default's `none`.
+        state.expected["plugin sharing"] = (
+            "its plugin config's (the ConfigMap devicePlugin.config.name names, not among the "
+            "inputs)"
+        )
         state.dropped(
             source,
             (*base, "name"),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpustack.config import bases, load_stack, read_document
 from gpustack.errors import Location, UserError, display_path, real_path
+from gpustack.named_files import is_inside
 from gpustack.reading import MAX_FILE_BYTES, read_bounded
 from gpustack.stack import Stack
 
@@ -65,7 +66,7 @@ def _refuse_configs_nearby() -> None:
     if FLEET_FOLDER.is_dir():
         nearby += yaml_files(FLEET_FOLDER)
     for path in nearby[:_NEARBY_FILES]:
-        if not path.is_file():
+        if not path.is_file() or not is_inside(Path("."), path):
             continue
         try:
             with path.open("rb") as handle:
@@ -90,7 +91,9 @@ def _refuse_configs_nearby() -> None:
 
 
 def _folder_configs(folder: Path) -> list[Path]:
-    configs = [path for path in yaml_files(folder) if is_config(path)]
+    # A link out of the repository is left out unread, as `diff --git-ref` leaves it out of a
+    # revision: a pull request's `clusters/x.yaml -> /etc/...` is no cluster of the fleet.
+    configs = [path for path in yaml_files(folder) if is_inside(folder, path) and is_config(path)]
     if not configs:
         raise UserError(
             "no GPUStack configs in this folder",

@@ -45,8 +45,8 @@ SMOKE_TEST_STAGE = "smoke-test"
 # With a canary node pool, what changes the canary's GPU node software (its driver DaemonSet and
 # what that needs) is a stage of its own, which the workloads stage depends on: with `wait` the
 # canary's driver pods must all be Ready, their new driver answering, before Flux applies the
-# change to the other nodes. Without a canary pool the stage is empty, and the workloads depend
-# on the foundation as before.
+# change to the other nodes. Without a canary pool the stage is empty, so the workloads wait for
+# the foundation alone.
 CANARY_STAGE = "canary"
 STAGE_DEPENDENCIES: dict[str, str | None] = {
     "foundation": None,
@@ -61,7 +61,7 @@ STAGES = tuple(STAGE_DEPENDENCIES)
 # object's kind before it applies the first one, so one `kubectl apply -k` of a folder holding
 # a CRD and resources of that CRD fails on an empty cluster ("ensure CRDs are installed first");
 # applied first (as Flux's `foundation` stage is), they are there for the second. Argo CD and
-# Flux read the cluster's kustomization.yaml, which lists every file as before.
+# Flux read the cluster's kustomization.yaml, which lists every file, the CRDs' too.
 CRDS_DIR = "crds"
 # The folders inside a cluster's folder that gpustack writes.
 SUBFOLDERS = {NODE_DIR, CLUSTER_DIR, CRDS_DIR, *STAGES}

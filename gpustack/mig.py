@@ -18,6 +18,7 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]
 
 from gpustack.errors import UserError, describe
+from gpustack.model import MIG_DISABLED
 from gpustack.yamlio import Document
 
 # The node labels the MIG manager (NVIDIA/mig-parted's nvidia-mig-manager, components/mig_manager.py)
@@ -111,6 +112,15 @@ def parse_user_configs(document: Document) -> Configs:
             raise fail("expected a list with at least one entry", path)
         for index, entry in enumerate(entries):
             _check_entry(entry, (*path, index), fail)
+            if name == MIG_DISABLED and entry["mig-enabled"]:
+                # gpustack gives this config to the nodes of a pool whose device plugin uses
+                # no MIG (GPUStack.pool_mig_config): partitioned, their GPUs would vanish.
+                raise fail(
+                    f"{MIG_DISABLED} is the config gpustack gives the nodes of a pool whose "
+                    "device plugin uses no MIG, to keep their GPUs whole; it cannot turn MIG on",
+                    (*path, index, "mig-enabled"),
+                    "give this layout a name of its own",
+                )
     return configs
 
 
@@ -128,16 +138,19 @@ def _check_entry(entry: Any, path: tuple[str | int, ...], fail: Any) -> None:
         if required not in entry:
             raise fail(f"required field {required!r} missing", path)
     devices = entry["devices"]
-    if devices != "all" and not (
-        isinstance(devices, list)
-        and all(
-            isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in devices
-        )
-    ):
+    if devices != "all" and not isinstance(devices, list):
         raise fail(
             f"devices must be 'all' or a list of GPU indexes, not {describe(devices)}",
             (*path, "devices"),
         )
+    if isinstance(devices, list):
+        for index, item in enumerate(devices):
+            if not (isinstance(item, int) and not isinstance(item, bool) and item >= 0):
+                # mig-parted reads a negative index and matches no GPU with it, silently.
+                raise fail(
+                    "devices lists GPU indexes, whole numbers from 0: this is not one",
+                    (*path, "devices", index),
+                )
     device_filter = entry.get("device-filter")
     if device_filter is not None and not (
         isinstance(device_filter, str)

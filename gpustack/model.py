@@ -96,7 +96,10 @@ Name = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63), Doc(type="DNS
 LabelKey = Annotated[str, Field(pattern=QUALIFIED_KEY, max_length=316), Doc(type="label key")]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, max_length=63), Doc(type="label value")]
 # An image tag that is a release version (the device plugin's, the toolkit's, MIG manager's).
-ReleaseTag = Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$"), Doc(type="`vX.Y.Z`")]
+# A few digits a part: no release has more, and the validator's release is compared as numbers.
+ReleaseTag = Annotated[
+    str, Field(pattern=r"^v[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$"), Doc(type="`vX.Y.Z`")
+]
 
 _DURATION_UNITS_MS = {
     "y": 365 * 86_400_000,
@@ -484,8 +487,17 @@ class PoolDriver(Strict):
     )
 
 
+# The most node pools a cluster config may list.
+MAX_POOLS = 256
+
+
 class NodePool(Strict):
-    name: Name = Field(description="the pool's name, unique among the pools")
+    name: Name = Field(
+        description=(
+            "the pool's name, unique among the pools; not `default`, the device plugin config of "
+            "the nodes in no pool"
+        )
+    )
     selector: Annotated[dict[LabelKey, LabelValue], Doc(type="node labels")] = Field(
         min_length=1,
         description=(
@@ -587,15 +599,19 @@ class Nodes(Strict):
             "OpenShift: the MachineConfigPool gpustack's MachineConfigs target; `worker-gpu`: "
             "a pool of the GPU nodes only, inheriting the worker pool's MachineConfigs (gpustack "
             "renders it, and the MachineSet patch gives new GPU machines its role), so a "
-            "GPU-side change reboots GPU nodes only; `worker`: every worker, as before"
+            "GPU-side change reboots GPU nodes only; `worker`: the worker pool, so a GPU-side change "
+            "reboots every worker"
         ),
     )
     pools: Annotated[list[NodePool], Doc(type="list of pools", see="Node pools")] = Field(
         default_factory=_no_items,
+        # A cluster's GPU node pools are a few dozen at most; the bound keeps the work of a
+        # crafted config (each pool's config, node files, overlap with every other) bounded.
+        max_length=MAX_POOLS,
         description=(
             "GPU node pools of the cluster, each with its own device plugin config, MIG layout, "
             "driver version and taints; a node belongs to at most one pool, the others get the "
-            "cluster's settings"
+            f"cluster's settings; at most {MAX_POOLS}"
         ),
     )
     cgroupDriver: Literal["systemd", "cgroupfs"] = Field(
@@ -669,8 +685,10 @@ class MigManagerConfig(Strict):
         default=None,
         description=(
             "a mig-parted config file (`version: v1`, `mig-configs`), relative to the config "
-            "file, whose configs are added to the built-in ones (same name: replaces it); "
-            "checked as mig-parted checks it"
+            "file and inside its repository, whose configs are added to the built-in ones "
+            "(same name: replaces it, but "
+            "`all-disabled`, which gpustack gives pools that keep their GPUs whole, cannot turn "
+            "MIG on); checked as mig-parted checks it"
         ),
     )
 
@@ -1000,14 +1018,18 @@ MaxUnavailable = Annotated[
 
 class DriverDrain(Strict):
     """k8s-driver-manager's node drain (NVIDIA/k8s-driver-manager v0.12.0 cmd/driver-manager
-    ENABLE_AUTO_DRAIN, DRAIN_*): a full `kubectl drain` when evicting the GPU pods is not enough
-    to unload the old driver."""
+    ENABLE_AUTO_DRAIN, DRAIN_*): kubectl's drain of the node's pods when evicting the GPU pods is
+    not enough to unload the old driver. It drains without setting DaemonSet pods aside
+    (internal/kubernetes/client.go DrainNode: no IgnoreAllDaemonSets), so a drain of every pod
+    meets a DaemonSet's pod (the driver pod itself) and fails: `podSelector` names the pods."""
 
     enabled: bool = Field(
         default=False,
         description=(
-            "drain the node (every pod but DaemonSets') when the GPU pods' eviction fails or the "
-            "old driver stays in use (`ENABLE_AUTO_DRAIN`)"
+            "drain the node's pods that `podSelector` matches when the GPU pods' eviction fails "
+            "or the old driver stays in use (`ENABLE_AUTO_DRAIN`); without `podSelector` the "
+            "drain meets the driver's own DaemonSet pod and fails (k8s-driver-manager does not "
+            "set DaemonSet pods aside)"
         ),
     )
     # gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) driver.upgradePolicy.drain:
@@ -1022,7 +1044,10 @@ class DriverDrain(Strict):
         Doc(type="label selector", default="none (every pod)"),
     ] = Field(
         default="",
-        description="drain only the pods this label selector matches (`DRAIN_POD_SELECTOR_LABEL`)",
+        description=(
+            "drain only the pods this label selector matches, none of a DaemonSet's "
+            "(`DRAIN_POD_SELECTOR_LABEL`)"
+        ),
     )
     deleteEmptyDir: bool = Field(
         default=False,
@@ -1340,7 +1365,9 @@ class Entitlement(Strict):
     )
     pemFile: Annotated[str | None, Doc(type="path")] = Field(
         default=None,
-        description="entitlement certificate, relative to the config file; required with `enabled`",
+        description="entitlement certificate, relative to the config file and inside its "
+        "repository (one kept elsewhere: `--set entitlement.pemFile=PATH`); required with "
+        "`enabled`",
     )
 
 
@@ -1727,7 +1754,8 @@ class PatchEntry(Strict):
     )
     path: str | None = Field(
         default=None,
-        description="a file holding the patch, relative to the config that names it; not with `patch`",
+        description="a file holding the patch, relative to the config that names it and inside "
+        "its repository; not with `patch`",
     )
     target: PatchTarget | None = Field(
         default=None,
@@ -1766,7 +1794,8 @@ class GPUStack(Strict):
     extends: Annotated[str | list[str] | None, Doc(type="path, or list of paths")] = Field(
         default=None,
         description=(
-            "a base config (path relative to this file) to inherit from, or several applied "
+            "a base config (path relative to this file, inside its repository) to inherit from, "
+            "or several applied "
             "in order (later ones override earlier ones); in a folder render, a file that "
             "others extend is a base, not a cluster"
         ),

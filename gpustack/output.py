@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from gpustack.errors import Location, UserError, display_path
 from gpustack.layout import is_ours
 from gpustack.reading import MAX_FILE_BYTES, kind_of, read_bounded
-from gpustack.secrets import carries_secret
+from gpustack.redaction import carries_secret
 
 if TYPE_CHECKING:
     import ctypes

@@ -26,8 +26,8 @@ from gpustack import committed, output, output_tree
 from gpustack.findings import Finding
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, OVERRIDES_ANNOTATION, is_ours
 from gpustack.objects import file_name, identity
+from gpustack.redaction import mask_text
 from gpustack.render import Rendering
-from gpustack.secrets import mask_text
 
 
 @dataclass

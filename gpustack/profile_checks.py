@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from gpustack import bottlerocket, gke_accelerators, mig
+from gpustack.device_plugin_config import DEFAULT_CONFIG
 from gpustack.errors import Location, UserError, did_you_mean, display_path
-from gpustack.layers import Layer, following, merge, nearest, set_by_user
+from gpustack.layered_settings import Layer, following, merge, nearest, set_by_user
 from gpustack.model import GKENodePool, GPUStack, NodePool, Profile
+from gpustack.named_files import inside_repository
 from gpustack.reading import decode, read_bounded
 from gpustack.stack import (
     DRIVER_CONTAINER_ROOT,
@@ -1401,28 +1403,50 @@ def _check_mig_manager(
             )
 
 
-def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
-    path = ("migManager", "config", "file")
-    owner = next(
-        (
-            layer
-            for layer in reversed(layers)
-            if isinstance(layer.data.get("migManager"), dict)
-            and isinstance(layer.data["migManager"].get("config"), dict)
-            and "file" in layer.data["migManager"]["config"]
-        ),
-        None,
-    )
-    base = owner.directory if owner and owner.directory else Path.cwd()
-    file = base / str(config.migManager.config.file)
+def _named_file(
+    layers: list[Layer], path: tuple[str, ...], written: str, what: str, hint: str | None = None
+) -> tuple[Path, Location]:
+    """The file a path setting names, relative to the folder of the layer that wrote it, and
+    where it is written; checked before anything is read: a file a config, base or profile
+    names lies in its repository (named_files). A path given with `--set` (a layer of no file)
+    is the user's own, relative to the working folder."""
+    owner = next((layer for layer in reversed(layers) if _writes(layer.data, path)), None)
     location = nearest(layers, path)
+    if owner is None or owner.directory is None:
+        return Path.cwd() / written, location
+    inside_repository(owner.directory, written, location, ".".join(path), what, hint)
+    return owner.directory / written, location
+
+
+def _writes(data: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return True
+
+
+def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
+    file, location = _named_file(
+        layers,
+        ("migManager", "config", "file"),
+        str(config.migManager.config.file),
+        "MIG config file",
+    )
     try:
-        text = decode(read_bounded(file, what="a mig-parted config", location=location), str(file))
+        raw = read_bounded(file, what="a mig-parted config", location=location)
+    except UserError as error:
+        # The file as a whole (missing, a folder, a FIFO, a link to nothing): said for what it is.
+        if error.message.endswith(": file not found"):
+            error = UserError(f"MIG config file {display_path(file)} not found", location)
+        raise UserError(
+            error.message, error.location, "migManager.config.file", error.hint
+        ) from None
+    try:
+        text = decode(raw, str(file))
         document = load_text(text, display_path(file))
     except UserError as error:
-        if error.message.endswith("file not found"):
-            error = UserError(f"MIG config file {display_path(file)} not found", location)
-        elif error.location is not None and error.location.line:
+        if error.location is not None and error.location.line:
             # A YAML error may quote what it stumbled on (a key, a tag, an alias): the file
             # is named with the place, never with its content.
             error = UserError(
@@ -1437,18 +1461,19 @@ def _read_mig_configs(config: GPUStack, layers: list[Layer]) -> mig.Configs:
 
 def _read_pem(config: GPUStack, layers: list[Layer]) -> tuple[bytes, int]:
     """The PEM's bytes and permission bits. Nothing of its content is ever quoted in an error."""
-    path = ("entitlement", "pemFile")
-    owner = next(
-        (layer for layer in reversed(layers) if layer.source.value((*layer.prefix, *path))), None
+    pem_path, location = _named_file(
+        layers,
+        ("entitlement", "pemFile"),
+        str(config.entitlement.pemFile),
+        "entitlement PEM",
+        hint="a certificate kept outside the repository is named on the command line: "
+        "--set entitlement.pemFile=PATH",
     )
-    base = owner.directory if owner and owner.directory else Path.cwd()
-    pem_path = base / str(config.entitlement.pemFile)
-    location = nearest(layers, path)
     try:
         content = read_bounded(pem_path, 1024 * 1024, "an entitlement PEM", location=location)
         mode = stat.S_IMODE(os.stat(pem_path).st_mode)
     except UserError as error:
-        if error.message.endswith("file not found"):
+        if error.message.endswith(": file not found"):
             error = UserError(f"entitlement PEM {display_path(pem_path)} not found", location)
         raise UserError(error.message, error.location, "entitlement.pemFile") from None
     except OSError:
@@ -1510,15 +1535,62 @@ def selectors_overlap(first: dict[str, str], second: dict[str, str]) -> bool:
     return all(second[key] == value for key, value in first.items() if key in second)
 
 
+# Names a pool cannot take, because gpustack names something else so where pools' names go.
+# A pool's name is its device plugin config's name (a key of the plugin's ConfigMap and the
+# value of its nodes' nvidia.com/device-plugin.config label); `default` is the config of the nodes
+# in no pool, which the config manager falls back to (DEFAULT_CONFIG): a pool of that name would
+# replace it, and every GPU node outside the pools would silently take the pool's settings.
+RESERVED_POOL_NAMES = {
+    DEFAULT_CONFIG: "it names the device plugin config of the GPU nodes in no pool, which a "
+    "pool of that name would replace (every node outside the pools would take its settings)",
+}
+
+
+# The most driver DaemonSets a config may render: one per RHCOS build for the cluster and for each
+# pool with a driver of its own (gpustack.components.driver). A real cluster needs a few dozen;
+# the bound keeps a crafted config's output (and its lint) from running into the tens of thousands.
+MAX_DRIVER_DAEMONSETS = 512
+
+
+def _check_driver_daemonsets(config: GPUStack, stack: Stack, layers: list[Layer]) -> None:
+    if not stack.driver_container:
+        return
+    own = sum(
+        1 for pool in config.nodes.pools if pool.canary or (pool.driver and pool.driver.version)
+    )
+    builds = len(config.driver.rhcosBuilds) if stack.driver_mode == "driver-toolkit" else 0
+    count = (own + 1) * max(builds, 1)
+    if count <= MAX_DRIVER_DAEMONSETS:
+        return
+    where = ("driver", "rhcosBuilds") if builds > 1 else ("nodes", "pools")
+    raise UserError(
+        f"would render {count} driver DaemonSets (the cluster's and those of {own} pools with a "
+        f"driver of their own, for each of {max(builds, 1)} RHCOS builds), more than the "
+        f"{MAX_DRIVER_DAEMONSETS} gpustack renders for one cluster",
+        nearest(layers, where),
+        field=".".join(where),
+        hint="give fewer pools a driver of their own (canary, driver.version), or list only the "
+        "RHCOS builds the nodes run",
+    )
+
+
 def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
     """Each pool's settings apply to the profile, and each GPU node belongs to one pool at most."""
     pools = config.nodes.pools
     name = profile.metadata.name
     stack = Stack(config, profile, "")
+    _check_driver_daemonsets(config, stack, layers)
     gpu_nodes = Stack(config, profile, "").gpu_node_selector
     for index, pool in enumerate(pools):
         here: tuple[str | int, ...] = ("nodes", "pools", index)
         dotted = f"nodes.pools.{index}"
+        if pool.name in RESERVED_POOL_NAMES:
+            raise UserError(
+                f"pool name {pool.name!r} is reserved: {RESERVED_POOL_NAMES[pool.name]}",
+                nearest(layers, (*here, "name")),
+                field=f"{dotted}.name",
+                hint=f"name the pool otherwise, e.g. {pool.name}-gpu",
+            )
         if pool.driver and pool.driver.version and not stack.driver_container:
             raise UserError(
                 f"pool {pool.name}: a driver version applies only where gpustack runs the driver "

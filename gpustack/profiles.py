@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpustack.errors import Location, UserError, describe, did_you_mean, display_path
-from gpustack.layers import Layer, merge, merge_layers, validate
+from gpustack.layered_settings import Layer, merge, merge_layers, validate
 from gpustack.model import Profile
 from gpustack.yamlio import SourceMap, load_file
 

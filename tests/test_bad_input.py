@@ -36,7 +36,57 @@ def _too_large(path: Path) -> None:
     assert path.stat().st_size == MAX_FILE_BYTES + 1
 
 
-GENERATED: dict[str, Callable[[Path], None]] = {"too-large": _too_large}
+def _lint_beyond_its_bound(path: Path) -> None:
+    """DaemonSets whose selectors (an `Exists`, which no label index narrows) all select each
+    other's pods: more pairs than lint compares (lint._objects.MAX_COMPARISONS)."""
+    documents = []
+    for number in range(720):
+        documents.append(
+            "apiVersion: apps/v1\nkind: DaemonSet\n"
+            f"metadata: {{name: ds-{number}, namespace: gpu}}\n"
+            "spec:\n  selector: {matchExpressions: [{key: tier, operator: Exists}]}\n"
+            f"  template:\n    metadata: {{labels: {{tier: gpu, app: ds-{number}}}}}\n"
+            "    spec: {containers: [{name: main, image: 'example.com/main:1'}]}\n"
+        )
+    path.write_text("---\n".join(documents))
+
+
+def _naming(field: str, special: Callable[[Path], None]) -> Callable[[Path], None]:
+    """A config whose `field` (a patch or MIG config file) names a special file made beside it
+    (git keeps no FIFO, nor a folder without files)."""
+    parent, _, key = field.rpartition(".")
+
+    def generate(path: Path) -> None:
+        target = path.with_name(f"{path.stem}-target.yaml")
+        special(target)
+        if parent == "patches":
+            setting = f"patches:\n- path: {target.name}\n"
+        else:
+            setting = (
+                f"devicePlugin:\n  migStrategy: single\nmigManager:\n  config:\n"
+                f"    {key}: {target.name}\n"
+            )
+        path.write_text(
+            "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata:\n  name: lab\n"
+            f"platform:\n  profile: rke2\n{setting}"
+        )
+
+    return generate
+
+
+def _broken_link(path: Path) -> None:
+    path.symlink_to(path.with_name("missing.yaml"))
+
+
+GENERATED: dict[str, Callable[[Path], None]] = {
+    "too-large": _too_large,
+    "patch-file-is-a-fifo": _naming("patches.path", os.mkfifo),
+    "patch-file-is-a-folder": _naming("patches.path", Path.mkdir),
+    "patch-file-is-a-broken-link": _naming("patches.path", _broken_link),
+    "mig-config-file-is-a-fifo": _naming("migManager.config.file", os.mkfifo),
+    "mig-config-file-is-a-broken-link": _naming("migManager.config.file", _broken_link),
+    "lint-beyond-its-bound": _lint_beyond_its_bound,
+}
 
 
 def case_names() -> list[str]:

@@ -162,26 +162,6 @@ def test_a_named_file_that_does_not_exist_is_an_error(fleet_repo: Path, renders:
     assert renders == []
 
 
-def test_the_pre_commit_benchmark_checks_one_cluster_per_changed_file():
-    """bench/precommit.py runs (its timings are not asserted): a changed config and a changed
-    output file check one cluster of the fleet (of two), an unrelated file none. Its main() runs
-    here; the commands it times are new processes, as pre-commit starts them."""
-    from tests.conftest import ROOT, run_script_main
-
-    result = run_script_main(
-        ROOT / "bench" / "precommit.py",
-        *("--clusters", "2", "--repeat", "1"),
-        env={"PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0, result.stderr
-    rows = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["2"]]
-    assert [(row[1], row[-1]) for row in rows] == [
-        ("config", "1"),
-        ("output", "1"),
-        ("unrelated", "0"),
-    ]
-
-
 ARGOCD_SET = (
     "gitops:\n  tool: argocd\n  argocd:\n    repoURL: https://git.example.com/fleet.git\n"
     "    applicationSet: true\n"

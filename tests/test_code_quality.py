@@ -61,21 +61,21 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-# Imports that break a contract, each as a past change once did, all in one copy of the package
-# checked by one run: import-linter reports every broken contract with the imports that break
+# Imports that break a contract, each a mistake the contract is there to catch, all in one copy
+# of the package checked by one run: import-linter reports every broken contract with the imports that break
 # it, so each test finds its own import in the report of its own contract.
 BREAKING_IMPORTS = {
-    # The cycle the tiers once had: profiles reaching up into config for its merging.
+    # A cycle: profiles reaching up into the loader for its merging.
     "profiles.py": ["from gpustack import config  # noqa"],
     "components/gfd.py": [
         # Components take the resolved Stack from gpustack.stack; the loader sits above them.
         "from gpustack import config  # noqa",
-        # The device plugin's config was once read from the device plugin's module by GFD.
+        # GFD reading the device plugin's config from the device plugin's module.
         "from gpustack.components import device_plugin  # noqa",
     ],
-    # A rule reaching into another rule for its helper, as the MIG rules once did.
+    # A rule reaching into another rule for its helper (one MIG rule into the other).
     "lint/mig_partitions.py": ["from gpustack.lint import mig_strategy  # noqa"],
-    # init once took the config schema from the schema command's module.
+    # A command taking what it shares with another (the config schema) from that command.
     "commands/init.py": ["from gpustack.commands import schema  # noqa"],
 }
 
@@ -182,3 +182,15 @@ def test_every_module_is_in_a_tier_and_every_command_in_the_independence_contrac
     # `completion` is part of the parser too: declared.main answers a shell's request with it.
     declared.remove("gpustack.commands.completion")
     assert sorted(independent["modules"]) == sorted(declared)
+
+
+def test_no_module_is_named_like_a_standard_library_module():
+    """A module named like one of the standard library's (`secrets`, `types`, `copy`) reads as
+    that module wherever it is imported by name, and a script run from its folder would import
+    it in place of the standard one."""
+    clashes = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "gpustack").rglob("*.py"))
+        if path.stem in sys.stdlib_module_names or path.parent.name in sys.stdlib_module_names
+    ]
+    assert clashes == []

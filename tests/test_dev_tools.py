@@ -12,7 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+import pytest
+from conftest import ROOT, run_script_main
 from pre_commit.clientlib import load_config
 
 GENERATED_FROM = ["gpustack", "profiles", "schemas", "examples", "out", "dev", "docs"]
@@ -139,3 +140,14 @@ def test_the_contributor_hooks_run_with_the_pre_commit_framework(tmp_path: Path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "files were modified by this hook" in result.stdout
     assert module.read_text() == 'x = {"a": 1}\n'
+
+
+@pytest.mark.parametrize(
+    "script", sorted((ROOT / "bench").glob("*.py")), ids=lambda path: path.name
+)
+def test_each_benchmark_loads_and_reads_its_command_line(script: Path) -> None:
+    """The benchmarks are run by hand and measure nothing here (docs/performance.md); each
+    still imports what it measures and reads its own command line."""
+    result = run_script_main(script, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: "), result.stdout

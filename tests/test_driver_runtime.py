@@ -223,9 +223,9 @@ def test_defaults_are_the_gpu_operators(tmp_path):
 
 
 def test_driver_container_rolls_one_node_at_a_time(tmp_path):
-    """It updated OnDelete, as upstream's does (the operator's upgrade controller deletes the pods
-    node by node): a rolling restart without anything evicting the GPU pods first would unload the
-    driver under them. Its init container, k8s-driver-manager, now evicts them and unloads the old
+    """Upstream's updates OnDelete (the operator's upgrade controller deletes the pods node by
+    node): a rolling restart without anything evicting the GPU pods first would unload the driver
+    under them. Here its init container, k8s-driver-manager, evicts them and unloads the old
     driver, so the DaemonSet rolls, `driver.upgrade.maxUnavailable` (1) node at a time."""
     workload = daemonsets(rendered(tmp_path, "rke2", CONTAINER))["nvidia-driver-daemonset"]
     assert workload["spec"]["updateStrategy"] == {

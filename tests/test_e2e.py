@@ -2,7 +2,7 @@
 with real kustomize, are byte-stable across processes, and are written safely.
 
 The checks read whatever objects a render produces (every workload, every ServiceAccount), not a
-list of components, so they hold for components added later as much as for today's.
+list of components, so a component added to the stack is checked as the others are.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from conftest import ROOT, SHARED, as_upstream, crd_validator, run_gpustack
+from conftest import ROOT, SHARED, as_upstream, crd_validator, example_base, run_gpustack
 from example_renders import committed_files, example_configs, render_example
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 from manifests import (
@@ -221,7 +221,9 @@ def test_gke_driver_installer_matches_the_node_image(
 ) -> None:
     example = next(name for name in examples_with({profile}))
     config = tmp_path / "cluster.yaml"
-    config.write_text(f"extends: {EXAMPLES[example]}\ndriver: {{mode: {driver_mode}}}\n")
+    config.write_text(
+        f"extends: {example_base(tmp_path, example)}\ndriver: {{mode: {driver_mode}}}\n"
+    )
     stack = load_stack(config)
     objects = render.render(stack).objects
     installers = driver_installers(objects)
@@ -371,7 +373,7 @@ def previous_render(tmp_path: Path) -> Path:
 
 def derived_config(tmp_path: Path, example: str, overrides: str) -> Path:
     config = tmp_path / f"{example}-changed.yaml"
-    config.write_text(f"extends: {EXAMPLES[example]}\n{overrides}")
+    config.write_text(f"extends: {example_base(tmp_path, example)}\n{overrides}")
     return config
 
 

@@ -16,10 +16,17 @@ from pathlib import Path
 import pytest
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack import review
+from gpustack import object_diff, review
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.diff import MARKDOWN_MAX_SIZE, Change, Diff, Unreached, as_markdown, diff_objects
+from gpustack.object_diff import (
+    MARKDOWN_MAX_SIZE,
+    Change,
+    Diff,
+    Unreached,
+    as_markdown,
+    diff_objects,
+)
 from gpustack.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
@@ -187,7 +194,7 @@ def test_clusters_that_differ_only_in_content_hashes_make_one_group(cli, tmp_pat
     assert "30 of 30 clusters differ." in shown  # one group: no "in N groups"
     assert [row[0].split(":")[0] for row in page.rows[1:2]] == ["30"]
     assert page.opened.count("details") == 1
-    # One diff, not thirty: the comment per cluster took 60,000 characters.
+    # One diff, not thirty: a comment per cluster would take 60,000 characters.
     assert len(result.stdout) < 10_000, len(result.stdout)
     # What differs between them is said, and whose values are shown.
     assert "differ from cluster to cluster; shown are gpu-01's." in shown
@@ -285,8 +292,7 @@ def test_a_review_names_the_clusters_a_base_change_does_not_reach(cli, driver_fl
     shown = "".join(Page(to_html(markdown.stdout)).text)
     assert (
         "Not reached: the change to driver.version in clusters/base.yaml does not reach 28 "
-        "clusters, which set it themselves or where it has no effect: gpu-01 "
-        "(clusters/gpu-01.yaml:4:12), gpu-02 "
+        "clusters, which set it themselves: gpu-01 (clusters/gpu-01.yaml:4:12), gpu-02 "
         "(clusters/gpu-02.yaml:4:12)" in shown
     )
     assert "and 23 more" in shown
@@ -702,10 +708,92 @@ def test_a_review_names_the_clusters_where_a_base_change_has_no_effect(
     (note,) = [line for line in text.splitlines() if line.startswith("note: ")]
     assert note == (
         "note: the change to driver.version in clusters/base.yaml does not reach 1 cluster, "
-        "which set it themselves or where it has no effect: cloud (no effect there: the driver "
+        "where it has no effect: cloud (no effect there: the driver "
         "is not a container here (driver mode gke-managed): the nodes or the platform install "
         "it, and gpustack renders no driver)"
     )
     # The GKE cluster runs no driver: what changes there is the smoke test's name alone (it
     # hashes the config), which restarts no pod.
     assert "2 of 2 cluster(s) differ: cloud (2 changed), metal (3 changed)" in text
+
+
+def test_a_group_whose_nodes_differ_says_so_in_words_a_reader_can_read():
+    """Two clusters whose driver DaemonSets run on other pools: one group, whose section says
+    the nodes differ, whose headline counts the other restarts beside the driver's, and whose
+    base-change note speaks of one cluster as one."""
+    from gpustack.rollouts import RELOADS_DRIVER, RESTARTS_NODE_PODS, Rollout
+
+    def cluster(pool: str) -> Diff:
+        driver = Change(
+            "changed",
+            "DaemonSet.apps gpu-system/nvidia-driver-daemonset",
+            "daemonset-nvidia-driver-daemonset.yaml",
+            ("apps", "DaemonSet", "gpu-system", "nvidia-driver-daemonset"),
+            ("spec.template.spec.containers[0].image",),
+            "--- a\n+++ b\n@@ -1 +1 @@\n-image: d:1\n+image: d:2\n",
+            values=(("spec.template.spec.containers[0].image", '"d:1"', '"d:2"'),),
+            rollout=Rollout(
+                "DaemonSet",
+                "gpu-system/nvidia-driver-daemonset",
+                "restarts",
+                f"nodes matching pool={pool}",
+                "1 node at a time",
+                "on each node the driver is reloaded",
+                RELOADS_DRIVER,
+            ),
+        )
+        plugin = Change(
+            "changed",
+            "DaemonSet.apps gpu-system/nvidia-device-plugin",
+            "daemonset-nvidia-device-plugin.yaml",
+            ("apps", "DaemonSet", "gpu-system", "nvidia-device-plugin"),
+            ("spec.template.spec.containers[0].image",),
+            "--- a\n+++ b\n@@ -1 +1 @@\n-image: p:1\n+image: p:2\n",
+            values=(("spec.template.spec.containers[0].image", '"p:1"', '"p:2"'),),
+            rollout=Rollout(
+                "DaemonSet",
+                "gpu-system/nvidia-device-plugin",
+                "restarts",
+                f"nodes matching pool={pool}",
+                "1 node at a time",
+                "",
+                RESTARTS_NODE_PODS,
+            ),
+        )
+        return Diff("old", "new", (driver, plugin))
+
+    notes = [Unreached("clusters/base.yaml", "driver.version", (("c", "clusters/c.yaml:4:12"),))]
+    page = Page(
+        to_html(
+            as_markdown([("a", cluster("p1")), ("b", cluster("p2"))], "review", 0, "x", None, notes)
+        )
+    )
+    shown = "".join(page.text)
+    assert (
+        "The labels of the nodes each workload runs on differ from cluster to cluster; shown are "
+        "a's." in shown
+    )
+    assert "The the" not in shown
+    assert page.rows[1][4].startswith(
+        "reloads the GPU driver (gpu-system/nvidia-driver-daemonset, 1 node at a time); restarts "
+        "the pods of 1 other workload: "
+    )
+    assert "does not reach 1 cluster, which sets it itself: c (clusters/c.yaml:4:12)" in shown
+    text_note = object_diff.unreached_line(notes[0])
+    assert text_note.endswith("1 cluster, which sets it itself: c (clusters/c.yaml:4:12)")
+
+
+def test_what_a_small_review_leaves_out_is_named_most_disruptive_first(
+    cli, driver_fleet, monkeypatch
+):
+    """Under a size that leaves out both the driver change and the smoke-test renames, the
+    ending names the driver's clusters first, and its one-cluster command is one of theirs."""
+    monkeypatch.chdir(driver_fleet)
+    result = cli(
+        "diff", "--git-ref", "HEAD~1", "clusters", "--output", "markdown", "--max-size", "3500"
+    )
+    assert len(result.stdout) <= 3500, result.stdout
+    assert result.exit_code == 1, result.output
+    shown = "".join(Page(to_html(result.stdout)).text)
+    assert "the details of 30 clusters (gpu-29, gpu-30, gpu-01, " in shown
+    assert "One cluster: gpustack diff --git-ref 'HEAD~1' clusters/gpu-29.yaml." in shown

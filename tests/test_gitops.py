@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, invoke, read_manifests, run_gpustack
+from conftest import EXAMPLES, example_base, invoke, read_manifests, run_gpustack
 from gitops_helpers import (
     Key,
     by_identity,
@@ -378,8 +378,11 @@ def test_plugin_runs_render_stdout_where_argo_cd_finds_gpustack_yaml(cli, tmp_pa
     command = plugin["spec"]["generate"]["command"]
     assert command[0] == "gpustack"
     # The command, in the folder, as Argo CD's sidecar runs it (in-process: the installed
-    # console script is test_e2e's).
-    generated = run_gpustack(*command[1:], cwd=folder)
+    # console script is test_e2e's): in a copy of the repository without `.git`, with the
+    # Application's path in the environment, so `extends: ../base.yaml` is the repository's.
+    generated = run_gpustack(
+        *command[1:], cwd=folder, env={"ARGOCD_APP_SOURCE_PATH": "clusters/gpu-east"}
+    )
     assert generated.returncode == 0, generated.stderr
 
     streamed = [doc for doc in read_manifests(generated.stdout) if doc]
@@ -455,7 +458,7 @@ def example_builds(tmp_path_factory):
         for tool, settings in GITOPS_SETTINGS.items():
             config = root / f"{tool}.yaml"
             config.write_text(
-                f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example}\n{settings}"
+                f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nextends: {example_base(root, example)}\n{settings}"
             )
             result = invoke(["render", str(config), "-o", str(root / tool)])
             assert result.exit_code == 0, result.output

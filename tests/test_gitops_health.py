@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES
+from conftest import example_base
 from gitops_helpers import kustomize, kustomize_apart, listed_objects
 from health_rules import (
     CURRENT,
@@ -324,7 +324,7 @@ def render_example(folder: Path, example: str, tool: str, version: str) -> Path:
     config = folder / f"{example}-{tool}-{version}.yaml"
     config.write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
-        f"extends: {EXAMPLES / f'{example}.yaml'}\n"
+        f"extends: {example_base(folder, example)}\n"
         f"driver: {{version: '{version}'}}\n"
         f"gitops: {TOOLS[tool]}\n"
     )

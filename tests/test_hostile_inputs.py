@@ -1,5 +1,5 @@
-"""Inputs that used to be skipped, hang, exhaust memory, give a traceback or be accepted: each now
-gives one message and the documented exit code, and work grows linearly with the input.
+"""Inputs that could be skipped, hang, exhaust memory, give a traceback or be accepted: each gives
+one message and the documented exit code, and work grows linearly with the input.
 
 Tests run as root here, so a file made unreadable with chmod is still read: an unreadable file is
 simulated in-process (the open call fails) or with something root cannot read as a file (a
@@ -24,7 +24,7 @@ from conftest import EXAMPLES, ROOT, run_gpustack
 
 from gpustack import lint, reading
 from gpustack.config import load_stack
-from gpustack.lint import device_plugins
+from gpustack.lint import _pods
 from gpustack.profiles import BUILTIN
 from gpustack.render import render
 from gpustack.validation import schemas
@@ -109,7 +109,12 @@ def test_special_files_are_refused_without_reading_them(fleet):
             "base config fleet/base-pipe.yaml: is a named pipe (FIFO), expected "
             "a config or profile",
         ),
-        ("zero.yaml", "base config fleet/zero.yaml: is a device, expected a config or profile"),
+        (
+            "zero.yaml",
+            "base config fleet/zero.yaml is outside the working folder (symbolic links "
+            "followed); a config names only files of its own repository (keep it in the "
+            "repository, beside the configs that name it, or in a git repository that holds both)",
+        ),
         ("/dev/zero", "must name a YAML config file (.yaml or .yml)"),
     ]:
         lone = fleet.parent / "lone.yaml"
@@ -222,13 +227,13 @@ def test_many_device_plugins_give_one_finding_each_and_linear_work(monkeypatch, 
         each["metadata"]["name"] = f"plugin-{index}"
         copies.append(each)
     calls = {"count": 0}
-    real = device_plugins.may_share_a_node
+    real = _pods.overlap
 
     def counted(a, b):  # type: ignore[no-untyped-def]
         calls["count"] += 1
         return real(a, b)
 
-    monkeypatch.setattr(device_plugins, "may_share_a_node", counted)
+    monkeypatch.setattr(_pods, "overlap", counted)
     found = [f for f in lint.run(copies, "1.31") if f.rule == "duplicate-device-plugin"]
     assert len(found) == 199  # each plugin after the first, once
     assert calls["count"] <= 200

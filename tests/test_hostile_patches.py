@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, examples, run_gpustack
+from conftest import ROOT, example_base, examples, run_gpustack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,7 +55,7 @@ def _repository(tmp_path: Path) -> Path:
 
 def _cluster(folder: Path, entries: list[dict[str, Any]], example: str = "kubeadm.yaml") -> Path:
     path = folder / "cluster.yaml"
-    path.write_text(yaml.safe_dump({"extends": str(EXAMPLES / example), "patches": entries}))
+    path.write_text(yaml.safe_dump({"extends": example_base(folder, example), "patches": entries}))
     return path
 
 
@@ -100,8 +100,9 @@ def test_a_patch_file_outside_the_repository_is_refused_and_never_shown(
         shown = "clusters/../../home/.docker/credentials.yaml"
     assert result.stderr == (
         f"error: clusters/cluster.yaml:3:9: patches.0.path: patch file {shown} is outside the "
-        "git repository holding the config (symbolic links followed); a patch file is one of "
-        "the repository's own (keep patch files beside the configs that name them)\n"
+        "git repository holding the config (symbolic links followed); a config names only "
+        "files of its own repository (keep it in the repository, beside the configs that name "
+        "it)\n"
     )
     after = sorted((p.relative_to(top), p.read_bytes()) for p in top.rglob("out/**/*.yaml"))
     assert after == before
@@ -141,7 +142,7 @@ def test_patch_files_anywhere_in_the_repository_apply(tmp_path: Path) -> None:
     (top / "bases" / "common.yaml").write_text(
         yaml.safe_dump(
             {
-                "extends": str(EXAMPLES / "kubeadm.yaml"),
+                "extends": example_base(top / "bases"),
                 "patches": [{"target": {"kind": "DaemonSet"}, "path": "../patches/team.yaml"}],
             }
         )
@@ -183,8 +184,8 @@ def test_outside_any_repository_patch_files_stay_in_the_working_folder(tmp_path:
     assert result.stderr == (
         "error: clusters/cluster.yaml:3:9: patches.0.path: patch file "
         "clusters/../../beside.yaml is outside the working folder (symbolic links followed); a "
-        "patch file is one of the repository's own (keep patch files beside the configs that "
-        "name them, or in a git repository that holds both)\n"
+        "config names only files of its own repository (keep it in the repository, beside the "
+        "configs that name it, or in a git repository that holds both)\n"
     )
 
 
@@ -197,7 +198,7 @@ def test_diff_git_ref_reads_patch_files_of_the_revision(tmp_path: Path) -> None:
     (top / "clusters" / "a.yaml").write_text(
         yaml.safe_dump(
             {
-                "extends": str(EXAMPLES / "kubeadm.yaml"),
+                "extends": example_base(top / "clusters"),
                 "metadata": {"name": "a"},
                 "patches": [{"target": {"kind": "Service"}, "path": "../patches/team.yaml"}],
             }
@@ -458,8 +459,8 @@ def test_a_selector_of_many_requirements_counts_as_work(tmp_path: Path) -> None:
 
 
 def test_a_label_selector_is_parsed_in_linear_time(tmp_path: Path) -> None:
-    """One pattern over the whole selector tried every split of a run of spaces between a key
-    and what follows it: 16,000 spaces took 17 seconds, these 200,000 about an hour."""
+    """One pattern over the whole selector would try every split of a run of spaces between a
+    key and what follows it: 16,000 spaces would take 17 seconds, these 200,000 about an hour."""
     selector = "a" + " " * 200_000 + "x"
     entry = {"target": {"labelSelector": selector}, "patch": "metadata: {}"}
     result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout", timeout=120)

@@ -192,7 +192,7 @@ def test_resources_land_on_each_components_main_container(tmp_path):
         assert after[key]["resources"] == targets[key], section
     for key, container in after.items():
         if key not in targets:
-            # The MPS daemon, NFD's master and gc, init containers: as before.
+            # The MPS daemon, NFD's master and gc, init containers: unchanged.
             assert container.get("resources") == before[key].get("resources"), key
 
 

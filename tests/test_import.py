@@ -911,3 +911,131 @@ def test_an_error_names_a_file_on_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: bad?error: fake.yaml:2:1: invalid YAML")
+
+
+def test_release_numbers_of_thousands_of_digits_name_no_release(tmp_path: Path) -> None:
+    """A version of more digits than Python reads as a number (4,300) is no release: the import
+    goes on with the newest release's defaults and reports each such field, without a traceback."""
+    digits = "7" * 5000
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: gpu-cluster-policy\n"
+        f'  labels:\n    app.kubernetes.io/version: "v{digits}.1.1"\n'
+        f'spec:\n  dcgmExporter:\n    version: "{digits}.1.1-4.1.1-ubuntu22.04"\n'
+        f'  validator:\n    version: "v{digits}.1.1"\n'
+        f'  toolkit:\n    version: "v{digits}.1.1-ubuntu20.04"\n'
+    )
+    config, report, _ = run_import(tmp_path, "policy.yaml", "--profile", "kubeadm")
+    assert report["operatorVersionReason"].startswith("the inputs do not name the operator")
+    for field in ("dcgmExporter", "validator", "toolkit"):
+        entry = outcome(report, f"spec.{field}.version")
+        assert entry["outcome"] == "dropped"
+        assert entry["why"] == f"not a value gpustack's {field}.version takes"
+    assert "validator" not in config
+
+
+def test_a_refusal_of_an_imported_value_keeps_its_reason_not_its_value(tmp_path: Path) -> None:
+    """A MIG config name the config then refuses (none of that name): the message says why, with
+    the value named as an imported one, never shown."""
+    secret = "ghpSECRET0123456789"
+    (tmp_path / "values.yaml").write_text(
+        f"migManager:\n  config:\n    default: {secret}\nmig:\n  strategy: mixed\n"
+    )
+    done = run_gpustack(
+        "import", "values.yaml", "--profile", "kubeadm", "-o", "imported.yaml", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert secret not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        "error: values.yaml:3:14: migManager.defaultConfig: the imported config is not valid: no "
+        "MIG config named (an imported value) (neither built in nor in migManager.config.file)"
+    )
+    assert not (tmp_path / "imported.yaml").exists()
+
+
+def test_check_says_the_sharing_of_a_config_map_it_was_not_given_is_unknown(
+    tmp_path: Path,
+) -> None:
+    """An operator whose device plugin reads a ConfigMap that is not among the inputs may share
+    its GPUs (time-slicing, MPS): `--check` says so instead of comparing with no sharing."""
+    (tmp_path / "values.yaml").write_text(
+        "devicePlugin:\n  config:\n    name: time-slicing-config\n    default: any\n"
+    )
+    done = run_gpustack(
+        "import",
+        "values.yaml",
+        "--operator-version",
+        "v25.3.4",
+        "--profile",
+        "kubeadm",
+        "--check",
+        "-o",
+        "imported.yaml",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  plugin sharing: operator its plugin config's (the ConfigMap devicePlugin.config.name "
+        "names, not among the inputs); gpustack none\n" in done.stderr
+    )
+    assert "time-slicing-config" not in done.stderr.split("check:", 1)[1]
+
+
+def test_the_driver_managers_booleans_import_as_it_reads_them(tmp_path: Path) -> None:
+    """`ENABLE_AUTO_DRAIN: "1"` drains (Go's strconv.ParseBool, as k8s-driver-manager reads its
+    flags); a word it does not read is reported, not taken as false."""
+    (tmp_path / "values.yaml").write_text(
+        "driver:\n  manager:\n    env:\n"
+        '    - {name: ENABLE_AUTO_DRAIN, value: "1"}\n'
+        '    - {name: DRAIN_POD_SELECTOR_LABEL, value: "team=ml"}\n'
+        '    - {name: ENABLE_GPU_POD_EVICTION, value: "yes"}\n'
+    )
+    config, report, _ = run_import(tmp_path, "values.yaml", "--profile", "kubeadm")
+    assert config["driver"]["upgrade"]["drain"]["enabled"] is True
+    assert outcome(report, "driver.manager.env[2]") == {
+        **outcome(report, "driver.manager.env[2]"),
+        "outcome": "dropped",
+        "why": "not a boolean the driver manager reads",
+    }
+
+
+def test_an_input_is_followed_out_of_no_repository_but_its_own(tmp_path: Path) -> None:
+    """In a git repository an input that links out of it is refused, unread; outside any
+    repository (a file `kubectl get` wrote, say) an input is read where it points."""
+    outside = tmp_path / "saved"
+    outside.mkdir()
+    (outside / "policy.yaml").write_text("driver:\n  version: 580.95.05\n")
+    repository = tmp_path / "repository"
+    (repository / ".git").mkdir(parents=True)
+    (repository / "policy.yaml").symlink_to(outside / "policy.yaml")
+    refused = run_gpustack("import", "policy.yaml", "--profile", "kubeadm", cwd=repository)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "error: policy.yaml: is a symbolic link out of the git repository it is in; import does "
+        "not follow it (copy the file into the repository, or name it where it is)\n"
+    )
+    (outside / "link.yaml").symlink_to(outside / "policy.yaml")
+    config, _, _ = run_import(outside, "link.yaml", "--profile", "kubeadm")
+    assert config["driver"]["version"] == "580.95.05"
+
+
+def test_a_default_gpustack_refuses_on_the_profile_is_left_out_and_said(tmp_path: Path) -> None:
+    """An override file for a GKE install (the driver GKE's) leaves `mig.strategy` to the chart,
+    whose `single` gpustack refuses on GKE without the node pool's MIG partitions: the import goes
+    on without it, says why at the default, and `--check` names the difference."""
+    (tmp_path / "gke.yaml").write_text(
+        "driver:\n  enabled: false\ntoolkit:\n  installDir: /home/kubernetes/bin/nvidia\n"
+    )
+    done = run_gpustack(
+        "import", "gke.yaml", "--profile", "gke-cos", "--check", "-o", "imported.yaml", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  GPU Operator v26.7.0's default mig.strategy -> devicePlugin.migStrategy: the "
+        "operator's default, which gpustack refuses here: MIG strategy 'single' on GKE needs "
+        "MIG partitions" in done.stderr
+    )
+    assert "  plugin migStrategy: operator single; gpustack none\n" in done.stderr
+    config = YAML(typ="safe").load((tmp_path / "imported.yaml").read_text())
+    assert "migStrategy" not in config.get("devicePlugin", {})
+    assert "error" not in done.stderr

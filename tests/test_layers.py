@@ -226,7 +226,7 @@ def test_a_render_with_set_says_so_and_check_names_what_a_plain_render_would_dro
         kustomization["metadata"]["annotations"]["gpustack.dev/set"]
         == "--set devicePlugin.sharing.strategy=time-slicing"
     )
-    # kustomize reads past a Kustomization's own metadata: the folder builds as before.
+    # kustomize reads past a Kustomization's own metadata: the folder still builds.
     from gitops_helpers import kustomize
 
     assert kustomize(out / "lab")

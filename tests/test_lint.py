@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 from gpustack import lint, render
 from gpustack.commands.init import starter
 from gpustack.config import load_stack
-from tests.conftest import EXAMPLES, SHARED, yaml_documents
+from tests.conftest import EXAMPLES, SHARED, example_base, yaml_documents
 
 REFS = SHARED / "refs"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -209,7 +209,7 @@ def test_gpustack_output_is_quiet_for_every_profile(config, tmp_path):
     if config == "example":
         path = EXAMPLES / "kubeadm.yaml"
     elif config in VARIANTS:
-        path.write_text(f"extends: {EXAMPLES / 'kubeadm.yaml'}\n{VARIANTS[config]}")
+        path.write_text(f"extends: {example_base(tmp_path)}\n{VARIANTS[config]}")
     else:
         path.write_text(starter(config, f"lint-{config}"))
     stack, rendering = own_rendering(path)
@@ -478,7 +478,7 @@ BROKEN_CONFIGS = {
 def test_device_plugin_config_that_the_plugin_refuses(mistake):
     objects = correct_stack()
     find(objects, "ConfigMap", "plugin-config")["data"]["config.yaml"] = BROKEN_CONFIGS[mistake]
-    # The GFD container has its strategy in env, the plugin now has an unusable file.
+    # The GFD container has its strategy in env; the plugin's file is unusable.
     assert rules_hit(objects)["device-plugin-config-invalid"] == ["plugin-config"]
 
 
@@ -692,8 +692,11 @@ def test_daemonset_selector_that_matches_another_template_is_reported():
     broad["spec"]["selector"] = {
         "matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "Exists"}]
     }
-    # The broad selector matches the pods of the other DaemonSets, the MIG manager's included.
-    assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter"] * 3
+    # The broad selector matches the pods of the other DaemonSets, the MIG manager's included:
+    # one finding on it, naming the first and counting the others.
+    assert rules_hit(objects)["daemonset-selector-overlap"] == ["dcgm-exporter"]
+    (found,) = [f for f in lint.run(objects) if f.rule == "daemonset-selector-overlap"]
+    assert "(and 2 more) select each other's pods" in found.message
 
 
 @pytest.mark.shared

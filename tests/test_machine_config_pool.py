@@ -1,6 +1,6 @@
 """OpenShift's GPU-only MachineConfigPool: gpustack's MachineConfigs reach the GPU nodes and no
 other worker, the GPU nodes keep every worker MachineConfig, new GPU machines join the pool, and
-`nodes.machineConfigPool: worker` keeps the old behaviour.
+`nodes.machineConfigPool: worker` targets the worker pool, every worker.
 
 Pools are matched as the Machine Config Operator matches them: a MachineConfig belongs to each
 pool whose machineConfigSelector selects its labels, a node to the pool whose nodeSelector

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, example_base
 from gitops_helpers import KUBECTL, Key, by_identity, kustomize
 
 from gpustack import patches, render
@@ -29,7 +29,9 @@ CORPUS = yaml.safe_load((ROOT / "tests/cases/patches/corpus.yaml").read_text())
 
 def _config(tmp_path: Path, patch_entries: list[Any], example: str = "kubeadm.yaml") -> Path:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump({"extends": str(EXAMPLES / example), "patches": patch_entries}))
+    path.write_text(
+        yaml.safe_dump({"extends": example_base(tmp_path, example), "patches": patch_entries})
+    )
     return path
 
 
@@ -193,12 +195,15 @@ def test_patched_config_map_rolls_the_pods_that_mount_it(tmp_path: Path) -> None
     assert before != after
 
 
-def test_patches_of_bases_come_first_and_add_up(tmp_path: Path) -> None:
+def test_patches_of_bases_come_first_and_add_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # outside a git repository, bases lie in the working folder
     base = tmp_path / "base.yaml"
     base.write_text(
         yaml.safe_dump(
             {
-                "extends": str(EXAMPLES / "kubeadm.yaml"),
+                "extends": example_base(tmp_path),
                 "patches": [
                     {
                         "target": {"kind": "DaemonSet", "name": "nvidia-device-plugin"},
@@ -238,7 +243,7 @@ def test_patches_of_bases_come_first_and_add_up(tmp_path: Path) -> None:
 def test_patch_that_matches_nothing_is_an_error_at_the_patch(tmp_path: Path, cli: Any) -> None:
     config = tmp_path / "cluster.yaml"
     config.write_text(
-        f"extends: {EXAMPLES / 'kubeadm.yaml'}\n"
+        f"extends: {example_base(tmp_path)}\n"
         "patches:\n"
         "  - target: {kind: DaemonSet, name: nvidia-device-plugn}\n"
         "    patch: |\n"
@@ -329,7 +334,7 @@ def test_patch_that_makes_an_object_invalid_is_a_finding_at_the_patch(
 ) -> None:
     config = tmp_path / "cluster.yaml"
     config.write_text(
-        f"extends: {EXAMPLES / 'kubeadm.yaml'}\n"
+        f"extends: {example_base(tmp_path)}\n"
         "patches:\n"
         "  - target: {kind: DaemonSet, name: nvidia-device-plugin}\n"
         "    patch: |\n"
@@ -354,7 +359,7 @@ def test_patch_that_breaks_a_lint_rule_is_a_finding_at_the_patch(tmp_path: Path,
     patch."""
     config = tmp_path / "cluster.yaml"
     config.write_text(
-        f"extends: {EXAMPLES / 'kubeadm.yaml'}\n"
+        f"extends: {example_base(tmp_path)}\n"
         "patches:\n"
         "  - target: {kind: DaemonSet, name: nvidia-device-plugin}\n"
         "    patch: '[{op: replace, path: /spec/template/spec/containers/0/image, "
@@ -369,7 +374,7 @@ def test_patch_that_breaks_a_lint_rule_is_a_finding_at_the_patch(tmp_path: Path,
 def test_diff_shows_patched_output(tmp_path: Path, cli: Any) -> None:
     out = tmp_path / "out"
     plain = tmp_path / "cluster.yaml"
-    plain.write_text(f"extends: {EXAMPLES / 'kubeadm.yaml'}\n")
+    plain.write_text(f"extends: {example_base(tmp_path)}\n")
     assert cli("render", plain, "-o", out).exit_code == 0
     _config(
         tmp_path,
@@ -497,7 +502,7 @@ def test_a_patch_file_change_makes_a_new_smoke_test(tmp_path: Path) -> None:
     (tmp_path / "patch.yaml").write_text("metadata: {annotations: {a: '1'}}\n")
     config = tmp_path / "cluster.yaml"
     config.write_text(
-        "extends: " + str(EXAMPLES / "kubeadm.yaml") + "\n"
+        "extends: " + example_base(tmp_path) + "\n"
         "smokeTest: {enabled: true}\n"
         "patches:\n  - {path: patch.yaml, target: {kind: DaemonSet, name: gpu-feature-discovery}}\n"
     )

@@ -26,7 +26,7 @@ import pytest
 from conftest import ROOT, SHARED, read_manifests, stack_for, validate_upstream
 from ruamel.yaml import YAML
 
-from gpustack import gitops, lint
+from gpustack import gitops_objects, lint
 from gpustack.errors import UserError
 from gpustack.render import render
 
@@ -201,7 +201,7 @@ def test_flux_waits_for_one_driver_build_not_their_sum(tmp_path):
         rendering = render(stack)
         timeouts = {
             o["metadata"]["name"]: o["spec"]["timeout"]
-            for o in gitops.flux_objects(stack, rendering.objects)
+            for o in gitops_objects.flux_objects(stack, rendering.objects)
             if o["kind"] == "Kustomization"
         }
         (timeout,) = [t for name, t in timeouts.items() if name.endswith("-workloads")]

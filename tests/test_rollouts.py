@@ -11,7 +11,7 @@ from conftest import ROOT
 from markdown_page import Page, to_html
 
 from gpustack import config, render
-from gpustack.diff import Change, Diff, as_markdown
+from gpustack.object_diff import Change, Diff, as_markdown
 from gpustack.rollouts import (
     NO_RESTART,
     RELOADS_DRIVER,
@@ -166,3 +166,139 @@ def test_a_review_says_a_driver_daemonset_is_removed_not_reloaded():
     cell = page.rows[1][4]
     assert cell.startswith(f"removes a GPU driver DaemonSet (gpu-system/{DRIVER}): - ")
     assert "reloads" not in cell
+
+
+def _with_manager_env(driver: dict[str, Any], **settings: str | None) -> dict[str, Any]:
+    """The driver DaemonSet with its driver manager's variables set (a str), set at run time
+    (None: a valueFrom) or removed (absent from a patch: `...=REMOVE`)."""
+    import copy
+
+    changed = copy.deepcopy(driver)
+    (manager,) = [
+        container
+        for container in changed["spec"]["template"]["spec"]["initContainers"]
+        if any(item["name"] == "DRIVER_CONFIG_DIGEST" for item in container["env"])
+    ]
+    env = [item for item in manager["env"] if item["name"] not in settings]
+    for name, value in settings.items():
+        if value is None:
+            env.append({"name": name, "valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}}})
+        elif value != "REMOVE":
+            env.append({"name": name, "value": value})
+    manager["env"] = env
+    return changed
+
+
+def _new_driver_version() -> tuple[dict[str, Any], dict[str, Any]]:
+    before = objects("kubeadm-driver-container")[DRIVER]
+    after = objects("kubeadm-driver-container", "driver.version=580.95.05")[DRIVER]
+    return before, after
+
+
+def test_the_driver_managers_own_defaults_stand_where_its_settings_are_unset():
+    # A patch that drops the variables leaves k8s-driver-manager v0.12.0's defaults: eviction
+    # and auto drain on (cmd/driver-manager/main.go), not off.
+    before, after = _new_driver_version()
+    unset = {"ENABLE_GPU_POD_EVICTION": "REMOVE", "ENABLE_AUTO_DRAIN": "REMOVE"}
+    found = rollout(_with_manager_env(before, **unset), _with_manager_env(after, **unset))
+    assert found is not None
+    assert "it is cordoned, the pods using its GPUs are evicted" in found.driver
+    assert "when that fails, a drain is tried" in found.driver
+    assert "GPU pods are not evicted" not in found.driver
+
+
+@pytest.mark.parametrize(("written", "evicts"), [("True", True), ("1", True), ("", False)])
+def test_the_driver_managers_booleans_are_read_as_go_reads_them(written, evicts):
+    before, after = _new_driver_version()
+    settings = {"ENABLE_GPU_POD_EVICTION": written, "ENABLE_AUTO_DRAIN": "false"}
+    found = rollout(_with_manager_env(before, **settings), _with_manager_env(after, **settings))
+    assert found is not None
+    assert ("the pods using its GPUs are evicted" in found.driver) is evicts
+
+
+def test_a_driver_manager_setting_that_is_no_boolean_stops_the_new_driver_pods():
+    before, after = _new_driver_version()
+    found = rollout(before, _with_manager_env(after, ENABLE_AUTO_DRAIN="yes"))
+    assert found is not None
+    assert found.driver == (
+        "its driver manager stops at once (ENABLE_AUTO_DRAIN: not a boolean), so no new driver "
+        "pod starts"
+    )
+
+
+def test_force_reinstall_reloads_the_driver_whatever_the_digest():
+    before = objects("kubeadm-driver-container")[DRIVER]
+    forced = _with_manager_env(before, FORCE_REINSTALL="true")
+    found = rollout(before, forced)
+    assert found is not None and found.impact == RELOADS_DRIVER
+    assert found.driver.startswith("on each node the driver is reloaded")
+
+
+def test_a_drain_without_a_pod_selector_is_said_to_fail():
+    # k8s-driver-manager v0.12.0 drains with kubectl's drain package without setting DaemonSet
+    # pods aside, and the new driver pod on the node is one: the drain always fails.
+    settings = ("driver.upgrade.drain={enabled: true}",)
+    found = effects("kubeadm-driver-container", settings, (*settings, "driver.version=580.95.05"))
+    assert "when that fails, a drain is tried and fails" in found[DRIVER].driver
+    assert "it is drained" not in found[DRIVER].driver
+
+
+def test_a_drain_alone_cordons_nothing_before_it():
+    settings = (
+        "driver.upgrade.gpuPodEviction=false",
+        "driver.upgrade.drain={enabled: true, podSelector: team=ml}",
+    )
+    found = effects("kubeadm-driver-container", settings, (*settings, "driver.version=580.95.05"))
+    assert found[DRIVER].driver == (
+        "on each node the driver is reloaded: the GPU DaemonSets' pods leave it, when the old "
+        "driver is in use, it is drained within 300s: the pods matching team=ml (ENABLE_AUTO_DRAIN), "
+        "then the new driver is loaded"
+    )
+
+
+KERNEL_MODULES = """
+patches:
+  - target: {kind: DaemonSet, name: nvidia-driver-daemonset}
+    patch: |
+      spec:
+        template:
+          spec:
+            containers:
+              - name: nvidia-driver-ctr
+                env:
+                  - name: KERNEL_MODULE_TYPE
+                    value: open
+"""
+TOLERATION = """
+patches:
+  - target: {kind: DaemonSet, name: nvidia-driver-daemonset}
+    patch: |
+      - op: add
+        path: /spec/template/spec/tolerations/-
+        value: {key: dedicated, operator: Exists, effect: NoSchedule}
+"""
+
+
+@pytest.mark.parametrize(("patch", "reloads"), [(KERNEL_MODULES, True), (TOLERATION, False)])
+def test_a_patch_to_what_the_driver_installs_reloads_it(tmp_path, patch, reloads):
+    """A patch that changes what the driver container installs (the kernel modules' type) takes
+    effect on nodes whose driver is loaded: its DRIVER_CONFIG_DIGEST changes, so the driver
+    manager and the driver container reload it; a toleration installs nothing and reloads
+    nothing."""
+    example = ROOT / "examples" / "kubeadm-driver-container.yaml"
+    patched = tmp_path / "patched.yaml"
+    patched.write_text(example.read_text() + patch)
+    before, after = objects(example)[DRIVER], objects(patched)[DRIVER]
+    found = rollout(before, after)
+    assert found is not None
+    assert (found.impact == RELOADS_DRIVER) is reloads
+    if reloads:
+        assert found.driver.startswith("on each node the driver is reloaded")
+    digests = {
+        item["value"]
+        for group in ("initContainers", "containers")
+        for container in after["spec"]["template"]["spec"][group]
+        for item in container.get("env", [])
+        if item["name"] == "DRIVER_CONFIG_DIGEST"
+    }
+    assert len(digests) == 1  # the driver manager and the driver container agree

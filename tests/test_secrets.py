@@ -14,8 +14,8 @@ from conftest import ROOT, examples, run_gpustack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpustack import secrets
-from gpustack.secrets import mask_text
+from gpustack import redaction
+from gpustack.redaction import mask_text
 
 EXAMPLE = ROOT / "examples" / "openshift.yaml"
 PEM = ROOT / "examples" / "entitlement-dummy.pem"
@@ -128,9 +128,9 @@ def test_short_texts_are_masked_as_long_ones() -> None:
 
 def full_mask(text: str) -> str:
     """mask_text without its shortcuts: every pattern run over the whole text."""
-    text = secrets._PEM_BLOCK.sub(lambda match: secrets.redacted(match.group()), text)
-    text = secrets._BASE64_RUN.sub(secrets._mask_run, text)
-    return secrets._DATA_URL.sub(secrets._mask_data_url, text)
+    text = redaction._PEM_BLOCK.sub(lambda match: redaction.redacted(match.group()), text)
+    text = redaction._BASE64_RUN.sub(redaction._mask_run, text)
+    return redaction._DATA_URL.sub(redaction._mask_data_url, text)
 
 
 WRAPS = ["\n", "\\\n    ", "\r\n\t", "\n  \\"]

@@ -243,7 +243,9 @@ def _unsure(
     ApplicationSet (`_gitops/`, made from every cluster) would change, or a cluster folder is
     named by no YAML file of the fleet folders (a renamed or removed cluster: a stray only a
     whole check can tell). A config outside the folders (`texts` None) has its folders left
-    to the whole check, as before."""
+    to the whole check, as before. A folder no cluster here writes is vouched for only when a
+    config of the fleet surely has its name (changes.clusters_named): a renamed cluster's old
+    name may still be some pool's."""
     from gpustack import changes, output_tree
     from gpustack.layout import APPLICATION_SET_DIR
 
@@ -253,7 +255,9 @@ def _unsure(
         return True
     if texts is None:
         return False
-    return bool(output_tree.strays(renderings, out, known=changes.names_given(texts)))
+    unrendered = output_tree.strays(renderings, out)
+    known = changes.clusters_named(texts, {folder.name for folder in unrendered})
+    return any(folder.name not in known for folder in unrendered)
 
 
 def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | None]) -> list[Path]:
@@ -270,7 +274,7 @@ def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | N
 def _print(report: OutputCheck, out: Path, color: bool) -> None:
     if not report.stale:
         return  # current output prints nothing here: a check that passes loads no diff printer
-    from gpustack.diff import paint, paint_diff_line
+    from gpustack.object_diff import paint, paint_diff_line
 
     folder = out / report.name
     for relative in report.missing:
@@ -293,7 +297,7 @@ def _print(report: OutputCheck, out: Path, color: bool) -> None:
 def _findings(reports: list[OutputCheck], out: Path, verbose: bool) -> list[str]:
     """Every report's findings, each line once: a finding in many clusters' same file is one
     line naming the file under `out/*/` and the clusters (common.grouped)."""
-    from gpustack.secrets import mask_text
+    from gpustack.redaction import mask_text
 
     found = [
         (report.name, (relative, what)) for report in reports for relative, what in report.placed

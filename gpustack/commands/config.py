@@ -22,7 +22,7 @@ def show(
     """Print a config merged with its profile's defaults and its bases, as render reads it."""
     from gpustack import emit
     from gpustack.config import load_with_layers, overrides
-    from gpustack.layers import merge, merge_layers, origin, without_taken_away
+    from gpustack.layered_settings import merge, merge_layers, origin, without_taken_away
     from gpustack.model import GPUStack
     from gpustack.profile_checks import without_effect
 

@@ -18,8 +18,8 @@ from gpustack.commands.common import ColorMode, echo, use_color, warning
 from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
-    from gpustack.diff import ClusterDiffs, Diff, Unreached
-    from gpustack.layers import Layer
+    from gpustack.layered_settings import Layer
+    from gpustack.object_diff import ClusterDiffs, Diff, Unreached
     from gpustack.stack import Stack
 
 
@@ -109,7 +109,7 @@ def run(
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.config import overrides
-    from gpustack.diff import as_json, as_markdown, as_text, fleet_as_text, fleet_json
+    from gpustack.object_diff import as_json, as_markdown, as_text, fleet_as_text, fleet_json
 
     paths, names = list(configs or []), list(profiles or [])
     if 0 < max_size < MARKDOWN_SMALLEST:
@@ -186,8 +186,8 @@ def _compare(
 ) -> tuple[str, Diff]:
     """The cluster's name and what differs."""
     from gpustack.config import load_stack
-    from gpustack.diff import Diff
     from gpustack.errors import display_path
+    from gpustack.object_diff import Diff
 
     if len(profiles) > 2:
         raise _usage("--profile may be given at most twice")
@@ -292,8 +292,6 @@ def _since_revision(
     """The clusters the paths name, rendered from git revision `ref` and from the working tree,
     each cluster's config (in the working tree), and the settings a changed base changed that
     clusters set themselves (review.unreached)."""
-    from contextlib import suppress
-
     from gpustack import fleet, inventory, review, revision
     from gpustack.commands.common import configs
     from gpustack.errors import UserError
@@ -324,8 +322,14 @@ def _since_revision(
             old_configs: list[Path | None] = []
             for path in old_paths:
                 if not path.is_dir():
-                    with suppress(UserError):
+                    try:
                         read_bounded(path)  # brings the revision's file, when it has one
+                    except UserError as problem:
+                        # A file the revision lacks is one the change adds; any other problem
+                        # (a submodule whose commit is not checked out, a link out of the
+                        # repository) is no reason to show every object as added.
+                        if problem.message != "file not found":
+                            raise
                 if not path.exists():
                     continue  # a file or folder the change adds: its clusters are all new
                 try:

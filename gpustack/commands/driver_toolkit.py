@@ -11,16 +11,16 @@ from gpustack.commands.declared import Arguments, Command, Option
 
 def run(imagestream: Path, config: Path | None) -> int:
     """Print driver.rhcosBuilds for the RHCOS builds of a saved driver-toolkit ImageStream."""
-    from gpustack import driver_toolkit, emit
+    from gpustack import emit, rhcos_builds
     from gpustack.errors import display_path
 
-    builds = driver_toolkit.read_builds(imagestream)
+    builds = rhcos_builds.read_builds(imagestream)
     count = f"{len(builds)} RHCOS build(s)"
     if config is None:
-        echo(emit.dump(driver_toolkit.as_config(builds)), nl=False)
+        echo(emit.dump(rhcos_builds.as_config(builds)), nl=False)
         echo(f"{count} from {display_path(imagestream)}", err=True)
         return 0
-    dropped = driver_toolkit.write_into_config(config, builds)
+    dropped = rhcos_builds.write_into_config(config, builds)
     note = f"; dropped {' and '.join(dropped)} (the one-build form)" if dropped else ""
     echo(f"wrote {count} into {display_path(config)} driver.rhcosBuilds{note}", err=True)
     return 0

@@ -16,9 +16,9 @@ PLUGIN_HEADER = (
 
 def plugin() -> int:
     """Print Argo CD's ConfigManagementPlugin (plugin.yaml) that renders configs in Argo CD."""
-    from gpustack import emit, gitops
+    from gpustack import emit, gitops_objects
 
-    echo(PLUGIN_HEADER + emit.dump(gitops.plugin()), nl=False)
+    echo(PLUGIN_HEADER + emit.dump(gitops_objects.plugin()), nl=False)
     return 0
 
 

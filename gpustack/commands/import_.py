@@ -41,8 +41,9 @@ def run(
     loaded, _ = profiles.load(profile, profiles_dir)
     name = importing.config_name(output_file.stem if output_file else None)
     imported = importing.import_inputs(inputs, loaded, reason, name, operator_version)
-    text = adoption.config_text(imported, [display_path(each) for each in files])
-    stack = adoption.load(text, output_file, profiles_dir, imported)
+    imported, text, stack = adoption.load_imported(
+        imported, [display_path(each) for each in files], output_file, profiles_dir
+    )
     differences = adoption.check(stack, imported) if check else None
     if output_file is None:
         common.echo(text, nl=False)

@@ -238,7 +238,7 @@ def starter(
     shadow a base: only what is chosen is written."""
     from gpustack import bottlerocket, profiles
     from gpustack.config import settings_of
-    from gpustack.layers import merge
+    from gpustack.layered_settings import merge
     from gpustack.model import field_choices, field_default
 
     inherited: dict[str, object] = settings_of(Path(path).parent / base) if base else {}

@@ -113,7 +113,7 @@ COMMAND = Group(
 
 def _flatten(value: Any, path: str = "") -> dict[str, Any]:
     """Mappings flattened to dotted paths; lists and scalars are leaves; {} sets nothing."""
-    from gpustack.diff import join_path
+    from gpustack.object_diff import join_path
 
     if not isinstance(value, dict):
         return {path: value}

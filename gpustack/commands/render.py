@@ -77,7 +77,7 @@ def run(
     from gpustack import applicationset, fleet, output, output_tree, render
     from gpustack.config import overrides
     from gpustack.layout import APPLICATION_SET_DIR, OVERRIDES_ANNOTATION
-    from gpustack.secrets import mask_text
+    from gpustack.redaction import mask_text
     from gpustack.validation.verdicts import explain
 
     stdout = stdout or str(out) == "-"

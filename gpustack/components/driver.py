@@ -581,5 +581,68 @@ def _digest(install: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+DIGEST = "DRIVER_CONFIG_DIGEST"
+# What a driver container's fields install, as far as a patch can change them; its probes,
+# hooks and resources install nothing.
+_INSTALLING = ("image", "command", "args", "env", "envFrom", "volumeMounts", "securityContext")
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _install(daemonset: dict[str, Any]) -> str | None:
+    """A hash of what a driver DaemonSet's containers install (their DRIVER_CONFIG_DIGEST
+    aside), or None for any other object. Patched objects may hold anything."""
+    if daemonset.get("kind") != "DaemonSet":
+        return None
+    pod = _mapping(_mapping(_mapping(daemonset.get("spec")).get("template")).get("spec"))
+    containers = [_mapping(each) for each in _items(pod.get("containers"))]
+    found = False
+    install = []
+    for container in containers:
+        env = _items(container.get("env"))
+        found = found or any(_mapping(item).get("name") == DIGEST for item in env)
+        kept = {key: container.get(key) for key in _INSTALLING if key in container}
+        kept["env"] = [item for item in env if _mapping(item).get("name") != DIGEST]
+        install.append(kept)
+    if not found:
+        return None
+    return _digest({"containers": install, "volumes": pod.get("volumes")})
+
+
+def installs(objects: list[dict[str, Any]]) -> dict[int, str]:
+    """What each driver DaemonSet among `objects` installs (by its place), before patches."""
+    found = {}
+    for index, obj in enumerate(objects):
+        install = _install(obj)
+        if install is not None:
+            found[index] = install
+    return found
+
+
+def redigest(objects: list[dict[str, Any]], before: dict[int, str]) -> None:
+    """After the config's patches: a driver DaemonSet whose patched containers install something
+    else (an env var such as KERNEL_MODULE_TYPE, an image, a mount) gets a new
+    DRIVER_CONFIG_DIGEST, so its driver manager and driver container reload the driver as they
+    would for any change of what it installs, rather than keep the loaded one; a patch that
+    installs nothing new (a toleration, a label, a probe) leaves the digest, and the driver,
+    alone."""
+    for index, install in before.items():
+        patched = _install(objects[index])
+        if patched is None or patched == install:
+            continue
+        pod = _mapping(_mapping(_mapping(objects[index].get("spec")).get("template")).get("spec"))
+        for group in ("initContainers", "containers"):
+            for container in _items(pod.get(group)):
+                for item in _items(_mapping(container).get("env")):
+                    if _mapping(item).get("name") == DIGEST and isinstance(item.get("value"), str):
+                        item["value"] = _digest({"digest": item["value"], "patched": patched})
+
+
 def _labels_published(stack: Stack) -> bool:
     return stack.config.nfd.mode == "deploy"

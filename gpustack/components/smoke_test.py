@@ -8,7 +8,7 @@ The default image is NVIDIA's vectorAdd sample (k8s-device-plugin README, "Runni
 which exits non-zero when the kernel or its result fails. The Job is named after a hash of
 everything it renders from, `gpustack.decorate` makes it an Argo CD PostSync hook, and with Flux
 it is the last stage, whose Kustomization depends on the workloads only and waits for the Job
-(`gpustack.gitops`).
+(`gpustack.gitops_objects`).
 """
 
 from __future__ import annotations
@@ -110,13 +110,14 @@ def name(stack: Stack) -> str:
         (
             gpustack.__version__,
             stack.profile.model_dump_json(),
-            # Without node pools, the field is left out: the name stays what it was before
-            # pools existed; so is a pool's unset gpuAllocation, from before pools had one.
+            # Without node pools the field is left out, and so is a pool's unset gpuAllocation:
+            # a config that does not use a setting hashes as if the model lacked it, so adding a
+            # setting to the model renames no Job of a config that leaves it out.
             # images.requireDigests changes no object: only whether render and check pass.
             stack.config.model_dump_json(exclude=_hashed_config_exclusions(stack)),
             _patches_digest(stack),
             # A Job's pod template cannot change: newly pinned images make a new Job. Without a
-            # lock nothing is added, and the name stays what it was before locks existed.
+            # lock nothing is added, for the same reason as above.
             *([json.dumps(sorted(stack.image_digests.items()))] if stack.image_digests else []),
         )
     )
@@ -127,7 +128,7 @@ def _patches_digest(stack: Stack) -> str:
     """The patches as read, in order: each distinct document serialized once, however often
     its file is named (a large file named hundreds of times costs one pass, not hundreds)."""
     if not stack.patches:
-        return "[]"  # the name of a config without patches, as before they existed
+        return "[]"  # a config without patches hashes as if the model had none
     digests: dict[int, str] = {}
     for patch in stack.patches:
         if id(patch.body) not in digests:

@@ -63,6 +63,55 @@ def labels_match(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
     return True
 
 
+# Pairs of objects one rule compares at most (an index leaves only the pairs it cannot tell
+# apart): about a second of work. gpustack's own output, a fleet's included, needs a few thousand;
+# more means crafted manifests, such as thousands of workloads on the same nodes.
+MAX_COMPARISONS = 500_000
+
+
+class Budget:
+    """The comparisons of one rule's index, refused past MAX_COMPARISONS."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.spent = 0
+
+    def spend(self) -> None:
+        self.spent += 1
+        if self.spent > MAX_COMPARISONS:
+            raise UserError(
+                f"more than {MAX_COMPARISONS} pairs of {self.what} to compare, which lint "
+                "does not do: the manifests hold thousands of objects that no label tells apart",
+                hint="lint fewer manifests at once, or validate with --no-lint",
+            )
+
+
+class Labelled:
+    """Label sets (of Services, pod templates...) indexed by label, so that the ones a selector
+    matches are found by intersecting the sets carrying each of its matchLabels, not by testing
+    every one; only those are tested in full (matchExpressions), within a Budget."""
+
+    def __init__(self, labels: list[dict[str, Any]], budget: Budget) -> None:
+        self.labels = labels
+        self._carrying: dict[tuple[str, str], set[int]] = {}
+        for number, each in enumerate(labels):
+            for key, value in each.items():
+                self._carrying.setdefault((str(key), str(value)), set()).add(number)
+        self._budget = budget
+
+    def matching(self, selector: dict[str, Any]) -> Iterator[int]:
+        """The numbers (ascending) of the label sets `selector` matches (labels_match)."""
+        wanted = [(str(k), str(v)) for k, v in mapping(selector.get("matchLabels")).items()]
+        candidates: set[int] | range = range(len(self.labels))
+        if wanted:
+            found = sorted((self._carrying.get(pair, set()) for pair in wanted), key=len)
+            candidates = found[0].intersection(*found[1:])
+        for number in sorted(candidates):
+            self._budget.spend()
+            if labels_match(selector, self.labels[number]):
+                yield number
+
+
 @functools.lru_cache(maxsize=4096)
 def parse_yaml(text: str) -> tuple[Any, str | None]:
     """A config file held in a ConfigMap, as data, or why it does not parse. Cached: the clusters
@@ -211,6 +260,11 @@ class Objects:
 
     def runtime_class(self, name: str) -> dict[str, Any] | None:
         return self._runtime_classes.get(name)
+
+    @functools.cached_property
+    def mounted_files(self) -> Budget:
+        """The files of mounted ConfigMaps the rules read, pod by pod, in this run."""
+        return Budget("pods and the config files they mount")
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,19 @@ Rules import these from here, never from each other (an import-linter contract).
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gpustack.lint._objects import Objects, Pod, containers_running, mapping, parse_yaml, sequence
+from gpustack.errors import UserError
+from gpustack.lint._objects import (
+    Budget,
+    Objects,
+    Pod,
+    containers_running,
+    mapping,
+    parse_yaml,
+    sequence,
+)
 
 # GKE's plugin image (container-engine-accelerators cmd/nvidia_gpu/device-plugin.yaml).
 GKE_PLUGIN_IMAGE = "nvidia-gpu-device-plugin"
@@ -24,7 +33,12 @@ def is_device_plugin(pod: Pod) -> bool:
     )
 
 
-def requirements(pod: Pod) -> list[dict[str, tuple[str, frozenset[str]]]]:
+Requirement = tuple[str, frozenset[str]]  # (operator, values) on one label key
+# A placement as alternatives (ORed), each {label key: requirement} ANDed.
+Placement = list[dict[str, Requirement]]
+
+
+def requirements(pod: Pod) -> Placement:
     """The pod's placement as alternatives (ORed), each {label key: (operator, values)} ANDed."""
     base = {key: ("In", frozenset([value])) for key, value in pod.node_selector().items()}
     terms = pod.node_selector_terms() or [[]]
@@ -41,9 +55,7 @@ def requirements(pod: Pod) -> list[dict[str, tuple[str, frozenset[str]]]]:
     return alternatives
 
 
-def _narrow(
-    old: tuple[str, frozenset[str]] | None, new: tuple[str, frozenset[str]]
-) -> tuple[str, frozenset[str]]:
+def _narrow(old: Requirement | None, new: Requirement) -> Requirement:
     """Two requirements on one key, both to be met (Kubernetes ANDs a term's expressions): the
     values both allow, where both are value lists (`NotIn [a]` and `NotIn [b]`, as a DaemonSet
     excluding two pools of one label has, allow neither a nor b)."""
@@ -63,7 +75,7 @@ def _narrow(
     return new
 
 
-def _disjoint(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> bool:
+def _disjoint(a: Requirement, b: Requirement) -> bool:
     """Whether no node label value satisfies both requirements on one key."""
     (op_a, values_a), (op_b, values_b) = a, b
     if (op_a == "In" and not values_a) or (op_b == "In" and not values_b):
@@ -80,15 +92,103 @@ def _disjoint(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> b
     return False
 
 
-def may_share_a_node(a: Pod, b: Pod) -> bool:
-    for left in requirements(a):
-        for right in requirements(b):
-            shared = set(left) & set(right)
+def overlap(a: Placement, b: Placement) -> bool:
+    """Whether some node can satisfy both placements."""
+    for left in a:
+        if any(_disjoint(req, req) for req in left.values()):
+            continue
+        for right in b:
+            shared = left.keys() & right.keys()
             if not any(_disjoint(left[key], right[key]) for key in shared) and not any(
-                _disjoint(req, req) for req in [*left.values(), *right.values()]
+                _disjoint(req, req) for req in right.values()
             ):
                 return True
     return False
+
+
+# The most placements one index holds: the GPU workloads of one kind (drivers, device plugins,
+# DRA plugins, validators) or the node pools of one annotation that a rule relates; a cluster
+# has a few dozen (a config renders at most 512 driver DaemonSets).
+MAX_PLACEMENTS = 5_000
+# A label value no node carries: what `DoesNotExist` allows, in the index below.
+_ABSENT = "\x00absent"
+
+
+class Placements:
+    """Which of many placements can share a node with another, without comparing every pair.
+
+    Most placements pin a label key to a few values (`In`, a nodeSelector) or to its absence
+    (`DoesNotExist`); two placements that pin one key to disjoint values never meet. The index
+    keeps, for each such key, the placements that allow each value, so a query compares exactly
+    only the placements no pinned key separates, and those sets are intersected as sets of
+    numbers. What the index cannot separate (crafted `Exists`/`NotIn` mazes, or thousands of
+    workloads on the same nodes) is compared pairwise up to MAX_COMPARISONS, then refused; an
+    index holds at most MAX_PLACEMENTS, so that even its set operations stay small: lint work
+    stays bounded whatever the manifests hold.
+    """
+
+    def __init__(self, placements: Sequence[Placement], budget: Budget) -> None:
+        if len(placements) > MAX_PLACEMENTS:
+            raise UserError(
+                f"{len(placements)} {budget.what} to compare, more than the {MAX_PLACEMENTS} "
+                "lint compares at once: these are GPU workloads (drivers, device plugins, GPU "
+                "clients) or node pools, which no cluster has thousands of",
+                hint="lint fewer manifests at once, or validate with --no-lint",
+            )
+        self.placements = list(placements)
+        everyone = frozenset(range(len(self.placements)))
+        allowing: dict[str, dict[str, set[int]]] = {}
+        for number, placement in enumerate(self.placements):
+            for key, values in _pinned(placement).items():
+                by_value = allowing.setdefault(key, {})
+                for value in values:
+                    by_value.setdefault(value, set()).add(number)
+        pinning = {key: frozenset().union(*by_value.values()) for key, by_value in allowing.items()}
+        self._allowing = allowing
+        self._free = {key: everyone - numbers for key, numbers in pinning.items()}
+        self._everyone = everyone
+        self._budget = budget
+
+    def sharing(self, placement: Placement, below: int | None = None) -> Iterator[int]:
+        """The numbers (ascending, each under `below` when given) of the indexed placements
+        that can share a node with `placement`."""
+        candidates: frozenset[int] | set[int] = self._everyone
+        for key, values in _pinned(placement).items():
+            if key not in self._free:
+                continue
+            by_value = self._allowing[key]
+            compatible = self._free[key].union(
+                *(by_value[value] for value in values if value in by_value)
+            )
+            candidates = compatible.intersection(candidates)
+            if not candidates:
+                return
+        for number in sorted(candidates):
+            if below is not None and number >= below:
+                return
+            self._budget.spend()
+            if overlap(placement, self.placements[number]):
+                yield number
+
+
+def _pinned(placement: Placement) -> dict[str, frozenset[str]]:
+    """The label keys every alternative of a placement pins to a set of values (`In`, or no
+    value: `DoesNotExist`), with the values any alternative allows; a key one alternative
+    leaves open is not pinned."""
+    pinned: dict[str, frozenset[str]] | None = None
+    for alternative in placement:
+        if any(_disjoint(req, req) for req in alternative.values()):
+            continue  # an alternative no node meets allows nothing
+        own = {
+            key: values if op == "In" else frozenset([_ABSENT])
+            for key, (op, values) in alternative.items()
+            if op in ("In", "DoesNotExist")
+        }
+        if pinned is None:
+            pinned = own
+        else:
+            pinned = {key: pinned[key] | own[key] for key in pinned.keys() & own.keys()}
+    return pinned or {}
 
 
 CONFIG_READERS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-daemon")
@@ -97,7 +197,9 @@ CONFIG_READERS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-
 def mounted_configs(
     objects: Objects, pod: Pod, container: dict[str, Any]
 ) -> Iterator[tuple[dict[str, Any], str, str]]:
-    """(ConfigMap, key, text) of every file in the ConfigMaps `container` mounts."""
+    """(ConfigMap, key, text) of every file in the ConfigMaps `container` mounts. Many pods
+    mounting one ConfigMap of many files make pairs of them: counted in the run's Budget
+    (Objects.mounted_files), as the rules read each pair."""
     mounted = {str(m.get("name")) for m in map(mapping, sequence(container.get("volumeMounts")))}
     for volume in map(mapping, sequence(pod.spec.get("volumes"))):
         name = mapping(volume.get("configMap")).get("name")
@@ -105,6 +207,7 @@ def mounted_configs(
             continue
         config_map = objects.config_map(pod.namespace, str(name))
         for key, text in mapping(config_map.get("data") if config_map else None).items():
+            objects.mounted_files.spend()
             yield config_map, str(key), str(text)  # type: ignore[misc]
 
 

@@ -5,36 +5,51 @@ pods fight over them (each adopts or deletes the other's pods); Argo CD shows en
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Rule, finding, labels_match, mapping
+from gpustack.lint._objects import Budget, Labelled, Objects, Pod, Rule, finding, mapping
 from gpustack.objects import describe, identity, namespace_of
 
 
 def check(objects: Objects) -> Iterator[Finding]:
-    # A DaemonSet without a selector is invalid; schema validation reports it.
-    daemonsets = [
-        (pod, selector)
-        for pod in objects.pods()
-        if pod.owner.get("kind") == "DaemonSet"
-        and (selector := mapping(mapping(pod.owner.get("spec")).get("selector")))
-    ]
-    for index, (pod, selector) in enumerate(daemonsets):
-        for other, other_selector in daemonsets[:index]:
-            # The same object listed twice (two files, two renders) is still one DaemonSet.
-            if namespace_of(other.owner) != namespace_of(pod.owner) or identity(
-                other.owner
-            ) == identity(pod.owner):
-                continue
-            if labels_match(selector, other.labels) or labels_match(other_selector, pod.labels):
-                yield finding(
-                    RULE,
-                    pod.owner,
-                    f"{describe(pod.owner)} and {describe(other.owner)} select each other's pods; "
-                    "give each DaemonSet a selector label of its own "
-                    "(e.g. app.kubernetes.io/name: <daemonset name>)",
-                    "spec.selector",
-                )
+    """Each DaemonSet whose selector and an earlier one's select each other's pods is reported
+    once, naming the first such and counting the others. The pods a selector matches are looked up in a label index
+    (Labelled), one per namespace, so the work grows with the DaemonSets, not with their pairs."""
+    # A DaemonSet without a selector is invalid; schema validation reports it. The same object
+    # listed twice (two files, two renders) is still one DaemonSet.
+    by_namespace: dict[str, dict[object, tuple[Pod, dict[str, Any]]]] = {}
+    for pod in objects.pods():
+        selector = mapping(mapping(pod.owner.get("spec")).get("selector"))
+        if pod.owner.get("kind") == "DaemonSet" and selector:
+            same = by_namespace.setdefault(namespace_of(pod.owner), {})
+            same.setdefault(identity(pod.owner), (pod, selector))
+    budget = Budget("DaemonSets' selectors and pod labels")
+    # By the pod's place among the object set's pods: the pod and those before it it overlaps.
+    found: dict[int, tuple[Pod, list[Pod]]] = {}
+    place = {id(pod.owner): number for number, pod in enumerate(objects.pods())}
+    for daemonsets in by_namespace.values():
+        listed = list(daemonsets.values())
+        index = Labelled([pod.labels for pod, _ in listed], budget)
+        earlier: dict[int, set[int]] = {}
+        for number, (_, selector) in enumerate(listed):
+            for matched in index.matching(selector):
+                if matched != number:
+                    earlier.setdefault(max(number, matched), set()).add(min(number, matched))
+        for later, numbers in earlier.items():
+            pod = listed[later][0]
+            found[place[id(pod.owner)]] = (pod, [listed[other][0] for other in sorted(numbers)])
+    for number in sorted(found):
+        pod, others = found[number]
+        more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+        yield finding(
+            RULE,
+            pod.owner,
+            f"{describe(pod.owner)} and {describe(others[0].owner)}{more} select each other's "
+            "pods; give each DaemonSet a selector label of its own "
+            "(e.g. app.kubernetes.io/name: <daemonset name>)",
+            "spec.selector",
+        )
 
 
 RULE = Rule(

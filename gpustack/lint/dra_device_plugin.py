@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Rule, dra_gpu_plugins, finding
-from gpustack.lint._pods import is_device_plugin, may_share_a_node
+from gpustack.lint._objects import Budget, Objects, Rule, dra_gpu_plugins, finding
+from gpustack.lint._pods import Placements, is_device_plugin, requirements
 from gpustack.objects import describe
 
 
@@ -19,9 +19,11 @@ def check(objects: Objects) -> Iterator[Finding]:
     dra = [pod for pod in pods if dra_gpu_plugins(pod)]
     if not dra:
         return
+    index = Placements([requirements(pod) for pod in dra], Budget("GPU plugins' node placements"))
     for plugin in (pod for pod in pods if is_device_plugin(pod)):
-        kubelet_plugin = next((pod for pod in dra if may_share_a_node(pod, plugin)), None)
-        if kubelet_plugin is not None:
+        found = next(index.sharing(requirements(plugin)), None)
+        if found is not None:
+            kubelet_plugin = dra[found]
             yield finding(
                 RULE,
                 plugin.owner,

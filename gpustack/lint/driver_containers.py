@@ -16,8 +16,16 @@ import re
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Pod, Rule, containers_running, finding, mapping
-from gpustack.lint._pods import TOOLKIT_IMAGE, may_share_a_node, mounted_configs, parse
+from gpustack.lint._objects import (
+    Budget,
+    Objects,
+    Pod,
+    Rule,
+    containers_running,
+    finding,
+    mapping,
+)
+from gpustack.lint._pods import TOOLKIT_IMAGE, Placements, mounted_configs, parse, requirements
 from gpustack.objects import describe, identity
 
 # NVIDIA's driver image (nvcr.io/nvidia/driver) and Google's installers.
@@ -45,31 +53,47 @@ def _host_driver_users(objects: Objects) -> Iterator[tuple[Pod, str]]:
 
 
 def check(objects: Objects) -> Iterator[Finding]:
+    """Each driver that may share a node with an earlier one is reported once, naming the first
+    such, and once for the first pod on its nodes that expects a host driver: placements are
+    looked up in an index (Placements), so thousands of drivers (many canary pools times many
+    RHCOS builds) cost about as many lookups, not their pairs."""
     # The same object listed twice (two files, two renders) is still one driver.
     drivers = list({identity(pod.owner): pod for pod in objects.pods() if is_driver(pod)}.values())
-    for index, pod in enumerate(drivers):
-        for earlier in drivers[:index]:
-            if may_share_a_node(earlier, pod):
-                yield finding(
-                    RULE,
-                    pod.owner,
-                    f"{describe(pod.owner)} and {describe(earlier.owner)} both install the NVIDIA "
-                    "driver and may run on the same nodes; keep one driver per node",
-                    f"{pod.path}.affinity",
-                )
-    users = {(identity(user.owner), reason): user for user, reason in _host_driver_users(objects)}
-    for pod in drivers:
-        for (_, reason), user in users.items():
-            if may_share_a_node(pod, user):
-                yield finding(
-                    RULE,
-                    pod.owner,
-                    f"{describe(pod.owner)} installs the driver into /run/nvidia/driver, but "
-                    f"{describe(user.owner)} looks for a driver on the host ({reason}); if the "
-                    "nodes have a driver, drop the driver container (gpustack: driver.mode "
-                    "preinstalled), else point it at /run/nvidia/driver",
-                    f"{pod.path}.containers",
-                )
+    placements = [requirements(pod) for pod in drivers]
+    budget = Budget("driver pods' node placements")
+    index = Placements(placements, budget)
+    for number, pod in enumerate(drivers):
+        earlier = next(index.sharing(placements[number], below=number), None)
+        if earlier is not None:
+            yield finding(
+                RULE,
+                pod.owner,
+                f"{describe(pod.owner)} and {describe(drivers[earlier].owner)} both install the "
+                "NVIDIA driver and may run on the same nodes; keep one driver per node",
+                f"{pod.path}.affinity",
+            )
+    users = list(
+        {
+            (identity(user.owner), reason): (user, reason)
+            for user, reason in _host_driver_users(objects)
+        }.values()
+    )
+    if not users:
+        return
+    host = Placements([requirements(user) for user, _ in users], budget)
+    for number, pod in enumerate(drivers):
+        found = next(host.sharing(placements[number]), None)
+        if found is not None:
+            user, reason = users[found]
+            yield finding(
+                RULE,
+                pod.owner,
+                f"{describe(pod.owner)} installs the driver into /run/nvidia/driver, but "
+                f"{describe(user.owner)} looks for a driver on the host ({reason}); if the "
+                "nodes have a driver, drop the driver container (gpustack: driver.mode "
+                "preinstalled), else point it at /run/nvidia/driver",
+                f"{pod.path}.containers",
+            )
 
 
 RULE = Rule(

@@ -8,29 +8,62 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Rule, finding, labels_match, mapping, sequence
+from gpustack.lint._objects import Budget, Labelled, Objects, Pod, Rule, finding, mapping, sequence
 from gpustack.objects import describe, namespace_of
 
 
-def _in_namespaces(monitor: dict[str, Any], namespace: str) -> bool:
-    # prometheus-operator ServiceMonitor.spec.namespaceSelector: `any`, `matchNames`, else its own.
+def _namespaces(monitor: dict[str, Any]) -> list[str] | None:
+    """The namespaces a ServiceMonitor looks in; None: every one.
+
+    prometheus-operator ServiceMonitor.spec.namespaceSelector: `any`, `matchNames`, else its own.
+    """
     selector = mapping(mapping(monitor.get("spec")).get("namespaceSelector"))
     if selector.get("any") is True:
-        return True
+        return None
     names = sequence(selector.get("matchNames"))
-    return namespace in names if names else namespace == namespace_of(monitor)
+    return (
+        sorted({name for name in names if isinstance(name, str)})
+        if names
+        else [namespace_of(monitor)]
+    )
 
 
-def _service_monitor(objects: Objects, monitor: dict[str, Any]) -> Iterator[Finding]:
+class _Targets:
+    """Services or pods, each namespace's indexed by label (Labelled), and all of them together
+    for a monitor that looks everywhere: a monitor's targets are looked up, not searched for,
+    so the work grows with the monitors and targets, not with their pairs."""
+
+    def __init__(self, targets: list[tuple[str, dict[str, Any]]], budget: Budget) -> None:
+        self._budget = budget
+        self._all = targets
+        self._by_namespace: dict[str, list[int]] = {}
+        for number, (namespace, _) in enumerate(targets):
+            self._by_namespace.setdefault(namespace, []).append(number)
+        self._indexes: dict[str | None, tuple[list[int], Labelled]] = {}
+
+    def matching(self, selector: dict[str, Any], namespaces: list[str] | None) -> list[int]:
+        found: list[int] = []
+        for namespace in [None] if namespaces is None else namespaces:
+            if namespace not in self._indexes:
+                numbers = (
+                    list(range(len(self._all)))
+                    if namespace is None
+                    else self._by_namespace.get(namespace, [])
+                )
+                labels = [self._all[number][1] for number in numbers]
+                self._indexes[namespace] = (numbers, Labelled(labels, self._budget))
+            numbers, index = self._indexes[namespace]
+            found += [numbers[each] for each in index.matching(selector)]
+        return sorted(found)
+
+
+def _service_monitor(
+    monitor: dict[str, Any], services: list[dict[str, Any]], targets: _Targets
+) -> Iterator[Finding]:
     spec = mapping(monitor.get("spec"))
     selector = mapping(spec.get("selector"))
-    services = [
-        service
-        for service in objects.of_kind("Service")
-        if _in_namespaces(monitor, namespace_of(service))
-        and labels_match(selector, mapping(mapping(service.get("metadata")).get("labels")))
-    ]
-    if not services:
+    chosen = [services[number] for number in targets.matching(selector, _namespaces(monitor))]
+    if not chosen:
         yield finding(
             RULE,
             monitor,
@@ -41,7 +74,7 @@ def _service_monitor(objects: Objects, monitor: dict[str, Any]) -> Iterator[Find
         return
     names = {
         str(p.get("name"))
-        for s in services
+        for s in chosen
         for p in map(mapping, sequence(mapping(s.get("spec")).get("ports")))
     }
     for index, endpoint in enumerate(map(mapping, sequence(spec.get("endpoints")))):
@@ -56,16 +89,14 @@ def _service_monitor(objects: Objects, monitor: dict[str, Any]) -> Iterator[Find
             )
 
 
-def _pod_monitoring(objects: Objects, monitor: dict[str, Any]) -> Iterator[Finding]:
+def _pod_monitoring(
+    monitor: dict[str, Any], all_pods: list[Pod], targets: _Targets
+) -> Iterator[Finding]:
     spec = mapping(monitor.get("spec"))
     selector = mapping(spec.get("selector"))
     cluster_wide = monitor.get("kind") == "ClusterPodMonitoring"
-    pods = [
-        pod
-        for pod in objects.pods()
-        if (cluster_wide or pod.namespace == namespace_of(monitor))
-        and labels_match(selector, pod.labels)
-    ]
+    namespaces = None if cluster_wide else [namespace_of(monitor)]
+    pods = [all_pods[number] for number in targets.matching(selector, namespaces)]
     if not pods:
         yield finding(
             RULE,
@@ -101,10 +132,18 @@ def _spell(selector: dict[str, Any]) -> str:
 
 
 def check(objects: Objects) -> Iterator[Finding]:
+    budget = Budget("monitors' selectors and labels")
+    services = list(objects.of_kind("Service"))
+    by_service = _Targets(
+        [(namespace_of(s), mapping(mapping(s.get("metadata")).get("labels"))) for s in services],
+        budget,
+    )
     for monitor in objects.of_kind("ServiceMonitor"):
-        yield from _service_monitor(objects, monitor)
+        yield from _service_monitor(monitor, services, by_service)
+    pods = objects.pods()
+    by_pod = _Targets([(pod.namespace, pod.labels) for pod in pods], budget)
     for monitor in objects.of_kind("PodMonitoring", "ClusterPodMonitoring"):
-        yield from _pod_monitoring(objects, monitor)
+        yield from _pod_monitoring(monitor, pods, by_pod)
 
 
 RULE = Rule(

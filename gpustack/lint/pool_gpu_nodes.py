@@ -6,11 +6,11 @@ stack, so its settings reach no node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Rule, finding, mapping, node_pools, sequence
+from gpustack.lint._objects import Objects, Pod, Rule, finding, mapping, node_pools, sequence
 from gpustack.objects import describe
 
 
@@ -32,21 +32,21 @@ def excluded(selector: dict[str, str], term: list[dict[str, Any]]) -> str | None
 
 
 def check(objects: Objects) -> Iterator[Finding]:
+    # The first GPU workload that reads each ConfigMap (by name): its placement is the GPU
+    # nodes'. Found in one pass over the pods, not once per ConfigMap.
+    first_reader: dict[object, Pod] = {}
+    for pod in objects.pods():
+        for volume in map(mapping, sequence(pod.spec.get("volumes"))):
+            name = mapping(volume.get("configMap")).get("name")
+            if isinstance(name, Hashable):
+                first_reader.setdefault(name, pod)
     for config_map in objects.of_kind("ConfigMap"):
         pools = node_pools(config_map) or []
         if not pools:
             continue
-        # The GPU workloads that read this ConfigMap: their placement is the GPU nodes'.
-        readers = [
-            pod
-            for pod in objects.pods()
-            if any(
-                mapping(volume.get("configMap")).get("name")
-                == mapping(config_map.get("metadata")).get("name")
-                for volume in map(mapping, sequence(pod.spec.get("volumes")))
-            )
-        ]
-        for pod in readers[:1]:
+        name = mapping(config_map.get("metadata")).get("name")
+        reader = first_reader.get(name) if isinstance(name, Hashable) else None
+        for pod in [reader] if reader else []:
             terms = pod.node_selector_terms()
             for pool in pools:
                 reasons = [excluded(pool.selector, term) for term in terms]

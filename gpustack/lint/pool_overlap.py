@@ -9,27 +9,41 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack.findings import Finding
-from gpustack.lint._objects import Objects, Rule, finding, node_pools
+from gpustack.lint._objects import Budget, Objects, Rule, finding, node_pools
+from gpustack.lint._pods import Placement, Placements
 from gpustack.objects import describe
 
 
-def overlap(first: dict[str, str], second: dict[str, str]) -> bool:
-    return all(second[key] == value for key, value in first.items() if key in second)
+def _placement(selector: dict[str, str]) -> Placement:
+    return [{key: ("In", frozenset([value])) for key, value in selector.items()}]
 
 
 def check(objects: Objects) -> Iterator[Finding]:
+    """Each pool whose selector overlaps an earlier pool's is reported once, naming the first
+    such; selectors are looked up in an index (Placements), not compared pair by pair, since an
+    annotation may list any number of pools."""
+    budget = Budget("node pools' selectors")
     for config_map in objects.of_kind("ConfigMap"):
         pools = node_pools(config_map) or []
-        for index, pool in enumerate(pools):
-            for other in pools[:index]:
-                if other.name != pool.name and overlap(other.selector, pool.selector):
-                    yield finding(
-                        RULE,
-                        config_map,
-                        f"pools {other.name} and {pool.name} ({describe(config_map)}) can both "
-                        "claim a node: their selectors differ in no key's value",
-                        "metadata.annotations",
-                    )
+        placements = [_placement(pool.selector) for pool in pools]
+        index = Placements(placements, budget)
+        for number, pool in enumerate(pools):
+            other = next(
+                (
+                    pools[earlier]
+                    for earlier in index.sharing(placements[number], below=number)
+                    if pools[earlier].name != pool.name
+                ),
+                None,
+            )
+            if other is not None:
+                yield finding(
+                    RULE,
+                    config_map,
+                    f"pools {other.name} and {pool.name} ({describe(config_map)}) can both "
+                    "claim a node: their selectors differ in no key's value",
+                    "metadata.annotations",
+                )
 
 
 RULE = Rule(

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from gpustack.findings import Finding
 from gpustack.lint._objects import (
     DRA_IMAGE,
+    Budget,
     Objects,
     Pod,
     Rule,
@@ -25,7 +26,7 @@ from gpustack.lint._objects import (
     is_dra_controller,
     sequence,
 )
-from gpustack.lint._pods import may_share_a_node
+from gpustack.lint._pods import Placements, requirements
 from gpustack.objects import describe
 
 TOOLKIT_READY = "/run/nvidia/validations/toolkit-ready"
@@ -67,11 +68,15 @@ def check(objects: Objects) -> Iterator[Finding]:
     validators = [pod for pod in objects.pods() if _writes_toolkit_ready(pod)]
     if not validators:
         return
+    index = Placements(
+        [requirements(pod) for pod in validators], Budget("GPU workloads' node placements")
+    )
     for pod in objects.pods():
         if not _is_client(pod) or _waits(pod):
             continue
-        validator = next((v for v in validators if may_share_a_node(v, pod)), None)
-        if validator is not None:
+        found = next(index.sharing(requirements(pod)), None)
+        if found is not None:
+            validator = validators[found]
             yield finding(
                 RULE,
                 pod.owner,

@@ -17,7 +17,7 @@ from gpustack import __version__, emit
 from gpustack.errors import one_line
 from gpustack.findings import Finding
 from gpustack.objects import namespaced
-from gpustack.secrets import mask_text
+from gpustack.redaction import mask_text
 from gpustack.validation.verdicts import (
     MANIFEST,
     SCHEMA,
@@ -70,7 +70,7 @@ def formatted(
 
 
 def _masked(report: Report) -> Report:
-    """`report` with every secret in a finding's message redacted (gpustack.secrets)."""
+    """`report` with every secret in a finding's message redacted (gpustack.redaction)."""
 
     def masked(findings: list[Finding]) -> list[Finding]:
         return [replace(finding, message=mask_text(finding.message)) for finding in findings]

@@ -82,7 +82,8 @@ def supported_versions() -> tuple[str, ...]:
 
 def minor_version(version: str, field: str = "--kubernetes-version") -> str:
     """'1.31', 'v1.31' or '1.31.4' -> '1.31'; anything outside the installed range is refused."""
-    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", version.strip())
+    # A few digits a part: a committed kustomization may hold thousands, which int() refuses.
+    match = re.fullmatch(r"v?([0-9]{1,9})\.([0-9]{1,9})(?:\.[0-9]{1,9})?", version.strip())
     versions = supported_versions()
     if not match or f"{int(match[1])}.{int(match[2])}" not in versions:
         raise UserError(

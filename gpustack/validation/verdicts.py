@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpustack.errors import UserError, did_you_mean
+from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
 from gpustack.objects import metadata as metadata_of
@@ -365,6 +365,13 @@ def lint_results(
                         objects.append(resource.data)
                         context.add(identity(resource.data))
         version = (versions or {}).get(folder, kubernetes_version) if folder else kubernetes_version
-        leftover = attach_lint(members, lint.run(objects, version))
+        try:
+            linted = lint.run(objects, version)
+        except UserError as error:
+            # Lint's own bound (lint._objects.MAX_COMPARISONS): named at what was linted
+            # together, the cluster folder or the first file.
+            where = display_path(folder) if folder is not None else members[0].resource.file
+            raise UserError(error.message, Location(where), hint=error.hint) from None
+        leftover = attach_lint(members, linted)
         unplaced += [finding for finding in leftover if finding.object not in context]
     return unplaced

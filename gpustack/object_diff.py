@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from gpustack import emit, secrets
+from gpustack import emit, redaction
 from gpustack.decorate import CONFIG_HASH
 from gpustack.errors import UserError
 from gpustack.layout import APPLICATION_SET_DIR
@@ -106,8 +106,8 @@ class Diff:
 
 # --- masking ---------------------------------------------------------------------------------
 
-# One implementation of masking for every command (gpustack.secrets); names kept for callers.
-mask, mask_text, redacted = secrets.mask, secrets.mask_text, secrets.redacted
+# The one masking of every command (gpustack.redaction), by the names the formats below use.
+mask, mask_text, redacted = redaction.mask, redaction.mask_text, redaction.redacted
 
 
 # --- field paths -----------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def _index(objects: list[dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
 def _masked_sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
     """sort_key(mask(obj)), masking only the fields it reads, unless one holds a secret."""
     found = sort_key(obj)
-    if any(secrets.carries_secret(part) for part in found[1:]):
+    if any(redaction.carries_secret(part) for part in found[1:]):
         return sort_key(mask(obj))
     return found
 
@@ -540,6 +540,24 @@ def fleet_summary(diffs: ClusterDiffs) -> str:
     return f"{len(differing)} of {len(clusters)} cluster(s) differ: {listed}{gitops}"
 
 
+def _not_reached(note: Unreached) -> str:
+    """`cluster, which sets it itself`, `clusters, where it has no effect`...: why the clusters
+    of `note` do not take the change (their places say which is which)."""
+    count = len(note.clusters)
+    no_effect = sum(where.startswith(NO_EFFECT) for _, where in note.clusters)
+    if no_effect == count:
+        reason = "where it has no effect"
+    else:
+        reason = "which sets it itself" if count == 1 else "which set it themselves"
+        if no_effect:
+            reason += " or where it has no effect"
+    return f"{'cluster' if count == 1 else 'clusters'}, {reason}"
+
+
+# How Unreached names a cluster where the changed setting has no effect (review.unreached).
+NO_EFFECT = "no effect there: "
+
+
 def unreached_line(note: Unreached, shown: int | None = None) -> str:
     """`the change to driver.version in clusters/base.yaml does not reach 2 clusters, which set
     it themselves or where it has no effect: a (clusters/a.yaml:4:11), b (no effect there:
@@ -549,8 +567,7 @@ def unreached_line(note: Unreached, shown: int | None = None) -> str:
     more = count - len(note.clusters[:shown])
     return (
         f"the change to {note.setting} in {note.base} does not reach {count} "
-        f"{'cluster' if count == 1 else 'clusters'}, which set it themselves or where it has "
-        f"no effect: {listed}" + (f" and {more} more" if more else "")
+        f"{_not_reached(note)}: {listed}" + (f" and {more} more" if more else "")
     )
 
 
@@ -614,6 +631,43 @@ def literal(text: str) -> str:
 
 def _code(text: str) -> str:
     return f"<code>{literal(text)}</code>"
+
+
+# What the head of a review leaves at least for the summary table's header and the shortest
+# closing note (about 250 characters): with it, no title or note can push a review past its size.
+_HEAD_SPARE = 700
+
+
+def _within(
+    lines: list[str], endings: list[str], room: int, counted: Callable[[int], str]
+) -> list[str]:
+    """The first of `lines` that fit in `room` characters, then the first of `endings` that
+    fits; past the room, the rest counted (`counted(how many)`) instead."""
+    kept: list[str] = []
+    used = 0
+    for number, line in enumerate(lines):
+        if used + len(line) + 1 > room:
+            return [*kept, counted(len(lines) - number)]
+        kept.append(line)
+        used += len(line) + 1
+    ending = next((each for each in endings if used + len(each) + 1 <= room), None)
+    return kept + ([ending] if ending is not None else endings[-1:])
+
+
+def _literal_within(text: str, room: int) -> str:
+    """`text` as literal text in at most `room` characters: its first characters and `…` when
+    the whole does not fit."""
+    whole = literal(text)
+    if len(whole) <= room:
+        return whole
+    kept, used = [], 1  # the ellipsis
+    for char in text:
+        shown = literal(char)
+        if used + len(shown) > room:
+            break
+        kept.append(shown)
+        used += len(shown)
+    return "".join(kept) + "…"
 
 
 def _fenced(text: str, language: str) -> str:
@@ -796,7 +850,8 @@ def _effect(group: _Group) -> str:
         parts.append(f"**reloads the GPU driver** ({where})")
     if restarts:
         count = len(restarts)
-        parts.append(f"restarts the pods of {count} {_plural(count, 'workload')}")
+        other = " other" if drivers else ""  # beside the driver's own, said first
+        parts.append(f"restarts the pods of {count}{other} {_plural(count, 'workload')}")
     return "; ".join(parts)
 
 
@@ -840,7 +895,7 @@ def _section(group: _Group, diff_text: str | None, note: str = "") -> str:
     if group.hashed:
         differ.append(f"content hashes (the {_code(CONFIG_HASH)} annotation, a name's hash suffix)")
     if group.nodes_differ:
-        differ.append("the labels of the nodes each workload runs on")
+        differ.append("labels of the nodes each workload runs on")
     if differ:
         lines += [
             f"The {' and '.join(differ)} differ from cluster to cluster; "
@@ -894,27 +949,45 @@ def as_markdown(
         summary += f", in {cluster_groups} groups of identical changes"
     if fleet is not None:
         summary += f"; the fleet's {APPLICATION_SET_DIR}/ {'differs' if not fleet.is_empty else 'does not'}"
-    head = [f"### {literal(title)}", "", summary + ".", ""]
     left_out = dict.fromkeys(note for _, diff in diffs for note in diff.left_out)
-    head += [
+    notes = [
         f"> left out for {literal(side)}: {_code(field)}: {literal(why)}  "
         for side, field, why in left_out
     ]
-    head += [""] if left_out else []
     # A base change that clusters set aside is news the diffs cannot show: it changed nothing.
-    head += [f"> **Not reached:** {_unreached(note)}  " for note in unreached[:UNREACHED_SHOWN]]
+    reached = [f"> **Not reached:** {_unreached(note)}  " for note in unreached[:UNREACHED_SHOWN]]
     more = len(unreached) - UNREACHED_SHOWN
-    head += (
-        [f"> and {more} more settings not reached: {_code(see_all)}  "]
-        if more > 0 and see_all
-        else []
-    )
-    head += [f"> and {more} more settings not reached  "] if more > 0 and not see_all else []
-    head += [""] if unreached else []
+    if more > 0:
+        more_lines = [f"> and {more} more settings not reached  "]
+        if see_all:
+            more_lines.insert(0, f"> and {more} more settings not reached: {_code(see_all)}  ")
+    else:
+        more_lines = []
     rows = [_row(group) for group in groups]
+    head = [f"### {literal(title)}", "", summary + ".", "", *notes, *([""] if notes else [])]
+    head += [*reached, *more_lines[:1], ""] if unreached else []
     if max_size <= 0:
         sections = [_section(group, _diff_text(group)) for group in groups]
         return _joined(head, rows, 0, sections, "")
+    if len("\n".join(head)) > max_size - _HEAD_SPARE:
+        # The title (a path or revision the command line names) and the notes (texts of the
+        # configs, and the command that shows them) then take a share of the room each, so that
+        # what a pull request chooses can never push the comment past `max_size`.
+        head = [f"### {_literal_within(title, max_size // 10)}", "", summary + ".", ""]
+        kept_notes = _within(
+            notes,
+            [],
+            max_size // 10,
+            lambda rest: f"> and {rest} more left out {_plural(rest, 'note')}  ",
+        )
+        head += [*kept_notes, ""] if kept_notes else []
+        kept_reached = _within(
+            reached,
+            more_lines,
+            max_size // 4,
+            lambda rest: f"> and {rest + max(more, 0)} more settings not reached  ",
+        )
+        head += [*kept_reached, ""] if kept_reached else []
     # The table takes at most half the room; groups it has no row for are left out.
     tabled = len(rows)
     while tabled and len(_joined(head, rows[:tabled], len(rows) - tabled, [], "")) > max_size // 2:
@@ -925,7 +998,8 @@ def as_markdown(
     kept: list[tuple[_Group, str, bool]] = []
     used = len(_joined(head, rows[:tabled], len(rows) - tabled, [], ""))
     for group in groups[:tabled]:
-        room = max_size - used - len(_left_out([group], left, max_size, see_all, see_one))
+        ending = _left_out([group], left, max_size, see_all, see_one, max_size // 4)
+        room = max_size - used - len(ending)
         diff_text = _diff_text(group)
         full = _section(group, diff_text)
         if len(full) <= room:
@@ -944,9 +1018,16 @@ def as_markdown(
             used += len(short)
         else:
             left.append(group)
+    # What was left out is named most disruptive first, and its first cluster is the one whose
+    # command the ending gives.
+    order = {id(group): index for index, group in enumerate(groups)}
     while True:
         cut = [group for group, _, shortened in kept if shortened]
-        ending = _left_out(cut, left, max_size, see_all, see_one)
+        left.sort(key=lambda group: order[id(group)])
+        body = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], "")
+        # The ending takes at most a quarter of the room, as it was reckoned with above.
+        room = min(max_size // 4, max_size - len(body))
+        ending = _left_out(cut, left, max_size, see_all, see_one, room)
         text = _joined(head, rows[:tabled], len(rows) - tabled, [s for _, s, _ in kept], ending)
         if len(text) <= max_size or not kept:
             return text
@@ -960,8 +1041,7 @@ def _unreached(note: Unreached) -> str:
     more = count - len(note.clusters[:5])
     return (
         f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
-        f"{_plural(count, 'cluster')}, which set it themselves or where it has no effect: "
-        f"{listed}" + (f" and {more} more" if more else "")
+        f"{_not_reached(note)}: {listed}" + (f" and {more} more" if more else "")
     )
 
 
@@ -1009,10 +1089,12 @@ def _truncated(diff_text: str, room: int) -> str:
     return diff_text[: diff_text.rfind("\n", 0, room) + 1]
 
 
-def _counted_names(names: tuple[str, ...]) -> str:
-    """`2 clusters (a, b)`, and the fleet's `_gitops/` when it is among them."""
+def _counted_names(names: tuple[str, ...], named: bool = True) -> str:
+    """`2 clusters (a, b)` (`named`, else `2 clusters`), and the fleet's `_gitops/` when it is
+    among them."""
     clusters = tuple(name for name in names if name != APPLICATION_SET_DIR)
-    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')} ({_listed(clusters, 5)})"]
+    listed = f" ({_listed(clusters, 5)})" if named else ""
+    parts = [f"{len(clusters)} {_plural(len(clusters), 'cluster')}{listed}"]
     parts = parts if clusters else []
     parts += [f"the fleet's {APPLICATION_SET_DIR}/"] if APPLICATION_SET_DIR in names else []
     return " and ".join(parts)
@@ -1024,20 +1106,34 @@ def _left_out(
     max_size: int,
     see_all: str | None,
     see_one: Callable[[str], str] | None,
+    room: int,
 ) -> str:
+    """The note on what was left out and the commands that show it, within `room` characters
+    (the shortest form when none fits). The commands quote paths a pull request chooses (a config's
+    file name may be thousands of characters): one that does not fit is left out, and the note
+    then names only `--max-size 0`; the cluster names go, if need be, before the counts do."""
     if not cut and not left:
         return ""
-    parts = []
-    if cut:
-        names = tuple(name for group in cut for name in group.names)
-        parts.append(f"all or part of the diff of {_counted_names(names)}")
-    if left:
-        names = tuple(name for group in left for name in group.names)
-        parts.append(f"the details of {_counted_names(names)}")
-    lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
-    if see_all:
-        lines.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
-    first = [*cut, *left][0].names[0]
-    if see_one and first != APPLICATION_SET_DIR:
-        lines.append(f"One cluster: {_code(see_one(first))}.")
-    return "\n".join(lines) + "\n"
+    cut_names = tuple(name for group in cut for name in group.names)
+    left_names = tuple(name for group in left for name in group.names)
+    for named in (True, False):
+        parts = []
+        if cut:
+            parts.append(f"all or part of the diff of {_counted_names(cut_names, named)}")
+        if left:
+            parts.append(f"the details of {_counted_names(left_names, named)}")
+        lines = ["", f"**Left out** to stay under {max_size:,} characters: {'; '.join(parts)}."]
+        commands = []
+        if see_all:
+            commands.append(f"Every change: {_code(see_all)} (or {_code('--max-size 0')}).")
+        # The most disruptive change left out is the one cluster worth a look first.
+        clusters = [group for group in (*cut, *left) if group.names != (APPLICATION_SET_DIR,)]
+        if see_one and clusters:
+            first = min(clusters, key=lambda group: group.rank).names[0]
+            commands.append(f"One cluster: {_code(see_one(first))}.")
+        shortest = f"Every change: this command with {_code('--max-size 0')}."
+        for choice in (commands, commands[:1], [shortest]):
+            text = "\n".join([*lines, *choice]) + "\n"
+            if len(text) <= room:
+                return text
+    return text
