@@ -1,6 +1,5 @@
-"""The `gpustack` command. Each subcommand lives in `gpustack/commands/<name>.py`, and
-`gpustack/commands/root.py` puts them together (`ROOT`), parsed by argparse
-(`gpustack/commands/declared.py`).
+"""The `gpustack` command: typer's command line (`gpustack/commands/root.py`), one module per
+command in `gpustack/commands/`.
 
 Exit codes: 0 success, 1 findings (invalid, stale, different), 2 usage or config error.
 """
@@ -17,11 +16,24 @@ __all__ = ["app", "main", "run"]
 
 
 def run(arguments: list[str]) -> int:
-    """`gpustack ARGUMENTS`: its exit code."""
-    from gpustack.commands import declared
-    from gpustack.commands.root import ROOT
+    """`gpustack ARGUMENTS`: its exit code. typer prints help, --version and every mistake on
+    the command line (exit 2); a UserError is printed as `error: file:line:col: field:
+    message` and is exit 2 (with --debug it is raised, for its traceback)."""
+    from gpustack.commands import common, root
+    from gpustack.errors import UserError
 
-    return declared.main(ROOT, arguments)
+    session = common.Session()
+    try:
+        root.command().main(arguments, prog_name="gpustack", obj=session)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+    except UserError as problem:
+        if session.debug:
+            raise
+        for each in problem.every():
+            common.error(str(each))
+        return 2
+    return 0
 
 
 def app(arguments: list[str] | None = None) -> NoReturn:

@@ -20,8 +20,7 @@ from conftest import EXAMPLES, ROOT
 from ruamel.yaml import YAML
 
 from gpustack import docs
-from gpustack.commands.declared import DEBUG, Group
-from gpustack.commands.root import ROOT as PROGRAM
+from gpustack.commands import root
 
 README = (ROOT / "README.md").read_text()
 DOCS_DIR = ROOT / "docs"
@@ -90,30 +89,33 @@ def code_key(cell: str) -> str | None:
 
 
 def is_group(command: Any) -> bool:
-    return isinstance(command, Group)
+    """Whether a command of the parser typer builds holds commands of its own (click's Group)."""
+    return hasattr(command, "list_commands")
 
 
 def cli_commands() -> dict[tuple[str, ...], Any]:
-    """Every command and command group of `gpustack` (as declared for its parser) by its words,
+    """Every command and command group of `gpustack` (the commands typer builds) by its words,
     the root as ()."""
     found: dict[tuple[str, ...], Any] = {}
+    context = root.command().make_context("gpustack", [], resilient_parsing=True)
 
     def walk(command: Any, words: tuple[str, ...]) -> None:
         found[words] = command
         if is_group(command):
-            for name, sub in command.each():
-                walk(sub, (*words, name))
+            for name in command.list_commands(context):
+                walk(command.get_command(context, name), (*words, name))
 
-    walk(PROGRAM, ())
+    walk(root.command(), ())
     return found
 
 
 def options(command: Any) -> set[str]:
-    """The spellings a user writes (a hidden option is the command line's own bookkeeping)."""
+    """The spellings a user writes (a hidden option is the command line's own bookkeeping; typer's
+    completion options are typer's own)."""
     names = {"-h", "--help"}
-    for option in command.options:
-        if not option.hidden:
-            names.update(spelling for spelling, _ in option.spellings)
+    for parameter in command.params:
+        if parameter.param_type_name == "option" and not parameter.hidden:
+            names.update(parameter.opts, parameter.secondary_opts)
     return names
 
 
@@ -161,7 +163,7 @@ def test_readme_names_only_commands_that_exist_with_their_options():
             f"`gpustack {' '.join(command)}` needs a subcommand ({line})"
         )
         # --debug works after the command too.
-        unknown = set(arguments) - options(COMMANDS[command]) - set(DEBUG.names)
+        unknown = set(arguments) - options(COMMANDS[command]) - {"--debug"}
         assert not unknown, f"`gpustack {' '.join(command)}` has no {unknown} ({line})"
 
 
@@ -211,7 +213,7 @@ def test_the_command_reference_covers_every_command_and_option():
         assert f"`{name}" in reference, f"{name} is missing from docs/commands.md"
         text = section(f"gpustack {words[0]}", reference)
         long_options = {option for option in options(command) if option.startswith("--")}
-        for option in sorted(long_options - {"--help"}):
+        for option in sorted(long_options - {"--help", "--debug"}):
             assert f"`{option}" in text or f", {option}" in text, (
                 f"{name} {option} is missing from docs/commands.md"
             )

@@ -1,9 +1,7 @@
-"""The command starts fast because each command imports its heavy parts only when it runs:
-`gpustack --version` and `--help` must not load pydantic, the schemas or the YAML parser
-(bench/cli.py measures the time; this guards the import structure that keeps it low).
-
-What a process loads is seen in a fresh one; each such process runs several command lines, one
-after another, and says what it loaded after each (a module, once loaded, stays loaded)."""
+"""Start-up: what keeps a run's work small (pydantic's plugin search off, sections left out
+taking their defaults, the built-in API groups known without parsing every schema). Which
+modules `validate` may load is a contract of `[tool.importlinter]` ("validate does not load the
+config model"); bench/cli.py measures the time."""
 
 from __future__ import annotations
 
@@ -24,135 +22,6 @@ def _results(program: str, cwd: Path, env: dict[str, str] | None = None) -> list
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.splitlines()[-1])
-
-
-# Which of `names` are loaded (sys.modules), as Python source for the programs below.
-LOADED = "[name for name in {names!r} if name in sys.modules]"
-HEAVY = [
-    "pydantic",
-    "ruamel.yaml",
-    "jsonschema",
-    "jsonschema_rs",
-    "kubernetes_validate",
-    "yaml",
-    "gpustack.config",
-    "gpustack.render",
-]
-# (command line, its exit code, the command modules it loads)
-LINES = [
-    (["--version"], 0, []),
-    (["--profiles-dir", "x", "--version", "render", "--bogus"], 0, []),  # eager: first
-    (["render", "missing.yaml"], 2, ["render"]),
-    (["check", "missing.yaml", "-o", "out"], 2, ["check"]),
-    (["--debug", "--version"], 0, []),
-    (["validate", "-summary", "missing.yaml"], 1, ["validate"]),
-    (["profiles", "show", "nonesuch"], 2, ["profiles"]),
-    (["render", "--bogus"], 2, ["render"]),
-]
-
-
-def test_a_run_loads_only_the_command_it_names(tmp_path):
-    """The program names its commands' modules without importing them: a run parses with
-    argparse (standard library) and loads only the module of the command it runs. Importing
-    the command line loads no heavy module. Between the lines, the program forgets the command
-    modules a line loaded, so the next line loads its own again."""
-    program = (
-        "import importlib, json, sys\nfrom gpustack.cli import run\n"
-        f"results = [{LOADED.format(names=HEAVY)}]\n"
-        "package = importlib.import_module('gpustack.commands')\n"
-        f"for line in {[line for line, _, _ in LINES]!r}:\n"
-        "    code = run(line)\n"
-        "    names = sorted(n.rpartition('.')[2] for n in sys.modules if n.startswith("
-        "'gpustack.commands.') and n.rpartition('.')[2] not in ('common', 'declared', 'root'))\n"
-        "    results.append([code, names])\n"
-        "    for name in names:\n"
-        "        del sys.modules[f'gpustack.commands.{name}']\n"
-        "        vars(package).pop(name, None)\n"
-        "print(json.dumps(results))\n"
-    )
-    heavy, *runs = _results(program, tmp_path)
-    assert heavy == []
-    assert runs == [[code, loaded] for _, code, loaded in LINES]
-
-
-def test_validating_loads_neither_the_config_model_nor_the_renderer():
-    """`gpustack validate` with kubeconform's flags needs only the YAML reader and the schemas;
-    the names it spells itself are the renderer's: neither loads the config model, the loader,
-    the renderer or the writer, nor what only some inputs need."""
-    from gpustack.profiles import data_dir
-    from gpustack.validation import schemas
-
-    assert schemas.schemas_dir() == data_dir("schemas")
-    lines = [
-        # kubeconform's flags
-        ["validate", "-strict", "-schema-location", "default", "-schema-location", "gpustack"],
-        ["validate", "--no-lint"],  # gpustack's own spelling
-    ]
-    names = [
-        "gpustack.model",
-        "gpustack.config",
-        "gpustack.render",
-        "gpustack.output",
-        "hashlib",  # OpenSSL: for masking a secret or hashing a ConfigMap
-        "gpustack.yamlio",  # the config reader: for a config file held in a ConfigMap
-    ]
-    program = (
-        "import json, sys\nfrom gpustack.cli import app\nresults = []\n"
-        f"for line in {lines!r}:\n"
-        "    try:\n        app([*line, 'tests/data/validate/corpus/valid.yaml'])\n"
-        "    except SystemExit as exit:\n        results.append([exit.code, "
-        f"{LOADED.format(names=names)}])\n"
-        "print(json.dumps(results))\n"
-    )
-    assert _results(program, ROOT) == [[0, []], [0, []]]
-
-
-# Loaded only by the runs that use them: ruamel (the full YAML parser) for a file libyaml cannot
-# read as the full parser would, jsonpatch for a config's JSON 6902 patches, difflib and the diff
-# printer for a suggestion or stale output, ctypes to swap a folder that exists.
-NOT_NEEDED = ["ruamel.yaml", "jsonpatch", "difflib", "gpustack.diff", "ctypes"]
-
-
-def test_rendering_checking_and_validating_a_config_load_only_what_they_use(tmp_path):
-    """`gpustack render` (the program, as the console script runs it), then `check` and
-    `validate` of what it wrote, in one process: a section the config leaves out takes its
-    default without building the section's own validator (the config's validator holds the
-    sections' schemas; building them all was about 35 ms of every command that loads a config),
-    pydantic never searches the installed distributions for plugins, and nothing of NOT_NEEDED
-    is loaded, until a render replaces the folder (a config changed) and swaps it in."""
-    out = str(tmp_path / "out")
-    render = ["render", "examples/kubeadm.yaml", "-o", out, "-q"]
-    program = (
-        "import json, runpy, sys\n"
-        f"sys.argv = ['gpustack', *{render!r}]\n"
-        "try:\n    runpy.run_module('gpustack', run_name='__main__')\n"
-        "except SystemExit as exit:\n    results = [exit.code]\n"
-        "from pydantic import BaseModel\n"
-        "from pydantic._internal._mock_val_ser import MockValSer\n"
-        "from pydantic.plugin import _loader\n"
-        "from gpustack import model\nfrom gpustack.cli import run\n"
-        "results.append(sorted(name for name, cls in vars(model).items() if isinstance(cls, type)"
-        " and issubclass(cls, BaseModel) and cls.__module__ == model.__name__"
-        " and not isinstance(cls.__pydantic_validator__, MockValSer)))\n"
-        "results.append(_loader._plugins is not None)\n"
-        f"results.append(run(['check', 'examples/kubeadm.yaml', '-o', {out!r}, '-q']))\n"
-        f"results.append(run(['validate', {out + '/kubeadm-lab'!r}]))\n"
-        f"results.append({LOADED.format(names=NOT_NEEDED)})\n"
-        f"results.append(run([*{render!r}, '--set', 'gfd.enabled=false']))\n"
-        f"results.append({LOADED.format(names=NOT_NEEDED)})\n"
-        "print(json.dumps(results))\n"
-    )
-    environment = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
-    assert _results(program, ROOT, environment) == [
-        0,
-        ["GPUStack", "Profile"],
-        False,
-        0,
-        0,
-        [],
-        0,
-        ["ctypes"],
-    ]
 
 
 def test_a_pydantic_plugins_setting_of_the_user_s_is_kept():

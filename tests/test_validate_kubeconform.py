@@ -159,7 +159,7 @@ def test_a_kubernetes_version_flag_without_a_value_is_refused(tmp_path):
         assert result.returncode == 2, words
         assert result.stdout == ""
     result = run_gpustack("validate", "-kubernetes-version", cwd=tmp_path, input="")
-    assert "argument --kubernetes-version: expected one argument" in result.stderr
+    assert "Option '--kubernetes-version' requires an argument" in result.stderr
     result = run_gpustack("validate", "-kubernetes-version=", cwd=tmp_path, input="")
     assert result.stderr.startswith("error: --kubernetes-version: Kubernetes version '' is not ")
 

@@ -12,52 +12,48 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import typer
 
 from gpustack.commands import common
 from gpustack.commands.common import configs as discover
 from gpustack.commands.common import echo
-from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.output_check import OutputCheck
     from gpustack.render import Rendering
 
-ARGUMENTS = Arguments(
-    "configs",
-    "CONFIG|DIR|FILE",
-    "Cluster configs or folders of them (default ./gpustack.yaml, as for render); other files "
-    "(bases, PEMs, patch and MIG files, user profiles, files under the output folder) are "
-    "changed inputs, and only the clusters they affect are checked.",
-    Path,
-)
-OPTIONS = (
-    common.OUT,
-    common.PROFILES_DIR,
-    common.SET,
-    common.QUIET,
-    common.VERBOSE,
-    Option(
-        "output_format",
-        ("--output",),
-        "text (what is stale, with a unified diff per file) or json.",
-        common.TextOrJson,
-        common.TextOrJson.text,
-        metavar="FORMAT",
-    ),
-    common.COLOR,
-)
+app = common.application()
 
 
+@app.command("check")
 def run(
-    configs: list[Path] | None,
-    out: Path,
-    profiles_dir: Path | None,
-    assignments: list[str] | None,
-    quiet: bool,
-    verbose: bool,
-    output_format: common.TextOrJson,
-    color: common.ColorMode,
+    configs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Cluster configs or folders of them (default ./gpustack.yaml, as for render); "
+            "other files (bases, PEMs, patch and MIG files, user profiles, files under the "
+            "output folder) are changed inputs, and only the clusters they affect are checked.",
+            metavar="CONFIG|DIR|FILE",
+            show_default=False,
+        ),
+    ] = None,
+    out: common.Out = Path("out"),
+    profiles_dir: common.ProfilesDir = None,
+    assignments: common.Assignments = None,
+    quiet: common.Quiet = False,
+    verbose: common.Verbose = False,
+    output_format: Annotated[
+        common.TextOrJson,
+        typer.Option(
+            "--output",
+            help="text (what is stale, with a unified diff per file) or json.",
+            metavar="FORMAT",
+        ),
+    ] = common.TextOrJson.text,
+    color: common.Color = common.ColorMode.auto,
+    debug: common.Debug = False,
 ) -> int:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
     from gpustack import applicationset, fleet, output_tree
@@ -165,9 +161,6 @@ def run(
             err=True,
         )
     return 0
-
-
-COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)
 
 
 def _affected(

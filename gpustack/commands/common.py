@@ -1,5 +1,5 @@
-"""What every command shares: its common options, printing, and turning user errors into a
-message and exit code 2."""
+"""What every command shares: its common options (each a parameter type: `Annotated` with its
+`typer.Option`), printing, and grouping a fleet's messages."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from gpustack.commands.declared import Option
-
-DEBUG = False
+import typer
 
 
 def profile_names(incomplete: str) -> list[str]:
@@ -87,33 +85,87 @@ def _choices(node: dict[str, Any]) -> list[str]:
     return []
 
 
-# Options several commands share, declared once.
-PROFILES_DIR = Option(
-    "profiles_dir",
-    ("--profiles-dir",),
-    "Folder of user profiles, searched before the built-in ones (default: $GPUSTACK_PROFILES_DIR).",
+def application(help: str | None = None) -> typer.Typer:
+    """A command's (or a group's) typer application: click's own help and messages, as plain
+    text (no rich boxes), and no pretty tracebacks (a user error is a message, a traceback only
+    with --debug)."""
+    return typer.Typer(
+        help=help, rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False
+    )
+
+
+# Options several commands share, declared once: each a type a command's parameter takes
+# (`profiles_dir: ProfilesDir = None`), so the signature is the declaration.
+def _root_profiles_dir(ctx: typer.Context, value: Path | None) -> Path | None:
+    """A command's --profiles-dir: given, else $GPUSTACK_PROFILES_DIR, else the one given before
+    the command (`gpustack --profiles-dir DIR render`)."""
+    if value is not None:
+        return value
+    given = ctx.find_root().params.get("profiles_dir")
+    return given if isinstance(given, Path) else None
+
+
+ProfilesDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--profiles-dir",
+        help="Folder of user profiles, searched before the built-in ones "
+        "(default: $GPUSTACK_PROFILES_DIR).",
+        metavar="DIR",
+        envvar="GPUSTACK_PROFILES_DIR",
+        show_envvar=True,
+        callback=_root_profiles_dir,
+    ),
+]
+Assignments = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override a config field, read as YAML and checked like the file "
+        "(e.g. devicePlugin.sharing.replicas=8); repeatable, the last one wins.",
+        metavar="FIELD=VALUE",
+        autocompletion=set_fields,
+        show_default=False,
+    ),
+]
+Out = Annotated[
     Path,
-    metavar="DIR",
-    envvar="GPUSTACK_PROFILES_DIR",
-)
-SET = Option(
-    "assignments",
-    ("--set",),
-    "Override a config field, read as YAML and checked like the file "
-    "(e.g. devicePlugin.sharing.replicas=8); repeatable, the last one wins.",
-    str,
-    repeatable=True,
-    metavar="FIELD=VALUE",
-    complete=set_fields,
-)
-OUT = Option(
-    "out",
-    ("-o", "--out"),
-    "Folder holding <name>/ per cluster.",
-    Path,
-    Path("out"),
-    metavar="DIR",
-)
+    typer.Option("-o", "--out", help="Folder holding <name>/ per cluster.", metavar="DIR"),
+]
+Profile = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="Override platform.profile.",
+        metavar="NAME",
+        autocompletion=profile_names,
+    ),
+]
+
+
+class Session:
+    """What one command line sets for the whole run: whether --debug was given (before or after
+    the command), so that a user error is raised with its traceback."""
+
+    def __init__(self) -> None:
+        self.debug = False
+
+
+def debug_callback(ctx: typer.Context, value: bool) -> None:
+    if value and isinstance(ctx.obj, Session):
+        ctx.obj.debug = True
+
+
+# The root and every command take it: `gpustack --debug render` and `gpustack render --debug`.
+Debug = Annotated[
+    bool,
+    typer.Option(
+        "--debug",
+        help="Show tracebacks for errors.",
+        callback=debug_callback,
+        expose_value=False,
+    ),
+]
 
 
 class TextOrJson(str, Enum):
@@ -179,21 +231,25 @@ class ColorMode(str, Enum):
     never = "never"
 
 
-COLOR = Option(
-    "color",
-    ("--color",),
-    "Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
+Color = Annotated[
     ColorMode,
-    ColorMode.auto,
-    metavar="WHEN",
-)
-QUIET = Option("quiet", ("-q", "--quiet"), "Print nothing but warnings and errors.", default=False)
-VERBOSE = Option(
-    "verbose",
-    ("--verbose",),
-    "Name every cluster a repeated warning or finding is about (by default the first few).",
-    default=False,
-)
+    typer.Option(
+        "--color",
+        help="Colour the text output: auto (on a terminal, unless NO_COLOR is set), always, never.",
+        metavar="WHEN",
+    ),
+]
+Quiet = Annotated[
+    bool, typer.Option("-q", "--quiet", help="Print nothing but warnings and errors.")
+]
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        help="Name every cluster a repeated warning or finding is about (by default the first "
+        "few).",
+    ),
+]
 
 # Clusters a grouped message names without --verbose.
 NAMED = 3

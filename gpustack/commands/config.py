@@ -6,18 +6,42 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from gpustack.commands import common
-from gpustack.commands.declared import Arguments, Command, Group, Option
+
+app = common.application(help="Show a cluster config as it is in force.")
 
 
+@app.callback()
+def group() -> None:
+    """A group, though it has one command: more may join it, and a script names it in full."""
+
+
+@app.command("show")
 def show(
-    config: Path | None,
-    profile: str | None,
-    profiles_dir: Path | None,
-    assignments: list[str] | None,
-    show_origin: bool,
+    config: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Cluster config (default ./gpustack.yaml, else the embedded kubeadm example).",
+            metavar="CONFIG",
+            show_default=False,
+        ),
+    ] = None,
+    profile: common.Profile = None,
+    profiles_dir: common.ProfilesDir = None,
+    assignments: common.Assignments = None,
+    show_origin: Annotated[
+        bool,
+        typer.Option(
+            "--show-origin",
+            help="Name the file, line and column each value comes from (a base, the profile's "
+            "defaults, --set), one field a line.",
+        ),
+    ] = False,
+    debug: common.Debug = False,
 ) -> int:
     """Print a config merged with its profile's defaults and its bases, as render reads it."""
     from gpustack import emit
@@ -87,40 +111,3 @@ def _value(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False)
     return scalar(value)
-
-
-COMMAND = Group(
-    "Show a cluster config as it is in force.",
-    {
-        "show": Command(
-            show.__doc__ or "",
-            show,
-            (
-                Option(
-                    "profile",
-                    ("--profile",),
-                    "Override platform.profile.",
-                    str,
-                    metavar="NAME",
-                    complete=common.profile_names,
-                ),
-                common.PROFILES_DIR,
-                common.SET,
-                Option(
-                    "show_origin",
-                    ("--show-origin",),
-                    "Name the file, line and column each value comes from (a base, the "
-                    "profile's defaults, --set), one field a line.",
-                    default=False,
-                ),
-            ),
-            Arguments(
-                "config",
-                "CONFIG",
-                "Cluster config (default ./gpustack.yaml, else the embedded kubeadm example).",
-                Path,
-                1,
-            ),
-        ),
-    },
-)

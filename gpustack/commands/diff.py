@@ -11,11 +11,12 @@ import shlex
 import tempfile
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import typer
 
 from gpustack.commands import common
 from gpustack.commands.common import ColorMode, echo, use_color, warning
-from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.layered_settings import Layer
@@ -40,72 +41,71 @@ USAGE = (
 )
 
 
-ARGUMENTS = Arguments(
-    "configs",
-    "CONFIG|DIR",
-    "One config (default ./gpustack.yaml, else the embedded kubeadm example), or two; with "
-    "--against or --git-ref, any configs and fleet folders.",
-    Path,
-)
-OPTIONS = (
-    Option(
-        "profiles",
-        ("--profile",),
-        "Twice: compare the config on two profiles. Once: override platform.profile.",
-        str,
-        repeatable=True,
-        metavar="NAME",
-        complete=common.profile_names,
-    ),
-    Option(
-        "against",
-        ("-o", "--against"),
-        "Compare a render with the output committed in DIR/<metadata.name>/ (the folder "
-        "render -o wrote).",
-        Path,
-        metavar="DIR",
-    ),
-    Option(
-        "git_ref",
-        ("--git-ref",),
-        "Compare the configs as they were at git revision REF with the working tree's.",
-        str,
-        metavar="REF",
-    ),
-    common.PROFILES_DIR,
-    common.SET,
-    Option(
-        "output",
-        ("--output",),
-        "text (summary, then unified diff), json, or markdown (a review comment).",
-        OutputFormat,
-        OutputFormat.text,
-        metavar="FORMAT",
-    ),
-    Option(
-        "max_size",
-        ("--max-size",),
-        "markdown: the most characters the comment may take (GitHub refuses a comment over "
-        "65,536); what does not fit is left out and named. 0: no limit, else at least 2000.",
-        int,
-        60_000,
-        metavar="N",
-        minimum=0,
-    ),
-    common.COLOR,
-)
+app = common.application()
 
 
+@app.command("diff")
 def run(
-    configs: list[Path] | None,
-    profiles: list[str] | None,
-    against: Path | None,
-    git_ref: str | None,
-    profiles_dir: Path | None,
-    assignments: list[str] | None,
-    output: OutputFormat,
-    max_size: int,
-    color: ColorMode,
+    configs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="One config (default ./gpustack.yaml, else the embedded kubeadm example), or "
+            "two; with --against or --git-ref, any configs and fleet folders.",
+            metavar="CONFIG|DIR",
+            show_default=False,
+        ),
+    ] = None,
+    profiles: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile",
+            help="Twice: compare the config on two profiles. Once: override platform.profile.",
+            metavar="NAME",
+            autocompletion=common.profile_names,
+            show_default=False,
+        ),
+    ] = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--against",
+            help="Compare a render with the output committed in DIR/<metadata.name>/ (the "
+            "folder render -o wrote).",
+            metavar="DIR",
+        ),
+    ] = None,
+    git_ref: Annotated[
+        str | None,
+        typer.Option(
+            "--git-ref",
+            help="Compare the configs as they were at git revision REF with the working tree's.",
+            metavar="REF",
+        ),
+    ] = None,
+    profiles_dir: common.ProfilesDir = None,
+    assignments: common.Assignments = None,
+    output: Annotated[
+        OutputFormat,
+        typer.Option(
+            "--output",
+            help="text (summary, then unified diff), json, or markdown (a review comment).",
+            metavar="FORMAT",
+        ),
+    ] = OutputFormat.text,
+    max_size: Annotated[
+        int,
+        typer.Option(
+            "--max-size",
+            help="markdown: the most characters the comment may take (GitHub refuses a comment "
+            "over 65,536); what does not fit is left out and named. 0: no limit, else at least "
+            "2000.",
+            metavar="N",
+            min=0,
+        ),
+    ] = 60_000,
+    color: common.Color = ColorMode.auto,
+    debug: common.Debug = False,
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.config import overrides
@@ -166,9 +166,6 @@ def run(
         # echo strips escape codes when stdout is no terminal unless told the colour is wanted.
         echo(text, nl=False, color=painted)
     return 0 if all(diff.is_empty for _, diff in fleet) else 1
-
-
-COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)
 
 
 def _usage(message: str) -> Exception:

@@ -4,12 +4,38 @@ images, read from a saved `openshift/driver-toolkit` ImageStream, as `driver.rhc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from gpustack.commands import common
 from gpustack.commands.common import echo
-from gpustack.commands.declared import Arguments, Command, Option
+
+app = common.application()
 
 
-def run(imagestream: Path, config: Path | None) -> int:
+@app.command("driver-toolkit-builds")
+def run(
+    imagestream: Annotated[
+        Path,
+        typer.Argument(
+            help="What `oc get imagestream driver-toolkit -n openshift -o yaml` printed, saved.",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Write the list into this config's driver.rhcosBuilds (comments kept, the "
+            "one-build driver.rhcosVersion and driver.driverToolkitImage dropped) instead of "
+            "printing it.",
+            metavar="CONFIG",
+        ),
+    ] = None,
+    debug: common.Debug = False,
+) -> int:
     """Print driver.rhcosBuilds for the RHCOS builds of a saved driver-toolkit ImageStream."""
     from gpustack import emit, rhcos_builds
     from gpustack.errors import display_path
@@ -24,26 +50,3 @@ def run(imagestream: Path, config: Path | None) -> int:
     note = f"; dropped {' and '.join(dropped)} (the one-build form)" if dropped else ""
     echo(f"wrote {count} into {display_path(config)} driver.rhcosBuilds{note}", err=True)
     return 0
-
-
-COMMAND = Command(
-    run.__doc__ or "",
-    run,
-    (
-        Option(
-            "config",
-            ("--config",),
-            "Write the list into this config's driver.rhcosBuilds (comments kept, the one-build "
-            "driver.rhcosVersion and driver.driverToolkitImage dropped) instead of printing it.",
-            Path,
-            metavar="CONFIG",
-        ),
-    ),
-    Arguments(
-        "imagestream",
-        "FILE",
-        "What `oc get imagestream driver-toolkit -n openshift -o yaml` printed, saved.",
-        Path,
-        1,
-    ),
-)

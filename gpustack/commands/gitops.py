@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gpustack.commands import common
 from gpustack.commands.common import echo
-from gpustack.commands.declared import Command, Group
 
 # Where Argo CD's sidecar plugin server reads its configuration (argo-cd
 # config-management-plugins docs: /home/argocd/cmp-server/config/plugin.yaml).
@@ -14,15 +14,18 @@ PLUGIN_HEADER = (
 )
 
 
-def plugin() -> int:
+app = common.application(help="Argo CD and Flux integration.")
+
+
+@app.callback()
+def group() -> None:
+    """A group, though it has one command: more may join it, and a script names it in full."""
+
+
+@app.command("plugin")
+def plugin(debug: common.Debug = False) -> int:
     """Print Argo CD's ConfigManagementPlugin (plugin.yaml) that renders configs in Argo CD."""
     from gpustack import emit, gitops_objects
 
     echo(PLUGIN_HEADER + emit.dump(gitops_objects.plugin()), nl=False)
     return 0
-
-
-COMMAND = Group(
-    "Argo CD and Flux integration.",
-    {"plugin": Command(plugin.__doc__ or "", plugin, ())},
-)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import typer
 
 from gpustack.commands import common
 from gpustack.commands.common import configs as discover
 from gpustack.commands.common import echo, warning
-from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.render import Rendering
@@ -27,47 +28,45 @@ class ImageFormat(str, Enum):
     cyclonedx = "cyclonedx"
 
 
-ARGUMENTS = Arguments(
-    "configs",
-    "CONFIG|DIR",
-    "Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded kubeadm "
-    "example).",
-    Path,
-)
-OPTIONS = (
-    Option(
-        "output_format",
-        ("--output",),
-        "text (one image a line, as the nodes pull it), pairs (`SOURCE MIRROR` a line, with "
-        "images.registry), skopeo-sync (a `skopeo sync --src yaml` file), oc-mirror (an "
-        "ImageSetConfiguration), json, or cyclonedx (an SBOM).",
-        ImageFormat,
-        ImageFormat.text,
-        metavar="FORMAT",
-    ),
-    Option(
-        "lock_from",
-        ("--lock-from",),
-        "A saved `skopeo inspect docker://IMAGE`, or `IMAGE DIGEST` / `IMAGE@DIGEST` lines "
-        "(`crane digest`): write the digests of the clusters' images into the lock file beside "
-        "their configs (gpustack.lock) instead of listing them; repeatable.",
-        Path,
-        repeatable=True,
-        metavar="FILE",
-    ),
-    common.PROFILES_DIR,
-    common.SET,
-    common.QUIET,
-)
+app = common.application()
 
 
+@app.command("images")
 def run(
-    configs: list[Path] | None,
-    output_format: ImageFormat,
-    lock_from: list[Path] | None,
-    profiles_dir: Path | None,
-    assignments: list[str] | None,
-    quiet: bool,
+    configs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded "
+            "kubeadm example).",
+            metavar="CONFIG|DIR",
+            show_default=False,
+        ),
+    ] = None,
+    output_format: Annotated[
+        ImageFormat,
+        typer.Option(
+            "--output",
+            help="text (one image a line, as the nodes pull it), pairs (`SOURCE MIRROR` a line, "
+            "with images.registry), skopeo-sync (a `skopeo sync --src yaml` file), oc-mirror (an "
+            "ImageSetConfiguration), json, or cyclonedx (an SBOM).",
+            metavar="FORMAT",
+        ),
+    ] = ImageFormat.text,
+    lock_from: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--lock-from",
+            help="A saved `skopeo inspect docker://IMAGE`, or `IMAGE DIGEST` / `IMAGE@DIGEST` "
+            "lines (`crane digest`): write the digests of the clusters' images into the lock "
+            "file beside their configs (gpustack.lock) instead of listing them; repeatable.",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
+    profiles_dir: common.ProfilesDir = None,
+    assignments: common.Assignments = None,
+    quiet: common.Quiet = False,
+    debug: common.Debug = False,
 ) -> int:
     """List every image the clusters run, or lock their digests (air-gapped and audited clusters)."""
     from gpustack import cluster_images, fleet
@@ -145,6 +144,3 @@ def _lock(renderings: list[Rendering], saved_files: list[Path], quiet: bool) -> 
     if unused:
         warning(f"{unused} saved digest(s) name no image of these clusters")
     return 0
-
-
-COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)

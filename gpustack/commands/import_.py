@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from gpustack.commands import common
-from gpustack.commands.declared import Arguments, Command, Option
 
 
 class ReportFormat(str, Enum):
@@ -16,15 +18,78 @@ class ReportFormat(str, Enum):
     json = "json"
 
 
+def operator_versions(incomplete: str) -> list[str]:
+    """Shell completion of --operator-version: the releases the importer knows."""
+    from gpustack import importing
+
+    return [version for version in importing.releases() if version.startswith(incomplete)]
+
+
+app = common.application()
+
+
+@app.command("import")
 def run(
-    files: list[Path],
-    profile: str | None,
-    output_file: Path | None,
-    force: bool,
-    output: ReportFormat,
-    check: bool,
-    operator_version: str | None,
-    profiles_dir: Path | None,
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="A ClusterPolicy (`kubectl get clusterpolicy -o yaml`, or from Git), the GPU "
+            "Operator's or the device-plugin chart's values, device plugin configs (files, or "
+            "ConfigMaps holding them).",
+            metavar="FILE...",
+            show_default=False,
+        ),
+    ],
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile",
+            help="The platform profile; guessed from the inputs where they name it.",
+            metavar="PROFILE",
+            autocompletion=common.profile_names,
+        ),
+    ] = None,
+    output_file: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output-file",
+            help="Write the config to this new file instead of stdout (an existing file is "
+            "kept: see --force).",
+            metavar="CONFIG",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With -o, replace an existing file.")
+    ] = False,
+    output: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--output", help="The report's format on stderr: text or json.", metavar="FORMAT"
+        ),
+    ] = ReportFormat.text,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Render the imported config and report each difference from what the operator "
+            "(or the chart) runs for these inputs; exit 1 when a component the operator runs "
+            "would stop running.",
+        ),
+    ] = False,
+    operator_version: Annotated[
+        str | None,
+        typer.Option(
+            "--operator-version",
+            help="The GPU Operator release the inputs were written for (`helm list -n "
+            "gpu-operator`), whose defaults fill in what they leave out; default: the "
+            "ClusterPolicy's Helm labels, else the newest release the importer knows.",
+            metavar="VERSION",
+            autocompletion=operator_versions,
+        ),
+    ] = None,
+    profiles_dir: common.ProfilesDir = None,
+    debug: common.Debug = False,
 ) -> int:
     """Write a gpustack config equivalent to a GPU Operator or device-plugin chart install."""
     import json
@@ -70,71 +135,3 @@ def run(
     # A component the operator runs that gpustack would not is a finding (exit 1), as stale
     # output is for `check`: the config is written all the same, for the user to change.
     return 1 if differences and any(each.stops for each in differences) else 0
-
-
-def operator_versions(incomplete: str) -> list[str]:
-    """Shell completion of --operator-version: the releases the importer knows."""
-    from gpustack import importing
-
-    return [version for version in importing.releases() if version.startswith(incomplete)]
-
-
-COMMAND = Command(
-    run.__doc__ or "",
-    run,
-    (
-        Option(
-            "profile",
-            ("--profile",),
-            "The platform profile; guessed from the inputs where they name it.",
-            str,
-            metavar="PROFILE",
-            complete=common.profile_names,
-        ),
-        Option(
-            "output_file",
-            ("-o", "--output-file"),
-            "Write the config to this new file instead of stdout (an existing file is kept: "
-            "see --force).",
-            Path,
-            metavar="CONFIG",
-        ),
-        Option("force", ("--force",), "With -o, replace an existing file.", default=False),
-        Option(
-            "output",
-            ("--output",),
-            "The report's format on stderr: text or json.",
-            ReportFormat,
-            ReportFormat.text,
-            metavar="FORMAT",
-        ),
-        Option(
-            "check",
-            ("--check",),
-            "Render the imported config and report each difference from what the operator "
-            "(or the chart) runs for these inputs; exit 1 when a component the operator runs "
-            "would stop running.",
-            default=False,
-        ),
-        Option(
-            "operator_version",
-            ("--operator-version",),
-            "The GPU Operator release the inputs were written for (`helm list -n "
-            "gpu-operator`), whose defaults fill in what they leave out; default: the "
-            "ClusterPolicy's Helm labels, else the newest release the importer knows.",
-            str,
-            metavar="VERSION",
-            complete=operator_versions,
-        ),
-        common.PROFILES_DIR,
-    ),
-    Arguments(
-        "files",
-        "FILE...",
-        "A ClusterPolicy (`kubectl get clusterpolicy -o yaml`, or from Git), the GPU "
-        "Operator's or the device-plugin chart's values, device plugin configs (files, or "
-        "ConfigMaps holding them).",
-        Path,
-        "+",
-    ),
-)

@@ -8,10 +8,11 @@ import os
 import shlex
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Annotated, cast
+
+import typer
 
 from gpustack.commands import common
-from gpustack.commands.declared import Arguments, Command, Option
 
 if TYPE_CHECKING:
     from gpustack.model import ProfileFacts
@@ -40,14 +41,60 @@ RUNTIME_CLASS_AUTO = {
 }
 
 
+app = common.application()
+
+
+@app.command("init")
 def run(
-    path: Path,
-    profile: str,
-    name: str,
-    force: bool,
-    profiles_dir: Path | None,
-    schema: str | None,
-    extends: Path | None,
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Where to write the config; a folder (or a path not ending in .yaml) gets "
+            "gpustack.yaml in it, named after the folder.",
+            metavar="PATH",
+        ),
+    ] = Path("gpustack.yaml"),
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help="Platform profile to start from (default: the base's with --extends, else "
+            "kubeadm).",
+            metavar="NAME",
+            autocompletion=common.profile_names,
+            show_default=False,
+        ),
+    ] = "",
+    name: Annotated[
+        str,
+        typer.Option(
+            "--name",
+            help="Cluster name (default: from the file name).",
+            metavar="NAME",
+            show_default=False,
+        ),
+    ] = "",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    profiles_dir: common.ProfilesDir = None,
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            help=f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "
+            "written or refreshed there).",
+            metavar="PATH|URL",
+        ),
+    ] = None,
+    extends: Annotated[
+        Path | None,
+        typer.Option(
+            "--extends",
+            help="Start a fleet member: the config extends this base, whose settings it keeps "
+            "(only the cluster's name is written; the rest shows as comments).",
+            metavar="BASE",
+        ),
+    ] = None,
+    debug: common.Debug = False,
 ) -> int:
     """Write a commented starter config (never overwriting without --force)."""
     from gpustack.config import load_stack
@@ -131,51 +178,6 @@ def run(
         err=True,
     )
     return 0
-
-
-COMMAND = Command(
-    run.__doc__ or "",
-    run,
-    (
-        Option(
-            "profile",
-            ("--profile",),
-            "Platform profile to start from (default: the base's with --extends, else kubeadm).",
-            str,
-            "",
-            metavar="NAME",
-            complete=common.profile_names,
-        ),
-        Option("name", ("--name",), "Cluster name (default: from the file name).", str, ""),
-        Option("force", ("--force",), "Overwrite an existing file.", default=False),
-        common.PROFILES_DIR,
-        Option(
-            "schema",
-            ("--schema",),
-            f"Where the $schema modeline points (default: {SCHEMA_FILE} beside the config, "
-            "written or refreshed there).",
-            str,
-            metavar="PATH|URL",
-        ),
-        Option(
-            "extends",
-            ("--extends",),
-            "Start a fleet member: the config extends this base, whose settings it keeps "
-            "(only the cluster's name is written; the rest shows as comments).",
-            Path,
-            metavar="BASE",
-        ),
-    ),
-    Arguments(
-        "path",
-        "PATH",
-        "Where to write the config; a folder (or a path not ending in .yaml) gets gpustack.yaml "
-        "in it, named after the folder.",
-        Path,
-        1,
-        Path("gpustack.yaml"),
-    ),
-)
 
 
 def _write(path: Path, text: str) -> None:

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from gpustack.commands import common
 from gpustack.commands.common import TextOrJson, echo
-from gpustack.commands.declared import Arguments, Command, Group, Option
+
+app = common.application(help="List, show and compare platform profiles.")
 
 
-def list_(profiles_dir: Path | None) -> int:
+def _profile(metavar: str, help: str = "") -> Any:
+    """A profile's name as an argument, completed from the profiles there are."""
+    return typer.Argument(
+        help=help, metavar=metavar, autocompletion=common.profile_names, show_default=False
+    )
+
+
+@app.command("list")
+def list_(profiles_dir: common.ProfilesDir = None, debug: common.Debug = False) -> int:
     """List the available profiles with a one-line description."""
     from gpustack import profiles
     from gpustack.errors import UserError
@@ -36,7 +46,12 @@ def list_(profiles_dir: Path | None) -> int:
     return 0
 
 
-def show(name: str, profiles_dir: Path | None) -> int:
+@app.command("show")
+def show(
+    name: Annotated[str, _profile("NAME")],
+    profiles_dir: common.ProfilesDir = None,
+    debug: common.Debug = False,
+) -> int:
     """Print a profile with its `extends:` chain merged, as YAML."""
     from gpustack import emit, profiles
 
@@ -45,7 +60,17 @@ def show(name: str, profiles_dir: Path | None) -> int:
     return 0
 
 
-def diff(first: str, second: str, profiles_dir: Path | None, output: TextOrJson) -> int:
+@app.command("diff")
+def diff(
+    first: Annotated[str, _profile("A", "Profile shown in the left column.")],
+    second: Annotated[str, _profile("B", "Profile shown in the right column.")],
+    profiles_dir: common.ProfilesDir = None,
+    output: Annotated[
+        TextOrJson,
+        typer.Option("--output", help="text (a table) or json.", metavar="FORMAT"),
+    ] = TextOrJson.text,
+    debug: common.Debug = False,
+) -> int:
     """Show side by side the facts and defaults two profiles set differently (exit 1 if any)."""
     from gpustack import profiles
     from gpustack.errors import UserError, did_you_mean
@@ -77,38 +102,6 @@ def diff(first: str, second: str, profiles_dir: Path | None, output: TextOrJson)
     else:
         echo(f"profiles {first} and {second} set the same facts and defaults")
     return 1 if rows else 0
-
-
-def _profile(parameter: str, metavar: str, help: str = "") -> Arguments:
-    return Arguments(parameter, metavar, help, str, 1, complete=common.profile_names)
-
-
-COMMAND = Group(
-    "List, show and compare platform profiles.",
-    {
-        "list": Command(list_.__doc__ or "", list_, (common.PROFILES_DIR,)),
-        "show": Command(show.__doc__ or "", show, (common.PROFILES_DIR,), _profile("name", "NAME")),
-        "diff": Command(
-            diff.__doc__ or "",
-            diff,
-            (
-                common.PROFILES_DIR,
-                Option(
-                    "output",
-                    ("--output",),
-                    "text (a table) or json.",
-                    TextOrJson,
-                    TextOrJson.text,
-                    metavar="FORMAT",
-                ),
-            ),
-            (
-                _profile("first", "A", "Profile shown in the left column."),
-                _profile("second", "B", "Profile shown in the right column."),
-            ),
-        ),
-    },
-)
 
 
 def _flatten(value: Any, path: str = "") -> dict[str, Any]:

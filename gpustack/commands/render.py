@@ -4,74 +4,63 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from gpustack.commands import common
 from gpustack.commands.common import configs as discover
 from gpustack.commands.common import echo, error, warning
-from gpustack.commands.declared import Arguments, Command, Option
 
-ARGUMENTS = Arguments(
-    "configs",
-    "CONFIG|DIR",
-    "Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded kubeadm "
-    "example).",
-    Path,
-)
-OPTIONS = (
-    common.OUT,
-    Option(
-        "profile",
-        ("--profile",),
-        "Override platform.profile.",
-        str,
-        metavar="NAME",
-        complete=common.profile_names,
-    ),
-    common.PROFILES_DIR,
-    common.SET,
-    Option(
-        "stdout", ("--stdout",), "Print one YAML stream, write nothing (also -o -).", default=False
-    ),
-    Option(
-        "force",
-        ("--force",),
-        "Overwrite files render would write even when they lost gpustack's marker line.",
-        default=False,
-    ),
-    Option(
-        "jobs",
-        ("-j", "--jobs"),
-        "Worker processes that render a large fleet (default: none, render here).",
-        int,
-        metavar="N",
-        minimum=1,
-    ),
-    common.QUIET,
-    common.VERBOSE,
-    Option(
-        "report",
-        ("--output",),
-        "text (one summary line on stderr) or json (each cluster's files, on stdout).",
-        common.TextOrJson,
-        common.TextOrJson.text,
-        metavar="FORMAT",
-    ),
-)
+app = common.application()
 
 
+@app.command("render")
 def run(
-    configs: list[Path] | None,
-    out: Path,
-    profile: str | None,
-    profiles_dir: Path | None,
-    assignments: list[str] | None,
-    stdout: bool,
-    force: bool,
-    jobs: int | None,
-    quiet: bool,
-    verbose: bool,
-    report: common.TextOrJson,
+    configs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Cluster configs or fleet folders (default ./gpustack.yaml, else the embedded "
+            "kubeadm example).",
+            metavar="CONFIG|DIR",
+            show_default=False,
+        ),
+    ] = None,
+    out: common.Out = Path("out"),
+    profile: common.Profile = None,
+    profiles_dir: common.ProfilesDir = None,
+    assignments: common.Assignments = None,
+    stdout: Annotated[
+        bool, typer.Option("--stdout", help="Print one YAML stream, write nothing (also -o -).")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Overwrite files render would write even when they lost gpustack's marker line.",
+        ),
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "-j",
+            "--jobs",
+            help="Worker processes that render a large fleet (default: none, render here).",
+            metavar="N",
+            min=1,
+        ),
+    ] = None,
+    quiet: common.Quiet = False,
+    verbose: common.Verbose = False,
+    report: Annotated[
+        common.TextOrJson,
+        typer.Option(
+            "--output",
+            help="text (one summary line on stderr) or json (each cluster's files, on stdout).",
+            metavar="FORMAT",
+        ),
+    ] = common.TextOrJson.text,
+    debug: common.Debug = False,
 ) -> int:
     """Render the GPU stack manifests for each cluster config."""
     from gpustack import applicationset, fleet, output, output_tree, render
@@ -163,6 +152,3 @@ def run(
             "into the configs"
         )
     return 0
-
-
-COMMAND = Command(run.__doc__ or "", run, OPTIONS, ARGUMENTS)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from gpustack.commands import common
 from gpustack.commands.common import echo
-from gpustack.commands.declared import Command
+
+app = common.application()
 
 
-def run() -> int:
+@app.command("schema")
+def run(debug: common.Debug = False) -> int:
     """Print the JSON Schema of the GPUStack config file."""
     from gpustack.config_schema import schema_text
 
     echo(schema_text(), nl=False)
     return 0
-
-
-COMMAND = Command(run.__doc__ or "", run, ())

@@ -7,8 +7,9 @@ gpustack's defaults are not kubeconform's (strict, lint rules, `metadata.name`, 
 schemas), a run spelled kubeconform's way says so once on stderr (`spelling_note`), and
 `--kubeconform-defaults` asks for kubeconform's.
 
-Its options are declared once, in OPTIONS (gpustack/commands/declared.py), and `translate` writes
-kubeconform's spelling as theirs, so help, messages and completion are those of the options.
+Its options are declared once, in `run`'s signature, and `translate` writes kubeconform's
+spelling as theirs (`KubeconformFlags`, before typer reads the command line), so help, messages
+and completion are those of the options.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Annotated, Any
 
+import typer
+from typer.core import TyperCommand
+
+from gpustack.commands import common
 from gpustack.commands.common import echo
-from gpustack.commands.declared import Arguments, Command, Option
 from gpustack.errors import UserError, did_you_mean
 
 ENGINES = ("builtin", "kubeconform")
@@ -32,149 +37,24 @@ KUBECONFORM_FLAG = "--kubeconform-flag"
 MASTER = "master"
 
 
-PATHS_METAVAR = "PATH|-"
-PATHS_HELP = "Files, folders (walked for .yaml, .yml, .json) or - for stdin (the default)."
-OPTIONS = (
-    Option(
-        "kubernetes_version",
-        ("--kubernetes-version",),
-        "Target version, x.y or x.y.z, or master for the newest with installed schemas "
-        "(default: platform.kubernetesVersion of ./gpustack.yaml, else the newest).",
-        str,
-        metavar="VERSION",
-    ),
-    Option(
-        "schema_locations",
-        ("--schema-location",),
-        "kubeconform-style location, tried in order (repeatable): 'default' (core kinds), "
-        "'gpustack' (the project's CRD schemas), a folder, or a path template ending in "
-        ".json. Default: default, then gpustack.",
-        str,
-        repeatable=True,
-        metavar="LOCATION",
-    ),
-    Option(
-        "skip",
-        ("--skip",),
-        "Kinds (or apiVersion/Kind) to skip, comma-separated (repeatable).",
-        str,
-        repeatable=True,
-        metavar="KINDS",
-    ),
-    Option(
-        "reject",
-        ("--reject",),
-        "Kinds (or apiVersion/Kind) to reject, comma-separated (repeatable).",
-        str,
-        repeatable=True,
-        metavar="KINDS",
-    ),
-    Option(
-        "ignore_missing_schemas",
-        ("--ignore-missing-schemas",),
-        "Skip resources whose kind has no schema.",
-        default=False,
-    ),
-    Option(
-        "ignore_filename_patterns",
-        ("--ignore-filename-pattern",),
-        "Regular expression of file paths to leave out (repeatable).",
-        str,
-        repeatable=True,
-        metavar="REGEX",
-    ),
-    Option(
-        "output",
-        ("-o", "--output"),
-        "text, json, junit, tap, sarif or pretty.",
-        str,
-        "text",
-        complete=lambda incomplete: [f for f in OUTPUTS if f.startswith(incomplete)],
-        metavar="FORMAT",
-    ),
-    Option(
-        "summary",
-        ("--summary",),
-        "Print a summary line (text, json).",
-        default=False,
-    ),
-    Option(
-        "verbose",
-        ("--verbose",),
-        "Also report valid and skipped resources.",
-        default=False,
-    ),
-    Option("no_lint", ("--no-lint",), "Schema validation only, no lint rules.", default=False),
-    Option(
-        "engine",
-        ("--engine",),
-        "builtin, or kubeconform (a kubeconform binary on PATH).",
-        str,
-        "builtin",
-        metavar="ENGINE",
-    ),
-    Option(
-        "strict",
-        ("--strict/--no-strict",),
-        "Unknown fields and duplicate keys are errors (default: on, in either spelling; "
-        "kubeconform's -strict=false is --no-strict).",
-    ),
-    Option(
-        "exit_on_error",
-        ("--exit-on-error",),
-        "Stop at the first resource that is invalid or in error.",
-        default=False,
-    ),
-    Option(
-        "jobs",
-        ("--jobs",),
-        "Worker processes (default: one per CPU for large inputs).",
-        int,
-        minimum=1,
-        metavar="N",
-    ),
-    Option(
-        "kubeconform_defaults",
-        (KUBECONFORM_DEFAULTS,),
-        "kubeconform's verdicts (never implied by its single-dash flags): not strict unless "
-        "--strict, no lint, no name required, the newest Kubernetes version.",
-        default=False,
-    ),
-    Option(
-        "kubeconform_flags",
-        (KUBECONFORM_FLAG,),
-        "A kubeconform flag the command line used (set by `translate`).",
-        str,
-        repeatable=True,
-        hidden=True,
-    ),
-)
-# kubeconform's spelling of the options it has (yannh/kubeconform pkg/config/config.go).
-KUBECONFORM = {
-    "kubernetes_version": "-kubernetes-version",
-    "schema_locations": "-schema-location",
-    "skip": "-skip",
-    "reject": "-reject",
-    "ignore_missing_schemas": "-ignore-missing-schemas",
-    "ignore_filename_patterns": "-ignore-filename-pattern",
-    "output": "-output",
-    "summary": "-summary",
-    "verbose": "-verbose",
-    "strict": "-strict",
-    "exit_on_error": "-exit-on-error",
-    "jobs": "-n",
-}
-# kubeconform's flags and gpustack's spelling of each.
+# kubeconform's flags (yannh/kubeconform pkg/config/config.go, v0.7.0) and gpustack's spelling of
+# each: the switches, then the flags that take a value.
 KUBECONFORM_SWITCHES = {
-    **{
-        KUBECONFORM[o.parameter]: o.names[-1].split("/")[0]
-        for o in OPTIONS
-        if o.parameter in KUBECONFORM and not o.value
-    },
+    "-ignore-missing-schemas": "--ignore-missing-schemas",
+    "-summary": "--summary",
+    "-verbose": "--verbose",
+    "-strict": "--strict",
+    "-exit-on-error": "--exit-on-error",
     "-h": "--help",
 }
 KUBECONFORM_VALUES = {
-    KUBECONFORM[o.parameter]: o.names[-1] for o in OPTIONS if o.parameter in KUBECONFORM and o.value
+    "-kubernetes-version": "--kubernetes-version",
+    "-schema-location": "--schema-location",
+    "-skip": "--skip",
+    "-reject": "--reject",
+    "-ignore-filename-pattern": "--ignore-filename-pattern",
+    "-output": "--output",
+    "-n": "--jobs",
 }
 _FALSE = {"false", "0", "f", "F", "FALSE", "False"}  # Go's strconv.ParseBool
 # kubeconform's flags about downloading schemas (pkg/config/config.go, v0.7.0): gpustack never
@@ -260,26 +140,153 @@ def spelling_note(
     return "; ".join([*([verdict] if differences else []), *([ignored] if unused else [])]) or None
 
 
+class KubeconformFlags(TyperCommand):
+    """validate's command: kubeconform's single-dash flags translated (`translate`) before
+    typer reads the words after `validate`; words after `--` are paths, left as they are."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        at = args.index("--") if "--" in args else len(args)
+        return super().parse_args(ctx, [*translate(args[:at]), *args[at:]])
+
+
+app = common.application()
+
+
+def _formats(incomplete: str) -> list[str]:
+    return [each for each in OUTPUTS if each.startswith(incomplete)]
+
+
+@app.command("validate", cls=KubeconformFlags)
 def run(
-    paths: list[str] | None = None,
-    kubernetes_version: str | None = None,
-    schema_locations: list[str] | None = None,
-    skip: list[str] | None = None,
-    reject: list[str] | None = None,
-    ignore_missing_schemas: bool = False,
-    ignore_filename_patterns: list[str] | None = None,
-    output: str = "text",
-    summary: bool = False,
-    verbose: bool = False,
-    no_lint: bool = False,
-    engine: str = "builtin",
-    strict: bool | None = None,
-    exit_on_error: bool = False,
-    jobs: int | None = None,
-    kubeconform_defaults: bool = False,
-    kubeconform_flags: list[str] | None = None,
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Files, folders (walked for .yaml, .yml, .json) or - for stdin (the default).",
+            metavar="PATH|-",
+            show_default=False,
+        ),
+    ] = None,
+    kubernetes_version: Annotated[
+        str | None,
+        typer.Option(
+            "--kubernetes-version",
+            help="Target version, x.y or x.y.z, or master for the newest with installed schemas "
+            "(default: platform.kubernetesVersion of ./gpustack.yaml, else the newest).",
+            metavar="VERSION",
+        ),
+    ] = None,
+    schema_locations: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--schema-location",
+            help="kubeconform-style location, tried in order (repeatable): 'default' (core "
+            "kinds), 'gpustack' (the project's CRD schemas), a folder, or a path template "
+            "ending in .json. Default: default, then gpustack.",
+            metavar="LOCATION",
+            show_default=False,
+        ),
+    ] = None,
+    skip: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--skip",
+            help="Kinds (or apiVersion/Kind) to skip, comma-separated (repeatable).",
+            metavar="KINDS",
+            show_default=False,
+        ),
+    ] = None,
+    reject: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reject",
+            help="Kinds (or apiVersion/Kind) to reject, comma-separated (repeatable).",
+            metavar="KINDS",
+            show_default=False,
+        ),
+    ] = None,
+    ignore_missing_schemas: Annotated[
+        bool,
+        typer.Option("--ignore-missing-schemas", help="Skip resources whose kind has no schema."),
+    ] = False,
+    ignore_filename_patterns: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ignore-filename-pattern",
+            help="Regular expression of file paths to leave out (repeatable).",
+            metavar="REGEX",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        str,
+        typer.Option(
+            "-o",
+            "--output",
+            help="text, json, junit, tap, sarif or pretty.",
+            metavar="FORMAT",
+            autocompletion=_formats,
+        ),
+    ] = "text",
+    summary: Annotated[
+        bool, typer.Option("--summary", help="Print a summary line (text, json).")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Also report valid and skipped resources.")
+    ] = False,
+    no_lint: Annotated[
+        bool, typer.Option("--no-lint", help="Schema validation only, no lint rules.")
+    ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="builtin, or kubeconform (a kubeconform binary on PATH).",
+            metavar="ENGINE",
+        ),
+    ] = "builtin",
+    strict: Annotated[
+        bool | None,
+        typer.Option(
+            "--strict/--no-strict",
+            help="Unknown fields and duplicate keys are errors (default: on, in either "
+            "spelling; kubeconform's -strict=false is --no-strict).",
+            show_default=False,
+        ),
+    ] = None,
+    exit_on_error: Annotated[
+        bool,
+        typer.Option(
+            "--exit-on-error", help="Stop at the first resource that is invalid or in error."
+        ),
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            help="Worker processes (default: one per CPU for large inputs).",
+            metavar="N",
+            min=1,
+        ),
+    ] = None,
+    kubeconform_defaults: Annotated[
+        bool,
+        typer.Option(
+            KUBECONFORM_DEFAULTS,
+            help="kubeconform's verdicts (never implied by its single-dash flags): not strict "
+            "unless --strict, no lint, no name required, the newest Kubernetes version.",
+        ),
+    ] = False,
+    kubeconform_flags: Annotated[
+        list[str] | None,
+        typer.Option(
+            KUBECONFORM_FLAG,
+            help="A kubeconform flag the command line used (set by `translate`).",
+            hidden=True,
+        ),
+    ] = None,
+    debug: common.Debug = False,
 ) -> int:
-    """Validate; the exit code (0 valid, 1 invalid; UserError for a usage error)."""
+    """Validate Kubernetes manifests against strict schemas, offline; exit 1 if any is invalid."""
     # Deferred, as each validation import here: this module loads for every command line.
     from gpustack.validation import report, schemas
 
@@ -499,12 +506,3 @@ def _kubeconform_binary(output: str) -> str | None:
             err=True,
         )
     return binary
-
-
-COMMAND = Command(
-    "Validate Kubernetes manifests against strict schemas, offline; exit 1 if any is invalid.",
-    run,
-    OPTIONS,
-    Arguments("paths", PATHS_METAVAR, PATHS_HELP),
-    translate,
-)
