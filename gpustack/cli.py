@@ -24,7 +24,7 @@ def run(arguments: list[str]) -> int:
 
     session = common.Session()
     try:
-        root.command().main(arguments, prog_name="gpustack", obj=session)
+        root.command().main(files_as_files(arguments), prog_name="gpustack", obj=session)
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else 0 if done.code is None else 1
     except UserError as problem:
@@ -34,6 +34,25 @@ def run(arguments: list[str]) -> int:
             common.error(str(each))
         return 2
     return 0
+
+
+def files_as_files(arguments: list[str]) -> list[str]:
+    """`arguments` with every one that starts with `-` and is the name of a file or folder moved
+    after a `--`, where it is read as a path. pre-commit appends the changed files' names to a
+    hook's command line with no `--` before them (pre-commit/pre-commit#2896, closed as not its
+    concern), so a file a pull request commits as `-ofake/x.yaml` would be read as `-o
+    fake/x.yaml` and point `gpustack check` at an output folder the pull request made up; the
+    hook would pass where CI fails. An option is never the name of a file that exists."""
+    end = arguments.index("--") if "--" in arguments else len(arguments)
+    named = [
+        index
+        for index, argument in enumerate(arguments[:end])
+        if argument.startswith("-") and argument != "-" and os.path.lexists(argument)
+    ]
+    if not named:
+        return arguments
+    before = [argument for index, argument in enumerate(arguments[:end]) if index not in named]
+    return [*before, "--", *(arguments[index] for index in named), *arguments[end + 1 :]]
 
 
 def app(arguments: list[str] | None = None) -> NoReturn:

@@ -14,6 +14,7 @@ is an error, and every read is bounded (gpustack.reading).
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +32,27 @@ MAX_COMMITTED_BYTES = 16 * 1024 * 1024
 
 
 def refuse_link(path: Path) -> None:
-    """A rendered folder that is a symbolic link is an error: gpustack writes none."""
-    if path.is_symlink():
-        raise UserError(
-            "is a symbolic link; gpustack writes none and does not follow links in its output",
-            Location(display_path(path)),
-        )
+    """A rendered folder that is a symbolic link is an error: gpustack writes none. So is a link
+    on its way down from the repository's top (the working folder's, outside a repository): a
+    pull request that commits `out -> /home/ci` would otherwise have `check` read, and print,
+    the files of that folder which bear the names of gpustack's output. Above the repository,
+    a link is the machine's own (`/tmp -> /private/tmp`)."""
+    absolute = Path(os.path.abspath(path))
+    working = os.path.abspath(os.getcwd())
+    on_the_way = [absolute]
+    for parent in absolute.parents:
+        if os.path.lexists(parent / ".git") or str(parent) == working:
+            break
+        on_the_way.append(parent)
+    else:
+        on_the_way = [absolute]  # in no repository, outside the working folder: the user's own
+    for each in reversed(on_the_way):
+        if each.is_symlink():
+            raise UserError(
+                "is a symbolic link; gpustack writes none and does not follow links in its output",
+                Location(display_path(each)),
+                hint="give the output folder itself, inside the repository",
+            )
 
 
 def read_file(folder: Path, relative: str) -> bytes | None:

@@ -204,6 +204,33 @@ def image_sources(
     return sources
 
 
+def pin_patched(objects: list[dict[str, Any]], digests: Mapping[str, str]) -> dict[str, str]:
+    """Pin by the image lock the images that patches wrote: decorate() pinned the components'
+    before the patches applied, and an image a patch names is in the lock as the patch writes
+    it (`gpustack images` lists it so). Returns each pinned reference mapped to the written one
+    (`gpustack images`' sources). Tolerant of what a patch left malformed: validation names it."""
+    written: dict[str, str] = {}
+    for workload in objects:
+        spec = workload.get("spec")
+        template = spec.get("template") if isinstance(spec, dict) else None
+        pod = template.get("spec") if isinstance(template, dict) else None
+        if workload.get("kind") not in _WORKLOADS or not isinstance(pod, dict):
+            continue
+        for key in ("initContainers", "containers"):
+            containers = pod.get(key)
+            for container in containers if isinstance(containers, list) else []:
+                image = container.get("image") if isinstance(container, dict) else None
+                if (
+                    isinstance(image, str)
+                    and container.get("imagePullPolicy") != "Never"
+                    and "@" not in image
+                    and image in digests
+                ):
+                    container["image"] = pulled(image, None, digests)
+                    written[container["image"]] = image
+    return written
+
+
 def _pod_settings(
     template: dict[str, Any],
     registry: str | None,

@@ -5,8 +5,9 @@
 pins every image the lock names (`name:tag@sha256:...`). gpustack fills it without network from
 what the user saved with the registry tools they already use:
 
-- `skopeo inspect docker://IMAGE` (one JSON object: `Name`, the repository as given, and
-  `Digest`, the top-level manifest's: a multi-architecture image's list, skopeo-inspect(1));
+- `skopeo inspect docker://IMAGE` (a JSON object: `Name`, the repository as given, and
+  `Digest`, the top-level manifest's: a multi-architecture image's list, skopeo-inspect(1)),
+  or several, one after another, as a loop of it saves them;
 - lines of `IMAGE DIGEST` (`echo "$image $(crane digest "$image")"`, or `skopeo inspect
   --format '{{.Name}}:TAG {{.Digest}}'`), or `IMAGE@DIGEST` (`crane digest --full-ref`).
 
@@ -16,11 +17,11 @@ Both the lock and the saved files are untrusted: each read is bounded and goes t
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -37,6 +38,14 @@ KIND = "ImageLock"
 # A SHA-256 digest as image references carry it (opencontainers/image-spec descriptor.md,
 # "Digests": algorithm, colon, lowercase hex; sha256 is the one every registry serves).
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# An image reference by distribution/reference's grammar (reference/regexp.go: an optional
+# domain and port, lowercase path components, a tag), stricter than the configs' IMAGE: only to
+# tell a line that names an image from one that names anything else.
+REFERENCE = re.compile(
+    r"([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*"
+    r"(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+)
+SPACE = re.compile(r"\s*")
 # A lock or a saved `skopeo inspect` (whose RepoTags may list thousands of tags) is far below this.
 MAX_BYTES = 8 * 1024 * 1024
 LOCK_HINT = "fill it with `gpustack images CONFIG --lock-from FILE`"
@@ -103,14 +112,17 @@ def read_lock(path: Path) -> dict[str, str]:
     """The lock at `path` (image -> digest), or nothing when there is no such file. Read once
     per process however many configs of a fleet share it (again when it changes)."""
     if reading.revision_guard is not None:
-        # diff --git-ref: the revision's lock comes onto the disk when asked for; a path the
-        # revision must not be read through is refused by the read below.
-        with contextlib.suppress(UserError):
-            reading.revision_guard(os.path.abspath(path))
+        # diff --git-ref: the revision's lock comes onto the disk when asked for, and a lock
+        # the revision must not be read through (a link out of the repository) is refused
+        # here: once refused it is not on the disk, and read as no lock at all it would show
+        # every pinned image as changed.
+        reading.revision_guard(os.path.abspath(path))
     if os.path.lexists(path):
         # Beside a config of a pull request, the lock may be a link to any file of the machine:
         # it is read only inside the repository holding the config, as a file the config names.
-        inside_repository(path.parent, path.name, None, None, "image lock")
+        inside_repository(
+            path.parent, path.name, Location(display_path(path)), None, "the image lock"
+        )
     try:
         found = os.stat(path)
     except FileNotFoundError:
@@ -197,33 +209,66 @@ def lock_text(digests: dict[str, str]) -> str:
     )
 
 
-def write_lock(path: Path, digests: dict[str, str]) -> None:
-    """Write the lock at `path` in one step: a reader sees the old file or the new one."""
-    text = lock_text(digests)
-    target = Path(os.path.realpath(path))
+def write_locks(locks: dict[Path, dict[str, str]]) -> None:
+    """Write each lock (path -> digests): every new file is staged beside its lock first, and
+    only once all are staged do they replace the locks, so a lock that cannot be written (a
+    folder without write access, a full disk) leaves every lock as it was. Each replacement is
+    one step: a reader sees the old file or the new one."""
+    staged: list[tuple[str, Path]] = []
     try:
-        mode = target.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644
-    except OSError as error:
+        for path, digests in locks.items():
+            staged.append((_stage(path, digests), path))
+        for each, path in staged:
+            try:
+                os.replace(each, path)
+            except OSError as error:
+                raise _unwritable(path, error) from None
+    finally:
+        for each, _ in staged:
+            Path(each).unlink(missing_ok=True)
+
+
+def _stage(path: Path, digests: dict[str, str]) -> str:
+    """The new lock for `path`, written to a file beside it. Never through a symbolic link:
+    one that a pull request planted (pointing out of the repository, or to a file not there
+    yet) would have gpustack write wherever it points."""
+    if os.path.islink(path):
         raise UserError(
-            f"cannot write the image lock: {error.strerror}", Location(display_path(path))
-        ) from None
+            "is a symbolic link; gpustack writes the image lock only as a file of its own, "
+            "never through a link",
+            Location(display_path(path)),
+            hint="replace the link with the file it points to, or remove it",
+        )
+    target = Path(os.path.abspath(path))
+    try:
+        found = target.stat()
+        mode, owner = found.st_mode & 0o777, found
+    except FileNotFoundError:
+        mode, owner = 0o644, None
+    except OSError as error:
+        raise _unwritable(path, error) from None
     staged = ""
     try:
         descriptor, staged = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            handle.write(lock_text(digests))
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(staged, mode)
-        os.replace(staged, target)
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            # Run as root in a user's checkout, the lock stays the user's: owned as the lock it
+            # replaces, or a new one as its folder.
+            owner = owner or target.parent.stat()
+            os.chown(staged, owner.st_uid, owner.st_gid)
     except OSError as error:
         if staged:
             Path(staged).unlink(missing_ok=True)
-        raise UserError(
-            f"cannot write the image lock: {error.strerror}", Location(display_path(path))
-        ) from None
+        raise _unwritable(path, error) from None
+    return staged
+
+
+def _unwritable(path: Path, error: OSError) -> UserError:
+    return UserError(f"cannot write the image lock: {error.strerror}", Location(display_path(path)))
 
 
 @dataclass(frozen=True)
@@ -240,8 +285,8 @@ def read_saved(path: Path) -> list[Saved]:
     """The digests in a saved `skopeo inspect` JSON or `IMAGE DIGEST` / `IMAGE@DIGEST` lines."""
     shown = display_path(path)
     text = decode(read_bounded(path, MAX_BYTES, "a saved skopeo or crane output"), shown)
-    if text.lstrip().startswith("{"):
-        return [_inspected(text, shown)]
+    if text.lstrip().startswith(("{", "[")):
+        return _json_values(text, shown)
     found = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -250,6 +295,49 @@ def read_saved(path: Path) -> list[Saved]:
     if not found:
         raise UserError("names no image and digest", Location(shown), hint=SAVED_HINT)
     return found
+
+
+def _json_values(text: str, shown: str) -> list[Saved]:
+    """The `skopeo inspect` objects of `text`, one after another as a loop saves them, each
+    located at its line and column of the file. A value that is not JSON ends the split: the
+    YAML reader then says where it breaks. Linear in the file: each value's line is counted
+    from the one before."""
+    decoder = json.JSONDecoder()
+    found = []
+    start = _after_space(text, 0)
+    lines, counted = 0, 0
+    while start < len(text):
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            end = len(text)
+        lines += text.count("\n", counted, start)
+        counted = start
+        columns = start - (text.rfind("\n", 0, start) + 1)
+        try:
+            saved = _inspected(text[start:end], shown)
+        except UserError:
+            # Read again where it stands in the file: every position the error names is the
+            # file's (padding each value would make a long loop's file quadratic to read).
+            _inspected("\n" * lines + " " * columns + text[start:end], shown)
+            raise
+        found.append(replace(saved, location=_moved(saved.location, lines, columns)))
+        start = _after_space(text, end)
+    return found
+
+
+def _after_space(text: str, index: int) -> int:
+    """The index of the first character from `index` on that is not white space."""
+    match = SPACE.match(text, index)
+    return match.end() if match else index
+
+
+def _moved(location: Location, lines: int, columns: int) -> Location:
+    """`location` in a piece of a file that starts `lines` lines and `columns` columns in."""
+    if not location.line:
+        return location
+    column = location.column + columns if location.line == 1 else location.column
+    return Location(location.file, location.line + lines, column)
 
 
 def _inspected(text: str, shown: str) -> Saved:
@@ -286,12 +374,16 @@ def _line(line: str, start: Location) -> Saved:
         image, _, digest = word.rpartition("@")
         words = [(column, image), (column + len(image) + 1, digest)]
     if len(words) != 2:
-        raise UserError(
-            "expected IMAGE DIGEST or IMAGE@DIGEST"
-            + ("; a digest alone names no image" if len(words) == 1 else ""),
-            start,
-            hint=SAVED_HINT,
-        )
+        only = words[0][1] if len(words) == 1 else ""
+        if DIGEST.fullmatch(only):
+            why = "; a digest alone names no image"
+        elif REFERENCE.fullmatch(only):
+            # What a loop of `echo "$image $(skopeo inspect ...)"` writes when the inspection
+            # failed: the image, and nothing after it.
+            why = "; an image without its digest (did its inspection fail?)"
+        else:
+            why = ""
+        raise UserError(f"expected IMAGE DIGEST or IMAGE@DIGEST{why}", start, hint=SAVED_HINT)
     (image_column, image), (digest_column, digest) = words
     reference = parse(image)
     if reference is None or reference.digest:

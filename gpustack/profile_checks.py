@@ -754,6 +754,11 @@ DRA_GATES_EXCLUSIVE = (
 DRA_GATE_NEEDS_CLUSTER = {"DynamicMIG": ("DRAPartitionableDevices", (1, 36))}
 
 
+# The first dcgm-exporter release (the part after the DCGM version in its tag) whose DRA mode
+# reads resource.k8s.io/v1 ResourceSlices.
+DCGM_EXPORTER_DRA_V1 = (4, 8, 3)
+
+
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
@@ -803,6 +808,29 @@ def _check_dra(config: GPUStack, profile: Profile, layers: list[Layer]) -> None:
             field="platform.kubernetesVersion",
             hint=f'upgrade to Kubernetes {first_version} (platform.kubernetesVersion: "{first_version}"), '
             f"or set {chosen}: device-plugin",
+        )
+    exporter = config.dcgmExporter
+    if (
+        stack.dra_gpus
+        and exporter.enabled
+        and _version_tuple(exporter.version.split("-")[1]) < DCGM_EXPORTER_DRA_V1
+    ):
+        # In DRA mode (KUBERNETES_ENABLE_DRA, which gpustack sets on DRA nodes) the exporter
+        # starts a ResourceSlice informer and waits for it before it serves anything
+        # (NVIDIA/dcgm-exporter internal/pkg/transformation/dra.go, WaitForCacheSync without a
+        # timeout). Before 4.8.3 that informer reads resource.k8s.io/v1beta1, a beta API that
+        # Kubernetes 1.34 and later do not serve unless asked (KEP-3136); 4.6.0-4.8.3 reads
+        # resource.k8s.io/v1 (NVIDIA/dcgm-exporter #590).
+        first = ".".join(map(str, DCGM_EXPORTER_DRA_V1))
+        raise UserError(
+            f"dcgm-exporter {exporter.version} ties DRA-allocated GPUs to pods through "
+            "resource.k8s.io/v1beta1 ResourceSlices, which Kubernetes 1.34 and later do not "
+            "serve by default: in DRA mode it waits for them before serving anything, so it "
+            "would never serve metrics",
+            nearest(layers, ("dcgmExporter", "version")),
+            field="dcgmExporter.version",
+            hint=f"use the default, 4.6.0-4.8.3, or a later release: from exporter {first} "
+            "it reads resource.k8s.io/v1",
         )
     if dra.gpus.enabled and config.devicePlugin.enabled and not mixed:
         raise UserError(
@@ -1620,7 +1648,12 @@ def _check_pools(config: GPUStack, profile: Profile, layers: list[Layer]) -> Non
                     + ") would be longer than 63 characters",
                     nearest(layers, (*here, "name")),
                     field=f"{dotted}.name",
-                    hint=f"a pool name of at most {63 - 24 - longest} characters",
+                    hint=f"a pool name of at most {63 - 24 - longest} characters"
+                    if 63 - 24 - longest > 0
+                    else "the longest "
+                    + ("kernel release" if config.driver.kernelVersions else "RHCOS build")
+                    + " leaves no room for a pool's name: run this pool on the cluster's "
+                    "driver, with no canary and no driver.version of its own",
                 )
         if pool.gke is not None and profile.facts.taintMechanism != "gke-node-pool":
             raise UserError(

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpustack import emit, gitops_objects, node_files, patches
 from gpustack.components import build_all, driver, namespace
-from gpustack.decorate import decorate, image_sources, placement, rehash, stage
+from gpustack.decorate import decorate, image_sources, pin_patched, placement, rehash, stage
 from gpustack.errors import Location, UserError
 from gpustack.layout import (
     CLUSTER_DIR,
@@ -102,6 +102,9 @@ def render(stack: Stack) -> Rendering:
     patched = patches.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
+        # An image a patch wrote is pinned too, as the lock names it (before the driver's
+        # digest is made again: a driver image pinned anew is a driver to install).
+        sources.update(pin_patched(objects, digests))
         driver.redigest(objects, installs)
     application_set = gitops_objects.application_set(stack)
     warnings = []

@@ -15,30 +15,85 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from gpustack import errors, profiles, reading
+from gpustack import errors, image_lock, profiles, reading
 from gpustack.errors import Location, UserError, display_path
+
+# What git reads and does for gpustack: the repository's own object store, no more. The
+# variables that point git at another repository, index or object store (the list
+# `git rev-parse --local-env-vars` prints, set in a hook's environment, say) are dropped, and the
+# repository is named outright (GIT_DIR, GIT_WORK_TREE) instead of discovered from a folder, so a
+# folder a pull request commits that looks like a bare repository (`HEAD`, `refs/`, `objects/`,
+# a `config` of its own) is never taken for one. No object is fetched: a partial clone's lazy
+# fetch would use the network and could wait for a password (git's `protocol.allow=never` blocks
+# every transport; GIT_NO_LAZY_FETCH, git 2.44, says so outright), replacement refs do not swap
+# a commit's content, and paths are literal, never pathspec magic (`:(glob)`, `:!`).
+_LOCAL_ENVIRONMENT = (
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_CONFIG",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_DIR",
+    "GIT_GRAFT_FILE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_NAMESPACE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_PREFIX",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_SHALLOW_FILE",
+    "GIT_WORK_TREE",
+)
+_SETTINGS = ("protocol.allow=never", "core.fsmonitor=false", "safe.bareRepository=explicit")
+
+# The most of a file a revision brings whole: the largest limit of what gpustack reads through
+# it (a config's 1 MiB, the image lock's 8 MiB); a larger file comes as its size alone, which
+# its reader refuses by size.
+BROUGHT_BYTES = max(reading.MAX_FILE_BYTES, image_lock.MAX_BYTES)
 
 
 def _git(
     *arguments: str, cwd: Path, input: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
+    """git `arguments` in the repository whose top (work tree) is `cwd`."""
+    environment = {
+        name: value for name, value in os.environ.items() if name not in _LOCAL_ENVIRONMENT
+    }
+    environment.update(
+        GIT_DIR=str(cwd / ".git"),
+        GIT_WORK_TREE=str(cwd),
+        GIT_NO_LAZY_FETCH="1",
+        GIT_NO_REPLACE_OBJECTS="1",
+        GIT_LITERAL_PATHSPECS="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_OPTIONAL_LOCKS="0",
+    )
+    settings = [part for setting in _SETTINGS for part in ("-c", setting)]
     try:
         return subprocess.run(
-            ["git", *arguments], cwd=cwd, capture_output=True, check=False, input=input
+            ["git", *settings, *arguments],
+            cwd=cwd,
+            env=environment,
+            capture_output=True,
+            check=False,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
         )
     except FileNotFoundError:
         raise UserError("--git-ref needs git, which is not installed") from None
 
 
 def repository_top(folder: Path) -> Path:
-    """The work tree of the git repository holding `folder`."""
-    found = _git("rev-parse", "--show-toplevel", cwd=folder)
-    if found.returncode != 0:
+    """The work tree of the git repository holding `folder`: the nearest folder at or above it
+    that holds `.git`, found on the disk, as every path a config names is confined."""
+    top = reading.repository_top(folder)
+    if top is None or _git("rev-parse", "--git-dir", cwd=top).returncode != 0:
         raise UserError(
             "--git-ref works inside a git repository, and this folder is not in one",
             hint="run it from your GitOps repository's checkout",
         )
-    return Path(found.stdout.decode().strip())
+    return top
 
 
 # Symbolic links followed inside the repository at a revision, at most, for one path.
@@ -46,6 +101,24 @@ _MAX_LINKS = 16
 _MAX_LINK_TARGET = 4096  # PATH_MAX: a longer link target is no path
 _SYMLINK, _GITLINK = "120000", "160000"
 _MAX_SUBMODULES = 16  # submodules inside submodules, at most
+
+
+def _check_name(ref: str, name: str) -> str:
+    """`name`, a path of the revision's tree, when it is one a checkout writes; else an error.
+    A tree is whatever bytes its commit holds: `git mktree` takes an entry named `..`, and
+    `git ls-tree -r` then lists `clusters/../../x.yaml`, which written below the temporary tree
+    would land anywhere on the machine. git refuses to check such an entry out (`..`, `.`, an
+    empty name or `.git` in any case, as `git fsck` reports them: read-cache.c verify_path), so
+    gpustack refuses to read a revision that has one."""
+    parts = name.split("/")
+    if any(part in ("", ".", "..") or part.lower().rstrip(". ") == ".git" for part in parts):
+        raise UserError(
+            "is a path of the revision's tree that git refuses to check out (an entry named "
+            "'..', '.' or '.git'); gpustack does not read a revision that has one",
+            Location(f"{ref}:{name}"),
+            hint="--git-ref reads a commit a checkout could hold; `git fsck` names the entry",
+        )
+    return name
 
 
 @contextmanager
@@ -103,9 +176,19 @@ class _Revision:
         self.ref, self.commit, self.top, self.into = ref, commit, top, into
         self.done: set[str] = set()
 
+    def _missing(self, path: str) -> UserError:
+        return UserError(
+            f"is not in this clone: {self.ref} records it, and its content was never fetched "
+            "(a partial or shallow clone); gpustack never fetches",
+            Location(f"{self.ref}:{path}"),
+            hint=f"fetch {self.ref} in full first, e.g. git fetch --unshallow --refetch origin",
+        )
+
     def _entry(self, repository: Path, commit: str, path: str) -> tuple[str, str, int] | None:
         """(mode, object, size) of `path` at `commit`, or None when the tree has no such entry."""
         listed = _git("ls-tree", "-z", "-l", "--full-tree", commit, "--", path, cwd=repository)
+        if listed.returncode != 0:
+            raise self._missing(path)
         for record in listed.stdout.split(b"\0"):
             meta, _, name = record.partition(b"\t")
             if name.decode(errors="replace") == path:
@@ -113,8 +196,10 @@ class _Revision:
                 return mode, obj, int(size) if size.isdigit() else 0
         return None
 
-    def _blob(self, repository: Path, obj: str, limit: int) -> bytes:
+    def _blob(self, repository: Path, obj: str, limit: int, path: str) -> bytes:
         shown = _git("cat-file", "blob", obj, cwd=repository)
+        if shown.returncode != 0:
+            raise self._missing(path)
         return shown.stdout[: limit + 1]
 
     def _find(self, path: str) -> tuple[Path, str, int] | None:
@@ -139,7 +224,9 @@ class _Revision:
                     raise UserError(
                         "is not a symbolic link git makes", Location(f"{self.ref}:{path}")
                     )
-                target = self._blob(repository, obj, _MAX_LINK_TARGET).decode(errors="replace")
+                target = self._blob(repository, obj, _MAX_LINK_TARGET, current).decode(
+                    errors="replace"
+                )
                 joined = os.path.normpath(os.path.join(os.path.dirname(current), target))
                 if target.startswith("/") or joined == ".." or joined.startswith("../"):
                     raise UserError(
@@ -151,6 +238,7 @@ class _Revision:
                 if links > _MAX_LINKS:
                     raise UserError("too many symbolic links", Location(f"{self.ref}:{path}"))
                 parts = [p for p in joined.split("/") if p not in ("", ".")] + parts[index + 1 :]
+                _check_name(self.ref, "/".join(parts))
                 repository, commit, prefix, index = self.top, self.commit, "", 0
                 continue
             if mode == _GITLINK:
@@ -215,7 +303,7 @@ class _Revision:
         """Write the revision's file `path` under `into`, once; nothing when it has none."""
         if path in self.done or path in ("", "."):
             return
-        self.done.add(path)
+        self.done.add(_check_name(self.ref, path))
         found = self._find(path)
         if found is None:
             return
@@ -223,13 +311,9 @@ class _Revision:
         destination = self.into / path
         if os.path.lexists(destination):
             return
-        content = (
-            self._blob(repository, obj, reading.MAX_FILE_BYTES)
-            if size <= reading.MAX_FILE_BYTES
-            else b""
-        )
+        content = self._blob(repository, obj, BROUGHT_BYTES, path) if size <= BROUGHT_BYTES else b""
         destination.parent.mkdir(parents=True, exist_ok=True)
-        if size > reading.MAX_FILE_BYTES:
+        if size > BROUGHT_BYTES:
             # As large as the revision has it without reading it: the reader refuses it by size.
             with open(destination, "wb") as file:
                 file.truncate(size)
@@ -252,12 +336,15 @@ class _Revision:
         prefix = folder.strip("/")[: len(folder.strip("/")) - len(inner)].strip("/")
         spec = [] if inner in ("", ".") else ["--", f"{inner}/"]
         listed = _git("ls-tree", "-r", "-z", "-l", "--full-tree", commit, *spec, cwd=repository)
+        if listed.returncode != 0:
+            raise self._missing(folder)
         regular: dict[str, str] = {}
         for record in listed.stdout.split(b"\0"):
             meta, _, raw_name = record.partition(b"\t")
             if not meta:
                 continue
             name = "/".join(filter(None, [prefix, raw_name.decode(errors="replace")]))
+            _check_name(self.ref, name)
             if meta.split()[0] == _GITLINK.encode():
                 self.bring_folder(name, depth + 1)
                 continue
@@ -281,11 +368,12 @@ class _Revision:
         )
         data, position = batch.stdout, 0
         for name, obj in regular.items():
-            header_end = data.index(b"\n", position)
-            header = data[position:header_end].split()
-            length = int(header[2]) if len(header) == 3 and header[0].decode() == obj else -1
+            header_end = data.find(b"\n", position)
+            header = data[position:header_end].split() if header_end >= 0 else []
+            found = len(header) == 3 and header[0].decode() == obj and header[2].isdigit()
+            length = int(header[2]) if found else -1
             if length < 0:
-                break
+                raise self._missing(name)
             content = data[header_end + 1 : header_end + 1 + length]
             position = header_end + 1 + length + 1
             self.done.add(name)

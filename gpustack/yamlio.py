@@ -8,9 +8,9 @@ scalars; `SourceMap` remembers the position of each, keyed by its path (a tuple 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +359,24 @@ def _parse_one(text: str, shown: str) -> Document:
     return documents[0]
 
 
+@cache
+def _constructor() -> Any:
+    """ruamel's round-trip constructor, but a timestamp (`2001-12-14t21:59:43.10-05:00`,
+    `!!timestamp 2002-12-14`) is the text as written: Kubernetes reads YAML into JSON, where a
+    timestamp is the string it was written as (go-yaml v2 decode.go keeps a resolved timestamp
+    as its string outside a time.Time field), and Python's datetime would write it another way."""
+    from ruamel.yaml.constructor import RoundTripConstructor
+
+    class TimestampsAsWritten(RoundTripConstructor):
+        pass
+
+    def as_written(constructor: Any, node: Any) -> Any:
+        return constructor.construct_scalar(node)
+
+    TimestampsAsWritten.add_constructor("tag:yaml.org,2002:timestamp", as_written)
+    return TimestampsAsWritten
+
+
 def _parse_all(text: str, shown: str) -> Iterator[Document]:
     """Every YAML document by the full parser: plain data, positions, every problem located."""
     deepest, where = _flow_depth(text)
@@ -376,6 +394,7 @@ def _parse_all(text: str, shown: str) -> Iterator[Document]:
 
     yaml = YAML(typ="rt", pure=True)
     yaml.allow_duplicate_keys = False
+    yaml.Constructor = _constructor()
     try:
         for node in yaml.load_all(text):
             source = SourceMap(shown, text=text)
@@ -568,9 +587,12 @@ def _plain(node: Any, path: Path_, source: SourceMap) -> Any:
             "binary values (!!binary) are not supported; write the value as text",
             source.nearest(path),
         )
-    if isinstance(node, AbstractSet):
-        # ruamel reads `!!set` as a set, which no Kubernetes or gpustack field holds.
-        raise UserError("sets (!!set) are not supported; write a list", source.nearest(path))
+    if isinstance(node, (Set, list, tuple)):
+        # ruamel's `!!set` and `!!pairs`: neither is a mapping or a list as Kubernetes reads one.
+        raise UserError(
+            "sets (!!set) and ordered pairs (!!pairs) are not supported; write a mapping or a list",
+            source.nearest(path),
+        )
     if isinstance(node, str):
         _check_characters(node, path, source)
     return _scalar(node)

@@ -354,6 +354,34 @@ def test_precompiled_drivers_follow_a_rolling_kernel_upgrade(tmp_path):
     assert runs_on({"feature.node.kubernetes.io/kernel-version.full": "6.8.0-63-generic"}) == []
 
 
+def test_the_kernel_list_renames_once_then_never(tmp_path):
+    """docs/day-two.md, kernel upgrades: the switch from driver.kernelVersion to the list renames
+    every driver DaemonSet, the canary's in an earlier Argo CD wave than the cluster's (Argo CD
+    prunes removed objects in the reverse order of their waves, argoproj/gitops-engine
+    pkg/sync/sync_context.go: the canary's old DaemonSet goes last, hence the stall the runbook
+    works around); adding and dropping kernels afterwards renames none."""
+    pool = {"name": "inference", "selector": {"example.com/gpu-pool": "inference"}, "canary": True}
+    argocd = {"tool": "argocd", "argocd": {"repoURL": "https://git.example.com/gpu.git"}}
+
+    def drivers(**kernel: Any) -> dict[str, int]:
+        driver = {"mode": "container", "precompiled": True, "nodeOS": "ubuntu24.04", **kernel}
+        sections = {"driver": driver, "nodes": {"pools": [pool]}, "gitops": argocd}
+        return {
+            name: int(workload["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"])
+            for name, workload in daemonsets(rendered(tmp_path, "kubeadm", sections)).items()
+            if workload["metadata"]["labels"]["app.kubernetes.io/component"] == "nvidia-driver"
+        }
+
+    single = drivers(kernelVersion="6.8.0-60-generic")
+    listed = drivers(kernelVersions=["6.8.0-60-generic"])
+    both = drivers(kernelVersions=["6.8.0-60-generic", "6.8.0-62-generic"])
+    new = drivers(kernelVersions=["6.8.0-62-generic"])
+    assert single == {"nvidia-driver-daemonset-inference": 1, "nvidia-driver-daemonset": 2}
+    assert not set(single) & set(listed)
+    assert set(listed) <= set(both) and set(new) <= set(both)
+    assert listed == {k: v for k, v in both.items() if "6.8.0-60" in k}
+
+
 @pytest.mark.parametrize(
     ("driver", "field"),
     [

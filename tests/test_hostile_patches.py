@@ -561,7 +561,7 @@ def test_a_strategic_merge_that_leaves_no_container_is_an_error(
         ('[{op: add, path: "/metadata/annotations/\\ud800", value: x}]', "surrogate pair"),
         ("metadata: {annotations: {1: one}}", "a key of the patch is not a string"),
         ("metadata: {annotations: {true: yes}}", "a key of the patch is not a string"),
-        ("metadata: {annotations: !!set {a, b}}", "sets (!!set) are not supported"),
+        ("metadata: {annotations: !!set {a, b}}", "sets (!!set) and ordered pairs (!!pairs)"),
         # Strategic-merge directives gpustack does not apply would reach the object as fields.
         (
             "spec: {template: {spec: {$setElementOrder/containers: [{name: x}]}}}",

@@ -466,6 +466,165 @@ def test_a_digest_that_is_not_a_digest_is_refused_and_nothing_is_written(cluster
     assert not (folder / "gpustack.lock").exists()
 
 
+def test_a_loop_of_skopeo_inspect_saved_in_one_file_locks_each_image(cluster):
+    """`for i in ...; do skopeo inspect docker://$i; done > FILE` writes the objects one after
+    another: each is read, and a mistake in a later one is placed at the file's own line."""
+    folder = cluster.parent
+    names = ["nvcr.io/nvidia/gpu-operator", "nvcr.io/nvidia/k8s-device-plugin"]
+    objects = [
+        json.dumps({"Name": name, "Digest": fake_digest(name), "RepoTags": []}, indent=4)
+        for name in names
+    ]
+    (folder / "inspected.json").write_text("\n".join(objects) + "\n")
+    result = run_gpustack("images", cluster, "--lock-from", folder / "inspected.json")
+    assert result.returncode == 0, result.stderr
+    locked = yaml.safe_load((folder / "gpustack.lock").read_text())["images"]
+    assert {image.rsplit(":", 1)[0]: digest for image, digest in locked.items()} == {
+        name: fake_digest(name) for name in names
+    }
+    broken = objects[0] + '\n  {"Name": "nvcr.io/nvidia/k8s-device-plugin",\n  "Digest": 7}\n'
+    (folder / "inspected.json").write_text(broken)
+    result = run_gpustack("images", cluster, "--lock-from", folder / "inspected.json")
+    assert result.returncode == 2
+    line = objects[0].count("\n") + 3
+    assert result.stderr.startswith(
+        f"error: {display(folder / 'inspected.json')}:{line}:13: Digest: is not a digest"
+    )
+
+
+def test_a_line_of_one_word_is_not_called_a_digest(cluster):
+    folder = cluster.parent
+    (folder / "saved").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    result = run_gpustack("images", cluster, "--lock-from", folder / "saved")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: {display(folder / 'saved')}:1:1: expected IMAGE DIGEST or IMAGE@DIGEST "
+        f"(save what `skopeo inspect docker://IMAGE` prints, or one `IMAGE DIGEST` or "
+        f"`IMAGE@DIGEST` line per image, as `crane digest` and `crane digest --full-ref` give "
+        f"them)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("inside", "target_exists", "message"),
+    [
+        (False, False, "is outside"),
+        (False, True, "is outside"),
+        (True, False, "file not found (a symbolic link to a missing file)"),
+        (True, True, "is a symbolic link; gpustack writes the image lock only as a file"),
+    ],
+)
+def test_the_lock_is_never_read_or_written_through_a_link(
+    cluster, tmp_path, inside, target_exists, message
+):
+    """A pull request's `gpustack.lock` that is a link: out of the repository (here, outside any
+    repository, out of the config's folder) it is not followed at all, to a file there or to
+    none yet, so nothing is read or written there; inside, a link to nothing is an error, not a
+    folder without a lock, and locking never writes through one."""
+    folder = cluster.parent / "repo"
+    folder.mkdir()
+    shutil.move(cluster, folder / "cluster.yaml")
+    target = (folder / "real.lock") if inside else (tmp_path / "elsewhere" / "planted")
+    target.parent.mkdir(exist_ok=True)
+    lock = "apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: {}\n"
+    if target_exists:
+        target.write_text(lock)
+    listed = images(folder / "cluster.yaml").split()
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in listed))
+    (folder / "gpustack.lock").symlink_to(target)
+    result = run_gpustack("images", folder / "cluster.yaml", "--lock-from", folder / "digests.txt")
+    assert result.returncode == 2, result.stderr
+    shown = display(folder / "gpustack.lock")
+    said = f"error: {shown}: " + (message if inside else f"the image lock {shown} {message}")
+    assert result.stderr.startswith(said)
+    assert (target.read_text() == lock) if target_exists else not target.exists()
+    if not (inside and target_exists):
+        rendered = run_gpustack("render", folder / "cluster.yaml", "-o", folder / "out")
+        assert rendered.returncode == 2
+        assert rendered.stderr.startswith(said)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can create files owned by another user")
+def test_a_root_lock_stays_the_users(cluster):
+    """`sudo gpustack images --lock-from` in a user's checkout: a new lock is owned as its
+    folder, a replaced one keeps its owner and mode."""
+    folder = cluster.parent
+    user = 4242
+    os.chown(folder, user, user)
+    mirrored = images(cluster).split()
+    (folder / "digests.txt").write_text(f"{mirrored[0]} {fake_digest(mirrored[0])}\n")
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    lock = folder / "gpustack.lock"
+    assert (lock.stat().st_uid, lock.stat().st_gid) == (user, user)
+    os.chown(lock, user + 1, user + 2)
+    lock.chmod(0o664)
+    (folder / "digests.txt").write_text(f"{mirrored[1]} {fake_digest(mirrored[1])}\n")
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    assert len(yaml.safe_load(lock.read_text())["images"]) == 2
+    assert (lock.stat().st_uid, lock.stat().st_gid, lock.stat().st_mode & 0o777) == (
+        user + 1,
+        user + 2,
+        0o664,
+    )
+
+
+def test_an_image_a_patch_writes_is_pinned_once_locked(tmp_path):
+    """A patch that swaps the device plugin's image: `images` lists the patched image, the lock
+    takes its digest, and render pins it as it pins the components' (else requireDigests would
+    fail on it for ever)."""
+    patched = "registry.example.com/custom/k8s-device-plugin:v0.20.0-fix"
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        (EXAMPLES / "kubeadm.yaml").read_text() + "images:\n  requireDigests: true\npatches:\n"
+        "- target: {kind: DaemonSet, name: nvidia-device-plugin}\n  patch: |-\n"
+        "    - op: replace\n      path: /spec/template/spec/containers/0/image\n"
+        f"      value: {patched}\n"
+    )
+    listed = images(config).split()
+    assert patched in listed
+    (tmp_path / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in listed))
+    assert run_gpustack("images", config, "--lock-from", tmp_path / "digests.txt").returncode == 0
+    assert f"{patched}@{fake_digest(patched)}" in images(config).split()
+    out = tmp_path / "out"
+    result = run_gpustack("render", config, "-o", out)
+    assert result.returncode == 0, result.stderr
+    plugin = yaml.safe_load(
+        (out / "kubeadm-lab" / "daemonset-nvidia-device-plugin.yaml").read_text()
+    )
+    assert plugin["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        f"{patched}@{fake_digest(patched)}"
+    )
+    assert run_gpustack("check", config, "-o", out).returncode == 0
+
+
+def test_a_lock_that_cannot_be_written_leaves_every_lock_as_it_was(tmp_path):
+    """A fleet of two folders whose second lock cannot be written: the first is not written
+    either (every lock is staged before any replaces its file)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        shutil.copy(EXAMPLES / "kubeadm.yaml", tmp_path / name / f"{name}.yaml")
+        text = (tmp_path / name / f"{name}.yaml").read_text()
+        (tmp_path / name / f"{name}.yaml").write_text(
+            text.replace("name: kubeadm-lab", f"name: lab-{name}")
+        )
+    beside = tmp_path / "b" / "real.lock"
+    beside.write_text("apiVersion: gpustack.dev/v1alpha1\nkind: ImageLock\nimages: {}\n")
+    (tmp_path / "b" / "gpustack.lock").symlink_to(beside)
+    listed = images(tmp_path / "a").split()
+    (tmp_path / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in listed))
+    result = run_gpustack(
+        "images", tmp_path / "a", tmp_path / "b", "--lock-from", tmp_path / "digests.txt"
+    )
+    assert result.returncode == 2, result.stderr
+    assert "is a symbolic link; gpustack writes the image lock only" in result.stderr
+    assert sorted(path.name for path in (tmp_path / "a").iterdir()) == ["a.yaml"]
+    assert sorted(path.name for path in (tmp_path / "b").iterdir()) == [
+        "b.yaml",
+        "gpustack.lock",
+        "real.lock",
+    ]
+
+
 def test_a_repository_saved_without_a_tag_must_name_one_image(cluster):
     folder = cluster.parent
     (folder / "saved.txt").write_text(f"nvcr.io/nvidia/gpu-operator@{fake_digest('x')}\n")
@@ -643,6 +802,56 @@ def test_diff_against_a_revision_reads_the_revision_lock(cluster):
         assert f"{image}@{fake_digest(image)}" in text
 
 
+def test_a_revision_lock_linked_out_of_the_repository_is_refused_not_ignored(cluster, tmp_path):
+    """The revision's lock is a link out of the repository: --git-ref does not follow it, and
+    says so, rather than diff the revision as if it had no lock (every image unpinned)."""
+    folder = cluster.parent / "repo"
+    folder.mkdir()
+    shutil.move(cluster, folder / "cluster.yaml")
+    mirrored = images(folder / "cluster.yaml").split()
+    outside = tmp_path / "outside.lock"
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in mirrored))
+    saved = ("images", folder / "cluster.yaml", "--lock-from", folder / "digests.txt")
+    assert run_gpustack(*saved).returncode == 0
+    shutil.move(folder / "gpustack.lock", outside)
+    (folder / "gpustack.lock").symlink_to(outside)
+    git = ["git", "-c", "user.email=test@example.com", "-c", "user.name=test"]
+    subprocess.run([*git, "init", "-q"], cwd=folder, check=True)
+    subprocess.run([*git, "add", "cluster.yaml", "gpustack.lock"], cwd=folder, check=True)
+    subprocess.run([*git, "commit", "-qm", "linked"], cwd=folder, check=True)
+    result = run_gpustack("diff", "--git-ref", "HEAD", "cluster.yaml", cwd=folder)
+    assert result.returncode == 2, result.stdout
+    assert result.stderr == (
+        "error: HEAD:gpustack.lock: is a symbolic link pointing outside the repository; "
+        "gpustack does not follow it (--git-ref reads only the repository's own files) "
+        "[loading HEAD:cluster.yaml]\n"
+    )
+
+
+def test_a_revision_lock_larger_than_a_config_is_read_whole(cluster):
+    """A lock may be 8 MiB, a config 1 MiB: --git-ref brings the revision's lock whole, not as
+    a file of its size that reads as binary."""
+    folder = cluster.parent
+    mirrored = images(cluster).split()
+    (folder / "digests.txt").write_text("".join(f"{i} {fake_digest(i)}\n" for i in mirrored))
+    assert run_gpustack("images", cluster, "--lock-from", folder / "digests.txt").returncode == 0
+    lock = folder / "gpustack.lock"
+    # Entries of images no config pulls any more, as a lock never drops them by itself.
+    others = "".join(
+        f"  registry.example.com/retired/image-{n}:v1: {fake_digest(str(n))}\n"
+        for n in range(12000)
+    )
+    lock.write_text(lock.read_text() + others)
+    assert lock.stat().st_size > 1024 * 1024
+    git = ["git", "-c", "user.email=test@example.com", "-c", "user.name=test"]
+    subprocess.run([*git, "init", "-q"], cwd=folder, check=True)
+    subprocess.run([*git, "add", "cluster.yaml", "gpustack.lock"], cwd=folder, check=True)
+    subprocess.run([*git, "commit", "-qm", "locked"], cwd=folder, check=True)
+    result = run_gpustack("diff", "--git-ref", "HEAD", "cluster.yaml", cwd=folder)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "no differences in 1 cluster(s)\n"
+
+
 def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
     """The RKE2 example's MIG manager pulls registry.k8s.io/kubectl through the mirror; a second
     cluster's smoke test pulls quay.io/kubectl through the same one: one name, two images."""
@@ -671,6 +880,12 @@ def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
             "expected IMAGE DIGEST or IMAGE@DIGEST; a digest alone names no image",
         ),
         (
+            "nvcr.io/nvidia/gpu-operator:v26.7.0 \n",
+            "1:1",
+            "expected IMAGE DIGEST or IMAGE@DIGEST; an image without its digest (did its "
+            "inspection fail?)",
+        ),
+        (
             "nvcr.io/nvidia/gpu-operator:v26.7.0 sha256:" + "a" * 64 + " extra\n",
             "1:1",
             "expected IMAGE DIGEST or IMAGE@DIGEST",
@@ -694,6 +909,11 @@ def test_two_clusters_may_not_pull_two_images_under_one_mirror_name(tmp_path):
             '{"Name": "nvcr.io/x@sha256:' + "a" * 64 + '", "Digest": "x"}\n',
             "1:10",
             "Name: is not an image repository",
+        ),
+        (
+            '[{"Name": "nvcr.io/nvidia/gpu-operator", "Digest": "sha256:' + "a" * 64 + '"}]\n',
+            "1:1",
+            "is not a skopeo inspect object",
         ),
     ],
 )

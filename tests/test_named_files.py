@@ -231,9 +231,10 @@ def test_an_image_lock_linked_out_of_the_repository_is_refused(tmp_path: Path) -
         result = run_gpustack(*command, cwd=top)
         _refused(
             result,
-            "error: image lock clusters/gpustack.lock is outside the git repository holding the "
-            "config (symbolic links followed); a config names only files of its own repository "
-            "(keep it in the repository, beside the configs that name it)\n",
+            "error: clusters/gpustack.lock: the image lock clusters/gpustack.lock is outside the "
+            "git repository holding the config (symbolic links followed); a config names only "
+            "files of its own repository (keep it in the repository, beside the configs that "
+            "name it) [loading clusters/cluster.yaml]\n",
         )
 
 

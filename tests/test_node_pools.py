@@ -701,3 +701,61 @@ def test_openshift_pools_stay_in_the_gpu_machine_config_pool(tmp_path):
         assert labels[CONFIG_LABEL] == pool
     pool = next(obj for obj in rendering.objects if obj["kind"] == "MachineConfigPool")
     assert pool["spec"]["nodeSelector"]["matchLabels"] == {"node-role.kubernetes.io/worker-gpu": ""}
+
+
+def driver_on(stack: Any, labels: dict[str, str]) -> tuple[str, dict[str, int]]:
+    """The driver DaemonSet that runs on a node with `labels`, and every driver DaemonSet's
+    Argo CD sync wave."""
+    node = {
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+        "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+        **labels,
+    }
+    drivers = [
+        obj
+        for obj in render(stack).objects
+        if obj["kind"] == "DaemonSet"
+        and obj["metadata"]["labels"].get("app.kubernetes.io/component") == "nvidia-driver"
+    ]
+    (name,) = [d["metadata"]["name"] for d in drivers if matches(terms_of(d), node)]
+    return name, {
+        d["metadata"]["name"]: int(d["metadata"]["annotations"][SYNC_WAVE]) for d in drivers
+    }
+
+
+def test_running_nodes_become_a_canary_in_two_commits_without_stalling(tmp_path):
+    """docs/day-two.md: a node that moves to another driver DaemonSet gets its new pod only once
+    the old one is gone (anti-affinity), which the old DaemonSet's update does, in its wave. A
+    move into a DaemonSet of an earlier wave stalls the sync (that wave waits for pods a later
+    one would free): marking running nodes a canary in one commit does; a pool first given its
+    own driver at the cluster's version, then marked canary, never moves a node that way."""
+    argocd = {"tool": "argocd", "argocd": {"repoURL": "https://git.example.com/gpu.git"}}
+    driver = {**CONTAINER_DRIVER, "version": "580.178.04"}
+    pool = {"name": "inference", "selector": {"example.com/gpu-pool": "inference"}}
+    node = {"example.com/gpu-pool": "inference"}
+
+    def on(**changes: Any) -> tuple[str, dict[str, int]]:
+        nodes = {"pools": [{**pool, **changes}]}
+        stack = stack_for(tmp_path, "kubeadm", driver=driver, nodes=nodes, gitops=argocd)
+        return driver_on(stack, node)
+
+    def stalls(before: tuple[str, dict[str, int]], after: tuple[str, dict[str, int]]) -> bool:
+        """The old DaemonSet frees the node in its wave: updated in the new render's wave, or
+        pruned in the wave it has live (the only object pruned here)."""
+        (old, live), (new, waves) = before, after
+        return new != old and waves[new] < waves.get(old, live[old])
+
+    running = on()
+    own = on(driver={"version": "580.178.04"})
+    canary = on(driver={"version": "580.178.04"}, canary=True)
+    assert running[0] == "nvidia-driver-daemonset"
+    # One commit: into the canary's DaemonSet, a wave before the update that frees the node.
+    assert stalls(running, on(canary=True))
+    # Two commits: a move within one wave, then the same DaemonSet in the canary's wave.
+    assert own[0] != running[0] and not stalls(running, own)
+    assert canary[0] == own[0] and not stalls(own, canary)
+    # Back: dropping canary from a pool without a driver of its own prunes its DaemonSet in the
+    # canary's wave, after the cluster's took its nodes in an earlier one; in steps, never.
+    assert stalls(on(canary=True), running)
+    assert not stalls(canary, own) and not stalls(own, running)

@@ -553,3 +553,31 @@ def test_a_patch_file_may_hold_several_patches(tmp_path: Path) -> None:
         if o["metadata"]["name"] == "gpu-feature-discovery" and o["kind"] == "DaemonSet"
     )
     assert gfd["metadata"]["annotations"] == {"first": "1", "second": "2"}
+
+
+def test_a_timestamp_a_patch_writes_is_rendered_as_written(tmp_path: Path, cli: Any) -> None:
+    """Kubernetes reads a YAML timestamp into JSON as the text it was written as; a patched
+    annotation is that text, not Python's spelling of the date."""
+    (tmp_path / "when.yaml").write_text(
+        "[{op: add, path: /metadata/annotations,\n"
+        "  value: {when: 2001-12-14t21:59:43.10-05:00, day: !!timestamp 2002-12-14}}]\n"
+    )
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"extends: {example_base(tmp_path)}\n"
+        "patches: [{path: when.yaml, target: {kind: DaemonSet, name: nvidia-device-plugin}}]\n"
+    )
+    result = cli("render", config, "--stdout")
+    assert result.exit_code == 0, result.output
+    plugin = next(
+        document
+        for document in yaml.safe_load_all(result.stdout.replace("\t", " "))
+        if document
+        and document["kind"] == "DaemonSet"
+        and document["metadata"]["name"] == "nvidia-device-plugin"
+    )
+    annotations = plugin["metadata"]["annotations"]
+    assert (annotations["when"], annotations["day"]) == (
+        "2001-12-14t21:59:43.10-05:00",
+        "2002-12-14",
+    )

@@ -248,3 +248,31 @@ def test_check_hook_in_a_fleet_checks_the_clusters_the_commit_changes(tmp_path, 
     unrelated = repo.commit("notes")
     assert unrelated.returncode == 0, unrelated.stdout + unrelated.stderr
     assert "0 cluster(s) checked" in unrelated.stderr
+
+
+def test_a_staged_file_named_like_an_option_is_a_file_to_the_hook(tmp_path, installed_hook):
+    """pre-commit appends the staged files' names without `--` (pre-commit/pre-commit#2896): a
+    file committed as `-ofake/x.yaml` would be `-o fake/x.yaml` and point the check at an
+    output folder the same commit makes up, current for the change, while `out/` is stale."""
+    hook = local_hook("gpustack-check", args=["clusters", "-o", "out"], verbose=True)
+    repo = Repository(tmp_path / "repo", tmp_path / "cache", [hook], installed_hook)
+    clusters = repo.path / "clusters"
+    clusters.mkdir()
+    config = clusters / "a.yaml"
+    config.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: a}\n"
+        "platform: {profile: gke-cos}\n"
+    )
+    assert repo.gpustack("render", "clusters", "-o", "out").returncode == 0
+    first = repo.commit("one cluster", "--no-verify")
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    config.write_text(config.read_text() + "dcgmExporter: {monitorLabels: {release: prom}}\n")
+    assert repo.gpustack("render", "clusters", "-o", "fake/x.yaml").returncode == 0
+    (repo.path / "-ofake").mkdir()
+    (repo.path / "-ofake" / "x.yaml").write_text("# a file named like an option\n")
+    stale = repo.commit("monitor a, rendered elsewhere")
+    output = stale.stdout + stale.stderr
+    assert stale.returncode != 0, output
+    assert "out/a/podmonitoring-nvidia-dcgm-exporter.yaml: changed" in output
+    assert "output in fake/x.yaml is current" not in output

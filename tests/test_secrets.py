@@ -212,6 +212,38 @@ def test_a_link_in_committed_output_is_an_error_not_followed(
     )
 
 
+@pytest.mark.parametrize("command", ["check", "diff"])
+@pytest.mark.parametrize("link", ["out", "gitops"])
+def test_an_output_folder_that_is_a_link_out_is_an_error_not_followed(
+    project: Path, command: str, link: str
+) -> None:
+    """The output folder itself, or a folder on its way down from the repository's top, as a
+    link a pull request commits: its target holds files named as gpustack's output."""
+    assert gpustack("render", "openshift.yaml", "-o", "out", cwd=project).returncode == 0
+    (project / ".git").mkdir()  # the repository's top, as a checkout has it
+    elsewhere = project.parent / f"{project.name}-elsewhere"
+    shutil.move(project / "out", elsewhere)
+    (elsewhere / FOLDER.split("/")[1] / "kustomization.yaml").write_text(
+        "CI_TOKEN: do-not-print-me\n"
+    )
+    output = "out" if link == "out" else "gitops/out"
+    (project / link).symlink_to(elsewhere if link == "out" else elsewhere.parent)
+    if link == "gitops":
+        shutil.move(elsewhere, project.parent / "out")
+    args = (
+        ["check", "openshift.yaml", "-o", output]
+        if command == "check"
+        else ["diff", "openshift.yaml", "--against", output]
+    )
+    result = gpustack(*args, cwd=project)
+    assert "do-not-print-me" not in result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == (
+        f"error: {link}: is a symbolic link; gpustack writes none and does not follow links in "
+        "its output (give the output folder itself, inside the repository)\n"
+    )
+
+
 # --- 7. a file that is not a config is never quoted --------------------------------------------
 
 

@@ -56,8 +56,8 @@ def run(
         list[Path] | None,
         typer.Option(
             "--lock-from",
-            help="A saved `skopeo inspect docker://IMAGE`, or `IMAGE DIGEST` / `IMAGE@DIGEST` "
-            "lines (`crane digest`): write the digests of the clusters' images into the lock "
+            help="A saved `skopeo inspect docker://IMAGE` (or several, one after another), or "
+            "`IMAGE DIGEST` / `IMAGE@DIGEST` lines (`crane digest`): write the digests of the clusters' images into the lock "
             "file beside their configs (gpustack.lock) instead of listing them; repeatable.",
             metavar="FILE",
             show_default=False,
@@ -132,10 +132,11 @@ def _lock(renderings: list[Rendering], saved_files: list[Path], quiet: bool) -> 
         )
         planned.append((lock_file, before, after, added, changed, missing))
     _, unused = cluster_images.lock_entries(saved, cluster_images.collect(renderings))
-    for lock_file, before, after, added, changed, missing in planned:
+    image_lock.write_locks(
+        {lock_file: after for lock_file, before, after, *_ in planned if after != before}
+    )
+    for lock_file, _, _, added, changed, missing in planned:
         shown = display_path(lock_file)
-        if after != before:
-            image_lock.write_lock(lock_file, after)
         if not quiet:
             echo(f"{shown}: {added} digest(s) added, {changed} changed", err=True)
         if missing:
