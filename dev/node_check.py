@@ -3,14 +3,16 @@
 
 Run on a GPU host (as root: the device plugin's socket folder, the kubelet's, is under
 /var/lib/kubelet) with the binaries of the releases gpustack renders, built by
-`python tests/upstream.py device-plugin toolkit gpu-operator` (they land in
-~/.cache/gpustack-upstream/bin/; copy them to the node), and one or more rendered cluster folders:
+`python tests/upstream.py device-plugin toolkit gpu-operator` (each component's land in its own
+folder of ~/.cache/gpustack-upstream/bin/: copy the six that BINARIES names into one folder on
+the node), and one or more rendered cluster folders:
 
     python3 node_check.py --bin BIN_DIR --report report.json out/kubeadm-lab out/multi-pool ...
 
 Needs Python 3.9+ and PyYAML. It needs no kubelet, no container runtime and no network, and
-changes no GPU setting (MIG mode, clocks, persistence): it reads the GPUs and runs what a node's
-pods would run, each against temporary folders:
+changes no GPU setting (MIG mode, compute mode, clocks, persistence): it reads the GPUs and runs
+what a node's pods would run, each against temporary folders (what it leaves on the host is listed
+in docs/node-check.md):
 
 - GFD `--oneshot` with each rendered device plugin config (every pool's) and GFD's rendered
   environment: the labels must include every `nvidia.com/` label a rendered workload selects
@@ -62,6 +64,18 @@ DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 # gpustack's node files set, the config labels a user sets (gpustack lint node_labels).
 NOT_FROM_GFD = re.compile(
     r"^nvidia\.com/(gpu\.deploy\.|gpu\.present$|device-plugin\.config$|mig\.config)"
+)
+
+
+# The binaries --bin must hold (tests/upstream.py builds them; docs/node-check.md says which
+# component's folder each comes from).
+BINARIES = (
+    "gpu-feature-discovery",
+    "nvidia-device-plugin",
+    "kubelet-stub",
+    "nvidia-ctk",
+    "nvidia-ctk-installer",
+    "nvidia-validator",
 )
 
 
@@ -259,7 +273,9 @@ def check_gfd(
                 f"{label}: rendered selectors want {sorted(values)}, GFD gives {labels.get(label)!r}"
             )
     strategy = config["flags"]["migStrategy"]
-    if labels.get("nvidia.com/mig.strategy", strategy) != strategy:
+    # GFD publishes the label under `single` and `mixed`, none under `none`
+    # (internal/lm/mig-strategy.go NewResourceLabeler, v0.20.0).
+    if labels.get("nvidia.com/mig.strategy", "none") != strategy:
         problems.append(
             f"nvidia.com/mig.strategy {labels.get('nvidia.com/mig.strategy')!r} for {strategy}"
         )
@@ -404,10 +420,14 @@ def check_plugin(
     allocation = seen[0].get("allocation") if seen else None
     if allocation and allocation.get("error"):
         problems.append(f"Allocate: {allocation['error']}")
+    elif seen and seen[0].get("devices") and not allocation:
+        problems.append("no Allocate answer for an advertised device")
+    # With MIG mode on, the resources per MIG profile are not counted here: say so.
+    note = "" if resource or not seen else "MIG mode on: resources registered, counts not checked"
     report.add(
         name,
         "FAIL" if problems else "PASS",
-        "; ".join(problems),
+        "; ".join(problems) or note,
         registrations=seen,
         log=log[-4000:],
     )
@@ -741,6 +761,17 @@ def main() -> int:
     parser.add_argument("--bin", type=Path, required=True, help="folder of NVIDIA's binaries")
     parser.add_argument("--report", type=Path, help="write the details here as JSON")
     arguments = parser.parse_args()
+    # Everything it needs, said before anything runs (usage errors exit 2, as argparse's do).
+    absent = [name for name in BINARIES if not (arguments.bin / name).is_file()]
+    if absent:
+        parser.error(f"--bin {arguments.bin} lacks {', '.join(absent)} (see docs/node-check.md)")
+    for folder in arguments.clusters:
+        if not (folder / "kustomization.yaml").is_file():
+            parser.error(f"{folder} is not a rendered cluster folder (no kustomization.yaml)")
+    if os.geteuid() != 0:
+        parser.error("run it as root: the device plugin serves in /var/lib/kubelet/device-plugins")
+    if shutil.which("nvidia-smi") is None:
+        parser.error("no nvidia-smi on PATH: this is not a GPU node with its driver")
     report = Report()
     node = gpus()
     count = len(node)

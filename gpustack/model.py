@@ -1036,7 +1036,10 @@ class DriverDrain(Strict):
     # "It's recommended to set a timeout to avoid infinite drain".
     timeoutSeconds: Annotated[int, Field(ge=0), Doc(type="seconds")] = Field(
         default=300,
-        description="how long eviction and the drain may take, 0: no limit (`DRAIN_TIMEOUT_SECONDS`)",
+        description=(
+            "how long eviction and the drain may take, 0: no limit (`DRAIN_TIMEOUT_SECONDS`); "
+            "a stopping driver pod's eviction: an hour"
+        ),
     )
     podSelector: Annotated[
         str,
@@ -1070,8 +1073,8 @@ class DriverUpgrade(Strict):
     gpuPodEviction: bool = Field(
         default=True,
         description=(
-            "before unloading the old driver, evict the pods that use GPUs on the node "
-            "(`ENABLE_GPU_POD_EVICTION`)"
+            "evict the pods that use GPUs on the node before the old driver's daemons stop "
+            "(as its driver pod stops) and before it is unloaded (`ENABLE_GPU_POD_EVICTION`)"
         ),
     )
     drain: DriverDrain = Field(default_factory=_section(DriverDrain))

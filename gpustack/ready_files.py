@@ -36,6 +36,11 @@ VALIDATOR_DRA = f"{VALIDATOR}-dra"
 # and validator/manifests into it).
 IMAGE = "nvcr.io/nvidia/gpu-operator"
 TOOLKIT_READY = f"{VALIDATIONS}/toolkit-ready"
+# Written by the driver pod's startup probe once its driver is up (its module loaded, its daemons
+# Ready, nvidia-smi answering), as gpu-operator's startup probe writes it
+# (assets/state-driver/0400_configmap.yaml startup-probe.sh, v26.7.0), and removed as the
+# driver pod starts to stop.
+DRIVER_READY = f"{VALIDATIONS}/.driver-ctr-ready"
 # main.go hostDevCharPath: where the host's /dev/char is mounted for the symlinks.
 HOST_DEV_CHAR = "/host-dev-char"
 VALIDATIONS_VOLUME = "run-nvidia-validations"
@@ -72,7 +77,7 @@ def driver_validation(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]
         "name": "driver-validation",
         "image": image(stack),
         "command": ["sh", "-c"],
-        "args": ["nvidia-validator"],
+        "args": [_after_driver_ready(stack, "nvidia-validator")],
         "env": [
             # Wait for the driver instead of failing (a driver container builds for minutes).
             {"name": "WITH_WAIT", "value": "true"},
@@ -107,6 +112,28 @@ def driver_validation(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]
         host_path_volume("host-dev-char", "/dev/char"),
     ]
     return container, volumes
+
+
+def _after_driver_ready(stack: Stack, command: str) -> str:
+    """`command`, run once a driver container gpustack deploys has written its ready file.
+
+    NVIDIA's validator waits for that file itself only where the GPU Operator owns the driver
+    DaemonSet (cmd/nvidia-validator/main.go validateDriverContainer, assertDriverContainerReady,
+    v26.7.0); here it would run nvidia-smi in the driver root as soon as it answers. The file
+    is there only between the startup probe of a driver pod whose daemons are Ready (on NVSwitch
+    systems the fabric manager, without which CUDA calls fail) and the preStop hook of that pod:
+    so no GPU DaemonSet starts on a driver whose daemons are not up yet, nor on one that is
+    stopping (a driver pod being replaced puts the GPU DaemonSets back on its node before its
+    driver has stopped). A node whose host has a driver of its own gets no driver pod
+    (k8s-driver-manager labels it `pre-installed`, finding the host's nvidia-smi as it does,
+    cmd/driver-manager/main.go isHostDriver, v0.12.0): there the host's driver is waited for."""
+    if not stack.driver_container:
+        return command
+    return (
+        f"until [ -f {DRIVER_READY} ] || chroot /host nvidia-smi > /dev/null 2>&1; "
+        "do echo waiting for the driver container to be ready; sleep 5; done; "
+        f"exec {command}"
+    )
 
 
 def after_toolkit_ready(stack: Stack, pod_spec: dict[str, Any]) -> dict[str, Any]:

@@ -235,7 +235,11 @@ def test_a_driver_for_ubuntu_24_04_gets_a_pool_of_ubuntu_24_04(tmp_path):
     assert code == 0, stderr
     assert flag_values(argv)["os-sku"] == ["Ubuntu2404"]
     [driver] = [o for o in rendering.objects if o["metadata"]["name"] == "nvidia-driver-daemonset"]
-    (main,) = driver["spec"]["template"]["spec"]["containers"]
+    (main,) = [
+        c
+        for c in driver["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "nvidia-driver-ctr"
+    ]
     assert main["image"].endswith("-ubuntu24.04")
 
 

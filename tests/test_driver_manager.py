@@ -40,6 +40,7 @@ OPERATOR = SHARED / "refs/gpu-operator"
 DRIVER = "nvidia-driver-daemonset"
 MANAGER = "k8s-driver-manager"
 LABELLER = "deploy-labels"
+EVICTION = "gpu-pod-eviction"
 KUBECTL = Path(sys.executable).parent / "kubectl"
 
 # (profile, config sections): every profile whose driver runs in a container gpustack deploys.
@@ -188,9 +189,14 @@ def test_driver_manager_and_driver_agree_on_the_digest(tmp_path, profile, sectio
     digests = {
         env(c)["DRIVER_CONFIG_DIGEST"]
         for c in [*pod(workload)["initContainers"], *pod(workload)["containers"]]
-        if c["name"] != LABELLER  # it installs nothing
+        if c["name"] not in (LABELLER, EVICTION)  # they install nothing
     }
     assert len(digests) == 1
+    # The eviction as the pod stops runs the manager past its digest check, which would skip it
+    # (the running driver is its own pod's): cmd/driver-manager/main.go shouldSkipUninstall.
+    (eviction,) = [c for c in pod(workload)["containers"] if c["name"] == EVICTION]
+    assert "DRIVER_CONFIG_DIGEST" not in env(eviction)
+    assert env(eviction)["FORCE_REINSTALL"] == "true"
 
 
 @pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
@@ -322,9 +328,18 @@ def test_driver_manager_may_do_what_it_does_and_no_more_than_upstream(tmp_path, 
     volumes = {v["name"]: v for v in pod(workload)["volumes"]}
     for container in [*pod(workload)["initContainers"], *pod(workload)["containers"]]:
         mounted = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-        if container["name"] not in (MANAGER, LABELLER):
+        if container["name"] not in (MANAGER, LABELLER, EVICTION):
             assert token not in mounted, container["name"]
             continue
+        if container["name"] == EVICTION:
+            # The one long-running container with the token: unprivileged and not root (the
+            # pod shares the host's PID namespace), its root file system read-only.
+            security = container["securityContext"]
+            assert security["privileged"] is False
+            assert security["allowPrivilegeEscalation"] is False
+            assert security["capabilities"] == {"drop": ["ALL"]}
+            assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
+            assert security["readOnlyRootFilesystem"] is True
         sources = volumes[mounted[token]]["projected"]["sources"]
         assert {"serviceAccountToken", "configMap", "downwardAPI"} == {
             key for source in sources for key in source
@@ -651,7 +666,11 @@ def test_gpustack_diff_of_a_driver_version_change_names_only_the_driver(
     # deploy-labels init container, which installs nothing).
     paths = change["paths"]
     workload = daemonsets(rendered(tmp_path, profile, sections))[DRIVER]
-    containers = len(pod(workload)["initContainers"]) + len(pod(workload)["containers"]) - 1
+    containers = sum(
+        1
+        for c in [*pod(workload)["initContainers"], *pod(workload)["containers"]]
+        if c["name"] not in (LABELLER, EVICTION)  # they install nothing
+    )
     assert paths.count("spec.template.spec.containers[0].image") == 1, paths
     digests = [
         p for p in paths if re.fullmatch(r"spec\.template\.spec\.\w+\[\d+\]\.env\[\d+\]\.value", p)

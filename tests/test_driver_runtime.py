@@ -37,6 +37,7 @@ CONTAINER_ROOT = "/run/nvidia/driver"
 GKE_ROOT = "/home/kubernetes/bin/nvidia"
 DRIVER_IMAGE = "nvcr.io/nvidia/driver"
 TOOLKIT_IMAGE = "nvcr.io/nvidia/k8s/container-toolkit"
+DRIVER_DAEMONSET = "nvidia-driver-daemonset"
 CONTAINER = {"driver": {"mode": "container"}}
 
 # What the GPU Operator sets where its toolkit turns CDI on: the annotations work on every
@@ -113,8 +114,18 @@ def env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
 
 
+# The driver pod's container that evicts the GPU pods as the pod stops (tests/test_driver_stop.py);
+# the others install the driver.
+EVICTION = "gpu-pod-eviction"
+
+
+def installers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod's containers, the driver pod's eviction container left out."""
+    return [c for c in pod(workload)["containers"] if c["name"] != EVICTION]
+
+
 def images(workload: dict[str, Any]) -> list[str]:
-    return [c["image"] for c in pod(workload)["containers"]]
+    return [c["image"] for c in installers(workload)]
 
 
 def driver_installer(rendering: Rendering) -> str:
@@ -249,7 +260,7 @@ def test_a_restarted_driver_pod_keeps_the_driver_gpu_pods_hold(tmp_path, profile
         mode = {"mode": "container"} if profile == "kubeadm" else {}
         config = {"driver": {**mode, **driver}, **sections}
         workload = daemonsets(rendered(tmp_path, profile, config))["nvidia-driver-daemonset"]
-        return {env(c).get("DRIVER_CONFIG_DIGEST") for c in pod(workload)["containers"]}
+        return {env(c).get("DRIVER_CONFIG_DIGEST") for c in installers(workload)}
 
     first = digests({})
     (digest,) = first  # the same on every driver container (the DTK sidecar too)
@@ -449,7 +460,7 @@ def test_openshift_driver_toolkit_pairs_the_driver_with_a_dtk_sidecar(tmp_path):
         rendered(tmp_path, "openshift", {"platform": {"profile": "openshift", **OCP_4_18}})
     )["nvidia-driver-daemonset"]
     spec = pod(workload)
-    driver, dtk = spec["containers"]
+    driver, dtk = installers(workload)
     assert driver["image"] == f"{DRIVER_IMAGE}:595.91.07-rhcos4.18"
     assert dtk["image"] == "registry.redhat.io/openshift4/driver-toolkit-rhel9:v4.18"
     shared = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
@@ -489,7 +500,7 @@ def test_openshift_driver_image_is_the_one_the_gpu_operator_pulls_for_the_releas
     }
     rendering = rendered(tmp_path, "openshift", {"platform": platform})
     workload = daemonsets(rendering)["nvidia-driver-daemonset"]
-    driver, dtk = pod(workload)["containers"]
+    driver, dtk = installers(workload)
     assert driver["image"] == f"{DRIVER_IMAGE}:{tag}"
     assert dtk["image"] == f"registry.redhat.io/openshift4/driver-toolkit-rhel9:v{release}"
     # The driver runs only where NFD's os-release labels say the image fits.
@@ -674,9 +685,7 @@ def test_dtk_driver_matches_the_gpu_operators_openshift_render(tmp_path):
     theirs = {c["name"]: c for c in pod(golden)["containers"]}
     ours = {
         c["name"]: c
-        for c in pod(daemonsets(rendered(tmp_path, "openshift", {}))["nvidia-driver-daemonset"])[
-            "containers"
-        ]
+        for c in installers(daemonsets(rendered(tmp_path, "openshift", {}))[DRIVER_DAEMONSET])
     }
     assert set(ours) == set(theirs)
     for name, container in ours.items():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import glob
 import json
+import re
 import subprocess
 import tempfile
 import tomllib
@@ -116,6 +117,12 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "kubeadm-driver-container.yaml",
         {"devicePlugin": {"migStrategy": "single", "sharing": {"strategy": "time-slicing"}}},
     ),
+    # RKE2 with a driver container: the one way the toolkit DaemonSet runs against RKE2's
+    # containerd template (rke2.yaml itself has the driver and toolkit on the host).
+    "rke2-driver-container": (
+        "rke2.yaml",
+        {"driver": {"mode": "container", "nodeOS": "ubuntu22.04"}},
+    ),
     "pools": (
         "kubeadm-driver-container.yaml",
         {
@@ -161,10 +168,106 @@ def variant_config(name: str, folder: Path) -> Path:
 def configs_under_test(folder: Path) -> Iterator[tuple[str, Stack, render.Rendering]]:
     for path in example_configs():
         stack, rendering = render_example(path)
+        ASKED[id(stack)] = Asked(yaml.safe_load(path.read_text()), stack)
         yield path.stem, stack, rendering
     for name in VARIANTS:
-        stack = load_stack(variant_config(name, folder))
+        config = variant_config(name, folder)
+        stack = load_stack(config)
+        ASKED[id(stack)] = Asked(yaml.safe_load(config.read_text()), stack)
         yield f"variant {name}", stack, render.render(stack)
+
+
+# --- What each config asked for ------------------------------------------------------------------
+# The expected values come from the config file as written (and the profile's data where the file
+# says `auto`), read here on their own, never from gpustack's resolved Stack: a test that compared
+# the output with gpustack's own reading of the config would pass whatever that reading got wrong.
+# Where the file leaves a field out, its documented default (docs/config.md) applies.
+# Where a driver container's root filesystem appears on the host (NVIDIA/gpu-operator
+# controllers/object_controls.go DefaultDriverInstallDir, v26.7.0).
+DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
+SHARING_DEFAULTS = {
+    "strategy": "none",
+    "replicas": 4,
+    "renameByDefault": False,
+    "failRequestsGreaterThanOne": True,
+}
+
+
+class Asked:
+    """The settings a config file asks for, read from the file itself."""
+
+    def __init__(self, document: dict[str, Any], stack: Stack) -> None:
+        self.document = document
+        self.profile = stack.profile
+
+    def own(self, pool: str, *path: str) -> Any:
+        """The value at `path` in a pool's own settings (None: unset)."""
+        for entry in self.document.get("nodes", {}).get("pools", []):
+            if entry["name"] == pool:
+                found = at(entry, path)
+                return None if found is KeyError else found
+        raise AssertionError(f"no pool {pool}")
+
+    def section(self, *path: str, pool: str | None = None) -> Any:
+        """The value at `path` in the pool's own settings, else in the cluster's (None: unset)."""
+        if pool is not None and self.own(pool, *path) is not None:
+            return self.own(pool, *path)
+        found = at(self.document, path)
+        return None if found is KeyError else found
+
+    @property
+    def driver_root(self) -> str:
+        mode = self.section("driver", "mode") or "auto"
+        if mode == "auto":
+            mode = self.profile.facts.driver.default
+        if mode in ("container", "driver-toolkit"):
+            return DRIVER_CONTAINER_ROOT
+        return self.profile.facts.driver.root
+
+    def mig_strategy(self, pool: str | None) -> str:
+        return str(self.section("devicePlugin", "migStrategy", pool=pool) or "none")
+
+    def sharing(self, pool: str | None) -> dict[str, Any]:
+        return {**SHARING_DEFAULTS, **(self.section("devicePlugin", "sharing", pool=pool) or {})}
+
+    def mig_layout(self, pool: str | None) -> str:
+        own = self.own(pool, "migManager", "defaultConfig") if pool else None
+        if own:
+            return str(own)
+        # docs/config.md: a pool whose plugin uses no MIG in a MIG cluster keeps whole GPUs.
+        if self.mig_strategy(pool) == "none" and self.mig_strategy(None) != "none":
+            return "all-disabled"
+        return str(self.section("migManager", "defaultConfig") or "all-disabled")
+
+    def device_list_strategy(self, rendering: render.Rendering) -> list[str]:
+        """`auto`: CDI through annotations and the CRI field where the toolkit is deployed, as
+        the GPU Operator sets DEVICE_LIST_STRATEGY (controllers/object_controls.go, v26.7.0)."""
+        strategy = self.section("devicePlugin", "deviceListStrategy") or "auto"
+        if strategy != "auto":
+            return [strategy]
+        toolkit = daemonset(rendering, "nvidia-container-toolkit-daemonset")
+        return ["cdi-annotations", "cdi-cri"] if toolkit else ["envvar"]
+
+    @property
+    def dra(self) -> bool:
+        pools = self.document.get("nodes", {}).get("pools", [])
+        allocations = {self.document.get("gpuAllocation")} | {p.get("gpuAllocation") for p in pools}
+        return "dra" in allocations
+
+    def uses_cdi(self, rendering: render.Rendering) -> bool:
+        cdi = any(s.startswith("cdi") for s in self.device_list_strategy(rendering))
+        return cdi or self.dra
+
+    @property
+    def runtime_handler(self) -> str:
+        return str(self.section("runtimeClass", "handler") or "nvidia")
+
+
+ASKED: dict[int, Asked] = {}
+
+
+def asked(stack: Stack) -> Asked:
+    return ASKED[id(stack)]
 
 
 @pytest.fixture(scope="module")
@@ -231,13 +334,13 @@ def normalized(path: tuple[str, ...], value: Any) -> Any:
 
 
 def sharing_expected(stack: Stack, pool: NodePool | None) -> dict[str, Any]:
-    sharing = stack.config.pool_sharing(pool)
+    sharing = asked(stack).sharing(pool.name if pool else None)
     return {
-        "strategy": sharing.strategy,
-        "replicas": sharing.replicas,
-        "rename": sharing.renameByDefault,
-        "failRequestsGreaterThanOne": sharing.failRequestsGreaterThanOne
-        if sharing.strategy == "time-slicing"
+        "strategy": sharing["strategy"],
+        "replicas": sharing["replicas"],
+        "rename": sharing["renameByDefault"],
+        "failRequestsGreaterThanOne": sharing["failRequestsGreaterThanOne"]
+        if sharing["strategy"] == "time-slicing"
         # MPS refuses a request for more than one share unless told otherwise
         # (api/config/v1/config.go NewConfig, v0.20.0).
         else True,
@@ -245,7 +348,12 @@ def sharing_expected(stack: Stack, pool: NodePool | None) -> dict[str, Any]:
 
 
 def assert_reads_as_asked(
-    where: str, stack: Stack, pool: NodePool | None, text: str, parsed: dict[str, Any]
+    where: str,
+    stack: Stack,
+    rendering: render.Rendering,
+    pool: NodePool | None,
+    text: str,
+    parsed: dict[str, Any],
 ) -> None:
     config = parsed["config"]
     written = yaml.safe_load(text)
@@ -259,8 +367,11 @@ def assert_reads_as_asked(
             f"{where}: {'.'.join(path)} {value!r} read as {got!r}"
         )
     flags = config["flags"]
-    assert flags["migStrategy"] == stack.config.pool_mig_strategy(pool), where
-    assert flags["nvidiaDriverRoot"] == stack.driver_root, where
+    wanted = asked(stack)
+    pool_name = pool.name if pool else None
+    assert flags["migStrategy"] == wanted.mig_strategy(pool_name), where
+    assert flags["nvidiaDriverRoot"] == wanted.driver_root, where
+    assert flags["plugin"]["deviceListStrategy"] == wanted.device_list_strategy(rendering), where
     expected = sharing_expected(stack, pool)
     assert parsed["sharingStrategy"] == expected["strategy"], where
     if expected["strategy"] != "none":
@@ -292,7 +403,7 @@ def test_every_plugin_config_is_read_by_the_plugin_as_the_config_asked(
             assert result.returncode == 0, (
                 f"{where}: the plugin refuses it: {result.stderr[-2000:]}"
             )
-            assert_reads_as_asked(where, stack, pool, text, parsed)
+            assert_reads_as_asked(where, stack, rendering, pool, text, parsed)
             # MPS needs the MPS root, which only the DaemonSet's environment gives
             # (cmd/nvidia-device-plugin/main.go validateFlags).
             if parsed["sharingStrategy"] == "mps":
@@ -318,7 +429,7 @@ def test_every_plugin_config_is_read_by_gfd_as_the_config_asked(
                 "gfd-config", gfd, "gpu-feature-discovery", text, tmp_path / name / key
             )
             assert result.returncode == 0, f"{where}: GFD refuses it: {result.stderr[-2000:]}"
-            assert_reads_as_asked(where, stack, pool, text, parsed)
+            assert_reads_as_asked(where, stack, rendering, pool, text, parsed)
             # GFD publishes through the NodeFeature API exactly where the platform's NFD reads it.
             flags = parsed["config"]["flags"]
             assert flags["useNodeFeatureAPI"] == stack.facts.nodeFeatureAPI, where
@@ -385,6 +496,8 @@ def test_a_plugin_config_the_plugin_refuses_is_refused_by_gpustack_first(
 
 # --- The MIG manager's layouts -------------------------------------------------------------------
 MIG_CONFIG_MAP = "nvidia-mig-manager-config"
+# The label a node's MIG manager applies the layout of (`nvidia.com/mig.config=NAME`).
+MIG_LABEL = re.compile(r"nvidia\.com/mig\.config=([A-Za-z0-9._+-]+)")
 
 
 def mig_parted_valid(text: str, layout: str, folder: Path) -> subprocess.CompletedProcess[str]:
@@ -414,7 +527,18 @@ def test_every_mig_manager_config_is_read_by_mig_parted_with_each_layout_nodes_s
         # The manager reads the key its CONFIG_FILE names from the ConfigMap's mount.
         config_file = literal_env(container(manager, "nvidia-mig-manager"))["CONFIG_FILE"]
         (text,) = [v for k, v in found[0]["data"].items() if config_file.endswith(f"/{k}")]
-        layouts = {stack.config.pool_mig_config(pool) for pool in [None, *stack.pools]}
+        wanted = asked(stack)
+        layouts = {wanted.mig_layout(pool.name if pool else None) for pool in [None, *stack.pools]}
+        # The layouts the node files register GPU nodes with are the ones the config asked for.
+        selected = {
+            found
+            for path, text in rendering.node_files.items()
+            if not path.endswith(".md")
+            for found in MIG_LABEL.findall(text)
+        }
+        assert selected == layouts, (
+            f"{name}: nodes select {sorted(selected)}, not {sorted(layouts)}"
+        )
         for layout in sorted(layouts):
             result = mig_parted_valid(text, layout, tmp_path / name / layout)
             where = f"{name} {MIG_CONFIG_MAP} layout {layout}"
@@ -672,6 +796,10 @@ def test_the_toolkit_installer_gives_containerd_the_runtimes_gpustack_renders(
         runtimes = runtime["containerd"]["runtimes"]
         # Each handler the rendered RuntimeClasses name is a runtime of containerd's, whose
         # binary the installer put on the host.
+        # The runtime the config names is containerd's, and so is each rendered RuntimeClass's
+        # handler.
+        wanted = asked(stack)
+        assert wanted.runtime_handler in runtimes, f"{where}: {sorted(runtimes)}"
         handlers = rendered_handlers(rendering)
         assert handlers <= set(runtimes), f"{where}: {sorted(handlers)} not in {sorted(runtimes)}"
         for handler in handlers:
@@ -691,17 +819,17 @@ def test_the_toolkit_installer_gives_containerd_the_runtimes_gpustack_renders(
             assert default == stack.config.runtimeClass.handler, where
         # CDI: where the plugin hands GPUs out as CDI devices through the CRI field, containerd
         # itself must resolve them; the nvidia runtime resolves the annotations in its cdi mode.
-        if "cdi-cri" in stack.device_list_strategy or stack.dra_enabled:
+        if "cdi-cri" in wanted.device_list_strategy(rendering) or wanted.dra:
             assert runtime["enable_cdi"] is True, f"{where}: containerd's CDI is off"
         toolkit_config = (
             host / "usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml"
         )
         runtime_config = tomllib.loads(toolkit_config.read_text())["nvidia-container-runtime"]
-        assert runtime_config["mode"] == ("cdi" if stack.uses_cdi else "auto"), where
+        assert runtime_config["mode"] == ("cdi" if wanted.uses_cdi(rendering) else "auto"), where
         # The nvidia runtime resolves the CDI devices the plugin names in the annotations it
         # writes: the plugin's prefix (as the plugin reads its config) is one the runtime reads.
         plugin = daemonset(rendering, "nvidia-device-plugin")
-        if plugin is not None and "cdi-annotations" in stack.device_list_strategy:
+        if plugin is not None and "cdi-annotations" in wanted.device_list_strategy(rendering):
             (_, _, text), *_ = plugin_configs(stack, rendering)
             _, parsed = read_by(
                 "plugin-config", plugin, "nvidia-device-plugin", text, host.parent / "plugin"
@@ -739,7 +867,7 @@ def test_on_k3s_and_rke2_the_installer_leaves_their_config_and_installs_what_the
             assert runtime_class in found, f"{where}: pods ask for {runtime_class}"
         assert "SIGHUP" in signals, f"{where}: the platform was not restarted to find them"
         checked.add(stack.profile.metadata.name)
-    assert checked == {"k3s", "rke2"} or checked == {"k3s"} or checked == {"rke2"}
+    assert checked == {"k3s", "rke2"}
 
 
 # --- The validator and the driver manager --------------------------------------------------------
@@ -793,6 +921,10 @@ def test_the_validator_writes_the_ready_file_gpustack_waits_for_on_a_host_driver
             if literal_env(c).get("COMPONENT") == "driver"
         ]
         assert init, name
+        # The validator looks for a host driver at /host (cmd/nvidia-validator/main.go): the
+        # host's driver root, as the config asked, is what the pod mounts there.
+        wanted = asked(stack)
+        assert ("/host", wanted.driver_root) in host_mounts(validator, init[0]), name
         folder = tmp_path / name
         validations = folder / "validations"
         validations.mkdir(parents=True)
@@ -819,7 +951,7 @@ def test_the_validator_writes_the_ready_file_gpustack_waits_for_on_a_host_driver
         assert ready.is_file(), where
         status = dict(line.split("=", 1) for line in ready.read_text().splitlines())
         assert status["IS_HOST_DRIVER"] == "true", where
-        assert status["NVIDIA_DRIVER_ROOT"] == stack.driver_root, where
+        assert status["NVIDIA_DRIVER_ROOT"] == wanted.driver_root, where
         checked += 1
     assert checked
 
@@ -864,6 +996,7 @@ def test_on_cri_o_the_installer_writes_the_runtime_handlers_gpustack_renders(
         assert result.returncode == 0 or restart in result.stderr, result.stderr[-3000:]
         drop_in = host / stack.facts.runtime.toolkit.dropInConfigFile.lstrip("/")
         runtimes = tomllib.loads(drop_in.read_text())["crio"]["runtime"]["runtimes"]
+        assert asked(stack).runtime_handler in runtimes, f"{name}: {sorted(runtimes)}"
         handlers = rendered_handlers(rendering)
         assert handlers and handlers <= set(runtimes), f"{name}: {sorted(runtimes)}"
         for handler in handlers:

@@ -18,6 +18,7 @@ Expectations come from upstream, not from gpustack's code:
 from __future__ import annotations
 
 import posixpath
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,13 @@ def on_host(spec: dict[str, Any], container: dict[str, Any], path: str) -> str |
     return None
 
 
+def last_step(container: dict[str, Any]) -> str:
+    """What an init container's shell runs last: upstream's own command, after any wait
+    gpustack puts before it."""
+    script = " ".join(container.get("args", []))
+    return script.rpartition("exec ")[2]
+
+
 def upstream(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = yaml_document((SHARED / "refs/gpu-operator" / name).read_text())
     return loaded
@@ -134,7 +142,8 @@ def test_validator_runs_upstreams_steps_with_upstreams_env_and_host_paths(
         c["name"] for c in theirs["initContainers"]
     ]
     for our, their in zip(ours["initContainers"], theirs["initContainers"]):
-        assert our["command"] == their["command"] and our["args"] == their["args"], our["name"]
+        assert our["command"] == their["command"], our["name"]
+        assert [last_step(our)] == their["args"], our["name"]
         for name, value in env(their).items():
             if name == "MIG_STRATEGY":  # "FILLED BY OPERATOR": the device plugin's strategy
                 continue
@@ -266,7 +275,7 @@ def test_dev_char_symlinks_on_every_node_with_an_nvidia_driver(tmp_path, profile
         spec = pod(workload)
         for container in spec.get("initContainers", []):
             variables = env(container)
-            if container["args"] != ["nvidia-validator"] or variables.get("COMPONENT") != "driver":
+            if last_step(container) != "nvidia-validator" or variables.get("COMPONENT") != "driver":
                 continue
             assert host_paths(spec, container)["/host-dev-char"] == "/dev/char", name
             assert host_paths(spec, container)["/host"] == "/", name  # a host driver at /
@@ -302,6 +311,84 @@ def test_toolkit_waits_for_the_driver_as_upstreams_does(tmp_path, profile, secti
         if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == ours["serviceAccountName"]
     )
     assert account["automountServiceAccountToken"] is True
+
+
+def driver_validations(rendering: Rendering) -> dict[str, dict[str, Any]]:
+    return {
+        name: container
+        for name, workload in daemonsets(rendering).items()
+        for container in pod(workload).get("initContainers", [])
+        if container["name"] == "driver-validation"
+    }
+
+
+class Shell:
+    """An init container's script run by a real shell on a node staged under a folder: its
+    /run/nvidia/validations, a host whose `chroot /host nvidia-smi` answers or not, an
+    nvidia-validator that records whether the driver pod's ready file was there when it ran,
+    and a `sleep` that stands for the time the driver pod takes: after `ready_after` sleeps its
+    startup probe writes the ready file."""
+
+    def __init__(self, root: Path, host_driver: bool, ready_after: int) -> None:
+        self.validations = root / "validations"
+        self.bin = root / "bin"
+        self.validations.mkdir(parents=True)
+        self.bin.mkdir()
+        self.ready = self.validations / ".driver-ctr-ready"
+        self.sleeps = root / "sleeps"
+        self.ran = root / "validator-ran"
+        self.tool("chroot", "exit 0" if host_driver else "exit 127")
+        self.tool(
+            "sleep",
+            f'echo >> "{self.sleeps}"; '
+            f'[ "$(wc -l < "{self.sleeps}")" -ge {ready_after} ] && : > "{self.ready}"; exit 0',
+        )
+        self.tool("nvidia-validator", f'[ -f "{self.ready}" ] && echo ready > "{self.ran}"; '
+                  f'[ -f "{self.ran}" ] || echo not-ready > "{self.ran}"')  # fmt: skip
+
+    def tool(self, name: str, body: str) -> None:
+        path = self.bin / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+
+    def run(self, container: dict[str, Any]) -> tuple[str, int]:
+        (script,) = container["args"]
+        script = str(script).replace(VALIDATIONS, str(self.validations))
+        subprocess.run(
+            [*container["command"], script],
+            env={"PATH": f"{self.bin}:/usr/bin:/bin"},
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        slept = len(self.sleeps.read_text().splitlines()) if self.sleeps.exists() else 0
+        return self.ran.read_text().strip(), slept
+
+
+@pytest.mark.parametrize(("profile", "sections"), [("kubeadm", CONTAINER), ("openshift", {})])
+def test_nothing_validates_a_driver_container_before_its_ready_file(tmp_path, profile, sections):
+    """NVIDIA's validator waits for the driver pod's ready file only where the GPU Operator owns
+    the driver DaemonSet (cmd/nvidia-validator/main.go validateDriverContainer,
+    assertDriverContainerReady, v26.7.0); gpustack's driver validations wait for it first. It is
+    there only while a driver pod whose daemons (the fabric manager on NVSwitch systems) are Ready
+    runs (written by its startup probe, removed by its preStop hook): so the toolkit, the validator
+    and through it every GPU DaemonSet start neither before the fabric manager, nor on a driver
+    that is stopping. A node whose host has a driver of its own (no driver pod there) goes on."""
+    validations = driver_validations(rendered(tmp_path, profile, sections))
+    assert set(validations) == {VALIDATOR, "nvidia-container-toolkit-daemonset"}
+    for name, container in validations.items():
+        root = tmp_path / name
+        assert Shell(root / "waits", host_driver=False, ready_after=3).run(container) == (
+            "ready",
+            3,
+        ), name
+        assert Shell(root / "host", host_driver=True, ready_after=99).run(container) == (
+            "not-ready",
+            0,
+        ), name
+    # With a host driver gpustack deploys no driver pod: nothing to wait for.
+    for container in driver_validations(rendered(tmp_path, "kubeadm", {})).values():
+        assert container["args"] == ["nvidia-validator"]
 
 
 @pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])

@@ -19,8 +19,10 @@ What the operator adds at run time and gpustack cannot (it runs nothing in the c
   one DaemonSet for every node with `driver.driverToolkitImage` or Red Hat's DTK for
   `platform.openshiftVersion`, whose kernel is the newest z-stream's;
 - the upgrade controller (k8s-operator-libs pkg/upgrade), which takes the nodes one by one while
-  the DaemonSet updates OnDelete; here the DaemonSet rolls (`driver.upgrade.maxUnavailable`)
-  and a new driver pod counts as available only once its driver answers, so the next node waits.
+  the DaemonSet updates OnDelete, evicting each node's GPU pods before it deletes the driver pod;
+  here the DaemonSet rolls (`driver.upgrade.maxUnavailable`), a stopping driver pod evicts its
+  node's GPU pods before its daemons stop (`_gpu_pod_eviction`), and a new driver pod counts as
+  available only once its driver answers, so the next node waits.
 
 What the operator's DaemonSet has and gpustack keeps: k8s-driver-manager as the init container
 (`uninstall_driver`), which unloads nouveau or the old driver before the new one installs, after
@@ -37,7 +39,7 @@ from typing import Any
 
 from gpustack.decorate import CANARY, POOL_LABEL, ignore, rollout
 from gpustack.model import NodePool
-from gpustack.ready_files import VALIDATIONS
+from gpustack.ready_files import DRIVER_READY, VALIDATIONS
 from gpustack.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 from gpustack.workload import (
     API_ACCESS,
@@ -60,14 +62,36 @@ CONTAINER = "nvidia-driver-ctr"
 # The pod label every driver DaemonSet's pods carry, whatever their pool or build.
 COMPONENT = "nvidia-driver"
 MANAGER = "k8s-driver-manager"
+# The container that evicts the node's GPU pods as the driver pod stops, before the driver's
+# daemons stop (see _gpu_pod_eviction).
+EVICTION = "gpu-pod-eviction"
+# The pod's own folder (an emptyDir: new with each pod, so nothing in it outlives the pod) where
+# the driver container says it has withdrawn its ready file and the eviction that the GPU pods
+# are gone.
+HANDOVER = "/run/driver-handover"
+DRIVER_WITHDRAWN = f"{HANDOVER}/driver-withdrawn"
+GPU_PODS_GONE = f"{HANDOVER}/gpu-pods-gone"
+EVICTION_LOG = f"{HANDOVER}/gpu-pod-eviction.log"
+# How long the eviction waits for the driver container to withdraw its ready file: a preStop
+# hook that removes two files, or none where the driver container is not running.
+WITHDRAW_SECONDS = 30
+# k8s-driver-manager waits up to 5 minutes for the GPU DaemonSets' pods to leave the node
+# (cmd/driver-manager/main.go defaultGracePeriod, v0.12.0); they leave within their own
+# grace period, 30 s by default, all at once.
+DAEMONSETS_LEAVE_SECONDS = 300
+# What the eviction may take where `driver.upgrade.drain.timeoutSeconds` is 0 (no limit): a
+# stopping pod cannot wait for ever, its grace period bounds it.
+UNLIMITED_EVICTION_SECONDS = 3600
+# The driver container's own stop once its preStop hook returns: it stops the persistence
+# daemon and the fabric manager, unloads the modules and unmounts its root.
+DRIVER_STOP_SECONDS = 60
 # gpu-operator values.yaml `driver.manager.repository`/`.image` (v26.7.0).
 MANAGER_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
 # gpu-operator values.yaml `driver.repository`/`driver.image`.
 IMAGE = "nvcr.io/nvidia/driver"
 # Written by the driver pod's startup probe once the driver is up, as gpu-operator's startup
-# probe writes it. NVIDIA's validator waits for it only for a driver DaemonSet the operator owns
-# (cmd/nvidia-validator/main.go isDriverManagedByOperator), else for nvidia-smi in the driver root.
-READY_FILE = f"{VALIDATIONS}/.driver-ctr-ready"
+# probe writes it; what every GPU DaemonSet's driver validation waits for (ready_files).
+READY_FILE = DRIVER_READY
 # The driver container's script writes NotReady here when it starts and Ready once its daemons
 # (persistenced, the fabric manager on NVSwitch systems) run (gpu-driver-container
 # ubuntu22.04/nvidia-driver _set_daemons_status); gpu-operator's startup probe waits for Ready.
@@ -322,7 +346,7 @@ def _daemonset(
         env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
         mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
         volumes.append({"name": "shared-nvidia-driver-toolkit", "emptyDir": {}})
-    pre_stop = f"rm -f {READY_FILE} {DAEMONS_STATUS_FILE}"
+    pre_stop = _driver_pre_stop(stack)
     driver_container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image(stack, kernel),
@@ -415,6 +439,11 @@ def _daemonset(
         host_path_volume("host-sys", "/sys", "Directory"),
         API_ACCESS,
     ]
+    if _evicts_on_stop(stack):
+        handover = {"name": "driver-handover", "mountPath": HANDOVER}
+        driver_container["volumeMounts"].append(handover)
+        containers.append(_gpu_pod_eviction(stack))
+        volumes.append({"name": "driver-handover", "emptyDir": {}})
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
@@ -450,6 +479,8 @@ def _daemonset(
             }
         ]
     }
+    if _evicts_on_stop(stack):
+        pod_spec["terminationGracePeriodSeconds"] = _stop_seconds(stack) + DRIVER_STOP_SECONDS
     pod_spec.update(
         {
             "serviceAccountName": ACCOUNT,
@@ -480,9 +511,10 @@ def _daemonset(
         if pool.canary:
             rollout(workload, CANARY)
     # Upstream's DaemonSet is OnDelete and the operator's upgrade controller deletes the pods node
-    # by node. Here the DaemonSet rolls: the new pod's driver manager evicts the GPU pods and
-    # unloads the old driver, and the next node waits until this one's driver pod has been Ready
-    # for minReadySeconds (a node whose new driver never answers stops the rollout there).
+    # by node. Here the DaemonSet rolls, which Argo CD's and Flux's health follow: the old pod
+    # evicts the GPU pods as it stops, the new pod's driver manager unloads what is left of the
+    # old driver, and the next node waits until this one's driver pod has been Ready for
+    # minReadySeconds (a node whose new driver never answers stops the rollout there).
     workload["spec"]["updateStrategy"] = {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": stack.config.driver.upgrade.maxUnavailable},
@@ -520,6 +552,129 @@ def _startup_probe() -> str:
             f"mv {READY_FILE}.tmp {READY_FILE}",
         ]
     )
+
+
+def _evicts_on_stop(stack: Stack) -> bool:
+    """Whether a stopping driver pod evicts its node's GPU pods before its daemons stop."""
+    return stack.config.driver.upgrade.gpuPodEviction
+
+
+def _eviction_seconds(stack: Stack) -> int:
+    return stack.config.driver.upgrade.drain.timeoutSeconds or UNLIMITED_EVICTION_SECONDS
+
+
+def _stop_seconds(stack: Stack) -> int:
+    """How long the driver container's preStop hook waits for the GPU pods to be gone: the
+    eviction's own steps, each bounded."""
+    return WITHDRAW_SECONDS + DAEMONSETS_LEAVE_SECONDS + _eviction_seconds(stack)
+
+
+def _driver_pre_stop(stack: Stack) -> str:
+    """The driver container's preStop hook. It withdraws the ready file first, so nothing put
+    back on the node from now on takes this driver for one that works (ready_files waits for the
+    file). Where the pod evicts the GPU pods as it stops, it then holds the container, and with
+    it the persistence daemon and the fabric manager, until the eviction is over: the kubelet
+    signals a container only once its preStop hook has returned, and the driver image's script
+    stops its daemons on that signal (gpu-driver-container nvidia-driver `_shutdown`), whether
+    or not GPU pods still use them."""
+    withdraw = f"rm -f {READY_FILE} {DAEMONS_STATUS_FILE}"
+    if not _evicts_on_stop(stack):
+        return withdraw
+    return "; ".join(
+        [
+            withdraw,
+            f"touch {DRIVER_WITHDRAWN}",
+            "waited=0",
+            f'while [ ! -f {GPU_PODS_GONE} ] && [ "$waited" -lt {_stop_seconds(stack)} ]; '
+            "do sleep 1; waited=$((waited + 1)); done",
+        ]
+    )
+
+
+def _gpu_pod_eviction(stack: Stack) -> dict[str, Any]:
+    """The container that takes the GPU pods off the node as the driver pod stops, while its
+    daemons still run: the operator's upgrade controller evicts them before it deletes a driver
+    pod (NVIDIA/k8s-operator-libs pkg/upgrade: cordon, wait for jobs, pod deletion, drain, then
+    pod restart), and here the DaemonSet's rolling update deletes the pod with nothing before it.
+
+    Its preStop hook runs k8s-driver-manager `uninstall_driver` (the manager's own image, whose
+    busybox shell is there for lifecycle hooks: k8s-driver-manager
+    deployments/container/Dockerfile.distroless, v0.12.0) once the driver container has withdrawn
+    its ready file. With FORCE_REINSTALL it goes past the digest check and does what the new
+    pod's manager would: it takes the GPU DaemonSets off the node (deploy labels) and waits for
+    them, cordons the node, evicts the pods that use GPUs through the Eviction API (so
+    PodDisruptionBudgets hold) and waits until they are gone; then it tries to unload the
+    driver, which it cannot (no CAP_SYS_MODULE: the container is unprivileged), so it uncordons
+    the node, puts the labels back and exits (cleanupOnFailure). That is safe by construction:
+    the GPU DaemonSets that return wait for the ready file, which only the next driver pod's
+    startup probe writes, and without the device plugin the node takes no GPU pod. Then the
+    driver container stops its daemons and unloads the driver nothing holds any more, and the
+    next pod's manager finds no driver loaded.
+
+    Its drain fallback stays off: its unload always fails, and with ENABLE_AUTO_DRAIN it would
+    drain the whole node every time. The next pod's manager keeps `driver.upgrade.drain`.
+    Its output goes to a file the container's main process follows, so `kubectl logs` shows it
+    (a hook's own output is not kept)."""
+    drain = stack.config.driver.upgrade.drain
+    evict = "; ".join(
+        [
+            "waited=0",
+            f'while [ ! -f {DRIVER_WITHDRAWN} ] && [ "$waited" -lt {WITHDRAW_SECONDS} ]; '
+            "do sleep 1; waited=$((waited + 1)); done",
+            # No driver loaded (the pod stops before its driver came up): nothing to keep.
+            "if [ -f /sys/module/nvidia/refcnt ]; then "
+            f"driver-manager uninstall_driver >> {EVICTION_LOG} 2>&1; "
+            # The manager's last lines report the unload it is refused: expected.
+            'echo "eviction over; the driver container stops its daemons and unloads the driver" '
+            f">> {EVICTION_LOG}; fi",
+            f"touch {GPU_PODS_GONE}",
+        ]
+    )
+    return {
+        "name": EVICTION,
+        "image": manager_image(stack),
+        "command": ["sh", "-c"],
+        # Idle until the pod stops; it shows what the preStop hook writes.
+        "args": [f": >> {EVICTION_LOG}; exec tail -f {EVICTION_LOG}"],
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+            # Past the digest check, which would skip the eviction (the running driver is this
+            # pod's own): cmd/driver-manager/main.go shouldSkipUninstall.
+            {"name": "FORCE_REINSTALL", "value": "true"},
+            {"name": "ENABLE_GPU_POD_EVICTION", "value": "true"},
+            {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
+            {"name": "DRAIN_USE_FORCE", "value": "true" if drain.force else "false"},
+            {"name": "DRAIN_POD_SELECTOR_LABEL", "value": drain.podSelector},
+            {"name": "DRAIN_TIMEOUT_SECONDS", "value": f"{_eviction_seconds(stack)}s"},
+            {
+                "name": "DRAIN_DELETE_EMPTYDIR_DATA",
+                "value": "true" if drain.deleteEmptyDir else "false",
+            },
+            {
+                "name": "OPERATOR_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            },
+        ],
+        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", evict]}}},
+        # Unprivileged, and not root: with the pod's host PID namespace a root process could
+        # signal the host's root processes. The manager only reads /sys/module and calls the API
+        # server; the kernel refuses it the unload (delete_module needs CAP_SYS_MODULE).
+        "securityContext": {
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "runAsGroup": 65534,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": "driver-handover", "mountPath": HANDOVER},
+            {"name": API_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True},
+        ],
+    }
 
 
 def _manager(stack: Stack, digest: str) -> dict[str, Any]:
