@@ -33,6 +33,7 @@ from gpustack.layered_settings import (
     merge_layers,
     set_by_user,
     validate,
+    without_taken_away,
 )
 from gpustack.model import (
     GPUStack,
@@ -210,6 +211,7 @@ def _load_stack(
         layers.append(override)
     combined = merge_layers(layers)
     _check_is_config(combined, file_layer)
+    combined = without_taken_away(GPUStack, combined)
     platform = combined.get("platform")
     name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
     if not isinstance(name, str):
@@ -341,7 +343,7 @@ def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
             ]
         except UserError as error:
             raise UserError(
-                f"the patch is not valid YAML: {error.message}",
+                f"the patch is not valid YAML: {error.message.removeprefix('invalid YAML: ')}",
                 location,
                 f"patches.{index}.patch",
             ) from None
@@ -490,7 +492,31 @@ def _one_patch(
             location,
             field,
         )
+    if _has_key_not_text(body):
+        raise UserError(
+            "a key of the patch is not a string (an unquoted number, true, false or null); "
+            "every key of a Kubernetes object is one",
+            location,
+            field,
+            hint="quote the key, e.g. '1': or 'true':",
+        )
     return patching.Patch(body, location, selector, from_file, regexes)
+
+
+def _has_key_not_text(body: Any) -> bool:
+    """Whether a mapping anywhere in `body` has a key that is not a string (YAML reads `1:` as
+    a number): it would reach the rendered object, whose schema check and YAML then disagree
+    with the API server, which reads every key as a string."""
+    pending = [body]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            if not all(isinstance(key, str) for key in value):
+                return True
+            pending += value.values()
+        elif isinstance(value, list):
+            pending += value
+    return False
 
 
 def _without(data: dict[str, Any], path: tuple[str, ...], defaults: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ class Location:
     def __str__(self) -> str:
         # The file's name on one line: a pull request names its files, and a line break in a
         # name would print a line of its own (`error: ...`) in the CI log.
-        file = "".join(ch if ch.isprintable() else "?" for ch in self.file)
+        file = one_line(self.file)
         if self.line:
             return f"{file}:{self.line}:{self.column}"
         return file
@@ -79,7 +79,15 @@ class UserError(Exception):
             parts.append(f" ({self.hint})")
         if self.cluster_config:
             parts.append(f" [loading {self.cluster_config}]")
-        return "".join(parts)
+        return one_line("".join(parts))
+
+
+def one_line(text: str) -> str:
+    """`text` with each character that is not printable (a line break, an escape, a bidi
+    control) as `?`: a message names files and values a pull request chooses, and a line break
+    in one would print a line of its own in the CI log (a `::error::` line GitHub Actions reads
+    as a command), an escape would rewrite the terminal."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
 
 
 # Folders named otherwise, as (absolute folder, label): while `diff --git-ref` reads a revision

@@ -86,6 +86,12 @@ def origin(layers: list[Layer], path: tuple[str, ...]) -> str:
                 follows = ".".join(source.follows)
                 return f"{nearest(layers[:index], source.follows)} (follows {follows})"
             where = str(source.value((*layer.prefix, *path)) or source.nearest(path))
+            if data is None and index > 0:
+                # A null takes the bases' value away (without_taken_away): the profile's
+                # default, if it has one, is in force again.
+                below = origin(layers[:1], path)
+                if below != "default":
+                    return f"{below}; {where} takes the bases' value away"
             return f"{where} (profile default)" if index == 0 else where
     return "default"
 
@@ -106,6 +112,39 @@ def merge_layers(layers: list[Layer]) -> dict[str, Any]:
         merged = merge(merged, layer.data)
     merged.pop("extends", None)
     return merged
+
+
+def without_taken_away(model: type[BaseModel], data: Any) -> Any:
+    """`data` (layers merged) without the nulls that take a base's setting away: where the
+    field cannot hold null, a null leaves it unset, so the profile's default or the field's
+    own applies again (as Helm's `--set key=null` and a values file's `key: null` drop a key).
+    A null the field takes as a value (`images.registry: null`, no mirror) stays."""
+    if not isinstance(data, dict):
+        return data
+    fields = {
+        **{name: info for name, info in model.model_fields.items()},
+        **{info.alias: info for info in model.model_fields.values() if info.alias},
+    }
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        info = fields.get(key)
+        if info is None:
+            kept[key] = value  # an unknown field: validation names it
+        elif value is None:
+            if _takes_null(info.annotation):
+                kept[key] = value
+        elif (inner := _model_in(info.annotation)) is not None and isinstance(value, dict):
+            # A section left empty by the nulls is no setting (an empty one written is kept).
+            section = without_taken_away(inner, value)
+            if section or not value:
+                kept[key] = section
+        else:
+            kept[key] = value
+    return kept
+
+
+def _takes_null(annotation: Any) -> bool:
+    return annotation is None or type(None) in getattr(annotation, "__args__", ())
 
 
 def locate(layers: list[Layer], path: tuple[str | int, ...], key: bool = False) -> Location | None:

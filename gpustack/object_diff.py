@@ -540,16 +540,34 @@ def fleet_summary(diffs: ClusterDiffs) -> str:
     return f"{len(differing)} of {len(clusters)} cluster(s) differ: {listed}{gitops}"
 
 
+def _not_reached(note: Unreached) -> str:
+    """`cluster, which sets it itself`, `clusters, where it has no effect`...: why the clusters
+    of `note` do not take the change (their places say which is which)."""
+    count = len(note.clusters)
+    no_effect = sum(where.startswith(NO_EFFECT) for _, where in note.clusters)
+    if no_effect == count:
+        reason = "where it has no effect"
+    else:
+        reason = "which sets it itself" if count == 1 else "which set it themselves"
+        if no_effect:
+            reason += " or where it has no effect"
+    return f"{'cluster' if count == 1 else 'clusters'}, {reason}"
+
+
+# How Unreached names a cluster where the changed setting has no effect (review.unreached).
+NO_EFFECT = "no effect there: "
+
+
 def unreached_line(note: Unreached, shown: int | None = None) -> str:
     """`the change to driver.version in clusters/base.yaml does not reach 2 clusters, which set
-    it themselves: a (clusters/a.yaml:4:11), b (...)` (the first `shown` clusters)."""
+    it themselves or where it has no effect: a (clusters/a.yaml:4:11), b (no effect there:
+    ...)` (the first `shown` clusters)."""
     count = len(note.clusters)
     listed = ", ".join(f"{name} ({where})" for name, where in note.clusters[:shown])
     more = count - len(note.clusters[:shown])
     return (
         f"the change to {note.setting} in {note.base} does not reach {count} "
-        f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
-        f": {listed}" + (f" and {more} more" if more else "")
+        f"{_not_reached(note)}: {listed}" + (f" and {more} more" if more else "")
     )
 
 
@@ -1023,8 +1041,7 @@ def _unreached(note: Unreached) -> str:
     more = count - len(note.clusters[:5])
     return (
         f"the change to {_code(note.setting)} in {_code(note.base)} does not reach {count} "
-        f"{'cluster, which sets it itself' if count == 1 else 'clusters, which set it themselves'}"
-        f": {listed}" + (f" and {more} more" if more else "")
+        f"{_not_reached(note)}: {listed}" + (f" and {more} more" if more else "")
     )
 
 

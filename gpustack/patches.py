@@ -182,7 +182,7 @@ def _match_work(patch: Patch) -> int:
 
 def _check_shape(original: dict[str, Any], patched: dict[str, Any], patch: Patch) -> None:
     """Refuse a patched object whose shape the steps after the patches cannot read: a workload
-    without its pod template, or a mapping or list of the rendered object turned into another
+    without its pod template or its containers, or a mapping or list of the rendered object turned into another
     kind of value (its metadata too: the name check before this one refuses metadata that is
     no mapping). Kubernetes' types never take a mapping
     and a scalar in one field (int-or-string fields are scalars either way), so such a patch is
@@ -192,6 +192,19 @@ def _check_shape(original: dict[str, Any], patched: dict[str, Any], patch: Patch
         raise UserError(
             f"the patch takes away the pod template of {shown} ({'.'.join(_POD_SPEC)}), which "
             "Kubernetes requires of a workload; a patch changes an object, it does not "
+            "remove what it runs",
+            patch.location,
+            field="patches",
+            hint="turn the component off in the config instead",
+        )
+    containers = (*_POD_SPEC, "containers")
+    if _at(original, containers) and not _at(patched, containers):
+        # The API server refuses a pod template without a container (k8s.io/kubernetes
+        # pkg/apis/core/validation validateContainers: "Required value"); its JSON schema, which
+        # validate checks, has no minimum, so this is caught here or at apply time.
+        raise UserError(
+            f"the patch takes away every container of {shown} ({'.'.join(containers)}), and "
+            "Kubernetes refuses a pod without one; a patch changes an object, it does not "
             "remove what it runs",
             patch.location,
             field="patches",
@@ -546,6 +559,10 @@ _MERGE_KEYS = {
 }
 # ObjectMeta.finalizers: a list of strings with patchStrategy merge (a union).
 _PRIMITIVE_MERGE = frozenset({("metadata", "finalizers")})
+# Strategic-merge directives besides $patch (k8s.io/apimachinery pkg/util/strategicpatch
+# patch.go: setElementOrderDirectivePrefix, retainKeysDirective, deleteFromPrimitiveListDirective
+# Prefix), which gpustack does not apply.
+_UNSUPPORTED_DIRECTIVES = ("$setElementOrder/", "$retainKeys", "$deleteFromPrimitiveList/")
 _CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
 
 
@@ -622,6 +639,12 @@ def merge(original: Any, patch: Any, path: tuple[str, ...], known: bool, kind: s
         original = {}
     result = dict(original)
     for key, value in patch.items():
+        if isinstance(key, str) and key.startswith(_UNSUPPORTED_DIRECTIVES):
+            # Merged as a field, it would reach the object, which no schema allows.
+            raise _PatchProblem(
+                f"the directive {key.partition('/')[0]} is not supported (only $patch: delete "
+                "and $patch: replace are); write the list whole, or use a JSON 6902 patch"
+            )
         if value is None:
             result.pop(key, None)
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -463,31 +463,59 @@ _APPLIES = (
 def _check_no_effect(
     config: GPUStack, profile: Profile, layers: list[Layer], left_out: set[str]
 ) -> None:
-    """A setting the user wrote that renders nothing on this cluster is refused, with why: it
-    would look in force and do nothing (a driver version on a platform that installs its own
-    driver, sharing settings for GPUs that the DRA driver hands out). `left_out`: fields the
-    loader already took out of the config (comparing profiles), which are no longer in force."""
+    """A setting the cluster's own config or `--set` writes that renders nothing on this cluster
+    is refused, with why: it would look in force and do nothing (a driver version on a platform
+    that installs its own driver, sharing settings for GPUs that the DRA driver hands out).
+    A base's settings are a fleet's defaults, which apply to the clusters where they take effect
+    (a driver version for those that run the driver container, resources for a component some
+    platforms do not run): `config show` marks those that do nothing here. `left_out`: fields
+    the loader already took out of the config (comparing profiles), no longer in force."""
+    for path, why, hint in _without_effect(config, profile, own_layers(layers), left_out):
+        raise UserError(
+            f"has no effect: {why}",
+            nearest(layers[1:], path, key=True),
+            field=".".join(path),
+            hint=hint,
+        )
+    _check_pool_sharing(config, layers)
+
+
+def without_effect(stack: Stack, layers: list[Layer]) -> dict[tuple[str, ...], str]:
+    """Every setting a layer above the profile's defaults writes (a base, the config, `--set`)
+    that renders nothing on this cluster, with why: what a base holds for other clusters of a
+    fleet (`gpustack config show` marks them)."""
+    return {
+        path: why
+        for path, why, _ in _without_effect(stack.config, stack.profile, layers[1:], set())
+    }
+
+
+def own_layers(layers: list[Layer]) -> list[Layer]:
+    """The layers a cluster writes itself: its config file and what is above it (`--set`),
+    not the bases it extends nor the profile's defaults (the first layer)."""
+    files = [index for index, layer in enumerate(layers) if index and layer.path is not None]
+    return layers[files[-1] :] if files else layers[1:]
+
+
+def _without_effect(
+    config: GPUStack, profile: Profile, written_in: list[Layer], left_out: set[str]
+) -> Iterator[tuple[tuple[str, ...], str, str]]:
+    """The settings `written_in` writes that render nothing on this cluster: (path, why, hint),
+    in the order of `_APPLIES`."""
     stack = Stack(config, profile, "")
     for rule in _APPLIES:
         dotted = ".".join(rule.section)
         written = [
             name
-            for name in _written_fields(layers[1:], rule.section)
+            for name in _written_fields(written_in, rule.section)
             if (rule.fields is None or name in rule.fields)
             and name not in rule.switches
             and f"{dotted}.{name}" not in left_out
             and dotted not in left_out
         ]
-        if not written or rule.applies(stack):
-            continue
-        path = (*rule.section, written[0])
-        raise UserError(
-            f"has no effect: {rule.why(stack)}",
-            nearest(layers[1:], path, key=True),
-            field=".".join(path),
-            hint=rule.hint,
-        )
-    _check_pool_sharing(config, layers)
+        if written and not rule.applies(stack):
+            for name in written:
+                yield (*rule.section, name), rule.why(stack), rule.hint
 
 
 def _check_pool_sharing(config: GPUStack, layers: list[Layer]) -> None:
@@ -1321,7 +1349,8 @@ def _check_bottlerocket_translation(config: GPUStack, layers: list[Layer]) -> No
     ):
         if field == "version" and config.gfd.enabled:
             continue
-        if set_by_user(layers, ("devicePlugin", field)):
+        # What the cluster writes: a base may hold them for the clusters that run a pod.
+        if set_by_user([layers[0], *own_layers(layers)], ("devicePlugin", field)):
             raise UserError(
                 f"has no effect: {why}",
                 nearest(layers[1:], ("devicePlugin", field), key=True),
@@ -1353,9 +1382,11 @@ def _check_mig_manager(
         # A setting of a component that is not deployed would be dropped silently. (Looked up
         # in the data first: positions cost a parse, and only an error needs one.)
         for field in ("defaultConfig", "withReboot", "version", "config"):
+            # What the cluster writes: a base may hold them for the clusters that run it.
             if any(
-                isinstance(layer.data.get("migManager"), dict) and field in layer.data["migManager"]
-                for layer in layers[1:]
+                isinstance(layer.data.get("migManager"), dict)
+                and layer.data["migManager"].get(field) is not None
+                for layer in own_layers(layers)
             ):
                 written = nearest(layers[1:], ("migManager", field), key=True)
                 why = (

@@ -7,7 +7,8 @@ output, or what a change to the configs (two profiles, a git revision) does to e
     against_output(renderings, out, fleet_folder) -> the same for every folder a render writes
     compare(old, new, old_label, new_label) -> one Diff per cluster, in name order
     between(old, new, old_label, new_label) -> the Diff of two snapshots
-    unreached(old, new) -> the settings a change to a base changed that a cluster sets itself
+    unreached(old, new, effects) -> the settings a change to a base changed that a cluster sets
+        itself, or where they do nothing
 
 Objects are compared as objects, everything else (each kustomization.yaml, node/) as text, so a
 cluster reads the same whether it was rendered a moment ago or read back from disk. Against
@@ -29,7 +30,15 @@ from gpustack.applicationset import for_fleet
 from gpustack.errors import display_path
 from gpustack.layered_settings import Layer, nearest
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
-from gpustack.object_diff import Change, Diff, Status, Unreached, diff_files, diff_objects
+from gpustack.object_diff import (
+    NO_EFFECT,
+    Change,
+    Diff,
+    Status,
+    Unreached,
+    diff_files,
+    diff_objects,
+)
 from gpustack.objects import Identity
 from gpustack.output_check import compare_folder, file_diff
 from gpustack.render import Rendering
@@ -194,24 +203,36 @@ def chains(paths: Sequence[Path | None], root: Path) -> dict[str, Chain]:
         if path is None:
             continue
         layers = config.layer_chain(path)
-        name = next(
-            (
-                layer.data["metadata"]["name"]
-                for layer in reversed(layers)
-                if isinstance(layer.data.get("metadata"), dict)
-                and isinstance(layer.data["metadata"].get("name"), str)
-            ),
-            None,
-        )
+        name = _name(layers)
         if name is not None:
             found[name] = chain(layers, root)
     return found
 
 
-def unreached(old: dict[str, Chain], new: dict[str, Chain]) -> list[Unreached]:
-    """Each setting a base file changed from `old` to `new` (cluster name -> its layers) that a
-    cluster extending that base sets itself, in a later layer, so the change does not reach it:
-    which clusters, and where they set it. By base, then setting."""
+def _name(layers: list[Layer]) -> str | None:
+    """The cluster's name, as the last layer that writes `metadata.name` gives it."""
+    return next(
+        (
+            layer.data["metadata"]["name"]
+            for layer in reversed(layers)
+            if isinstance(layer.data.get("metadata"), dict)
+            and isinstance(layer.data["metadata"].get("name"), str)
+        ),
+        None,
+    )
+
+
+# The settings that do nothing on a cluster, by the cluster's name: (section, field) -> why.
+Effects = Callable[[str], dict[tuple[str, ...], str]]
+
+
+def unreached(
+    old: dict[str, Chain], new: dict[str, Chain], without_effect: Effects | None = None
+) -> list[Unreached]:
+    """Each setting a base file changed from `old` to `new` (cluster name -> its layers) that
+    does not reach a cluster extending that base: the cluster sets it itself, in a later layer
+    (where), or it has no effect there (`without_effect`, why: a fleet's default for the
+    clusters where it takes effect, a driver version on GKE). By base, then setting."""
     found: dict[tuple[str, str], list[tuple[str, str]]] = {}
     shown: dict[str, str] = {}
     for name in sorted(old.keys() & new.keys()):
@@ -222,15 +243,57 @@ def unreached(old: dict[str, Chain], new: dict[str, Chain]) -> list[Unreached]:
                 continue
             later = [layer for _, layer in layers[index + 1 :]]
             for path in _changed_settings(before[key].data, base.data):
+                setting = ".".join(str(part) for part in path)
                 if any(_sets(layer.data, path) for layer in later):
-                    where = nearest(later, path)  # the value, or the mapping it replaces
-                    setting = ".".join(str(part) for part in path)
-                    shown[key] = display_path(base.path) if base.path else key
-                    found.setdefault((key, setting), []).append((name, str(where)))
+                    where = str(nearest(later, path))  # the value, or the mapping it replaces
+                elif without_effect is not None and (why := _why(without_effect(name), path)):
+                    where = f"{NO_EFFECT}{why}"
+                else:
+                    continue
+                shown[key] = display_path(base.path) if base.path else key
+                found.setdefault((key, setting), []).append((name, where))
     return [
         Unreached(shown[key], setting, tuple(clusters))
         for (key, setting), clusters in sorted(found.items())
     ]
+
+
+def _why(effects: dict[tuple[str, ...], str], path: tuple[str, ...]) -> str | None:
+    """Why the setting at `path` (or the section holding it: `toolkit.resources` for a change
+    to `toolkit.resources.requests.cpu`) has no effect, if it has none."""
+    for end in range(len(path), 0, -1):
+        if path[:end] in effects:
+            return effects[path[:end]]
+    return None
+
+
+def effects_of(
+    paths: Sequence[Path | None],
+    profile: str | None,
+    profiles_dir: Path | None,
+    override: Layer | None,
+) -> Effects:
+    """For unreached: the settings that do nothing on each cluster of `paths` (by its name,
+    loaded again only when asked: a change to a base that no cluster sets aside asks none)."""
+    from gpustack.profile_checks import without_effect
+
+    by_name: dict[str, Path] = {}
+    for path in paths:
+        if path is not None:
+            name = _name(config.layer_chain(path))
+            if name is not None:
+                by_name[name] = path
+    cache: dict[str, dict[tuple[str, ...], str]] = {}
+
+    def effects(name: str) -> dict[tuple[str, ...], str]:
+        if name not in cache:
+            stack, layers = config.load_with_layers(
+                by_name[name], profile, profiles_dir, override=override
+            )
+            cache[name] = without_effect(stack, layers)
+        return cache[name]
+
+    return effects
 
 
 _MISSING = object()

@@ -559,6 +559,8 @@ def _plain(node: Any, path: Path_, source: SourceMap) -> Any:
         result: dict[Any, Any] = {}
         for key, value in node.items():
             child = (*path, key if isinstance(key, (str, int)) else str(key))
+            if isinstance(key, str):
+                _check_characters(key, child, source, key=True)
             try:
                 key_line, key_col, value_line, value_col = node.lc.data[key]
                 source.keys[child] = Location(source.file, key_line + 1, key_col + 1)
@@ -591,7 +593,29 @@ def _plain(node: Any, path: Path_, source: SourceMap) -> Any:
             "sets (!!set) and ordered pairs (!!pairs) are not supported; write a mapping or a list",
             source.nearest(path),
         )
+    if isinstance(node, str):
+        _check_characters(node, path, source)
     return _scalar(node)
+
+
+# Half of a UTF-16 surrogate pair, which the full parser reads from a `\ud800` escape.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_characters(text: str, path: Path_, source: SourceMap, key: bool = False) -> None:
+    """Refuse a string holding a lone surrogate, which is no character: libyaml and Go's YAML
+    (yaml.v3 scannerc.go, "found invalid Unicode character escape code") refuse the escape that
+    writes one, and UTF-8 cannot encode it (a file written with it, or a pattern matched against
+    it, would fail)."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return
+    where = (source.keys.get(path) if key else None) or source.nearest(path)
+    raise UserError(
+        "invalid YAML: an escape (\\uD800 to \\uDFFF) writes half of a UTF-16 surrogate pair, "
+        "which is not a character",
+        where,
+        hint="write the character itself, or its \\U escape (\\U0001F600, not \\uD83D\\uDE00)",
+    )
 
 
 def _scalar(value: Any) -> Any:

@@ -89,3 +89,22 @@ def test_a_bad_config_is_the_error_render_gives(cli, member: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("error: base.yaml:7:13: nfd.mode: 'deplyo' is not one of")
     assert result.stderr.endswith("[loading east.yaml]\n")
+
+
+def test_a_null_shows_the_default_it_brings_back(cli, member: Path) -> None:
+    """A member's null takes the base's value away: the profile's default is in force again,
+    and --show-origin names both the profile's line and the null that brought it back."""
+    base = member.parent / "base.yaml"
+    base.write_text(BASE + "nfd: {mode: deploy}\ndcgmExporter: {interval: 30s}\n")
+    member.write_text(MEMBER + "nfd: {mode: null}\ndcgmExporter: {interval: null}\n")
+    result = cli("config", "show", "--show-origin", "east.yaml")
+    assert result.exit_code == 0, result.output
+    where = origins(result.stdout)
+    assert where["nfd.mode"].endswith(
+        "(profile default); east.yaml:9:13 takes the bases' value away"
+    )
+    assert "profiles/openshift.yaml:" in where["nfd.mode"]
+    assert "  nfd.mode=external" in result.stdout
+    # No profile default: the field's own applies, and nothing writes it any more.
+    assert "dcgmExporter.interval" not in where
+    assert load_stack(member).config.dcgmExporter.interval == "15s"

@@ -682,6 +682,41 @@ def test_changes_that_differ_only_by_their_config_hash_are_one_group():
     assert "differ from cluster to cluster; shown are a's." in "".join(page.text)
 
 
+def test_a_review_names_the_clusters_where_a_base_change_has_no_effect(
+    cli, driver_fleet, monkeypatch, tmp_path
+):
+    """A base's driver version is a default for the clusters that run the driver container; a
+    GKE cluster extending the base takes nothing of it, and the review says so, with why,
+    rather than leaving it out in silence."""
+    top = tmp_path / "fleet"
+    clusters = top / "clusters"
+    clusters.mkdir(parents=True)
+    (clusters / "base.yaml").write_text((driver_fleet / "clusters" / "base.yaml").read_text())
+    (clusters / "metal.yaml").write_text("extends: base.yaml\nmetadata: {name: metal}\n")
+    (clusters / "cloud.yaml").write_text(
+        "extends: base.yaml\nmetadata: {name: cloud}\nplatform: {profile: gke-cos}\n"
+        "driver: {mode: null}\n"
+    )
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "two clusters")
+    base = clusters / "base.yaml"
+    base.write_text(base.read_text().replace("580.95.05", "595.91.07"))
+    git(top, "commit", "-qam", "a new driver")
+    monkeypatch.chdir(top)
+    text = cli("diff", "--git-ref", "HEAD~1", "clusters").stdout
+    (note,) = [line for line in text.splitlines() if line.startswith("note: ")]
+    assert note == (
+        "note: the change to driver.version in clusters/base.yaml does not reach 1 cluster, "
+        "where it has no effect: cloud (no effect there: the driver "
+        "is not a container here (driver mode gke-managed): the nodes or the platform install "
+        "it, and gpustack renders no driver)"
+    )
+    # The GKE cluster runs no driver: what changes there is the smoke test's name alone (it
+    # hashes the config), which restarts no pod.
+    assert "2 of 2 cluster(s) differ: cloud (2 changed), metal (3 changed)" in text
+
+
 def test_a_group_whose_nodes_differ_says_so_in_words_a_reader_can_read():
     """Two clusters whose driver DaemonSets run on other pools: one group, whose section says
     the nodes differ, whose headline counts the other restarts beside the driver's, and whose

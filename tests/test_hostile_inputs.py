@@ -926,3 +926,18 @@ def test_references_that_repeat_references_are_refused_not_evaluated(tmp_path):
     definitions["d30"] = {"type": "object"}
     catalog(tmp_path, {"definitions": definitions, "$ref": "#/definitions/d0"})
     assert validate_widget(tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("output", ["text", "pretty"])
+def test_validate_prints_a_file_name_on_one_line(tmp_path: Path, output: str) -> None:
+    """A manifest a pull request adds may be named with a line break: validate's line about it
+    stays one line (a `::error::` line of its own would be a GitHub Actions command)."""
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "b\n::error::y.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: 1}\n"
+    )
+    result = run_gpustack("validate", "--output", output, folder)
+    assert result.returncode == 1
+    assert not any(line.startswith("::") for line in result.stdout.splitlines()), result.stdout
+    assert "b?::error::y.yaml" in result.stdout

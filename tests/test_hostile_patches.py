@@ -408,6 +408,46 @@ def test_patterns_re2_refuses_are_errors(pattern: str, reason: str) -> None:
     assert raised.value.message == f"bad regular expression {pattern!r}: {reason}"
 
 
+def test_a_file_name_that_is_not_utf8_is_matched_as_go_matches_it(tmp_path: Path) -> None:
+    """A pull request may add a file whose name holds a byte that is not UTF-8 (Python holds it
+    as a lone surrogate, which RE2's binding cannot encode): matched with that byte as U+FFFD,
+    as Go's regexp reads it, never a traceback."""
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    name = os.fsdecode(b"cm-\xff.yaml")
+    (folder / name).write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    for pattern, ignored in (("zzz", False), ("cm-.\\.yaml$", True), ("cm-\ufffd", True)):
+        result = run_gpustack("validate", "--summary", "--ignore-filename-pattern", pattern, folder)
+        assert result.returncode == 0, result.stderr
+        assert ("Valid: 0" if ignored else "Valid: 1") in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("pattern", [os.fsdecode(b"\xff"), "nvidia-\ud800"])
+def test_a_pattern_that_is_not_utf8_is_refused(pattern: str) -> None:
+    """Go's regexp refuses a pattern that is not valid UTF-8 (syntax.ErrInvalidUTF8); so does
+    gpustack, whether the pattern comes from the command line's bytes or a YAML escape."""
+    with pytest.raises(UserError) as raised:
+        linear_regex(pattern, "--ignore-filename-pattern")
+    assert raised.value.message == f"bad regular expression {pattern!r}: not valid UTF-8"
+    result = run_gpustack("validate", "--ignore-filename-pattern", pattern, EXAMPLES)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "--ignore-filename-pattern: bad regular expression" in result.stderr
+
+
+@pytest.mark.parametrize("character", ["\n", "\r", "\x1b[2J", "\u202e", "\x07"])
+def test_a_name_a_pull_request_chooses_prints_on_one_line(tmp_path: Path, character: str) -> None:
+    """A patch file's name is the config's to choose: a line break in it would print a line of
+    its own in the CI log (`::error::...`, which GitHub Actions reads as a command), an escape
+    would rewrite the terminal. Every error and warning prints as one line of printable text."""
+    entry = {"path": f"x{character}::error::injected.yaml", "target": {"kind": "DaemonSet"}}
+    result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n")
+    assert result.stderr[:-1].isprintable(), repr(result.stderr)
+    assert "x?::error::injected.yaml" in result.stderr or "x?[2J::error::" in result.stderr
+
+
 def test_a_selector_of_many_requirements_counts_as_work(tmp_path: Path) -> None:
     """A selector of 100,000 requirements is parsed once, and matching it against every object
     counts each requirement: 100,000 times the objects is past the work allowed."""
@@ -460,6 +500,8 @@ SHAPE_CASES = [
     ([{"op": "add", "path": "/spec/template/spec/volumes/-", "value": 1}], "volumes.4 of"),
     ([{"op": "replace", "path": "/spec/template/spec/containers/0/env", "value": {}}], "env"),
     ([{"op": "replace", "path": "/metadata/labels", "value": ["a"]}], "metadata.labels"),
+    ([{"op": "replace", "path": "/spec/template/spec/containers", "value": []}], "every container"),
+    ([{"op": "remove", "path": "/spec/template/spec/containers/0"}], "every container"),
     (
         [{"op": "replace", "path": "/metadata", "value": "x"}],
         "would rename, move or change the kind",
@@ -486,6 +528,60 @@ def test_patches_that_break_what_later_steps_read_are_errors_at_the_patch(
     assert result.stderr.startswith("error: clusters/cluster.yaml:3:10: patches: the patch ")
     assert message in result.stderr
     assert "DaemonSet gpu-system/nvidia-device-plugin" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "containers",
+    [
+        [{"$patch": "replace"}],  # the list replaced by nothing
+        [{"$patch": "delete", "name": "nvidia-device-plugin"}],  # its one container deleted
+        None,  # the field removed
+    ],
+)
+def test_a_strategic_merge_that_leaves_no_container_is_an_error(
+    tmp_path: Path, containers: Any
+) -> None:
+    """The API server refuses a pod template without a container, and its schema has no
+    minimum for the list: a patch leaving none is refused at the patch, never rendered."""
+    entry = {
+        "target": {"kind": "DaemonSet", "name": "nvidia-device-plugin"},
+        "patch": yaml.safe_dump({"spec": {"template": {"spec": {"containers": containers}}}}),
+    }
+    result = run_gpustack("render", _cluster(tmp_path, [entry]), "--stdout")
+    assert result.returncode == 2, result.stdout[-300:]
+    assert "the patch takes away every container of DaemonSet gpu-system/nvidia-device-plugin" in (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ('metadata: {annotations: {a: "\\udcff"}}', "half of a UTF-16 surrogate pair"),
+        ('[{op: add, path: "/metadata/annotations/\\ud800", value: x}]', "surrogate pair"),
+        ("metadata: {annotations: {1: one}}", "a key of the patch is not a string"),
+        ("metadata: {annotations: {true: yes}}", "a key of the patch is not a string"),
+        ("metadata: {annotations: !!set {a, b}}", "sets (!!set) and ordered pairs (!!pairs)"),
+        # Strategic-merge directives gpustack does not apply would reach the object as fields.
+        (
+            "spec: {template: {spec: {$setElementOrder/containers: [{name: x}]}}}",
+            "the directive $setElementOrder is not supported",
+        ),
+        ("spec: {$retainKeys: [template]}", "the directive $retainKeys is not supported"),
+    ],
+)
+def test_patch_values_no_object_can_hold_are_errors_at_the_patch(
+    tmp_path: Path, patch: str, message: str
+) -> None:
+    """A patch is data for a Kubernetes object: text (never half a character), string keys,
+    no YAML-only types. Each is refused at the patch with exit 2, never rendered into a file
+    that the API server reads otherwise, nor a traceback."""
+    entry = {"target": {"kind": "DaemonSet", "name": "nvidia-device-plugin"}, "patch": patch}
+    result = run_gpustack("render", _cluster(tmp_path, [entry]), "-o", tmp_path / "out")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: "), result.stderr
+    assert message in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_what_a_patch_may_still_change(tmp_path: Path) -> None:

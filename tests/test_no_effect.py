@@ -248,19 +248,119 @@ def test_an_error_in_a_base_names_the_cluster_that_brought_it_in(tmp_path: Path)
     clusters.mkdir()
     (clusters / "base.yaml").write_text(
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform: {profile: kubeadm}\n"
-        "devicePlugin:\n  sharing: {strategy: time-slicing}\n"
+        "driver:\n  mode: container\n"
     )
-    for name, own in (
-        ("a", ""),
-        ("b", 'gpuAllocation: dra\nplatform: {kubernetesVersion: "1.34"}\n'),
-    ):
+    for name, own in (("a", ""), ("b", "platform: {profile: gke-cos}\n")):
         (clusters / f"{name}.yaml").write_text(
             f"extends: base.yaml\napiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
             f"metadata: {{name: {name}}}\n{own}"
         )
     result = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith(
-        "error: clusters/base.yaml:5:13: devicePlugin.sharing.strategy:"
-    )
+    assert result.stderr.startswith("error: clusters/base.yaml:5:9: driver.mode:")
     assert result.stderr.endswith(" [loading clusters/b.yaml]\n")
+
+
+def _fleet_with_a_driver_base(tmp_path: Path, gke_own: str) -> Path:
+    """A fleet whose base pins the driver for the clusters that run it as a container (kubeadm
+    with driver.mode container) and one GKE cluster, whose platform installs its own."""
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        'dcgmExporter: {interval: 30s}\ndriver:\n  version: "580.178.04"\n'
+    )
+    (clusters / "metal.yaml").write_text(
+        "extends: base.yaml\nmetadata: {name: metal}\n"
+        "platform: {profile: kubeadm}\ndriver: {mode: container}\n"
+    )
+    (clusters / "cloud.yaml").write_text(
+        "extends: base.yaml\nmetadata: {name: cloud}\nplatform: {profile: gke-cos}\n" + gke_own
+    )
+    return clusters
+
+
+def test_a_base_holds_settings_for_the_clusters_where_they_take_effect(
+    tmp_path: Path,
+) -> None:
+    """A fleet's base pins the driver for the clusters that run it as a container; on the GKE
+    cluster, whose platform installs its own, the base's version is a default that does not
+    apply, not a mistake of that cluster's: the fleet renders, and `config show` says that it
+    does nothing there, and why. Written in the GKE cluster's own config, it is refused."""
+    clusters = _fleet_with_a_driver_base(tmp_path, "")
+    result = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metal = (tmp_path / "out" / "metal" / "daemonset-nvidia-driver-daemonset.yaml").read_text()
+    assert "580.178.04" in metal
+    assert not list((tmp_path / "out" / "cloud").glob("daemonset-nvidia-driver*"))
+    shown = run_gpustack("config", "show", "clusters/cloud.yaml", cwd=tmp_path)
+    assert shown.returncode == 0
+    assert shown.stderr == (
+        "note: driver.version (set at clusters/base.yaml:5:12) has no effect here: the driver "
+        "is not a container here (driver mode gke-managed): the nodes or the platform install "
+        "it, and gpustack renders no driver\n"
+    )
+    own = run_gpustack("config", "show", "clusters/metal.yaml", cwd=tmp_path)
+    assert own.stderr == ""
+    with (clusters / "cloud.yaml").open("a") as file:
+        file.write('driver: {version: "580.178.04"}\n')
+    refused = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(
+        "error: clusters/cloud.yaml:4:10: driver.version: has no effect: the driver is not a "
+        "container here (driver mode gke-managed)"
+    )
+
+
+def test_a_base_holds_resources_and_versions_for_components_some_clusters_run(
+    tmp_path: Path,
+) -> None:
+    """Resources and versions for every GPU component, a fleet's policy, apply where each
+    component runs: the toolkit, the validator, the MIG manager and a pod device plugin are
+    not deployed on every platform, and no cluster is refused for it."""
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "base.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        + "".join(
+            f"{section}: {{resources: {{requests: {{cpu: 50m, memory: 64Mi}}}}}}\n"
+            for section in ("devicePlugin", "gfd", "toolkit", "validator", "dcgmExporter")
+        )
+        + "migManager: {version: v0.13.0}\n"
+    )
+    profiles = ["kubeadm", "gke-cos", "eks-al2023", "eks-bottlerocket", "aks", "openshift"]
+    for profile in profiles:
+        (clusters / f"{profile}.yaml").write_text(
+            f"extends: base.yaml\nmetadata: {{name: {profile}}}\nplatform: {{profile: {profile}}}\n"
+        )
+    result = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    refused = run_gpustack(
+        "render",
+        "clusters/gke-cos.yaml",
+        "--stdout",
+        "--set",
+        "toolkit.resources=null",
+        "--set",
+        "validator.resources={requests: {cpu: 10m}}",
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 2
+    assert "error: --set: validator.resources: has no effect" in refused.stderr
+
+
+def test_a_null_takes_a_bases_setting_away(tmp_path: Path) -> None:
+    """As the hint says, and as docs/config.md promises: `driver: null` in the
+    cluster takes the base's version away (back to the default), so the fleet renders, the
+    driver container of the other cluster pinned by the base."""
+    _fleet_with_a_driver_base(tmp_path, "driver: null\ndcgmExporter: {interval: null}\n")
+    result = run_gpustack("render", "clusters", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metal = (tmp_path / "out" / "metal" / "daemonset-nvidia-driver-daemonset.yaml").read_text()
+    assert "580.178.04" in metal
+    cloud = load_stack(tmp_path / "clusters" / "cloud.yaml")
+    assert cloud.config.dcgmExporter.interval == "15s"  # the base's 30s taken away
+    shown = run_gpustack("config", "show", "--show-origin", "clusters/cloud.yaml", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "dcgmExporter.interval" not in shown.stdout
+    assert "driver.version" not in shown.stdout

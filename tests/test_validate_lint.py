@@ -242,6 +242,12 @@ MISTAKES: dict[str, Callable[[Path], None]] = {
             image="nvcr.io/nvidia/k8s/dcgm-exporter:latest"
         ),
     ),
+    # A label a patch or a hand edit gives with a space in its value: schema-valid, refused by
+    # the API server.
+    "metadata-invalid": edit(
+        "daemonset-nvidia-dcgm-exporter.yaml",
+        lambda obj: obj["metadata"]["labels"].update({"example.com/team": "gpu team"}),
+    ),
     "daemonset-selector-overlap": edit(
         "daemonset-gpu-feature-discovery.yaml", same_selector_as_the_plugin
     ),

@@ -213,11 +213,16 @@ def _ascii(encoding: str) -> bool:
 
 
 def error(message: str) -> None:
-    echo(f"error: {message}", err=True)
+    from gpustack.errors import one_line
+
+    echo(f"error: {one_line(message)}", err=True)
 
 
 def warning(message: str) -> None:
-    echo(f"warning: {message}", err=True)
+    # One line, whatever names a pull request put in it (gpustack.errors.one_line).
+    from gpustack.errors import one_line
+
+    echo(f"warning: {one_line(message)}", err=True)
 
 
 class ColorMode(str, Enum):

@@ -46,7 +46,9 @@ def show(
     """Print a config merged with its profile's defaults and its bases, as render reads it."""
     from gpustack import emit
     from gpustack.config import load_with_layers, overrides
-    from gpustack.layered_settings import merge_layers, origin
+    from gpustack.layered_settings import merge, merge_layers, origin, without_taken_away
+    from gpustack.model import GPUStack
+    from gpustack.profile_checks import without_effect
 
     if config is None and Path("gpustack.yaml").is_file():
         config = Path("gpustack.yaml")
@@ -56,10 +58,18 @@ def show(
     # The settings the layers write, each with the value in force (as validated: quoted,
     # typed, and what follows from other settings).
     in_force = stack.config.model_dump(mode="json", by_alias=True)
-    written = merge_layers(layers)
+    # What the layers write, a null taking a base's value away as the loader takes it.
+    written = merge(layers[0].data, without_taken_away(GPUStack, merge_layers(layers[1:])))
     for key in ("extends", "patches"):
         written.pop(key, None)
     shown = _in_force(written, in_force)
+    # A base's settings are a fleet's defaults, taken where they have effect: say which do
+    # nothing on this cluster, and why (the cluster's own would have been refused).
+    for path, why in without_effect(stack, layers).items():
+        common.echo(
+            f"note: {_dotted(path)} (set at {origin(layers, path)}) has no effect here: {why}",
+            err=True,
+        )
     if not show_origin:
         common.echo(emit.dump(shown), nl=False)
         return 0

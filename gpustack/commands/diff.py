@@ -349,7 +349,8 @@ def _since_revision(
         lambda name: f"{ref}/{name}",
         lambda name: f"worktree/{name}",
     )
-    return diffs, sources, review.unreached(old_chains, review.chains(new_configs, top))
+    effects = review.effects_of(new_configs, profile, profiles_dir, override)
+    return diffs, sources, review.unreached(old_chains, review.chains(new_configs, top), effects)
 
 
 def _inside(path: Path, top: Path) -> bool:

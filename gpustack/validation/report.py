@@ -14,6 +14,7 @@ from pathlib import PurePath
 from typing import Any
 
 from gpustack import __version__, emit
+from gpustack.errors import one_line
 from gpustack.findings import Finding
 from gpustack.objects import namespaced
 from gpustack.redaction import mask_text
@@ -116,7 +117,9 @@ def text(report: Report, summary: bool, verbose: bool) -> str:
         lines.append(f"{finding.severity}: {describe(finding)}")
     if summary:
         lines.append(summary_line(report))
-    return "".join(line + "\n" for line in lines)
+    # A line each: a file's name, a resource's name and a message can hold what a pull request
+    # chose (a line break would print a line of its own in the CI log).
+    return "".join(one_line(line) + "\n" for line in lines)
 
 
 # aurora's colours, as kubeconform's pretty output writes them (always, even to a pipe).
@@ -128,18 +131,22 @@ def pretty(report: Report, summary: bool, verbose: bool) -> str:
     invalid resources as in text."""
     lines = []
     for result in report.results:
-        file, kind, name = result.resource.file, result.kind, result.name
+        # One line each, as in text (the colours are the only escapes).
+        file, kind, name, message = (
+            one_line(part)
+            for part in (result.resource.file, result.kind, result.name, result.message)
+        )
         if result.status == "valid" and verbose:
             lines.append(f"{_GREEN}\u2714{_RESET} {file}: {_GREEN}{kind} {name} is valid{_RESET}")
         elif result.status == "invalid":
-            lines.append(f"{file} - {kind} {name} is invalid: {result.message}")
+            lines.append(f"{file} - {kind} {name} is invalid: {message}")
         elif result.status == "error":
             what = (
                 f"{kind} failed validation: {name}"
                 if kind and name
                 else (f"failed validation: {name}")
             )
-            lines.append(f"{_RED}\u2716{_RESET} {file}: {_RED}{what} {result.message}{_RESET}")
+            lines.append(f"{_RED}\u2716{_RESET} {file}: {_RED}{what} {message}{_RESET}")
         elif result.status == "skipped" and verbose:
             what = (
                 f"{kind} {name} skipped"
@@ -148,9 +155,9 @@ def pretty(report: Report, summary: bool, verbose: bool) -> str:
             )
             lines.append(f"{_YELLOW}-{_RESET} {file}: {_YELLOW}{what}{_RESET}")
         for finding in _warnings(result):
-            lines.append(f"{file} - {kind} {name} has a warning: {located(finding)}")
+            lines.append(f"{file} - {kind} {name} has a warning: {one_line(located(finding))}")
     for finding in report.unplaced:
-        lines.append(f"{finding.severity}: {describe(finding)}")
+        lines.append(f"{finding.severity}: {one_line(describe(finding))}")
     if summary:
         lines.append(summary_line(report))
     return "".join(line + "\n" for line in lines)
