@@ -305,12 +305,15 @@ def test_each_gpu_node_gets_exactly_one_driver_pod(tmp_path, labels, expected):
 
 class Node:
     """A GPU node as a driver pod's scripts see it, under a folder: the host's
-    /run/nvidia/validations, the nvidia module's refcount file (there while the module is loaded)
-    and an nvidia-smi that answers while the driver does."""
+    /run/nvidia/validations, the nvidia module's refcount file (there while the module is loaded),
+    an nvidia-smi that answers while the driver does, and the driver pod's handover folder (its
+    emptyDir shared with the GPU pod eviction container)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.validations = root / "validations"
+        self.handover = root / "handover"
+        self.handover.mkdir(parents=True)
         self.refcount = root / "refcnt"
         self.bin = root / "bin"
         self.bin.mkdir(parents=True)
@@ -356,6 +359,7 @@ class DriverPod:
             command[2]
             .replace("/run/nvidia/validations", str(self.node.validations))
             .replace("/sys/module/nvidia/refcnt", str(self.node.refcount))
+            .replace("/run/driver-handover", str(self.node.handover))
         )
         env = {"PATH": f"{self.node.bin}:/usr/bin:/bin"}
         return subprocess.run(
@@ -452,8 +456,12 @@ def test_a_node_moving_to_a_pools_driver_runs_one_driver_pod_at_a_time(tmp_path)
     node.load_module()
     node.daemons("Ready")
     assert leaving.run("startup") == 0 and node.ready_file.exists()
-    # The leaving pod stops: its preStop takes the ready file and the daemons' status with it.
+    # The leaving pod stops. Its GPU pod eviction container has taken the GPU pods off the node
+    # (the order tests/test_driver_stop.py proves with the real driver manager), so the driver
+    # container's preStop takes the ready file and the daemons' status with it and returns.
+    (node.handover / "gpu-pods-gone").touch()
     assert leaving.run("preStop") == 0
+    assert (node.handover / "driver-withdrawn").exists()
     assert not node.ready_file.exists()
     assert arriving.run("ready") != 0
     # The arriving pod's script starts its daemons (NotReady), then reports them Ready.
