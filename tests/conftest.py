@@ -45,6 +45,28 @@ SHARED_MISSING = (
 )
 
 
+def git(folder: Path, *arguments: str, input: bytes | None = None) -> str:
+    """`git ARGUMENTS` in `folder` as a test's committer (local submodules allowed), its output
+    stripped; a failure fails the test."""
+    done = subprocess.run(
+        [
+            "git",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "protocol.file.allow=always",
+            *arguments,
+        ],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+        input=input,
+    )
+    return done.stdout.decode().strip()
+
+
 def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
     """What a test config in `folder` writes in `extends:` to build on an example: a copy of it
     in `folder/_examples/` (a folder fleet discovery skips), since a config extends only files

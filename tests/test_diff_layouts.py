@@ -9,12 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, invoke
+from conftest import EXAMPLES, git, invoke
 from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack import revision
@@ -224,15 +223,6 @@ def test_a_fleet_diff_names_the_cluster_that_drifted(cli, fleet_renders, tmp_pat
 
 
 # --- pull requests: --git-ref --------------------------------------------------------------------
-
-
-def git(folder: Path, *arguments: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import git
 from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack import object_diff, review
@@ -45,15 +45,6 @@ smokeTest:
 """
 NAMES = [f"gpu-{number:02}" for number in range(1, 31)]
 RKE2 = {"gpu-29", "gpu-30"}  # two clusters on another platform: a second group of changes
-
-
-def git(folder: Path, *arguments: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-    )
 
 
 def fleet_repository(top: Path, names: list[str], rke2: set[str]) -> Path:

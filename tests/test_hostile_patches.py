@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, example_base, examples, run_gpustack
+from conftest import ROOT, example_base, examples, git, run_gpustack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,21 +29,12 @@ EXAMPLES = ROOT / "examples"
 SECRET = "s3cr3t-registry-token"
 
 
-def _git(folder: Path, *arguments: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-    )
-
-
 def _repository(tmp_path: Path) -> Path:
     """A GitOps repository (a real `git init`) beside a folder outside it holding a file a CI
     machine could have: a registry's credentials, as YAML a strategic merge would take."""
     top = tmp_path / "repository"
     (top / "clusters").mkdir(parents=True)
-    _git(top, "init", "-q")
+    git(top, "init", "-q")
     outside = tmp_path / "home" / ".docker"
     outside.mkdir(parents=True)
     (outside / "credentials.yaml").write_text(
@@ -204,8 +194,8 @@ def test_diff_git_ref_reads_patch_files_of_the_revision(tmp_path: Path) -> None:
             }
         )
     )
-    _git(top, "add", "-A")
-    _git(top, "commit", "-qm", "a cluster with a shared patch")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "a cluster with a shared patch")
     (top / "patches" / "team.yaml").write_text("metadata: {annotations: {team: ml}}\n")
 
     result = run_gpustack("diff", "--git-ref", "HEAD", "clusters/", "--output", "json", cwd=top)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import example_base, run_gpustack
+from conftest import example_base, git, run_gpustack
 
 SECRET = "s3cr3t-ci-token"
 # Files a CI machine could hold, each as gpustack would take it: a base naming the cluster, a
@@ -80,21 +80,12 @@ FIELDS = [
 ]
 
 
-def _git(folder: Path, *arguments: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-    )
-
-
 def _repository(tmp_path: Path) -> Path:
     """A GitOps repository with one cluster rendered into out/, beside a folder outside it (the
     CI machine's home) holding the planted files."""
     top = tmp_path / "repository"
     (top / "clusters").mkdir(parents=True)
-    _git(top, "init", "-q")
+    git(top, "init", "-q")
     home = tmp_path / "home"
     home.mkdir()
     for name, text in PLANTED.items():
@@ -208,8 +199,8 @@ def test_diff_git_ref_refuses_a_path_out_of_the_revisions_tree(tmp_path: Path) -
     for field in FIELDS:
         written, _ = _written(top, field, "dot-dot")
         _cluster(top, field, written)
-        _git(top, "add", "-A")
-        _git(top, "commit", "-qm", field.name)
+        git(top, "add", "-A")
+        git(top, "commit", "-qm", field.name)
         (top / "clusters" / "cluster.yaml").write_text(
             f"extends: {example_base(top / 'clusters')}\n"
         )
@@ -386,8 +377,8 @@ def test_files_anywhere_in_the_repository_are_read_by_every_command(tmp_path: Pa
         result = run_gpustack(*command, cwd=top)
         assert result.returncode == 0, (command, result.stderr)
 
-    _git(top, "add", "-A")
-    _git(top, "commit", "-qm", "a fleet with shared files")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "a fleet with shared files")
     (top / "shared" / "team.yaml").write_text("metadata: {annotations: {team: ml}}\n")
     result = run_gpustack("diff", "--git-ref", "HEAD", "clusters", cwd=top)
     assert result.returncode == 1, result.stderr

@@ -5,9 +5,7 @@ room, and what does not fit is shortened or left out, never the limit."""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
+from conftest import git
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_page import ELEMENTS, Page, to_html
@@ -64,15 +62,6 @@ def test_the_review_never_passes_its_size(
     page = Page(to_html(text))
     assert set(page.opened) <= ELEMENTS
     assert page.opened.count("details") == page.closed.count("details")
-
-
-def git(folder: Path, *arguments: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-    )
 
 
 def test_configs_with_long_paths_keep_the_review_under_its_size(cli, tmp_path, monkeypatch):

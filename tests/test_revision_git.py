@@ -11,31 +11,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import git
 
 CONFIG = (
     "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {{name: {name}}}\n"
     'platform: {{profile: kubeadm, kubernetesVersion: "1.31"}}\n'
 )
-
-
-def git(folder: Path, *arguments: str, input: bytes | None = None) -> str:
-    done = subprocess.run(
-        [
-            "git",
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "protocol.file.allow=always",
-            *arguments,
-        ],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-        input=input,
-    )
-    return done.stdout.decode().strip()
 
 
 @pytest.fixture

@@ -4,35 +4,15 @@ unchanged fleet is never shown as all added."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import git
 
 CONFIG = (
     "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {{name: {name}}}\n"
     'platform: {{profile: kubeadm, kubernetesVersion: "1.31"}}\n'
 )
-
-
-def git(folder: Path, *arguments: str) -> str:
-    done = subprocess.run(
-        [
-            "git",
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "protocol.file.allow=always",
-            *arguments,
-        ],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 @pytest.fixture
