@@ -22,7 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpustack import fleet, inventory, render, tune_gc
+from gpustack import tune_gc
+from gpustack.build import pipeline as render
+from gpustack.fleet import clusters as fleet
+from gpustack.resolve import inventory
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1

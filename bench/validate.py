@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpustack import fleet, render
+from gpustack.build import pipeline as render
+from gpustack.fleet import clusters as fleet
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1

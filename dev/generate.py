@@ -5,7 +5,7 @@
 
 What is generated, and from what:
 
-    schemas/gpustack.schema.json   `gpustack schema`, from gpustack/model.py
+    schemas/gpustack.schema.json   `gpustack schema`, from gpustack/resolve/model.py
     out/                           `gpustack render examples/*.yaml -o out`, one folder per example
     docs/'s reference tables       `python -m gpustack.docs`, from the model, the profiles
                                    and the lint rules (in docs/config.md, docs/profiles.md,
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpustack import docs  # noqa: E402
 from gpustack.cli import run  # noqa: E402
-from gpustack.config_schema import schema_text  # noqa: E402
+from gpustack.resolve.config_schema import schema_text  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "gpustack.schema.json"
 DOCS = ROOT / "docs"

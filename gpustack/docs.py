@@ -1,5 +1,5 @@
 """The reference tables of the documentation in docs/, generated from what they describe: the
-config reference (docs/config.md) from the model (`gpustack.model`: field paths, types, defaults,
+config reference (docs/config.md) from the model (`gpustack.resolve.model`: field paths, types, defaults,
 `Field(description=...)`), the profiles table (docs/profiles.md) from `profiles/*.yaml`, the lint
 table (docs/lint.md) from the lint rules.
 
@@ -24,8 +24,15 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from gpustack import lint, profiles
-from gpustack.model import Doc, GPUStack, NodeSelectorRequirement, ProfileFacts, WithResources
+from gpustack.resolve import platform_profiles as profiles
+from gpustack.resolve.model import (
+    Doc,
+    GPUStack,
+    NodeSelectorRequirement,
+    ProfileFacts,
+    WithResources,
+)
+from gpustack.validation import lint
 
 REGENERATE = "python -m gpustack.docs"
 # A heading's text -> (the document holding it, its anchor).
@@ -347,11 +354,11 @@ def headings(documents: dict[str, str]) -> Headings:
 
 # Each generated table: how it is made and what to edit instead of the table.
 TABLES: dict[str, tuple[Callable[[Headings, str], str], str]] = {
-    "config-fields": (config_fields, "gpustack/model.py"),
+    "config-fields": (config_fields, "gpustack/resolve/model.py"),
     "profile-facts": (lambda headings, here: profile_facts(), "profiles/*.yaml"),
     "lint-rules": (
         lambda headings, here: lint_rules(),
-        "the RULE of each module in gpustack/lint/",
+        "the RULE of each module in gpustack/validation/lint/",
     ),
 }
 

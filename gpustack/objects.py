@@ -8,7 +8,7 @@ string counts as empty.
 Apply order follows lightkube's sort_objects idea: an explicit rank per kind, so that CRDs and
 Namespaces exist before the objects that need them, and monitors come after their targets. Jobs
 come last: they check the stack once it runs (the GPU smoke test). Argo CD sync waves and Flux
-stages are cut from the same table (gpustack.decorate).
+stages are cut from the same table (gpustack.build.decorate).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def git(folder: Path, *arguments: str, input: bytes | None = None) -> str:
 def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
     """What a test config in `folder` writes in `extends:` to build on an example: a copy of it
     in `folder/_examples/` (a folder fleet discovery skips), since a config extends only files
-    of its own repository (gpustack.named_files). The example's entitlement PEM comes along."""
+    of its own repository (gpustack.read.named_files). The example's entitlement PEM comes along."""
     source = EXAMPLES / f"{Path(example).stem}.yaml"
     copies = folder / "_examples"
     copies.mkdir(parents=True, exist_ok=True)
@@ -363,7 +363,7 @@ class _KeptCache:
 
 
 def _keep_shipped_data_cached() -> None:
-    from gpustack import profiles
+    from gpustack.resolve import platform_profiles as profiles
     from gpustack.validation import schemas
 
     # _load(name, profiles_dir, referenced_at): profiles_dir None is the built-in profiles only.
@@ -382,7 +382,9 @@ def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What
     it caches about its own data files stays (_KeptCache)."""
-    from gpustack import errors, named_files, profiles
+    from gpustack import errors
+    from gpustack.read import named_files
+    from gpustack.resolve import platform_profiles as profiles
     from gpustack.validation import schemas
 
     for cached in (profiles._load, errors._display_path, schemas._store, named_files._root):
@@ -711,11 +713,11 @@ def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
         raise error
 
 
-def stack_for(tmp_path: Path, profile: str, **sections: object):  # -> gpustack.stack.Stack
+def stack_for(tmp_path: Path, profile: str, **sections: object):  # -> gpustack.resolve.stack.Stack
     """A Stack for a minimal config on `profile` with the given top-level sections."""
     import json
 
-    from gpustack.config import load_stack
+    from gpustack.resolve.load import load_stack
 
     config = {
         "apiVersion": "gpustack.dev/v1alpha1",

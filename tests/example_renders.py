@@ -7,9 +7,9 @@ from pathlib import Path
 
 from conftest import EXAMPLES, ROOT
 
-from gpustack import render
-from gpustack.config import load_stack
-from gpustack.stack import Stack
+from gpustack.build import pipeline as render
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.stack import Stack
 
 OUT = ROOT / "out"
 

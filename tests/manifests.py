@@ -10,7 +10,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from gpustack.stack import Stack
+from gpustack.resolve.stack import Stack
 
 WORKLOAD_KINDS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 # Images of NVIDIA's GPU components: a workload running one needs a GPU node, however it is placed.

@@ -32,8 +32,8 @@ import pytest
 from manifests import env, host_path
 from ruamel.yaml import YAML
 
-from gpustack.config import load_stack
-from gpustack.render import Rendering, render
+from gpustack.build.pipeline import Rendering, render
+from gpustack.resolve.load import load_stack
 
 AKS_RUNTIME = "nvidia-container-runtime"
 AKS_CONTAINERD_CONFIG = "/etc/containerd/config.toml"

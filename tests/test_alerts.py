@@ -21,8 +21,8 @@ from conftest import (
     validate_upstream,
 )
 
-from gpustack.components import build_all
-from gpustack.model import AlertName
+from gpustack.build.components import build_all
+from gpustack.resolve.model import AlertName
 
 CLUSTER = {"devicePlugin": {"enabled": True}, "nfd": {"mode": "deploy"}}
 NS = "gpu-system"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_gpustack
 
-from gpustack.yamlio import MAX_FILE_BYTES
+from gpustack.read.yamlio import MAX_FILE_BYTES
 
 CASES = ROOT / "tests" / "cases" / "bad"
 PREVIOUS_RENDER = CASES / "support" / "previous-render.yaml"

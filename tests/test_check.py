@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpustack import output, render
-from gpustack.config import load_stack
+from gpustack.build import pipeline as render
 from gpustack.layout import HEADER
+from gpustack.resolve.load import load_stack
+from gpustack.write import folders as output
 from tests.conftest import EXAMPLES, ROOT
 
 

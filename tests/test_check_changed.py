@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack import fleet
+from gpustack.fleet import clusters as fleet
 from tests.conftest import run_gpustack
 
 HEAD = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"

@@ -1,6 +1,6 @@
 """The narrowed `check FILE...` (the pre-commit hook) never says yes where the whole check says
 no: random fleets, random changes, both verdicts compared. When narrowing cannot be sure which
-clusters a change reaches, it widens (gpustack.changes).
+clusters a change reaches, it widens (gpustack.compare.changes).
 
 Each example builds a small fleet (configs extending a base, written plainly or with a YAML
 escape, node pools named like other clusters, a user profile shadowing a built-in's parent),
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gpustack.profiles import data_dir
+from gpustack.resolve.platform_profiles import data_dir
 from tests.conftest import run_gpustack
 
 HEAD = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
@@ -232,7 +232,7 @@ def test_the_narrowed_check_never_passes_what_the_whole_check_fails(
 def scanned(tmp_path: Path, files: dict[str, bytes], changed: str) -> list[str] | None:
     """changes.scan's verdict for a fleet folder of `files` and one changed file: the names of
     the files it picks, or None for every config."""
-    from gpustack import changes
+    from gpustack.compare import changes
 
     folder = tmp_path / "fleet"
     folder.mkdir()

@@ -65,20 +65,26 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 # of the package checked by one run: import-linter reports every broken contract with the imports that break
 # it, so each test finds its own import in the report of its own contract.
 BREAKING_IMPORTS = {
-    # A cycle: profiles reaching up into the loader for its merging.
-    "profiles.py": ["from gpustack import config  # noqa"],
-    "components/gfd.py": [
-        # Components take the resolved Stack from gpustack.stack; the loader sits above them.
-        "from gpustack import config  # noqa",
+    # A stage reaching up: the config's profiles into the review of a change.
+    "resolve/platform_profiles.py": ["from gpustack.compare import review  # noqa"],
+    # Inside a stage: the profiles reaching up into the loader for its merging.
+    "resolve/mig.py": ["from gpustack.resolve import load  # noqa"],
+    "build/components/gfd.py": [
+        # Components take the resolved Stack from gpustack.resolve.stack, never the loader.
+        "from gpustack.resolve import load  # noqa",
         # GFD reading the device plugin's config from the device plugin's module.
-        "from gpustack.components import device_plugin  # noqa",
+        "from gpustack.build.components import device_plugin  # noqa",
     ],
     # A rule reaching into another rule for its helper (one MIG rule into the other).
-    "lint/mig_partitions.py": ["from gpustack.lint import mig_strategy  # noqa"],
+    "validation/lint/mig_partitions.py": [
+        "from gpustack.validation.lint import mig_strategy  # noqa"
+    ],
     # A command taking what it shares with another (the config schema) from that command.
     "commands/init.py": ["from gpustack.commands import schema  # noqa"],
     # The validator's engine reaching for the config model, which validate never needs.
-    "validation/engine.py": ["from gpustack import model  # noqa"],
+    "validation/engine.py": ["from gpustack.resolve import model  # noqa"],
+    # The writer and the validator side by side, one importing the other.
+    "write/folders.py": ["from gpustack.validation import report  # noqa"],
 }
 
 
@@ -101,37 +107,43 @@ def broken_contract(report: str, name: str) -> str:
     details = report.split("Broken contracts\n", 1)[1]
     _, found, after = details.partition(f"\n{name}\n{'-' * len(name)}\n")
     assert found, f"{name!r} is not among the broken contracts:\n{report}"
-    return re.split(r"\n[^\n]+\n-+\n", after, maxsplit=1)[0]
+    # Whitespace as one space: the report wraps long lines and indents its items to line up.
+    return " ".join(re.split(r"\n[^\n]+\n-+\n", after, maxsplit=1)[0].split())
 
 
-def test_an_import_against_the_tiers_breaks_the_contract(broken):
-    assert "gpustack.profiles -> gpustack.config" in broken.stdout
-    tiers = broken_contract(broken.stdout, "Tiers of the pipeline")
-    assert "- gpustack.profiles -> gpustack.config (l." in tiers
-
-
-def test_a_component_importing_the_loader_breaks_the_contract(broken):
-    assert "gpustack.components.gfd -> gpustack.config" in broken.stdout
-    tiers = broken_contract(broken.stdout, "Tiers of the pipeline")
-    assert "- gpustack.components.gfd -> gpustack.config (l." in tiers
+@pytest.mark.parametrize(
+    ("importer", "imported", "broken_name"),
+    [
+        ("gpustack.resolve.platform_profiles", "gpustack.compare.review", "Stages of the pipeline"),
+        ("gpustack.write.folders", "gpustack.validation.report", "Stages of the pipeline"),
+        ("gpustack.resolve.mig", "gpustack.resolve.load", "Inside resolve"),
+        (
+            "gpustack.build.components.gfd",
+            "gpustack.resolve.load",
+            "The build takes a resolved Stack",
+        ),
+    ],
+)
+def test_an_import_against_the_tiers_breaks_the_contract(broken, importer, imported, broken_name):
+    assert f"- {importer} -> {imported} (l." in broken_contract(broken.stdout, broken_name)
 
 
 def test_validate_loading_the_config_model_breaks_the_contract(broken):
     found = broken_contract(broken.stdout, "validate does not load the config model")
-    assert "gpustack.validation.engine -> gpustack.model (l." in found
+    assert "gpustack.validation.engine -> gpustack.resolve.model (l." in found
 
 
 @pytest.mark.parametrize(
     ("importer", "imported", "broken_name"),
     [
         (
-            "gpustack.components.gfd",
-            "gpustack.components.device_plugin",
+            "gpustack.build.components.gfd",
+            "gpustack.build.components.device_plugin",
             "Components are independent of each other",
         ),
         (
-            "gpustack.lint.mig_partitions",
-            "gpustack.lint.mig_strategy",
+            "gpustack.validation.lint.mig_partitions",
+            "gpustack.validation.lint.mig_strategy",
             "Lint rules are independent of each other",
         ),
         (
@@ -149,21 +161,39 @@ def test_an_import_between_independent_modules_breaks_their_contract(
     assert f"- {importer} -> {imported} (l." in broken_contract(broken.stdout, broken_name)
 
 
-def test_architecture_draws_the_tiers_that_are_enforced():
-    """ARCHITECTURE.md's picture of the tiers is the contract's list, row for row."""
-    import tomllib
+def tiers_enforced() -> dict[str, list[str]]:
+    """Each package's tiers as the contracts enforce them: the stages of `gpustack`, and inside
+    each stage its modules (`Inside <stage>`), tiers top first, side by side joined by ` | `."""
+    enforced = {}
+    for contract in PYPROJECT["tool"]["importlinter"]["contracts"]:
+        if contract["name"] == "Stages of the pipeline":
+            enforced["gpustack"] = [row.replace("gpustack.", "") for row in contract["layers"]]
+        elif contract["name"].startswith("Inside "):
+            stage = contract["name"].removeprefix("Inside ")
+            if contract["type"] == "layers":
+                enforced[stage] = contract["layers"]
+            else:  # independence: one tier of modules side by side
+                enforced[stage] = [" | ".join(m.rpartition(".")[2] for m in contract["modules"])]
+    return enforced
 
-    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    tiers = next(c for c in contracts["contracts"] if c["type"] == "layers")["layers"]
-    enforced = [tier.replace("gpustack.", "") for tier in tiers]
+
+def test_architecture_draws_the_tiers_that_are_enforced():
+    """ARCHITECTURE.md's picture of the stages and of the tiers inside each is the contracts'
+    lists, row for row."""
     text = (ROOT / "ARCHITECTURE.md").read_text()
-    drawing = text.split("## The tiers, as enforced", 1)[1].split("```", 2)[1]
-    drawn = [
-        re.split(r"\s{2,}|\s*◀", line.strip())[0]
-        for line in drawing.splitlines()
-        if line.strip() and not line.startswith(" ")
-    ]
-    assert drawn == enforced
+    drawing = text.split("## The stages, as enforced", 1)[1].split("```", 2)[1]
+    drawn: dict[str, list[str]] = {}
+    package = ""
+    for line in drawing.splitlines():
+        if not line.strip():
+            continue
+        row = re.split(r"\s{2,}|\s*◀", line.strip())[0]
+        if line.startswith(" "):
+            drawn[package].append(row)
+        else:
+            package = row.removesuffix("/")
+            drawn[package] = []
+    assert drawn == tiers_enforced()
 
 
 def test_every_module_is_in_a_tier_and_every_command_in_the_independence_contract():
@@ -171,17 +201,19 @@ def test_every_module_is_in_a_tier_and_every_command_in_the_independence_contrac
     tiers, or a new command missing from the commands' independence, would escape silently."""
     from gpustack.commands.root import COMMANDS
 
-    contracts = PYPROJECT["tool"]["importlinter"]["contracts"]
-    tiers = next(c for c in contracts if c["type"] == "layers")["layers"]
-    placed = {name.strip() for tier in tiers for name in tier.split("|")}
-    package = ROOT / "gpustack"
-    modules = {f"gpustack.{path.stem}" for path in package.glob("*.py")} - {
-        "gpustack.__init__",
-        "gpustack.__main__",
-    }
-    modules |= {f"gpustack.{path.parent.name}" for path in package.glob("*/__init__.py")}
-    assert sorted(modules - placed) == [] and sorted(placed - modules) == []
+    def children(folder: Path) -> set[str]:
+        modules = {path.stem for path in folder.glob("*.py")} - {"__init__", "__main__"}
+        return modules | {path.parent.name for path in folder.glob("*/__init__.py")}
 
+    package = ROOT / "gpustack"
+    enforced = tiers_enforced()
+    for name, tiers in enforced.items():
+        placed = {module.strip() for tier in tiers for module in tier.split("|")}
+        assert placed == children(package if name == "gpustack" else package / name), name
+    stages = {path.parent.name for path in package.glob("*/__init__.py")} - {"commands"}
+    assert set(enforced) - {"gpustack"} == stages
+
+    contracts = PYPROJECT["tool"]["importlinter"]["contracts"]
     independent = next(
         c for c in contracts if c["name"] == "Commands are independent of each other"
     )

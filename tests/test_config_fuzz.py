@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpustack import emit
-from gpustack.config import load_stack
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
-from gpustack.yamlio import load_file
+from gpustack.read.yamlio import load_file
+from gpustack.resolve.load import load_stack
 
 EXAMPLE_TEXTS = {path.name: path.read_bytes() for path in sorted(EXAMPLES.glob("*.yaml"))}
 # A config whose every field is present, to put generated values into.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from gpustack.config import load_stack
+from gpustack.resolve.load import load_stack
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1

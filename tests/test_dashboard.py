@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from conftest import ROOT, SHARED, read_manifest, stack_for
 
-from gpustack import lint
-from gpustack.components import build_all
+from gpustack.build.components import build_all
+from gpustack.validation import lint
 
 CLUSTER = {"devicePlugin": {"enabled": True}, "nfd": {"mode": "deploy"}}
 COMMITTED = ROOT / "out/kubeadm-lab/configmap-gpustack-gpu-dashboard.yaml"

@@ -1,6 +1,6 @@
 """The DCGM exporter as a user meets it: metrics on 9400, found by the platform's Prometheus.
 
-Stacks are built from small config files through gpustack.config.load_stack; the rendered objects
+Stacks are built from small config files through gpustack.resolve.load.load_stack; the rendered objects
 are checked against the real Kubernetes schemas (kubernetes-validate) and the upstream CRD schemas
 of ServiceMonitor and PodMonitoring (jsonschema), which the project does not ship.
 """
@@ -19,10 +19,10 @@ import pytest
 from conftest import SHARED, validate_upstream
 from manifests import shared_affinity
 
-from gpustack.config import load_stack
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
-from gpustack.stack import Stack
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.stack import Stack
 
 PROFILES = ("kubeadm", "rke2", "openshift", "gke-cos")
 EXPORTER = "nvidia-dcgm-exporter"

@@ -14,7 +14,7 @@ import pytest
 from conftest import stack_for, validate_upstream
 from ruamel.yaml import YAML
 
-from gpustack.render import render
+from gpustack.build.pipeline import render
 
 PLUGIN = "nvidia-device-plugin"
 MPS_DAEMON = "nvidia-device-plugin-mps-control-daemon"

@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLES, git, invoke
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack import revision
+from gpustack.compare import revision
 
 BASE = """\
 apiVersion: gpustack.dev/v1alpha1

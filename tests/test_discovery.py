@@ -17,8 +17,8 @@ from kubernetes_validate.utils import SchemaNotFoundError
 from manifests import shared_affinity
 from ruamel.yaml import YAML
 
-from gpustack.render import render
-from gpustack.stack import Stack
+from gpustack.build.pipeline import render
+from gpustack.resolve.stack import Stack
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"

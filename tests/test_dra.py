@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from conftest import ROOT, read_manifest, stack_for
 
-from gpustack import lint
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
+from gpustack.validation import lint
 
 DRA_OUT = ROOT / "out" / "kubeadm-dra"
 # values.yaml image.repository, and the tag "v" + Chart.yaml appVersion 0.4.1.
@@ -333,7 +333,7 @@ def test_driver_root_and_kubelet_root_come_from_the_platform(tmp_path):
         "metadata: {name: site, description: kubelet on /data}\n"
         "facts: {kubeletRoot: /data/kubelet}\n"
     )
-    from gpustack.config import load_stack
+    from gpustack.resolve.load import load_stack
 
     config = tmp_path / "site-cluster.yaml"
     config.write_text(
@@ -678,7 +678,7 @@ CRD_SCHEMA_FILES = {
 def expected_crd_schema(kind: str) -> str:
     import json
 
-    from gpustack.components import dra_driver
+    from gpustack.build.components import dra_driver
     from gpustack.validation import crds
 
     crd = next(

@@ -30,11 +30,11 @@ import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_document, yaml_documents
 from manifests import schedulable
 
-from gpustack import lint
-from gpustack.components import driver as driver_component
+from gpustack.build.components import driver as driver_component
+from gpustack.build.pipeline import Rendering, render
 from gpustack.errors import UserError
 from gpustack.objects import identity
-from gpustack.render import Rendering, render
+from gpustack.validation import lint
 
 OPERATOR = SHARED / "refs/gpu-operator"
 DRIVER = "nvidia-driver-daemonset"

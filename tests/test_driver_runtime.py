@@ -28,9 +28,9 @@ from conftest import SHARED, stack_for, validate_upstream, yaml_documents
 from manifests import schedulable
 from ruamel.yaml import YAML
 
-from gpustack import lint
+from gpustack.build.pipeline import Rendering, render
 from gpustack.errors import UserError
-from gpustack.render import Rendering, render
+from gpustack.validation import lint
 
 HOST = "/"
 CONTAINER_ROOT = "/run/nvidia/driver"

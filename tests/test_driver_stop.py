@@ -26,7 +26,7 @@ import pytest
 import upstream
 from conftest import stack_for
 
-from gpustack.render import render
+from gpustack.build.pipeline import render
 
 DRIVER = "nvidia-driver-daemonset"
 NAMESPACE = "gpu-system"

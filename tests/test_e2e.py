@@ -32,10 +32,10 @@ from manifests import (
 )
 from ruamel.yaml import YAML
 
-from gpustack import render
-from gpustack.config import load_stack
+from gpustack.build import pipeline as render
 from gpustack.objects import identity
-from gpustack.stack import Stack
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.stack import Stack
 
 CRD_SCHEMAS = SHARED / "crd-schemas"
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"

@@ -19,10 +19,10 @@ from conftest import ROOT, is_core, validate_upstream
 from kubernetes_validate.utils import SchemaNotFoundError
 from ruamel.yaml import YAML
 
-from gpustack import lint
-from gpustack.config import load_stack
+from gpustack.build.pipeline import Rendering, render
 from gpustack.errors import UserError
-from gpustack.render import Rendering, render
+from gpustack.resolve.load import load_stack
+from gpustack.validation import lint
 
 EKS = ["eks-al2023", "eks-bottlerocket"]
 

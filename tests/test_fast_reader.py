@@ -10,8 +10,8 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpustack import yamlio
 from gpustack.errors import UserError
+from gpustack.read import yamlio
 
 # Scalars both parsers read alike, and (fewer) where YAML 1.1 and 1.2 or the two parsers part
 # ways; keys that collide once read (1 and true, null and ~); anchors, aliases, tags, a merge key.

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from gitops_helpers import tree
 
-from gpustack import yamlio
 from gpustack.errors import display_path
+from gpustack.read import yamlio
 
 HEADER = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 BASE = HEADER + 'platform:\n  profile: rke2\n  kubernetesVersion: "1.31"\n'
@@ -34,7 +34,10 @@ def test_a_well_formed_fleet_is_read_without_the_slow_parser(monkeypatch, tmp_pa
     """Positions are worked out (by ruamel's pure-Python parser, about 25 ms a file) only for an
     error: discovering and rendering a fleet whose configs extend a base must not parse any of
     them that way, or a fleet of 1,000 configs takes seconds before anything renders."""
-    from gpustack import fleet, inventory, profiles, yamlio
+    from gpustack.fleet import clusters as fleet
+    from gpustack.read import yamlio
+    from gpustack.resolve import inventory
+    from gpustack.resolve import platform_profiles as profiles
 
     clusters = {
         f"c{index}.yaml": cluster(f"c{index}", extra=f"platform:\n  profile: {profile}\n")
@@ -224,7 +227,7 @@ def test_parallel_rendering_reports_the_same_first_error_as_serial(cli, tmp_path
 
 
 def test_load_all_gives_other_commands_the_same_fleet(tmp_path, monkeypatch):
-    from gpustack import inventory
+    from gpustack.resolve import inventory
 
     monkeypatch.chdir(tmp_path)
     files = {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")}
@@ -285,7 +288,7 @@ def full_parse(path: Path) -> yamlio.Document:
 
 @pytest.mark.parametrize("scalar", SCALARS)
 def test_fast_reader_reads_what_the_full_parser_reads(tmp_path, scalar):
-    from gpustack.yamlio import load_file
+    from gpustack.read.yamlio import load_file
 
     path = tmp_path / "config.yaml"
     path.write_text(f"kind: GPUStack\nmetadata:\n  name: a\nvalue: {scalar}\nlist:\n- {scalar}\n")
@@ -326,7 +329,7 @@ def test_gpustacks_own_output_reads_on_the_fast_path_as_the_full_parser_reads_it
 )
 def test_fast_reader_leaves_every_problem_to_the_full_parser(tmp_path, text, message):
     from gpustack.errors import UserError
-    from gpustack.yamlio import load_file
+    from gpustack.read.yamlio import load_file
 
     path = tmp_path / "config.yaml"
     path.write_text(text)
@@ -337,7 +340,7 @@ def test_fast_reader_leaves_every_problem_to_the_full_parser(tmp_path, text, mes
 def test_fast_reader_agrees_on_every_shipped_config_and_profile():
     from conftest import ROOT
 
-    from gpustack.yamlio import load_file
+    from gpustack.read.yamlio import load_file
 
     files = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "profiles").glob("*.yaml"))
     assert files
@@ -351,7 +354,8 @@ def test_clusters_with_the_same_objects_but_other_gpu_nodes_are_linted_apart(tmp
     findings a lint of it alone gives."""
     import dataclasses
 
-    from gpustack import fleet, lint
+    from gpustack.fleet import clusters as fleet
+    from gpustack.validation import lint
 
     write(tmp_path, {"base.yaml": BASE, "a.yaml": cluster("a"), "b.yaml": cluster("b")})
     a, b = fleet.render_all([tmp_path / "a.yaml", tmp_path / "b.yaml"])
@@ -370,8 +374,10 @@ def test_clusters_sharing_objects_each_get_the_output_of_a_render_of_their_own(t
     """render_all makes the objects clusters have in common one object (in this process and in
     each worker, which sends it back once); every cluster must still get the files and findings
     of a render of its config alone, its name and GitOps paths included."""
-    from gpustack import fleet, lint, render
-    from gpustack.config import load_stack
+    from gpustack.build import pipeline as render
+    from gpustack.fleet import clusters as fleet
+    from gpustack.resolve.load import load_stack
+    from gpustack.validation import lint
 
     flux = "gitops:\n  tool: flux\n  flux: {sourceRef: {name: flux-system}}\n"
     sharing = "devicePlugin:\n  sharing: {strategy: time-slicing}\n"

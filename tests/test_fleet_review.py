@@ -16,10 +16,10 @@ import pytest
 from conftest import git
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack import object_diff, review
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.object_diff import (
+from gpustack.compare import object_diff, review
+from gpustack.compare.object_diff import (
     MARKDOWN_MAX_SIZE,
     Change,
     Diff,
@@ -27,7 +27,7 @@ from gpustack.object_diff import (
     as_markdown,
     diff_objects,
 )
-from gpustack.output_check import OutputCheck
+from gpustack.compare.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
 
@@ -712,7 +712,7 @@ def test_a_group_whose_nodes_differ_says_so_in_words_a_reader_can_read():
     """Two clusters whose driver DaemonSets run on other pools: one group, whose section says
     the nodes differ, whose headline counts the other restarts beside the driver's, and whose
     base-change note speaks of one cluster as one."""
-    from gpustack.rollouts import RELOADS_DRIVER, RESTARTS_NODE_PODS, Rollout
+    from gpustack.compare.rollouts import RELOADS_DRIVER, RESTARTS_NODE_PODS, Rollout
 
     def cluster(pool: str) -> Diff:
         driver = Change(

@@ -587,7 +587,7 @@ def _objects_of_every_phase() -> list[dict]:
 
 
 def test_sync_waves_put_crds_and_namespaces_first_and_monitors_with_the_workloads():
-    from gpustack.decorate import decorate
+    from gpustack.build.decorate import decorate
 
     objects = decorate(_objects_of_every_phase(), sync_waves=True)
     annotations = {o["kind"]: o["metadata"]["annotations"] for o in objects}
@@ -614,8 +614,8 @@ def test_sync_waves_put_crds_and_namespaces_first_and_monitors_with_the_workload
 
 
 def test_flux_stages_build_with_kustomize_including_crds_and_monitors(tmp_path):
-    from gpustack.decorate import decorate
-    from gpustack.render import Rendering, files
+    from gpustack.build.decorate import decorate
+    from gpustack.build.pipeline import Rendering, files
 
     rendering = Rendering("lab", decorate(_objects_of_every_phase()), staged=True)
     for relative, content in files(rendering).items():

@@ -34,8 +34,8 @@ from health_rules import (
     worse,
 )
 
-from gpustack.config import load_stack
-from gpustack.render import files, render
+from gpustack.build.pipeline import files, render
+from gpustack.resolve.load import load_stack
 
 # The driver container's DaemonSets (one per RHCOS build on OpenShift), by component label.
 DRIVER_COMPONENT = "nvidia-driver"

@@ -14,8 +14,8 @@ import pytest
 from conftest import CRD_SCHEMAS
 from ruamel.yaml import YAML
 
-from gpustack.config import load_stack
-from gpustack.render import render
+from gpustack.build.pipeline import render
+from gpustack.resolve.load import load_stack
 
 GKE = ["gke-cos", "gke-ubuntu"]
 

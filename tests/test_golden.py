@@ -15,8 +15,8 @@ from pathlib import Path
 from conftest import ROOT
 from example_renders import OUT, committed_files, example_configs, expected_out, regenerate_command
 
-from gpustack.config import load_stack
-from gpustack.profiles import BUILTIN
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.platform_profiles import BUILTIN
 
 
 def stale_report(out: Path, expected: dict[str, bytes]) -> list[str]:

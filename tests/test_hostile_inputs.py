@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, run_gpustack
 
-from gpustack import lint, reading
-from gpustack.config import load_stack
-from gpustack.lint import _pods
-from gpustack.profiles import BUILTIN
-from gpustack.render import render
-from gpustack.validation import schemas
+from gpustack.build.pipeline import render
+from gpustack.read import bounded as reading
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.platform_profiles import BUILTIN
+from gpustack.validation import lint, schemas
 from gpustack.validation.kubeyaml import MAX_EXPANDED_NODES
+from gpustack.validation.lint import _pods
 
 CONFIG = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 BASE = CONFIG + 'platform:\n  profile: kubeadm\n  kubernetesVersion: "1.31"\n'

@@ -19,11 +19,13 @@ from conftest import ROOT, example_base, examples, git, run_gpustack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpustack import config, patches, reading
-from gpustack.config import load_stack
+from gpustack.build.pipeline import render
 from gpustack.errors import Location, UserError
-from gpustack.patterns import linear_regex
-from gpustack.render import render
+from gpustack.read import bounded as reading
+from gpustack.read.patterns import linear_regex
+from gpustack.resolve import load as config
+from gpustack.resolve import patches
+from gpustack.resolve.load import load_stack
 
 EXAMPLES = ROOT / "examples"
 SECRET = "s3cr3t-registry-token"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from conftest import stack_for
 
-from gpustack import decorate, profiles
-from gpustack.render import render
+from gpustack.build import decorate
+from gpustack.build.pipeline import render
+from gpustack.resolve import platform_profiles as profiles
 
 MIRROR = "registry.example.com:5000/gpu-mirror"
 # Settings that between them turn every component and every workload on.

@@ -9,11 +9,12 @@ import pytest
 from conftest import ROOT, run_gpustack
 from manifests import gpu_workloads, pod_spec, runtime_users, workloads
 
-from gpustack import profiles, render
-from gpustack.config import load_stack
-from gpustack.profiles import BUILTIN, available
-from gpustack.stack import Stack
-from gpustack.yamlio import load_text
+from gpustack.build import pipeline as render
+from gpustack.read.yamlio import load_text
+from gpustack.resolve import platform_profiles as profiles
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.platform_profiles import BUILTIN, available
+from gpustack.resolve.stack import Stack
 
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 

@@ -30,9 +30,9 @@ import pytest
 from manifests import env, host_path
 from ruamel.yaml import YAML
 
-from gpustack.config import load_stack
+from gpustack.build.pipeline import Rendering, render
 from gpustack.errors import UserError
-from gpustack.render import Rendering, render
+from gpustack.resolve.load import load_stack
 
 K3S_RUNTIMES = ["nvidia", "nvidia-cdi", "nvidia-experimental"]
 K3S_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from gpustack import lint, render
+from gpustack.build import pipeline as render
 from gpustack.commands.init import starter
-from gpustack.config import load_stack
+from gpustack.resolve.load import load_stack
+from gpustack.validation import lint
 from tests.conftest import EXAMPLES, SHARED, example_base, yaml_documents
 
 REFS = SHARED / "refs"

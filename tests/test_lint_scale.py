@@ -20,11 +20,11 @@ from conftest import run_gpustack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpustack import lint
-from gpustack.config import load_stack
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.lint import _objects, _pods
-from gpustack.render import render
+from gpustack.resolve.load import load_stack
+from gpustack.validation import lint
+from gpustack.validation.lint import _objects, _pods
 
 DIGEST = "sha256:" + "a" * 64
 

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from conftest import ROOT, SHARED, read_manifest, stack_for
 
-from gpustack.config import load_stack
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
+from gpustack.resolve.load import load_stack
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 ROLE = "machineconfiguration.openshift.io/role"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_document
 
-from gpustack.render import render
+from gpustack.build.pipeline import render
 
 OPERATOR = SHARED / "refs" / "gpu-operator"
 MIG_PROFILES = ["kubeadm", "rke2", "openshift"]

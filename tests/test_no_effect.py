@@ -13,12 +13,13 @@ import pytest
 from conftest import ROOT, run_gpustack
 from pydantic import BaseModel
 
-from gpustack import profiles, render
-from gpustack.config import load_stack, overrides
+from gpustack.build import pipeline as render
 from gpustack.errors import UserError
-from gpustack.model import GPUStack
-from gpustack.stack import Stack
-from gpustack.yamlio import load_file
+from gpustack.read.yamlio import load_file
+from gpustack.resolve import platform_profiles as profiles
+from gpustack.resolve.load import load_stack, overrides
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.stack import Stack
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 # Fields left out of the sweep, and why.

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from conftest import ROOT, SHARED, read_manifest, read_manifests, stack_for
 
-from gpustack.decorate import SYNC_WAVE
+from gpustack.build.decorate import SYNC_WAVE
+from gpustack.build.pipeline import files, render
 from gpustack.errors import UserError
-from gpustack.render import files, render
 
 MULTI_POOL = ROOT / "out" / "multi-pool"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"

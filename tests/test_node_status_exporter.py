@@ -19,7 +19,7 @@ import yaml
 from conftest import PROMTOOL, ROOT, SHARED, read_manifest, stack_for, validate_upstream
 from test_alerts import expected, promtool, rule_file, series
 
-from gpustack.components import build_all
+from gpustack.build.components import build_all
 from gpustack.errors import UserError
 
 NAME = "nvidia-node-status-exporter"

@@ -29,8 +29,8 @@ import pytest
 import render_process
 from conftest import ROOT, run_gpustack
 
-from gpustack import output
 from gpustack.layout import HEADER
+from gpustack.write import folders as output
 
 CONFIG = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 BASE = (

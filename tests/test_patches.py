@@ -18,10 +18,11 @@ import yaml
 from conftest import ROOT, example_base
 from gitops_helpers import KUBECTL, Key, by_identity, kustomize
 
-from gpustack import patches, render
-from gpustack.config import load_stack
-from gpustack.decorate import CONFIG_HASH
+from gpustack.build import pipeline as render
+from gpustack.build.decorate import CONFIG_HASH
 from gpustack.errors import Location, UserError
+from gpustack.resolve import patches
+from gpustack.resolve.load import load_stack
 
 EXAMPLES = ROOT / "examples"
 CORPUS = yaml.safe_load((ROOT / "tests/cases/patches/corpus.yaml").read_text())
@@ -290,7 +291,7 @@ def test_each_target_selector(target: dict[str, str], expected: set[str]) -> Non
             "metadata": {"name": "cm", "namespace": "gpu", "labels": {"tier": "gpu", "skip": ""}},
         },
     ]
-    from gpustack.patterns import linear_regex
+    from gpustack.read.patterns import linear_regex
 
     regexes = {
         key: linear_regex(value, key)

@@ -23,9 +23,9 @@ import pytest
 from conftest import ROOT, read_manifests
 from gitops_helpers import KUBECTL, load
 
-from gpustack.kubernetes_schemas import definitions
 from gpustack.layout import KUBERNETES_VERSION
 from gpustack.validation import manifests
+from gpustack.validation.kubernetes_schemas import definitions
 
 OUT = ROOT / "out"
 RENDER_DOC = ROOT / "docs" / "render.md"

@@ -19,9 +19,9 @@ import pytest
 from kubernetes_validate.utils import SchemaNotFoundError
 from ruamel.yaml import YAML
 
-from gpustack.config import load_stack
+from gpustack.build.pipeline import Rendering, files, render
 from gpustack.errors import UserError
-from gpustack.render import Rendering, files, render
+from gpustack.resolve.load import load_stack
 from tests.conftest import SHARED
 
 REFS = SHARED / "refs"

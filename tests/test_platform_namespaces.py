@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import stack_for
 
-from gpustack import profiles
-from gpustack.render import files, render
+from gpustack.build.pipeline import files, render
+from gpustack.resolve import platform_profiles as profiles
 
 # Kubernetes' initial namespaces (kubernetes.io, concepts/overview/working-with-objects/namespaces).
 KUBERNETES_OWN = ["default", "kube-node-lease", "kube-public", "kube-system"]

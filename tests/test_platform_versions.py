@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gpustack import profiles
-from gpustack.config import load_stack
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
-from gpustack.stack import Stack
+from gpustack.resolve import platform_profiles as profiles
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.stack import Stack
 
 
 def openshift(tmp_path: Path, platform: str, name: str = "lab") -> Path:

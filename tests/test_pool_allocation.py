@@ -12,9 +12,9 @@ import pytest
 from conftest import ROOT, read_manifests, stack_for
 from test_node_pools import matches, pod, terms_of
 
-from gpustack.components import alerts
+from gpustack.build.components import alerts
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
 
 MIXED_OUT = ROOT / "out" / "mixed-allocation"
 POOL_KEY = "example.com/gpu-pool"

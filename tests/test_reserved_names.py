@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from gpustack.config import load_stack
-from gpustack.device_plugin_config import CONFIG_MAP, DEFAULT_CONFIG
+from gpustack.build.device_plugin_config import CONFIG_MAP, DEFAULT_CONFIG
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
+from gpustack.resolve.load import load_stack
 
 CONFIG = """\
 apiVersion: gpustack.dev/v1alpha1

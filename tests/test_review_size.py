@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack.object_diff import Change, Diff, Unreached, as_markdown
+from gpustack.compare.object_diff import Change, Diff, Unreached, as_markdown
 
 # Characters that literal() writes as entities (six or more characters each), and plain ones.
 TEXTS = st.builds(

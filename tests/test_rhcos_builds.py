@@ -26,9 +26,10 @@ import pytest
 from conftest import ROOT, SHARED, read_manifests, stack_for, validate_upstream
 from ruamel.yaml import YAML
 
-from gpustack import gitops_objects, lint
+from gpustack.build import gitops_objects
+from gpustack.build.pipeline import render
 from gpustack.errors import UserError
-from gpustack.render import render
+from gpustack.validation import lint
 
 FIXTURE = ROOT / "tests" / "data" / "driver-toolkit" / "imagestream-upgrade.yaml"
 OSTREE = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"

@@ -1,4 +1,4 @@
-"""What a change does to running nodes, as a review says it (gpustack.rollouts): the examples
+"""What a change does to running nodes, as a review says it (gpustack.compare.rollouts): the examples
 rendered before and after a setting changes, their workloads compared."""
 
 from __future__ import annotations
@@ -10,15 +10,16 @@ import pytest
 from conftest import ROOT
 from markdown_page import Page, to_html
 
-from gpustack import config, render
-from gpustack.object_diff import Change, Diff, as_markdown
-from gpustack.rollouts import (
+from gpustack.build import pipeline as render
+from gpustack.compare.object_diff import Change, Diff, as_markdown
+from gpustack.compare.rollouts import (
     NO_RESTART,
     RELOADS_DRIVER,
     RESTARTS_NODE_PODS,
     RESTARTS_PODS,
     rollout,
 )
+from gpustack.resolve import load as config
 
 DRIVER = "nvidia-driver-daemonset"
 
@@ -141,8 +142,8 @@ def test_rollouts_of_other_objects(before, after, expected):
 
 
 def test_the_module_reads_no_component():
-    source = (Path(__file__).parent.parent / "gpustack" / "rollouts.py").read_text()
-    assert "gpustack.components" not in source
+    source = (Path(__file__).parent.parent / "gpustack" / "compare" / "rollouts.py").read_text()
+    assert "gpustack.build.components" not in source
 
 
 def test_a_review_says_a_driver_daemonset_is_removed_not_reloaded():

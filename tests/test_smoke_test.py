@@ -9,8 +9,8 @@ from conftest import stack_for, validate_upstream
 from gitops_helpers import kustomize, listed_objects, load, schema_errors
 from manifests import shared_affinity
 
-from gpustack import profiles
-from gpustack.render import files, render
+from gpustack.build.pipeline import files, render
+from gpustack.resolve import platform_profiles as profiles
 
 ARGOCD = {"tool": "argocd", "argocd": {"repoURL": "https://git.example.com/fleet.git"}}
 FLUX = {"tool": "flux", "flux": {"sourceRef": {"name": "flux-system"}}}
@@ -277,7 +277,7 @@ def test_the_rendered_folder_with_the_smoke_test_validates(cli, tmp_path):
 
 def test_clusters_that_differ_only_in_name_share_the_smoke_test_job(tmp_path):
     """A fleet's clusters with the same settings emit (and validate) one Job object."""
-    from gpustack.config import load_stack
+    from gpustack.resolve.load import load_stack
 
     names = []
     for cluster in ("gpu-east", "gpu-west"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack.reading import UnreadableFile, read_bounded
+from gpustack.read.bounded import UnreadableFile, read_bounded
 
 
 def _fifo(path: Path) -> None:

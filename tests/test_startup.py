@@ -40,7 +40,7 @@ def test_a_section_left_out_is_the_section_s_own_default():
     given (its defaults, and no field counted as set), for every section of every model."""
     from pydantic import BaseModel
 
-    from gpustack import model
+    from gpustack.resolve import model
 
     checked = 0
     for cls in vars(model).values():
@@ -63,14 +63,14 @@ def test_the_built_in_api_groups_are_known_without_reading_every_version():
     """api-version-not-served takes the built-in API groups from a list kept beside the sizes of
     the schema files it was read from, rather than parsing every Kubernetes version's schemas on
     each run: the installed files are those, and reading them gives that list."""
-    from gpustack.lint import api_versions
+    from gpustack.validation.lint import api_versions
 
     assert api_versions.definition_sizes() == api_versions.SHIPPED_SIZES
     assert api_versions.read_built_in_groups() == api_versions.SHIPPED_GROUPS
 
 
 def test_other_schema_files_are_read_for_the_built_in_api_groups(monkeypatch):
-    from gpustack.lint import api_versions
+    from gpustack.validation.lint import api_versions
 
     monkeypatch.setattr(api_versions, "SHIPPED_GROUPS", frozenset({"example.com"}))
     monkeypatch.setattr(api_versions, "SHIPPED_SIZES", {})
@@ -86,7 +86,7 @@ def test_the_config_model_s_annotations_are_not_strings():
     annotations`) on creating each model class, a third of the model's import time."""
     from pydantic import BaseModel
 
-    from gpustack import model
+    from gpustack.resolve import model
 
     models = [
         cls

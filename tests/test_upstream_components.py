@@ -38,10 +38,10 @@ import yaml
 from conftest import EXAMPLES
 from example_renders import example_configs, render_example
 
-from gpustack import render
-from gpustack.config import load_stack
-from gpustack.model import NodePool
-from gpustack.stack import Stack
+from gpustack.build import pipeline as render
+from gpustack.resolve.load import load_stack
+from gpustack.resolve.model import NodePool
+from gpustack.resolve.stack import Stack
 
 pytestmark = pytest.mark.upstream
 

@@ -262,8 +262,8 @@ def test_kubernetes_version_defaults_to_the_config_in_the_working_directory(
 
 
 def test_lint_findings_appear_in_every_format_and_no_lint_turns_them_off(cli, monkeypatch):
-    from gpustack import lint
     from gpustack.findings import Finding
+    from gpustack.validation import lint
 
     def fake_run(objects, kubernetes_version=None):
         # The lint rules are written elsewhere; this stand-in reports what a rule would.

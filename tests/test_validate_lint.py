@@ -20,9 +20,9 @@ from xml.etree import ElementTree
 import pytest
 from conftest import ROOT, read_manifest
 
-from gpustack import emit, lint
+from gpustack import emit
 from gpustack.layout import HEADER
-from gpustack.validation import report
+from gpustack.validation import lint, report
 
 FORMATS = ("text", "json", "junit", "tap", "sarif")
 RENDERED = ROOT / "out" / "kubeadm-lab"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack import components, lint
+from gpustack.build import components
 from gpustack.findings import Finding
+from gpustack.validation import lint
 
 
 def snapshot(folder):

@@ -14,7 +14,7 @@ import pytest
 from conftest import as_upstream, yaml_document
 from validate_helpers import CRD_OBJECTS, UPSTREAM_CRDS, UPSTREAM_TEMPLATE
 
-from gpustack.profiles import BUILTIN, data_dir
+from gpustack.resolve.platform_profiles import BUILTIN, data_dir
 from gpustack.validation.schemas import store
 from gpustack.validation.verdicts import check_object
 
@@ -55,8 +55,8 @@ CASES = [(profile, variant, VARIANTS[variant]) for profile in BUILTIN for varian
 
 
 def rendered(profile: str, extra: str, folder: Path) -> list[dict]:
-    from gpustack.config import load_stack
-    from gpustack.render import render
+    from gpustack.build.pipeline import render
+    from gpustack.resolve.load import load_stack
 
     (folder / "entitlement.pem").write_text(
         "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", encoding="utf-8"

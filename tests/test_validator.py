@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_document
 
+from gpustack.build.pipeline import Rendering, render
 from gpustack.errors import UserError
-from gpustack.render import Rendering, render
 
 VALIDATOR = "nvidia-operator-validator"
 IMAGE = "nvcr.io/nvidia/gpu-operator:v26.7.0"

@@ -3,7 +3,7 @@
 Re-renders every config in memory, compares with `DIR/<name>/` (missing, changed and extra
 gpustack files, with a unified diff per changed file), then validates and lints the rendering.
 Files named besides the configs and folders (pre-commit's changed files) narrow it to the
-clusters they affect (gpustack.changes). Exit 0 when current and clean, 1 when stale or invalid,
+clusters they affect (gpustack.compare.changes). Exit 0 when current and clean, 1 when stale or invalid,
 2 on a config error.
 """
 
@@ -21,8 +21,8 @@ from gpustack.commands.common import configs as discover
 from gpustack.commands.common import echo
 
 if TYPE_CHECKING:
-    from gpustack.output_check import OutputCheck
-    from gpustack.render import Rendering
+    from gpustack.build.pipeline import Rendering
+    from gpustack.compare.output_check import OutputCheck
 
 app = common.application()
 
@@ -56,11 +56,13 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """Fail when the committed output is stale or invalid (for CI and pre-commit)."""
-    from gpustack import applicationset, fleet, output_tree
-    from gpustack.config import overrides
+    from gpustack.build import applicationset
+    from gpustack.compare.output_check import check_json, check_output
     from gpustack.errors import Location, UserError, display_path
+    from gpustack.fleet import clusters as fleet
     from gpustack.layout import APPLICATION_SET_DIR
-    from gpustack.output_check import check_json, check_output
+    from gpustack.resolve.load import overrides
+    from gpustack.write import output_tree
 
     given = configs or []
     folders = [path for path in given if path.is_dir()]
@@ -177,13 +179,14 @@ def _affected(
 
     The fleet is the folders named, or `./gpustack.yaml`; a named file that is a cluster config
     and no base of one of its configs joins it. Each named file then selects the clusters it
-    affects (gpustack.changes): a config itself, a base every config extending it, a PEM, MIG
+    affects (gpustack.compare.changes): a config itself, a base every config extending it, a PEM, MIG
     config, patch file or user profile the configs that read it, a file under `out/<name>/`
     that cluster; a file none of them reads selects nothing. `narrow=False`: the whole fleet.
     """
-    from gpustack import changes, inventory
-    from gpustack.config import bases
+    from gpustack.compare import changes
     from gpustack.errors import Location, UserError, display_path, real_path
+    from gpustack.resolve import inventory
+    from gpustack.resolve.load import bases
 
     everything = True
     fleet_configs: list[Path] = []
@@ -239,8 +242,9 @@ def _unsure(
     to the whole check, as before. A folder no cluster here writes is vouched for only when a
     config of the fleet surely has its name (changes.clusters_named): a renamed cluster's old
     name may still be some pool's."""
-    from gpustack import changes, output_tree
+    from gpustack.compare import changes
     from gpustack.layout import APPLICATION_SET_DIR
+    from gpustack.write import output_tree
 
     if renderings and any(
         report.name == APPLICATION_SET_DIR and report.stale for report in reports
@@ -259,7 +263,7 @@ def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | N
     if folders or not changed:
         return folders
     configs = [path for path in found if path is not None]
-    from gpustack.inventory import DEFAULT_CONFIG
+    from gpustack.resolve.inventory import DEFAULT_CONFIG
 
     return [] if configs == [DEFAULT_CONFIG] else configs
 
@@ -267,7 +271,7 @@ def _render_paths(folders: list[Path], changed: list[Path], found: list[Path | N
 def _print(report: OutputCheck, out: Path, color: bool) -> None:
     if not report.stale:
         return  # current output prints nothing here: a check that passes loads no diff printer
-    from gpustack.object_diff import paint, paint_diff_line
+    from gpustack.compare.object_diff import paint, paint_diff_line
 
     folder = out / report.name
     for relative in report.missing:

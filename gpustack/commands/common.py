@@ -16,7 +16,7 @@ import typer
 
 def profile_names(incomplete: str) -> list[str]:
     """Shell completion of a profile name: the built-in ones and $GPUSTACK_PROFILES_DIR's."""
-    from gpustack import profiles
+    from gpustack.resolve import platform_profiles as profiles
 
     folder = os.environ.get("GPUSTACK_PROFILES_DIR")
     names = profiles.available(Path(folder) if folder else None)
@@ -314,7 +314,7 @@ def note(message: str) -> None:
 def configs(paths: list[Path] | None, quiet: bool = False) -> list[Path | None]:
     """The configs a command reads (inventory.discover), saying so when it is the embedded example
     (unless `quiet`: `-q` prints only warnings and errors)."""
-    from gpustack import inventory
+    from gpustack.resolve import inventory
 
     found = inventory.discover(paths or [])
     if found == [None] and not quiet:

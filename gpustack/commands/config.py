@@ -45,10 +45,10 @@ def show(
 ) -> int:
     """Print a config merged with its profile's defaults and its bases, as render reads it."""
     from gpustack import emit
-    from gpustack.config import load_with_layers, overrides
-    from gpustack.layered_settings import merge, merge_layers, origin, without_taken_away
-    from gpustack.model import GPUStack
-    from gpustack.profile_checks import without_effect
+    from gpustack.resolve.layered_settings import merge, merge_layers, origin, without_taken_away
+    from gpustack.resolve.load import load_with_layers, overrides
+    from gpustack.resolve.model import GPUStack
+    from gpustack.resolve.profile_checks import without_effect
 
     if config is None and Path("gpustack.yaml").is_file():
         config = Path("gpustack.yaml")

@@ -19,9 +19,9 @@ from gpustack.commands import common
 from gpustack.commands.common import ColorMode, echo, use_color, warning
 
 if TYPE_CHECKING:
-    from gpustack.layered_settings import Layer
-    from gpustack.object_diff import ClusterDiffs, Diff, Unreached
-    from gpustack.stack import Stack
+    from gpustack.compare.object_diff import ClusterDiffs, Diff, Unreached
+    from gpustack.resolve.layered_settings import Layer
+    from gpustack.resolve.stack import Stack
 
 
 # The smallest --max-size: the summary and the note on what was left out need some room.
@@ -108,8 +108,14 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
-    from gpustack.config import overrides
-    from gpustack.object_diff import as_json, as_markdown, as_text, fleet_as_text, fleet_json
+    from gpustack.compare.object_diff import (
+        as_json,
+        as_markdown,
+        as_text,
+        fleet_as_text,
+        fleet_json,
+    )
+    from gpustack.resolve.load import overrides
 
     paths, names = list(configs or []), list(profiles or [])
     if 0 < max_size < MARKDOWN_SMALLEST:
@@ -182,9 +188,9 @@ def _compare(
     override: Layer | None,
 ) -> tuple[str, Diff]:
     """The cluster's name and what differs."""
-    from gpustack.config import load_stack
+    from gpustack.compare.object_diff import Diff
     from gpustack.errors import display_path
-    from gpustack.object_diff import Diff
+    from gpustack.resolve.load import load_stack
 
     if len(profiles) > 2:
         raise _usage("--profile may be given at most twice")
@@ -239,14 +245,16 @@ def _default_config() -> Path | None:
 
 
 def _between(old_stack: Stack, old_label: str, new_stack: Stack, new_label: str) -> Diff:
-    from gpustack import render, review
+    from gpustack.build import pipeline as render
+    from gpustack.compare import review
 
     old, new = (review.snapshot(render.render(stack)) for stack in (old_stack, new_stack))
     return review.between(old, new, old_label, new_label)
 
 
 def _against_committed(stack: Stack, folder: Path) -> Diff:
-    from gpustack import render, review
+    from gpustack.build import pipeline as render
+    from gpustack.compare import review
     from gpustack.errors import display_path
 
     shown = display_path(folder)
@@ -265,8 +273,11 @@ def _fleet_against(
 ) -> tuple[ClusterDiffs, dict[str, str]]:
     """Every cluster the paths name against `against/<name>/` (and the fleet's `_gitops/`), and
     each cluster's config."""
-    from gpustack import applicationset, fleet, output_tree, review
+    from gpustack.build import applicationset
     from gpustack.commands.common import configs
+    from gpustack.compare import review
+    from gpustack.fleet import clusters as fleet
+    from gpustack.write import output_tree
 
     _check_folder(against)
     renderings = fleet.render_all(configs(paths), profile, profiles_dir, override=override)
@@ -289,10 +300,12 @@ def _since_revision(
     """The clusters the paths name, rendered from git revision `ref` and from the working tree,
     each cluster's config (in the working tree), and the settings a changed base changed that
     clusters set themselves (review.unreached)."""
-    from gpustack import fleet, inventory, review, revision
     from gpustack.commands.common import configs
+    from gpustack.compare import review, revision
     from gpustack.errors import UserError
-    from gpustack.reading import read_bounded
+    from gpustack.fleet import clusters as fleet
+    from gpustack.read.bounded import read_bounded
+    from gpustack.resolve import inventory
 
     if any(str(path) == "-" for path in paths):
         raise UserError(

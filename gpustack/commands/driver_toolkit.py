@@ -37,8 +37,9 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """Print driver.rhcosBuilds for the RHCOS builds of a saved driver-toolkit ImageStream."""
-    from gpustack import emit, rhcos_builds
+    from gpustack import emit
     from gpustack.errors import display_path
+    from gpustack.resolve import rhcos_builds
 
     builds = rhcos_builds.read_builds(imagestream)
     count = f"{len(builds)} RHCOS build(s)"

@@ -25,7 +25,8 @@ def group() -> None:
 @app.command("plugin")
 def plugin(debug: common.Debug = False) -> int:
     """Print Argo CD's ConfigManagementPlugin (plugin.yaml) that renders configs in Argo CD."""
-    from gpustack import emit, gitops_objects
+    from gpustack import emit
+    from gpustack.build import gitops_objects
 
     echo(PLUGIN_HEADER + emit.dump(gitops_objects.plugin()), nl=False)
     return 0

@@ -14,7 +14,7 @@ from gpustack.commands.common import configs as discover
 from gpustack.commands.common import echo, warning
 
 if TYPE_CHECKING:
-    from gpustack.render import Rendering
+    from gpustack.build.pipeline import Rendering
 
 
 class ImageFormat(str, Enum):
@@ -69,9 +69,10 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """List every image the clusters run, or lock their digests (air-gapped and audited clusters)."""
-    from gpustack import cluster_images, fleet
-    from gpustack.config import overrides
     from gpustack.errors import Location, UserError
+    from gpustack.fleet import cluster_images
+    from gpustack.fleet import clusters as fleet
+    from gpustack.resolve.load import overrides
 
     paths = discover(configs, quiet)
     renderings = fleet.render_all(paths, None, profiles_dir, override=overrides(assignments or []))
@@ -102,8 +103,9 @@ def run(
 def _lock(renderings: list[Rendering], saved_files: list[Path], quiet: bool) -> int:
     """Read every saved file, then write each lock file whose digests change: nothing is
     written when a saved file is refused."""
-    from gpustack import cluster_images, image_lock
     from gpustack.errors import Location, UserError, display_path
+    from gpustack.fleet import cluster_images
+    from gpustack.resolve import image_lock
 
     saved = [entry for path in saved_files for entry in image_lock.read_saved(path)]
     by_lock: dict[Path, list[Rendering]] = {}

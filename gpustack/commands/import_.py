@@ -20,7 +20,7 @@ class ReportFormat(str, Enum):
 
 def operator_versions(incomplete: str) -> list[str]:
     """Shell completion of --operator-version: the releases the importer knows."""
-    from gpustack import importing
+    from gpustack.adopt import importing
 
     return [version for version in importing.releases() if version.startswith(incomplete)]
 
@@ -94,8 +94,9 @@ def run(
     """Write a gpustack config equivalent to a GPU Operator or device-plugin chart install."""
     import json
 
-    from gpustack import adoption, importing, profiles
+    from gpustack.adopt import adoption, importing
     from gpustack.errors import display_path
+    from gpustack.resolve import platform_profiles as profiles
 
     documents, stems = adoption.read_inputs(files)
     inputs = importing.classify(documents, stems)

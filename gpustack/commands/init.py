@@ -15,7 +15,7 @@ import typer
 from gpustack.commands import common
 
 if TYPE_CHECKING:
-    from gpustack.model import ProfileFacts
+    from gpustack.resolve.model import ProfileFacts
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server).
 SCHEMA_FILE = "gpustack.schema.json"
@@ -97,11 +97,11 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """Write a commented starter config (never overwriting without --force)."""
-    from gpustack.config import load_stack
-    from gpustack.config_schema import schema_text
     from gpustack.errors import Location, UserError, display_path
-    from gpustack.model import dns_label
-    from gpustack.yamlio import load_text
+    from gpustack.read.yamlio import load_text
+    from gpustack.resolve.config_schema import schema_text
+    from gpustack.resolve.load import load_stack
+    from gpustack.resolve.model import dns_label
 
     if schema is not None and any(
         ord(character) < 0x20 or ord(character) == 0x7F for character in schema
@@ -214,9 +214,9 @@ def _write(path: Path, text: str) -> None:
 
 def _is_gpustack_schema(path: Path) -> bool:
     """Whether `path` holds a gpustack config schema (of any version), so it may be refreshed."""
-    from gpustack.config_schema import SCHEMA_ID
     from gpustack.errors import UserError
-    from gpustack.reading import read_bounded
+    from gpustack.read.bounded import read_bounded
+    from gpustack.resolve.config_schema import SCHEMA_ID
 
     try:
         # Bounded, and only a regular file: a FIFO or a huge file there is not a schema.
@@ -238,10 +238,11 @@ def starter(
     extends) and the required fields; every other field commented out with the default it
     takes (the profile's, and the base's over it), each choice explained. Written values would
     shadow a base: only what is chosen is written."""
-    from gpustack import bottlerocket, profiles
-    from gpustack.config import settings_of
-    from gpustack.layered_settings import merge
-    from gpustack.model import field_choices, field_default
+    from gpustack.resolve import bottlerocket
+    from gpustack.resolve import platform_profiles as profiles
+    from gpustack.resolve.layered_settings import merge
+    from gpustack.resolve.load import settings_of
+    from gpustack.resolve.model import field_choices, field_default
 
     inherited: dict[str, object] = settings_of(Path(path).parent / base) if base else {}
     platform_of_base = inherited.get("platform")
@@ -448,7 +449,7 @@ def _validator_note(facts: ProfileFacts, enabled: object) -> str:
     if enabled is False:
         return "NVIDIA's per-node validation: off on this profile"
     # What validator.enabled auto decides with the profile's default driver mode
-    # (gpustack.stack.validator_finds_driver).
+    # (gpustack.resolve.stack.validator_finds_driver).
     container = facts.driver.default in ("container", "driver-toolkit")
     if container or (facts.driver.default == "preinstalled" and facts.driver.root == "/"):
         return "NVIDIA's per-node validation, which GPU DaemonSets wait for: on here"

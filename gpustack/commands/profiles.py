@@ -23,8 +23,8 @@ def _profile(metavar: str, help: str = "") -> Any:
 @app.command("list")
 def list_(profiles_dir: common.ProfilesDir = None, debug: common.Debug = False) -> int:
     """List the available profiles with a one-line description."""
-    from gpustack import profiles
     from gpustack.errors import UserError
+    from gpustack.resolve import platform_profiles as profiles
 
     names = profiles.available(profiles_dir)
     width = max(len(name) for name in names)
@@ -53,7 +53,8 @@ def show(
     debug: common.Debug = False,
 ) -> int:
     """Print a profile with its `extends:` chain merged, as YAML."""
-    from gpustack import emit, profiles
+    from gpustack import emit
+    from gpustack.resolve import platform_profiles as profiles
 
     profile, _ = profiles.load(name, profiles_dir)
     echo(emit.dump(profile.model_dump(mode="json", exclude_none=True)), nl=False)
@@ -72,8 +73,8 @@ def diff(
     debug: common.Debug = False,
 ) -> int:
     """Show side by side the facts and defaults two profiles set differently (exit 1 if any)."""
-    from gpustack import profiles
     from gpustack.errors import UserError, did_you_mean
+    from gpustack.resolve import platform_profiles as profiles
 
     available = profiles.available(profiles_dir)
     settings = []
@@ -106,7 +107,7 @@ def diff(
 
 def _flatten(value: Any, path: str = "") -> dict[str, Any]:
     """Mappings flattened to dotted paths; lists and scalars are leaves; {} sets nothing."""
-    from gpustack.object_diff import join_path
+    from gpustack.compare.object_diff import join_path
 
     if not isinstance(value, dict):
         return {path: value}

@@ -63,11 +63,15 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """Render the GPU stack manifests for each cluster config."""
-    from gpustack import applicationset, fleet, output, output_tree, render
-    from gpustack.config import overrides
+    from gpustack.build import applicationset
+    from gpustack.build import pipeline as render
+    from gpustack.fleet import clusters as fleet
     from gpustack.layout import APPLICATION_SET_DIR, OVERRIDES_ANNOTATION
     from gpustack.redaction import mask_text
+    from gpustack.resolve.load import overrides
     from gpustack.validation.verdicts import explain
+    from gpustack.write import folders as output
+    from gpustack.write import output_tree
 
     stdout = stdout or str(out) == "-"
     override = overrides(assignments or [])

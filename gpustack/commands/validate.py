@@ -315,7 +315,7 @@ def run(
     locations = tuple(schema_locations or schemas.DEFAULT_LOCATIONS)
     schemas.store(version, locations)  # a bad template is a usage error before any work
     skipped, rejected = _kinds(skip), _kinds(reject)
-    from gpustack.patterns import linear_regex
+    from gpustack.read.patterns import linear_regex
 
     ignored = [linear_regex(p, "--ignore-filename-pattern") for p in ignore_filename_patterns or []]
     targets = list(paths or ["-"])
@@ -445,8 +445,8 @@ def _default_version() -> tuple[str, str | None]:
 
     if Path("gpustack.yaml").is_file():  # what a bare `gpustack render` renders (inventory.py)
         # Only then the config model: validate alone needs neither it nor the renderer.
-        from gpustack.config import load_stack
-        from gpustack.inventory import DEFAULT_CONFIG
+        from gpustack.resolve.inventory import DEFAULT_CONFIG
+        from gpustack.resolve.load import load_stack
 
         configured = load_stack(DEFAULT_CONFIG, None, None).config.platform.kubernetesVersion
         return minor_version(configured), configured

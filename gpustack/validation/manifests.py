@@ -18,7 +18,7 @@ from typing import Any
 
 from gpustack.errors import Location, UserError, display_path
 from gpustack.layout import KUBERNETES_VERSION, KUSTOMIZATION, NODE_DIR, is_ours
-from gpustack.reading import decode, read_bounded
+from gpustack.read.bounded import decode, read_bounded
 from gpustack.validation import kubeyaml
 
 STDIN = "-"

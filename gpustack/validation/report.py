@@ -319,7 +319,9 @@ _RULE_TEXT = {
 
 def sarif(report: Report, summary: bool, verbose: bool) -> str:
     """SARIF 2.1.0: one run, a rule per finding rule id, a result per finding."""
-    from gpustack.lint import RULES  # here, not on top: `validate --no-lint` loads no rules
+    from gpustack.validation.lint import (
+        RULES,  # here, not on top: `validate --no-lint` loads no rules
+    )
 
     findings = [f for result in report.results for f in result.findings] + report.unplaced
     # Every rule gpustack can report, so code-scanning tools show the catalogue and its fixes.

@@ -10,7 +10,7 @@ Locations are tried in order; the first that has a schema for a kind wins.
 Schemas are untrusted input (a pull request can change a schema catalog in its repository, and
 a CustomResourceDefinition among the manifests brings its own): every schema is compiled by
 `compile_schema`, whose reference resolver never uses the network and reads only regular files
-inside the schema's location, each through the bounded reader (gpustack.reading); a schema from
+inside the schema's location, each through the bounded reader (gpustack.read.bounded); a schema from
 the input may refer to nothing outside itself. A kind or apiVersion that is not a Kubernetes name
 never fills a template (`../../etc/passwd` as a kind names no file), and a schema nests at most
 MAX_NESTING levels.
@@ -30,8 +30,8 @@ from urllib.parse import unquote, urljoin, urlparse
 import jsonschema_rs
 
 from gpustack.errors import UserError
-from gpustack.kubernetes_schemas import definitions, kubernetes_schemas_root
-from gpustack.reading import decode, read_bounded
+from gpustack.read.bounded import decode, read_bounded
+from gpustack.validation.kubernetes_schemas import definitions, kubernetes_schemas_root
 from gpustack.validation.kubeyaml import MAX_NESTING
 
 DEFAULT = "default"
@@ -351,10 +351,12 @@ def _core_validator(version: str, api_version: str, kind: str, strict: bool = Tr
 
 
 def _profile_validator() -> Any:
-    """A platform profile file, as `gpustack.profiles` reads it: the Profile model's schema; a
+    """A platform profile file, as `gpustack.resolve.platform_profiles` reads it: the Profile model's schema; a
     profile that extends another may leave out what that one supplies (as `gpustack schema`
     relaxes the config schema, nested fields are required only of the merged profile)."""
-    from gpustack.model import Profile  # here, not on top: validate must not load pydantic models
+    from gpustack.resolve.model import (
+        Profile,  # here, not on top: validate must not load pydantic models
+    )
 
     schema = Profile.model_json_schema()
     for name, definition in schema.get("$defs", {}).items():

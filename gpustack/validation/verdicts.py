@@ -249,7 +249,7 @@ def _as_config(resource: Resource) -> dict[str, Any]:
     if not resource.text or resource.path:
         return resource.data
     # Here, not on top: ruamel.yaml loads only when a config is among validate's inputs.
-    from gpustack.yamlio import load_all_text
+    from gpustack.read.yamlio import load_all_text
 
     try:
         documents = list(load_all_text(resource.text, resource.file))
@@ -343,7 +343,7 @@ def lint_results(
     context even when only some files were named (pre-commit passes just the staged ones), and
     two clusters of a fleet never see each other's objects. Everything else is one cluster.
     """
-    from gpustack import lint  # here, not on top: `validate --no-lint` loads no rules
+    from gpustack.validation import lint  # here, not on top: `validate --no-lint` loads no rules
 
     units: dict[str | None, list[Result]] = {}
     folders: dict[str, str | None] = {}

@@ -1,0 +1,253 @@
+"""NVIDIA's device plugin: advertises `nvidia.com/gpu` to the kubelet on every GPU node.
+
+Facts from NVIDIA/k8s-device-plugin v0.20.0: deployments/static/nvidia-device-plugin.yml and the
+helm chart (deployments/helm/nvidia-device-plugin). The plugin's own settings go into a config file
+in its `version: v1` format, mounted from a ConfigMap; a content hash on the pod template (added
+in `decorate`) rolls the pods when it changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack import emit
+from gpustack.build import ready_files
+from gpustack.build.decorate import ignore
+from gpustack.build.device_plugin_config import (
+    CONFIG_DIR,
+    CONFIG_MANAGER_RULES,
+    CONFIG_MAP,
+    DRIVER_ROOT_MOUNT,
+    NAME,
+    image,
+    mig_strategies,
+    named_configs,
+    plugin_config,
+    pool_config_name,
+    pools_annotation,
+    sharing_strategies,
+    with_config_manager,
+)
+from gpustack.build.workload import (
+    cluster_role_with_binding,
+    config_map,
+    daemonset,
+    driver_mount,
+    gpu_pod_spec,
+    host_path_volume,
+    kubelet_socket_selinux,
+    place_by_allocation,
+    role_with_binding,
+    scc_rules,
+    service_account,
+)
+from gpustack.resolve.stack import Stack
+
+MPS_DAEMON = "nvidia-device-plugin-mps-control-daemon"
+# helm values.yaml `mps.root`; the plugin and the MPS control daemon share it through the host.
+MPS_ROOT = "/run/nvidia/mps"
+# Where both binaries expect that folder inside their containers: the daemon creates its pipes,
+# logs and `.ready` there and the plugin health-checks it there (cmd/mps-control-daemon/mps/root.go
+# `ContainerRoot`); MPS_ROOT only tells the plugin the host path to mount into GPU pods.
+MPS_MOUNT = "/mps"
+
+
+def build(stack: Stack) -> list[dict[str, Any]]:
+    plugin = stack.config.devicePlugin
+    if not plugin.enabled:
+        return []
+    mps = "mps" in sharing_strategies(stack)
+    if stack.pools:
+        configs = named_configs(stack)
+        config = config_map(
+            stack, CONFIG_MAP, {name: emit.dump(each) for name, each in configs.items()}
+        )
+        config["metadata"]["annotations"] = pools_annotation(
+            stack, {pool.name: pool_config_name(pool) for pool in stack.pools}
+        )
+    else:
+        config = config_map(stack, CONFIG_MAP, {"config.yaml": emit.dump(plugin_config(stack))})
+    objects: list[dict[str, Any]] = [
+        # The plugin and the MPS daemon talk only to the kubelet, never to the API server: the
+        # static manifest runs them with no RBAC at all, and the helm chart's ClusterRole (nodes
+        # get/list/watch, templates/role.yml) exists only for its config-manager sidecar, which
+        # reads the node's config label, and for GFD. So the account carries no token and, on
+        # OpenShift, only the right to use SCC privileged; with node pools the config manager
+        # alone gets a token (config_manager_access).
+        service_account(stack, NAME, calls_api=False),
+        config,
+        _plugin_daemonset(stack, mps),
+    ]
+    rules = scc_rules(stack)
+    if rules:
+        objects += role_with_binding(stack, NAME, rules)
+    if stack.pools:
+        objects += cluster_role_with_binding(stack, NAME, CONFIG_MANAGER_RULES)
+    if mps:
+        objects.append(_mps_control_daemonset(stack))
+    return objects
+
+
+def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
+    kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
+    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
+    env: list[dict[str, Any]] = [
+        # The plugin's `--config-file` flag (cmd/nvidia-device-plugin/main.go, env CONFIG_FILE).
+        {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
+        # helm templates/daemonset-device-plugin.yml sets these for the plugin container.
+        {"name": "MPS_ROOT", "value": MPS_ROOT},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+        *driver_env,
+    ]
+    security: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        # The plugin serves its socket in device-plugins/ and registers at kubelet.sock there.
+        **kubelet_socket_selinux(stack),
+    }
+    if mig_strategies(stack) != {"none"}:
+        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+        # Watching MIG devices needs SYS_ADMIN (helm _helpers.tpl, securityContext logic).
+        security["capabilities"]["add"] = ["SYS_ADMIN"]
+    if stack.facts.driver.hostMount is not None:
+        # No nvidia runtime injects /dev/nvidia* here (GKE), so NVML cannot open the GPUs from an
+        # unprivileged container and the plugin exits at start (failOnInitError); GKE's own
+        # plugin runs privileged for the same reason (container-engine-accelerators
+        # device-plugin.yaml).
+        security = {"privileged": True}
+    volumes = [
+        host_path_volume("device-plugins", kubelet_plugins, "Directory"),
+        {"name": "config", "configMap": {"name": CONFIG_MAP}},
+        host_path_volume("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+        *driver_volumes,
+    ]
+    mounts = [
+        {"name": "device-plugins", "mountPath": kubelet_plugins},
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "cdi-root", "mountPath": "/var/run/cdi"},
+        *driver_mounts,
+    ]
+    if stack.uses_cdi:
+        volumes.append(host_path_volume("driver-root", stack.driver_root, "Directory"))
+        mounts.append(
+            {
+                "name": "driver-root",
+                "mountPath": DRIVER_ROOT_MOUNT,
+                "readOnly": True,
+                "mountPropagation": "HostToContainer",
+            }
+        )
+    if mps:
+        volumes += [
+            host_path_volume("mps-root", MPS_ROOT, "DirectoryOrCreate"),
+            host_path_volume("mps-shm", f"{MPS_ROOT}/shm", "DirectoryOrCreate"),
+        ]
+        mounts += [
+            {"name": "mps-root", "mountPath": MPS_MOUNT},
+            {"name": "mps-shm", "mountPath": "/dev/shm"},
+        ]
+    # Never where the DRA driver hands out the GPUs (pools with the other gpuAllocation).
+    pod_spec = place_by_allocation(stack, gpu_pod_spec(stack), "device-plugin")
+    pod_spec.update(
+        {
+            "serviceAccountName": NAME,
+            "containers": [
+                {
+                    "name": NAME,
+                    "image": image(stack),
+                    "command": ["nvidia-device-plugin"],
+                    "env": env,
+                    "securityContext": security,
+                    "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+        }
+    )
+    if stack.pools:
+        pod_spec = with_config_manager(stack, pod_spec, NAME, NAME, security)
+    workload = daemonset(
+        stack, NAME, ready_files.after_toolkit_ready(stack, pod_spec), component="device-plugin"
+    )
+    if stack.uses_cdi and not stack.toolkit_enabled:
+        # CDI chosen with the host's own toolkit: the nodes' runtime turns CDI on (kubeadm's
+        # node/99-nvidia.toml does), which no manifest here shows.
+        ignore(workload, "cdi-without-toolkit")
+    return workload
+
+
+def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
+    """The MPS control daemon the plugin talks to when sharing with MPS (helm
+    templates/daemonset-mps-control-daemon.yml): privileged and in the host PID namespace, since it
+    starts nvidia-cuda-mps-control for every process on the GPU."""
+    pod_spec = place_by_allocation(stack, gpu_pod_spec(stack), "device-plugin")
+    # GFD labels nodes whose GPUs support MPS (helm chart nodeSelector).
+    pod_spec["nodeSelector"] = {"nvidia.com/mps.capable": "true"}
+    pod_spec.update(
+        {
+            "serviceAccountName": NAME,
+            "hostPID": True,
+            "initContainers": [
+                {
+                    # Mounts a tmpfs at <mps root>/shm on the host, the /dev/shm that the daemon
+                    # and its clients share (cmd/mps-control-daemon/mount/mount-shm.go).
+                    # Privileged: mounting, and propagating the mount back to the host
+                    # (Bidirectional), needs it.
+                    "name": "mps-control-daemon-mounts",
+                    "image": image(stack),
+                    "command": ["mps-control-daemon", "mount-shm"],
+                    "securityContext": {"privileged": True},
+                    "volumeMounts": [
+                        {
+                            "name": "mps-root",
+                            "mountPath": MPS_MOUNT,
+                            "mountPropagation": "Bidirectional",
+                        },
+                    ],
+                }
+            ],
+            "containers": [
+                {
+                    "name": "mps-control-daemon",
+                    "image": image(stack),
+                    "command": ["mps-control-daemon"],
+                    "env": [
+                        {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
+                        {
+                            "name": "NODE_NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                        },
+                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                    ],
+                    # Privileged: it must start the MPS server for all GPUs on the node.
+                    "securityContext": {"privileged": True},
+                    "volumeMounts": [
+                        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                        {"name": "mps-root", "mountPath": MPS_MOUNT},
+                        {"name": "mps-shm", "mountPath": "/dev/shm"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "config", "configMap": {"name": CONFIG_MAP}},
+                host_path_volume("mps-root", MPS_ROOT, "DirectoryOrCreate"),
+                host_path_volume("mps-shm", f"{MPS_ROOT}/shm", "DirectoryOrCreate"),
+            ],
+        }
+    )
+    if stack.pools:
+        # The daemon runs on nodes whose config shares GPUs with MPS (GFD's mps.capable label)
+        # and restarts on SIGHUP with the config the node's label names
+        # (cmd/mps-control-daemon/main.go).
+        pod_spec = with_config_manager(
+            stack, pod_spec, "mps-control-daemon", "mps-control-daemon", {"privileged": True}
+        )
+    return daemonset(
+        stack,
+        MPS_DAEMON,
+        ready_files.after_toolkit_ready(stack, pod_spec),
+        component="mps-control-daemon",
+    )

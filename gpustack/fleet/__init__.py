@@ -1,0 +1,1 @@
+"""Many clusters at once: rendered, validated and checked together, and the images they pull."""
