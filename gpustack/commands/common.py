@@ -311,15 +311,13 @@ def note(message: str) -> None:
     echo(f"note: {message}", err=True)
 
 
+def silent(message: str) -> None:
+    """Print nothing: a note that `-q` leaves out."""
+
+
 def configs(paths: list[Path] | None, quiet: bool = False) -> list[Path | None]:
     """The configs a command reads (inventory.discover), saying so when it is the embedded example
     (unless `quiet`: `-q` prints only warnings and errors)."""
     from gpustack.resolve import inventory
 
-    found = inventory.discover(paths or [])
-    if found == [None] and not quiet:
-        note(
-            "no ./gpustack.yaml here: using the embedded example (kubeadm, cluster kubeadm-lab); "
-            "`gpustack init` writes a config of your own"
-        )
-    return found
+    return inventory.discover_noted(paths or [], silent if quiet else note)

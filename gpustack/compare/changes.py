@@ -7,6 +7,8 @@ hook) re-renders.
     affected(configs, read, changed, out, profiles_dir) -> the configs whose output they change
     clusters_named(texts, folders) -> those output folder names some config surely has as its
                        cluster's name (the others may be strays: only a whole check can tell)
+    configs_to_check(folders, changed, out, ...) -> the configs `check FILE...` checks, whether
+                       they are the whole fleet, and the fleet's YAML bytes
 
 A cluster depends on its config, every base its `extends:` chain names, the PEM, MIG config
 and patch files its layers name, its profile's files (a user profile and the profiles it
@@ -34,14 +36,15 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from gpustack.errors import UserError, real_path
+from gpustack.errors import Location, UserError, display_path, real_path
+from gpustack.feedback import Say
 from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.read.bounded import decode, read_bounded
 from gpustack.read.yamlio import load_text
 from gpustack.resolve import inventory
 from gpustack.resolve import platform_profiles as profile_store
 from gpustack.resolve.image_lock import LOCK_FILE
-from gpustack.resolve.load import Inputs, inputs
+from gpustack.resolve.load import Inputs, bases, inputs
 
 
 def read_fleet(folders: Sequence[Path]) -> dict[Path, bytes] | None:
@@ -252,3 +255,60 @@ def affected(
             chosen |= by_name.get(top, set())
         chosen |= by_file.get(resolved, set())
     return [config for number, config in enumerate(configs) if number in chosen]
+
+
+def configs_to_check(
+    folders: Sequence[Path],
+    changed: Sequence[Path],
+    out: Path,
+    profiles_dir: Path | None,
+    assignments: Sequence[str],
+    note: Say,
+    narrow: bool = True,
+) -> tuple[list[Path | None], bool, dict[Path, bytes] | None]:
+    """The configs to check when files are named (as pre-commit passes the changed ones),
+    whether they are the whole fleet, and the fleet's YAML files (`read_fleet`).
+
+    The fleet is the folders named, or `./gpustack.yaml`; a named file that is a cluster config
+    and no base of one of its configs joins it. Each named file then selects the clusters it
+    affects: a config itself, a base every config extending it, a PEM, MIG config, patch file or
+    user profile the configs that read it, a file under `out/<name>/` that cluster; a file none
+    of them reads selects nothing. `narrow=False`: the whole fleet. `note` says when it is the
+    embedded example (inventory.discover_noted).
+    """
+    everything = True
+    fleet_configs: list[Path] = []
+    texts = None
+    if folders:
+        # `--set` may name files too: with it, every config is looked at.
+        texts = read_fleet(folders) if narrow and not assignments else None
+        picked = None if texts is None else scan(texts, folders, changed, out, profiles_dir)
+        everything = picked is None
+        candidates = inventory.discover(folders) if picked is None else picked
+        configs = [path for path in candidates if path is not None]
+        if picked is not None:
+            configs = [path for path in configs if inventory.is_config(path)]
+            extended = {base for path in configs for base in bases(path)}
+            configs = [path for path in configs if real_path(path) not in extended]
+        fleet_configs = configs
+    elif inventory.DEFAULT_CONFIG.is_file():
+        fleet_configs = [inventory.DEFAULT_CONFIG]
+    read = index(fleet_configs)
+    known = {file for each in read for file in each.files}
+    for path in changed:
+        if real_path(path) in known:
+            continue
+        if not path.exists():
+            raise UserError("file not found", Location(display_path(path)))
+        if path.name.endswith(inventory.CONFIG_SUFFIXES) and inventory.is_config(path):
+            fleet_configs.append(path)
+            read += index([path])
+            known |= read[-1].files
+    if not fleet_configs and not folders:
+        # Nothing to narrow: as a bare `check` (./gpustack.yaml, or refused in a fleet
+        # repository, or the embedded example).
+        return inventory.discover_noted([], note), True, texts
+    if not narrow:
+        return list(fleet_configs), True, texts
+    chosen: list[Path | None] = list(affected(fleet_configs, read, changed, out, profiles_dir))
+    return chosen, everything and len(chosen) == len(fleet_configs), texts

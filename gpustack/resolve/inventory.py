@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpustack.errors import Location, UserError, display_path, real_path
+from gpustack.feedback import Say
 from gpustack.read.bounded import MAX_FILE_BYTES, read_bounded
 from gpustack.read.named_files import is_inside
 from gpustack.resolve.load import bases, load_stack, read_document
@@ -169,3 +170,17 @@ def config_location(source: str, path: tuple[str, ...]) -> Location | None:
         return read_document(Path(source)).source.nearest(path)
     except UserError:
         return Location(source)
+
+
+EMBEDDED_EXAMPLE_NOTE = (
+    "no ./gpustack.yaml here: using the embedded example (kubeadm, cluster kubeadm-lab); "
+    "`gpustack init` writes a config of your own"
+)
+
+
+def discover_noted(paths: Sequence[Path], note: Say) -> list[Path | None]:
+    """`discover`, saying so (`note`) when it is the embedded example."""
+    found = discover(paths)
+    if found == [None]:
+        note(EMBEDDED_EXAMPLE_NOTE)
+    return found
