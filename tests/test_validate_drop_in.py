@@ -16,7 +16,7 @@ import sys
 import pytest
 from validate_helpers import CORPUS
 
-from gpustack.commands.validate import (
+from gpustack.validation.kubeconform_flags import (
     KUBECONFORM_FLAG,
     KUBECONFORM_SWITCHES,
     KUBECONFORM_VALUES,
