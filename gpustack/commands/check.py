@@ -56,11 +56,7 @@ def run(
     from gpustack.compare.check import CheckRequest, check
 
     request = CheckRequest(tuple(configs or []), out, profiles_dir, tuple(assignments or []))
-    checked = check(
-        request,
-        common.silent if quiet else common.note,
-        lambda total, label: common.Progress(total, label, not quiet),
-    )
+    checked = check(request, common.messages(quiet).note, common.progress(not quiet))
     if output_format is common.TextOrJson.json:
         echo(json.dumps(checked.as_json(), indent=2, ensure_ascii=False))
     elif not quiet:
@@ -130,7 +126,8 @@ def _print(report: OutputCheck, out: Path, color: bool) -> None:
 
 def _findings(reports: list[OutputCheck], out: Path, verbose: bool) -> list[str]:
     """Every report's findings, each line once: a finding in many clusters' same file is one
-    line naming the file under `out/*/` and the clusters (common.grouped)."""
+    line naming the file under `out/*/` and the clusters (feedback.grouped)."""
+    from gpustack.feedback import grouped
     from gpustack.redaction import mask_text
 
     found = [
@@ -146,5 +143,5 @@ def _findings(reports: list[OutputCheck], out: Path, verbose: bool) -> list[str]
             lines.append(f"{where}: {what}")
         else:
             where = mask_text(str(out / "*" / relative))
-            lines += common.grouped([(name, f"{where}: {what}") for name in names], verbose)
+            lines += grouped([(name, f"{where}: {what}") for name in names], verbose)
     return lines

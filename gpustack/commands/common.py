@@ -9,9 +9,12 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from gpustack.feedback import Messages, StartProgress
 
 
 def profile_names(incomplete: str) -> list[str]:
@@ -251,30 +254,6 @@ Verbose = Annotated[
     ),
 ]
 
-# Clusters a grouped message names without --verbose.
-NAMED = 3
-
-
-def grouped(messages: list[tuple[str, str]], verbose: bool = False) -> list[str]:
-    """(cluster, message) pairs as one line per distinct message, in first-seen order: a
-    message of one cluster as `cluster: message`, one of many once with the count and the first
-    names (every name when `verbose`), so a fleet's repeated warning is one line, not hundreds."""
-    clusters: dict[str, list[str]] = {}
-    for cluster, message in messages:
-        named = clusters.setdefault(message, [])
-        if cluster not in named:
-            named.append(cluster)
-    lines = []
-    for message, named in clusters.items():
-        if len(named) == 1:
-            lines.append(f"{named[0]}: {message}")
-            continue
-        shown = named if verbose else named[:NAMED]
-        more = len(named) - len(shown)
-        listed = ", ".join(shown) + (f" and {more} more; --verbose names them all" if more else "")
-        lines.append(f"{message} [{len(named)} clusters: {listed}]")
-    return lines
-
 
 def use_color(mode: ColorMode) -> bool:
     if mode is ColorMode.auto:
@@ -311,8 +290,17 @@ def note(message: str) -> None:
     echo(f"note: {message}", err=True)
 
 
-def silent(message: str) -> None:
-    """Print nothing: a note that `-q` leaves out."""
+def messages(quiet: bool = False) -> Messages:
+    """Where a library step's messages are printed, on stderr: its notes (none with `-q`), its
+    warnings and its errors."""
+    from gpustack.feedback import Messages, silent
+
+    return Messages(silent if quiet else note, warning, error)
+
+
+def progress(enabled: bool) -> StartProgress:
+    """A library step's progress, shown (`Progress`) when `enabled`."""
+    return lambda total, label: Progress(total, label, enabled)
 
 
 def configs(paths: list[Path] | None, quiet: bool = False) -> list[Path | None]:
@@ -320,4 +308,4 @@ def configs(paths: list[Path] | None, quiet: bool = False) -> list[Path | None]:
     (unless `quiet`: `-q` prints only warnings and errors)."""
     from gpustack.resolve import inventory
 
-    return inventory.discover_noted(paths or [], silent if quiet else note)
+    return inventory.discover_noted(paths or [], messages(quiet).note)
