@@ -287,3 +287,14 @@ def test_starter_writes_node_pool_mappings_as_yaml_not_json(starter) -> None:
     for line in path.read_text().splitlines():
         if line.lstrip().startswith(("gke:", "aks:", "eks:")):
             assert '"' not in line.partition("#")[0], (profile, line)
+
+
+def test_the_schema_file_init_names_in_its_help_is_the_one_it_writes(tmp_path):
+    """The command's help (which loads no library) and the writer agree on the file's name."""
+    from gpustack.commands import init
+    from gpustack.write import config_file
+
+    assert init.SCHEMA_FILE == config_file.SCHEMA_FILE
+    result = run_gpustack("init", "lab.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / config_file.SCHEMA_FILE).is_file()
