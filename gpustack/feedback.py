@@ -37,20 +37,6 @@ class Progress(Protocol):
 StartProgress = Callable[[int, str], Progress]
 
 
-class NoProgress:
-    """Progress nobody is shown."""
-
-    def advance(self, count: int = 1) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-
-def no_progress(total: int, label: str) -> Progress:
-    return NoProgress()
-
-
 # Clusters a grouped message names without --verbose.
 NAMED = 3
 

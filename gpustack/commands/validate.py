@@ -46,134 +46,148 @@ def _formats(incomplete: str) -> list[str]:
     return [each for each in OUTPUTS if each.startswith(incomplete)]
 
 
+# validate's options, each a parameter type of `run`.
+Paths = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Files, folders (walked for .yaml, .yml, .json) or - for stdin (the default).",
+        metavar="PATH|-",
+        show_default=False,
+    ),
+]
+KubernetesVersion = Annotated[
+    str | None,
+    typer.Option(
+        "--kubernetes-version",
+        help="Target version, x.y or x.y.z, or master for the newest with installed schemas "
+        "(default: platform.kubernetesVersion of ./gpustack.yaml, else the newest).",
+        metavar="VERSION",
+    ),
+]
+SchemaLocations = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--schema-location",
+        help="kubeconform-style location, tried in order (repeatable): 'default' (core "
+        "kinds), 'gpustack' (the project's CRD schemas), a folder, or a path template "
+        "ending in .json. Default: default, then gpustack.",
+        metavar="LOCATION",
+        show_default=False,
+    ),
+]
+Skip = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--skip",
+        help="Kinds (or apiVersion/Kind) to skip, comma-separated (repeatable).",
+        metavar="KINDS",
+        show_default=False,
+    ),
+]
+Reject = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--reject",
+        help="Kinds (or apiVersion/Kind) to reject, comma-separated (repeatable).",
+        metavar="KINDS",
+        show_default=False,
+    ),
+]
+IgnoreMissingSchemas = Annotated[
+    bool,
+    typer.Option("--ignore-missing-schemas", help="Skip resources whose kind has no schema."),
+]
+IgnoreFilenamePatterns = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ignore-filename-pattern",
+        help="Regular expression of file paths to leave out (repeatable).",
+        metavar="REGEX",
+        show_default=False,
+    ),
+]
+Output = Annotated[
+    str,
+    typer.Option(
+        "-o",
+        "--output",
+        help="text, json, junit, tap, sarif or pretty.",
+        metavar="FORMAT",
+        autocompletion=_formats,
+    ),
+]
+Summary = Annotated[bool, typer.Option("--summary", help="Print a summary line (text, json).")]
+Verbose = Annotated[
+    bool, typer.Option("--verbose", help="Also report valid and skipped resources.")
+]
+NoLint = Annotated[bool, typer.Option("--no-lint", help="Schema validation only, no lint rules.")]
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="builtin, or kubeconform (a kubeconform binary on PATH).",
+        metavar="ENGINE",
+    ),
+]
+Strict = Annotated[
+    bool | None,
+    typer.Option(
+        "--strict/--no-strict",
+        help="Unknown fields and duplicate keys are errors (default: on, in either "
+        "spelling; kubeconform's -strict=false is --no-strict).",
+        show_default=False,
+    ),
+]
+ExitOnError = Annotated[
+    bool,
+    typer.Option("--exit-on-error", help="Stop at the first resource that is invalid or in error."),
+]
+Jobs = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        help="Worker processes (default: one per CPU for large inputs).",
+        metavar="N",
+        min=1,
+    ),
+]
+KubeconformDefaults = Annotated[
+    bool,
+    typer.Option(
+        "--kubeconform-defaults",  # kubeconform_flags.KUBECONFORM_DEFAULTS
+        help="kubeconform's verdicts (never implied by its single-dash flags): not strict "
+        "unless --strict, no lint, no name required, the newest Kubernetes version.",
+    ),
+]
+FlagsUsed = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--kubeconform-flag",  # kubeconform_flags.KUBECONFORM_FLAG
+        help="A kubeconform flag the command line used (set by `translate`).",
+        hidden=True,
+    ),
+]
+
+
 @app.command("validate", cls=KubeconformFlags)
 def run(
-    paths: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="Files, folders (walked for .yaml, .yml, .json) or - for stdin (the default).",
-            metavar="PATH|-",
-            show_default=False,
-        ),
-    ] = None,
-    kubernetes_version: Annotated[
-        str | None,
-        typer.Option(
-            "--kubernetes-version",
-            help="Target version, x.y or x.y.z, or master for the newest with installed schemas "
-            "(default: platform.kubernetesVersion of ./gpustack.yaml, else the newest).",
-            metavar="VERSION",
-        ),
-    ] = None,
-    schema_locations: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--schema-location",
-            help="kubeconform-style location, tried in order (repeatable): 'default' (core "
-            "kinds), 'gpustack' (the project's CRD schemas), a folder, or a path template "
-            "ending in .json. Default: default, then gpustack.",
-            metavar="LOCATION",
-            show_default=False,
-        ),
-    ] = None,
-    skip: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--skip",
-            help="Kinds (or apiVersion/Kind) to skip, comma-separated (repeatable).",
-            metavar="KINDS",
-            show_default=False,
-        ),
-    ] = None,
-    reject: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--reject",
-            help="Kinds (or apiVersion/Kind) to reject, comma-separated (repeatable).",
-            metavar="KINDS",
-            show_default=False,
-        ),
-    ] = None,
-    ignore_missing_schemas: Annotated[
-        bool,
-        typer.Option("--ignore-missing-schemas", help="Skip resources whose kind has no schema."),
-    ] = False,
-    ignore_filename_patterns: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--ignore-filename-pattern",
-            help="Regular expression of file paths to leave out (repeatable).",
-            metavar="REGEX",
-            show_default=False,
-        ),
-    ] = None,
-    output: Annotated[
-        str,
-        typer.Option(
-            "-o",
-            "--output",
-            help="text, json, junit, tap, sarif or pretty.",
-            metavar="FORMAT",
-            autocompletion=_formats,
-        ),
-    ] = "text",
-    summary: Annotated[
-        bool, typer.Option("--summary", help="Print a summary line (text, json).")
-    ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", help="Also report valid and skipped resources.")
-    ] = False,
-    no_lint: Annotated[
-        bool, typer.Option("--no-lint", help="Schema validation only, no lint rules.")
-    ] = False,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            help="builtin, or kubeconform (a kubeconform binary on PATH).",
-            metavar="ENGINE",
-        ),
-    ] = "builtin",
-    strict: Annotated[
-        bool | None,
-        typer.Option(
-            "--strict/--no-strict",
-            help="Unknown fields and duplicate keys are errors (default: on, in either "
-            "spelling; kubeconform's -strict=false is --no-strict).",
-            show_default=False,
-        ),
-    ] = None,
-    exit_on_error: Annotated[
-        bool,
-        typer.Option(
-            "--exit-on-error", help="Stop at the first resource that is invalid or in error."
-        ),
-    ] = False,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            help="Worker processes (default: one per CPU for large inputs).",
-            metavar="N",
-            min=1,
-        ),
-    ] = None,
-    kubeconform_defaults: Annotated[
-        bool,
-        typer.Option(
-            "--kubeconform-defaults",  # kubeconform_flags.KUBECONFORM_DEFAULTS
-            help="kubeconform's verdicts (never implied by its single-dash flags): not strict "
-            "unless --strict, no lint, no name required, the newest Kubernetes version.",
-        ),
-    ] = False,
-    kubeconform_flags: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--kubeconform-flag",  # kubeconform_flags.KUBECONFORM_FLAG
-            help="A kubeconform flag the command line used (set by `translate`).",
-            hidden=True,
-        ),
-    ] = None,
+    paths: Paths = None,
+    kubernetes_version: KubernetesVersion = None,
+    schema_locations: SchemaLocations = None,
+    skip: Skip = None,
+    reject: Reject = None,
+    ignore_missing_schemas: IgnoreMissingSchemas = False,
+    ignore_filename_patterns: IgnoreFilenamePatterns = None,
+    output: Output = "text",
+    summary: Summary = False,
+    verbose: Verbose = False,
+    no_lint: NoLint = False,
+    engine: Engine = "builtin",
+    strict: Strict = None,
+    exit_on_error: ExitOnError = False,
+    jobs: Jobs = None,
+    kubeconform_defaults: KubeconformDefaults = False,
+    kubeconform_flags: FlagsUsed = None,
     debug: common.Debug = False,
 ) -> int:
     """Validate Kubernetes manifests against strict schemas, offline; exit 1 if any is invalid."""
