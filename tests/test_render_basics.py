@@ -40,3 +40,32 @@ def test_stdout_with_several_clusters_warns_that_the_stream_holds_them_all(cli, 
     assert both.exit_code == 0
     assert "one stream holds the objects of 2 clusters (east, west)" in both.stderr
     assert "warning" not in cli("render", tmp_path / "east.yaml", "--stdout").stderr
+
+
+def test_a_warning_found_before_writing_is_shown_when_writing_is_refused(cli, tmp_path):
+    """render says what it finds as it finds it: a stray folder's warning still reaches the
+    user when the write that follows is refused, and the refusal comes after it."""
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    for name in ("east", "west"):
+        (clusters / f"{name}.yaml").write_text(
+            f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {{name: {name}}}\n"
+            "platform: {profile: rke2}\n"
+        )
+    out = tmp_path / "out"
+    assert cli("render", clusters, "-o", out).exit_code == 0
+    (clusters / "west.yaml").rename(clusters / "north.yaml")
+    (clusters / "north.yaml").write_text(
+        (clusters / "north.yaml").read_text().replace("name: west", "name: north")
+    )
+    edited = out / "east" / "kustomization.yaml"
+    edited.write_text(edited.read_text().split("\n", 1)[1] + "# edited by hand\n")
+    before = edited.read_bytes()
+
+    result = cli("render", clusters, "-o", out)
+    assert result.exit_code == 2
+    warned = result.stderr.index(f"warning: {out / 'west'}: gpustack's output for a cluster")
+    refused = result.stderr.index(f"error: {edited}: exists and was not written by gpustack")
+    assert warned < refused
+    assert edited.read_bytes() == before
+    assert not (out / "north").exists()

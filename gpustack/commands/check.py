@@ -56,7 +56,7 @@ def run(
     from gpustack.compare.check import CheckRequest, check
 
     request = CheckRequest(tuple(configs or []), out, profiles_dir, tuple(assignments or []))
-    checked = check(request, common.messages(quiet).note, common.progress(not quiet))
+    checked = check(request, common.messages(quiet), common.progress(not quiet))
     if output_format is common.TextOrJson.json:
         echo(json.dumps(checked.as_json(), indent=2, ensure_ascii=False))
     elif not quiet:

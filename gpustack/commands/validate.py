@@ -212,7 +212,7 @@ def run(
         kubeconform_defaults,
         tuple(kubeconform_flags or ()),
     )
-    validated = validate(request, common.note, _configured_version)
+    validated = validate(request, common.messages(), _configured_version)
     for message in validated.errors:
         echo(f"error: {message}", err=True)
     if validated.output:

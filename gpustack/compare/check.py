@@ -1,6 +1,6 @@
 """`gpustack check`: is the committed output what a render would write, and is it valid?
 
-    check(request, note, progress) -> Checked
+    check(request, say, progress) -> Checked
 
 Every config is rendered in memory and compared with `out/<name>/` (`output_check`), then its
 rendering validated and linted (`fleet.clusters.check_all`). Files named besides the configs and
@@ -22,7 +22,7 @@ from gpustack.build.pipeline import Rendering
 from gpustack.compare import changes
 from gpustack.compare.output_check import OutputCheck, check_json, check_output
 from gpustack.errors import Location, UserError, display_path
-from gpustack.feedback import Say, StartProgress
+from gpustack.feedback import Messages, StartProgress
 from gpustack.fleet import clusters as fleet
 from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.resolve import inventory
@@ -122,23 +122,23 @@ class Checked:
         return result
 
 
-def check(request: CheckRequest, note: Say, progress: StartProgress) -> Checked:
+def check(request: CheckRequest, say: Messages, progress: StartProgress) -> Checked:
     """Check the committed output in `request.out` against the configs `request` names (all of
-    a fleet, or those its changed files affect); `note` says when the configs are the embedded
-    example, `progress` shows the renders."""
+    a fleet, or those its changed files affect); `say` hears a note when the configs are the
+    embedded example, `progress` counts the renders."""
     folders, changed, out = request.folders, request.changed, request.out
     texts: dict[Path, bytes] | None = None
     if changed:
         found, whole, texts = changes.configs_to_check(
-            folders, changed, out, request.profiles_dir, request.assignments, note
+            folders, changed, out, request.profiles_dir, request.assignments, say.note
         )
     else:
-        found, whole = inventory.discover_noted(request.paths, note), True
+        found, whole = inventory.discover_noted(request.paths, say.note), True
     fleet_folder = bool(folders)
     renderings, reports = _compare(found, request, fleet_folder, progress)
     if not whole and _unsure(reports, renderings, out, texts if fleet_folder else None):
         found, whole, _ = changes.configs_to_check(
-            folders, changed, out, request.profiles_dir, request.assignments, note, narrow=False
+            folders, changed, out, request.profiles_dir, request.assignments, say.note, narrow=False
         )
         renderings, reports = _compare(found, request, fleet_folder, progress)
     if not whole:

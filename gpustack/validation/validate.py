@@ -1,7 +1,7 @@
 """`gpustack validate`: any Kubernetes manifests checked against strict schemas, offline, and by
 the lint rules; by the builtin engine, or by a kubeconform binary with the same flags.
 
-    validate(request, note, configured_version) -> Validated
+    validate(request, say, configured_version) -> Validated
 
 The Kubernetes version is the one asked for, else each rendered cluster folder's own (recorded
 in its kustomization.yaml), else `platform.kubernetesVersion` of ./gpustack.yaml, else the
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from gpustack.errors import UserError, did_you_mean
-from gpustack.feedback import Say
+from gpustack.feedback import Messages
 from gpustack.layout import KUBERNETES_VERSION
 from gpustack.read.patterns import Pattern, linear_regex
 from gpustack.validation import engine as checks
@@ -84,11 +84,11 @@ class _Plan:
 
 
 def validate(
-    request: ValidateRequest, note: Say, configured_version: Callable[[], str | None]
+    request: ValidateRequest, say: Messages, configured_version: Callable[[], str | None]
 ) -> Validated:
     """Validate the manifests `request` names. `configured_version` gives
     `platform.kubernetesVersion` of ./gpustack.yaml (None without one), asked only when no
-    version is given; `note` says where a command line spelled kubeconform's way gets
+    version is given; `say` hears a note on where a command line spelled kubeconform's way gets
     gpustack's verdict rather than kubeconform's (kubeconform_flags.spelling_note)."""
     _check_choice(request.output, report.FORMATS, "output format", "--output")
     _check_choice(request.engine, ENGINES, "engine", "--engine")
@@ -125,7 +125,7 @@ def validate(
         version_from_config,
     )
     if spelled is not None:
-        note(spelled)
+        say.note(spelled)
     strict = request.strict if request.strict is not None else not request.kubeconform_defaults
     plan = _Plan(
         version,
