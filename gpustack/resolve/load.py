@@ -32,7 +32,7 @@ from gpustack.read.yamlio import (
     load_file,
     load_text,
 )
-from gpustack.resolve import image_lock, profile_checks
+from gpustack.resolve import image_lock, platform_checks, profile_checks
 from gpustack.resolve import patches as patching
 from gpustack.resolve import platform_profiles as profile_store
 from gpustack.resolve.layered_settings import (
@@ -238,7 +238,7 @@ def _load_stack(
     all_layers = [profile_layer, *layers]
     patch_entries = _patch_entries(layers)
     merged = merge(profile_layer.data, combined)
-    followed = profile_checks.follow_platform_versions(merged, profile, all_layers)
+    followed = platform_checks.follow_platform_versions(merged, profile, all_layers)
     followed_layers: list[Layer] = []
     if followed is not None:
         all_layers.append(followed)
