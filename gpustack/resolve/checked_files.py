@@ -16,18 +16,18 @@ from gpustack.read.named_files import inside_repository
 from gpustack.read.yamlio import load_text
 from gpustack.resolve import mig
 from gpustack.resolve.check_context import CheckContext
-from gpustack.resolve.layered_settings import Layer, nearest
 
 
 def _named_file(
-    layers: list[Layer], path: tuple[str, ...], written: str, what: str, hint: str | None = None
+    context: CheckContext, path: tuple[str, ...], written: str, what: str, hint: str | None = None
 ) -> tuple[Path, Location]:
     """The file a path setting names, relative to the folder of the layer that wrote it, and
     where it is written; checked before anything is read: a file a config, base or profile
     names lies in its repository (named_files). A path given with `--set` (a layer of no file)
     is the user's own, relative to the working folder."""
+    layers = context.layers
     owner = next((layer for layer in reversed(layers) if _writes(layer.data, path)), None)
-    location = nearest(layers, path)
+    location = context.at(path)
     if owner is None or owner.directory is None:
         return Path.cwd() / written, location
     inside_repository(owner.directory, written, location, ".".join(path), what, hint)
@@ -46,7 +46,7 @@ def read_mig_configs(context: CheckContext) -> mig.Configs:
     """The MIG configs of `migManager.config.file`, in mig-parted's format, parsed and checked."""
     config = context.config
     file, location = _named_file(
-        context.layers,
+        context,
         ("migManager", "config", "file"),
         str(config.migManager.config.file),
         "MIG config file",
@@ -81,7 +81,7 @@ def read_pem(context: CheckContext) -> tuple[bytes, int]:
     """The PEM's bytes and permission bits. Nothing of its content is ever quoted in an error."""
     config = context.config
     pem_path, location = _named_file(
-        context.layers,
+        context,
         ("entitlement", "pemFile"),
         str(config.entitlement.pemFile),
         "entitlement PEM",
