@@ -20,7 +20,7 @@ from gpustack.build.workload import (
 )
 from gpustack.layout import GENERATED, HEADER
 from gpustack.resolve import bottlerocket, mig
-from gpustack.resolve.model import AKSNodePool, GKENodePool, NodePool
+from gpustack.resolve.node_pools import AKSNodePool, GKENodePool, NodePool
 from gpustack.resolve.stack import Stack
 
 # kubeadm reads v1beta4 from 1.31 on; older kubeadm knows v1beta3 only (kubernetes.io, "kubeadm

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import Stack
 
 NAME_LABEL = "app.kubernetes.io/name"

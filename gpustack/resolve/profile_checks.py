@@ -20,7 +20,9 @@ from gpustack.read.named_files import inside_repository
 from gpustack.read.yamlio import load_text
 from gpustack.resolve import bottlerocket, gke_accelerators, mig
 from gpustack.resolve.layered_settings import Layer, following, merge, nearest, set_by_user
-from gpustack.resolve.model import GKENodePool, GPUStack, NodePool, Profile
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.node_pools import GKENodePool, NodePool
+from gpustack.resolve.profile_model import Profile
 from gpustack.resolve.stack import (
     DEFAULT_CONFIG,
     DRIVER_CONTAINER_ROOT,

@@ -13,14 +13,10 @@ from pathlib import Path
 
 from gpustack.resolve import mig
 from gpustack.resolve import patches as patching
-from gpustack.resolve.model import (
-    GPUStack,
-    NodePool,
-    NodeSelectorRequirement,
-    Profile,
-    ProfileFacts,
-    WithResources,
-)
+from gpustack.resolve.field_types import WithResources
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.node_pools import NodePool
+from gpustack.resolve.profile_model import NodeSelectorRequirement, Profile, ProfileFacts
 
 # Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"

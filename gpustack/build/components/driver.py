@@ -53,7 +53,7 @@ from gpustack.build.workload import (
     scc_rules,
     service_account,
 )
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 
 NAME = "nvidia-driver-daemonset"
