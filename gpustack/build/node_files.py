@@ -63,45 +63,39 @@ def build(stack: Stack) -> Files:
 
 
 def pool_view(stack: Stack, pool: NodePool) -> Stack:
-    """The stack as one pool's nodes see it: the pool's labels and taints added to the cluster's,
-    and its GKE machine, sharing, MIG strategy and layout and driver version over the cluster's.
-    The node files of a pool are the cluster's, written from this view."""
+    """The stack as one pool's nodes see it: the cluster's config with the pool's effective
+    settings (`GPUStack.pool_settings`: its labels and taints added to the cluster's, its GKE
+    machine, allocation, sharing, MIG strategy and layout and driver version over the
+    cluster's) in place of the cluster's. The node files of a pool are the cluster's, written
+    from this view."""
     config = stack.config
+    settings = config.pool_settings(pool)
     nodes = config.nodes.model_copy(
         update={
-            "selector": {**config.nodes.selector, **pool.selector},
-            "taints": [*config.nodes.taints, *pool.taints],
-            "gke": pool.gke or config.nodes.gke,
+            "selector": settings.selector,
+            "taints": settings.taints,
+            "gke": settings.gke,
             "pools": [],
         }
     )
     plugin = config.devicePlugin.model_copy(
-        update={
-            "migStrategy": config.pool_mig_strategy(pool),
-            "sharing": config.pool_sharing(pool),
-        }
+        update={"migStrategy": settings.mig_strategy, "sharing": settings.sharing}
     )
     # The MIG manager runs as the cluster says, on every pool's MIG-capable nodes.
     mig_manager = config.migManager.model_copy(
-        update={
-            "enabled": stack.mig_manager_enabled,
-            "defaultConfig": config.pool_mig_config(pool),
-        }
+        update={"enabled": stack.mig_manager_enabled, "defaultConfig": settings.mig_config}
     )
-    driver = config.driver.model_copy(update={"version": config.pool_driver_version(pool)})
+    driver = config.driver.model_copy(update={"version": settings.driver_version})
     view = config.model_copy(
         update={
-            "gpuAllocation": config.pool_gpu_allocation(pool),
+            "gpuAllocation": settings.gpu_allocation,
             "nodes": nodes,
             "devicePlugin": plugin,
             "migManager": mig_manager,
             "driver": driver,
         }
     )
-    plugin_config = (
-        device_plugin_config.pool_config_name(pool) if config.devicePlugin.enabled else None
-    )
-    return replace(stack, config=view, pool=pool, pool_plugin_config=plugin_config)
+    return replace(stack, config=view, pool=pool)
 
 
 def _pool_file(name: str, pool: str) -> str:
@@ -234,9 +228,11 @@ def _node_labels(stack: Stack) -> dict[str, str]:
     on every GPU node). The kubelet, RKE2 and the Machine API set them when the node registers
     only, so the managers' later changes to them stand."""
     labels = dict(stack.config.nodes.selector)
-    if stack.pool_plugin_config is not None:
+    if stack.pool is not None and stack.config.devicePlugin.enabled:
         # A pool's nodes pick its device plugin config (the config manager reads the label).
-        labels[device_plugin_config.CONFIG_LABEL] = stack.pool_plugin_config
+        labels[device_plugin_config.CONFIG_LABEL] = device_plugin_config.pool_config_name(
+            stack.pool
+        )
     if stack.mig_manager_enabled:
         labels[mig.CONFIG_LABEL] = stack.config.migManager.defaultConfig
     labels.update(deploy_node_labels(stack))

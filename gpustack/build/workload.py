@@ -145,7 +145,9 @@ def allocation_pools(stack: Stack) -> list[NodePool]:
     """The pools whose GPUs are handed out otherwise than the cluster's (`gpuAllocation`)."""
     config = stack.config
     return [
-        pool for pool in stack.pools if config.pool_gpu_allocation(pool) != config.gpuAllocation
+        pool
+        for pool in stack.pools
+        if config.pool_settings(pool).gpu_allocation != config.gpuAllocation
     ]
 
 

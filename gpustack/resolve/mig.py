@@ -114,7 +114,7 @@ def parse_user_configs(document: Document) -> Configs:
             _check_entry(entry, (*path, index), fail)
             if name == MIG_DISABLED and entry["mig-enabled"]:
                 # gpustack gives this config to the nodes of a pool whose device plugin uses
-                # no MIG (GPUStack.pool_mig_config): partitioned, their GPUs would vanish.
+                # no MIG (GPUStack.pool_settings): partitioned, their GPUs would vanish.
                 raise fail(
                     f"{MIG_DISABLED} is the config gpustack gives the nodes of a pool whose "
                     "device plugin uses no MIG, to keep their GPUs whole; it cannot turn MIG on",

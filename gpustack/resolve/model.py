@@ -30,7 +30,6 @@ from gpustack.resolve.component_settings import (
     MigManager,
     NodeStatusExporter,
     RuntimeClass,
-    Sharing,
     SmokeTest,
     Toolkit,
     Validator,
@@ -46,7 +45,7 @@ from gpustack.resolve.field_types import (
 )
 from gpustack.resolve.gitops_settings import GitOps
 from gpustack.resolve.monitoring_settings import Alerts, Dashboard, DCGMExporter
-from gpustack.resolve.node_pools import NodePool, Nodes
+from gpustack.resolve.node_pools import NodePool, Nodes, PoolSettings
 
 
 class Metadata(Strict):
@@ -275,36 +274,34 @@ class GPUStack(Strict):
         ),
     )
 
-    def pool_mig_strategy(self, pool: NodePool | None) -> str:
-        """The device plugin's MIG strategy on a pool's nodes (None: nodes in no pool)."""
-        own = pool.devicePlugin.migStrategy if pool and pool.devicePlugin else None
-        return own or self.devicePlugin.migStrategy
-
-    def pool_sharing(self, pool: NodePool | None) -> Sharing:
-        """The device plugin's GPU sharing on a pool's nodes (None: nodes in no pool)."""
-        own = pool.devicePlugin.sharing if pool and pool.devicePlugin else None
-        return own or self.devicePlugin.sharing
-
-    def pool_mig_config(self, pool: NodePool | None) -> str:
-        """The MIG layout a pool's nodes register with (None: nodes in no pool): its own, else
-        the cluster's, except that a pool whose plugin uses no MIG while the cluster's does
-        keeps its GPUs whole (`all-disabled`, mig-parted's built-in config)."""
-        own = pool.migManager.defaultConfig if pool and pool.migManager else None
-        if own:
-            return own
-        if self.pool_mig_strategy(pool) == "none" and self.devicePlugin.migStrategy != "none":
-            return MIG_DISABLED
-        return self.migManager.defaultConfig
-
-    def pool_gpu_allocation(self, pool: NodePool | None) -> str:
-        """How pods get a pool's GPUs (None: nodes in no pool): `device-plugin` or `dra`."""
-        own = pool.gpuAllocation if pool else None
-        return own or self.gpuAllocation
-
-    def pool_driver_version(self, pool: NodePool | None) -> str:
-        """The driver version of a pool's driver DaemonSet (None: nodes in no pool)."""
-        own = pool.driver.version if pool and pool.driver else None
-        return own or self.driver.version
+    def pool_settings(self, pool: NodePool | None) -> PoolSettings:
+        """What the nodes of `pool` run with (None: the GPU nodes in no pool): each setting a
+        pool may give over the cluster's, the pool's where it gives one, else the cluster's.
+        A pool whose plugin uses no MIG while the cluster's does keeps its GPUs whole: its MIG
+        layout is `all-disabled` (mig-parted's built-in config) unless it names its own."""
+        nodes = self.nodes
+        plugin = pool.devicePlugin if pool else None
+        mig_strategy = (plugin.migStrategy if plugin else None) or self.devicePlugin.migStrategy
+        mig_config = pool.migManager.defaultConfig if pool and pool.migManager else None
+        if not mig_config:
+            cluster_uses_mig = self.devicePlugin.migStrategy != "none"
+            mig_config = (
+                MIG_DISABLED
+                if mig_strategy == "none" and cluster_uses_mig
+                else self.migManager.defaultConfig
+            )
+        driver_version = pool.driver.version if pool and pool.driver else None
+        return PoolSettings(
+            pool=pool,
+            selector={**nodes.selector, **(pool.selector if pool else {})},
+            taints=[*nodes.taints, *(pool.taints if pool else [])],
+            gke=(pool.gke if pool else None) or nodes.gke,
+            gpu_allocation=(pool.gpuAllocation if pool else None) or self.gpuAllocation,
+            mig_strategy=mig_strategy,
+            sharing=(plugin.sharing if plugin else None) or self.devicePlugin.sharing,
+            mig_config=mig_config,
+            driver_version=driver_version or self.driver.version,
+        )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -327,7 +324,8 @@ class GPUStack(Strict):
         return self
 
     def _sharing_fits_mig(self, index: int | None, pool: NodePool | None) -> None:
-        sharing, strategy = self.pool_sharing(pool), self.pool_mig_strategy(pool)
+        settings = self.pool_settings(pool)
+        sharing, strategy = settings.sharing, settings.mig_strategy
         where: tuple[str | int, ...] = ("devicePlugin",)
         name = "devicePlugin"
         if pool is not None and index is not None:

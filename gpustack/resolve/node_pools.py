@@ -5,6 +5,7 @@ cluster's (`GPUStack.pool_settings` gives a pool's effective ones)."""
 # No `from __future__ import annotations` in the config model's modules: pydantic would then
 # have to evaluate every field annotation from its text as it creates each class. Python
 # evaluates them as it defines the class instead; a validator returning its own model says `Self`.
+from dataclasses import dataclass
 from typing import Annotated, Literal, Self
 
 from pydantic import (
@@ -23,6 +24,17 @@ class Taint(Strict):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
         description="taint effect"
     )
+
+
+def _each_taint_once(taints: list[Taint]) -> list[Taint]:
+    """A node carries one taint of a key and effect: the API server refuses a second
+    (core/v1 validation, validateNodeTaints)."""
+    seen = set()
+    for taint in taints:
+        if (taint.key, taint.effect) in seen:
+            raise ValueError(f"taint {taint.key}:{taint.effect} is listed twice")
+        seen.add((taint.key, taint.effect))
+    return taints
 
 
 class GKEAccelerator(Strict):
@@ -235,12 +247,7 @@ class NodePool(Strict):
     @field_validator("taints")
     @classmethod
     def _unique_taints(cls, taints: list[Taint]) -> list[Taint]:
-        seen = set()
-        for taint in taints:
-            if (taint.key, taint.effect) in seen:
-                raise ValueError(f"taint {taint.key}:{taint.effect} is listed twice")
-            seen.add((taint.key, taint.effect))
-        return taints
+        return _each_taint_once(taints)
 
 
 class Nodes(Strict):
@@ -311,12 +318,7 @@ class Nodes(Strict):
     @field_validator("taints")
     @classmethod
     def _unique_taints(cls, taints: list[Taint]) -> list[Taint]:
-        seen = set()
-        for taint in taints:
-            if (taint.key, taint.effect) in seen:
-                raise ValueError(f"taint {taint.key}:{taint.effect} is listed twice")
-            seen.add((taint.key, taint.effect))
-        return taints
+        return _each_taint_once(taints)
 
     @model_validator(mode="after")
     def _unique_pools(self) -> Self:
@@ -329,3 +331,21 @@ class Nodes(Strict):
                 )
             seen.add(pool.name)
         return self
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """The settings the GPU nodes of one pool (or of no pool) run with, each the pool's where it
+    gives one, else the cluster's: what `GPUStack.pool_settings` resolves, and the one place a
+    component, a check or the node files ask."""
+
+    pool: NodePool | None
+    # nodes.selector and nodes.taints with the pool's added: what its nodes carry.
+    selector: dict[str, str]
+    taints: list[Taint]
+    gke: GKENodePool | None
+    gpu_allocation: str  # `device-plugin` or `dra`
+    mig_strategy: str  # the device plugin's and GFD's: `none`, `single` or `mixed`
+    sharing: Sharing
+    mig_config: str  # the MIG layout the nodes register with (nvidia.com/mig.config)
+    driver_version: str

@@ -75,10 +75,9 @@ class Stack:
     # The image lock beside the config (gpustack.resolve.image_lock): image -> digest, and its path.
     image_digests: Mapping[str, str] = field(default_factory=dict)
     lock_file: Path | None = None
-    # Set on a view of the stack as one node pool's nodes see it (gpustack.build.node_files):
-    # the pool, and the device plugin config its nodes select.
+    # Set on a view of the stack as one node pool's nodes see it (gpustack.build.node_files,
+    # from GPUStack.pool_settings): the pool.
     pool: NodePool | None = None
-    pool_plugin_config: str | None = None
 
     @property
     def name(self) -> str:
@@ -106,7 +105,7 @@ class Stack:
         enabled = self.config.migManager.enabled
         if enabled == "auto":
             pools = [None, *self.config.nodes.pools]
-            strategies = {self.config.pool_mig_strategy(pool) for pool in pools}
+            strategies = {self.config.pool_settings(pool).mig_strategy for pool in pools}
             return strategies != {"none"} and self.facts.migPartitioning == "mig-manager"
         return enabled
 
@@ -162,14 +161,16 @@ class Stack:
     def gpu_allocations(self) -> set[str]:
         """How pods get GPUs on some GPU node: `device-plugin`, `dra` or both (node pools)."""
         config = self.config
-        return {config.gpuAllocation} | {config.pool_gpu_allocation(pool) for pool in self.pools}
+        return {config.gpuAllocation} | {
+            config.pool_settings(pool).gpu_allocation for pool in self.pools
+        }
 
     @property
     def smoke_test_allocation(self) -> str:
         """How the smoke test gets its GPU: as its first canary pool's nodes do, where it runs,
         else as the cluster's nodes do."""
         canaries = [pool for pool in self.pools if pool.canary]
-        return self.config.pool_gpu_allocation(canaries[0] if canaries else None)
+        return self.config.pool_settings(canaries[0] if canaries else None).gpu_allocation
 
     @property
     def dra_gpus(self) -> bool:

@@ -188,9 +188,9 @@ def _advertised(stack: Stack) -> tuple[str, int] | None:
     MIG layout, or node pools whose plugin configs advertise differently."""
     config = stack.config
     kinds = {
-        _advertised_as(stack, config.pool_mig_strategy(pool), config.pool_sharing(pool))
-        for pool in [None, *stack.pools]
-        if config.pool_gpu_allocation(pool) == "device-plugin"
+        _advertised_as(stack, settings.mig_strategy, settings.sharing)
+        for settings in (config.pool_settings(pool) for pool in [None, *stack.pools])
+        if settings.gpu_allocation == "device-plugin"
     }
     return kinds.pop() if len(kinds) == 1 else None
 

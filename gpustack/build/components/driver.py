@@ -193,7 +193,7 @@ def driver_pools(stack: Stack) -> list[NodePool]:
 def _with_version(stack: Stack, pool: NodePool) -> Stack:
     """The stack with the pool's driver version as the driver's."""
     config = stack.config
-    driver = config.driver.model_copy(update={"version": config.pool_driver_version(pool)})
+    driver = config.driver.model_copy(update={"version": config.pool_settings(pool).driver_version})
     return replace(stack, config=config.model_copy(update={"driver": driver}))
 
 
