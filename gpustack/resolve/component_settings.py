@@ -8,10 +8,7 @@ status exporter, the GPU smoke test and NVIDIA's DRA driver. The driver's sectio
 # evaluates them as it defines the class instead; a validator returning its own model says `Self`.
 from typing import Annotated, Literal
 
-from pydantic import (
-    Field,
-    field_validator,
-)
+from pydantic import Field, field_validator
 
 from gpustack.resolve.field_types import (
     DNS1123_LABEL,

@@ -6,10 +6,7 @@ RHCOS builds, and how a driver change rolls over the GPU nodes."""
 # evaluates them as it defines the class instead; a validator returning its own model says `Self`.
 from typing import Annotated, Literal, Self
 
-from pydantic import (
-    Field,
-    model_validator,
-)
+from pydantic import Field, model_validator
 
 from gpustack.resolve.field_types import (
     IMAGE_BY_DIGEST,

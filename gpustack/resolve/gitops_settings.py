@@ -5,10 +5,7 @@
 # evaluates them as it defines the class instead; a validator returning its own model says `Self`.
 from typing import Annotated, Literal, Self
 
-from pydantic import (
-    Field,
-    model_validator,
-)
+from pydantic import Field, model_validator
 
 from gpustack.resolve.field_types import DURATION, REPO_URL, ConflictError, Doc, Name, Strict
 

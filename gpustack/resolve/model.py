@@ -1,8 +1,13 @@
-"""The typed cluster config (`kind: GPUStack`) and the platform profile (`kind: Profile`).
+"""The typed cluster config (`kind: GPUStack`) as a whole: its metadata, platform, images and
+patches, the sections of the other modules of the model (`node_pools`, `component_settings`,
+`driver_settings`, `monitoring_settings`, `gitops_settings`), the checks across sections, a node
+pool's effective settings (`GPUStack.pool_settings`), and the lookups of one field by its dotted
+path that `gpustack init` and `gpustack import` use.
 
 Field names are a contract (PRODUCT.md): scripts and editors rely on them. Fields a profile decides
-are optional here; the profile's `defaults` are merged beneath the user's config before validation,
-so a validated GPUStack always carries concrete values. The model knows nothing of files or YAML.
+are optional here; the profile's `defaults` (`profile_model`) are merged beneath the user's config
+before validation, so a validated GPUStack always carries concrete values. The model knows nothing
+of files or YAML.
 """
 
 # No `from __future__ import annotations` in the config model's modules: pydantic would then

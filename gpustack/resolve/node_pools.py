@@ -8,11 +8,7 @@ cluster's (`GPUStack.pool_settings` gives a pool's effective ones)."""
 from dataclasses import dataclass
 from typing import Annotated, Literal, Self
 
-from pydantic import (
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 
 from gpustack.resolve.component_settings import MigConfigName, Sharing
 from gpustack.resolve.field_types import ConflictError, Doc, LabelKey, LabelValue, Name, Strict

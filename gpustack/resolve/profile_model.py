@@ -6,11 +6,7 @@ the checks and the components read, and the defaults merged beneath every config
 # evaluates them as it defines the class instead; a validator returning its own model says `Self`.
 from typing import Annotated, Literal, Self
 
-from pydantic import (
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 
 from gpustack.resolve.driver_settings import DriverMode
 from gpustack.resolve.field_types import HostPath, LabelKey, LabelValue, Name, Strict
