@@ -86,7 +86,7 @@ def terms_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return terms
 
 
-def test_no_pools_renders_what_it_did_before(tmp_path):
+def test_an_empty_pool_list_renders_as_no_pools(tmp_path):
     """`nodes.pools: []` is the same cluster as no pools at all, to the byte."""
     without = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER)
     empty = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER, nodes={"pools": []})

@@ -44,6 +44,12 @@ MigConfigName = Annotated[
 ]
 
 
+# How the device plugin and GFD advertise MIG devices (k8s-device-plugin's `--mig-strategy`).
+MigStrategy = Literal["none", "single", "mixed"]
+# How pods get a node's GPUs: the device plugin's extended resource, or NVIDIA's DRA driver.
+GPUAllocation = Literal["device-plugin", "dra"]
+
+
 class DevicePlugin(WithResources):
     components = ("device-plugin",)
     container = "the plugin container"
@@ -52,7 +58,7 @@ class DevicePlugin(WithResources):
         description="deploy NVIDIA's device plugin (GKE ships its own: `false` there)"
     )
     version: ReleaseTag = Field(default="v0.20.0", description="device plugin (and GFD) image tag")
-    migStrategy: Literal["none", "single", "mixed"] = Field(
+    migStrategy: MigStrategy = Field(
         default="none", description="MIG strategy of the plugin and GFD"
     )
     sharing: Sharing = Field(default_factory=Sharing)

@@ -32,6 +32,7 @@ from gpustack.resolve.component_settings import (
     MIG_DISABLED,
     NFD,
     DevicePlugin,
+    GPUAllocation,
     MigManager,
     NodeStatusExporter,
     RuntimeClass,
@@ -242,9 +243,7 @@ class GPUStack(Strict):
         "or the platform owns it (`default`, `kube-*`, the profile's `platformNamespaces`)"
     )
     nodes: Nodes = Field(default_factory=Nodes)
-    gpuAllocation: Annotated[
-        Literal["device-plugin", "dra"], Doc(see="Dynamic Resource Allocation (DRA)")
-    ] = Field(
+    gpuAllocation: Annotated[GPUAllocation, Doc(see="Dynamic Resource Allocation (DRA)")] = Field(
         default="device-plugin",
         description=(
             "how pods get GPUs: `device-plugin`: the `nvidia.com/gpu` extended resource; "

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gpustack.resolve.component_settings import MigConfigName, Sharing
+from gpustack.resolve.component_settings import GPUAllocation, MigConfigName, MigStrategy, Sharing
 from gpustack.resolve.field_types import ConflictError, Doc, LabelKey, LabelValue, Name, Strict
 
 
@@ -146,9 +146,9 @@ DriverVersion = Annotated[
 class PoolDevicePlugin(Strict):
     """A pool's device plugin settings over the cluster's `devicePlugin`."""
 
-    migStrategy: Annotated[
-        Literal["none", "single", "mixed"] | None, Doc(default="the cluster's")
-    ] = Field(default=None, description="MIG strategy of the plugin and GFD on the pool's nodes")
+    migStrategy: Annotated[MigStrategy | None, Doc(default="the cluster's")] = Field(
+        default=None, description="MIG strategy of the plugin and GFD on the pool's nodes"
+    )
     sharing: Annotated[Sharing | None, Doc(default="the cluster's")] = Field(
         default=None,
         description="GPU sharing on the pool's nodes; given, it replaces the cluster's as a whole",
@@ -229,7 +229,7 @@ class NodePool(Strict):
         description="GKE profiles: the pool's machine type and accelerator over `nodes.gke`",
     )
     gpuAllocation: Annotated[
-        Literal["device-plugin", "dra"] | None,
+        GPUAllocation | None,
         Doc(default="the cluster's", see="Node pools"),
     ] = Field(
         default=None,
@@ -340,8 +340,8 @@ class PoolSettings:
     selector: dict[str, str]
     taints: list[Taint]
     gke: GKENodePool | None
-    gpu_allocation: str  # `device-plugin` or `dra`
-    mig_strategy: str  # the device plugin's and GFD's: `none`, `single` or `mixed`
+    gpu_allocation: GPUAllocation
+    mig_strategy: MigStrategy  # the device plugin's and GFD's
     sharing: Sharing
     mig_config: str  # the MIG layout the nodes register with (nvidia.com/mig.config)
     driver_version: str
