@@ -120,8 +120,7 @@ class Stack:
 
     @property
     def driver_mode(self) -> str:
-        mode = self.config.driver.mode
-        return self.profile.facts.driver.default if mode == "auto" else mode
+        return driver_mode(self.config, self.profile)
 
     @property
     def driver_container(self) -> bool:
@@ -355,7 +354,13 @@ def validator_finds_driver(config: GPUStack, profile: Profile) -> bool:
     (NVIDIA/gpu-operator cmd/nvidia-validator/main.go hostNvidiaSMISearchPaths and
     validateDriverContainer, v26.7.0): a driver kept elsewhere (GKE's /home/kubernetes/bin/nvidia)
     it never finds."""
-    stack = Stack(config, profile, "")
-    return stack.driver_container or (
-        stack.driver_mode == "preinstalled" and profile.facts.driver.root == "/"
+    mode = driver_mode(config, profile)
+    return mode in DRIVER_CONTAINER_MODES or (
+        mode == "preinstalled" and profile.facts.driver.root == "/"
     )
+
+
+def driver_mode(config: GPUStack, profile: Profile) -> str:
+    """Who installs the driver: the config's `driver.mode`, the profile's default for `auto`."""
+    mode = config.driver.mode
+    return profile.facts.driver.default if mode == "auto" else mode
