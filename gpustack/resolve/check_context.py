@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from gpustack.errors import Location
 from gpustack.resolve.layered_settings import Layer, nearest, set_by_user
-from gpustack.resolve.model import GPUStack, Profile, ProfileFacts
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.profile_model import Profile, ProfileFacts
 from gpustack.resolve.stack import Stack
 
 

@@ -48,7 +48,7 @@ def _dra_choice(config: GPUStack) -> tuple[str | int, ...]:
     index = next(
         index
         for index, pool in enumerate(config.nodes.pools)
-        if config.pool_gpu_allocation(pool) == "dra"
+        if config.pool_settings(pool).gpu_allocation == "dra"
     )
     return ("nodes", "pools", index, "gpuAllocation")
 
@@ -207,7 +207,7 @@ def _check_pool_allocation(context: CheckContext, *, mixed: bool) -> None:
     plugin_serves = context.stack.nvidia_plugin_serves
     for index, pool in enumerate(config.nodes.pools):
         here: tuple[str | int, ...] = ("nodes", "pools", index)
-        allocation = config.pool_gpu_allocation(pool)
+        allocation = config.pool_settings(pool).gpu_allocation
         if mixed and allocation == "dra" and not config.dra.gpus.enabled:
             raise UserError(
                 f"pool {pool.name} takes its GPUs from the DRA driver, but dra.gpus.enabled is "

@@ -11,7 +11,7 @@ from gpustack.errors import UserError, did_you_mean
 from gpustack.resolve import bottlerocket, gke_accelerators
 from gpustack.resolve.check_context import CheckContext, version_tuple
 from gpustack.resolve.layered_settings import nearest, set_by_user
-from gpustack.resolve.model import GKENodePool, NodePool
+from gpustack.resolve.node_pools import GKENodePool, NodePool
 
 
 def _platform_nodes(
@@ -113,9 +113,9 @@ def check_gke_translation(
     """The cluster's (or one pool's) sharing and MIG settings as a GKE node pool takes them."""
     config = context.config
     plugin = config.devicePlugin
-    gke = (pool.gke if pool else None) or config.nodes.gke
+    settings = config.pool_settings(pool)
+    gke, mig_strategy, sharing = settings.gke, settings.mig_strategy, settings.sharing
     size = gke.accelerator.gpuPartitionSize if gke else None
-    mig_strategy, sharing = config.pool_mig_strategy(pool), config.pool_sharing(pool)
     own = pool.devicePlugin if pool else None
     base = ("nodes", "pools", index, "devicePlugin") if own else ("devicePlugin",)
     strategy = (

@@ -39,7 +39,7 @@ def _cluster_sharing_used(stack: Stack) -> bool:
         return allocation == "device-plugin" or not config.dra.gpus.enabled
 
     return plugin_hands_out(config.gpuAllocation) or any(
-        plugin_hands_out(config.pool_gpu_allocation(pool))
+        plugin_hands_out(config.pool_settings(pool).gpu_allocation)
         and not (pool.devicePlugin and pool.devicePlugin.sharing)
         for pool in config.nodes.pools
     )

@@ -9,7 +9,7 @@ from typing import Any
 from gpustack.errors import UserError
 from gpustack.resolve.check_context import CheckContext, version_tuple
 from gpustack.resolve.layered_settings import Layer, following, nearest, set_by_user
-from gpustack.resolve.model import Profile
+from gpustack.resolve.profile_model import Profile
 
 
 def follow_platform_versions(

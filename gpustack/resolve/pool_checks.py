@@ -8,7 +8,7 @@ from __future__ import annotations
 from gpustack.errors import UserError
 from gpustack.resolve.check_context import CheckContext
 from gpustack.resolve.managed_node_checks import check_gke_accelerator, check_gke_translation
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DEFAULT_CONFIG
 
 # Label namespaces a kubelet may not put on its own Node (the kubelet refuses such

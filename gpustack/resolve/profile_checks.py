@@ -25,7 +25,8 @@ from gpustack.resolve import (
 from gpustack.resolve.check_context import CheckContext
 from gpustack.resolve.layered_settings import Layer
 from gpustack.resolve.mig import Configs
-from gpustack.resolve.model import GPUStack, Profile
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.profile_model import Profile
 
 
 @dataclass(frozen=True)
