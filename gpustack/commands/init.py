@@ -12,7 +12,7 @@ import typer
 from gpustack.commands import common
 
 if TYPE_CHECKING:
-    from gpustack.resolve.model import ProfileFacts
+    from gpustack.resolve.profile_model import ProfileFacts
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server):
 # write.config_file.SCHEMA_FILE, which a test keeps equal (here: building the parser loads no

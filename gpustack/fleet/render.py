@@ -3,8 +3,8 @@
 
     render(request, say, progress) -> Rendered
 
-A rendering with an error finding writes nothing. Each warning or finding a fleet's clusters
-share is said once (`feedback.grouped`), as it is found, before anything is written.
+A rendering with an error finding writes nothing. Each finding (an error or a warning) a fleet's
+clusters share is said once (`feedback.grouped`), as it is found, before anything is written.
 """
 
 from __future__ import annotations
@@ -74,9 +74,6 @@ def render(request: RenderRequest, say: Messages, progress: StartProgress) -> Re
         paths, request.profile, request.profiles_dir, request.jobs, override, rendering.advance
     )
     rendering.finish()
-    noted = [(r.name, message) for r in renderings for message in r.warnings]
-    for line in grouped(noted, request.verbose):
-        say.warning(line)
     findings = [
         (rendered.name, finding)
         for rendered, found in zip(renderings, fleet.check_all(renderings, request.jobs))

@@ -23,8 +23,8 @@ from gpustack.errors import Location, UserError, display_path
 from gpustack.read.bounded import read_bounded
 from gpustack.read.yamlio import load_text
 from gpustack.resolve.config_schema import SCHEMA_ID, schema_text
+from gpustack.resolve.field_types import dns_label
 from gpustack.resolve.load import load_stack
-from gpustack.resolve.model import dns_label
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server).
 SCHEMA_FILE = "gpustack.schema.json"
