@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build.workload import host_path_volume
+from gpustack.build.pod import host_path_volume
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
 
 # Where every step of a node's bring-up leaves its ready file (the host folder the operator's

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.build import ready_files
-from gpustack.build.metrics import COUNTERS, NODE_LABEL
+from gpustack.build.metrics import COUNTERS
 from gpustack.build.metrics import DCGM_EXPORTER as NAME
+from gpustack.build.monitoring import scrape_objects
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     API_ACCESS,
     API_ACCESS_MOUNT,
@@ -24,15 +26,11 @@ from gpustack.build.workload import (
     daemonset,
     driver_mount,
     gpu_pod_spec,
-    host_path_volume,
     kubelet_socket_selinux,
-    metrics_service,
-    monitor_metadata,
     role_with_binding,
     scc_rules,
     selector_labels,
     service_account,
-    service_monitor,
 )
 from gpustack.resolve.model import duration_ms
 from gpustack.resolve.stack import Stack
@@ -81,21 +79,13 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     rules = scc_rules(stack)
     if rules:
         objects += role_with_binding(stack, NAME, rules)
-    monitor = stack.monitor
-    if monitor != "podmonitoring":
-        # Google Managed Prometheus scrapes pods directly and nothing else would use a Service
-        # there: a ClusterIP in front of a DaemonSet answers from a random node, so it is only
-        # useful as the endpoint list a Prometheus discovers (ServiceMonitor, or a plain
-        # Prometheus's own service discovery when monitor is none).
-        objects.append(
-            metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
-        )
-    if monitor in ("servicemonitor", "azure-servicemonitor"):
-        objects.append(_service_monitor(stack))
-        if stack.facts.securityContextConstraints:
-            objects += _cluster_monitoring_access(stack)
-    elif monitor == "podmonitoring":
-        objects.append(_pod_monitoring(stack))
+    # The exporter labels its samples with the GPU's pod, namespace and container, not with its
+    # own node: the monitor adds that.
+    objects += scrape_objects(stack, NAME, LABELS, (PORT_NAME, PORT), by_node=True)
+    if stack.monitor in ("servicemonitor", "azure-servicemonitor") and (
+        stack.facts.securityContextConstraints
+    ):
+        objects += _cluster_monitoring_access(stack)
     return objects
 
 
@@ -213,50 +203,6 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     return daemonset(
         stack, NAME, ready_files.after_toolkit_ready(stack, pod_spec), component=COMPONENT
     )
-
-
-def _service_monitor(stack: Stack) -> dict[str, Any]:
-    return service_monitor(
-        stack,
-        monitor_metadata(stack, NAME, LABELS),
-        {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "namespaceSelector": {"matchNames": [stack.namespace]},
-            # No scrapeTimeout: Prometheus then uses the smaller of its global timeout and the
-            # interval, which stays valid for any interval.
-            "endpoints": [
-                {
-                    "port": PORT_NAME,
-                    "path": "/metrics",
-                    "interval": stack.config.dcgmExporter.interval,
-                    # The node the scraped exporter pod runs on (Prometheus endpoints discovery,
-                    # __meta_kubernetes_pod_node_name).
-                    "relabelings": [
-                        {
-                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                            "targetLabel": NODE_LABEL,
-                        }
-                    ],
-                }
-            ],
-        },
-    )
-
-
-def _pod_monitoring(stack: Stack) -> dict[str, Any]:
-    return {
-        "apiVersion": "monitoring.googleapis.com/v1",
-        "kind": "PodMonitoring",
-        "metadata": monitor_metadata(stack, NAME, LABELS),
-        "spec": {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],
-            # The exporter's own pod, namespace and container labels name the pod using each GPU;
-            # the scraped pod's would only shadow them (prometheus-engine example). Its node is
-            # kept (PodMonitoring permits pod, container and node).
-            "targetLabels": {"metadata": [NODE_LABEL]},
-        },
-    }
 
 
 def _cluster_monitoring_access(stack: Stack) -> list[dict[str, Any]]:

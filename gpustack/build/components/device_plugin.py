@@ -28,13 +28,13 @@ from gpustack.build.device_plugin_config import (
     sharing_strategies,
     with_config_manager,
 )
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
     daemonset,
     driver_mount,
     gpu_pod_spec,
-    host_path_volume,
     kubelet_socket_selinux,
     place_by_allocation,
     role_with_binding,

@@ -16,12 +16,12 @@ from typing import Any
 
 from gpustack.build import metrics, ready_files
 from gpustack.build.decorate import pulled
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     COMPONENT_LABEL,
     GPU_DEVICE_CLASS,
     daemonset,
     gpu_pod_spec,
-    host_path_volume,
     place_by_allocation,
     selector_labels,
 )

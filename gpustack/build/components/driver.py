@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpustack.build.decorate import CANARY, POOL_LABEL, ignore, rollout
+from gpustack.build.pod import host_path_volume
 from gpustack.build.ready_files import DRIVER_READY, VALIDATIONS
 from gpustack.build.workload import (
     API_ACCESS,
@@ -47,7 +48,6 @@ from gpustack.build.workload import (
     daemonset,
     deploy_labeller,
     gpu_pod_spec,
-    host_path_volume,
     pool_node_terms,
     role_with_binding,
     scc_rules,

@@ -15,6 +15,7 @@ from typing import Any
 from gpustack import emit
 from gpustack.build import device_plugin_config, ready_files
 from gpustack.build.decorate import ignore
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     FEATURES_D,
     cluster_role_with_binding,
@@ -22,7 +23,6 @@ from gpustack.build.workload import (
     daemonset,
     driver_mount,
     gpu_pod_spec,
-    host_path_volume,
     role_with_binding,
     scc_rules,
     service_account,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build.workload import daemonset, gpu_node_affinity, gpu_pod_spec, host_path_volume
+from gpustack.build.pod import host_path_volume
+from gpustack.build.workload import daemonset, gpu_node_affinity, gpu_pod_spec
 from gpustack.errors import UserError
 from gpustack.resolve.model import CriticalPodsQuota
 from gpustack.resolve.stack import Stack

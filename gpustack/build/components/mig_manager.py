@@ -20,6 +20,7 @@ from typing import Any
 
 from gpustack import emit
 from gpustack.build import device_plugin_config, ready_files, workload
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
@@ -27,7 +28,6 @@ from gpustack.build.workload import (
     deploy_labeller,
     gpu_node_affinity,
     gpu_pod_spec,
-    host_path_volume,
     role_with_binding,
     scc_rules,
     service_account,

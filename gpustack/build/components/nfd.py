@@ -18,6 +18,7 @@ from typing import Any
 
 from gpustack import emit
 from gpustack.build.decorate import DISCOVERY, rollout
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     COMPONENT_LABEL,
     CONTROL_PLANE_TAINT,
@@ -26,7 +27,6 @@ from gpustack.build.workload import (
     config_map,
     daemonset,
     gpu_tolerations,
-    host_path_volume,
     role_with_binding,
     scc_rules,
     selector_labels,

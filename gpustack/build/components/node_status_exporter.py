@@ -23,19 +23,17 @@ from typing import Any
 from gpustack.build import ready_files
 from gpustack.build.metrics import NODE_STATUS_EXPORTER as NAME
 from gpustack.build.metrics import node_status_exporter_enabled as enabled
+from gpustack.build.monitoring import scrape_objects
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     COMPONENT_LABEL,
     cluster_role_with_binding,
     daemonset,
     gpu_pod_spec,
-    host_path_volume,
-    metrics_service,
-    monitor_metadata,
     role_with_binding,
     scc_rules,
     selector_labels,
     service_account,
-    service_monitor,
 )
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
 
@@ -73,15 +71,9 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         ),
         _daemonset(stack),
     ]
-    monitor = stack.monitor
-    if monitor != "podmonitoring":
-        objects.append(
-            metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
-        )
-    if monitor in ("servicemonitor", "azure-servicemonitor"):
-        objects.append(_service_monitor(stack))
-    elif monitor == "podmonitoring":
-        objects.append(_pod_monitoring(stack))
+    # state-node-status-exporter/0600_service_monitor.yaml: port node-status, path /metrics.
+    # Not by node: the samples carry their node already.
+    objects += scrape_objects(stack, NAME, LABELS, (PORT_NAME, PORT))
     return objects
 
 
@@ -149,36 +141,3 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         }
     )
     return daemonset(stack, NAME, pod_spec, component=COMPONENT)
-
-
-def _service_monitor(stack: Stack) -> dict[str, Any]:
-    # state-node-status-exporter/0600_service_monitor.yaml: port node-status, path /metrics. No
-    # relabelling: the samples carry their node already.
-    return service_monitor(
-        stack,
-        monitor_metadata(stack, NAME, LABELS),
-        {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "namespaceSelector": {"matchNames": [stack.namespace]},
-            "endpoints": [
-                {
-                    "port": PORT_NAME,
-                    "path": "/metrics",
-                    "interval": stack.config.dcgmExporter.interval,
-                }
-            ],
-        },
-    )
-
-
-def _pod_monitoring(stack: Stack) -> dict[str, Any]:
-    # No targetLabels: a `node` target label would push the samples' own to `exported_node`.
-    return {
-        "apiVersion": "monitoring.googleapis.com/v1",
-        "kind": "PodMonitoring",
-        "metadata": monitor_metadata(stack, NAME, LABELS),
-        "spec": {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],
-        },
-    }

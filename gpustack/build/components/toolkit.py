@@ -17,6 +17,7 @@ import posixpath
 from typing import Any
 
 from gpustack.build import ready_files
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     CDI_ROOT,
     DRIVER_ROOT_MOUNT,
@@ -25,7 +26,6 @@ from gpustack.build.workload import (
     container_path,
     daemonset,
     gpu_pod_spec,
-    host_path_volume,
     role_with_binding,
     scc_rules,
     service_account,
