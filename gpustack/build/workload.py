@@ -68,7 +68,7 @@ def driver_container_root(*, read_only: bool = False) -> HostPath:
     )
 
 
-def driver_root(stack: Stack) -> list[HostPath]:
+def mounted_driver_root(stack: Stack) -> list[HostPath]:
     """The driver root at DRIVER_ROOT_MOUNT, for a container told so by DRIVER_ROOT_CTR_PATH
     (`container_path`: the Container Toolkit, the MIG manager); none where the driver root is
     the host's own, which HOST_ROOT shows. HostToContainer: the driver container mounts its
