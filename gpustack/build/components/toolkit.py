@@ -158,12 +158,7 @@ def _host_paths(stack: Stack) -> list[HostPath]:
     specs) and what it reads (the host's root, the driver's)."""
     paths = [
         HostPath("toolkit-root", "/run/nvidia/toolkit", "/run/nvidia/toolkit", "DirectoryOrCreate"),
-        HostPath(
-            "run-nvidia-validations",
-            ready_files.VALIDATIONS,
-            ready_files.VALIDATIONS,
-            "DirectoryOrCreate",
-        ),
+        ready_files.validations(),
         HostPath(
             "toolkit-install-dir", TOOLKIT_INSTALL_DIR, TOOLKIT_INSTALL_DIR, "DirectoryOrCreate"
         ),
