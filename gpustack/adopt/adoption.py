@@ -25,6 +25,7 @@ from gpustack.adopt import importing
 from gpustack.build.pipeline import render
 from gpustack.build.workload import COMPONENT_LABEL
 from gpustack.errors import Location, UserError, display_path
+from gpustack.objects import kind_of, labels_of, name_of
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Document, load_all_text, load_text
 from gpustack.resolve.load import load_stack
@@ -304,9 +305,7 @@ def _same(aspect: str, expected: str, actual: str) -> bool:
 def _rendered(stack: Stack, objects: list[dict[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
     daemonsets = {
-        obj["metadata"].get("labels", {}).get(COMPONENT_LABEL): obj
-        for obj in objects
-        if obj.get("kind") == "DaemonSet"
+        labels_of(obj).get(COMPONENT_LABEL): obj for obj in objects if kind_of(obj) == "DaemonSet"
     }
     for component, label in _COMPONENTS.items():
         daemonset = daemonsets.get(label)
@@ -326,10 +325,10 @@ def _rendered(stack: Stack, objects: list[dict[str, Any]]) -> dict[str, str]:
         if pod.get("runtimeClassName"):
             found["runtime class"] = pod["runtimeClassName"]
     for obj in objects:
-        if obj.get("kind") == "RuntimeClass":
-            found.setdefault("runtime class", obj["metadata"]["name"])
+        if kind_of(obj) == "RuntimeClass":
+            found.setdefault("runtime class", name_of(obj))
         name = obj.get("metadata", {}).get("name", "")
-        if obj.get("kind") == "ConfigMap" and name == "nvidia-dcgm-exporter-metrics":
+        if kind_of(obj) == "ConfigMap" and name == "nvidia-dcgm-exporter-metrics":
             rows = [
                 line
                 for text in obj.get("data", {}).values()
@@ -337,7 +336,7 @@ def _rendered(stack: Stack, objects: list[dict[str, Any]]) -> dict[str, str]:
                 if line.strip() and not line.startswith("#")
             ]
             found["exporter counters"] = f"gpustack's counters ({len(rows)} fields)"
-        if obj.get("kind") == "ConfigMap" and name == "nvidia-device-plugin-config":
+        if kind_of(obj) == "ConfigMap" and name == "nvidia-device-plugin-config":
             for text in obj.get("data", {}).values():
                 plugin = load_text(str(text), name).data
                 if isinstance(plugin, dict):

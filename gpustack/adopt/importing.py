@@ -30,6 +30,7 @@ import yaml  # type: ignore[import-untyped]
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gpustack.errors import Location, UserError
+from gpustack.objects import kind_of
 from gpustack.read.yamlio import Document, Path_, SourceMap, load_all_text
 from gpustack.resolve.model import (
     API_VERSION,
@@ -221,7 +222,7 @@ def classify(documents: list[Document], stems: list[str]) -> list[Input]:
                 "mapping was expected)",
                 source.nearest(()),
             )
-        if data.get("kind") == "List" or data.get("kind") == "ClusterPolicyList":
+        if kind_of(data) in ("List", "ClusterPolicyList"):
             items = data.get("items")
             if not isinstance(items, list):
                 raise UserError("a List without items", source.nearest(("items",)), "items")

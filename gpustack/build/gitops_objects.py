@@ -13,6 +13,7 @@ from typing import Any
 
 from gpustack.build.decorate import is_discovery, stage, stage_dependency
 from gpustack.layout import APPLICATION_SET_DIR, CANARY_STAGE, SMOKE_TEST_STAGE
+from gpustack.objects import kind_of, name_of, namespace_of
 from gpustack.resolve.model import IN_CLUSTER, ArgoCD, duration_ms
 from gpustack.resolve.stack import Stack
 
@@ -217,9 +218,9 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
             spec["healthChecks"] = [
                 {
                     "apiVersion": obj["apiVersion"],
-                    "kind": obj["kind"],
-                    "name": obj["metadata"]["name"],
-                    "namespace": obj["metadata"]["namespace"],
+                    "kind": kind_of(obj),
+                    "name": name_of(obj),
+                    "namespace": namespace_of(obj),
                 }
                 for obj in rendered
                 if stage(obj) == SMOKE_TEST_STAGE

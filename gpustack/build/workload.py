@@ -10,6 +10,7 @@ import itertools
 from typing import Any
 
 from gpustack.build.pod import HostPath
+from gpustack.objects import kind_of, labels_of
 from gpustack.resolve.model import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
 
@@ -538,7 +539,7 @@ def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list
         return objects
     result = []
     for obj in objects:
-        labels = obj["spec"]["template"]["metadata"]["labels"] if obj["kind"] == "DaemonSet" else {}
+        labels = labels_of(obj["spec"]["template"]) if kind_of(obj) == "DaemonSet" else {}
         client = DEPLOY_CLIENTS.get(labels.get(COMPONENT_LABEL, ""))
         if client is None:
             result.append(obj)

@@ -28,6 +28,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gpustack.errors import Location, UserError, display_path
+from gpustack.objects import kind_of
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Path_, load_all_text, load_text, read_text
 from gpustack.resolve.model import IMAGE_BY_DIGEST, RHCOS_BUILD, RhcosBuild
@@ -56,7 +57,7 @@ def read_builds(path: Path) -> list[RhcosBuild]:
     source, data = documents[0].source, documents[0].data
     if (
         not isinstance(data, dict)
-        or data.get("kind") != "ImageStream"
+        or kind_of(data) != "ImageStream"
         or not str(data.get("apiVersion", "")).startswith(API_GROUP)
     ):
         raise UserError(
@@ -122,7 +123,7 @@ def read_builds(path: Path) -> list[RhcosBuild]:
 
 
 def _spec_image(reference: Any) -> str | None:
-    if not isinstance(reference, dict) or reference.get("kind") != "DockerImage":
+    if not isinstance(reference, dict) or kind_of(reference) != "DockerImage":
         return None
     name = reference.get("name")
     return name if isinstance(name, str) and re.fullmatch(IMAGE_BY_DIGEST, name) else None

@@ -55,6 +55,7 @@ from gpustack.build.workload import (
     scc_rules,
     service_account,
 )
+from gpustack.objects import kind_of
 from gpustack.resolve.model import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 
@@ -795,7 +796,7 @@ def _items(value: Any) -> list[Any]:
 def _install(daemonset: dict[str, Any]) -> str | None:
     """A hash of what a driver DaemonSet's containers install (their DRIVER_CONFIG_DIGEST
     aside), or None for any other object. Patched objects may hold anything."""
-    if daemonset.get("kind") != "DaemonSet":
+    if kind_of(daemonset) != "DaemonSet":
         return None
     pod = _mapping(_mapping(_mapping(daemonset.get("spec")).get("template")).get("spec"))
     containers = [_mapping(each) for each in _items(pod.get("containers"))]
