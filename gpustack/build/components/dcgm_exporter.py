@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build import ready_files
+from gpustack.build import pod, ready_files
 from gpustack.build.metrics import COUNTERS
 from gpustack.build.metrics import DCGM_EXPORTER as NAME
 from gpustack.build.monitoring import scrape_objects
@@ -132,19 +132,19 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": "DCGM_EXPORTER_LISTEN", "value": f":{PORT}"},
         # Label samples with the pod, namespace and container that hold each GPU.
-        {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+        pod.env("DCGM_EXPORTER_KUBERNETES", "true"),
         {"name": "DCGM_EXPORTER_COLLECTORS", "value": f"{COUNTERS_DIR}/{COUNTERS_KEY}"},
         # Collect as often as Prometheus scrapes (the exporter's default is every 30 s, in ms).
-        {"name": "DCGM_EXPORTER_INTERVAL", "value": str(duration_ms(settings.interval))},
-        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        pod.env("DCGM_EXPORTER_INTERVAL", str(duration_ms(settings.interval))),
+        pod.field_env("NODE_NAME", "spec.nodeName"),
     ]
     if stack.facts.devicePluginProvider == "gke" and not stack.config.devicePlugin.enabled:
         # GKE's device plugin hands out GPUs by device name (nvidia0), not by UUID
         # (prometheus-engine nvidia-dcgm example).
-        env.append({"name": "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", "value": "device-name"})
+        env.append(pod.env("DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", "device-name"))
     if stack.facts.driver.hostMount is None:
         # The nvidia runtime or hook exposes every GPU to the exporter, which requests none.
-        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+        env.append(pod.env("NVIDIA_VISIBLE_DEVICES", "all"))
     env += driver_env
     access_mounts: list[dict[str, Any]] = []
     access_volumes: list[dict[str, Any]] = []
@@ -154,7 +154,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # through the driver's ResourceSlices only in DRA mode (the chart's kubernetesDRA.enabled,
         # deployment/templates/daemonset.yaml KUBERNETES_ENABLE_DRA, d5e5f51); without it the
         # GPUs of DRA pods carry no pod labels.
-        env.append({"name": "KUBERNETES_ENABLE_DRA", "value": "true"})
+        env.append(pod.env("KUBERNETES_ENABLE_DRA", "true"))
         access_mounts.append(
             {"name": DRA_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True}
         )

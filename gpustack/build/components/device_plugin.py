@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
-from gpustack.build import ready_files
+from gpustack.build import pod, ready_files
 from gpustack.build.decorate import ignore
 from gpustack.build.device_plugin_config import (
     CONFIG_DIR,
@@ -95,9 +95,9 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         # The plugin's `--config-file` flag (cmd/nvidia-device-plugin/main.go, env CONFIG_FILE).
         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
         # helm templates/daemonset-device-plugin.yml sets these for the plugin container.
-        {"name": "MPS_ROOT", "value": MPS_ROOT},
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+        pod.env("MPS_ROOT", MPS_ROOT),
+        pod.env("NVIDIA_VISIBLE_DEVICES", "all"),
+        pod.env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
         *driver_env,
     ]
     security: dict[str, Any] = {
@@ -107,7 +107,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         **kubelet_socket_selinux(stack),
     }
     if mig_strategies(stack) != {"none"}:
-        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+        env.append(pod.env("NVIDIA_MIG_MONITOR_DEVICES", "all"))
         # Watching MIG devices needs SYS_ADMIN (helm _helpers.tpl, securityContext logic).
         security["capabilities"]["add"] = ["SYS_ADMIN"]
     if stack.facts.driver.hostMount is not None:
@@ -215,12 +215,9 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon"],
                     "env": [
                         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
-                        {
-                            "name": "NODE_NAME",
-                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                        },
-                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                        pod.field_env("NODE_NAME", "spec.nodeName"),
+                        pod.env("NVIDIA_VISIBLE_DEVICES", "all"),
+                        pod.env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
                     ],
                     # Privileged: it must start the MPS server for all GPUs on the node.
                     "securityContext": {"privileged": True},

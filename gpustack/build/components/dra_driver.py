@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build import metrics, ready_files
+from gpustack.build import metrics, pod, ready_files
 from gpustack.build.decorate import pulled
 from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
@@ -72,15 +72,11 @@ def _feature_gates(stack: Stack) -> list[dict[str, Any]]:
     if not gates:
         return []
     value = ",".join(f"{key}={str(gates[key]).lower()}" for key in sorted(gates))
-    return [{"name": "FEATURE_GATES", "value": value}]
+    return [pod.env("FEATURE_GATES", value)]
 
 
 def _gate(stack: Stack, gate: str) -> bool:
     return dra_gate_enabled(stack.config, gate)
-
-
-def _field(path: str) -> dict[str, Any]:
-    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -395,28 +391,28 @@ def _plugin_container(
     registrar, plugins = _kubelet_paths(stack)
     env: list[dict[str, Any]] = [
         # HTTP_ENDPOINT and METRICS_PATH: the metrics server (values.yaml kubeletPlugin.metrics).
-        {"name": "HTTP_ENDPOINT", "value": metrics},
-        {"name": "METRICS_PATH", "value": METRICS_PATH},
-        {"name": "LOG_VERBOSITY", "value": str(stack.config.dra.logVerbosity)},
-        {"name": "MASK_NVIDIA_DRIVER_PARAMS", "value": "false"},
-        {"name": "NVIDIA_DRIVER_ROOT", "value": stack.driver_root},
+        pod.env("HTTP_ENDPOINT", metrics),
+        pod.env("METRICS_PATH", METRICS_PATH),
+        pod.env("LOG_VERBOSITY", str(stack.config.dra.logVerbosity)),
+        pod.env("MASK_NVIDIA_DRIVER_PARAMS", "false"),
+        pod.env("NVIDIA_DRIVER_ROOT", stack.driver_root),
         # Under runc: explicit "void", else an nvidia runtime would inject every GPU.
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-        {"name": "CDI_ROOT", "value": CDI_ROOT},
-        {"name": "NVIDIA_MIG_CONFIG_DEVICES", "value": "all"},
-        {"name": "NODE_NAME", **_field("spec.nodeName")},
-        {"name": "NAMESPACE", **_field("metadata.namespace")},
+        pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+        pod.env("CDI_ROOT", CDI_ROOT),
+        pod.env("NVIDIA_MIG_CONFIG_DEVICES", "all"),
+        pod.field_env("NODE_NAME", "spec.nodeName"),
+        pod.field_env("NAMESPACE", "metadata.namespace"),
     ]
     if name == "gpus":
         env += [
-            {"name": "SERVICE_ACCOUNT_NAME", **_field("spec.serviceAccountName")},
-            {"name": "IMAGE_NAME", "value": _image_for_env(stack)},
+            pod.field_env("SERVICE_ACCOUNT_NAME", "spec.serviceAccountName"),
+            pod.env("IMAGE_NAME", _image_for_env(stack)),
         ]
     env += [
         *_feature_gates(stack),
-        {"name": "KUBELET_REGISTRAR_DIRECTORY_PATH", "value": registrar},
-        {"name": "KUBELET_PLUGINS_DIRECTORY_PATH", "value": plugins},
-        {"name": "HEALTHCHECK_PORT", "value": str(health_port)},
+        pod.env("KUBELET_REGISTRAR_DIRECTORY_PATH", registrar),
+        pod.env("KUBELET_PLUGINS_DIRECTORY_PATH", plugins),
+        pod.env("HEALTHCHECK_PORT", str(health_port)),
     ]
     driver_root: dict[str, Any] = {
         "name": "driver-root",
@@ -493,10 +489,10 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
         "securityContext": {"privileged": True},
         "command": ["bash", "/usr/bin/kubelet-plugin-prestart.sh"],
         "env": [
-            {"name": "NVIDIA_DRIVER_ROOT", "value": stack.driver_root},
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-            {"name": "KUBELET_REGISTRAR_DIRECTORY_PATH", "value": registrar},
-            {"name": "KUBELET_PLUGINS_DIRECTORY_PATH", "value": plugins},
+            pod.env("NVIDIA_DRIVER_ROOT", stack.driver_root),
+            pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+            pod.env("KUBELET_REGISTRAR_DIRECTORY_PATH", registrar),
+            pod.env("KUBELET_PLUGINS_DIRECTORY_PATH", plugins),
         ],
         "volumeMounts": [parent_mount],
     }
@@ -577,30 +573,30 @@ def _controller(stack: Stack) -> dict[str, Any]:
     namespace = stack.namespace
     verbosity = str(dra.logVerbosity)
     env: list[dict[str, Any]] = [
-        {"name": "HTTP_ENDPOINT", "value": CONTROLLER_METRICS},
-        {"name": "METRICS_PATH", "value": METRICS_PATH},
-        {"name": "PPROF_PATH", "value": ""},
-        {"name": "LOG_VERBOSITY", "value": verbosity},
+        pod.env("HTTP_ENDPOINT", CONTROLLER_METRICS),
+        pod.env("METRICS_PATH", METRICS_PATH),
+        pod.env("PPROF_PATH", ""),
+        pod.env("LOG_VERBOSITY", verbosity),
         # The verbosity of the IMEX daemons the controller launches.
-        {"name": "LOG_VERBOSITY_CD_DAEMON", "value": verbosity},
-        {"name": "POD_NAME", **_field("metadata.name")},
-        {"name": "NAMESPACE", **_field("metadata.namespace")},
-        {"name": "IMAGE_NAME", "value": _image_for_env(stack)},
+        pod.env("LOG_VERBOSITY_CD_DAEMON", verbosity),
+        pod.field_env("POD_NAME", "metadata.name"),
+        pod.field_env("NAMESPACE", "metadata.namespace"),
+        pod.env("IMAGE_NAME", _image_for_env(stack)),
     ]
     secrets = stack.config.images.pullSecrets
     if secrets:
         # The IMEX daemon DaemonSets the controller creates pull the same image.
-        env.append({"name": "CD_DAEMON_IMAGE_PULL_SECRET_NAMES", "value": ",".join(secrets)})
+        env.append(pod.env("CD_DAEMON_IMAGE_PULL_SECRET_NAMES", ",".join(secrets)))
     env += [
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
         *_feature_gates(stack),
         # values.yaml controller.leaderElection: off with its one replica.
-        {"name": "LEADER_ELECTION_ENABLED", "value": "false"},
-        {"name": "LEADER_ELECTION_LEASE_LOCK_NAME", "value": CONTROLLER},
-        {"name": "LEADER_ELECTION_LEASE_LOCK_NAMESPACE", "value": namespace},
-        {"name": "LEADER_ELECTION_LEASE_DURATION", "value": "15s"},
-        {"name": "LEADER_ELECTION_RENEW_DEADLINE", "value": "10s"},
-        {"name": "LEADER_ELECTION_RETRY_PERIOD", "value": "2s"},
+        pod.env("LEADER_ELECTION_ENABLED", "false"),
+        pod.env("LEADER_ELECTION_LEASE_LOCK_NAME", CONTROLLER),
+        pod.env("LEADER_ELECTION_LEASE_LOCK_NAMESPACE", namespace),
+        pod.env("LEADER_ELECTION_LEASE_DURATION", "15s"),
+        pod.env("LEADER_ELECTION_RENEW_DEADLINE", "10s"),
+        pod.env("LEADER_ELECTION_RETRY_PERIOD", "2s"),
     ]
     selector = selector_labels(CONTROLLER)
     labels = {**selector, COMPONENT_LABEL: CONTROLLER_COMPONENT}

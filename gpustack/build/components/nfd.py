@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
+from gpustack.build import pod
 from gpustack.build.decorate import DISCOVERY, rollout
 from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
@@ -317,9 +318,9 @@ def _container(
         "command": [name],
         # Identity from the downward API: NFD names its NodeFeature and owner references by it.
         "env": [
-            _field_env("NODE_NAME", "spec.nodeName"),
-            _field_env("POD_NAME", "metadata.name"),
-            _field_env("POD_UID", "metadata.uid"),
+            pod.field_env("NODE_NAME", "spec.nodeName"),
+            pod.field_env("POD_NAME", "metadata.name"),
+            pod.field_env("POD_UID", "metadata.uid"),
         ],
         "ports": [{"name": "http", "containerPort": 8080}],
         "livenessProbe": {**health, **liveness},
@@ -336,10 +337,6 @@ def _container(
     if mounts:
         container["volumeMounts"] = mounts
     return container
-
-
-def _field_env(name: str, field_path: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
 
 
 def _config_map(stack: Stack, name: str, config: dict[str, Any]) -> dict[str, Any]:
