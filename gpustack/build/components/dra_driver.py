@@ -12,6 +12,7 @@ webhook and the NetworkPolicies.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from gpustack.build import metrics, pod, ready_files
@@ -468,22 +469,19 @@ def _driver_root_parent(stack: Stack) -> str:
     return "/" if root == "/" else root.rstrip("/").rsplit("/", 1)[0] or "/"
 
 
-def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
-    dra = stack.config.dra
+def _prestart(stack: Stack) -> dict[str, Any]:
+    """The init container that waits until the driver is on the host under NVIDIA_DRIVER_ROOT
+    (/usr/bin/kubelet-plugin-prestart.sh in the image)."""
     registrar, plugins = _kubelet_paths(stack)
-    parent_mount: dict[str, Any] = {
-        "name": "driver-root-parent",
-        "mountPath": "/driver-root-parent",
-    }
-    if stack.driver_root == "/":
-        parent_mount["readOnly"] = True
-    else:
+    parent_mount = pod.mount(
+        "driver-root-parent",
+        "/driver-root-parent",
+        read_only=stack.driver_root == "/",
         # A driver container mounts the driver there after this pod starts (Bidirectional, out
         # of this pod's lifecycle): HostToContainer lets the plugin see it.
-        parent_mount["mountPropagation"] = "HostToContainer"
-    init = {
-        # Waits until the driver is on the host under NVIDIA_DRIVER_ROOT
-        # (/usr/bin/kubelet-plugin-prestart.sh in the image).
+        propagation=None if stack.driver_root == "/" else "HostToContainer",
+    )
+    return {
         "name": "init-container",
         "image": image(stack),
         "securityContext": {"privileged": True},
@@ -496,6 +494,10 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
         ],
         "volumeMounts": [parent_mount],
     }
+
+
+def _plugin_containers(stack: Stack) -> list[dict[str, Any]]:
+    dra = stack.config.dra
     containers = []
     if dra.computeDomains.enabled:
         containers.append(
@@ -521,6 +523,11 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
                 dra.gpus.resources,
             )
         )
+    return containers
+
+
+def _kubelet_plugin_volumes(stack: Stack) -> list[dict[str, Any]]:
+    registrar, plugins = _kubelet_paths(stack)
     volumes = [
         host_path_volume("plugins-registry", registrar),
         host_path_volume("plugins", plugins),
@@ -528,12 +535,17 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
         host_path_volume("driver-root-parent", _driver_root_parent(stack), "DirectoryOrCreate"),
         host_path_volume("driver-root", stack.driver_root, "DirectoryOrCreate"),
     ]
-    if dra.gpus.enabled and _gate(stack, "PassthroughSupport"):
+    if stack.config.dra.gpus.enabled and _gate(stack, "PassthroughSupport"):
         volumes += [
             host_path_volume("host-root", "/", "Directory"),
             host_path_volume("sysfs", "/sys/", "Directory"),
             host_path_volume("procfs", "/proc/", "Directory"),
         ]
+    return volumes
+
+
+def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
+    dra = stack.config.dra
     # Under runc, as the chart runs it (NVIDIA_VISIBLE_DEVICES=void): the plugins reach the
     # driver through the driver-root mount, not through an nvidia runtime.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
@@ -544,9 +556,9 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
     pod_spec.update(
         {
             "serviceAccountName": KUBELET_PLUGIN_ACCOUNT,
-            "initContainers": [init],
-            "containers": containers,
-            "volumes": volumes,
+            "initContainers": [_prestart(stack)],
+            "containers": _plugin_containers(stack),
+            "volumes": _kubelet_plugin_volumes(stack),
         }
     )
     workload = daemonset(
@@ -568,11 +580,9 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
 # The ComputeDomain controller Deployment (templates/controller.yaml).
 
 
-def _controller(stack: Stack) -> dict[str, Any]:
-    dra = stack.config.dra
-    namespace = stack.namespace
-    verbosity = str(dra.logVerbosity)
-    env: list[dict[str, Any]] = [
+def _controller_env(stack: Stack) -> list[dict[str, Any]]:
+    verbosity = str(stack.config.dra.logVerbosity)
+    env = [
         pod.env("HTTP_ENDPOINT", CONTROLLER_METRICS),
         pod.env("METRICS_PATH", METRICS_PATH),
         pod.env("PPROF_PATH", ""),
@@ -593,11 +603,39 @@ def _controller(stack: Stack) -> dict[str, Any]:
         # values.yaml controller.leaderElection: off with its one replica.
         pod.env("LEADER_ELECTION_ENABLED", "false"),
         pod.env("LEADER_ELECTION_LEASE_LOCK_NAME", CONTROLLER),
-        pod.env("LEADER_ELECTION_LEASE_LOCK_NAMESPACE", namespace),
+        pod.env("LEADER_ELECTION_LEASE_LOCK_NAMESPACE", stack.namespace),
         pod.env("LEADER_ELECTION_LEASE_DURATION", "15s"),
         pod.env("LEADER_ELECTION_RENEW_DEADLINE", "10s"),
         pod.env("LEADER_ELECTION_RETRY_PERIOD", "2s"),
     ]
+    return env
+
+
+# values.yaml controller.affinity and tolerations: near the control plane.
+_CONTROL_PLANE_AFFINITY: dict[str, Any] = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "preference": {
+                    "matchExpressions": [
+                        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}
+                    ]
+                },
+            }
+        ]
+    }
+}
+_CONTROL_PLANE_TOLERATIONS: list[dict[str, Any]] = [
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+]
+
+
+def _controller(stack: Stack) -> dict[str, Any]:
+    dra = stack.config.dra
+    namespace = stack.namespace
     selector = selector_labels(CONTROLLER)
     labels = {**selector, COMPONENT_LABEL: CONTROLLER_COMPONENT}
     container: dict[str, Any] = {
@@ -607,7 +645,7 @@ def _controller(stack: Stack) -> dict[str, Any]:
         "image": image(stack),
         "imagePullPolicy": "IfNotPresent",
         "command": ["compute-domain-controller", "-v", "$(LOG_VERBOSITY)"],
-        "env": env,
+        "env": _controller_env(stack),
     }
     if dra.computeDomains.controllerResources:
         container["resources"] = dra.computeDomains.controllerResources.as_pod_spec()
@@ -624,37 +662,8 @@ def _controller(stack: Stack) -> dict[str, Any]:
                     "priorityClassName": "system-node-critical",
                     "serviceAccountName": CONTROLLER_ACCOUNT,
                     "containers": [container],
-                    # values.yaml controller.affinity and tolerations: near the control plane.
-                    "affinity": {
-                        "nodeAffinity": {
-                            "preferredDuringSchedulingIgnoredDuringExecution": [
-                                {
-                                    "weight": 100,
-                                    "preference": {
-                                        "matchExpressions": [
-                                            {
-                                                "key": "node-role.kubernetes.io/control-plane",
-                                                "operator": "Exists",
-                                            }
-                                        ]
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                    "tolerations": [
-                        {
-                            "key": "node-role.kubernetes.io/control-plane",
-                            "operator": "Exists",
-                            "effect": "NoSchedule",
-                        },
-                        {
-                            "key": "node-role.kubernetes.io/master",
-                            "operator": "Exists",
-                            "effect": "NoSchedule",
-                        },
-                        {"key": "CriticalAddonsOnly", "operator": "Exists"},
-                    ],
+                    "affinity": copy.deepcopy(_CONTROL_PLANE_AFFINITY),
+                    "tolerations": copy.deepcopy(_CONTROL_PLANE_TOLERATIONS),
                 },
             },
         },
