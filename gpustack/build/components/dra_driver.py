@@ -415,6 +415,31 @@ def _plugin_container(
         pod.env("KUBELET_PLUGINS_DIRECTORY_PATH", plugins),
         pod.env("HEALTHCHECK_PORT", str(health_port)),
     ]
+    probe = {"grpc": {"port": health_port, "service": "liveness"}, "timeoutSeconds": 10}
+    container: dict[str, Any] = {
+        "name": name,
+        # Privileged: the plugins create GPU device nodes, write CDI specs on the host, mount
+        # with Bidirectional propagation and (gpus) change MIG partitions.
+        "securityContext": {"privileged": True},
+        "image": image(stack),
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["bash", "-c"],
+        "args": [_PLUGIN_SCRIPT.format(binary=binary)],
+    }
+    if resources:
+        container["resources"] = resources.as_pod_spec()
+    return {
+        **container,
+        "startupProbe": {**probe, "failureThreshold": 600, "periodSeconds": 1},
+        "livenessProbe": {**probe, "failureThreshold": 3, "periodSeconds": liveness_period},
+        "env": env,
+        "volumeMounts": _plugin_mounts(stack, name),
+    }
+
+
+def _plugin_mounts(stack: Stack, name: str) -> list[dict[str, Any]]:
+    """kubeletplugin.yaml's volumeMounts of the plugin container `name`, as the chart has them."""
+    registrar, plugins = _kubelet_paths(stack)
     driver_root: dict[str, Any] = {
         "name": "driver-root",
         "mountPath": "/driver-root",
@@ -441,26 +466,7 @@ def _plugin_container(
             {"name": "sysfs", "mountPath": "/sys/", "mountPropagation": "Bidirectional"},
             {"name": "procfs", "mountPath": "/proc/", "mountPropagation": "Bidirectional"},
         ]
-    probe = {"grpc": {"port": health_port, "service": "liveness"}, "timeoutSeconds": 10}
-    container: dict[str, Any] = {
-        "name": name,
-        # Privileged: the plugins create GPU device nodes, write CDI specs on the host, mount
-        # with Bidirectional propagation and (gpus) change MIG partitions.
-        "securityContext": {"privileged": True},
-        "image": image(stack),
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["bash", "-c"],
-        "args": [_PLUGIN_SCRIPT.format(binary=binary)],
-    }
-    if resources:
-        container["resources"] = resources.as_pod_spec()
-    return {
-        **container,
-        "startupProbe": {**probe, "failureThreshold": 600, "periodSeconds": 1},
-        "livenessProbe": {**probe, "failureThreshold": 3, "periodSeconds": liveness_period},
-        "env": env,
-        "volumeMounts": mounts,
-    }
+    return mounts
 
 
 def _driver_root_parent(stack: Stack) -> str:
@@ -497,33 +503,25 @@ def _prestart(stack: Stack) -> dict[str, Any]:
 
 
 def _plugin_containers(stack: Stack) -> list[dict[str, Any]]:
+    """A container per kind of device the DRA driver hands out: (its settings, container name,
+    binary, health port, metrics address, liveness period)."""
     dra = stack.config.dra
-    containers = []
-    if dra.computeDomains.enabled:
-        containers.append(
-            _plugin_container(
-                stack,
-                "compute-domains",
-                "compute-domain-kubelet-plugin",
-                COMPUTE_DOMAINS_HEALTH_PORT,
-                COMPUTE_DOMAINS_METRICS,
-                10,
-                dra.computeDomains.resources,
-            )
-        )
-    if dra.gpus.enabled:
-        containers.append(
-            _plugin_container(
-                stack,
-                "gpus",
-                "gpu-kubelet-plugin",
-                GPUS_HEALTH_PORT,
-                GPUS_METRICS,
-                30,
-                dra.gpus.resources,
-            )
-        )
-    return containers
+    plugins: list[tuple[Any, str, str, int, str, int]] = [
+        (
+            dra.computeDomains,
+            "compute-domains",
+            "compute-domain-kubelet-plugin",
+            COMPUTE_DOMAINS_HEALTH_PORT,
+            COMPUTE_DOMAINS_METRICS,
+            10,
+        ),
+        (dra.gpus, "gpus", "gpu-kubelet-plugin", GPUS_HEALTH_PORT, GPUS_METRICS, 30),
+    ]
+    return [
+        _plugin_container(stack, name, binary, port, metrics, period, settings.resources)
+        for settings, name, binary, port, metrics, period in plugins
+        if settings.enabled
+    ]
 
 
 def _kubelet_plugin_volumes(stack: Stack) -> list[dict[str, Any]]:
