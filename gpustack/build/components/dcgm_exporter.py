@@ -126,16 +126,14 @@ def _security_context(stack: Stack) -> dict[str, Any]:
     return security
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
-    settings = stack.config.dcgmExporter
-    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
-    env: list[dict[str, Any]] = [
-        {"name": "DCGM_EXPORTER_LISTEN", "value": f":{PORT}"},
+def _env(stack: Stack) -> list[dict[str, Any]]:
+    env = [
+        pod.env("DCGM_EXPORTER_LISTEN", f":{PORT}"),
         # Label samples with the pod, namespace and container that hold each GPU.
         pod.env("DCGM_EXPORTER_KUBERNETES", "true"),
-        {"name": "DCGM_EXPORTER_COLLECTORS", "value": f"{COUNTERS_DIR}/{COUNTERS_KEY}"},
+        pod.env("DCGM_EXPORTER_COLLECTORS", f"{COUNTERS_DIR}/{COUNTERS_KEY}"),
         # Collect as often as Prometheus scrapes (the exporter's default is every 30 s, in ms).
-        pod.env("DCGM_EXPORTER_INTERVAL", str(duration_ms(settings.interval))),
+        pod.env("DCGM_EXPORTER_INTERVAL", str(duration_ms(stack.config.dcgmExporter.interval))),
         pod.field_env("NODE_NAME", "spec.nodeName"),
     ]
     if stack.facts.devicePluginProvider == "gke" and not stack.config.devicePlugin.enabled:
@@ -145,9 +143,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
     if stack.facts.driver.hostMount is None:
         # The nvidia runtime or hook exposes every GPU to the exporter, which requests none.
         env.append(pod.env("NVIDIA_VISIBLE_DEVICES", "all"))
-    env += driver_env
-    access_mounts: list[dict[str, Any]] = []
-    access_volumes: list[dict[str, Any]] = []
+    env += driver_mount(stack)[2]
     if stack.dra_gpus:
         # GPUs handed out by NVIDIA's DRA driver reach a pod through a ResourceClaim: the
         # kubelet's pod-resources name the claim's device, and the exporter ties it to a GPU
@@ -155,10 +151,32 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
         # deployment/templates/daemonset.yaml KUBERNETES_ENABLE_DRA, d5e5f51); without it the
         # GPUs of DRA pods carry no pod labels.
         env.append(pod.env("KUBERNETES_ENABLE_DRA", "true"))
-        access_mounts.append(
-            {"name": DRA_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True}
-        )
-        access_volumes.append(DRA_ACCESS)
+    return env
+
+
+def _volumes_and_mounts(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The kubelet's pod-resources socket (which pod holds which GPU), the counters to collect,
+    the driver where no runtime injects it, and in DRA mode an API token."""
+    driver_volumes, driver_mounts, _ = driver_mount(stack)
+    resources = f"{stack.facts.kubeletRoot}/pod-resources"
+    volumes = [
+        host_path_volume("pod-resources", resources, "Directory"),
+        pod.config_map_volume("counters", METRICS_CONFIG_MAP),
+        *driver_volumes,
+    ]
+    mounts = [
+        pod.mount("pod-resources", POD_RESOURCES, read_only=True),
+        pod.mount("counters", COUNTERS_DIR, read_only=True),
+        *driver_mounts,
+    ]
+    if stack.dra_gpus:
+        volumes.append(DRA_ACCESS)
+        mounts.append(pod.mount(DRA_ACCESS["name"], API_ACCESS_MOUNT, read_only=True))
+    return volumes, mounts
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    volumes, mounts = _volumes_and_mounts(stack)
     probe = {"httpGet": {"path": "/health", "port": PORT_NAME}, "initialDelaySeconds": 45}
     pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
@@ -169,7 +187,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 {
                     "name": COMPONENT,
                     "image": image(stack),
-                    "env": env,
+                    "env": _env(stack),
                     "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
                     # dcgm-exporter chart: DCGM needs about 45 s to start watching fields.
                     "livenessProbe": {**probe, "periodSeconds": 5},
@@ -182,22 +200,10 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                         # collector only makes scrapes late.
                         "limits": {"memory": "512Mi"},
                     },
-                    "volumeMounts": [
-                        {"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True},
-                        {"name": "counters", "mountPath": COUNTERS_DIR, "readOnly": True},
-                        *driver_mounts,
-                        *access_mounts,
-                    ],
+                    "volumeMounts": mounts,
                 }
             ],
-            "volumes": [
-                host_path_volume(
-                    "pod-resources", f"{stack.facts.kubeletRoot}/pod-resources", "Directory"
-                ),
-                {"name": "counters", "configMap": {"name": METRICS_CONFIG_MAP}},
-                *driver_volumes,
-                *access_volumes,
-            ],
+            "volumes": volumes,
         }
     )
     return daemonset(
