@@ -546,8 +546,8 @@ def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list
             continue
         label, app = client
         # New dicts and lists along the two paths that change (the pod's labels, its node
-        # selector terms), the rest shared with `obj`, which the result replaces: a copy of the
-        # whole DaemonSet cost more than the rest of the render.
+        # selector terms), the rest shared with `obj`, which the result replaces: no DaemonSet
+        # is copied whole for two changes.
         template = obj["spec"]["template"]
         metadata = {**template["metadata"]}
         if app:
