@@ -214,11 +214,7 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon", "mount-shm"],
                     "securityContext": {"privileged": True},
                     "volumeMounts": [
-                        {
-                            "name": "mps-root",
-                            "mountPath": MPS_MOUNT,
-                            "mountPropagation": "Bidirectional",
-                        },
+                        pod.mount("mps-root", MPS_MOUNT, propagation="Bidirectional"),
                     ],
                 }
             ],
@@ -236,9 +232,9 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     # Privileged: it must start the MPS server for all GPUs on the node.
                     "securityContext": {"privileged": True},
                     "volumeMounts": [
-                        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                        {"name": "mps-root", "mountPath": MPS_MOUNT},
-                        {"name": "mps-shm", "mountPath": "/dev/shm"},
+                        pod.mount("config", CONFIG_DIR, read_only=True),
+                        pod.mount("mps-root", MPS_MOUNT),
+                        pod.mount("mps-shm", "/dev/shm"),
                     ],
                 }
             ],

@@ -19,7 +19,7 @@ from typing import Any
 from gpustack import emit
 from gpustack.build import pod
 from gpustack.build.decorate import DISCOVERY, rollout
-from gpustack.build.pod import host_path_volume
+from gpustack.build.pod import HostPath
 from gpustack.build.workload import (
     COMPONENT_LABEL,
     CONTROL_PLANE_TAINT,
@@ -344,9 +344,10 @@ def _config_map(stack: Stack, name: str, config: dict[str, Any]) -> dict[str, An
 
 
 def _config_volume(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    volume = {"name": f"{name}-conf", "configMap": {"name": f"{name}-conf"}}
-    mount = {"name": f"{name}-conf", "mountPath": CONFIG_DIR, "readOnly": True}
-    return volume, mount
+    return (
+        pod.config_map_volume(f"{name}-conf", f"{name}-conf"),
+        pod.mount(f"{name}-conf", CONFIG_DIR, read_only=True),
+    )
 
 
 def _cluster_tolerations(stack: Stack) -> list[dict[str, Any]]:
@@ -466,7 +467,7 @@ def _worker(stack: Stack) -> list[dict[str, Any]]:
     config = {"core": {"sleepInterval": "60s"}}
     config_volume, config_mount = _config_volume(WORKER)
     # Read-only views of the host that the feature sources inspect.
-    host_paths = [
+    views = [
         ("host-boot", "/boot", "/host-boot"),
         ("host-os-release", "/etc/os-release", "/host-etc/os-release"),
         ("host-sys", "/sys", "/host-sys"),
@@ -475,11 +476,11 @@ def _worker(stack: Stack) -> list[dict[str, Any]]:
         ("host-lib", "/lib", "/host-lib"),
         ("features-d", FEATURES_D, FEATURES_D),
     ]
-    volumes = [host_path_volume(name, path) for name, path, _ in host_paths] + [config_volume]
-    mounts = [
-        {"name": name, "mountPath": mount_path, "readOnly": True}
-        for name, _, mount_path in host_paths
-    ] + [config_mount]
+    volumes, mounts = pod.host_paths(
+        HostPath(name, path, mount_path, read_only=True) for name, path, mount_path in views
+    )
+    volumes.append(config_volume)
+    mounts.append(config_mount)
     pod_spec: dict[str, Any] = {"serviceAccountName": WORKER}
     if stack.config.nodes.selector:
         pod_spec["nodeSelector"] = dict(stack.config.nodes.selector)
