@@ -370,21 +370,23 @@ def role_with_binding(stack: Stack, name: str, rules: list[dict[str, Any]]) -> l
     ]
 
 
-def driver_mount(
-    stack: Stack,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Volumes, mounts and env that put the driver into a container on platforms with no nvidia
-    runtime (GKE mounts /home/kubernetes/bin/nvidia at /usr/local/nvidia). Empty elsewhere."""
+def host_driver(stack: Stack) -> list[HostPath]:
+    """The driver's host folder, for a container on a platform with no nvidia runtime to put
+    the driver into it (GKE mounts /home/kubernetes/bin/nvidia at /usr/local/nvidia); none
+    elsewhere."""
     mount = stack.facts.driver.hostMount
     if mount is None:
-        return [], [], []
-    driver = HostPath("nvidia-driver", mount.path, mount.mountPath, "Directory", read_only=True)
-    return (
-        [driver.volume()],
-        [driver.mount()],
-        # GKE docs: applications find libnvidia-ml and libcuda through this path.
-        [{"name": "LD_LIBRARY_PATH", "value": f"{mount.mountPath}/lib64"}],
-    )
+        return []
+    return [HostPath("nvidia-driver", mount.path, mount.mountPath, "Directory", read_only=True)]
+
+
+def host_driver_env(stack: Stack) -> list[dict[str, Any]]:
+    """Where a container with `host_driver` mounted finds the driver's libraries."""
+    mount = stack.facts.driver.hostMount
+    if mount is None:
+        return []
+    # GKE docs: applications find libnvidia-ml and libcuda through this path.
+    return [{"name": "LD_LIBRARY_PATH", "value": f"{mount.mountPath}/lib64"}]
 
 
 # --- Deploy labels ---------------------------------------------------------------------------

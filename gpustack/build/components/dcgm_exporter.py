@@ -24,8 +24,9 @@ from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
     daemonset,
-    driver_mount,
     gpu_pod_spec,
+    host_driver,
+    host_driver_env,
     kubelet_socket_selinux,
     role_with_binding,
     scc_rules,
@@ -143,7 +144,7 @@ def _env(stack: Stack) -> list[dict[str, Any]]:
     if stack.facts.driver.hostMount is None:
         # The nvidia runtime or hook exposes every GPU to the exporter, which requests none.
         env.append(pod.env("NVIDIA_VISIBLE_DEVICES", "all"))
-    env += driver_mount(stack)[2]
+    env += host_driver_env(stack)
     if stack.dra_gpus:
         # GPUs handed out by NVIDIA's DRA driver reach a pod through a ResourceClaim: the
         # kubelet's pod-resources name the claim's device, and the exporter ties it to a GPU
@@ -157,7 +158,7 @@ def _env(stack: Stack) -> list[dict[str, Any]]:
 def _volumes_and_mounts(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The kubelet's pod-resources socket (which pod holds which GPU), the counters to collect,
     the driver where no runtime injects it, and in DRA mode an API token."""
-    driver_volumes, driver_mounts, _ = driver_mount(stack)
+    driver_volumes, driver_mounts = pod.host_paths(host_driver(stack))
     resources = f"{stack.facts.kubeletRoot}/pod-resources"
     volumes = [
         host_path_volume("pod-resources", resources, "Directory"),

@@ -33,8 +33,9 @@ from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
     daemonset,
-    driver_mount,
     gpu_pod_spec,
+    host_driver,
+    host_driver_env,
     kubelet_socket_selinux,
     place_by_allocation,
     role_with_binding,
@@ -111,7 +112,7 @@ def _plugin_volumes_and_mounts(
     stack: Stack, mps: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
-    driver_volumes, driver_mounts, _ = driver_mount(stack)
+    driver_volumes, driver_mounts = pod.host_paths(host_driver(stack))
     plugins = HostPath("device-plugins", kubelet_plugins, kubelet_plugins, "Directory")
     cdi = HostPath("cdi-root", "/var/run/cdi", "/var/run/cdi", "DirectoryOrCreate")
     volumes = [
@@ -155,7 +156,7 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         pod.env("MPS_ROOT", MPS_ROOT),
         pod.env("NVIDIA_VISIBLE_DEVICES", "all"),
         pod.env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
-        *driver_mount(stack)[2],
+        *host_driver_env(stack),
     ]
     if mig_strategies(stack) != {"none"}:
         env.append(pod.env("NVIDIA_MIG_MONITOR_DEVICES", "all"))

@@ -21,8 +21,9 @@ from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
     daemonset,
-    driver_mount,
     gpu_pod_spec,
+    host_driver,
+    host_driver_env,
     role_with_binding,
     scc_rules,
     service_account,
@@ -125,13 +126,13 @@ def _env(stack: Stack, api: bool, pools: bool) -> list[dict[str, Any]]:
         env.append(pod.env("NVIDIA_MIG_MONITOR_DEVICES", "all"))
     if _config_map(stack):
         env.append(pod.env("CONFIG_FILE", f"{device_plugin_config.CONFIG_DIR}/config.yaml"))
-    return [*env, *driver_mount(stack)[2]]
+    return [*env, *host_driver_env(stack)]
 
 
 def _volumes_and_mounts(
     stack: Stack, api: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    driver_volumes, driver_mounts, _ = driver_mount(stack)
+    driver_volumes, driver_mounts = pod.host_paths(host_driver(stack))
     volumes = [host_path_volume("host-sys", "/sys", "Directory"), *driver_volumes]
     mounts = [pod.mount("host-sys", "/sys", read_only=True), *driver_mounts]
     if not api:
