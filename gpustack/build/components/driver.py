@@ -458,7 +458,6 @@ def _installing(
 
 
 def _place(
-    stack: Stack,
     pod_spec: dict[str, Any],
     requirements: list[dict[str, Any]],
     pool: NodePool | None,
@@ -504,7 +503,8 @@ def _pod_spec(
     pin: RhcosPin | None,
     kernel: str | None,
     requirements: list[dict[str, Any]],
-    placed: tuple[NodePool | None, list[NodePool] | None],
+    pool: NodePool | None,
+    exclude: list[NodePool] | None,
 ) -> dict[str, Any]:
     """The pod of one driver DaemonSet: k8s-driver-manager and the deploy labeller first, the
     containers that install the driver, and the GPU pods' eviction as it stops."""
@@ -531,7 +531,7 @@ def _pod_spec(
     # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
     # can work.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
-    _place(stack, pod_spec, requirements, *placed)
+    _place(pod_spec, requirements, pool, exclude)
     if _evicts_on_stop(stack):
         pod_spec["terminationGracePeriodSeconds"] = _stop_seconds(stack) + DRIVER_STOP_SECONDS
     pod_spec.update(
@@ -560,7 +560,7 @@ def _daemonset(
     """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`, or one kernel,
     `kernel`), for a pool's nodes (`pool`), or for the nodes in none of the `exclude` pools."""
     requirements = _node_requirements(stack, pin, kernel)
-    pod_spec = _pod_spec(stack, pin, kernel, requirements, (pool, exclude))
+    pod_spec = _pod_spec(stack, pin, kernel, requirements, pool, exclude)
     # A build's DaemonSet carries the labels the GPU Operator finds its builds' DaemonSets by
     # (controllers/state_manager.go ocpDriverToolkitIdentificationLabel and
     # ocpDriverToolkitVersionLabel, v26.7.0).
