@@ -11,7 +11,7 @@ from typing import Any
 
 from gpustack.build.pod import HostPath
 from gpustack.objects import kind_of, labels_of
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
 
 NAME_LABEL = "app.kubernetes.io/name"
@@ -189,7 +189,9 @@ def allocation_pools(stack: Stack) -> list[NodePool]:
     """The pools whose GPUs are handed out otherwise than the cluster's (`gpuAllocation`)."""
     config = stack.config
     return [
-        pool for pool in stack.pools if config.pool_gpu_allocation(pool) != config.gpuAllocation
+        pool
+        for pool in stack.pools
+        if config.pool_settings(pool).gpu_allocation != config.gpuAllocation
     ]
 
 

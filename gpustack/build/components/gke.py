@@ -15,7 +15,7 @@ from gpustack.build import pod
 from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import daemonset, gpu_node_affinity, gpu_pod_spec
 from gpustack.errors import UserError
-from gpustack.resolve.model import CriticalPodsQuota
+from gpustack.resolve.profile_model import CriticalPodsQuota
 from gpustack.resolve.stack import Stack
 
 INSTALLER = "nvidia-driver-installer"
