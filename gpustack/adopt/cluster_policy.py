@@ -8,6 +8,7 @@ registries. What the operator runs for them is recorded as `Import.expected`."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from gpustack.adopt.inputs import CLUSTER_POLICY, SECTIONS, Input, env_list, value_at
@@ -25,12 +26,31 @@ from gpustack.read.yamlio import Path_
 from gpustack.resolve.model import duration_ms, field_accepts
 
 
+@dataclass(frozen=True)
+class _Spec:
+    """The operator's settings in one input (a ClusterPolicy's spec, or the chart's values):
+    a value by its path, and the path in the input of a field."""
+
+    source: Input
+    data: dict[str, Any]
+
+    def get(self, *path: str) -> Any:
+        return value_at(self.data, path)
+
+    def at(self, *path: str | int) -> Path_:
+        return (*self.source.root, *path)
+
+    def present(self, *path: str) -> bool:
+        parent = value_at(self.data, path[:-1])
+        return isinstance(parent, dict) and path[-1] in parent
+
+
 def map_operator(
     state: Import, source: Input, plugin_configs: dict[tuple[str, str], PluginConfig]
 ) -> None:
-    root = source.root
-    spec = value_at(source.data, root)
-    if not isinstance(spec, dict):
+    """Map the operator's settings of one input (a ClusterPolicy, or the chart's values)."""
+    data = value_at(source.data, source.root)
+    if not isinstance(data, dict):
         if source.kind == CLUSTER_POLICY:
             raise UserError(
                 "the ClusterPolicy has no spec mapping",
@@ -38,27 +58,27 @@ def map_operator(
                 field="spec",
             )
         return
-
-    def get(*path: str) -> Any:
-        return value_at(spec, path)
-
-    def at(*path: str | int) -> Path_:
-        return (*root, *path)
-
-    def present(*path: str) -> bool:
-        parent = value_at(spec, path[:-1])
-        return isinstance(parent, dict) and path[-1] in parent
-
-    facts = state.profile.facts
+    spec = _Spec(source, data)
     _operator_version(state, source)
-    # Driver.
-    enabled = get("driver", "enabled")
-    ocp_toolkit = get("operator", "use_ocp_driver_toolkit") is True
+    _driver(state, spec)
+    _toolkit_and_cdi(state, spec)
+    _device_plugin(state, spec, plugin_configs)
+    _mig_manager(state, spec)
+    _dcgm_exporter(state, spec)
+    _other_components(state, spec)
+
+
+def _driver(state: Import, spec: _Spec) -> None:
+    """The driver: its mode, version, build and upgrade policy, and its manager's settings."""
+    source = spec.source
+    facts = state.profile.facts
+    enabled = spec.get("driver", "enabled")
+    ocp_toolkit = spec.get("operator", "use_ocp_driver_toolkit") is True
     mode: str
     if enabled is False:
         mode = "preinstalled" if "preinstalled" in facts.driver.modes else facts.driver.default
-        state.set(source, at("driver", "enabled"), "driver.mode", mode)
-    elif enabled is True or not present("driver", "enabled"):
+        state.set(source, spec.at("driver", "enabled"), "driver.mode", mode)
+    elif enabled is True or not spec.present("driver", "enabled"):
         # driver.enabled defaults to true (clusterpolicy_types.go DriverSpec.Enabled).
         if "container" in facts.driver.modes:
             mode = "container"
@@ -66,45 +86,45 @@ def map_operator(
             mode = "driver-toolkit"
         else:
             mode = ""
-        if mode and present("driver", "enabled"):
-            state.set(source, at("driver", "enabled"), "driver.mode", mode)
-        elif present("driver", "enabled"):
+        if mode and spec.present("driver", "enabled"):
+            state.set(source, spec.at("driver", "enabled"), "driver.mode", mode)
+        elif spec.present("driver", "enabled"):
             state.dropped(
                 source,
-                at("driver", "enabled"),
+                spec.at("driver", "enabled"),
                 f"the {state.profile.metadata.name} profile installs the driver its own way "
                 f"({facts.driver.default})",
             )
-    if present("operator", "use_ocp_driver_toolkit"):
+    if spec.present("operator", "use_ocp_driver_toolkit"):
         if ocp_toolkit and "driver-toolkit" in facts.driver.modes:
             state.default(
                 source,
-                at("operator", "use_ocp_driver_toolkit"),
+                spec.at("operator", "use_ocp_driver_toolkit"),
                 "gpustack builds the driver with the Driver Toolkit (driver.mode driver-toolkit)",
             )
         else:
-            state.default(source, at("operator", "use_ocp_driver_toolkit"), "not used here")
+            state.default(source, spec.at("operator", "use_ocp_driver_toolkit"), "not used here")
     driver_on = enabled is not False and state.settings.get("driver.mode", ("",))[0] in (
         "container",
         "driver-toolkit",
         "",
     )
-    _versions(state, source, spec, driver_on)
-    if get("driver", "usePrecompiled") is True:
+    _versions(state, source, spec.data, driver_on)
+    if spec.get("driver", "usePrecompiled") is True:
         state.dropped(
             source,
-            at("driver", "usePrecompiled"),
+            spec.at("driver", "usePrecompiled"),
             "gpustack renders one precompiled image per kernel and the input names no "
             "kernel: set driver.precompiled: true with driver.kernelVersion (the nodes' "
             "`uname -r`); until then the driver is built on the node",
         )
-    elif present("driver", "usePrecompiled"):
-        state.default(source, at("driver", "usePrecompiled"), "built on the node")
-    module_type = get("driver", "kernelModuleType")
-    if present("driver", "kernelModuleType"):
+    elif spec.present("driver", "usePrecompiled"):
+        state.default(source, spec.at("driver", "usePrecompiled"), "built on the node")
+    module_type = spec.get("driver", "kernelModuleType")
+    if spec.present("driver", "kernelModuleType"):
         state.dropped(
             source,
-            at("driver", "kernelModuleType"),
+            spec.at("driver", "kernelModuleType"),
             "gpustack sets no KERNEL_MODULE_TYPE: the driver container chooses (open modules "
             "on GPUs that support them)"
             + (
@@ -113,71 +133,100 @@ def map_operator(
                 else ""
             ),
         )
-    _upgrade(state, source, spec)
-    _manager_env(state, source, get("driver", "manager", "env"), at("driver", "manager", "env"))
-    # Toolkit and CDI.
+    _upgrade(state, source, spec.data)
+    _manager_env(
+        state, source, spec.get("driver", "manager", "env"), spec.at("driver", "manager", "env")
+    )
+
+
+def _toolkit_and_cdi(state: Import, spec: _Spec) -> None:
+    """The Container Toolkit and CDI, which the toolkit's specs hand GPUs over by."""
+    source = spec.source
+    facts = state.profile.facts
     profile = state.profile.metadata.name
-    if get("toolkit", "enabled") is True and facts.runtime.toolkit is None:
+    if spec.get("toolkit", "enabled") is True and facts.runtime.toolkit is None:
         state.dropped(
             source,
-            at("toolkit", "enabled"),
+            spec.at("toolkit", "enabled"),
             f"gpustack does not deploy the Container Toolkit on {profile}: the platform's "
             "runtime reaches the GPUs without it",
         )
-    elif isinstance(get("toolkit", "enabled"), bool):
-        state.set(source, at("toolkit", "enabled"), "toolkit.enabled", get("toolkit", "enabled"))
-    _toolkit_env(state, source, get("toolkit", "env"), at("toolkit", "env"))
-    cdi = get("cdi", "enabled")
+    elif isinstance(spec.get("toolkit", "enabled"), bool):
+        state.set(
+            source, spec.at("toolkit", "enabled"), "toolkit.enabled", spec.get("toolkit", "enabled")
+        )
+    _toolkit_env(state, source, spec.get("toolkit", "env"), spec.at("toolkit", "env"))
+    cdi = spec.get("cdi", "enabled")
     if isinstance(cdi, bool):
         if cdi:
             state.default(
                 source,
-                at("cdi", "enabled"),
+                spec.at("cdi", "enabled"),
                 "gpustack hands GPUs over by CDI where it renders the toolkit "
                 "(devicePlugin.deviceListStrategy auto)",
             )
         else:
-            state.set(source, at("cdi", "enabled"), "devicePlugin.deviceListStrategy", "envvar")
-    if present("cdi", "default"):
+            state.set(
+                source, spec.at("cdi", "enabled"), "devicePlugin.deviceListStrategy", "envvar"
+            )
+    if spec.present("cdi", "default"):
         state.default(
-            source, at("cdi", "default"), "deprecated in the operator; cdi.enabled decides"
+            source, spec.at("cdi", "default"), "deprecated in the operator; cdi.enabled decides"
         )
-    # Device plugin.
-    if get("devicePlugin", "enabled") is True and facts.devicePluginProvider != "nvidia":
+    # cdi.enabled defaults to true (clusterpolicy_types.go CDIConfigSpec.Enabled, v26.7.0); the
+    # toolkit writes the CDI specs.
+    if (
+        spec.present("toolkit", "enabled")
+        or spec.present("cdi", "enabled")
+        or "CDI" not in state.expected
+    ):
+        toolkit_on = spec.get("toolkit", "enabled") is not False
+        state.expected["CDI"] = "on" if toolkit_on and cdi is not False else "off"
+
+
+def _device_plugin(
+    state: Import, spec: _Spec, plugin_configs: dict[tuple[str, str], PluginConfig]
+) -> None:
+    """The device plugin, the MIG strategy and the plugin's config."""
+    source = spec.source
+    facts = state.profile.facts
+    profile = state.profile.metadata.name
+    if spec.get("devicePlugin", "enabled") is True and facts.devicePluginProvider != "nvidia":
         state.dropped(
             source,
-            at("devicePlugin", "enabled"),
+            spec.at("devicePlugin", "enabled"),
             f"the platform's own device plugin serves nvidia.com/gpu on {profile}; gpustack "
             "does not deploy NVIDIA's there",
         )
-    elif isinstance(get("devicePlugin", "enabled"), bool):
+    elif isinstance(spec.get("devicePlugin", "enabled"), bool):
         state.set(
             source,
-            at("devicePlugin", "enabled"),
+            spec.at("devicePlugin", "enabled"),
             "devicePlugin.enabled",
-            get("devicePlugin", "enabled"),
+            spec.get("devicePlugin", "enabled"),
         )
-    strategy = get("mig", "strategy")
+    strategy = spec.get("mig", "strategy")
     if strategy in ("none", "single", "mixed"):
-        state.set(source, at("mig", "strategy"), "devicePlugin.migStrategy", strategy)
+        state.set(source, spec.at("mig", "strategy"), "devicePlugin.migStrategy", strategy)
     # What a later input (a kustomize patch) leaves out keeps an earlier input's value.
     if isinstance(strategy, str):
         state.expected["plugin migStrategy"] = strategy
     state.expected.setdefault("plugin migStrategy", "none")
     state.expected.setdefault("plugin sharing", "none")
-    # cdi.enabled defaults to true (clusterpolicy_types.go CDIConfigSpec.Enabled, v26.7.0); the
-    # toolkit writes the CDI specs.
-    if present("toolkit", "enabled") or present("cdi", "enabled") or "CDI" not in state.expected:
-        toolkit_on = get("toolkit", "enabled") is not False
-        state.expected["CDI"] = "on" if toolkit_on and cdi is not False else "off"
-    _device_plugin_config(state, source, spec, plugin_configs)
-    # MIG manager.
-    mig_enabled = get("migManager", "enabled")
+    _device_plugin_config(state, source, spec.data, plugin_configs)
+
+
+def _mig_manager(state: Import, spec: _Spec) -> None:
+    """The MIG manager and its default MIG config."""
+    source = spec.source
+    facts = state.profile.facts
+    profile = state.profile.metadata.name
+    mig_enabled = spec.get("migManager", "enabled")
     partitioning = facts.migPartitioning
     if mig_enabled is True and partitioning != "mig-manager":
         state.dropped(
             source,
-            at("migManager", "enabled"),
+            spec.at("migManager", "enabled"),
             f"on {profile} the {'node OS' if partitioning == 'node-settings' else 'node pool'} "
             "creates the MIG partitions itself",
         )
@@ -187,106 +236,123 @@ def map_operator(
         with_strategy = state.settings.get("devicePlugin.migStrategy", ("none",))[0] != "none"
         state.set(
             source,
-            at("migManager", "enabled"),
+            spec.at("migManager", "enabled"),
             "migManager.enabled",
             ("auto" if with_strategy else True) if mig_enabled else False,
             "runs with a MIG strategy" if mig_enabled and with_strategy else "",
         )
-    default_config = get("migManager", "config", "default")
+    default_config = spec.get("migManager", "config", "default")
     if isinstance(default_config, str) and default_config:
         state.set(
             source,
-            at("migManager", "config", "default"),
+            spec.at("migManager", "config", "default"),
             "migManager.defaultConfig",
             default_config,
         )
-    if get("migManager", "config", "name"):
+    if spec.get("migManager", "config", "name"):
         state.dropped(
             source,
-            at("migManager", "config", "name"),
+            spec.at("migManager", "config", "name"),
             "a ConfigMap of mig-parted configs: save its config.yaml as a file and set "
             "migManager.config.file",
         )
-    for env_name, env_value in env_list(get("migManager", "env")):
+    for env_name, env_value in env_list(spec.get("migManager", "env")):
         if env_name == "WITH_REBOOT":
             state.set(
                 source,
-                at("migManager", "env"),
+                spec.at("migManager", "env"),
                 "migManager.withReboot",
                 str(env_value).lower() == "true",
             )
-    # DCGM exporter.
-    if isinstance(get("dcgmExporter", "enabled"), bool):
+
+
+def _dcgm_exporter(state: Import, spec: _Spec) -> None:
+    """The DCGM exporter, its counters and its ServiceMonitor."""
+    source = spec.source
+    if isinstance(spec.get("dcgmExporter", "enabled"), bool):
         state.set(
             source,
-            at("dcgmExporter", "enabled"),
+            spec.at("dcgmExporter", "enabled"),
             "dcgmExporter.enabled",
-            get("dcgmExporter", "enabled"),
+            spec.get("dcgmExporter", "enabled"),
         )
-    counters = get("dcgmExporter", "config", "name")
+    counters = spec.get("dcgmExporter", "config", "name")
     if counters:
         state.dropped(
             source,
-            at("dcgmExporter", "config", "name"),
+            spec.at("dcgmExporter", "config", "name"),
             "a ConfigMap of custom counters: gpustack renders its own counters list (the one "
             "its alerts and dashboard read); a `patches:` entry can change it",
         )
     if counters:
         state.expected["exporter counters"] = f"ConfigMap {counters}"
     state.expected.setdefault("exporter counters", "the exporter image's default counters")
-    monitor = get("dcgmExporter", "serviceMonitor", "enabled")
+    monitor = spec.get("dcgmExporter", "serviceMonitor", "enabled")
     if isinstance(monitor, bool):
         state.set(
             source,
-            at("dcgmExporter", "serviceMonitor", "enabled"),
+            spec.at("dcgmExporter", "serviceMonitor", "enabled"),
             "dcgmExporter.monitor",
             "servicemonitor" if monitor else "none",
         )
-    interval = get("dcgmExporter", "serviceMonitor", "interval")
+    interval = spec.get("dcgmExporter", "serviceMonitor", "interval")
     if isinstance(interval, str) and interval:
         state.set(
             source,
-            at("dcgmExporter", "serviceMonitor", "interval"),
+            spec.at("dcgmExporter", "serviceMonitor", "interval"),
             "dcgmExporter.interval",
             interval,
         )
-    labels = get("dcgmExporter", "serviceMonitor", "additionalLabels")
+    labels = spec.get("dcgmExporter", "serviceMonitor", "additionalLabels")
     if isinstance(labels, dict) and labels:
         state.set(
             source,
-            at("dcgmExporter", "serviceMonitor", "additionalLabels"),
+            spec.at("dcgmExporter", "serviceMonitor", "additionalLabels"),
             "dcgmExporter.monitorLabels",
             {str(key): str(value) for key, value in labels.items()},
         )
-    # GFD, NFD, node status exporter, validator.
+
+
+def _other_components(state: Import, spec: _Spec) -> None:
+    """GFD, NFD, the node status exporter, the validator's workloads, the runtime class, the
+    DaemonSets' common settings, registries and pull secrets."""
+    source = spec.source
     for section in ("gfd", "nodeStatusExporter"):
-        if isinstance(get(section, "enabled"), bool):
-            state.set(source, at(section, "enabled"), f"{section}.enabled", get(section, "enabled"))
-    if isinstance(get("nfd", "enabled"), bool):
+        if isinstance(spec.get(section, "enabled"), bool):
+            state.set(
+                source,
+                spec.at(section, "enabled"),
+                f"{section}.enabled",
+                spec.get(section, "enabled"),
+            )
+    if isinstance(spec.get("nfd", "enabled"), bool):
         state.set(
             source,
-            at("nfd", "enabled"),
+            spec.at("nfd", "enabled"),
             "nfd.mode",
-            "deploy" if get("nfd", "enabled") else "external",
+            "deploy" if spec.get("nfd", "enabled") else "external",
         )
     for part, target in (
         ("plugin", "validator.pluginWorkload"),
         ("cuda", "validator.cudaWorkload"),
     ):
-        for env_name, env_value in env_list(get("validator", part, "env")):
+        for env_name, env_value in env_list(spec.get("validator", part, "env")):
             if env_name == "WITH_WORKLOAD":
                 state.set(
-                    source, at("validator", part, "env"), target, str(env_value).lower() == "true"
+                    source,
+                    spec.at("validator", part, "env"),
+                    target,
+                    str(env_value).lower() == "true",
                 )
     # Runtime class, common DaemonSet settings, registries and pull secrets, resources.
-    runtime_class = get("operator", "runtimeClass")
+    runtime_class = spec.get("operator", "runtimeClass")
     if isinstance(runtime_class, str) and runtime_class:
-        state.set(source, at("operator", "runtimeClass"), "runtimeClass.name", runtime_class)
+        state.set(source, spec.at("operator", "runtimeClass"), "runtimeClass.name", runtime_class)
     if isinstance(runtime_class, str) and runtime_class:
         state.expected["runtime class"] = runtime_class
     state.expected.setdefault("runtime class", "nvidia")
-    _daemonsets(state, source, spec)
-    _registries(state, source, spec)
+    _daemonsets(state, source, spec.data)
+    _registries(state, source, spec.data)
 
 
 def _operator_version(state: Import, source: Input) -> None:

@@ -4,6 +4,8 @@ runs the device plugin, and GFD with `gfd.enabled`, nothing else of the stack.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpustack.adopt.inputs import PLUGIN_VALUES, SECTIONS, Input, value_at
 from gpustack.adopt.plugin_configs import PluginConfig, expected_plugin, map_plugin_config
 from gpustack.adopt.releases import PLUGIN_CHART_IMAGE, UPSTREAM_REGISTRY
@@ -81,33 +83,44 @@ def map_plugin_chart(
         )
     config = data.get("config")
     if isinstance(config, dict):
-        mine = {
-            entry: each
-            for (owner, entry), each in plugin_configs.items()
-            if owner in (PLUGIN_VALUES, str(config.get("name") or "-"))
-        }
-        default = config.get("default")
-        chosen = str(default) if default else (next(iter(mine)) if len(mine) == 1 else "")
-        if chosen and chosen not in mine:
-            state.dropped(
-                source,
-                ("config", "default"),
-                "names a plugin config that is not among the inputs",
-            )
-            chosen = ""
-        for entry, each in sorted(mine.items()):
-            map_plugin_config(state, each, "default" if entry == chosen else "other")
-            if entry == chosen:
-                expected_plugin(state, each.data)
-        for key in ("name", "default"):
-            if key in config and (id(source), ("config", key)) not in state.done:
-                if config[key]:
-                    state.record(source, ("config", key), "mapped", "devicePlugin")
-                else:
-                    state.default(source, ("config", key), "no plugin config: gpustack's own")
-        if "map" in config and not mine:
-            state.default(source, ("config", "map"), "empty")
+        _chart_plugin_configs(state, source, config, plugin_configs)
     # The chart's per-flag values: null is unset (the plugin's own default).
     for path, value in list(state.leaves(source)):
         if value is None or value == {} or value == [] or value == "":
             state.default(source, path, "unset")
+
+
+def _chart_plugin_configs(
+    state: Import,
+    source: Input,
+    config: dict[str, Any],
+    plugin_configs: dict[tuple[str, str], PluginConfig],
+) -> None:
+    """The chart's `config`: the plugin configs of its `config.map` or of the ConfigMap it
+    names, the default one (`config.default`, else the only one) mapped, the others not."""
+    mine = {
+        entry: each
+        for (owner, entry), each in plugin_configs.items()
+        if owner in (PLUGIN_VALUES, str(config.get("name") or "-"))
+    }
+    default = config.get("default")
+    chosen = str(default) if default else (next(iter(mine)) if len(mine) == 1 else "")
+    if chosen and chosen not in mine:
+        state.dropped(
+            source,
+            ("config", "default"),
+            "names a plugin config that is not among the inputs",
+        )
+        chosen = ""
+    for entry, each in sorted(mine.items()):
+        map_plugin_config(state, each, "default" if entry == chosen else "other")
+        if entry == chosen:
+            expected_plugin(state, each.data)
+    for key in ("name", "default"):
+        if key in config and (id(source), ("config", key)) not in state.done:
+            if config[key]:
+                state.record(source, ("config", key), "mapped", "devicePlugin")
+            else:
+                state.default(source, ("config", key), "no plugin config: gpustack's own")
+    if "map" in config and not mine:
+        state.default(source, ("config", "map"), "empty")

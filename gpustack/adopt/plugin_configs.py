@@ -106,6 +106,37 @@ def map_plugin_config(state: Import, config: PluginConfig, role: str) -> None:
                 list_strategy,
             )
     sharing = value("sharing") if isinstance(value("sharing"), dict) else {}
+    _sharing(state, config, sharing, notes)
+    if whole:
+        state.record(
+            source,
+            base,
+            "mapped",
+            "devicePlugin",
+            "the default plugin config"
+            + (": " + "; ".join(notes) if notes else "")
+            + "; its other flags are gpustack's (the profile's driver root, CDI)",
+        )
+        return
+    for path, _ in state.leaves(source):
+        if path and path[0] == "version":
+            state.default(source, path, "the plugin config format gpustack writes too")
+        elif path and path[0] in ("flags", "resources", "sharing"):
+            state.dropped(
+                source,
+                path,
+                "gpustack writes this plugin flag itself, from the profile and the config",
+            )
+
+
+def _sharing(
+    state: Import, config: PluginConfig, sharing: dict[str, Any], notes: list[str]
+) -> None:
+    """The plugin config's GPU sharing (time-slicing or MPS) as devicePlugin.sharing; what
+    gpustack does not share (other resources, renames, device lists) is said in `notes` for a
+    ConfigMap entry, else at each field."""
+    source, base = config.source, config.path
+    whole = base != ()
     for key, strategy_name in (("timeSlicing", "time-slicing"), ("mps", "mps")):
         shared = sharing.get(key)
         if not isinstance(shared, dict):
@@ -160,26 +191,6 @@ def map_plugin_config(state: Import, config: PluginConfig, role: str) -> None:
             for flag in shared:
                 if flag not in ("resources", "renameByDefault", "failRequestsGreaterThanOne"):
                     state.dropped(source, (*here, str(flag)), "no gpustack setting")
-    if whole:
-        state.record(
-            source,
-            base,
-            "mapped",
-            "devicePlugin",
-            "the default plugin config"
-            + (": " + "; ".join(notes) if notes else "")
-            + "; its other flags are gpustack's (the profile's driver root, CDI)",
-        )
-        return
-    for path, _ in state.leaves(source):
-        if path and path[0] == "version":
-            state.default(source, path, "the plugin config format gpustack writes too")
-        elif path and path[0] in ("flags", "resources", "sharing"):
-            state.dropped(
-                source,
-                path,
-                "gpustack writes this plugin flag itself, from the profile and the config",
-            )
 
 
 def _set_quiet(state: Import, source: Input, path: Path_, target: str, value: Any) -> None:
