@@ -849,14 +849,13 @@ def test_a_refused_imported_config_is_said_at_the_input_without_its_values(
 ) -> None:
     """What the import checks field by field cannot fail the config's load; anything that still
     does (a check across fields) is said at the input field, without the inputs' values."""
-    from ruamel.yaml.comments import CommentedMap
 
     from gpustack.adopt import adoption, report
     from gpustack.errors import Location, UserError
 
     secret = "v1.2.3-s3cr3t"
     imported = report.Imported(
-        CommentedMap(),
+        [],
         [],
         "kubeadm",
         "given",

@@ -16,11 +16,8 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from io import StringIO
 from pathlib import Path
 from typing import Any
-
-from ruamel.yaml import YAML
 
 from gpustack.adopt import importing, inputs, releases, report
 from gpustack.build.pipeline import render
@@ -28,7 +25,7 @@ from gpustack.build.workload import COMPONENT_LABEL
 from gpustack.errors import Location, UserError, display_path
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Document, load_all_text, load_text
-from gpustack.resolve import platform_profiles
+from gpustack.resolve import config_file, platform_profiles
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.stack import Stack, validator_finds_driver
 
@@ -75,16 +72,10 @@ def _inside_repository(path: Path, shown: str) -> None:
 
 
 def config_text(imported: report.Imported, sources: list[str]) -> str:
-    yaml = YAML(typ="rt", pure=True)
-    yaml.width = 4096
-    yaml.indent(mapping=2, sequence=2, offset=0)
-    out = StringIO()
-    yaml.dump(imported.config, out)
-    text = out.getvalue()
-    named = "".join(
-        f"#   {''.join(ch if ch.isprintable() else '?' for ch in each)}\n" for each in sources
-    )
-    return HEADER + named + text + ("" if text.endswith("\n") else "\n")
+    """The imported config's file: the header naming the inputs, then its fields, each with
+    the input fields it came from."""
+    named = "".join(f"#   {inputs.printable(each, len(each))}\n" for each in sources)
+    return config_file.config_text(imported.config, HEADER + named)
 
 
 def load(

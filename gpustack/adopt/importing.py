@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap
-
 from gpustack.adopt.cluster_policy import map_operator
 from gpustack.adopt.inputs import (
     CLUSTER_POLICY,
@@ -40,6 +38,7 @@ from gpustack.adopt.plugin_configs import PluginConfig, map_plugin_config, plugi
 from gpustack.adopt.releases import choose_release, operator_defaults
 from gpustack.adopt.report import Entry, Import, Imported
 from gpustack.read.yamlio import SourceMap
+from gpustack.resolve.config_file import Field
 from gpustack.resolve.model import API_VERSION, Profile
 
 
@@ -83,12 +82,13 @@ def import_inputs(
     _mig_manager_auto(state, defaults[0] if defaults else None)
     _without_validator(state)
     _without_effect(state)
-    config = state.config()
-    config.insert(0, "apiVersion", API_VERSION)
-    config.insert(1, "kind", "GPUStack")
-    config.insert(2, "metadata", CommentedMap(name=name))
-    config.insert(3, "platform", CommentedMap(profile=profile.metadata.name))
-    config["platform"].yaml_add_eol_comment(printable(profile_reason, 400), "profile")
+    config = [
+        Field("apiVersion", API_VERSION),
+        Field("kind", "GPUStack"),
+        Field("metadata.name", name),
+        Field("platform.profile", profile.metadata.name, printable(profile_reason, 400)),
+        *state.config(),
+    ]
     # The report in the inputs' order, each input's fields as they are written; of the
     # defaults, what they gave the config or could not (what equals gpustack's own is left out,
     # and so is a default an input's own field replaced).

@@ -10,12 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
 from gpustack.adopt.inputs import OPERATOR_DEFAULTS, Input, dotted, printable
 from gpustack.adopt.releases import Release
 from gpustack.errors import Location
 from gpustack.read.yamlio import Path_
+from gpustack.resolve.config_file import Field
 from gpustack.resolve.model import DNS1123_LABEL, Profile, field_accepts, field_default
 
 Outcome = Literal["mapped", "default", "dropped", "unknown"]
@@ -56,7 +55,7 @@ class Entry:
 
 @dataclass
 class Imported:
-    config: CommentedMap
+    config: list[Field]  # the config's fields, in the order the file has them
     entries: list[Entry]
     profile: str
     profile_reason: str
@@ -206,29 +205,15 @@ class Import:
 
         yield from walk(source.data, ())
 
-    def config(self) -> CommentedMap:
-        root = CommentedMap()
-        comments: dict[int, tuple[CommentedMap, int, list[tuple[str, str, int]]]] = {}
-        for target in sorted(self.settings, key=_config_order):
-            value, origins = self.settings[target]
-            node = root
-            *sections, name = target.split(".")
-            for section in sections:
-                node = node.setdefault(section, CommentedMap())
-            node[name] = _commented(value)
-            # One line whatever the inputs' names hold: a line break in a comment would start
-            # a key of its own.
-            text = printable("from " + " and ".join(origins), 400)
-            width = len(name) + 1 + (len(_plain(value)) + 1 if _plain(value) else 0)
-            comments.setdefault(id(node), (node, 2 * len(sections), []))[2].append(
-                (name, text, width)
-            )
-        # The comments of one mapping in one column, two spaces after its longest line.
-        for node, indent, entries in comments.values():
-            column = indent + max(width for _, _, width in entries) + 2
-            for name, text, _ in entries:
-                node.yaml_add_eol_comment(text, name, column=column)
-        return root
+    def config(self) -> list[Field]:
+        """The settings, each with the input fields it came from, in the order `gpustack init`
+        writes the config's sections."""
+        # One line whatever the inputs' names hold: a line break in a comment would start a key
+        # of its own.
+        return [
+            Field(target, value, printable("from " + " and ".join(origins), 400))
+            for target, (value, origins) in sorted(self.settings.items(), key=_config_order)
+        ]
 
 
 # Fields whose value is a whole list or mapping of the user's (they map, or not, as one).
@@ -265,26 +250,6 @@ _WHOLE_VALUES = {
 }
 
 
-def _plain(value: Any) -> str:
-    """A scalar as the config writes it on its key's line ('' for a list or a mapping)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return ""
-    return str(value)
-
-
-def _commented(value: Any) -> Any:
-    if isinstance(value, dict):
-        mapping = CommentedMap()
-        for key, item in value.items():
-            mapping[key] = _commented(item)
-        return mapping
-    if isinstance(value, list):
-        return CommentedSeq([_commented(item) for item in value])
-    return value
-
-
 # The config's sections in the order `gpustack init` writes them (model.GPUStack).
 _ORDER = [
     "apiVersion",
@@ -307,7 +272,8 @@ _ORDER = [
 ]
 
 
-def _config_order(target: str) -> tuple[int, str]:
+def _config_order(item: tuple[str, Any]) -> tuple[int, str]:
+    target = item[0]
     section = target.split(".")[0]
     return (_ORDER.index(section) if section in _ORDER else len(_ORDER), target)
 
@@ -316,14 +282,11 @@ def leave_out(imported: Imported, target: str, why: str) -> Imported:
     """`imported` without the config field `target`, which only the operator's defaults set and
     gpustack refuses on this profile (`why`, a message without the inputs' values): the defaults'
     entries for it say so."""
-    *sections, name = target.split(".")
-    nodes = [imported.config]
-    for section in sections:
-        nodes.append(nodes[-1][section])
-    del nodes[-1][name]
-    for parent, section in reversed(list(zip(nodes, sections))):
-        if not parent[section]:
-            del parent[section]
+    config = [
+        each
+        for each in imported.config
+        if each.path != target and not each.path.startswith(target + ".")
+    ]
     entries = [
         Entry(
             entry.input,
@@ -338,7 +301,7 @@ def leave_out(imported: Imported, target: str, why: str) -> Imported:
         for entry in imported.entries
     ]
     origins = {key: value for key, value in imported.origins.items() if key != target}
-    return replace(imported, entries=entries, origins=origins)
+    return replace(imported, config=config, entries=entries, origins=origins)
 
 
 def report_text(imported: Imported, shown: list[str]) -> str:
