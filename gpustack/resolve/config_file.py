@@ -28,7 +28,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 # Wide enough that no value is folded onto a second line.
 WIDTH = 4096
-# Characters that end a plain scalar inside a flow collection.
+# Characters that end a plain scalar inside a flow collection (where a leading `?` starts a key).
 _FLOW_INDICATORS = set(",[]{}")
 
 
@@ -221,7 +221,7 @@ def _scalar(value: Any, flow: bool) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     text = str(value)
-    if _plain(text) and not (flow and _FLOW_INDICATORS & set(text)):
+    if _plain(text) and not (flow and (_FLOW_INDICATORS & set(text) or text[0] == "?")):
         return text
     return json.dumps(text)
 
