@@ -1,6 +1,6 @@
-"""`gpustack import`'s disk and render side: the inputs read bounded, the imported config checked
-as a config (and with `--check` rendered in memory and compared with what the operator runs for
-the same inputs), and the config written.
+"""`gpustack import`'s disk and render side, and its one entry point (`import_config`): the inputs
+read bounded, the imported config checked as a config (and with `--check` rendered in memory and
+compared with what the operator runs for the same inputs), and the config written.
 
 What the operator runs for a ClusterPolicy (images, plugin config, runtime) is
 `report.Imported.expected`, taken from the inputs and the defaults of the operator release

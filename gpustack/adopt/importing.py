@@ -3,8 +3,8 @@ clusterpolicy -o yaml` prints it, a `List` of them too, or the file kept in a Gi
 GPU Operator chart's Helm values, the k8s-device-plugin chart's values, and the device plugin's
 config files (on their own, in a ConfigMap, or in the chart's `config.map`).
 
-Pure: parsed documents in (`yamlio.Document`, read bounded by the command), a commented config
-document and a report out. Every field of every input gets one outcome in the report: mapped to a
+Pure: parsed documents in (`yamlio.Document`, read bounded by `adoption`), the config's fields
+(each with a comment saying where it came from) and a report out. Every field of every input gets one outcome in the report: mapped to a
 config field (the config's comment says from where), the same as gpustack's default (left out of
 the config), not carried over (with why), or unknown (a field this importer does not know, never
 dropped silently). The report names fields, never values: the inputs are untrusted.
@@ -15,6 +15,10 @@ the operator release the inputs were written for (`gpu_operator_releases.yaml`, 
 release: NVIDIA/gpu-operator deployments/gpu-operator/values.yaml at its tag, and
 api/nvidia/v1/clusterpolicy_types.go's defaults), named by `--operator-version`, by the
 ClusterPolicy's Helm labels, or else the newest release known, and the report says which.
+
+`import_inputs` runs the mappings of each input kind (`cluster_policy`, `plugin_chart`,
+`plugin_configs`, then `leftovers` for what none took) over one `report.Import`, then settles what
+depends on every input (the MIG manager's switch, settings of a component that does not run).
 """
 
 from __future__ import annotations
