@@ -23,7 +23,8 @@ from gpustack.adopt.releases import (
 from gpustack.adopt.report import Import
 from gpustack.errors import UserError
 from gpustack.read.yamlio import Path_
-from gpustack.resolve.model import duration_ms, field_accepts
+from gpustack.resolve.field_types import duration_ms
+from gpustack.resolve.model import field_accepts
 
 
 @dataclass(frozen=True)

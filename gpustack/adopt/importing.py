@@ -43,7 +43,8 @@ from gpustack.adopt.releases import choose_release, operator_defaults
 from gpustack.adopt.report import Entry, Import, Imported
 from gpustack.read.yamlio import SourceMap
 from gpustack.resolve.config_file import Field
-from gpustack.resolve.model import API_VERSION, Profile
+from gpustack.resolve.field_types import API_VERSION
+from gpustack.resolve.profile_model import Profile
 
 
 def import_inputs(

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpustack.errors import Location, UserError
 from gpustack.read.yamlio import Document, Path_, SourceMap
-from gpustack.resolve.model import DNS1123_LABEL
+from gpustack.resolve.field_types import DNS1123_LABEL
 
 # The config sections each operator component maps to (its version, resources, enabled).
 SECTIONS = {

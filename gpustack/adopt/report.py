@@ -15,7 +15,9 @@ from gpustack.adopt.releases import Release
 from gpustack.errors import Location
 from gpustack.read.yamlio import Path_
 from gpustack.resolve.config_file import Field
-from gpustack.resolve.model import DNS1123_LABEL, Profile, field_accepts, field_default
+from gpustack.resolve.field_types import DNS1123_LABEL
+from gpustack.resolve.model import field_accepts, field_default
+from gpustack.resolve.profile_model import Profile
 
 Outcome = Literal["mapped", "default", "dropped", "unknown"]
 

@@ -76,8 +76,8 @@ def run(
     from gpustack.errors import Location, UserError, display_path
     from gpustack.read.yamlio import load_text
     from gpustack.resolve.config_schema import schema_text
+    from gpustack.resolve.field_types import dns_label
     from gpustack.resolve.load import load_stack
-    from gpustack.resolve.model import dns_label
     from gpustack.resolve.starter import starter
 
     if schema is not None and any(

@@ -35,6 +35,7 @@ from gpustack.read.yamlio import (
 from gpustack.resolve import image_lock, profile_checks
 from gpustack.resolve import patches as patching
 from gpustack.resolve import platform_profiles as profile_store
+from gpustack.resolve.field_types import Strict
 from gpustack.resolve.layered_settings import (
     Layer,
     following,
@@ -45,11 +46,7 @@ from gpustack.resolve.layered_settings import (
     validate,
     without_taken_away,
 )
-from gpustack.resolve.model import (
-    GPUStack,
-    PatchEntry,
-    Strict,
-)
+from gpustack.resolve.model import GPUStack, PatchEntry
 from gpustack.resolve.stack import Stack
 
 _MAX_EXTENDS_DEPTH = 16

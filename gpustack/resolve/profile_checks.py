@@ -20,7 +20,9 @@ from gpustack.read.named_files import inside_repository
 from gpustack.read.yamlio import load_text
 from gpustack.resolve import bottlerocket, gke_accelerators, mig
 from gpustack.resolve.layered_settings import Layer, following, merge, nearest, set_by_user
-from gpustack.resolve.model import GKENodePool, GPUStack, NodePool, Profile
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.node_pools import GKENodePool, NodePool
+from gpustack.resolve.profile_model import Profile
 from gpustack.resolve.stack import (
     DEFAULT_CONFIG,
     DRIVER_CONTAINER_ROOT,
@@ -263,7 +265,7 @@ def _cluster_sharing_used(stack: Stack) -> bool:
         return allocation == "device-plugin" or not config.dra.gpus.enabled
 
     return plugin_hands_out(config.gpuAllocation) or any(
-        plugin_hands_out(config.pool_gpu_allocation(pool))
+        plugin_hands_out(config.pool_settings(pool).gpu_allocation)
         and not (pool.devicePlugin and pool.devicePlugin.sharing)
         for pool in config.nodes.pools
     )
@@ -771,7 +773,7 @@ def _dra_choice(config: GPUStack) -> tuple[str | int, ...]:
     index = next(
         index
         for index, pool in enumerate(config.nodes.pools)
-        if config.pool_gpu_allocation(pool) == "dra"
+        if config.pool_settings(pool).gpu_allocation == "dra"
     )
     return ("nodes", "pools", index, "gpuAllocation")
 
@@ -912,7 +914,7 @@ def _check_pool_allocation(
     pools on the device plugin beside pools on the DRA driver (`mixed`), both must run."""
     for index, pool in enumerate(config.nodes.pools):
         here: tuple[str | int, ...] = ("nodes", "pools", index)
-        allocation = config.pool_gpu_allocation(pool)
+        allocation = config.pool_settings(pool).gpu_allocation
         if mixed and allocation == "dra" and not config.dra.gpus.enabled:
             raise UserError(
                 f"pool {pool.name} takes its GPUs from the DRA driver, but dra.gpus.enabled is "
@@ -1194,9 +1196,9 @@ def _check_gke_translation(
 ) -> None:
     """The cluster's (or one pool's) sharing and MIG settings as a GKE node pool takes them."""
     plugin = config.devicePlugin
-    gke = (pool.gke if pool else None) or config.nodes.gke
+    settings = config.pool_settings(pool)
+    gke, mig_strategy, sharing = settings.gke, settings.mig_strategy, settings.sharing
     size = gke.accelerator.gpuPartitionSize if gke else None
-    mig_strategy, sharing = config.pool_mig_strategy(pool), config.pool_sharing(pool)
     own = pool.devicePlugin if pool else None
     base = ("nodes", "pools", index, "devicePlugin") if own else ("devicePlugin",)
     strategy = (

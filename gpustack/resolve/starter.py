@@ -13,7 +13,8 @@ from gpustack.resolve import platform_profiles as profiles
 from gpustack.resolve.config_file import Field, config_text
 from gpustack.resolve.layered_settings import merge
 from gpustack.resolve.load import settings_of
-from gpustack.resolve.model import ProfileFacts, field_choices, field_default
+from gpustack.resolve.model import field_choices, field_default
+from gpustack.resolve.profile_model import ProfileFacts
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server).
 SCHEMA_FILE = "gpustack.schema.json"
