@@ -5,6 +5,7 @@ explained in its comment. Written values would shadow a base: only what is chose
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -93,13 +94,17 @@ def starter(
     return config_text(shown, header, COMMENT_COLUMN, flow=True)
 
 
-def _settings(defaults: dict[str, Any], facts: ProfileFacts) -> list[Field]:
-    """Every field the starter shows below the platform's profile, with the value in force."""
+@dataclass(frozen=True)
+class _Defaults:
+    """The values in force where the config leaves a field out: the profile's defaults (the
+    base's over them), else the model's."""
 
-    def setting(path: str, fallback: object = None) -> object:
-        """The profile's default for a config field (the base's over it), else the model's,
-        else `fallback` (for a field the config model requires and a user profile left open)."""
-        node: object = defaults
+    data: dict[str, Any]
+
+    def setting(self, path: str, fallback: object = None) -> object:
+        """The value of a config field, else `fallback` (for a field the config model requires
+        and a user profile left open)."""
+        node: object = self.data
         for key in path.split("."):
             if not isinstance(node, dict) or key not in node:
                 try:
@@ -109,9 +114,14 @@ def _settings(defaults: dict[str, Any], facts: ProfileFacts) -> list[Field]:
             node = node[key]
         return node
 
-    def default(path: str, comment: str) -> Field:
-        return Field(path, setting(path), comment)
+    def field(self, path: str, comment: str) -> Field:
+        return Field(path, self.setting(path), comment)
 
+
+def _settings(defaults: dict[str, Any], facts: ProfileFacts) -> list[Field]:
+    """Every field the starter shows below the platform's profile, with the value in force."""
+    shown = _Defaults(defaults)
+    setting, default = shown.setting, shown.field
     taints = cast("list[dict[str, object]]", setting("nodes.taints"))
     # A taint as kubectl prints it: key, value, effect.
     listed = [
@@ -144,6 +154,14 @@ def _settings(defaults: dict[str, Any], facts: ProfileFacts) -> list[Field]:
             for pool, kind in (("gke", "node pool"), ("aks", "node pool"), ("eks", "node group"))
             if setting(f"nodes.{pool}")
         ),
+    ]
+    return fields + _component_settings(shown, facts)
+
+
+def _component_settings(shown: _Defaults, facts: ProfileFacts) -> list[Field]:
+    """The fields of the components' sections, with the values in force and what each does."""
+    setting, default = shown.setting, shown.field
+    return [
         default(
             "gpuAllocation",
             "device-plugin | dra (NVIDIA's DRA driver, Kubernetes 1.34+; then drop devicePlugin.enabled)",
@@ -200,7 +218,6 @@ def _settings(defaults: dict[str, Any], facts: ProfileFacts) -> list[Field]:
         default("toolkit.enabled", _toolkit_note(facts)),
         default("validator.enabled", _validator_note(facts, setting("validator.enabled"))),
     ]
-    return fields
 
 
 def _list_strategy_note(facts: ProfileFacts) -> str:
