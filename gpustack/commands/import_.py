@@ -96,7 +96,13 @@ def run(
 
     result = adoption.import_config(
         adoption.ImportRequest(
-            files, profile, output_file, force, check, operator_version, profiles_dir
+            files=files,
+            profile=profile,
+            output_file=output_file,
+            force=force,
+            check=check,
+            operator_version=operator_version,
+            profiles_dir=profiles_dir,
         )
     )
     if output_file is None:
