@@ -145,7 +145,7 @@ class Stack:
     def node_os(self) -> str:
         """The GPU nodes' OS as `<os-release ID><VERSION_ID>`: the platform's for its version
         (OpenShift: RHCOS of `platform.openshiftVersion`), else `driver.nodeOS`. Load refuses a
-        platform version the profile does not know (gpustack.resolve.profile_checks)."""
+        platform version the profile does not know (gpustack.resolve.driver_checks)."""
         by_version = self.facts.driver.nodeOS
         if by_version:
             return by_version[self.config.platform.openshiftVersion or ""]
@@ -325,7 +325,7 @@ def resource_api_version(kubernetes_version: str) -> str:
     if kubernetes_minor(kubernetes_version) >= RESOURCE_API_V1_FROM:
         return "resource.k8s.io/v1"
     # Kubernetes 1.33 serves v1beta2, 1.32 v1beta1 (docs/prerequisites.md); the DRA driver is
-    # refused below 1.34 (gpustack.resolve.profile_checks), so nothing renders with these.
+    # refused below 1.34 (gpustack.resolve.dra_checks), so nothing renders with these.
     return (
         "resource.k8s.io/v1beta2"
         if kubernetes_minor(kubernetes_version) >= (1, 33)
