@@ -289,12 +289,26 @@ def test_starter_writes_node_pool_mappings_as_yaml_not_json(starter) -> None:
             assert '"' not in line.partition("#")[0], (profile, line)
 
 
-def test_the_schema_file_init_names_in_its_help_is_the_one_it_writes(tmp_path):
-    """The command's help (which loads no library) and the writer agree on the file's name."""
-    from gpustack.commands import init
-    from gpustack.write import config_file
+def test_a_bases_list_is_shown_as_yaml_and_reads_back_uncommented(tmp_path: Path) -> None:
+    from gpustack.resolve.starter import starter
 
-    assert init.SCHEMA_FILE == config_file.SCHEMA_FILE
+    (tmp_path / "base.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform:\n  profile: rke2\n"
+        "images:\n  pullSecrets: [mirror-pull, 'on']\n"
+    )
+    text = starter("", "demo", path=str(tmp_path / "demo.yaml"), base="base.yaml")
+    (line,) = [each for each in text.splitlines() if "pullSecrets:" in each]
+    assert line.startswith('#   pullSecrets: [mirror-pull, "on"] ')
+    document = load_text(uncommented(text), "demo.yaml").data
+    assert document["images"]["pullSecrets"] == ["mirror-pull", "on"]
+
+
+def test_the_schema_file_init_names_in_its_help_is_the_one_it_writes(tmp_path):
+    """The command's help (which loads no library) and the starter agree on the file's name."""
+    from gpustack.commands import init
+    from gpustack.resolve import starter
+
+    assert init.SCHEMA_FILE == starter.SCHEMA_FILE
     result = run_gpustack("init", "lab.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / config_file.SCHEMA_FILE).is_file()
+    assert (tmp_path / starter.SCHEMA_FILE).is_file()

@@ -1,12 +1,12 @@
 """`gpustack init`: a new config file, and the config schema beside it.
 
-    init(request, text_of) -> Written
+    init(request) -> Written
 
 Where the config goes (a folder gets `gpustack.yaml` in it, named after the folder), the
-cluster's name and the base it extends are worked out and checked first; the config's text
-(`text_of`) is then loaded as `render` would load it, and only then is anything written: the
-config, and the schema its `$schema` modeline points at, each never through a symbolic link
-and never over a file that is not gpustack's.
+cluster's name and the base it extends are worked out and checked first; the starter config
+(`resolve.starter`) is then loaded as `render` would load it, and only then is anything
+written: the config, and the schema its `$schema` modeline points at, each never through a
+symbolic link and never over a file that is not gpustack's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +24,7 @@ from gpustack.read.yamlio import load_text
 from gpustack.resolve.config_schema import SCHEMA_ID, schema_text
 from gpustack.resolve.field_types import dns_label
 from gpustack.resolve.load import load_stack
-
-# Written beside the config, so editors complete and check it offline (yaml-language-server).
-SCHEMA_FILE = "gpustack.schema.json"
+from gpustack.resolve.starter import SCHEMA_FILE, starter
 
 
 @dataclass(frozen=True)
@@ -65,12 +62,12 @@ class Written:
     profile: str
 
 
-def init(request: InitRequest, text_of: Callable[[NewConfig], str]) -> Written:
-    """Write the config `text_of` makes for the file `request` names (and the config schema
-    beside it, unless the modeline points elsewhere), once it loads as render loads it."""
+def init(request: InitRequest) -> Written:
+    """Write a starter config into the file `request` names (and the config schema beside it,
+    unless the modeline points elsewhere), once it loads as render loads it."""
     new = _new_config(request)
     path, profiles_dir = new.path, request.profiles_dir
-    text = text_of(new)
+    text = starter(request.profile, new.cluster, profiles_dir, str(path), new.schema, new.base)
     # The config loads as render will load it (its base included) before anything is written.
     load_stack(path, profiles_dir=profiles_dir, document=load_text(text, display_path(path)))
     schema_path = path.parent / SCHEMA_FILE
