@@ -378,6 +378,22 @@ def _keep_shipped_data_cached() -> None:
 _keep_shipped_data_cached()
 
 
+def _build_the_command_line_once() -> None:
+    """The click command typer builds from gpustack's signatures (gpustack.commands.root),
+    built once a process instead of once a run. A command run builds it, and on first use each
+    option's pydantic TypeAdapter (typer 0.29, typer/core.py `get_runtime_param`, kept on the
+    option): about 8 of the 10 ms an in-process `gpustack validate` of one file takes, for the
+    thousands of commands the tests run. The command is built from code alone, no test changes
+    it, and each run parses its arguments into a context of its own (click's `Command.main`),
+    so a kept command parses as a new one does."""
+    from gpustack.commands import root
+
+    root.command = functools.cache(root.command)
+
+
+_build_the_command_line_once()
+
+
 def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What

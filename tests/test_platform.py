@@ -16,13 +16,13 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+from conftest import SHARED
 from kubernetes_validate.utils import SchemaNotFoundError
 from ruamel.yaml import YAML
 
 from gpustack.build.pipeline import Rendering, files, render
 from gpustack.errors import UserError
 from gpustack.resolve.load import load_stack
-from tests.conftest import SHARED
 
 REFS = SHARED / "refs"
 CRD_SCHEMAS = SHARED / "crd-schemas"

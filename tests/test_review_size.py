@@ -5,7 +5,7 @@ room, and what does not fit is shortened or left out, never the limit."""
 
 from __future__ import annotations
 
-from conftest import git
+from conftest import examples, git
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_page import ELEMENTS, Page, to_html
@@ -32,7 +32,7 @@ def diffs(count: int, note: str, size: int) -> list[tuple[str, Diff]]:
     return found
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     max_size=st.integers(min_value=2000, max_value=9000),
     clusters=st.integers(min_value=1, max_value=12),
