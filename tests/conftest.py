@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
@@ -65,6 +66,27 @@ def git(folder: Path, *arguments: str, input: bytes | None = None) -> str:
         input=input,
     )
     return done.stdout.decode().strip()
+
+
+def write_config(
+    folder: Path,
+    profile: str,
+    body: str = "",
+    *,
+    name: str = "lab",
+    file: str | None = None,
+    platform: str = "",
+) -> Path:
+    """A cluster config written to `folder/FILE` (default `NAME.yaml`): apiVersion, kind,
+    metadata.name and `platform: {profile: PROFILE, PLATFORM}` on its first four lines, then
+    `body`, dedented, from line 5 (where the tests' expected locations point)."""
+    fields = f"profile: {profile}, {platform}" if platform else f"profile: {profile}"
+    path = folder / (file or f"{name}.yaml")
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        f"metadata: {{name: {name}}}\nplatform: {{{fields}}}\n" + textwrap.dedent(body)
+    )
+    return path
 
 
 def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
