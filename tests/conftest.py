@@ -248,22 +248,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _schedule_slowest_first(items)
 
 
-# The modules that take longest, slowest first (CPU seconds of a single-process run, measured as
-# docs/development.md says). xdist's loadscope hands each worker whole modules, by default
-# those with the most tests first (addopts turns that off); a slow module of few tests (the real
-# pre-commit commits) would then come last and keep one worker busy while the
-# other idles. These go first; every other module follows, those with more tests first.
+# The modules that take longest, slowest first: the CPU of each module's tests and of the
+# processes they start, with the references beside the repository and without (measured as
+# docs/development.md says); the killed renders of test_output_safety run in processes forked
+# from a server, which that count misses. xdist's loadscope hands each worker whole modules and
+# the next one when it is almost done, by default those with the most tests first (addopts
+# turns that off): a slow module of few tests (the real pre-commit commits) would then come
+# last and keep one worker busy while the other idles. These go first; every other module
+# follows, those with more tests first.
 SLOWEST_FIRST = (
     "test_upstream_components.py",
-    "test_gitops.py",
+    "test_import.py",
     "test_precommit.py",
+    "test_gitops.py",
+    "test_hostile_patches.py",
     "test_e2e.py",
-    "test_fleet.py",
-    "test_diff_layouts.py",
-    "test_validate_lint.py",
-    "test_bad_input.py",
+    "test_images.py",
     "test_output_safety.py",
+    "test_fleet_review.py",
+    "test_no_effect.py",
+    "test_cli_conventions.py",
+    "test_bad_input.py",
+    "test_diff_layouts.py",
+    "test_fleet.py",
+    "test_plain_kubectl.py",
+    "test_validate_drop_in.py",
+    "test_patches.py",
     "test_dev_tools.py",
+    "test_validate_lint.py",
 )
 
 
