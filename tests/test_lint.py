@@ -17,8 +17,8 @@ from conftest import EXAMPLES, SHARED, example_base, yaml_documents
 from ruamel.yaml import YAML
 
 from gpustack.build import pipeline as render
-from gpustack.commands.init import starter
 from gpustack.resolve.load import load_stack
+from gpustack.resolve.starter import starter
 from gpustack.validation import lint
 
 REFS = SHARED / "refs"

@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from ruamel.yaml import YAML
 
-from gpustack.commands.init import starter
+from gpustack.resolve.starter import starter
 
 SCHEMA_FILE = ROOT / "schemas" / "gpustack.schema.json"
 PROFILES = ["kubeadm", "rke2", "openshift", "gke-cos", "gke-ubuntu"]

@@ -278,7 +278,7 @@ def effects_of(
 ) -> Effects:
     """For unreached: the settings that do nothing on each cluster of `paths` (by its name,
     loaded again only when asked: a change to a base that no cluster sets aside asks none)."""
-    from gpustack.resolve.profile_checks import without_effect
+    from gpustack.resolve.no_effect_checks import without_effect
 
     by_name: dict[str, Path] = {}
     for path in paths:

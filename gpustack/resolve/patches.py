@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack.errors import Location, UserError, did_you_mean
-from gpustack.objects import Identity, display, identity
+from gpustack.objects import Identity, display, identity, name_of
 from gpustack.read.patterns import Pattern
 
 DIRECTIVE = "$patch"
@@ -126,7 +126,7 @@ def apply(
         selected = {id(obj) for obj in objects if _selects(patch, obj)}
         if not selected:
             wanted = patch.target.name if patch.target else None
-            names = sorted({str((obj.get("metadata") or {}).get("name", "")) for obj in objects})
+            names = sorted({name_of(obj) for obj in objects})
             raise UserError(
                 f"the patch matches no object of the rendering ({_wanted(patch)})",
                 patch.location,
