@@ -8,6 +8,7 @@ table, so they follow apply order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -319,8 +320,6 @@ def _hash_config(workload: dict[str, Any], config_maps: dict[tuple[str, str], An
     ]
     if not mounted:
         return
-    import hashlib  # here, not on top: `validate` loads this module (lint) and never hashes
-
     digest = hashlib.sha256(
         json.dumps(mounted, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()

@@ -385,8 +385,7 @@ def _parse_all(text: str, shown: str) -> Iterator[Document]:
         raise UserError(
             f"YAML nests more than {MAX_NESTING} levels deep", Location(shown, line, column)
         )
-    # ruamel here, not on top: most files are read by libyaml alone, and validate, render and
-    # check load this module without ever needing the full parser (about 10 ms of start-up).
+    # ruamel.yaml, the full parser, loads only here: most files are read by libyaml alone.
     from ruamel.yaml import YAML
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
