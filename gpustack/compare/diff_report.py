@@ -22,6 +22,7 @@ from gpustack.compare.object_diff import (
 from gpustack.layout import APPLICATION_SET_DIR
 from gpustack.redaction import mask_text
 
+# How the text and the Markdown review mark each kind of change.
 SIGN: dict[Status, str] = {"changed": "~", "added": "+", "removed": "-"}
 _COLOR: dict[str, str] = {
     "changed": "33",
