@@ -5,7 +5,7 @@
 
 What is generated, and from what:
 
-    schemas/gpustack.schema.json   `gpustack schema`, from gpustack/resolve/model.py
+    schemas/gpustack.schema.json   `gpustack schema`, from the config model (gpustack/resolve/)
     out/                           `gpustack render examples/*.yaml -o out`, one folder per example
     docs/'s reference tables       `python -m gpustack.docs`, from the model, the profiles
                                    and the lint rules (in docs/config.md, docs/profiles.md,

@@ -1,5 +1,5 @@
 """The reference tables of the documentation in docs/, generated from what they describe: the
-config reference (docs/config.md) from the model (`gpustack.resolve.model`: field paths, types, defaults,
+config reference (docs/config.md) from the model (`gpustack.resolve.model` and its sections: field paths, types, defaults,
 `Field(description=...)`), the profiles table (docs/profiles.md) from `profiles/*.yaml`, the lint
 table (docs/lint.md) from the lint rules.
 
@@ -25,13 +25,9 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from gpustack.resolve import platform_profiles as profiles
-from gpustack.resolve.model import (
-    Doc,
-    GPUStack,
-    NodeSelectorRequirement,
-    ProfileFacts,
-    WithResources,
-)
+from gpustack.resolve.field_types import Doc, WithResources
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.profile_model import NodeSelectorRequirement, ProfileFacts
 from gpustack.validation import lint
 
 REGENERATE = "python -m gpustack.docs"

@@ -22,7 +22,7 @@ from conftest import (
 )
 
 from gpustack.build.components import build_all
-from gpustack.resolve.model import AlertName
+from gpustack.resolve.monitoring_settings import AlertName
 
 CLUSTER = {"devicePlugin": {"enabled": True}, "nfd": {"mode": "deploy"}}
 NS = "gpu-system"

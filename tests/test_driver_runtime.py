@@ -599,7 +599,11 @@ def test_rhcos_version_needs_its_dtk_image(tmp_path):
 def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
     # Red Hat's per-minor DTK tag carries the newest z-stream's kernel; the build needs the nodes'.
     default = rendered(tmp_path, "openshift", {})
-    (warning,) = [w for w in default.warnings if "driver-toolkit-rhel9:v4.20" in w]
+    (warning,) = [
+        f.message
+        for f in default.findings
+        if f.rule == "driver-toolkit-z-stream" and "driver-toolkit-rhel9:v4.20" in f.message
+    ]
     assert "newest OpenShift 4.20 z-stream" in warning
     # The fix it names: the cluster's builds, read from its driver-toolkit ImageStream.
     assert "driver.rhcosBuilds" in warning and "gpustack driver-toolkit-builds" in warning
@@ -614,7 +618,7 @@ def test_the_default_driver_toolkit_image_is_called_out(tmp_path):
     }
     listed = rendered(tmp_path, "openshift", builds)
     for quiet in (pinned, listed):
-        assert not [w for w in quiet.warnings if "z-stream" in w]
+        assert not [f for f in quiet.findings if f.rule == "driver-toolkit-z-stream"]
 
 
 def golden_daemonset(name: str) -> dict[str, Any]:

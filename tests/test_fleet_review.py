@@ -530,7 +530,7 @@ def test_a_fleets_repeated_warning_is_one_line_with_the_count_and_first_names(cl
     assert result.exit_code == 0, result.output
     managed = [line for line in result.stderr.splitlines() if "managed DCGM exporter" in line]
     assert len(managed) == 1, result.stderr
-    assert managed[0].startswith("warning: Kubernetes 1.32 on gke-cos: ")
+    assert managed[0].startswith("warning: [managed-dcgm-exporter] Kubernetes 1.32 on gke-cos: ")
     assert managed[0].endswith(
         "[7 clusters: gke-1, gke-2, gke-3 and 4 more; --verbose names them all]"
     )
@@ -542,7 +542,7 @@ def test_a_fleets_repeated_warning_is_one_line_with_the_count_and_first_names(cl
 def test_a_single_clusters_warning_names_it_as_before(cli, tmp_path):
     clusters = small_fleet(tmp_path, GKE, ["only"])
     result = cli("render", clusters, "--stdout")
-    assert "warning: only: Kubernetes 1.32 on gke-cos: " in result.stderr
+    assert "warning: only: [managed-dcgm-exporter] Kubernetes 1.32 on gke-cos: " in result.stderr
 
 
 def test_check_groups_a_finding_repeated_in_many_clusters(tmp_path):

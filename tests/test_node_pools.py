@@ -86,7 +86,7 @@ def terms_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return terms
 
 
-def test_no_pools_renders_what_it_did_before(tmp_path):
+def test_an_empty_pool_list_renders_as_no_pools(tmp_path):
     """`nodes.pools: []` is the same cluster as no pools at all, to the byte."""
     without = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER)
     empty = stack_for(tmp_path, "kubeadm", driver=CONTAINER_DRIVER, nodes={"pools": []})
@@ -767,3 +767,66 @@ def test_running_nodes_become_a_canary_in_two_commits_without_stalling(tmp_path)
     # canary's wave, after the cluster's took its nodes in an earlier one; in steps, never.
     assert stalls(on(canary=True), running)
     assert not stalls(canary, own) and not stalls(own, running)
+
+
+def test_a_pool_s_settings_are_its_own_over_the_cluster_s(tmp_path):
+    """`GPUStack.pool_settings`, the one answer to what a pool's nodes run with: what the pool
+    gives, else the cluster's; the nodes in no pool run with the cluster's."""
+    whole = {**INFERENCE, "devicePlugin": {"migStrategy": "none", **INFERENCE["devicePlugin"]}}
+    plain = {"name": "plain", "selector": {"example.com/gpu-pool": "plain"}, "gpuAllocation": "dra"}
+    stack = stack_for(
+        tmp_path,
+        "kubeadm",
+        nodes={
+            "selector": {"example.com/gpu": "true"},
+            "taints": [{"key": "example.com/gpu", "effect": "NoSchedule"}],
+            "pools": [
+                {
+                    **TRAINING,
+                    "taints": [{"key": "example.com/training", "effect": "NoExecute"}],
+                    "driver": {"version": "570.172.08"},
+                },
+                whole,
+                plain,
+            ],
+        },
+        driver=CONTAINER_DRIVER,
+        devicePlugin={"migStrategy": "mixed"},
+        migManager={"defaultConfig": "all-balanced"},
+        platform={"profile": "kubeadm", "kubernetesVersion": "1.34"},
+    )
+    training, inference, other = stack.pools
+    cluster = stack.config.pool_settings(None)
+    assert (cluster.selector, [taint.key for taint in cluster.taints]) == (
+        {"example.com/gpu": "true"},
+        ["example.com/gpu"],
+    )
+    assert (cluster.mig_strategy, cluster.mig_config, cluster.sharing.strategy) == (
+        "mixed",
+        "all-balanced",
+        "none",
+    )
+    assert (cluster.gpu_allocation, cluster.driver_version) == ("device-plugin", "595.91.07")
+
+    own = stack.config.pool_settings(training)
+    assert own.selector == {"example.com/gpu": "true", "example.com/gpu-pool": "training"}
+    assert [taint.key for taint in own.taints] == ["example.com/gpu", "example.com/training"]
+    assert (own.mig_strategy, own.mig_config, own.driver_version) == (
+        "single",
+        "all-1g.10gb",
+        "570.172.08",
+    )
+    assert own.gpu_allocation == "device-plugin"
+
+    # A pool whose plugin uses no MIG in a MIG cluster keeps its GPUs whole.
+    shared = stack.config.pool_settings(inference)
+    assert (shared.sharing.strategy, shared.sharing.replicas) == ("time-slicing", 4)
+    assert (shared.mig_strategy, shared.mig_config) == ("none", "all-disabled")
+
+    rest = stack.config.pool_settings(other)
+    assert (rest.mig_strategy, rest.mig_config, rest.sharing.strategy) == (
+        "mixed",
+        "all-balanced",
+        "none",
+    )
+    assert (rest.gpu_allocation, rest.driver_version) == ("dra", "595.91.07")

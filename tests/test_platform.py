@@ -304,6 +304,7 @@ def test_render_never_prints_the_pem_but_warns(tmp_path, cli):
         assert line not in printed
     assert base64.b64encode(PEM).decode() not in printed
     assert "warning:" in printed and "plain text" in printed
+    assert "[entitlement-in-output] entitlement is enabled" in printed
     on_disk = (tmp_path / "out" / "lab" / "machineconfig-50-entitlement-pem.yaml").read_text()
     assert base64.b64encode(PEM).decode() in on_disk
 
@@ -599,3 +600,5 @@ def test_render_warns_when_gkes_managed_dcgm_exporter_would_run_beside_ours(
     result = cli("render", config, "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert ("managed DCGM exporter too" in result.stderr) == warned
+    # A warning with the rule it comes from, as lint's are printed.
+    assert ("warning: gke: [managed-dcgm-exporter] Kubernetes" in result.stderr) == warned

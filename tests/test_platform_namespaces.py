@@ -22,6 +22,17 @@ def kinds(rendering) -> set[str]:
     return {obj["kind"] for obj in rendering.objects}
 
 
+def namespace_warnings(rendering, namespace: str) -> list[str]:
+    """The platform-namespace warnings about `namespace` among the rendering's findings."""
+    return [
+        finding.message
+        for finding in rendering.findings
+        if finding.rule == "platform-namespace"
+        and finding.severity == "warning"
+        and f"namespace {namespace} " in finding.message
+    ]
+
+
 @pytest.mark.parametrize("profile", sorted(profiles.BUILTIN))
 @pytest.mark.parametrize("namespace", KUBERNETES_OWN)
 def test_kubernetes_own_namespaces_are_used_but_never_written(tmp_path, profile, namespace):
@@ -31,7 +42,7 @@ def test_kubernetes_own_namespaces_are_used_but_never_written(tmp_path, profile,
     namespaced = [obj for obj in rendering.objects if "namespace" in obj["metadata"]]
     assert namespaced
     assert {obj["metadata"]["namespace"] for obj in namespaced} == {namespace}
-    (warning,) = [w for w in rendering.warnings if f"namespace {namespace} " in w]
+    (warning,) = namespace_warnings(rendering, namespace)
     assert "privileged" in warning and "pod-security.kubernetes.io" in warning
 
 
@@ -40,19 +51,19 @@ def test_openshift_namespaces_belong_to_openshift_only(tmp_path, namespace):
     on_openshift = rendering_in(tmp_path, "openshift", namespace)
     assert "Namespace" not in kinds(on_openshift)
     # The ServiceMonitor is scraped only from namespaces with the monitoring label: said, not set.
-    (warning,) = [w for w in on_openshift.warnings if f"namespace {namespace} " in w]
+    (warning,) = namespace_warnings(on_openshift, namespace)
     assert "openshift.io/cluster-monitoring=true" in warning
     elsewhere = rendering_in(tmp_path, "kubeadm", namespace)
     (created,) = [obj for obj in elsewhere.objects if obj["kind"] == "Namespace"]
     assert created["metadata"]["name"] == namespace
-    assert not [w for w in elsewhere.warnings if f"namespace {namespace} " in w]
+    assert not namespace_warnings(elsewhere, namespace)
 
 
 def test_a_namespace_of_the_stack_is_still_written_and_labelled(tmp_path):
     rendering = rendering_in(tmp_path, "kubeadm", "gpu-system")
     (namespace,) = [obj for obj in rendering.objects if obj["kind"] == "Namespace"]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert not [w for w in rendering.warnings if "namespace gpu-system" in w]
+    assert not [f for f in rendering.findings if f.rule == "platform-namespace"]
 
 
 @pytest.mark.parametrize("profile", ["gke-cos", "gke-ubuntu"])

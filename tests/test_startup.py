@@ -5,6 +5,7 @@ config model"); bench/cli.py measures the time."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -40,10 +41,8 @@ def test_a_section_left_out_is_the_section_s_own_default():
     given (its defaults, and no field counted as set), for every section of every model."""
     from pydantic import BaseModel
 
-    from gpustack.resolve import model
-
     checked = 0
-    for cls in vars(model).values():
+    for cls in _config_model_classes():
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
             continue
         for name, field in cls.model_fields.items():
@@ -86,14 +85,29 @@ def test_the_config_model_s_annotations_are_not_strings():
     annotations`) on creating each model class, a third of the model's import time."""
     from pydantic import BaseModel
 
-    from gpustack.resolve import model
-
-    models = [
-        cls
-        for cls in vars(model).values()
-        if isinstance(cls, type) and issubclass(cls, BaseModel) and cls.__module__ == model.__name__
-    ]
+    models = [cls for cls in _config_model_classes() if issubclass(cls, BaseModel)]
     assert len(models) > 50
     for cls in models:
         written = vars(cls).get("__annotations__", {})
         assert not [name for name, value in written.items() if isinstance(value, str)], cls
+
+
+def _config_model_classes() -> list[type]:
+    """The classes the config model's modules define (the config's, the profile's)."""
+    names = (
+        "field_types",
+        "component_settings",
+        "driver_settings",
+        "monitoring_settings",
+        "gitops_settings",
+        "node_pools",
+        "profile_model",
+        "model",
+    )
+    modules = [importlib.import_module(f"gpustack.resolve.{name}") for name in names]
+    return [
+        cls
+        for module in modules
+        for cls in vars(module).values()
+        if isinstance(cls, type) and cls.__module__ == module.__name__
+    ]

@@ -40,7 +40,7 @@ from example_renders import example_configs, render_example
 
 from gpustack.build import pipeline as render
 from gpustack.resolve.load import load_stack
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import Stack
 
 pytestmark = pytest.mark.upstream

@@ -31,14 +31,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gpustack.errors import Location, UserError
 from gpustack.read.yamlio import Document, Path_, SourceMap, load_all_text
-from gpustack.resolve.model import (
-    API_VERSION,
-    DNS1123_LABEL,
-    Profile,
-    duration_ms,
-    field_accepts,
-    field_default,
-)
+from gpustack.resolve.field_types import API_VERSION, DNS1123_LABEL, duration_ms
+from gpustack.resolve.model import field_accepts, field_default
+from gpustack.resolve.profile_model import Profile
 
 # Each GPU Operator release's defaults (images, CDI, the exporter's ServiceMonitor).
 RELEASES_DATA = Path(__file__).with_name("gpu_operator_releases.yaml")

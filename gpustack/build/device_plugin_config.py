@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from gpustack.build.workload import API_ACCESS, API_ACCESS_MOUNT, CDI_HOOK, HOST_CDI_HOOK
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DEFAULT_CONFIG, Stack
 
 NAME = "nvidia-device-plugin"
@@ -35,7 +35,7 @@ def plugin_config(stack: Stack, pool: NodePool | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {
         "version": "v1",
         "flags": {
-            "migStrategy": stack.config.pool_mig_strategy(pool),
+            "migStrategy": stack.config.pool_settings(pool).mig_strategy,
             "failOnInitError": True,
             "nvidiaDriverRoot": stack.driver_root,
             # Set explicitly: left out, the plugin takes the driver root (api/config/v1/config.go),
@@ -59,7 +59,7 @@ def plugin_config(stack: Stack, pool: NodePool | None = None) -> dict[str, Any]:
         # Without gpustack's toolkit the hook is the host package's.
         hook = CDI_HOOK if stack.toolkit_enabled else HOST_CDI_HOOK
         config["flags"]["plugin"]["nvidiaCTKPath"] = hook
-    sharing = stack.config.pool_sharing(pool)
+    sharing = stack.config.pool_settings(pool).sharing
     if sharing.strategy != "none":
         section: dict[str, Any] = {"renameByDefault": sharing.renameByDefault}
         if sharing.strategy == "time-slicing":
@@ -91,12 +91,12 @@ def pool_config_name(pool: NodePool) -> str:
 
 def mig_strategies(stack: Stack) -> set[str]:
     """The MIG strategies the plugin runs with on some node: the cluster's and its pools'."""
-    return {stack.config.pool_mig_strategy(pool) for pool in [None, *stack.pools]}
+    return {stack.config.pool_settings(pool).mig_strategy for pool in [None, *stack.pools]}
 
 
 def sharing_strategies(stack: Stack) -> set[str]:
     """The sharing strategies the plugin runs with on some node."""
-    return {stack.config.pool_sharing(pool).strategy for pool in [None, *stack.pools]}
+    return {stack.config.pool_settings(pool).sharing.strategy for pool in [None, *stack.pools]}
 
 
 def pools_annotation(stack: Stack, config_of: dict[str, str]) -> dict[str, str]:

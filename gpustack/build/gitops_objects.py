@@ -13,7 +13,8 @@ from typing import Any
 
 from gpustack.build.decorate import is_discovery, stage, stage_dependency
 from gpustack.layout import APPLICATION_SET_DIR, CANARY_STAGE, SMOKE_TEST_STAGE
-from gpustack.resolve.model import IN_CLUSTER, ArgoCD, duration_ms
+from gpustack.resolve.field_types import duration_ms
+from gpustack.resolve.gitops_settings import IN_CLUSTER, ArgoCD
 from gpustack.resolve.stack import Stack
 
 APPLICATION_SET_NAME = "gpustack"

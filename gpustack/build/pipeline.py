@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from gpustack import emit
-from gpustack.build import gitops_objects, node_files
-from gpustack.build.components import build_all, driver, namespace
+from gpustack.build import config_warnings, gitops_objects, node_files
+from gpustack.build.components import build_all, driver
 from gpustack.build.decorate import decorate, image_sources, pin_patched, placement, rehash, stage
 from gpustack.build.workload import deploy_node_labels
 from gpustack.errors import Location, UserError
+from gpustack.findings import Finding
 from gpustack.layout import (
     CLUSTER_DIR,
     CRDS_DIR,
@@ -44,7 +45,9 @@ class Rendering:
     name: str
     objects: list[dict[str, Any]]
     node_files: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    # Warnings the config shows rather than the objects (config_warnings), which join the lint
+    # findings (gpustack.fleet.clusters.check_all).
+    findings: list[Finding] = field(default_factory=list)
     source: str = ""
     kubernetes_version: str = ""
     staged: bool = False
@@ -109,47 +112,11 @@ def render(stack: Stack) -> Rendering:
         sources.update(pin_patched(objects, digests))
         driver.redigest(objects, installs)
     application_set = gitops_objects.application_set(stack)
-    warnings = []
-    managed_from = stack.facts.managedDCGMExporterFrom
-    version = stack.config.platform.kubernetesVersion
-    if (
-        managed_from
-        and stack.config.dcgmExporter.enabled
-        and _minor(version) >= _minor(managed_from)
-    ):
-        warnings.append(
-            f"Kubernetes {version} on {stack.profile.metadata.name}: new clusters run the "
-            "platform's managed DCGM exporter too; set dcgmExporter.enabled: false or turn the "
-            "managed one off, so that one exporter runs per GPU node"
-        )
-    pinned = stack.config.driver.driverToolkitImage or stack.config.driver.rhcosBuilds
-    if stack.driver_mode == "driver-toolkit" and not pinned:
-        warnings.append(
-            f"the driver is built with {driver.driver_toolkit_image(stack)}, whose kernel is the "
-            f"newest OpenShift {stack.config.platform.openshiftVersion} z-stream's: on nodes of "
-            "any other z-stream (an older one, or one the tag has moved past) the build fails; "
-            "set driver.rhcosBuilds to the cluster's builds (`gpustack "
-            "driver-toolkit-builds` reads them from `oc get imagestream driver-toolkit -n "
-            "openshift -o yaml`)"
-        )
-    if namespace.platform_owned(stack):
-        labels = " ".join(f"{k}={v}" for k, v in stack.facts.namespaceLabels.items())
-        warnings.append(
-            f"namespace {stack.namespace} is the platform's own, so gpustack writes no Namespace "
-            "for it (a pruning GitOps tool would delete it): it must exist and admit privileged "
-            "pods; check its pod-security.kubernetes.io labels and the API server's Pod Security "
-            "defaults and exemptions" + (f", and that it carries {labels}" if labels else "")
-        )
-    if stack.entitlement_pem is not None:
-        warnings.append(
-            "entitlement is enabled: the rendered MachineConfigs carry the entitlement "
-            "certificate in plain text (base64); commit them only to a private repository"
-        )
     return Rendering(
         stack.name,
         objects,
         node_files.build(stack),
-        warnings,
+        config_warnings.findings(stack),
         source=stack.source,
         kubernetes_version=stack.config.platform.kubernetesVersion,
         staged=tool == "flux",
@@ -194,10 +161,6 @@ def _gitops_path(stack: Stack) -> tuple[str, str] | None:
     if gitops.tool == "flux" and gitops.flux is not None:
         return "gitops.flux.path", gitops.flux.path
     return None
-
-
-def _minor(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 def files(rendering: Rendering) -> dict[str, bytes]:

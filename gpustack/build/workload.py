@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import Stack
 
 NAME_LABEL = "app.kubernetes.io/name"
@@ -145,7 +145,9 @@ def allocation_pools(stack: Stack) -> list[NodePool]:
     """The pools whose GPUs are handed out otherwise than the cluster's (`gpuAllocation`)."""
     config = stack.config
     return [
-        pool for pool in stack.pools if config.pool_gpu_allocation(pool) != config.gpuAllocation
+        pool
+        for pool in stack.pools
+        if config.pool_settings(pool).gpu_allocation != config.gpuAllocation
     ]
 
 

@@ -48,7 +48,7 @@ def show(
     from gpustack.resolve.layered_settings import merge, merge_layers, origin, without_taken_away
     from gpustack.resolve.load import load_with_layers, overrides
     from gpustack.resolve.model import GPUStack
-    from gpustack.resolve.profile_checks import without_effect
+    from gpustack.resolve.no_effect_checks import without_effect
 
     if config is None and Path("gpustack.yaml").is_file():
         config = Path("gpustack.yaml")

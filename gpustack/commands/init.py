@@ -15,7 +15,7 @@ import typer
 from gpustack.commands import common
 
 if TYPE_CHECKING:
-    from gpustack.resolve.model import ProfileFacts
+    from gpustack.resolve.profile_model import ProfileFacts
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server).
 SCHEMA_FILE = "gpustack.schema.json"
@@ -100,8 +100,8 @@ def run(
     from gpustack.errors import Location, UserError, display_path
     from gpustack.read.yamlio import load_text
     from gpustack.resolve.config_schema import schema_text
+    from gpustack.resolve.field_types import dns_label
     from gpustack.resolve.load import load_stack
-    from gpustack.resolve.model import dns_label
 
     if schema is not None and any(
         ord(character) < 0x20 or ord(character) == 0x7F for character in schema

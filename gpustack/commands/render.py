@@ -79,9 +79,6 @@ def run(
     progress = common.Progress(len(paths), "rendering", not quiet and not stdout)
     renderings = fleet.render_all(paths, profile, profiles_dir, jobs, override, progress.advance)
     progress.finish()
-    noted = [(r.name, message) for r in renderings for message in r.warnings]
-    for line in common.grouped(noted, verbose):
-        warning(line)
     findings = [
         (rendering.name, finding)
         for rendering, found in zip(renderings, fleet.check_all(renderings, jobs))

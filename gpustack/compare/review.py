@@ -44,7 +44,7 @@ from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity
 from gpustack.resolve import load as config
 from gpustack.resolve.layered_settings import Layer, nearest
-from gpustack.resolve.profile_checks import without_effect
+from gpustack.resolve.no_effect_checks import without_effect
 from gpustack.write import output_tree
 
 

@@ -161,7 +161,7 @@ def check_all(renderings: Sequence[Rendering], jobs: int | None = None) -> list[
                 # Lint's own bound (lint._objects.MAX_COMPARISONS), named at the config.
                 where = Location(rendering.source or rendering.name)
                 raise UserError(error.message, where, hint=error.hint) from None
-        found = schema + linted[key] + cluster_images.unlocked(rendering)
+        found = schema + linted[key] + cluster_images.unlocked(rendering) + rendering.findings
         results.append(_at_patches(rendering, found))
     return results
 

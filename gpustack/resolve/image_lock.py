@@ -31,7 +31,7 @@ from gpustack.read import bounded as reading
 from gpustack.read.bounded import decode, read_bounded
 from gpustack.read.named_files import inside_repository
 from gpustack.read.yamlio import load_text
-from gpustack.resolve.model import IMAGE
+from gpustack.resolve.field_types import IMAGE
 
 LOCK_FILE = "gpustack.lock"
 API_VERSION = "gpustack.dev/v1alpha1"

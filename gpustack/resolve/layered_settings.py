@@ -14,11 +14,10 @@ from pydantic import BaseModel, ValidationError
 
 from gpustack.errors import Location, UserError, closest, describe, did_you_mean
 from gpustack.read.yamlio import SourceMap
-from gpustack.resolve.model import (
+from gpustack.resolve.field_types import (
     DNS1123_SUBDOMAIN,
     DURATION,
     EXTENDED_RESOURCE,
-    GO_DURATION,
     IMAGE,
     IMAGE_BY_DIGEST,
     QUANTITY,
@@ -27,6 +26,7 @@ from gpustack.resolve.model import (
     RHCOS_BUILD,
     ConflictError,
 )
+from gpustack.resolve.gitops_settings import GO_DURATION
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """From config files on disk to a resolved `Stack`: read, follow `extends:`, merge the profile's
 defaults beneath, validate, and map every validation error back to the file, line and column.
 
-This is the only module that reads config files (with the profile checks, gpustack.resolve.profile_checks,
-which read the PEM and MIG config files they check); everything after it works on plain data.
+This is the only module that reads config files (with gpustack.resolve.checked_files, which reads
+the PEM and MIG config files the profile checks check); everything after it works on plain data.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from gpustack.read.yamlio import (
     load_file,
     load_text,
 )
-from gpustack.resolve import image_lock, profile_checks
+from gpustack.resolve import image_lock, platform_checks, profile_checks
 from gpustack.resolve import patches as patching
 from gpustack.resolve import platform_profiles as profile_store
+from gpustack.resolve.field_types import Strict
 from gpustack.resolve.layered_settings import (
     Layer,
     following,
@@ -45,11 +46,8 @@ from gpustack.resolve.layered_settings import (
     validate,
     without_taken_away,
 )
-from gpustack.resolve.model import (
-    GPUStack,
-    PatchEntry,
-    Strict,
-)
+from gpustack.resolve.model import GPUStack, PatchEntry
+from gpustack.resolve.profile_model import Profile
 from gpustack.resolve.stack import Stack
 
 _MAX_EXTENDS_DEPTH = 16
@@ -212,47 +210,20 @@ def _load_stack(
     combined = merge_layers(layers)
     _check_is_config(combined, file_layer)
     combined = without_taken_away(GPUStack, combined)
-    platform = combined.get("platform")
-    name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
-    if not isinstance(name, str):
-        top = layers[-1]
-        raise UserError(
-            "required field missing",
-            locate(layers, ("platform", "profile")) or top.source.nearest(()),
-            field="platform.profile",
-            hint=f"one of: {', '.join(profile_store.available(profiles_dir))}",
-        )
-    # Where the profile was named is looked up only when it is unknown (positions cost a parse).
-    known = profile_store.exists(name, profiles_dir)
-    profile, profile_layer = profile_store.load(
-        name,
-        profiles_dir,
-        None
-        if known
-        else Location("--profile")
-        if profile_name
-        else locate(layers, ("platform", "profile")),
-    )
+    profile, profile_layer = _profile_of(combined, layers, profile_name, profiles_dir)
     if profile_name:
         combined = merge(combined, {"platform": {"profile": profile_name}})
     all_layers = [profile_layer, *layers]
     patch_entries = _patch_entries(layers)
     merged = merge(profile_layer.data, combined)
-    followed = profile_checks.follow_platform_versions(merged, profile, all_layers)
-    followed_layers: list[Layer] = []
+    followed = platform_checks.follow_platform_versions(merged, profile, all_layers)
     if followed is not None:
         all_layers.append(followed)
         merged = merge(merged, followed.data)
-    if (
-        _dra_serves_gpus(merged)
-        and isinstance(merged.get("devicePlugin"), dict)
-        and not set_by_user(all_layers, ("devicePlugin", "enabled"))
-    ):
-        # The DRA driver takes the GPUs: the profile's device plugin gives way (both on one
-        # node over-admit GPUs; a plugin the user asks for is refused in gpustack.resolve.profile_checks).
-        gives_way = following(("devicePlugin", "enabled"), False, ("gpuAllocation",), all_layers)
+    gives_way = _plugin_gives_way(merged, all_layers)
+    followed_layers = [gives_way] if gives_way is not None else []
+    if gives_way is not None:
         merged = merge(merged, gives_way.data)
-        followed_layers.append(gives_way)
     if patch_entries:
         merged["patches"] = [entry for entry, _, _ in patch_entries]
 
@@ -286,6 +257,50 @@ def _load_stack(
         lock_file=lock_file,
     )
     return stack, [*all_layers, *followed_layers]
+
+
+def _profile_of(
+    combined: dict[str, Any],
+    layers: list[Layer],
+    profile_name: str | None,
+    profiles_dir: Path | None,
+) -> tuple[Profile, Layer]:
+    """The profile the config names (or `--profile`, `profile_name`), and the layer of its
+    defaults."""
+    platform = combined.get("platform")
+    name = profile_name or (platform.get("profile") if isinstance(platform, dict) else None)
+    if not isinstance(name, str):
+        top = layers[-1]
+        raise UserError(
+            "required field missing",
+            locate(layers, ("platform", "profile")) or top.source.nearest(()),
+            field="platform.profile",
+            hint=f"one of: {', '.join(profile_store.available(profiles_dir))}",
+        )
+    # Where the profile was named is looked up only when it is unknown (positions cost a parse).
+    known = profile_store.exists(name, profiles_dir)
+    return profile_store.load(
+        name,
+        profiles_dir,
+        None
+        if known
+        else Location("--profile")
+        if profile_name
+        else locate(layers, ("platform", "profile")),
+    )
+
+
+def _plugin_gives_way(merged: dict[str, Any], layers: list[Layer]) -> Layer | None:
+    """The layer that turns the profile's device plugin off where the DRA driver takes every GPU
+    node's GPUs (both on one node over-admit GPUs); a plugin the user asks for stays, and
+    gpustack.resolve.dra_checks refuses it."""
+    if (
+        _dra_serves_gpus(merged)
+        and isinstance(merged.get("devicePlugin"), dict)
+        and not set_by_user(layers, ("devicePlugin", "enabled"))
+    ):
+        return following(("devicePlugin", "enabled"), False, ("gpuAllocation",), layers)
+    return None
 
 
 class _PatchList(Strict):
@@ -676,6 +691,8 @@ def _add_layers(
     referencing: Reference | None,
     given: Document | None = None,
 ) -> None:
+    """Append the layers of `current` to `chain`: its bases first, depth first, then the file
+    (`seen`: the files whose `extends:` led here; `referencing`: the entry that names it)."""
     resolved = real_path(current)
     if resolved in seen:
         cycle = " -> ".join(display_path(p) for p in [*seen, resolved])
@@ -696,6 +713,18 @@ def _add_layers(
             field=_extends_field(referencing),
             hint="name each base once; a base that several bases share needs naming only once",
         )
+    document = _layer_document(current, referencing, given)
+    entries = _base_entries(document, current)
+    for entry, where in entries:
+        _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
+    chain.append(Layer(document.data, document.source, (), current.parent, current))
+
+
+def _layer_document(
+    current: Path, referencing: Reference | None, given: Document | None
+) -> Document:
+    """The config or base at `current` (`given`: its content, already read), read and checked
+    to be a config; a base that cannot be read is said where `extends:` names it."""
     try:
         document = (
             given
@@ -735,6 +764,12 @@ def _add_layers(
         )
     if referencing is not None:
         _check_is_base(document, current, referencing)
+    return document
+
+
+def _base_entries(document: Document, current: Path) -> list[tuple[Any, tuple[str | int, ...]]]:
+    """The bases the document's `extends:` names, each with where it is named: paths to YAML
+    files inside the repository, each named once."""
     extends = document.data.get("extends")
     entries: list[tuple[Any, tuple[str | int, ...]]] = (
         [(item, ("extends", index)) for index, item in enumerate(extends)]
@@ -773,9 +808,7 @@ def _add_layers(
                 document.source.value(where) or document.source.value(("extends",)),
                 ".".join(str(part) for part in where),
             )
-    for entry, where in entries:
-        _add_layers(current.parent / entry, chain, [*seen, resolved], (document, where))
-    chain.append(Layer(document.data, document.source, (), current.parent, current))
+    return entries
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml")

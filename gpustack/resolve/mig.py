@@ -19,7 +19,7 @@ import yaml  # type: ignore[import-untyped]
 
 from gpustack.errors import UserError, describe
 from gpustack.read.yamlio import Document
-from gpustack.resolve.model import MIG_DISABLED
+from gpustack.resolve.component_settings import MIG_DISABLED
 
 # The node labels the MIG manager (NVIDIA/mig-parted's nvidia-mig-manager, components/mig_manager.py)
 # reads a node's MIG config name from and reports its state in.
@@ -114,7 +114,7 @@ def parse_user_configs(document: Document) -> Configs:
             _check_entry(entry, (*path, index), fail)
             if name == MIG_DISABLED and entry["mig-enabled"]:
                 # gpustack gives this config to the nodes of a pool whose device plugin uses
-                # no MIG (GPUStack.pool_mig_config): partitioned, their GPUs would vanish.
+                # no MIG (GPUStack.pool_settings): partitioned, their GPUs would vanish.
                 raise fail(
                     f"{MIG_DISABLED} is the config gpustack gives the nodes of a pool whose "
                     "device plugin uses no MIG, to keep their GPUs whole; it cannot turn MIG on",

@@ -30,7 +30,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from gpustack.errors import Location, UserError, display_path
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Path_, load_all_text, load_text, read_text
-from gpustack.resolve.model import IMAGE_BY_DIGEST, RHCOS_BUILD, RhcosBuild
+from gpustack.resolve.driver_settings import RhcosBuild
+from gpustack.resolve.field_types import IMAGE_BY_DIGEST, RHCOS_BUILD
 
 NAME = "driver-toolkit"
 API_GROUP = "image.openshift.io/"

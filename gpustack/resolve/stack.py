@@ -13,14 +13,10 @@ from pathlib import Path
 
 from gpustack.resolve import mig
 from gpustack.resolve import patches as patching
-from gpustack.resolve.model import (
-    GPUStack,
-    NodePool,
-    NodeSelectorRequirement,
-    Profile,
-    ProfileFacts,
-    WithResources,
-)
+from gpustack.resolve.field_types import WithResources
+from gpustack.resolve.model import GPUStack
+from gpustack.resolve.node_pools import NodePool
+from gpustack.resolve.profile_model import NodeSelectorRequirement, Profile, ProfileFacts
 
 # Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
@@ -79,10 +75,9 @@ class Stack:
     # The image lock beside the config (gpustack.resolve.image_lock): image -> digest, and its path.
     image_digests: Mapping[str, str] = field(default_factory=dict)
     lock_file: Path | None = None
-    # Set on a view of the stack as one node pool's nodes see it (gpustack.build.node_files):
-    # the pool, and the device plugin config its nodes select.
+    # Set on a view of the stack as one node pool's nodes see it (gpustack.build.node_files,
+    # from GPUStack.pool_settings): the pool.
     pool: NodePool | None = None
-    pool_plugin_config: str | None = None
 
     @property
     def name(self) -> str:
@@ -110,7 +105,7 @@ class Stack:
         enabled = self.config.migManager.enabled
         if enabled == "auto":
             pools = [None, *self.config.nodes.pools]
-            strategies = {self.config.pool_mig_strategy(pool) for pool in pools}
+            strategies = {self.config.pool_settings(pool).mig_strategy for pool in pools}
             return strategies != {"none"} and self.facts.migPartitioning == "mig-manager"
         return enabled
 
@@ -125,8 +120,7 @@ class Stack:
 
     @property
     def driver_mode(self) -> str:
-        mode = self.config.driver.mode
-        return self.profile.facts.driver.default if mode == "auto" else mode
+        return driver_mode(self.config, self.profile)
 
     @property
     def driver_container(self) -> bool:
@@ -151,7 +145,7 @@ class Stack:
     def node_os(self) -> str:
         """The GPU nodes' OS as `<os-release ID><VERSION_ID>`: the platform's for its version
         (OpenShift: RHCOS of `platform.openshiftVersion`), else `driver.nodeOS`. Load refuses a
-        platform version the profile does not know (gpustack.resolve.profile_checks)."""
+        platform version the profile does not know (gpustack.resolve.driver_checks)."""
         by_version = self.facts.driver.nodeOS
         if by_version:
             return by_version[self.config.platform.openshiftVersion or ""]
@@ -166,14 +160,16 @@ class Stack:
     def gpu_allocations(self) -> set[str]:
         """How pods get GPUs on some GPU node: `device-plugin`, `dra` or both (node pools)."""
         config = self.config
-        return {config.gpuAllocation} | {config.pool_gpu_allocation(pool) for pool in self.pools}
+        return {config.gpuAllocation} | {
+            config.pool_settings(pool).gpu_allocation for pool in self.pools
+        }
 
     @property
     def smoke_test_allocation(self) -> str:
         """How the smoke test gets its GPU: as its first canary pool's nodes do, where it runs,
         else as the cluster's nodes do."""
         canaries = [pool for pool in self.pools if pool.canary]
-        return self.config.pool_gpu_allocation(canaries[0] if canaries else None)
+        return self.config.pool_settings(canaries[0] if canaries else None).gpu_allocation
 
     @property
     def dra_gpus(self) -> bool:
@@ -329,7 +325,7 @@ def resource_api_version(kubernetes_version: str) -> str:
     if kubernetes_minor(kubernetes_version) >= RESOURCE_API_V1_FROM:
         return "resource.k8s.io/v1"
     # Kubernetes 1.33 serves v1beta2, 1.32 v1beta1 (docs/prerequisites.md); the DRA driver is
-    # refused below 1.34 (gpustack.resolve.profile_checks), so nothing renders with these.
+    # refused below 1.34 (gpustack.resolve.dra_checks), so nothing renders with these.
     return (
         "resource.k8s.io/v1beta2"
         if kubernetes_minor(kubernetes_version) >= (1, 33)
@@ -358,7 +354,13 @@ def validator_finds_driver(config: GPUStack, profile: Profile) -> bool:
     (NVIDIA/gpu-operator cmd/nvidia-validator/main.go hostNvidiaSMISearchPaths and
     validateDriverContainer, v26.7.0): a driver kept elsewhere (GKE's /home/kubernetes/bin/nvidia)
     it never finds."""
-    stack = Stack(config, profile, "")
-    return stack.driver_container or (
-        stack.driver_mode == "preinstalled" and profile.facts.driver.root == "/"
+    mode = driver_mode(config, profile)
+    return mode in DRIVER_CONTAINER_MODES or (
+        mode == "preinstalled" and profile.facts.driver.root == "/"
     )
+
+
+def driver_mode(config: GPUStack, profile: Profile) -> str:
+    """Who installs the driver: the config's `driver.mode`, the profile's default for `auto`."""
+    mode = config.driver.mode
+    return profile.facts.driver.default if mode == "auto" else mode

@@ -19,7 +19,9 @@ from typing import Any
 from gpustack.build import device_plugin_config, metrics, ready_files
 from gpustack.build.workload import COMPONENT_LABEL
 from gpustack.objects import kind_of, name_of, namespace_of
-from gpustack.resolve.model import AlertThresholds, Sharing, duration_ms
+from gpustack.resolve.component_settings import Sharing
+from gpustack.resolve.field_types import duration_ms
+from gpustack.resolve.monitoring_settings import AlertThresholds
 from gpustack.resolve.stack import Stack
 
 NAME = "gpustack-gpu-alerts"
@@ -186,9 +188,9 @@ def _advertised(stack: Stack) -> tuple[str, int] | None:
     MIG layout, or node pools whose plugin configs advertise differently."""
     config = stack.config
     kinds = {
-        _advertised_as(stack, config.pool_mig_strategy(pool), config.pool_sharing(pool))
-        for pool in [None, *stack.pools]
-        if config.pool_gpu_allocation(pool) == "device-plugin"
+        _advertised_as(stack, settings.mig_strategy, settings.sharing)
+        for settings in (config.pool_settings(pool) for pool in [None, *stack.pools])
+        if settings.gpu_allocation == "device-plugin"
     }
     return kinds.pop() if len(kinds) == 1 else None
 

@@ -34,7 +34,7 @@ from gpustack.build.workload import (
     service_account,
     service_monitor,
 )
-from gpustack.resolve.model import duration_ms
+from gpustack.resolve.field_types import duration_ms
 from gpustack.resolve.stack import Stack
 
 COMPONENT = "dcgm-exporter"

@@ -53,7 +53,7 @@ from gpustack.build.workload import (
     scc_rules,
     service_account,
 )
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 
 NAME = "nvidia-driver-daemonset"
@@ -193,7 +193,7 @@ def driver_pools(stack: Stack) -> list[NodePool]:
 def _with_version(stack: Stack, pool: NodePool) -> Stack:
     """The stack with the pool's driver version as the driver's."""
     config = stack.config
-    driver = config.driver.model_copy(update={"version": config.pool_driver_version(pool)})
+    driver = config.driver.model_copy(update={"version": config.pool_settings(pool).driver_version})
     return replace(stack, config=config.model_copy(update={"driver": driver}))
 
 

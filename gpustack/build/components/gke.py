@@ -13,7 +13,7 @@ from typing import Any
 
 from gpustack.build.workload import daemonset, gpu_node_affinity, gpu_pod_spec, host_path_volume
 from gpustack.errors import UserError
-from gpustack.resolve.model import CriticalPodsQuota
+from gpustack.resolve.profile_model import CriticalPodsQuota
 from gpustack.resolve.stack import Stack
 
 INSTALLER = "nvidia-driver-installer"

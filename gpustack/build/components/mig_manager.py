@@ -76,7 +76,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         # Which layout each pool's nodes register with, for lint (gpustack.validation.lint.pool_configs):
         # every one must be a config of this file.
         layouts["metadata"]["annotations"] = device_plugin_config.pools_annotation(
-            stack, {pool.name: stack.config.pool_mig_config(pool) for pool in stack.pools}
+            stack, {pool.name: stack.config.pool_settings(pool).mig_config for pool in stack.pools}
         )
     objects = [
         service_account(stack, NAME),

@@ -26,7 +26,7 @@ from gpustack.build.workload import (
     gpu_tolerations,
     selector_labels,
 )
-from gpustack.resolve.model import NodePool
+from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import Stack
 
 NAME = "gpu-smoke-test"
@@ -49,7 +49,7 @@ def resource(stack: Stack) -> str:
     if stack.config.smokeTest.resource:
         return stack.config.smokeTest.resource
     canaries = canary_pools(stack)
-    sharing = stack.config.pool_sharing(canaries[0] if canaries else None)
+    sharing = stack.config.pool_settings(canaries[0] if canaries else None).sharing
     if stack.nvidia_plugin_serves and sharing.strategy != "none" and sharing.renameByDefault:
         return f"{GPU_RESOURCE}.shared"
     return GPU_RESOURCE
@@ -62,7 +62,7 @@ def canary_pools(stack: Stack) -> list[NodePool]:
     return [
         pool
         for pool in stack.pools
-        if pool.canary and stack.config.pool_gpu_allocation(pool) == allocation
+        if pool.canary and stack.config.pool_settings(pool).gpu_allocation == allocation
     ]
 
 
