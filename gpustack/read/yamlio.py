@@ -26,7 +26,7 @@ from yaml.events import (  # type: ignore[import-untyped]
     StreamEndEvent,
 )
 
-from gpustack.emit import _RESOLVES
+from gpustack.emit import RESOLVES_TO_NON_STRING
 from gpustack.errors import Location, UserError, display_path
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 
@@ -171,7 +171,7 @@ class _FastLoader(getattr(libyaml, "CSafeLoader", libyaml.SafeLoader)):  # type:
 # The YAML 1.2 core schema ruamel uses, for plain scalars (as PyYAML's resolvers match them);
 # scalars the two specs read differently (yes/no/on/off, octal, sexagesimal, dates, '=') are
 # refused rather than guessed: whatever some YAML 1.1 or 1.2 resolver reads as a bool, null,
-# number, date or merge key (_RESOLVES) is left to the full parser.
+# number, date or merge key (RESOLVES_TO_NON_STRING) is left to the full parser.
 _CORE_WORDS: dict[str, Any] = {
     **dict.fromkeys(["true", "True", "TRUE"], True),
     **dict.fromkeys(["false", "False", "FALSE"], False),
@@ -195,7 +195,7 @@ def _core_scalar(text: str) -> Any:
             return int(text)
         if _CORE_FLOAT.match(text):
             return float(text)
-    if _RESOLVES.match(text):
+    if RESOLVES_TO_NON_STRING.match(text):
         raise _Unsure
     return text
 
