@@ -71,6 +71,19 @@ def metadata(obj: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+def labels_of(obj: Any) -> dict[str, Any]:
+    """The labels of an object, or of a pod template (anything with `metadata`); an empty
+    mapping when it has none (or not a mapping)."""
+    found = metadata(obj).get("labels")
+    return found if isinstance(found, dict) else {}
+
+
+def annotations_of(obj: Any) -> dict[str, Any]:
+    """The annotations of an object or pod template; an empty mapping when it has none."""
+    found = metadata(obj).get("annotations")
+    return found if isinstance(found, dict) else {}
+
+
 def kind_of(obj: Any) -> str:
     return text(obj, "kind")
 

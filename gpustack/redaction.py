@@ -18,6 +18,8 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
+from gpustack.objects import kind_of
+
 _PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]++-----.*?(?:-----END [A-Z0-9 ]++-----|\Z)", re.S)
 # A base64 run, possibly wrapped: a line break (after an optional backslash, as in a double-quoted
 # YAML string) and indentation may separate its pieces. A piece followed by ':' is a YAML key,
@@ -101,7 +103,7 @@ def _mask_data_url(match: re.Match[str]) -> str:
 def mask(obj: dict[str, Any]) -> dict[str, Any]:
     """A copy of `obj` with every secret-bearing value redacted."""
     masked: dict[str, Any] = mask_value(obj)
-    if obj.get("kind") == "Secret":
+    if kind_of(obj) == "Secret":
         for field in ("data", "stringData"):
             values = masked.get(field)
             if isinstance(values, dict):

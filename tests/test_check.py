@@ -14,7 +14,7 @@ from tests.conftest import EXAMPLES, ROOT
 
 def gke_config(folder: Path, name: str = "edge", extra: str = "") -> Path:
     """A gke-cos cluster config: GKE runs the device plugin, so the rendering is complete today."""
-    from gpustack.commands.init import starter
+    from gpustack.resolve.starter import starter
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.yaml"

@@ -700,11 +700,11 @@ OPERATOR_RELEASES = REFS / "gpu-operator" / "releases"
 
 @pytest.mark.shared
 def test_the_importer_knows_every_release_of_the_references() -> None:
-    from gpustack.adopt import importing
+    from gpustack.adopt import releases
 
     found = {path.name.split("-")[0] for path in OPERATOR_RELEASES.glob("v*-values.yaml")}
     assert found == set(RELEASES)
-    assert list(importing.releases()) == RELEASES
+    assert list(releases.releases()) == RELEASES
 
 
 def _tag(image: str) -> str:
@@ -849,14 +849,13 @@ def test_a_refused_imported_config_is_said_at_the_input_without_its_values(
 ) -> None:
     """What the import checks field by field cannot fail the config's load; anything that still
     does (a check across fields) is said at the input field, without the inputs' values."""
-    from ruamel.yaml.comments import CommentedMap
 
-    from gpustack.adopt import adoption, importing
+    from gpustack.adopt import adoption, report
     from gpustack.errors import Location, UserError
 
     secret = "v1.2.3-s3cr3t"
-    imported = importing.Imported(
-        CommentedMap(),
+    imported = report.Imported(
+        [],
         [],
         "kubeadm",
         "given",

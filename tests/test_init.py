@@ -287,3 +287,17 @@ def test_starter_writes_node_pool_mappings_as_yaml_not_json(starter) -> None:
     for line in path.read_text().splitlines():
         if line.lstrip().startswith(("gke:", "aks:", "eks:")):
             assert '"' not in line.partition("#")[0], (profile, line)
+
+
+def test_a_bases_list_is_shown_as_yaml_and_reads_back_uncommented(tmp_path: Path) -> None:
+    from gpustack.resolve.starter import starter
+
+    (tmp_path / "base.yaml").write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nplatform:\n  profile: rke2\n"
+        "images:\n  pullSecrets: [mirror-pull, 'on']\n"
+    )
+    text = starter("", "demo", path=str(tmp_path / "demo.yaml"), base="base.yaml")
+    (line,) = [each for each in text.splitlines() if "pullSecrets:" in each]
+    assert line.startswith('#   pullSecrets: [mirror-pull, "on"] ')
+    document = load_text(uncommented(text), "demo.yaml").data
+    assert document["images"]["pullSecrets"] == ["mirror-pull", "on"]

@@ -16,8 +16,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from gpustack.build import pipeline as render
-from gpustack.commands.init import starter
 from gpustack.resolve.load import load_stack
+from gpustack.resolve.starter import starter
 from gpustack.validation import lint
 from tests.conftest import EXAMPLES, SHARED, example_base, yaml_documents
 

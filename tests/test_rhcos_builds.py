@@ -471,3 +471,13 @@ def test_an_oversized_file_is_refused_before_it_is_parsed(tmp_path, cli):
     assert result.exit_code == 2
     assert "the most a saved ImageStream may have" in result.stderr, result.stderr
     assert result.stdout == ""
+
+
+def test_the_printed_section_is_what_writing_it_into_a_config_gives(tmp_path, cli):
+    printed = cli("driver-toolkit-builds", FIXTURE)
+    assert printed.exit_code == 0, printed.output
+    config = tmp_path / "ocp.yaml"
+    config.write_text("metadata:\n  name: ocp\n")
+    assert cli("driver-toolkit-builds", FIXTURE, "--config", config).exit_code == 0
+    # Pasted at the end of a config, the printed text is what --config writes there.
+    assert config.read_text() == "metadata:\n  name: ocp\n" + printed.stdout

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from gpustack.commands.init import starter
+from gpustack.resolve.starter import starter
 from tests.conftest import EXAMPLES, ROOT
 
 SCHEMA_FILE = ROOT / "schemas" / "gpustack.schema.json"

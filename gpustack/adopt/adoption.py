@@ -1,9 +1,9 @@
-"""`gpustack import`'s disk and render side: the inputs read bounded, the imported config checked
-as a config (and with `--check` rendered in memory and compared with what the operator runs for
-the same inputs), and the config written.
+"""`gpustack import`'s disk and render side, and its one entry point (`import_config`): the inputs
+read bounded, the imported config checked as a config (and with `--check` rendered in memory and
+compared with what the operator runs for the same inputs), and the config written.
 
 What the operator runs for a ClusterPolicy (images, plugin config, runtime) is
-`importing.Imported.expected`, taken from the inputs and the defaults of the operator release
+`report.Imported.expected`, taken from the inputs and the defaults of the operator release
 they were written for; what gpustack runs is read from the rendered objects, so the comparison
 sees what a cluster would. A component the operator runs that gpustack would not (and that the
 platform does not run in its place) is a finding: `--check` exits 1.
@@ -11,22 +11,22 @@ platform does not run in its place) is a finding: `--check` exits 1.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
 from dataclasses import dataclass
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
-from gpustack.adopt import importing
+from gpustack.adopt import importing, inputs, releases, report
 from gpustack.build.pipeline import render
 from gpustack.build.workload import COMPONENT_LABEL
 from gpustack.errors import Location, UserError, display_path
+from gpustack.objects import kind_of, labels_of, name_of
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Document, load_all_text, load_text
+from gpustack.resolve import config_file, platform_profiles
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.stack import Stack, validator_finds_driver
 
@@ -72,21 +72,15 @@ def _inside_repository(path: Path, shown: str) -> None:
         )
 
 
-def config_text(imported: importing.Imported, sources: list[str]) -> str:
-    yaml = YAML(typ="rt", pure=True)
-    yaml.width = 4096
-    yaml.indent(mapping=2, sequence=2, offset=0)
-    out = StringIO()
-    yaml.dump(imported.config, out)
-    text = out.getvalue()
-    named = "".join(
-        f"#   {''.join(ch if ch.isprintable() else '?' for ch in each)}\n" for each in sources
-    )
-    return HEADER + named + text + ("" if text.endswith("\n") else "\n")
+def config_text(imported: report.Imported, sources: list[str]) -> str:
+    """The imported config's file: the header naming the inputs, then its fields, each with
+    the input fields it came from."""
+    named = "".join(f"#   {inputs.printable(each, len(each))}\n" for each in sources)
+    return config_file.config_text(imported.config, HEADER + named)
 
 
 def load(
-    text: str, output_file: Path | None, profiles_dir: Path | None, imported: importing.Imported
+    text: str, output_file: Path | None, profiles_dir: Path | None, imported: report.Imported
 ) -> Stack:
     """The imported config as gpustack reads it. Each value was checked against its field as it
     was imported, so what is left is a combination of settings gpustack refuses: said at the
@@ -123,11 +117,11 @@ def load(
 
 
 def load_imported(
-    imported: importing.Imported,
+    imported: report.Imported,
     sources: list[str],
     output_file: Path | None,
     profiles_dir: Path | None,
-) -> tuple[importing.Imported, str, Stack]:
+) -> tuple[report.Imported, str, Stack]:
     """The config's text and the config as gpustack reads it. A setting that only the operator
     release's defaults gave (no input wrote it) and that gpustack then refuses on this profile
     (the chart's `mig.strategy: single` where the node pool makes MIG partitions) is left out,
@@ -143,10 +137,10 @@ def load_imported(
                 raise
             tried.add(target)
             why = problem.message.removeprefix("the imported config is not valid: ")
-            imported = importing.leave_out(imported, target, why)
+            imported = report.leave_out(imported, target, why)
 
 
-def _defaults_only(imported: importing.Imported, field: str) -> str | None:
+def _defaults_only(imported: report.Imported, field: str) -> str | None:
     """The config field at (or above) `field` when only the operator's defaults set it."""
     for target, locations in imported.origins.items():
         if (target == field or field.startswith(target + ".")) and not any(
@@ -205,7 +199,7 @@ class Difference:
         }
 
 
-# The operator's component (importing.OPERATOR_IMAGES) -> gpustack's by its component label.
+# The operator's component (a key of releases.Release.images) -> gpustack's by its component label.
 _COMPONENTS = {
     "driver": "nvidia-driver",
     "driver.manager": "nvidia-driver",
@@ -220,7 +214,7 @@ _COMPONENTS = {
 NOT_RUN = "not run"
 
 
-def check(stack: Stack, imported: importing.Imported) -> list[Difference]:
+def check(stack: Stack, imported: report.Imported) -> list[Difference]:
     """Render the imported config and compare it with what the operator runs."""
     objects = render(stack).objects
     found = _rendered(stack, objects)
@@ -297,16 +291,14 @@ def _same(aspect: str, expected: str, actual: str) -> bool:
         # Both run <version>-<node OS>: the operator adds the OS tag from NFD's labels.
         return actual == expected or actual.startswith(expected + "-")
     if aspect.endswith(" image"):
-        return importing.same_release(expected, actual)
+        return releases.same_release(expected, actual)
     return actual == expected
 
 
 def _rendered(stack: Stack, objects: list[dict[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
     daemonsets = {
-        obj["metadata"].get("labels", {}).get(COMPONENT_LABEL): obj
-        for obj in objects
-        if obj.get("kind") == "DaemonSet"
+        labels_of(obj).get(COMPONENT_LABEL): obj for obj in objects if kind_of(obj) == "DaemonSet"
     }
     for component, label in _COMPONENTS.items():
         daemonset = daemonsets.get(label)
@@ -326,10 +318,10 @@ def _rendered(stack: Stack, objects: list[dict[str, Any]]) -> dict[str, str]:
         if pod.get("runtimeClassName"):
             found["runtime class"] = pod["runtimeClassName"]
     for obj in objects:
-        if obj.get("kind") == "RuntimeClass":
-            found.setdefault("runtime class", obj["metadata"]["name"])
+        if kind_of(obj) == "RuntimeClass":
+            found.setdefault("runtime class", name_of(obj))
         name = obj.get("metadata", {}).get("name", "")
-        if obj.get("kind") == "ConfigMap" and name == "nvidia-dcgm-exporter-metrics":
+        if kind_of(obj) == "ConfigMap" and name == "nvidia-dcgm-exporter-metrics":
             rows = [
                 line
                 for text in obj.get("data", {}).values()
@@ -337,7 +329,7 @@ def _rendered(stack: Stack, objects: list[dict[str, Any]]) -> dict[str, str]:
                 if line.strip() and not line.startswith("#")
             ]
             found["exporter counters"] = f"gpustack's counters ({len(rows)} fields)"
-        if obj.get("kind") == "ConfigMap" and name == "nvidia-device-plugin-config":
+        if kind_of(obj) == "ConfigMap" and name == "nvidia-device-plugin-config":
             for text in obj.get("data", {}).values():
                 plugin = load_text(str(text), name).data
                 if isinstance(plugin, dict):
@@ -395,3 +387,73 @@ def differences_text(differences: list[Difference]) -> str:
             "(docs/import.md, Switching a live cluster over)"
         )
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """What `gpustack import` was asked for."""
+
+    files: list[Path]
+    profile: str | None  # None: guessed from the inputs
+    output_file: Path | None  # None: the config goes to stdout
+    force: bool  # replace an existing output_file
+    check: bool  # render the config and compare it with what the operator runs
+    operator_version: str | None  # None: the ClusterPolicy's labels, else the newest release
+    profiles_dir: Path | None
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    config: str  # the config's text, written to output_file when one was given
+    imported: report.Imported
+    sources: list[str]  # the inputs as the report names them
+    differences: list[Difference] | None  # with --check
+    written: str | None  # the file written, as the user named it
+
+    def report(self, output: str) -> str:
+        """The report in `output`'s format (text or json), ending in a line break."""
+        if output == "json":
+            data: dict[str, Any] = {
+                "profile": self.imported.profile,
+                "profileReason": self.imported.profile_reason,
+                "operatorVersion": self.imported.release,
+                "operatorVersionReason": self.imported.release_reason or None,
+                "entries": [entry.as_json() for entry in self.imported.entries],
+            }
+            if self.differences is not None:
+                data["differences"] = [each.as_json() for each in self.differences]
+            return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        text = report.report_text(self.imported, self.sources)
+        if self.differences is not None:
+            text += differences_text(self.differences)
+        return text
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a component the operator runs would stop running, as stale output is for
+        `check`: the config is written all the same, for the user to change."""
+        return 1 if self.differences and any(each.stops for each in self.differences) else 0
+
+
+def import_config(request: ImportRequest) -> ImportResult:
+    """Read the inputs, import them on the profile, load the config as `render` would (and with
+    `check` render and compare it), and write it to the output file."""
+    documents, stems = read_inputs(request.files)
+    found = inputs.classify(documents, stems)
+    profile = request.profile
+    if profile is None:
+        available = platform_profiles.available(request.profiles_dir)
+        profile, reason = inputs.guess_profile(found, available)
+    else:
+        reason = "given with --profile"
+    loaded, _ = platform_profiles.load(profile, request.profiles_dir)
+    output_file = request.output_file
+    name = report.config_name(output_file.stem if output_file else None)
+    imported = importing.import_inputs(found, loaded, reason, name, request.operator_version)
+    sources = [display_path(each) for each in request.files]
+    imported, text, stack = load_imported(imported, sources, output_file, request.profiles_dir)
+    differences = check(stack, imported) if request.check else None
+    if output_file is not None:
+        write_config(output_file, text, request.force)
+    written = display_path(output_file) if output_file is not None else None
+    return ImportResult(text, imported, sources, differences, written)

@@ -14,7 +14,17 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gpustack.layout import CANARY_STAGE, SMOKE_TEST_STAGE, STAGE_DEPENDENCIES
-from gpustack.objects import RANK, name_of, namespace_of, rank, sort_key
+from gpustack.objects import (
+    RANK,
+    annotations_of,
+    kind_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    rank,
+    sort_key,
+    text,
+)
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpustack"}
 # Lint rules an object is exempt from (gpustack.validation.lint), comma-separated.
@@ -56,9 +66,7 @@ def is_discovery(obj: dict[str, Any]) -> bool:
 
 
 def _rollout_step(obj: dict[str, Any]) -> str | None:
-    metadata = obj.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    step = labels.get(ROLLOUT_LABEL) if isinstance(labels, dict) else None
+    step = labels_of(obj).get(ROLLOUT_LABEL)
     return step if isinstance(step, str) else None
 
 
@@ -108,11 +116,7 @@ def placement(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     its Flux stage (a sub-folder), its rollout step (`gpustack.dev/rollout`, which also moves
     every other object's Argo CD wave) and the Argo CD wave and hook it is annotated with. A
     patch must leave all of them as they are (gpustack.resolve.patches)."""
-    metadata = obj.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    labels = labels if isinstance(labels, dict) else {}
-    annotations = annotations if isinstance(annotations, dict) else {}
+    labels, annotations = labels_of(obj), annotations_of(obj)
     return (
         stage(obj),
         str(labels.get(ROLLOUT_LABEL)),
@@ -150,9 +154,9 @@ def decorate(
     `registry` (when given) with `pull_secrets`, and the main container of a workload whose component label is a key of
     `resources` gets those requirements."""
     config_maps = {
-        (namespace_of(obj), name_of(obj)): obj for obj in objects if obj.get("kind") == "ConfigMap"
+        (namespace_of(obj), name_of(obj)): obj for obj in objects if kind_of(obj) == "ConfigMap"
     }
-    workloads = [obj for obj in objects if obj.get("kind") in _WORKLOADS]
+    workloads = [obj for obj in objects if kind_of(obj) in _WORKLOADS]
     for obj in objects:
         metadata = obj.setdefault("metadata", {})
         metadata["labels"] = {**metadata.get("labels", {}), **MANAGED_BY}
@@ -195,7 +199,7 @@ def image_sources(
     images one name): call before decorate()."""
     sources: dict[str, set[str]] = {}
     for workload in objects:
-        if workload.get("kind") in _WORKLOADS:
+        if kind_of(workload) in _WORKLOADS:
             spec = workload["spec"]["template"]["spec"]
             for key in ("initContainers", "containers"):
                 for container in spec.get(key, []):
@@ -215,7 +219,7 @@ def pin_patched(objects: list[dict[str, Any]], digests: Mapping[str, str]) -> di
         spec = workload.get("spec")
         template = spec.get("template") if isinstance(spec, dict) else None
         pod = template.get("spec") if isinstance(template, dict) else None
-        if workload.get("kind") not in _WORKLOADS or not isinstance(pod, dict):
+        if kind_of(workload) not in _WORKLOADS or not isinstance(pod, dict):
             continue
         for key in ("initContainers", "containers"):
             containers = pod.get(key)
@@ -248,7 +252,7 @@ def _pod_settings(
                     container["image"] = pulled(container["image"], registry, digests)
     if pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
-    component = template.get("metadata", {}).get("labels", {}).get(COMPONENT_LABEL)
+    component = text(labels_of(template), COMPONENT_LABEL)
     if component in resources and spec.get("containers"):
         spec["containers"][0]["resources"] = {
             field: dict(values) for field, values in resources[component].items()
@@ -266,14 +270,14 @@ def _annotate_sync(obj: dict[str, Any], canary: bool) -> None:
     wave = sync_wave(obj, canary)
     annotations = obj["metadata"].setdefault("annotations", {})
     annotations[SYNC_WAVE] = str(wave)
-    if obj.get("kind") == "Job":
+    if kind_of(obj) == "Job":
         # A PostSync hook runs once every object of the sync is healthy, and a failed hook fails
         # the sync. BeforeHookCreation deletes the previous run so that every sync runs it again;
         # HookSucceeded deletes a passed one, a failed one stays to be read (argo-cd
         # user-guide/resource_hooks).
         annotations[HOOK] = "PostSync"
         annotations[HOOK_DELETE_POLICY] = "BeforeHookCreation,HookSucceeded"
-    elif obj.get("kind") == "CustomResourceDefinition":
+    elif kind_of(obj) == "CustomResourceDefinition":
         # Client-side apply stores the whole object in an annotation limited to 256 KiB, which
         # large CRDs exceed (argo-cd sync-options docs, ServerSideApply).
         annotations[SYNC_OPTIONS] = "ServerSideApply=true"
@@ -287,14 +291,14 @@ def rehash(objects: list[dict[str, Any]]) -> None:
     """Hash again the ConfigMaps each workload mounts, after a patch changed objects: a patched
     ConfigMap rolls the pods that mount it, as any config change does."""
     config_maps = {
-        (namespace_of(obj), name_of(obj)): obj for obj in objects if obj.get("kind") == "ConfigMap"
+        (namespace_of(obj), name_of(obj)): obj for obj in objects if kind_of(obj) == "ConfigMap"
     }
     for workload in objects:
-        if workload.get("kind") in _WORKLOADS:
+        if kind_of(workload) in _WORKLOADS:
             # A patched object is read with care: gpustack.resolve.patches refuses a workload without
             # its pod template, and this step must not fail on what a patch left.
             template = _mapping(_mapping(workload.get("spec")).get("template"))
-            _mapping(_mapping(template.get("metadata")).get("annotations")).pop(CONFIG_HASH, None)
+            annotations_of(template).pop(CONFIG_HASH, None)
             _hash_config(workload, config_maps)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpustack.build.decorate import is_discovery, stage, stage_dependency
 from gpustack.layout import APPLICATION_SET_DIR, CANARY_STAGE, SMOKE_TEST_STAGE
+from gpustack.objects import kind_of, name_of, namespace_of
 from gpustack.resolve.field_types import duration_ms
 from gpustack.resolve.gitops_settings import IN_CLUSTER, ArgoCD
 from gpustack.resolve.stack import Stack
@@ -186,19 +187,6 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
         if dependency:
             # dependsOn waits until that stage is Ready (with wait: all its objects).
             spec["dependsOn"] = [{"name": f"{application_name(stack.name)}-{dependency}"}]
-        timeout = flux.timeout
-        startup = max(
-            (_startup_seconds(obj) for obj in rendered if stage(obj) == folder), default=0
-        )
-        if startup:
-            # A pod is Ready only once its startup probe passed, which may take the probe's whole
-            # budget (the driver container's build: 60 s + 120 x 10 s, as the GPU Operator
-            # allows); the stage's own timeout is left for the rest once it has.
-            timeout = f"{startup + duration_ms(timeout) // 1000}s"
-        if folder == SMOKE_TEST_STAGE:
-            deadline = stack.config.smokeTest.activeDeadlineSeconds + 60
-            if deadline * 1000 > duration_ms(timeout):
-                timeout = f"{deadline}s"
         spec.update(
             {
                 "sourceRef": source_ref,
@@ -211,16 +199,16 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
                 "wait": flux.wait
                 or folder == CANARY_STAGE
                 or any(is_discovery(obj) for obj in rendered if stage(obj) == folder),
-                "timeout": timeout,
+                "timeout": _stage_timeout(stack, folder, rendered),
             }
         )
         if folder == SMOKE_TEST_STAGE and not flux.wait:
             spec["healthChecks"] = [
                 {
                     "apiVersion": obj["apiVersion"],
-                    "kind": obj["kind"],
-                    "name": obj["metadata"]["name"],
-                    "namespace": obj["metadata"]["namespace"],
+                    "kind": kind_of(obj),
+                    "name": name_of(obj),
+                    "namespace": namespace_of(obj),
                 }
                 for obj in rendered
                 if stage(obj) == SMOKE_TEST_STAGE
@@ -234,23 +222,46 @@ def flux_objects(stack: Stack, rendered: list[dict[str, Any]]) -> list[dict[str,
             }
         )
     if flux.gitRepository:
-        repository = flux.gitRepository
-        objects.append(
-            {
-                "apiVersion": "source.toolkit.fluxcd.io/v1",
-                "kind": "GitRepository",
-                "metadata": {
-                    "name": flux.sourceRef.name,
-                    "namespace": flux.sourceRef.namespace or flux.namespace,
-                },
-                "spec": {
-                    "interval": repository.interval,
-                    "url": repository.url,
-                    "ref": repository.ref.model_dump(exclude_none=True),
-                },
-            }
-        )
+        objects.append(_git_repository(stack))
     return objects
+
+
+def _stage_timeout(stack: Stack, folder: str, rendered: list[dict[str, Any]]) -> str:
+    """How long a stage's Kustomization waits for its objects to be Ready."""
+    flux = stack.config.gitops.flux
+    assert flux is not None
+    timeout = flux.timeout
+    startup = max((_startup_seconds(obj) for obj in rendered if stage(obj) == folder), default=0)
+    if startup:
+        # A pod is Ready only once its startup probe passed, which may take the probe's whole
+        # budget (the driver container's build: 60 s + 120 x 10 s, as the GPU Operator
+        # allows); the stage's own timeout is left for the rest once it has.
+        timeout = f"{startup + duration_ms(timeout) // 1000}s"
+    if folder == SMOKE_TEST_STAGE:
+        deadline = stack.config.smokeTest.activeDeadlineSeconds + 60
+        if deadline * 1000 > duration_ms(timeout):
+            timeout = f"{deadline}s"
+    return timeout
+
+
+def _git_repository(stack: Stack) -> dict[str, Any]:
+    """The GitRepository the Kustomizations apply from, where the config describes it."""
+    flux = stack.config.gitops.flux
+    assert flux is not None and flux.sourceRef is not None and flux.gitRepository is not None
+    repository = flux.gitRepository
+    return {
+        "apiVersion": "source.toolkit.fluxcd.io/v1",
+        "kind": "GitRepository",
+        "metadata": {
+            "name": flux.sourceRef.name,
+            "namespace": flux.sourceRef.namespace or flux.namespace,
+        },
+        "spec": {
+            "interval": repository.interval,
+            "url": repository.url,
+            "ref": repository.ref.model_dump(exclude_none=True),
+        },
+    }
 
 
 def _startup_seconds(obj: dict[str, Any]) -> int:

@@ -28,7 +28,7 @@ from gpustack.layout import (
     NODE_DIR,
     OVERRIDES_ANNOTATION,
 )
-from gpustack.objects import Identity, file_name, identity
+from gpustack.objects import Identity, file_name, identity, kind_of
 from gpustack.resolve import patches
 from gpustack.resolve.stack import Stack
 
@@ -240,14 +240,14 @@ def _subfolder(obj: dict[str, Any], staged: bool) -> str | None:
     """The sub-folder of the cluster's folder `obj` is written to (None: the folder itself)."""
     if staged:
         return stage(obj)
-    return CRDS_DIR if obj.get("kind") == "CustomResourceDefinition" else None
+    return CRDS_DIR if kind_of(obj) == "CustomResourceDefinition" else None
 
 
 @lru_cache(maxsize=8192)
 def _written(content: bytes) -> tuple[str, str, bytes, bool]:
     """The object's file name, Flux stage, file content, and whether it is a CRD."""
     obj = pickle.loads(content)
-    crd = obj.get("kind") == "CustomResourceDefinition"
+    crd = kind_of(obj) == "CustomResourceDefinition"
     return file_name(obj), stage(obj), (HEADER + emit.dump(obj)).encode(), crd
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build.workload import host_path_volume
-from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
+from gpustack.build import pod
+from gpustack.build.pod import HostPath
+from gpustack.build.workload import driver_container_root, host_root
+from gpustack.resolve.stack import Stack
 
 # Where every step of a node's bring-up leaves its ready file (the host folder the operator's
 # GPU DaemonSets mount, e.g. assets/state-device-plugin/0500_daemonset.yaml).
@@ -58,8 +60,11 @@ def host_folder_selinux(stack: Stack) -> dict[str, Any]:
     return {"seLinuxOptions": {"type": "spc_t"}}
 
 
-def field_ref(path: str) -> dict[str, Any]:
-    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+def validations(*, read_only: bool = False) -> HostPath:
+    """The host folder of the ready files, at the same path in the container."""
+    return HostPath(
+        VALIDATIONS_VOLUME, VALIDATIONS, VALIDATIONS, "DirectoryOrCreate", read_only=read_only
+    )
 
 
 def driver_validation(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -73,6 +78,14 @@ def driver_validation(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]
     security: dict[str, Any] = {"privileged": True, "runAsUser": 0}
     if stack.facts.securityContextConstraints:
         security["seLinuxOptions"] = {"level": "s0"}  # as upstream's on OpenShift
+    volumes, mounts = pod.host_paths(
+        [
+            host_root(),
+            driver_container_root(),
+            validations(),
+            HostPath("host-dev-char", "/dev/char", HOST_DEV_CHAR),
+        ]
+    )
     container = {
         "name": "driver-validation",
         "image": image(stack),
@@ -80,37 +93,16 @@ def driver_validation(stack: Stack) -> tuple[dict[str, Any], list[dict[str, Any]
         "args": [_after_driver_ready(stack, "nvidia-validator")],
         "env": [
             # Wait for the driver instead of failing (a driver container builds for minutes).
-            {"name": "WITH_WAIT", "value": "true"},
-            {"name": "COMPONENT", "value": "driver"},
-            {"name": "OPERATOR_NAMESPACE", **field_ref("metadata.namespace")},
+            pod.env("WITH_WAIT", "true"),
+            pod.env("COMPONENT", "driver"),
+            pod.field_env("OPERATOR_NAMESPACE", "metadata.namespace"),
         ],
         # Privileged: it chroots into the host to run its nvidia-smi, loads the kernel modules
         # and creates device nodes and the /dev/char symlinks on the host (createDevCharSymlinks:
         # WithLoadKernelModules, WithCreateDeviceNodes).
         "securityContext": security,
-        "volumeMounts": [
-            {
-                "name": "host-root",
-                "mountPath": "/host",
-                "readOnly": True,
-                "mountPropagation": "HostToContainer",
-            },
-            # HostToContainer: the driver container mounts its root there after this pod starts.
-            {
-                "name": "driver-install-dir",
-                "mountPath": DRIVER_CONTAINER_ROOT,
-                "mountPropagation": "HostToContainer",
-            },
-            {"name": VALIDATIONS_VOLUME, "mountPath": VALIDATIONS},
-            {"name": "host-dev-char", "mountPath": HOST_DEV_CHAR},
-        ],
+        "volumeMounts": mounts,
     }
-    volumes = [
-        host_path_volume("host-root", "/"),
-        host_path_volume("driver-install-dir", DRIVER_CONTAINER_ROOT, "DirectoryOrCreate"),
-        host_path_volume(VALIDATIONS_VOLUME, VALIDATIONS, "DirectoryOrCreate"),
-        host_path_volume("host-dev-char", "/dev/char"),
-    ]
     return container, volumes
 
 
@@ -157,11 +149,11 @@ def after_toolkit_ready(stack: Stack, pod_spec: dict[str, Any]) -> dict[str, Any
             "capabilities": {"drop": ["ALL"]},
             **host_folder_selinux(stack),
         },
-        "volumeMounts": [{"name": VALIDATIONS_VOLUME, "mountPath": VALIDATIONS, "readOnly": True}],
+        "volumeMounts": [validations(read_only=True).mount()],
     }
     volumes = list(pod_spec.get("volumes", []))
     if all(volume["name"] != VALIDATIONS_VOLUME for volume in volumes):
-        volumes.append(host_path_volume(VALIDATIONS_VOLUME, VALIDATIONS, "DirectoryOrCreate"))
+        volumes.append(validations().volume())
     return {
         **pod_spec,
         "initContainers": [wait, *pod_spec.get("initContainers", [])],

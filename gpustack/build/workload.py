@@ -9,8 +9,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from gpustack.build.pod import HostPath
+from gpustack.objects import kind_of, labels_of
 from gpustack.resolve.node_pools import NodePool
-from gpustack.resolve.stack import Stack
+from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
 
 NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -41,6 +43,48 @@ DRIVER_ROOT_MOUNT = "/driver-root"
 def container_path(host_path: str) -> str:
     """Where a host folder the toolkit reads (driver root, dev root) appears in its container."""
     return HOST_ROOT if host_path == "/" else DRIVER_ROOT_MOUNT
+
+
+def host_root(*, read_only: bool = True, kind: str | None = None) -> HostPath:
+    """The host's root at HOST_ROOT, where NVIDIA's containers run the host's tools
+    (`chroot /host nvidia-smi`, `systemctl`); HostToContainer, so that a driver root the driver
+    container mounts on the host later shows there too."""
+    return HostPath(
+        "host-root", "/", HOST_ROOT, kind, read_only=read_only, propagation="HostToContainer"
+    )
+
+
+def driver_container_root(*, read_only: bool = False) -> HostPath:
+    """The driver container's root on the host (/run/nvidia/driver), at the same path in the
+    container, as the validator's containers mount it (gpu-operator
+    assets/state-operator-validation/0500_daemonset.yaml `driver-install-dir`, v26.7.0);
+    HostToContainer: the driver container mounts its root there after this pod starts."""
+    return HostPath(
+        "driver-install-dir",
+        DRIVER_CONTAINER_ROOT,
+        DRIVER_CONTAINER_ROOT,
+        "DirectoryOrCreate",
+        read_only=read_only,
+        propagation="HostToContainer",
+    )
+
+
+def mounted_driver_root(stack: Stack) -> list[HostPath]:
+    """The driver root at DRIVER_ROOT_MOUNT, for a container told so by DRIVER_ROOT_CTR_PATH
+    (`container_path`: the Container Toolkit, the MIG manager); none where the driver root is
+    the host's own, which HOST_ROOT shows. HostToContainer: the driver container mounts its
+    root there after this pod starts."""
+    if stack.driver_root == "/":
+        return []
+    return [
+        HostPath(
+            "driver-install-dir",
+            stack.driver_root,
+            DRIVER_ROOT_MOUNT,
+            "DirectoryOrCreate",
+            propagation="HostToContainer",
+        )
+    ]
 
 
 # The ServiceAccount token, API server CA and namespace where client-go's in-cluster config reads
@@ -239,72 +283,6 @@ def daemonset(
     }
 
 
-def metrics_service(
-    stack: Stack,
-    name: str,
-    labels: dict[str, str],
-    port: tuple[str, int],
-    *,
-    annotate: bool,
-) -> dict[str, Any]:
-    """The ClusterIP Service in front of an exporter DaemonSet named `name`, its `port` (name,
-    number). With `annotate`, the `prometheus.io/scrape` convention a Prometheus without
-    prometheus-operator discovers targets by (the GPU Operator's exporter Services carry it),
-    left off otherwise so that no Prometheus scrapes twice."""
-    metadata: dict[str, Any] = {"name": name, "namespace": stack.namespace, "labels": dict(labels)}
-    if annotate:
-        metadata["annotations"] = {"prometheus.io/scrape": "true"}
-    port_name, number = port
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": {
-            "type": "ClusterIP",
-            "selector": selector_labels(name),
-            "ports": [
-                {"name": port_name, "port": number, "targetPort": port_name, "protocol": "TCP"}
-            ],
-        },
-    }
-
-
-# Azure Monitor managed Prometheus reads prometheus-operator's ServiceMonitor under its own group
-# and drops a monitor's samples unless it sets these limits, at the values of its templates
-# (learn.microsoft.com azure-monitor containers/prometheus-metrics-scrape-crd).
-AZURE_MONITOR_LIMITS = {
-    "labelLimit": 63,
-    "labelNameLengthLimit": 511,
-    "labelValueLengthLimit": 1023,
-}
-
-
-def monitor_metadata(stack: Stack, name: str, labels: dict[str, str]) -> dict[str, Any]:
-    """An exporter's ServiceMonitor or PodMonitoring metadata. One Prometheus scrapes every
-    exporter, so each monitor carries `dcgmExporter.monitorLabels`: e.g. an existing
-    kube-prometheus-stack selects only monitors that carry its `release` label."""
-    labels = {**labels, **stack.config.dcgmExporter.monitorLabels}
-    return {"name": name, "namespace": stack.namespace, "labels": labels}
-
-
-def service_monitor(stack: Stack, metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    """A ServiceMonitor for the Prometheus that `stack.monitor` names: prometheus-operator's
-    (`servicemonitor`) or Azure Monitor managed Prometheus's (`azure-servicemonitor`)."""
-    if stack.monitor == "azure-servicemonitor":
-        return {
-            "apiVersion": "azmonitoring.coreos.com/v1",
-            "kind": "ServiceMonitor",
-            "metadata": metadata,
-            "spec": {**AZURE_MONITOR_LIMITS, **spec},
-        }
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": metadata,
-        "spec": spec,
-    }
-
-
 def service_account(stack: Stack, name: str, *, calls_api: bool = True) -> dict[str, Any]:
     """A workload's ServiceAccount; one whose pods never call the API server gets no token."""
     return {
@@ -394,27 +372,23 @@ def role_with_binding(stack: Stack, name: str, rules: list[dict[str, Any]]) -> l
     ]
 
 
-def host_path_volume(name: str, path: str, kind: str | None = None) -> dict[str, Any]:
-    source: dict[str, Any] = {"path": path}
-    if kind:
-        source["type"] = kind
-    return {"name": name, "hostPath": source}
-
-
-def driver_mount(
-    stack: Stack,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Volumes, mounts and env that put the driver into a container on platforms with no nvidia
-    runtime (GKE mounts /home/kubernetes/bin/nvidia at /usr/local/nvidia). Empty elsewhere."""
+def host_driver(stack: Stack) -> list[HostPath]:
+    """The driver's host folder, for a container on a platform with no nvidia runtime to put
+    the driver into it (GKE mounts /home/kubernetes/bin/nvidia at /usr/local/nvidia); none
+    elsewhere."""
     mount = stack.facts.driver.hostMount
     if mount is None:
-        return [], [], []
-    return (
-        [host_path_volume("nvidia-driver", mount.path, "Directory")],
-        [{"name": "nvidia-driver", "mountPath": mount.mountPath, "readOnly": True}],
-        # GKE docs: applications find libnvidia-ml and libcuda through this path.
-        [{"name": "LD_LIBRARY_PATH", "value": f"{mount.mountPath}/lib64"}],
-    )
+        return []
+    return [HostPath("nvidia-driver", mount.path, mount.mountPath, "Directory", read_only=True)]
+
+
+def host_driver_env(stack: Stack) -> list[dict[str, Any]]:
+    """Where a container with `host_driver` mounted finds the driver's libraries."""
+    mount = stack.facts.driver.hostMount
+    if mount is None:
+        return []
+    # GKE docs: applications find libnvidia-ml and libcuda through this path.
+    return [{"name": "LD_LIBRARY_PATH", "value": f"{mount.mountPath}/lib64"}]
 
 
 # --- Deploy labels ---------------------------------------------------------------------------
@@ -569,15 +543,15 @@ def select_on_deploy_labels(stack: Stack, objects: list[dict[str, Any]]) -> list
         return objects
     result = []
     for obj in objects:
-        labels = obj["spec"]["template"]["metadata"]["labels"] if obj["kind"] == "DaemonSet" else {}
+        labels = labels_of(obj["spec"]["template"]) if kind_of(obj) == "DaemonSet" else {}
         client = DEPLOY_CLIENTS.get(labels.get(COMPONENT_LABEL, ""))
         if client is None:
             result.append(obj)
             continue
         label, app = client
         # New dicts and lists along the two paths that change (the pod's labels, its node
-        # selector terms), the rest shared with `obj`, which the result replaces: a copy of the
-        # whole DaemonSet cost more than the rest of the render.
+        # selector terms), the rest shared with `obj`, which the result replaces: no DaemonSet
+        # is copied whole for two changes.
         template = obj["spec"]["template"]
         metadata = {**template["metadata"]}
         if app:

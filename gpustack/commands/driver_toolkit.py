@@ -37,14 +37,13 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """Print driver.rhcosBuilds for the RHCOS builds of a saved driver-toolkit ImageStream."""
-    from gpustack import emit
     from gpustack.errors import display_path
     from gpustack.resolve import rhcos_builds
 
     builds = rhcos_builds.read_builds(imagestream)
     count = f"{len(builds)} RHCOS build(s)"
     if config is None:
-        echo(emit.dump(rhcos_builds.as_config(builds)), nl=False)
+        echo(rhcos_builds.as_config(builds), nl=False)
         echo(f"{count} from {display_path(imagestream)}", err=True)
         return 0
     dropped = rhcos_builds.write_into_config(config, builds)

@@ -20,9 +20,9 @@ class ReportFormat(str, Enum):
 
 def operator_versions(incomplete: str) -> list[str]:
     """Shell completion of --operator-version: the releases the importer knows."""
-    from gpustack.adopt import importing
+    from gpustack.adopt import releases
 
-    return [version for version in importing.releases() if version.startswith(incomplete)]
+    return [version for version in releases.releases() if version.startswith(incomplete)]
 
 
 app = common.application()
@@ -92,47 +92,22 @@ def run(
     debug: common.Debug = False,
 ) -> int:
     """Write a gpustack config equivalent to a GPU Operator or device-plugin chart install."""
-    import json
+    from gpustack.adopt import adoption
 
-    from gpustack.adopt import adoption, importing
-    from gpustack.errors import display_path
-    from gpustack.resolve import platform_profiles as profiles
-
-    documents, stems = adoption.read_inputs(files)
-    inputs = importing.classify(documents, stems)
-    if profile is None:
-        profile, reason = importing.guess_profile(inputs, profiles.available(profiles_dir))
-    else:
-        reason = "given with --profile"
-    loaded, _ = profiles.load(profile, profiles_dir)
-    name = importing.config_name(output_file.stem if output_file else None)
-    imported = importing.import_inputs(inputs, loaded, reason, name, operator_version)
-    imported, text, stack = adoption.load_imported(
-        imported, [display_path(each) for each in files], output_file, profiles_dir
+    result = adoption.import_config(
+        adoption.ImportRequest(
+            files=files,
+            profile=profile,
+            output_file=output_file,
+            force=force,
+            check=check,
+            operator_version=operator_version,
+            profiles_dir=profiles_dir,
+        )
     )
-    differences = adoption.check(stack, imported) if check else None
     if output_file is None:
-        common.echo(text, nl=False)
-    else:
-        adoption.write_config(output_file, text, force)
-    shown = [display_path(each) for each in files]
-    if output is ReportFormat.json:
-        report = {
-            "profile": imported.profile,
-            "profileReason": imported.profile_reason,
-            "operatorVersion": imported.release,
-            "operatorVersionReason": imported.release_reason or None,
-            "entries": [entry.as_json() for entry in imported.entries],
-        }
-        if differences is not None:
-            report["differences"] = [each.as_json() for each in differences]
-        common.echo(json.dumps(report, indent=2, sort_keys=True), err=True)
-    else:
-        common.echo(importing.report_text(imported, shown), err=True, nl=False)
-        if differences is not None:
-            common.echo(adoption.differences_text(differences), err=True, nl=False)
-    if output_file is not None:
-        common.echo(f"wrote {display_path(output_file)}", err=True)
-    # A component the operator runs that gpustack would not is a finding (exit 1), as stale
-    # output is for `check`: the config is written all the same, for the user to change.
-    return 1 if differences and any(each.stops for each in differences) else 0
+        common.echo(result.config, nl=False)
+    common.echo(result.report(output.value), err=True, nl=False)
+    if result.written is not None:
+        common.echo(f"wrote {result.written}", err=True)
+    return result.exit_code

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from gpustack.errors import UserError, real_path
 from gpustack.layout import APPLICATION_SET_DIR
+from gpustack.objects import name_of
 from gpustack.read.bounded import decode, read_bounded
 from gpustack.read.yamlio import load_text
 from gpustack.resolve import inventory
@@ -191,8 +192,7 @@ def clusters_named(fleet_texts: dict[Path, bytes], folders: Collection[str]) -> 
                 data = load_text(decode(fleet_texts[path], str(path)), str(path)).data
             except UserError:
                 continue
-            metadata = data.get("metadata") if isinstance(data, dict) else None
-            if isinstance(metadata, dict) and metadata.get("name") == folder:
+            if name_of(data) == folder:
                 sure.add(folder)
                 break
     return sure

@@ -28,7 +28,7 @@ from gpustack.compare import committed
 from gpustack.errors import UserError
 from gpustack.findings import Finding
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, OVERRIDES_ANNOTATION, is_ours
-from gpustack.objects import file_name, identity
+from gpustack.objects import annotations_of, file_name, identity
 from gpustack.read.yamlio import load_text
 from gpustack.redaction import mask_text
 from gpustack.write import folders as output
@@ -118,9 +118,7 @@ def _set_fields(committed_text: bytes, rendered: bytes) -> list[str]:
             data = load_text(text.decode("utf-8", errors="replace"), KUSTOMIZATION).data
         except UserError:
             return []
-        metadata = data.get("metadata") if isinstance(data, dict) else None
-        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-        recorded = annotations.get(OVERRIDES_ANNOTATION) if isinstance(annotations, dict) else None
+        recorded = annotations_of(data).get(OVERRIDES_ANNOTATION)
         if not isinstance(recorded, str):
             return []
         try:

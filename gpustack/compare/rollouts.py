@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpustack.build.decorate import POOL_LABEL, is_canary
+from gpustack.objects import kind_of, labels_of
 
 Action = Literal["starts", "restarts", "removes"]
 # How much a change disturbs running work, most first: the driver reloaded (GPU pods evicted),
@@ -64,9 +65,9 @@ class Rollout:
 def rollout(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Rollout | None:
     """What replacing `before` by `after` (None: absent on that side) does to running pods."""
     obj = after if after is not None else before
-    if obj is None or obj.get("kind") not in _WORKLOADS:
+    if obj is None or kind_of(obj) not in _WORKLOADS:
         return None
-    kind = str(obj["kind"])
+    kind = kind_of(obj)
     metadata = _mapping(obj.get("metadata"))
     name = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}".lstrip("/")
     if before is None or after is None:
@@ -110,7 +111,7 @@ def _nodes(daemonset: dict[str, Any]) -> str:
     """The nodes a DaemonSet runs on, as a reader knows them: its node pool, else the label
     selector its pods require (nodeSelector, and the `In` and `NotIn` terms of a required node
     affinity), in Kubernetes' selector syntax."""
-    pool = _mapping(_mapping(daemonset.get("metadata")).get("labels")).get(POOL_LABEL)
+    pool = labels_of(daemonset).get(POOL_LABEL)
     if isinstance(pool, str):
         return f"pool {pool}" + (" (the canary)" if is_canary(daemonset) else "")
     spec = _pod_spec(daemonset)

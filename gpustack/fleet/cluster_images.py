@@ -28,7 +28,7 @@ from gpustack.build.decorate import COMPONENT_LABEL
 from gpustack.build.pipeline import Rendering
 from gpustack.errors import Location, UserError
 from gpustack.findings import Finding
-from gpustack.objects import describe, identity, name_of
+from gpustack.objects import describe, identity, labels_of, name_of
 from gpustack.resolve.image_lock import LOCK_FILE, Reference, Saved, parse
 from gpustack.validation.lint._objects import Objects, Pod, mapping, sequence
 
@@ -125,7 +125,7 @@ def copied_from(reference: Reference) -> str:
 def _uses(rendering: Rendering) -> Iterator[tuple[str, bool, Use, Pod, str]]:
     """(image, pulled, use, pod, field) for each image reference in the rendering's pods."""
     for pod in Objects(rendering.objects).pods():
-        owner_labels = mapping(mapping(pod.owner.get("metadata")).get("labels"))
+        owner_labels = labels_of(pod.owner)
         component = str(
             pod.labels.get(COMPONENT_LABEL)
             or owner_labels.get(COMPONENT_LABEL)

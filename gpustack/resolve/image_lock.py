@@ -27,6 +27,7 @@ from pathlib import Path
 
 from gpustack import emit
 from gpustack.errors import Location, UserError, display_path
+from gpustack.objects import kind_of
 from gpustack.read import bounded as reading
 from gpustack.read.bounded import decode, read_bounded
 from gpustack.read.named_files import inside_repository
@@ -149,7 +150,7 @@ def _read_lock(path: str) -> dict[str, str]:
     text = decode(read_bounded(path, MAX_BYTES, "an image lock"), shown)
     document = load_text(text, shown)
     data, source = document.data, document.source
-    if not isinstance(data, dict) or data.get("kind") != KIND:
+    if not isinstance(data, dict) or kind_of(data) != KIND:
         raise UserError(
             f"is not an image lock (apiVersion {API_VERSION}, kind {KIND})",
             source.nearest(("kind",)) if isinstance(data, dict) else Location(shown, 1, 1),

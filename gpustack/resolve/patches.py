@@ -31,7 +31,7 @@ from typing import Any
 import jsonpatch
 
 from gpustack.errors import Location, UserError, did_you_mean
-from gpustack.objects import Identity, display, identity
+from gpustack.objects import Identity, display, identity, name_of
 from gpustack.read.patterns import Pattern
 
 DIRECTIVE = "$patch"
@@ -128,7 +128,7 @@ def apply(
         selected = {id(obj) for obj in objects if _selects(patch, obj)}
         if not selected:
             wanted = patch.target.name if patch.target else None
-            names = sorted({str((obj.get("metadata") or {}).get("name", "")) for obj in objects})
+            names = sorted({name_of(obj) for obj in objects})
             raise UserError(
                 f"the patch matches no object of the rendering ({_wanted(patch)})",
                 patch.location,

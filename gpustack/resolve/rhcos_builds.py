@@ -20,16 +20,14 @@ import os
 import re
 import stat
 import tempfile
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
 from gpustack.errors import Location, UserError, display_path
+from gpustack.objects import kind_of
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Path_, load_all_text, load_text, read_text
+from gpustack.resolve.config_file import Field, config_text, edited
 from gpustack.resolve.driver_settings import RhcosBuild
 from gpustack.resolve.field_types import IMAGE_BY_DIGEST, RHCOS_BUILD
 
@@ -57,7 +55,7 @@ def read_builds(path: Path) -> list[RhcosBuild]:
     source, data = documents[0].source, documents[0].data
     if (
         not isinstance(data, dict)
-        or data.get("kind") != "ImageStream"
+        or kind_of(data) != "ImageStream"
         or not str(data.get("apiVersion", "")).startswith(API_GROUP)
     ):
         raise UserError(
@@ -123,7 +121,7 @@ def read_builds(path: Path) -> list[RhcosBuild]:
 
 
 def _spec_image(reference: Any) -> str | None:
-    if not isinstance(reference, dict) or reference.get("kind") != "DockerImage":
+    if not isinstance(reference, dict) or kind_of(reference) != "DockerImage":
         return None
     name = reference.get("name")
     return name if isinstance(name, str) and re.fullmatch(IMAGE_BY_DIGEST, name) else None
@@ -147,9 +145,14 @@ def _build_order(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.split(r"[.-]", version))
 
 
-def as_config(builds: list[RhcosBuild]) -> dict[str, Any]:
-    """The `driver.rhcosBuilds` section of a config, to print or to write."""
-    return {"driver": {"rhcosBuilds": [build.model_dump() for build in builds]}}
+def as_config(builds: list[RhcosBuild]) -> str:
+    """The `driver.rhcosBuilds` section of a config, to print: as `write_into_config` writes it
+    into a config, so that it can be pasted there."""
+    return config_text([_field(builds)])
+
+
+def _field(builds: list[RhcosBuild]) -> Field:
+    return Field("driver.rhcosBuilds", [build.model_dump() for build in builds])
 
 
 def write_into_config(path: Path, builds: list[RhcosBuild]) -> list[str]:
@@ -166,26 +169,9 @@ def write_into_config(path: Path, builds: list[RhcosBuild]) -> list[str]:
         raise UserError(
             "driver is not a mapping", document.source.nearest(("driver",)), field="driver"
         )
-    yaml = YAML(typ="rt", pure=True)
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    root = yaml.load(text)
-    section = root.get("driver")
-    if section is None:
-        section = root["driver"] = CommentedMap()
-    dropped = [f"driver.{key}" for key in SHORTHAND if key in section]
-    for key in SHORTHAND:
-        section.pop(key, None)
-    listed = CommentedSeq()
-    for build in builds:
-        entry = CommentedMap()
-        entry["rhcosVersion"] = build.rhcosVersion
-        entry["driverToolkitImage"] = build.driverToolkitImage
-        listed.append(entry)
-    section["rhcosBuilds"] = listed
-    out = StringIO()
-    yaml.dump(root, out)
-    _replace(path, out.getvalue())
+    dropped = [f"driver.{key}" for key in SHORTHAND if key in (driver or {})]
+    text = edited(text, [_field(builds)], [f"driver.{key}" for key in SHORTHAND])
+    _replace(path, text)
     return dropped
 
 

@@ -20,6 +20,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from gpustack.objects import kind_of
 from gpustack.validation.schemas import SchemaError
 
 GROUP = "apiextensions.k8s.io"
@@ -34,7 +35,7 @@ def is_crd(data: dict[str, Any] | None) -> bool:
     api_version = (data or {}).get("apiVersion")
     return (
         isinstance(data, dict)
-        and data.get("kind") == "CustomResourceDefinition"
+        and kind_of(data) == "CustomResourceDefinition"
         and isinstance(api_version, str)
         and api_version.startswith(GROUP + "/")
     )

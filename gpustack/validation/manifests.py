@@ -18,6 +18,7 @@ from typing import Any
 
 from gpustack.errors import Location, UserError, display_path
 from gpustack.layout import KUBERNETES_VERSION, KUSTOMIZATION, NODE_DIR, is_ours
+from gpustack.objects import kind_of
 from gpustack.read.bounded import decode, read_bounded
 from gpustack.validation import kubeyaml
 
@@ -269,7 +270,7 @@ def _objects(
         return
     if _json_schema(data):
         return  # a JSON Schema (a CRD schema in kubeconform's layout) describes manifests
-    if data.get("kind") == "List" and isinstance(data.get("items"), list):
+    if kind_of(data) == "List" and isinstance(data.get("items"), list):
         places = document.items
         for number, item in enumerate(data["items"]):
             path = ("items", number)

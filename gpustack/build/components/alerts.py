@@ -258,157 +258,145 @@ def _not_advertised(stack: Stack) -> dict[str, Any] | None:
             f'created_by_name="{metrics.DRA_KUBELET_PLUGIN}"}}'
         )
         expr = f"(\n{expr}\n)\nunless on ({NODE}) max by ({NODE}) ({plugin})"
+    return _alert(
+        "GPUsNotAdvertised",
+        expr,
+        stack.config.alerts.thresholds.notAdvertisedFor,
+        "A node advertises fewer GPUs than it has.",
+        description,
+    )
+
+
+def _alert(name: str, expr: str, waited: str, summary: str, description: str) -> dict[str, Any]:
+    """One alerting rule: it fires once `expr` has held for `waited` (`groups` drops a zero
+    `for`, which Prometheus reads as firing at once). `groups` adds its labels and runbook."""
     return {
-        "alert": "GPUsNotAdvertised",
+        "alert": name,
         "expr": expr,
-        "for": stack.config.alerts.thresholds.notAdvertisedFor,
-        "annotations": {
-            "summary": "A node advertises fewer GPUs than it has.",
-            "description": description,
-        },
+        "for": waited,
+        "annotations": {"summary": summary, "description": description},
     }
 
 
-def _alerts(stack: Stack, daemonsets: list[str]) -> list[dict[str, Any]]:
+# How an alert about one GPU names it, from the labels the DCGM exporter puts on its samples.
+_ON_GPU = (
+    "GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) on node {{ $labels.node }}"
+)
+
+
+def _gpu_error_alerts(stack: Stack) -> list[dict[str, Any]]:
+    """A GPU that reports an error, falls off the bus or disappears from its exporter."""
     thresholds: AlertThresholds = stack.config.alerts.thresholds
     errors = thresholds.errorWindow
-    on_gpu = "GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) on node {{ $labels.node }}"
-    rules: list[dict[str, Any]] = [
-        {
-            "alert": "GPUXidError",
+    return [
+        _alert(
+            "GPUXidError",
             # A new code, or a series that came with one (an exporter that just started).
-            "expr": (
-                f"{XID} != 0\n"
-                f"and (\n"
-                f"  changes({XID}[{errors}]) > 0\n"
-                f"  or ({XID} unless {XID} offset {errors})\n"
-                f")"
-            ),
-            "for": "0s",
-            "annotations": {
-                "summary": "A GPU reported an XID error.",
-                "description": (
-                    f"{on_gpu} reported XID {{{{ $value }}}} within the last {errors}."
-                ),
-            },
-        },
-        {
-            "alert": "GPUFallenOffBus",
-            "expr": f"{XID} == {XID_FALLEN_OFF_BUS}",
-            "for": "0s",
-            "annotations": {
-                "summary": "A GPU has fallen off the bus (XID 79).",
-                "description": (
-                    f"{on_gpu} reported XID 79: it no longer answers on PCIe. The node needs a "
-                    "reset or a repair."
-                ),
-            },
-        },
-        {
-            # A GPU that fell off the bus may leave no XID series behind: DCGM stops reading it.
-            "alert": "GPUsMissing",
-            "expr": f"{GPUS} < max_over_time({GPUS}[{thresholds.gpuCountLookback}])",
-            "for": "0s",
-            "annotations": {
-                "summary": "A node's exporter sees fewer GPUs than it did.",
-                "description": (
-                    "The DCGM exporter on node {{ $labels.node }} sees {{ $value }} GPUs, "
-                    f"fewer than it did within the last {thresholds.gpuCountLookback}."
-                ),
-            },
-        },
-        {
-            "alert": "GPUDoubleBitECCError",
-            "expr": f"max by ({GPU}) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[{errors}])) > 0",
-            "for": "0s",
-            "annotations": {
-                "summary": "A GPU had an uncorrectable (double-bit) memory error.",
-                "description": (
-                    f"{on_gpu} had {{{{ $value }}}} double-bit ECC errors in the last {errors}."
-                ),
-            },
-        },
-        {
-            "alert": "GPURowRemapFailure",
-            "expr": f"max by ({GPU}) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
-            "for": "0s",
-            "annotations": {
-                "summary": "A GPU could not remap a failing memory row.",
-                "description": (
-                    f"{on_gpu} failed to remap a memory row: its memory can no longer be "
-                    "repaired in the field."
-                ),
-            },
-        },
+            f"{XID} != 0\n"
+            f"and (\n"
+            f"  changes({XID}[{errors}]) > 0\n"
+            f"  or ({XID} unless {XID} offset {errors})\n"
+            f")",
+            "0s",
+            "A GPU reported an XID error.",
+            f"{_ON_GPU} reported XID {{{{ $value }}}} within the last {errors}.",
+        ),
+        _alert(
+            "GPUFallenOffBus",
+            f"{XID} == {XID_FALLEN_OFF_BUS}",
+            "0s",
+            "A GPU has fallen off the bus (XID 79).",
+            f"{_ON_GPU} reported XID 79: it no longer answers on PCIe. The node needs a "
+            "reset or a repair.",
+        ),
+        # A GPU that fell off the bus may leave no XID series behind: DCGM stops reading it.
+        _alert(
+            "GPUsMissing",
+            f"{GPUS} < max_over_time({GPUS}[{thresholds.gpuCountLookback}])",
+            "0s",
+            "A node's exporter sees fewer GPUs than it did.",
+            "The DCGM exporter on node {{ $labels.node }} sees {{ $value }} GPUs, "
+            f"fewer than it did within the last {thresholds.gpuCountLookback}.",
+        ),
+        _alert(
+            "GPUDoubleBitECCError",
+            f"max by ({GPU}) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[{errors}])) > 0",
+            "0s",
+            "A GPU had an uncorrectable (double-bit) memory error.",
+            f"{_ON_GPU} had {{{{ $value }}}} double-bit ECC errors in the last {errors}.",
+        ),
+        _alert(
+            "GPURowRemapFailure",
+            f"max by ({GPU}) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
+            "0s",
+            "A GPU could not remap a failing memory row.",
+            f"{_ON_GPU} failed to remap a memory row: its memory can no longer be "
+            "repaired in the field.",
+        ),
     ]
+
+
+def _throttling_alerts(stack: Stack) -> list[dict[str, Any]]:
+    thresholds = stack.config.alerts.thresholds
+    return [
+        _alert(
+            alert,
+            f"{series} > {thresholds.throttledRatio:g}",
+            thresholds.throttledFor,
+            f"A GPU's clocks are held down by {cause}.",
+            f"{_ON_GPU} has had its clocks held down by {cause} "
+            "{{ $value | humanizePercentage }} of the time for "
+            f"{thresholds.throttledFor}.",
+        )
+        for alert, series, cause in (
+            ("GPUThermalThrottling", THERMAL, "temperature"),
+            ("GPUPowerThrottling", POWER, "the power limit"),
+        )
+    ]
+
+
+def _daemonset_alert(stack: Stack, daemonsets: list[str]) -> dict[str, Any]:
+    waited = stack.config.alerts.thresholds.daemonSetFor
+    selector = f'namespace="{stack.namespace}", daemonset=~"{"|".join(daemonsets)}"'
+    return _alert(
+        "GPUNodeDaemonSetNotRunning",
+        "max by (namespace, daemonset) "
+        f"(kube_daemonset_status_desired_number_scheduled{{{selector}}})\n"
+        "- max by (namespace, daemonset) "
+        f"(kube_daemonset_status_number_available{{{selector}}})\n"
+        "> 0",
+        waited,
+        "A GPU DaemonSet is not running on every GPU node it should.",
+        "DaemonSet {{ $labels.namespace }}/{{ $labels.daemonset }} has no "
+        f"available pod on {{{{ $value }}}} of its GPU nodes for {waited}.",
+    )
+
+
+def _idle_alert(stack: Stack) -> dict[str, Any]:
+    thresholds = stack.config.alerts.thresholds
+    return _alert(
+        "GPUsIdleWhilePodsWait",
+        f"count({UTILIZATION} <= {thresholds.idleUtilization}) > 0\nand on () {UNSCHEDULABLE} > 0",
+        thresholds.idleFor,
+        "GPUs are idle while GPU pods cannot be scheduled.",
+        "{{ $value }} GPUs have been idle (utilisation at most "
+        f"{thresholds.idleUtilization}%) for {thresholds.idleFor} while pods "
+        "requesting GPUs cannot be scheduled.",
+    )
+
+
+def _alerts(stack: Stack, daemonsets: list[str]) -> list[dict[str, Any]]:
+    rules = _gpu_error_alerts(stack)
     not_advertised = _not_advertised(stack)
     if not_advertised is not None:
         rules.append(not_advertised)
-    ratio = thresholds.throttledRatio
-    for alert, series, cause in (
-        ("GPUThermalThrottling", THERMAL, "temperature"),
-        ("GPUPowerThrottling", POWER, "the power limit"),
-    ):
-        rules.append(
-            {
-                "alert": alert,
-                "expr": f"{series} > {ratio:g}",
-                "for": thresholds.throttledFor,
-                "annotations": {
-                    "summary": f"A GPU's clocks are held down by {cause}.",
-                    "description": (
-                        f"{on_gpu} has had its clocks held down by {cause} "
-                        "{{ $value | humanizePercentage }} of the time for "
-                        f"{thresholds.throttledFor}."
-                    ),
-                },
-            }
-        )
+    rules += _throttling_alerts(stack)
     if daemonsets:
-        selector = f'namespace="{stack.namespace}", daemonset=~"{"|".join(daemonsets)}"'
-        rules.append(
-            {
-                "alert": "GPUNodeDaemonSetNotRunning",
-                "expr": (
-                    "max by (namespace, daemonset) "
-                    f"(kube_daemonset_status_desired_number_scheduled{{{selector}}})\n"
-                    "- max by (namespace, daemonset) "
-                    f"(kube_daemonset_status_number_available{{{selector}}})\n"
-                    "> 0"
-                ),
-                "for": thresholds.daemonSetFor,
-                "annotations": {
-                    "summary": "A GPU DaemonSet is not running on every GPU node it should.",
-                    "description": (
-                        "DaemonSet {{ $labels.namespace }}/{{ $labels.daemonset }} has no "
-                        "available pod on {{ $value }} of its GPU nodes for "
-                        f"{thresholds.daemonSetFor}."
-                    ),
-                },
-            }
-        )
-    if stack.dra_gpus and "device-plugin" not in stack.gpu_allocations:
-        # Pods waiting for a DRA GPU wait on a ResourceClaim, which kube-state-metrics (v2.x)
-        # reports nothing of: no series tells them from pods waiting for anything else.
-        return rules + _node_status_alerts(stack)
-    rules.append(
-        {
-            "alert": "GPUsIdleWhilePodsWait",
-            "expr": (
-                f"count({UTILIZATION} <= {thresholds.idleUtilization}) > 0\n"
-                f"and on () {UNSCHEDULABLE} > 0"
-            ),
-            "for": thresholds.idleFor,
-            "annotations": {
-                "summary": "GPUs are idle while GPU pods cannot be scheduled.",
-                "description": (
-                    "{{ $value }} GPUs have been idle (utilisation at most "
-                    f"{thresholds.idleUtilization}%) for {thresholds.idleFor} while pods "
-                    "requesting GPUs cannot be scheduled."
-                ),
-            },
-        }
-    )
+        rules.append(_daemonset_alert(stack, daemonsets))
+    # Pods waiting for a DRA GPU wait on a ResourceClaim, which kube-state-metrics (v2.x)
+    # reports nothing of: no series tells them from pods waiting for anything else.
+    if not stack.dra_gpus or "device-plugin" in stack.gpu_allocations:
+        rules.append(_idle_alert(stack))
     return rules + _node_status_alerts(stack)
 
 
@@ -421,59 +409,43 @@ def _node_status_alerts(stack: Stack) -> list[dict[str, Any]]:
         return []
     waited = stack.config.alerts.thresholds.nodeValidationFor
     driver_ok = f"and on ({NODE}) {metrics.DRIVER_VALIDATION} == 1"
-    rules: list[dict[str, Any]] = [
-        {
-            "alert": "GPUNodeDriverValidationFailed",
-            "expr": f"{metrics.DRIVER_VALIDATION} == 0",
-            "for": waited,
-            "annotations": {
-                "summary": "A GPU node's driver fails its validation.",
-                "description": (
-                    "nvidia-smi has not run on node {{ $labels.node }} (host driver or driver "
-                    f"container) for {waited}."
-                ),
-            },
-        },
-        {
-            "alert": "GPUNodeToolkitNotReady",
-            "expr": f"{metrics.TOOLKIT_READY} == 0\n{driver_ok}",
-            "for": waited,
-            "annotations": {
-                "summary": "A GPU node's container runtime cannot run GPU containers.",
-                "description": (
-                    "The driver works on node {{ $labels.node }}, but the validator's toolkit "
-                    f"validation has not passed for {waited}: GPU DaemonSets wait there."
-                ),
-            },
-        },
-        {
-            "alert": "GPUNodeCUDANotReady",
-            "expr": f"{metrics.CUDA_READY} == 0\n{driver_ok}",
-            "for": waited,
-            "annotations": {
-                "summary": "CUDA applications cannot run on a GPU node.",
-                "description": (
-                    "The driver works on node {{ $labels.node }}, but the validator's CUDA "
-                    f"validation has not passed for {waited}."
-                ),
-            },
-        },
+    rules = [
+        _alert(
+            "GPUNodeDriverValidationFailed",
+            f"{metrics.DRIVER_VALIDATION} == 0",
+            waited,
+            "A GPU node's driver fails its validation.",
+            "nvidia-smi has not run on node {{ $labels.node }} (host driver or driver "
+            f"container) for {waited}.",
+        ),
+        _alert(
+            "GPUNodeToolkitNotReady",
+            f"{metrics.TOOLKIT_READY} == 0\n{driver_ok}",
+            waited,
+            "A GPU node's container runtime cannot run GPU containers.",
+            "The driver works on node {{ $labels.node }}, but the validator's toolkit "
+            f"validation has not passed for {waited}: GPU DaemonSets wait there.",
+        ),
+        _alert(
+            "GPUNodeCUDANotReady",
+            f"{metrics.CUDA_READY} == 0\n{driver_ok}",
+            waited,
+            "CUDA applications cannot run on a GPU node.",
+            "The driver works on node {{ $labels.node }}, but the validator's CUDA "
+            f"validation has not passed for {waited}.",
+        ),
     ]
     if stack.config.devicePlugin.enabled and not stack.dra_gpus:
         # -1: the exporter could not read its node; 0: the node advertises no GPU (as every node
         # of a pool on the DRA driver does).
         rules.append(
-            {
-                "alert": "GPUNodeNoDevicesAdvertised",
-                "expr": f"{metrics.PLUGIN_DEVICES} == 0\n{driver_ok}",
-                "for": waited,
-                "annotations": {
-                    "summary": "A GPU node advertises no GPUs.",
-                    "description": (
-                        "The driver works on node {{ $labels.node }}, but the node has "
-                        f"advertised no nvidia.com/gpu or MIG device for {waited}."
-                    ),
-                },
-            }
+            _alert(
+                "GPUNodeNoDevicesAdvertised",
+                f"{metrics.PLUGIN_DEVICES} == 0\n{driver_ok}",
+                waited,
+                "A GPU node advertises no GPUs.",
+                "The driver works on node {{ $labels.node }}, but the node has "
+                f"advertised no nvidia.com/gpu or MIG device for {waited}.",
+            )
         )
     return rules

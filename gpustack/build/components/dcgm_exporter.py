@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build import ready_files
-from gpustack.build.metrics import COUNTERS, NODE_LABEL
+from gpustack.build import pod, ready_files
+from gpustack.build.metrics import COUNTERS
 from gpustack.build.metrics import DCGM_EXPORTER as NAME
+from gpustack.build.monitoring import scrape_objects
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     API_ACCESS,
     API_ACCESS_MOUNT,
@@ -22,17 +24,14 @@ from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
     daemonset,
-    driver_mount,
     gpu_pod_spec,
-    host_path_volume,
+    host_driver,
+    host_driver_env,
     kubelet_socket_selinux,
-    metrics_service,
-    monitor_metadata,
     role_with_binding,
     scc_rules,
     selector_labels,
     service_account,
-    service_monitor,
 )
 from gpustack.resolve.field_types import duration_ms
 from gpustack.resolve.stack import Stack
@@ -81,21 +80,13 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     rules = scc_rules(stack)
     if rules:
         objects += role_with_binding(stack, NAME, rules)
-    monitor = stack.monitor
-    if monitor != "podmonitoring":
-        # Google Managed Prometheus scrapes pods directly and nothing else would use a Service
-        # there: a ClusterIP in front of a DaemonSet answers from a random node, so it is only
-        # useful as the endpoint list a Prometheus discovers (ServiceMonitor, or a plain
-        # Prometheus's own service discovery when monitor is none).
-        objects.append(
-            metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
-        )
-    if monitor in ("servicemonitor", "azure-servicemonitor"):
-        objects.append(_service_monitor(stack))
-        if stack.facts.securityContextConstraints:
-            objects += _cluster_monitoring_access(stack)
-    elif monitor == "podmonitoring":
-        objects.append(_pod_monitoring(stack))
+    # The exporter labels its samples with the GPU's pod, namespace and container, not with its
+    # own node: the monitor adds that.
+    objects += scrape_objects(stack, NAME, LABELS, (PORT_NAME, PORT), by_node=True)
+    if stack.monitor in ("servicemonitor", "azure-servicemonitor") and (
+        stack.facts.securityContextConstraints
+    ):
+        objects += _cluster_monitoring_access(stack)
     return objects
 
 
@@ -136,39 +127,57 @@ def _security_context(stack: Stack) -> dict[str, Any]:
     return security
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
-    settings = stack.config.dcgmExporter
-    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
-    env: list[dict[str, Any]] = [
-        {"name": "DCGM_EXPORTER_LISTEN", "value": f":{PORT}"},
+def _env(stack: Stack) -> list[dict[str, Any]]:
+    env = [
+        pod.env("DCGM_EXPORTER_LISTEN", f":{PORT}"),
         # Label samples with the pod, namespace and container that hold each GPU.
-        {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-        {"name": "DCGM_EXPORTER_COLLECTORS", "value": f"{COUNTERS_DIR}/{COUNTERS_KEY}"},
+        pod.env("DCGM_EXPORTER_KUBERNETES", "true"),
+        pod.env("DCGM_EXPORTER_COLLECTORS", f"{COUNTERS_DIR}/{COUNTERS_KEY}"),
         # Collect as often as Prometheus scrapes (the exporter's default is every 30 s, in ms).
-        {"name": "DCGM_EXPORTER_INTERVAL", "value": str(duration_ms(settings.interval))},
-        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        pod.env("DCGM_EXPORTER_INTERVAL", str(duration_ms(stack.config.dcgmExporter.interval))),
+        pod.field_env("NODE_NAME", "spec.nodeName"),
     ]
     if stack.facts.devicePluginProvider == "gke" and not stack.config.devicePlugin.enabled:
         # GKE's device plugin hands out GPUs by device name (nvidia0), not by UUID
         # (prometheus-engine nvidia-dcgm example).
-        env.append({"name": "DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", "value": "device-name"})
+        env.append(pod.env("DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", "device-name"))
     if stack.facts.driver.hostMount is None:
         # The nvidia runtime or hook exposes every GPU to the exporter, which requests none.
-        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
-    env += driver_env
-    access_mounts: list[dict[str, Any]] = []
-    access_volumes: list[dict[str, Any]] = []
+        env.append(pod.env("NVIDIA_VISIBLE_DEVICES", "all"))
+    env += host_driver_env(stack)
     if stack.dra_gpus:
         # GPUs handed out by NVIDIA's DRA driver reach a pod through a ResourceClaim: the
         # kubelet's pod-resources name the claim's device, and the exporter ties it to a GPU
         # through the driver's ResourceSlices only in DRA mode (the chart's kubernetesDRA.enabled,
         # deployment/templates/daemonset.yaml KUBERNETES_ENABLE_DRA, d5e5f51); without it the
         # GPUs of DRA pods carry no pod labels.
-        env.append({"name": "KUBERNETES_ENABLE_DRA", "value": "true"})
-        access_mounts.append(
-            {"name": DRA_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True}
-        )
-        access_volumes.append(DRA_ACCESS)
+        env.append(pod.env("KUBERNETES_ENABLE_DRA", "true"))
+    return env
+
+
+def _volumes_and_mounts(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The kubelet's pod-resources socket (which pod holds which GPU), the counters to collect,
+    the driver where no runtime injects it, and in DRA mode an API token."""
+    driver_volumes, driver_mounts = pod.host_paths(host_driver(stack))
+    resources = f"{stack.facts.kubeletRoot}/pod-resources"
+    volumes = [
+        host_path_volume("pod-resources", resources, "Directory"),
+        pod.config_map_volume("counters", METRICS_CONFIG_MAP),
+        *driver_volumes,
+    ]
+    mounts = [
+        pod.mount("pod-resources", POD_RESOURCES, read_only=True),
+        pod.mount("counters", COUNTERS_DIR, read_only=True),
+        *driver_mounts,
+    ]
+    if stack.dra_gpus:
+        volumes.append(DRA_ACCESS)
+        mounts.append(pod.mount(DRA_ACCESS["name"], API_ACCESS_MOUNT, read_only=True))
+    return volumes, mounts
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    volumes, mounts = _volumes_and_mounts(stack)
     probe = {"httpGet": {"path": "/health", "port": PORT_NAME}, "initialDelaySeconds": 45}
     pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
@@ -179,7 +188,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                 {
                     "name": COMPONENT,
                     "image": image(stack),
-                    "env": env,
+                    "env": _env(stack),
                     "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
                     # dcgm-exporter chart: DCGM needs about 45 s to start watching fields.
                     "livenessProbe": {**probe, "periodSeconds": 5},
@@ -192,71 +201,15 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                         # collector only makes scrapes late.
                         "limits": {"memory": "512Mi"},
                     },
-                    "volumeMounts": [
-                        {"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True},
-                        {"name": "counters", "mountPath": COUNTERS_DIR, "readOnly": True},
-                        *driver_mounts,
-                        *access_mounts,
-                    ],
+                    "volumeMounts": mounts,
                 }
             ],
-            "volumes": [
-                host_path_volume(
-                    "pod-resources", f"{stack.facts.kubeletRoot}/pod-resources", "Directory"
-                ),
-                {"name": "counters", "configMap": {"name": METRICS_CONFIG_MAP}},
-                *driver_volumes,
-                *access_volumes,
-            ],
+            "volumes": volumes,
         }
     )
     return daemonset(
         stack, NAME, ready_files.after_toolkit_ready(stack, pod_spec), component=COMPONENT
     )
-
-
-def _service_monitor(stack: Stack) -> dict[str, Any]:
-    return service_monitor(
-        stack,
-        monitor_metadata(stack, NAME, LABELS),
-        {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "namespaceSelector": {"matchNames": [stack.namespace]},
-            # No scrapeTimeout: Prometheus then uses the smaller of its global timeout and the
-            # interval, which stays valid for any interval.
-            "endpoints": [
-                {
-                    "port": PORT_NAME,
-                    "path": "/metrics",
-                    "interval": stack.config.dcgmExporter.interval,
-                    # The node the scraped exporter pod runs on (Prometheus endpoints discovery,
-                    # __meta_kubernetes_pod_node_name).
-                    "relabelings": [
-                        {
-                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                            "targetLabel": NODE_LABEL,
-                        }
-                    ],
-                }
-            ],
-        },
-    )
-
-
-def _pod_monitoring(stack: Stack) -> dict[str, Any]:
-    return {
-        "apiVersion": "monitoring.googleapis.com/v1",
-        "kind": "PodMonitoring",
-        "metadata": monitor_metadata(stack, NAME, LABELS),
-        "spec": {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],
-            # The exporter's own pod, namespace and container labels name the pod using each GPU;
-            # the scraped pod's would only shadow them (prometheus-engine example). Its node is
-            # kept (PodMonitoring permits pod, container and node).
-            "targetLabels": {"metadata": [NODE_LABEL]},
-        },
-    }
 
 
 def _cluster_monitoring_access(stack: Stack) -> list[dict[str, Any]]:

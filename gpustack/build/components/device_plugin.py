@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
-from gpustack.build import ready_files
+from gpustack.build import pod, ready_files
 from gpustack.build.decorate import ignore
 from gpustack.build.device_plugin_config import (
     CONFIG_DIR,
@@ -28,13 +28,14 @@ from gpustack.build.device_plugin_config import (
     sharing_strategies,
     with_config_manager,
 )
+from gpustack.build.pod import HostPath, host_path_volume
 from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
     daemonset,
-    driver_mount,
     gpu_pod_spec,
-    host_path_volume,
+    host_driver,
+    host_driver_env,
     kubelet_socket_selinux,
     place_by_allocation,
     role_with_binding,
@@ -88,18 +89,13 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     return objects
 
 
-def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
-    kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
-    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
-    env: list[dict[str, Any]] = [
-        # The plugin's `--config-file` flag (cmd/nvidia-device-plugin/main.go, env CONFIG_FILE).
-        {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
-        # helm templates/daemonset-device-plugin.yml sets these for the plugin container.
-        {"name": "MPS_ROOT", "value": MPS_ROOT},
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
-        *driver_env,
-    ]
+def _plugin_security(stack: Stack) -> dict[str, Any]:
+    if stack.facts.driver.hostMount is not None:
+        # No nvidia runtime injects /dev/nvidia* here (GKE), so NVML cannot open the GPUs from an
+        # unprivileged container and the plugin exits at start (failOnInitError); GKE's own
+        # plugin runs privileged for the same reason (container-engine-accelerators
+        # device-plugin.yaml).
+        return {"privileged": True}
     security: dict[str, Any] = {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -107,46 +103,65 @@ def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
         **kubelet_socket_selinux(stack),
     }
     if mig_strategies(stack) != {"none"}:
-        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
         # Watching MIG devices needs SYS_ADMIN (helm _helpers.tpl, securityContext logic).
         security["capabilities"]["add"] = ["SYS_ADMIN"]
-    if stack.facts.driver.hostMount is not None:
-        # No nvidia runtime injects /dev/nvidia* here (GKE), so NVML cannot open the GPUs from an
-        # unprivileged container and the plugin exits at start (failOnInitError); GKE's own
-        # plugin runs privileged for the same reason (container-engine-accelerators
-        # device-plugin.yaml).
-        security = {"privileged": True}
+    return security
+
+
+def _plugin_volumes_and_mounts(
+    stack: Stack, mps: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    kubelet_plugins = f"{stack.facts.kubeletRoot}/device-plugins"
+    driver_volumes, driver_mounts = pod.host_paths(host_driver(stack))
+    plugins = HostPath("device-plugins", kubelet_plugins, kubelet_plugins, "Directory")
+    cdi = HostPath("cdi-root", "/var/run/cdi", "/var/run/cdi", "DirectoryOrCreate")
     volumes = [
-        host_path_volume("device-plugins", kubelet_plugins, "Directory"),
-        {"name": "config", "configMap": {"name": CONFIG_MAP}},
-        host_path_volume("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+        plugins.volume(),
+        pod.config_map_volume("config", CONFIG_MAP),
+        cdi.volume(),
         *driver_volumes,
     ]
     mounts = [
-        {"name": "device-plugins", "mountPath": kubelet_plugins},
-        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-        {"name": "cdi-root", "mountPath": "/var/run/cdi"},
+        plugins.mount(),
+        pod.mount("config", CONFIG_DIR, read_only=True),
+        cdi.mount(),
         *driver_mounts,
     ]
+    paths = []
     if stack.uses_cdi:
-        volumes.append(host_path_volume("driver-root", stack.driver_root, "Directory"))
-        mounts.append(
-            {
-                "name": "driver-root",
-                "mountPath": DRIVER_ROOT_MOUNT,
-                "readOnly": True,
-                "mountPropagation": "HostToContainer",
-            }
+        paths.append(
+            HostPath(
+                "driver-root",
+                stack.driver_root,
+                DRIVER_ROOT_MOUNT,
+                "Directory",
+                read_only=True,
+                propagation="HostToContainer",
+            )
         )
     if mps:
-        volumes += [
-            host_path_volume("mps-root", MPS_ROOT, "DirectoryOrCreate"),
-            host_path_volume("mps-shm", f"{MPS_ROOT}/shm", "DirectoryOrCreate"),
+        paths += [
+            HostPath("mps-root", MPS_ROOT, MPS_MOUNT, "DirectoryOrCreate"),
+            HostPath("mps-shm", f"{MPS_ROOT}/shm", "/dev/shm", "DirectoryOrCreate"),
         ]
-        mounts += [
-            {"name": "mps-root", "mountPath": MPS_MOUNT},
-            {"name": "mps-shm", "mountPath": "/dev/shm"},
-        ]
+    more_volumes, more_mounts = pod.host_paths(paths)
+    return [*volumes, *more_volumes], [*mounts, *more_mounts]
+
+
+def _plugin_daemonset(stack: Stack, mps: bool) -> dict[str, Any]:
+    env = [
+        # The plugin's `--config-file` flag (cmd/nvidia-device-plugin/main.go, env CONFIG_FILE).
+        pod.env("CONFIG_FILE", f"{CONFIG_DIR}/config.yaml"),
+        # helm templates/daemonset-device-plugin.yml sets these for the plugin container.
+        pod.env("MPS_ROOT", MPS_ROOT),
+        pod.env("NVIDIA_VISIBLE_DEVICES", "all"),
+        pod.env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+        *host_driver_env(stack),
+    ]
+    if mig_strategies(stack) != {"none"}:
+        env.append(pod.env("NVIDIA_MIG_MONITOR_DEVICES", "all"))
+    security = _plugin_security(stack)
+    volumes, mounts = _plugin_volumes_and_mounts(stack, mps)
     # Never where the DRA driver hands out the GPUs (pools with the other gpuAllocation).
     pod_spec = place_by_allocation(stack, gpu_pod_spec(stack), "device-plugin")
     pod_spec.update(
@@ -200,11 +215,7 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon", "mount-shm"],
                     "securityContext": {"privileged": True},
                     "volumeMounts": [
-                        {
-                            "name": "mps-root",
-                            "mountPath": MPS_MOUNT,
-                            "mountPropagation": "Bidirectional",
-                        },
+                        pod.mount("mps-root", MPS_MOUNT, propagation="Bidirectional"),
                     ],
                 }
             ],
@@ -215,19 +226,16 @@ def _mps_control_daemonset(stack: Stack) -> dict[str, Any]:
                     "command": ["mps-control-daemon"],
                     "env": [
                         {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
-                        {
-                            "name": "NODE_NAME",
-                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                        },
-                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                        pod.field_env("NODE_NAME", "spec.nodeName"),
+                        pod.env("NVIDIA_VISIBLE_DEVICES", "all"),
+                        pod.env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
                     ],
                     # Privileged: it must start the MPS server for all GPUs on the node.
                     "securityContext": {"privileged": True},
                     "volumeMounts": [
-                        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                        {"name": "mps-root", "mountPath": MPS_MOUNT},
-                        {"name": "mps-shm", "mountPath": "/dev/shm"},
+                        pod.mount("config", CONFIG_DIR, read_only=True),
+                        pod.mount("mps-root", MPS_MOUNT),
+                        pod.mount("mps-shm", "/dev/shm"),
                     ],
                 }
             ],

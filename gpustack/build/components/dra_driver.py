@@ -12,16 +12,17 @@ webhook and the NetworkPolicies.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from gpustack.build import metrics, ready_files
+from gpustack.build import metrics, pod, ready_files
 from gpustack.build.decorate import pulled
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     COMPONENT_LABEL,
     GPU_DEVICE_CLASS,
     daemonset,
     gpu_pod_spec,
-    host_path_volume,
     place_by_allocation,
     selector_labels,
 )
@@ -72,15 +73,11 @@ def _feature_gates(stack: Stack) -> list[dict[str, Any]]:
     if not gates:
         return []
     value = ",".join(f"{key}={str(gates[key]).lower()}" for key in sorted(gates))
-    return [{"name": "FEATURE_GATES", "value": value}]
+    return [pod.env("FEATURE_GATES", value)]
 
 
 def _gate(stack: Stack, gate: str) -> bool:
     return dra_gate_enabled(stack.config, gate)
-
-
-def _field(path: str) -> dict[str, Any]:
-    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 def build(stack: Stack) -> list[dict[str, Any]]:
@@ -395,29 +392,54 @@ def _plugin_container(
     registrar, plugins = _kubelet_paths(stack)
     env: list[dict[str, Any]] = [
         # HTTP_ENDPOINT and METRICS_PATH: the metrics server (values.yaml kubeletPlugin.metrics).
-        {"name": "HTTP_ENDPOINT", "value": metrics},
-        {"name": "METRICS_PATH", "value": METRICS_PATH},
-        {"name": "LOG_VERBOSITY", "value": str(stack.config.dra.logVerbosity)},
-        {"name": "MASK_NVIDIA_DRIVER_PARAMS", "value": "false"},
-        {"name": "NVIDIA_DRIVER_ROOT", "value": stack.driver_root},
+        pod.env("HTTP_ENDPOINT", metrics),
+        pod.env("METRICS_PATH", METRICS_PATH),
+        pod.env("LOG_VERBOSITY", str(stack.config.dra.logVerbosity)),
+        pod.env("MASK_NVIDIA_DRIVER_PARAMS", "false"),
+        pod.env("NVIDIA_DRIVER_ROOT", stack.driver_root),
         # Under runc: explicit "void", else an nvidia runtime would inject every GPU.
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-        {"name": "CDI_ROOT", "value": CDI_ROOT},
-        {"name": "NVIDIA_MIG_CONFIG_DEVICES", "value": "all"},
-        {"name": "NODE_NAME", **_field("spec.nodeName")},
-        {"name": "NAMESPACE", **_field("metadata.namespace")},
+        pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+        pod.env("CDI_ROOT", CDI_ROOT),
+        pod.env("NVIDIA_MIG_CONFIG_DEVICES", "all"),
+        pod.field_env("NODE_NAME", "spec.nodeName"),
+        pod.field_env("NAMESPACE", "metadata.namespace"),
     ]
     if name == "gpus":
         env += [
-            {"name": "SERVICE_ACCOUNT_NAME", **_field("spec.serviceAccountName")},
-            {"name": "IMAGE_NAME", "value": _image_for_env(stack)},
+            pod.field_env("SERVICE_ACCOUNT_NAME", "spec.serviceAccountName"),
+            pod.env("IMAGE_NAME", _image_for_env(stack)),
         ]
     env += [
         *_feature_gates(stack),
-        {"name": "KUBELET_REGISTRAR_DIRECTORY_PATH", "value": registrar},
-        {"name": "KUBELET_PLUGINS_DIRECTORY_PATH", "value": plugins},
-        {"name": "HEALTHCHECK_PORT", "value": str(health_port)},
+        pod.env("KUBELET_REGISTRAR_DIRECTORY_PATH", registrar),
+        pod.env("KUBELET_PLUGINS_DIRECTORY_PATH", plugins),
+        pod.env("HEALTHCHECK_PORT", str(health_port)),
     ]
+    probe = {"grpc": {"port": health_port, "service": "liveness"}, "timeoutSeconds": 10}
+    container: dict[str, Any] = {
+        "name": name,
+        # Privileged: the plugins create GPU device nodes, write CDI specs on the host, mount
+        # with Bidirectional propagation and (gpus) change MIG partitions.
+        "securityContext": {"privileged": True},
+        "image": image(stack),
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["bash", "-c"],
+        "args": [_PLUGIN_SCRIPT.format(binary=binary)],
+    }
+    if resources:
+        container["resources"] = resources.as_pod_spec()
+    return {
+        **container,
+        "startupProbe": {**probe, "failureThreshold": 600, "periodSeconds": 1},
+        "livenessProbe": {**probe, "failureThreshold": 3, "periodSeconds": liveness_period},
+        "env": env,
+        "volumeMounts": _plugin_mounts(stack, name),
+    }
+
+
+def _plugin_mounts(stack: Stack, name: str) -> list[dict[str, Any]]:
+    """kubeletplugin.yaml's volumeMounts of the plugin container `name`, as the chart has them."""
+    registrar, plugins = _kubelet_paths(stack)
     driver_root: dict[str, Any] = {
         "name": "driver-root",
         "mountPath": "/driver-root",
@@ -444,26 +466,7 @@ def _plugin_container(
             {"name": "sysfs", "mountPath": "/sys/", "mountPropagation": "Bidirectional"},
             {"name": "procfs", "mountPath": "/proc/", "mountPropagation": "Bidirectional"},
         ]
-    probe = {"grpc": {"port": health_port, "service": "liveness"}, "timeoutSeconds": 10}
-    container: dict[str, Any] = {
-        "name": name,
-        # Privileged: the plugins create GPU device nodes, write CDI specs on the host, mount
-        # with Bidirectional propagation and (gpus) change MIG partitions.
-        "securityContext": {"privileged": True},
-        "image": image(stack),
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["bash", "-c"],
-        "args": [_PLUGIN_SCRIPT.format(binary=binary)],
-    }
-    if resources:
-        container["resources"] = resources.as_pod_spec()
-    return {
-        **container,
-        "startupProbe": {**probe, "failureThreshold": 600, "periodSeconds": 1},
-        "livenessProbe": {**probe, "failureThreshold": 3, "periodSeconds": liveness_period},
-        "env": env,
-        "volumeMounts": mounts,
-    }
+    return mounts
 
 
 def _driver_root_parent(stack: Stack) -> str:
@@ -472,59 +475,57 @@ def _driver_root_parent(stack: Stack) -> str:
     return "/" if root == "/" else root.rstrip("/").rsplit("/", 1)[0] or "/"
 
 
-def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
-    dra = stack.config.dra
+def _prestart(stack: Stack) -> dict[str, Any]:
+    """The init container that waits until the driver is on the host under NVIDIA_DRIVER_ROOT
+    (/usr/bin/kubelet-plugin-prestart.sh in the image)."""
     registrar, plugins = _kubelet_paths(stack)
-    parent_mount: dict[str, Any] = {
-        "name": "driver-root-parent",
-        "mountPath": "/driver-root-parent",
-    }
-    if stack.driver_root == "/":
-        parent_mount["readOnly"] = True
-    else:
+    parent_mount = pod.mount(
+        "driver-root-parent",
+        "/driver-root-parent",
+        read_only=stack.driver_root == "/",
         # A driver container mounts the driver there after this pod starts (Bidirectional, out
         # of this pod's lifecycle): HostToContainer lets the plugin see it.
-        parent_mount["mountPropagation"] = "HostToContainer"
-    init = {
-        # Waits until the driver is on the host under NVIDIA_DRIVER_ROOT
-        # (/usr/bin/kubelet-plugin-prestart.sh in the image).
+        propagation=None if stack.driver_root == "/" else "HostToContainer",
+    )
+    return {
         "name": "init-container",
         "image": image(stack),
         "securityContext": {"privileged": True},
         "command": ["bash", "/usr/bin/kubelet-plugin-prestart.sh"],
         "env": [
-            {"name": "NVIDIA_DRIVER_ROOT", "value": stack.driver_root},
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-            {"name": "KUBELET_REGISTRAR_DIRECTORY_PATH", "value": registrar},
-            {"name": "KUBELET_PLUGINS_DIRECTORY_PATH", "value": plugins},
+            pod.env("NVIDIA_DRIVER_ROOT", stack.driver_root),
+            pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+            pod.env("KUBELET_REGISTRAR_DIRECTORY_PATH", registrar),
+            pod.env("KUBELET_PLUGINS_DIRECTORY_PATH", plugins),
         ],
         "volumeMounts": [parent_mount],
     }
-    containers = []
-    if dra.computeDomains.enabled:
-        containers.append(
-            _plugin_container(
-                stack,
-                "compute-domains",
-                "compute-domain-kubelet-plugin",
-                COMPUTE_DOMAINS_HEALTH_PORT,
-                COMPUTE_DOMAINS_METRICS,
-                10,
-                dra.computeDomains.resources,
-            )
-        )
-    if dra.gpus.enabled:
-        containers.append(
-            _plugin_container(
-                stack,
-                "gpus",
-                "gpu-kubelet-plugin",
-                GPUS_HEALTH_PORT,
-                GPUS_METRICS,
-                30,
-                dra.gpus.resources,
-            )
-        )
+
+
+def _plugin_containers(stack: Stack) -> list[dict[str, Any]]:
+    """A container per kind of device the DRA driver hands out: (its settings, container name,
+    binary, health port, metrics address, liveness period)."""
+    dra = stack.config.dra
+    plugins: list[tuple[Any, str, str, int, str, int]] = [
+        (
+            dra.computeDomains,
+            "compute-domains",
+            "compute-domain-kubelet-plugin",
+            COMPUTE_DOMAINS_HEALTH_PORT,
+            COMPUTE_DOMAINS_METRICS,
+            10,
+        ),
+        (dra.gpus, "gpus", "gpu-kubelet-plugin", GPUS_HEALTH_PORT, GPUS_METRICS, 30),
+    ]
+    return [
+        _plugin_container(stack, name, binary, port, metrics, period, settings.resources)
+        for settings, name, binary, port, metrics, period in plugins
+        if settings.enabled
+    ]
+
+
+def _kubelet_plugin_volumes(stack: Stack) -> list[dict[str, Any]]:
+    registrar, plugins = _kubelet_paths(stack)
     volumes = [
         host_path_volume("plugins-registry", registrar),
         host_path_volume("plugins", plugins),
@@ -532,12 +533,17 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
         host_path_volume("driver-root-parent", _driver_root_parent(stack), "DirectoryOrCreate"),
         host_path_volume("driver-root", stack.driver_root, "DirectoryOrCreate"),
     ]
-    if dra.gpus.enabled and _gate(stack, "PassthroughSupport"):
+    if stack.config.dra.gpus.enabled and _gate(stack, "PassthroughSupport"):
         volumes += [
             host_path_volume("host-root", "/", "Directory"),
             host_path_volume("sysfs", "/sys/", "Directory"),
             host_path_volume("procfs", "/proc/", "Directory"),
         ]
+    return volumes
+
+
+def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
+    dra = stack.config.dra
     # Under runc, as the chart runs it (NVIDIA_VISIBLE_DEVICES=void): the plugins reach the
     # driver through the driver-root mount, not through an nvidia runtime.
     pod_spec = gpu_pod_spec(stack, runtime_class=False)
@@ -548,9 +554,9 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
     pod_spec.update(
         {
             "serviceAccountName": KUBELET_PLUGIN_ACCOUNT,
-            "initContainers": [init],
-            "containers": containers,
-            "volumes": volumes,
+            "initContainers": [_prestart(stack)],
+            "containers": _plugin_containers(stack),
+            "volumes": _kubelet_plugin_volumes(stack),
         }
     )
     workload = daemonset(
@@ -572,36 +578,62 @@ def _kubelet_plugin(stack: Stack) -> dict[str, Any]:
 # The ComputeDomain controller Deployment (templates/controller.yaml).
 
 
-def _controller(stack: Stack) -> dict[str, Any]:
-    dra = stack.config.dra
-    namespace = stack.namespace
-    verbosity = str(dra.logVerbosity)
-    env: list[dict[str, Any]] = [
-        {"name": "HTTP_ENDPOINT", "value": CONTROLLER_METRICS},
-        {"name": "METRICS_PATH", "value": METRICS_PATH},
-        {"name": "PPROF_PATH", "value": ""},
-        {"name": "LOG_VERBOSITY", "value": verbosity},
+def _controller_env(stack: Stack) -> list[dict[str, Any]]:
+    verbosity = str(stack.config.dra.logVerbosity)
+    env = [
+        pod.env("HTTP_ENDPOINT", CONTROLLER_METRICS),
+        pod.env("METRICS_PATH", METRICS_PATH),
+        pod.env("PPROF_PATH", ""),
+        pod.env("LOG_VERBOSITY", verbosity),
         # The verbosity of the IMEX daemons the controller launches.
-        {"name": "LOG_VERBOSITY_CD_DAEMON", "value": verbosity},
-        {"name": "POD_NAME", **_field("metadata.name")},
-        {"name": "NAMESPACE", **_field("metadata.namespace")},
-        {"name": "IMAGE_NAME", "value": _image_for_env(stack)},
+        pod.env("LOG_VERBOSITY_CD_DAEMON", verbosity),
+        pod.field_env("POD_NAME", "metadata.name"),
+        pod.field_env("NAMESPACE", "metadata.namespace"),
+        pod.env("IMAGE_NAME", _image_for_env(stack)),
     ]
     secrets = stack.config.images.pullSecrets
     if secrets:
         # The IMEX daemon DaemonSets the controller creates pull the same image.
-        env.append({"name": "CD_DAEMON_IMAGE_PULL_SECRET_NAMES", "value": ",".join(secrets)})
+        env.append(pod.env("CD_DAEMON_IMAGE_PULL_SECRET_NAMES", ",".join(secrets)))
     env += [
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
         *_feature_gates(stack),
         # values.yaml controller.leaderElection: off with its one replica.
-        {"name": "LEADER_ELECTION_ENABLED", "value": "false"},
-        {"name": "LEADER_ELECTION_LEASE_LOCK_NAME", "value": CONTROLLER},
-        {"name": "LEADER_ELECTION_LEASE_LOCK_NAMESPACE", "value": namespace},
-        {"name": "LEADER_ELECTION_LEASE_DURATION", "value": "15s"},
-        {"name": "LEADER_ELECTION_RENEW_DEADLINE", "value": "10s"},
-        {"name": "LEADER_ELECTION_RETRY_PERIOD", "value": "2s"},
+        pod.env("LEADER_ELECTION_ENABLED", "false"),
+        pod.env("LEADER_ELECTION_LEASE_LOCK_NAME", CONTROLLER),
+        pod.env("LEADER_ELECTION_LEASE_LOCK_NAMESPACE", stack.namespace),
+        pod.env("LEADER_ELECTION_LEASE_DURATION", "15s"),
+        pod.env("LEADER_ELECTION_RENEW_DEADLINE", "10s"),
+        pod.env("LEADER_ELECTION_RETRY_PERIOD", "2s"),
     ]
+    return env
+
+
+# values.yaml controller.affinity and tolerations: near the control plane.
+_CONTROL_PLANE_AFFINITY: dict[str, Any] = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "preference": {
+                    "matchExpressions": [
+                        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}
+                    ]
+                },
+            }
+        ]
+    }
+}
+_CONTROL_PLANE_TOLERATIONS: list[dict[str, Any]] = [
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+]
+
+
+def _controller(stack: Stack) -> dict[str, Any]:
+    dra = stack.config.dra
+    namespace = stack.namespace
     selector = selector_labels(CONTROLLER)
     labels = {**selector, COMPONENT_LABEL: CONTROLLER_COMPONENT}
     container: dict[str, Any] = {
@@ -611,7 +643,7 @@ def _controller(stack: Stack) -> dict[str, Any]:
         "image": image(stack),
         "imagePullPolicy": "IfNotPresent",
         "command": ["compute-domain-controller", "-v", "$(LOG_VERBOSITY)"],
-        "env": env,
+        "env": _controller_env(stack),
     }
     if dra.computeDomains.controllerResources:
         container["resources"] = dra.computeDomains.controllerResources.as_pod_spec()
@@ -628,37 +660,8 @@ def _controller(stack: Stack) -> dict[str, Any]:
                     "priorityClassName": "system-node-critical",
                     "serviceAccountName": CONTROLLER_ACCOUNT,
                     "containers": [container],
-                    # values.yaml controller.affinity and tolerations: near the control plane.
-                    "affinity": {
-                        "nodeAffinity": {
-                            "preferredDuringSchedulingIgnoredDuringExecution": [
-                                {
-                                    "weight": 100,
-                                    "preference": {
-                                        "matchExpressions": [
-                                            {
-                                                "key": "node-role.kubernetes.io/control-plane",
-                                                "operator": "Exists",
-                                            }
-                                        ]
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                    "tolerations": [
-                        {
-                            "key": "node-role.kubernetes.io/control-plane",
-                            "operator": "Exists",
-                            "effect": "NoSchedule",
-                        },
-                        {
-                            "key": "node-role.kubernetes.io/master",
-                            "operator": "Exists",
-                            "effect": "NoSchedule",
-                        },
-                        {"key": "CriticalAddonsOnly", "operator": "Exists"},
-                    ],
+                    "affinity": copy.deepcopy(_CONTROL_PLANE_AFFINITY),
+                    "tolerations": copy.deepcopy(_CONTROL_PLANE_TOLERATIONS),
                 },
             },
         },

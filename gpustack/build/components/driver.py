@@ -37,7 +37,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpustack.build import pod
 from gpustack.build.decorate import CANARY, POOL_LABEL, ignore, rollout
+from gpustack.build.pod import HostPath
 from gpustack.build.ready_files import DRIVER_READY, VALIDATIONS
 from gpustack.build.workload import (
     API_ACCESS,
@@ -47,12 +49,13 @@ from gpustack.build.workload import (
     daemonset,
     deploy_labeller,
     gpu_pod_spec,
-    host_path_volume,
+    host_root,
     pool_node_terms,
     role_with_binding,
     scc_rules,
     service_account,
 )
+from gpustack.objects import kind_of
 from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 
@@ -287,67 +290,87 @@ def _privileged(stack: Stack) -> dict[str, Any]:
     return security
 
 
-def _daemonset(
-    stack: Stack,
-    pin: RhcosPin | None,
-    pool: NodePool | None = None,
-    exclude: list[NodePool] | None = None,
-    kernel: str | None = None,
-) -> dict[str, Any]:
-    """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`, or one kernel,
-    `kernel`), for a pool's nodes (`pool`), or for the nodes in none of the `exclude` pools."""
-    dtk = stack.driver_mode == "driver-toolkit"
-    env: list[dict[str, Any]] = [
-        # The driver container must not be handed GPUs by an nvidia runtime (upstream).
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        # Not upstream's NODE_IP (status.hostIP): no script of the driver images reads it
-        # (NVIDIA/gpu-driver-container nvidia-driver, every OS), and here it would change
-        # DRIVER_CONFIG_DIGEST, reloading every node's driver for nothing.
-    ]
-    mounts: list[dict[str, Any]] = [
-        # The driver mounts its root filesystem at /run/nvidia/driver for the host to see.
-        {"name": "run-nvidia", "mountPath": "/run/nvidia", "mountPropagation": "Bidirectional"},
-        {"name": "var-log", "mountPath": "/var/log"},
-        {"name": "dev-log", "mountPath": "/dev/log"},
-        {"name": "host-os-release", "mountPath": "/host-etc/os-release", "readOnly": True},
-        {"name": "firmware-search-path", "mountPath": "/sys/module/firmware_class/parameters/path"},
-        {"name": "nv-firmware", "mountPath": "/lib/firmware"},
+# The driver mounts its root filesystem at /run/nvidia/driver for the host to see, and its
+# manager unmounts an old driver's from there (Bidirectional).
+_RUN_NVIDIA = HostPath(
+    "run-nvidia", "/run/nvidia", "/run/nvidia", "DirectoryOrCreate", propagation="Bidirectional"
+)
+_HOST_SYS = HostPath("host-sys", "/sys", "/sys", "Directory")
+
+
+def _api_access_mount() -> dict[str, Any]:
+    """The API token, for the one container of the pod that calls the API server."""
+    return pod.mount(API_ACCESS["name"], API_ACCESS_MOUNT, read_only=True)
+
+
+def _host_paths(stack: Stack, dtk: bool) -> list[HostPath]:
+    """The host paths the driver container mounts (gpu-operator
+    assets/state-driver/0500_daemonset.yaml, v26.7.0)."""
+    paths = [
+        _RUN_NVIDIA,
+        HostPath("var-log", "/var/log", "/var/log"),
+        HostPath("dev-log", "/dev/log", "/dev/log"),
+        HostPath("host-os-release", "/etc/os-release", "/host-etc/os-release", read_only=True),
+        HostPath(
+            "firmware-search-path",
+            "/sys/module/firmware_class/parameters/path",
+            "/sys/module/firmware_class/parameters/path",
+        ),
+        # GSP firmware, found by the kernel through the search path the driver sets.
+        HostPath(
+            "nv-firmware",
+            f"{DRIVER_CONTAINER_ROOT}/lib/firmware",
+            "/lib/firmware",
+            "DirectoryOrCreate",
+        ),
         # On NVSwitch systems (HGX) the driver container runs the fabric manager and topologyd,
         # which keep their state here for the host; /sys/devices/system for bringing the GPU's
-        # memory and CPUs online (gpu-operator assets/state-driver/0500_daemonset.yaml).
-        {"name": "run-nvidia-fabricmanager", "mountPath": "/run/nvidia-fabricmanager"},
-        {"name": "run-nvidia-topologyd", "mountPath": "/run/nvidia-topologyd"},
-        {"name": "host-sys-devices-system", "mountPath": "/sys/devices/system"},
-    ]
-    volumes = [
-        host_path_volume("run-nvidia", "/run/nvidia", "DirectoryOrCreate"),
-        host_path_volume("var-log", "/var/log"),
-        host_path_volume("dev-log", "/dev/log"),
-        host_path_volume("host-os-release", "/etc/os-release"),
-        host_path_volume("firmware-search-path", "/sys/module/firmware_class/parameters/path"),
-        # GSP firmware, found by the kernel through the search path the driver sets.
-        host_path_volume(
-            "nv-firmware", f"{DRIVER_CONTAINER_ROOT}/lib/firmware", "DirectoryOrCreate"
+        # memory and CPUs online.
+        HostPath(
+            "run-nvidia-fabricmanager",
+            "/run/nvidia-fabricmanager",
+            "/run/nvidia-fabricmanager",
+            "DirectoryOrCreate",
         ),
-        host_path_volume(
-            "run-nvidia-fabricmanager", "/run/nvidia-fabricmanager", "DirectoryOrCreate"
+        HostPath(
+            "run-nvidia-topologyd",
+            "/run/nvidia-topologyd",
+            "/run/nvidia-topologyd",
+            "DirectoryOrCreate",
         ),
-        host_path_volume("run-nvidia-topologyd", "/run/nvidia-topologyd", "DirectoryOrCreate"),
-        host_path_volume("host-sys-devices-system", "/sys/devices/system", "Directory"),
+        HostPath(
+            "host-sys-devices-system", "/sys/devices/system", "/sys/devices/system", "Directory"
+        ),
     ]
     if not dtk and split_node_os(stack.node_os)[0] == "rhel":
         # A RHEL driver container installs kernel headers from Red Hat's repositories with the
         # host's subscription (gpu-operator controllers/object_controls.go SubscriptionPathMap).
-        for name, host, target, kind in RHEL_SUBSCRIPTION:
-            mounts.append({"name": name, "mountPath": target, "readOnly": True})
-            volumes.append(host_path_volume(name, host, kind))
+        paths += [
+            HostPath(name, host, target, kind, read_only=True)
+            for name, host, target, kind in RHEL_SUBSCRIPTION
+        ]
+    return paths
+
+
+# The driver container's host paths that the DTK sidecar mounts too, where the two build the
+# modules together (gpu-operator OpenShift golden render).
+_DTK_SHARED_PATHS = ("var-log", "host-os-release", "firmware-search-path", "nv-firmware")
+
+
+def _driver_container(
+    stack: Stack, kernel: str | None, dtk: bool, mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [
+        # The driver container must not be handed GPUs by an nvidia runtime (upstream).
+        pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+        pod.field_env("NODE_NAME", "spec.nodeName"),
+        # Not upstream's NODE_IP (status.hostIP): no script of the driver images reads it
+        # (NVIDIA/gpu-driver-container nvidia-driver, every OS), and here it would change
+        # DRIVER_CONFIG_DIGEST, reloading every node's driver for nothing.
+    ]
     if dtk:
         env.append({"name": "OPENSHIFT_VERSION", "value": stack.config.platform.openshiftVersion})
-        mounts.append({"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK})
-        volumes.append({"name": "shared-nvidia-driver-toolkit", "emptyDir": {}})
-    pre_stop = _driver_pre_stop(stack)
-    driver_container: dict[str, Any] = {
+    return {
         "name": CONTAINER,
         "image": image(stack, kernel),
         # DTK: the driver container prepares the shared folder and waits for the DTK sidecar to
@@ -358,96 +381,90 @@ def _daemonset(
         "securityContext": _privileged(stack),
         "volumeMounts": mounts,
     }
-    containers = [driver_container]
-    if dtk:
-        dtk_env: list[dict[str, Any]] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
-        if pin:
-            dtk_env.insert(0, {"name": "RHCOS_VERSION", "value": pin.version})
-        containers.append(
-            {
-                "name": "openshift-driver-toolkit-ctr",
-                "image": pin.driver_toolkit_image if pin else driver_toolkit_image(stack),
-                "command": ["bash", "-xc"],
-                "args": [
-                    f"until [ -f {SHARED_DTK}/dir_prepared ]; do echo Waiting for {CONTAINER} "
-                    "to prepare the shared directory ...; sleep 10; done; "
-                    f"exec {SHARED_DTK}/ocp_dtk_entrypoint dtk-build-driver"
-                ],
-                "env": dtk_env,
-                "securityContext": _privileged(stack),
-                "volumeMounts": [
-                    {"name": "shared-nvidia-driver-toolkit", "mountPath": SHARED_DTK},
-                    {"name": "var-log", "mountPath": "/var/log"},
-                    {
-                        "name": "host-os-release",
-                        "mountPath": "/host-etc/os-release",
-                        "readOnly": True,
-                    },
-                    {
-                        "name": "firmware-search-path",
-                        "mountPath": "/sys/module/firmware_class/parameters/path",
-                    },
-                    {"name": "nv-firmware", "mountPath": "/lib/firmware"},
-                ],
-            }
-        )
-    # A driver pod that restarts (an eviction, a crash, a node reboot's race) must not unload the
-    # modules GPU pods hold: that fails ("in use") and the pod crash-loops. With a digest of what
-    # it installs, equal to the one the running driver stored in /run/nvidia/nvidia-driver.state,
-    # it installs the user-space files only (gpu-driver-container ubuntu22.04/nvidia-driver and
-    # rhel9/common.sh `_should_skip_kernel_module_reload`; gpu-operator sets it on both containers,
-    # controllers/object_controls.go DRIVER_CONFIG_DIGEST, v26.7.0).
-    # What the pod gains below (the probes and the preStop hook, the driver manager,
-    # scheduling, the update strategy) installs nothing: it stays out of the digest, so changing
-    # it reloads no driver.
-    digest = _digest({"containers": containers, "volumes": volumes})
-    for container in containers:
-        container["env"].append({"name": "DRIVER_CONFIG_DIGEST", "value": digest})
-    # Ready while the driver answers, as gpu-operator's startup probe judges it
-    # (assets/state-driver/0400_configmap.yaml startup-probe.sh, v26.7.0): the module loaded, the
-    # driver's daemons Ready (on NVSwitch systems the fabric manager, without which the GPUs take
-    # no CUDA work), nvidia-smi answering, and the ready file there (written by the startup probe,
-    # removed when the pod that wrote it stops). What a rolling update waits for before the next
-    # node.
-    readiness = (
+
+
+def _dtk_container(stack: Stack, pin: RhcosPin | None, paths: list[HostPath]) -> dict[str, Any]:
+    """The Driver Toolkit sidecar, which builds the driver's modules against the node's kernel
+    once the driver container has prepared the shared folder."""
+    env = [pod.env("NVIDIA_VISIBLE_DEVICES", "void")]
+    if pin:
+        env.insert(0, pod.env("RHCOS_VERSION", pin.version))
+    shared = {path.name: path.mount() for path in paths}
+    return {
+        "name": "openshift-driver-toolkit-ctr",
+        "image": pin.driver_toolkit_image if pin else driver_toolkit_image(stack),
+        "command": ["bash", "-xc"],
+        "args": [
+            f"until [ -f {SHARED_DTK}/dir_prepared ]; do echo Waiting for {CONTAINER} "
+            "to prepare the shared directory ...; sleep 10; done; "
+            f"exec {SHARED_DTK}/ocp_dtk_entrypoint dtk-build-driver"
+        ],
+        "env": env,
+        "securityContext": _privileged(stack),
+        "volumeMounts": [
+            pod.mount(_SHARED_DTK_VOLUME, SHARED_DTK),
+            *(shared[name] for name in _DTK_SHARED_PATHS),
+        ],
+    }
+
+
+_SHARED_DTK_VOLUME = "shared-nvidia-driver-toolkit"
+_HANDOVER_VOLUME = "driver-handover"
+
+
+def _readiness() -> str:
+    """Ready while the driver answers, as gpu-operator's startup probe judges it
+    (assets/state-driver/0400_configmap.yaml startup-probe.sh, v26.7.0): the module loaded, the
+    driver's daemons Ready (on NVSwitch systems the fabric manager, without which the GPUs take
+    no CUDA work), nvidia-smi answering, and the ready file there (written by the startup probe,
+    removed when the pod that wrote it stops). What a rolling update waits for before the next
+    node."""
+    return (
         f"test -f /sys/module/nvidia/refcnt && test -f {READY_FILE} && "
         f'{{ [ ! -f {DAEMONS_STATUS_FILE} ] || [ "$(cat {DAEMONS_STATUS_FILE})" = Ready ]; }} && '
         "nvidia-smi"
     )
-    driver_container.update(
-        {
-            # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
-            "startupProbe": {
-                "exec": {"command": ["sh", "-c", _startup_probe()]},
-                "initialDelaySeconds": 60,
-                "periodSeconds": 10,
-                "timeoutSeconds": 60,
-                "failureThreshold": 120,
-            },
-            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", pre_stop]}}},
-        }
-    )
-    driver_container["readinessProbe"] = {
-        "exec": {"command": ["sh", "-c", readiness]},
-        "periodSeconds": 30,
-        "timeoutSeconds": 60,
-        "failureThreshold": 3,
-    }
-    volumes += [
-        # k8s-driver-manager runs `chroot /host nvidia-smi` to find a driver on the host.
-        host_path_volume("host-root", "/"),
-        host_path_volume("host-sys", "/sys", "Directory"),
-        API_ACCESS,
-    ]
-    if _evicts_on_stop(stack):
-        handover = {"name": "driver-handover", "mountPath": HANDOVER}
-        driver_container["volumeMounts"].append(handover)
-        containers.append(_gpu_pod_eviction(stack))
-        volumes.append({"name": "driver-handover", "emptyDir": {}})
-    # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
-    # can work.
-    pod_spec = gpu_pod_spec(stack, runtime_class=False)
-    requirements = _node_requirements(stack, pin, kernel)
+
+
+def _installing(
+    stack: Stack, pin: RhcosPin | None, kernel: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The containers that install the driver (the driver container, and the DTK sidecar that
+    builds its modules), their volumes, and the digest of what they install, which each of
+    them carries as DRIVER_CONFIG_DIGEST.
+
+    A driver pod that restarts (an eviction, a crash, a node reboot's race) must not unload the
+    modules GPU pods hold: that fails ("in use") and the pod crash-loops. With a digest of what
+    it installs, equal to the one the running driver stored in /run/nvidia/nvidia-driver.state,
+    it installs the user-space files only (gpu-driver-container ubuntu22.04/nvidia-driver and
+    rhel9/common.sh `_should_skip_kernel_module_reload`; gpu-operator sets it on both containers,
+    controllers/object_controls.go DRIVER_CONFIG_DIGEST, v26.7.0). What the pod gains beyond
+    these (the probes and the preStop hook, the driver manager, scheduling, the update
+    strategy) installs nothing: it stays out of the digest, so changing it reloads no
+    driver."""
+    dtk = stack.driver_mode == "driver-toolkit"
+    paths = _host_paths(stack, dtk)
+    volumes, mounts = pod.host_paths(paths)
+    if dtk:
+        mounts.append(pod.mount(_SHARED_DTK_VOLUME, SHARED_DTK))
+        volumes.append(pod.empty_dir(_SHARED_DTK_VOLUME))
+    containers = [_driver_container(stack, kernel, dtk, mounts)]
+    if dtk:
+        containers.append(_dtk_container(stack, pin, paths))
+    digest = _digest({"containers": containers, "volumes": volumes})
+    for container in containers:
+        container["env"].append(pod.env(DIGEST, digest))
+    return containers, volumes, digest
+
+
+def _place(
+    pod_spec: dict[str, Any],
+    requirements: list[dict[str, Any]],
+    pool: NodePool | None,
+    exclude: list[NodePool] | None,
+) -> None:
+    """Keep `pod_spec` to the nodes its DaemonSet serves: those `requirements` select, of
+    `pool` or of none of the `exclude` pools, one driver pod on each."""
     required = pod_spec["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -479,6 +496,42 @@ def _daemonset(
             }
         ]
     }
+
+
+def _pod_spec(
+    stack: Stack,
+    pin: RhcosPin | None,
+    kernel: str | None,
+    requirements: list[dict[str, Any]],
+    pool: NodePool | None,
+    exclude: list[NodePool] | None,
+) -> dict[str, Any]:
+    """The pod of one driver DaemonSet: k8s-driver-manager and the deploy labeller first, the
+    containers that install the driver, and the GPU pods' eviction as it stops."""
+    containers, volumes, digest = _installing(stack, pin, kernel)
+    driver_container = containers[0]
+    driver_container.update(
+        {
+            # Building the driver can take minutes; upstream allows 60 s + 120 x 10 s.
+            "startupProbe": pod.exec_probe(
+                _startup_probe(), initial_delay=60, period=10, timeout=60, failure_threshold=120
+            ),
+            "lifecycle": pod.pre_stop(_driver_pre_stop(stack)),
+            "readinessProbe": pod.exec_probe(
+                _readiness(), period=30, timeout=60, failure_threshold=3
+            ),
+        }
+    )
+    # k8s-driver-manager runs `chroot /host nvidia-smi` to find a driver on the host.
+    volumes += [host_root().volume(), _HOST_SYS.volume(), API_ACCESS]
+    if _evicts_on_stop(stack):
+        driver_container["volumeMounts"].append(pod.mount(_HANDOVER_VOLUME, HANDOVER))
+        containers.append(_gpu_pod_eviction(stack))
+        volumes.append(pod.empty_dir(_HANDOVER_VOLUME))
+    # No runtimeClassName: the driver runs under the default runtime, before any nvidia runtime
+    # can work.
+    pod_spec = gpu_pod_spec(stack, runtime_class=False)
+    _place(pod_spec, requirements, pool, exclude)
     if _evicts_on_stop(stack):
         pod_spec["terminationGracePeriodSeconds"] = _stop_seconds(stack) + DRIVER_STOP_SECONDS
     pod_spec.update(
@@ -487,16 +540,27 @@ def _daemonset(
             "hostPID": True,
             # The node's deploy labels start as "true" before the manager reads them.
             "initContainers": [
-                deploy_labeller(
-                    stack,
-                    [{"name": API_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True}],
-                ),
+                deploy_labeller(stack, [_api_access_mount()]),
                 _manager(stack, digest),
             ],
             "containers": containers,
             "volumes": volumes,
         }
     )
+    return pod_spec
+
+
+def _daemonset(
+    stack: Stack,
+    pin: RhcosPin | None,
+    pool: NodePool | None = None,
+    exclude: list[NodePool] | None = None,
+    kernel: str | None = None,
+) -> dict[str, Any]:
+    """One driver DaemonSet: for every GPU node (of one RHCOS build, `pin`, or one kernel,
+    `kernel`), for a pool's nodes (`pool`), or for the nodes in none of the `exclude` pools."""
+    requirements = _node_requirements(stack, pin, kernel)
+    pod_spec = _pod_spec(stack, pin, kernel, requirements, pool, exclude)
     # A build's DaemonSet carries the labels the GPU Operator finds its builds' DaemonSets by
     # (controllers/state_manager.go ocpDriverToolkitIdentificationLabel and
     # ocpDriverToolkitVersionLabel, v26.7.0).
@@ -637,26 +701,20 @@ def _gpu_pod_eviction(stack: Stack) -> dict[str, Any]:
         # Idle until the pod stops; it shows what the preStop hook writes.
         "args": [f": >> {EVICTION_LOG}; exec tail -f {EVICTION_LOG}"],
         "env": [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+            pod.field_env("NODE_NAME", "spec.nodeName"),
+            pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
             # Past the digest check, which would skip the eviction (the running driver is this
             # pod's own): cmd/driver-manager/main.go shouldSkipUninstall.
-            {"name": "FORCE_REINSTALL", "value": "true"},
-            {"name": "ENABLE_GPU_POD_EVICTION", "value": "true"},
-            {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
-            {"name": "DRAIN_USE_FORCE", "value": "true" if drain.force else "false"},
-            {"name": "DRAIN_POD_SELECTOR_LABEL", "value": drain.podSelector},
+            pod.env("FORCE_REINSTALL", "true"),
+            pod.env("ENABLE_GPU_POD_EVICTION", "true"),
+            pod.env("ENABLE_AUTO_DRAIN", "false"),
+            pod.env("DRAIN_USE_FORCE", pod.flag(drain.force)),
+            pod.env("DRAIN_POD_SELECTOR_LABEL", drain.podSelector),
             {"name": "DRAIN_TIMEOUT_SECONDS", "value": f"{_eviction_seconds(stack)}s"},
-            {
-                "name": "DRAIN_DELETE_EMPTYDIR_DATA",
-                "value": "true" if drain.deleteEmptyDir else "false",
-            },
-            {
-                "name": "OPERATOR_NAMESPACE",
-                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
-            },
+            pod.env("DRAIN_DELETE_EMPTYDIR_DATA", pod.flag(drain.deleteEmptyDir)),
+            pod.field_env("OPERATOR_NAMESPACE", "metadata.namespace"),
         ],
-        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", evict]}}},
+        "lifecycle": pod.pre_stop(evict),
         # Unprivileged, and not root: with the pod's host PID namespace a root process could
         # signal the host's root processes. The manager only reads /sys/module and calls the API
         # server; the kernel refuses it the unload (delete_module needs CAP_SYS_MODULE).
@@ -670,10 +728,7 @@ def _gpu_pod_eviction(stack: Stack) -> dict[str, Any]:
             "runAsGroup": 65534,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [
-            {"name": "driver-handover", "mountPath": HANDOVER},
-            {"name": API_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True},
-        ],
+        "volumeMounts": [pod.mount(_HANDOVER_VOLUME, HANDOVER), _api_access_mount()],
     }
 
 
@@ -686,46 +741,34 @@ def _manager(stack: Stack, digest: str) -> dict[str, Any]:
     (cmd/driver-manager/main.go uninstallDriver, k8s-driver-manager v0.12.0)."""
     upgrade = stack.config.driver.upgrade
     drain = upgrade.drain
-
-    def flag(value: bool) -> str:
-        return "true" if value else "false"
-
     return {
         "name": MANAGER,
         "image": manager_image(stack),
         "command": ["driver-manager"],
         "args": ["uninstall_driver"],
         "env": [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            pod.field_env("NODE_NAME", "spec.nodeName"),
             # Under the default runtime, never handed GPUs (upstream).
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-            {"name": "ENABLE_GPU_POD_EVICTION", "value": flag(upgrade.gpuPodEviction)},
-            {"name": "ENABLE_AUTO_DRAIN", "value": flag(drain.enabled)},
-            {"name": "DRAIN_USE_FORCE", "value": flag(drain.force)},
-            {"name": "DRAIN_POD_SELECTOR_LABEL", "value": drain.podSelector},
+            pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+            pod.env("ENABLE_GPU_POD_EVICTION", pod.flag(upgrade.gpuPodEviction)),
+            pod.env("ENABLE_AUTO_DRAIN", pod.flag(drain.enabled)),
+            pod.env("DRAIN_USE_FORCE", pod.flag(drain.force)),
+            pod.env("DRAIN_POD_SELECTOR_LABEL", drain.podSelector),
             # A Go duration (cmd/driver-manager DurationFlag); "0s" waits forever.
             {"name": "DRAIN_TIMEOUT_SECONDS", "value": f"{drain.timeoutSeconds}s"},
-            {"name": "DRAIN_DELETE_EMPTYDIR_DATA", "value": flag(drain.deleteEmptyDir)},
+            pod.env("DRAIN_DELETE_EMPTYDIR_DATA", pod.flag(drain.deleteEmptyDir)),
             # Where it waits for the GPU DaemonSets' pods to leave: gpustack's namespace.
-            {
-                "name": "OPERATOR_NAMESPACE",
-                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
-            },
-            {"name": "DRIVER_CONFIG_DIGEST", "value": digest},
+            pod.field_env("OPERATOR_NAMESPACE", "metadata.namespace"),
+            pod.env("DRIVER_CONFIG_DIGEST", digest),
         ],
         # Privileged: it unloads kernel modules and unmounts the old driver's root filesystem
         # from the host's /run/nvidia (Bidirectional).
         "securityContext": {"privileged": True},
         "volumeMounts": [
-            {"name": "run-nvidia", "mountPath": "/run/nvidia", "mountPropagation": "Bidirectional"},
-            {
-                "name": "host-root",
-                "mountPath": "/host",
-                "readOnly": True,
-                "mountPropagation": "HostToContainer",
-            },
-            {"name": "host-sys", "mountPath": "/sys"},
-            {"name": API_ACCESS["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True},
+            _RUN_NVIDIA.mount(),
+            host_root().mount(),
+            _HOST_SYS.mount(),
+            _api_access_mount(),
         ],
     }
 
@@ -753,7 +796,7 @@ def _items(value: Any) -> list[Any]:
 def _install(daemonset: dict[str, Any]) -> str | None:
     """A hash of what a driver DaemonSet's containers install (their DRIVER_CONFIG_DIGEST
     aside), or None for any other object. Patched objects may hold anything."""
-    if daemonset.get("kind") != "DaemonSet":
+    if kind_of(daemonset) != "DaemonSet":
         return None
     pod = _mapping(_mapping(_mapping(daemonset.get("spec")).get("template")).get("spec"))
     containers = [_mapping(each) for each in _items(pod.get("containers"))]

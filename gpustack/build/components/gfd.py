@@ -13,16 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
-from gpustack.build import device_plugin_config, ready_files
+from gpustack.build import device_plugin_config, pod, ready_files
 from gpustack.build.decorate import ignore
+from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import (
     FEATURES_D,
     cluster_role_with_binding,
     config_map,
     daemonset,
-    driver_mount,
     gpu_pod_spec,
-    host_path_volume,
+    host_driver,
+    host_driver_env,
     role_with_binding,
     scc_rules,
     service_account,
@@ -90,59 +91,67 @@ def _shares_on_the_host(stack: Stack) -> bool:
     )
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
-    plugin = stack.config.devicePlugin
-    driver_volumes, driver_mounts, driver_env = driver_mount(stack)
-    api = publishes_node_features(stack)
-    # Env names as GFD reads them: MIG_STRATEGY, USE_NODE_FEATURE_API and CONFIG_FILE are the
-    # aliases of its GFD_* flags (cmd/gpu-feature-discovery/main.go), NODE_NAME and NAMESPACE
-    # name the NodeFeature's node and namespace (internal/flags/node.go; NAMESPACE defaults to
-    # "default", and without NODE_NAME the API output fails "required flag node-name not set").
-    # POD_NAME gives the NodeFeature its owners, the pod and its DaemonSet (internal/lm/output.go
-    # getOwnerReferences, v0.20.0): without it the object, and the nvidia.com/gpu.* labels NFD
-    # keeps from it, outlive GFD.
-    pools = bool(stack.pools) and plugin.enabled
-    env: list[dict[str, Any]] = [
+def _config_map(stack: Stack) -> str | None:
+    """The ConfigMap of the config file GFD reads its sharing labels from (nvidia.com/gpu.replicas,
+    gpu.sharing-strategy): the device plugin's, as the helm chart shares one config between the
+    two, or GFD's own where the node OS's plugin shares the GPUs; none otherwise."""
+    if stack.config.devicePlugin.enabled:
+        return device_plugin_config.CONFIG_MAP
+    return CONFIG_MAP if _shares_on_the_host(stack) else None
+
+
+def _env(stack: Stack, api: bool, pools: bool) -> list[dict[str, Any]]:
+    """Env names as GFD reads them: MIG_STRATEGY, USE_NODE_FEATURE_API and CONFIG_FILE are the
+    aliases of its GFD_* flags (cmd/gpu-feature-discovery/main.go), NODE_NAME and NAMESPACE
+    name the NodeFeature's node and namespace (internal/flags/node.go; NAMESPACE defaults to
+    "default", and without NODE_NAME the API output fails "required flag node-name not set").
+    POD_NAME gives the NodeFeature its owners, the pod and its DaemonSet (internal/lm/output.go
+    getOwnerReferences, v0.20.0): without it the object, and the nvidia.com/gpu.* labels NFD
+    keeps from it, outlive GFD."""
+    env = [
         # The same strategy as the device plugin, so the labels describe the resources it offers.
         # With node pools it comes from the config file the node's label picks: the env would
         # override the file's (api/config/v1 NewConfig: command line, then env, then file).
-        *([] if pools else [{"name": "MIG_STRATEGY", "value": plugin.migStrategy}]),
-        {"name": "USE_NODE_FEATURE_API", "value": "true" if api else "false"},
+        *([] if pools else [pod.env("MIG_STRATEGY", stack.config.devicePlugin.migStrategy)]),
+        pod.env("USE_NODE_FEATURE_API", pod.flag(api)),
     ]
     if api:
         env += [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            pod.field_env("NODE_NAME", "spec.nodeName"),
+            pod.field_env("NAMESPACE", "metadata.namespace"),
+            pod.field_env("POD_NAME", "metadata.name"),
         ]
     if device_plugin_config.mig_strategies(stack) != {"none"}:
         # MIG devices are visible to NVML only with the monitor capability (helm _helpers.tpl).
-        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+        env.append(pod.env("NVIDIA_MIG_MONITOR_DEVICES", "all"))
+    if _config_map(stack):
+        env.append(pod.env("CONFIG_FILE", f"{device_plugin_config.CONFIG_DIR}/config.yaml"))
+    return [*env, *host_driver_env(stack)]
+
+
+def _volumes_and_mounts(
+    stack: Stack, api: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    driver_volumes, driver_mounts = pod.host_paths(host_driver(stack))
     volumes = [host_path_volume("host-sys", "/sys", "Directory"), *driver_volumes]
-    mounts = [{"name": "host-sys", "mountPath": "/sys", "readOnly": True}, *driver_mounts]
+    mounts = [pod.mount("host-sys", "/sys", read_only=True), *driver_mounts]
     if not api:
         # GFD's --output-file default is `features.d/gfd`.
         volumes.append(host_path_volume("features-d", FEATURES_D, "DirectoryOrCreate"))
-        mounts.append({"name": "features-d", "mountPath": FEATURES_D})
-    if plugin.enabled:
-        # Reading the plugin's config file gives the sharing labels (nvidia.com/gpu.replicas,
-        # gpu.sharing-strategy), as the helm chart does by sharing one config between the two.
-        env.append(
-            {"name": "CONFIG_FILE", "value": f"{device_plugin_config.CONFIG_DIR}/config.yaml"}
-        )
-        volumes.append({"name": "config", "configMap": {"name": device_plugin_config.CONFIG_MAP}})
-        mounts.append(
-            {"name": "config", "mountPath": device_plugin_config.CONFIG_DIR, "readOnly": True}
-        )
-    elif _shares_on_the_host(stack):
-        env.append(
-            {"name": "CONFIG_FILE", "value": f"{device_plugin_config.CONFIG_DIR}/config.yaml"}
-        )
-        volumes.append({"name": "config", "configMap": {"name": CONFIG_MAP}})
-        mounts.append(
-            {"name": "config", "mountPath": device_plugin_config.CONFIG_DIR, "readOnly": True}
-        )
-    env += driver_env
+        mounts.append(pod.mount("features-d", FEATURES_D))
+    config = _config_map(stack)
+    if config:
+        volumes.append(pod.config_map_volume("config", config))
+        mounts.append(pod.mount("config", device_plugin_config.CONFIG_DIR, read_only=True))
+    return volumes, mounts
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    plugin = stack.config.devicePlugin
+    api = publishes_node_features(stack)
+    pools = bool(stack.pools) and plugin.enabled
+    volumes, mounts = _volumes_and_mounts(stack, api)
+    env = _env(stack, api, pools)
     pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
         {

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build.workload import daemonset, gpu_node_affinity, gpu_pod_spec, host_path_volume
+from gpustack.build import pod
+from gpustack.build.pod import host_path_volume
+from gpustack.build.workload import daemonset, gpu_node_affinity, gpu_pod_spec
 from gpustack.errors import UserError
 from gpustack.resolve.profile_model import CriticalPodsQuota
 from gpustack.resolve.stack import Stack
@@ -141,13 +143,13 @@ def _cos() -> dict[str, Any]:
                     "/cos-gpu-installer install || exit 1\n",
                 ],
                 "env": [
-                    {"name": "NVIDIA_INSTALL_DIR_HOST", "value": DRIVER_DIR},
-                    {"name": "NVIDIA_INSTALL_DIR_CONTAINER", "value": "/usr/local/nvidia"},
+                    pod.env("NVIDIA_INSTALL_DIR_HOST", DRIVER_DIR),
+                    pod.env("NVIDIA_INSTALL_DIR_CONTAINER", "/usr/local/nvidia"),
                     {"name": "VULKAN_ICD_DIR_HOST", "value": f"{DRIVER_DIR}/vulkan/icd.d"},
-                    {"name": "VULKAN_ICD_DIR_CONTAINER", "value": "/etc/vulkan/icd.d"},
-                    {"name": "ROOT_MOUNT_DIR", "value": "/root"},
-                    {"name": "COS_TOOLS_DIR_HOST", "value": "/var/lib/cos-tools"},
-                    {"name": "COS_TOOLS_DIR_CONTAINER", "value": "/build/cos-tools"},
+                    pod.env("VULKAN_ICD_DIR_CONTAINER", "/etc/vulkan/icd.d"),
+                    pod.env("ROOT_MOUNT_DIR", "/root"),
+                    pod.env("COS_TOOLS_DIR_HOST", "/var/lib/cos-tools"),
+                    pod.env("COS_TOOLS_DIR_CONTAINER", "/build/cos-tools"),
                 ],
                 "resources": {"requests": {"cpu": INSTALLER_CPU}},
                 # Privileged: it loads kernel modules and creates /dev/nvidia* on the host.
@@ -165,7 +167,7 @@ def _cos() -> dict[str, Any]:
                 "name": "partition-gpus",
                 "image": "gcr.io/gke-release/nvidia-partition-gpu@sha256:"
                 "de12f85ebfb4fb6c1893cd30c23aab662a72fa0448f97ef74fccb82d7522ef17",
-                "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+                "env": [pod.env("LD_LIBRARY_PATH", "/usr/local/nvidia/lib64")],
                 "resources": {"requests": {"cpu": INSTALLER_CPU}},
                 # Privileged: switching MIG mode and creating GPU instances needs full device
                 # access through the driver.

@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
-from gpustack.build import device_plugin_config, ready_files, workload
+from gpustack.build import device_plugin_config, pod, ready_files, workload
+from gpustack.build.pod import HostPath
 from gpustack.build.workload import (
     cluster_role_with_binding,
     config_map,
@@ -27,7 +28,6 @@ from gpustack.build.workload import (
     deploy_labeller,
     gpu_node_affinity,
     gpu_pod_spec,
-    host_path_volume,
     role_with_binding,
     scc_rules,
     service_account,
@@ -112,64 +112,78 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     return objects
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
-    settings = stack.config.migManager
+def _env(stack: Stack) -> list[dict[str, Any]]:
+    """What the manager applies, to which GPU clients, and where it finds the driver."""
     host_driver = stack.driver_mode == "preinstalled"
-    env: list[dict[str, Any]] = [
-        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    env = [
+        pod.field_env("NODE_NAME", "spec.nodeName"),
+        pod.field_env("POD_NAME", "metadata.name"),
+        pod.field_env("POD_NAMESPACE", "metadata.namespace"),
         # With CONFIG_FILE set the manager applies this file instead of generating one.
-        {"name": "CONFIG_FILE", "value": f"{CONFIG_DIR}/config.yaml"},
-        {"name": "GPU_CLIENTS_FILE", "value": f"{GPU_CLIENTS_DIR}/clients.yaml"},
+        pod.env("CONFIG_FILE", f"{CONFIG_DIR}/config.yaml"),
+        pod.env("GPU_CLIENTS_FILE", f"{GPU_CLIENTS_DIR}/clients.yaml"),
         # The GPU clients it stops (device plugin, GFD, DCGM exporter) run in this namespace.
-        {
-            "name": "DEFAULT_GPU_CLIENTS_NAMESPACE",
-            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
-        },
+        pod.field_env("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace"),
         # As the operator's entrypoint: host services hold the GPUs only when the driver is the
         # host's (IS_HOST_DRIVER); a containerised driver takes its clients down itself.
-        {"name": "WITH_SHUTDOWN_HOST_GPU_CLIENTS", "value": "true" if host_driver else "false"},
-        {"name": "WITH_REBOOT", "value": "true" if settings.withReboot else "false"},
+        pod.env("WITH_SHUTDOWN_HOST_GPU_CLIENTS", pod.flag(host_driver)),
+        pod.env("WITH_REBOOT", pod.flag(stack.config.migManager.withReboot)),
         # "" leaves the kubelet running (reconfigure.go skips an empty service name).
-        {"name": "HOST_KUBELET_SYSTEMD_SERVICE", "value": stack.facts.kubeletSystemdService or ""},
+        pod.env("HOST_KUBELET_SYSTEMD_SERVICE", stack.facts.kubeletSystemdService or ""),
         # Where the driver and the device nodes are on the host and in this container, as the
         # operator's validator hands them over (driver-ready file, sourced by the entrypoint);
         # k8s-mig-manager v0.15.0 defaults both to /run/nvidia/driver (cmd/nvidia-mig-manager).
-        {"name": "NVIDIA_DRIVER_ROOT", "value": stack.driver_root},
-        {"name": "DRIVER_ROOT_CTR_PATH", "value": workload.container_path(stack.driver_root)},
-        {"name": "NVIDIA_DEV_ROOT", "value": stack.dev_root},
-        {"name": "DEV_ROOT_CTR_PATH", "value": workload.container_path(stack.dev_root)},
+        pod.env("NVIDIA_DRIVER_ROOT", stack.driver_root),
+        pod.env("DRIVER_ROOT_CTR_PATH", workload.container_path(stack.driver_root)),
+        pod.env("NVIDIA_DEV_ROOT", stack.dev_root),
+        pod.env("DEV_ROOT_CTR_PATH", workload.container_path(stack.dev_root)),
     ]
-    mounts: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = []
-    if stack.driver_root != "/":
-        # HostToContainer: the driver container mounts its root there after this pod starts.
-        mounts.append(
-            {
-                "name": "driver-install-dir",
-                "mountPath": workload.DRIVER_ROOT_MOUNT,
-                "mountPropagation": "HostToContainer",
-            }
-        )
-        volumes.append(
-            host_path_volume("driver-install-dir", stack.driver_root, "DirectoryOrCreate")
-        )
     if stack.uses_cdi:
         # With CDI the runtime hands out devices from the specs in /var/run/cdi: after a MIG
         # change the manager runs nvidia-smi in the driver root (it creates the nvidia-cap
         # device nodes) and regenerates the management spec (pkg/mig/reconfigure
         # runNvidiaSMI, handleCDI); without it the spec keeps the old MIG devices.
         env += [
-            {"name": "CDI_ENABLED", "value": "true"},
-            {
-                "name": "NVIDIA_CDI_HOOK_PATH",
-                # Without gpustack's toolkit the hook is the host package's.
-                "value": workload.CDI_HOOK if stack.toolkit_enabled else workload.HOST_CDI_HOOK,
-            },
+            pod.env("CDI_ENABLED", "true"),
+            # Without gpustack's toolkit the hook is the host package's.
+            pod.env(
+                "NVIDIA_CDI_HOOK_PATH",
+                workload.CDI_HOOK if stack.toolkit_enabled else workload.HOST_CDI_HOOK,
+            ),
         ]
-        mounts.append({"name": "cdi-root", "mountPath": workload.CDI_ROOT})
-        volumes.append(host_path_volume("cdi-root", workload.CDI_ROOT, "DirectoryOrCreate"))
+    return env
+
+
+def _volumes_and_mounts(stack: Stack) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The host's /sys and root (it stops host services and reboots the node through `chroot
+    /host`), its two configs, the driver root and, with CDI, the specs it regenerates."""
+    host_volumes, host_mounts = pod.host_paths(
+        [
+            HostPath("host-sys", "/sys", "/sys", "Directory"),
+            workload.host_root(read_only=False, kind="Directory"),
+        ]
+    )
+    cdi = [HostPath("cdi-root", workload.CDI_ROOT, workload.CDI_ROOT, "DirectoryOrCreate")]
+    driver_volumes, driver_mounts = pod.host_paths(
+        [*workload.mounted_driver_root(stack), *(cdi if stack.uses_cdi else [])]
+    )
+    volumes = [
+        *host_volumes,
+        pod.config_map_volume("gpu-clients", GPU_CLIENTS_CONFIG_MAP),
+        pod.config_map_volume("mig-parted-config", CONFIG_MAP),
+        *driver_volumes,
+    ]
+    mounts = [
+        *host_mounts,
+        pod.mount("gpu-clients", GPU_CLIENTS_DIR, read_only=True),
+        pod.mount("mig-parted-config", CONFIG_DIR, read_only=True),
+        *driver_mounts,
+    ]
+    return volumes, mounts
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    volumes, mounts = _volumes_and_mounts(stack)
     pod_spec = gpu_pod_spec(stack)
     if stack.config.gfd.enabled:
         pod_spec["affinity"] = gpu_node_affinity(
@@ -186,31 +200,15 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                     "name": NAME,
                     "image": image(stack),
                     "command": ["nvidia-mig-manager"],
-                    "env": env,
+                    "env": _env(stack),
                     # Privileged: it switches MIG mode and creates GPU and compute instances
                     # through the driver, stops host services and reboots the node through
                     # the host's root filesystem (chroot /host).
                     "securityContext": {"privileged": True},
-                    "volumeMounts": [
-                        {"name": "host-sys", "mountPath": "/sys"},
-                        {
-                            "name": "host-root",
-                            "mountPath": "/host",
-                            "mountPropagation": "HostToContainer",
-                        },
-                        {"name": "gpu-clients", "mountPath": GPU_CLIENTS_DIR, "readOnly": True},
-                        {"name": "mig-parted-config", "mountPath": CONFIG_DIR, "readOnly": True},
-                        *mounts,
-                    ],
+                    "volumeMounts": mounts,
                 }
             ],
-            "volumes": [
-                host_path_volume("host-sys", "/sys", "Directory"),
-                host_path_volume("host-root", "/", "Directory"),
-                {"name": "gpu-clients", "configMap": {"name": GPU_CLIENTS_CONFIG_MAP}},
-                {"name": "mig-parted-config", "configMap": {"name": CONFIG_MAP}},
-                *volumes,
-            ],
+            "volumes": volumes,
         }
     )
     if not stack.driver_container:

@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack import emit
+from gpustack.build import pod
 from gpustack.build.decorate import DISCOVERY, rollout
+from gpustack.build.pod import HostPath
 from gpustack.build.workload import (
     COMPONENT_LABEL,
     CONTROL_PLANE_TAINT,
@@ -26,7 +28,6 @@ from gpustack.build.workload import (
     config_map,
     daemonset,
     gpu_tolerations,
-    host_path_volume,
     role_with_binding,
     scc_rules,
     selector_labels,
@@ -317,9 +318,9 @@ def _container(
         "command": [name],
         # Identity from the downward API: NFD names its NodeFeature and owner references by it.
         "env": [
-            _field_env("NODE_NAME", "spec.nodeName"),
-            _field_env("POD_NAME", "metadata.name"),
-            _field_env("POD_UID", "metadata.uid"),
+            pod.field_env("NODE_NAME", "spec.nodeName"),
+            pod.field_env("POD_NAME", "metadata.name"),
+            pod.field_env("POD_UID", "metadata.uid"),
         ],
         "ports": [{"name": "http", "containerPort": 8080}],
         "livenessProbe": {**health, **liveness},
@@ -338,18 +339,15 @@ def _container(
     return container
 
 
-def _field_env(name: str, field_path: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
-
-
 def _config_map(stack: Stack, name: str, config: dict[str, Any]) -> dict[str, Any]:
     return config_map(stack, f"{name}-conf", {f"{name}.conf": emit.dump(config)})
 
 
 def _config_volume(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    volume = {"name": f"{name}-conf", "configMap": {"name": f"{name}-conf"}}
-    mount = {"name": f"{name}-conf", "mountPath": CONFIG_DIR, "readOnly": True}
-    return volume, mount
+    return (
+        pod.config_map_volume(f"{name}-conf", f"{name}-conf"),
+        pod.mount(f"{name}-conf", CONFIG_DIR, read_only=True),
+    )
 
 
 def _cluster_tolerations(stack: Stack) -> list[dict[str, Any]]:
@@ -469,7 +467,7 @@ def _worker(stack: Stack) -> list[dict[str, Any]]:
     config = {"core": {"sleepInterval": "60s"}}
     config_volume, config_mount = _config_volume(WORKER)
     # Read-only views of the host that the feature sources inspect.
-    host_paths = [
+    views = [
         ("host-boot", "/boot", "/host-boot"),
         ("host-os-release", "/etc/os-release", "/host-etc/os-release"),
         ("host-sys", "/sys", "/host-sys"),
@@ -478,11 +476,11 @@ def _worker(stack: Stack) -> list[dict[str, Any]]:
         ("host-lib", "/lib", "/host-lib"),
         ("features-d", FEATURES_D, FEATURES_D),
     ]
-    volumes = [host_path_volume(name, path) for name, path, _ in host_paths] + [config_volume]
-    mounts = [
-        {"name": name, "mountPath": mount_path, "readOnly": True}
-        for name, _, mount_path in host_paths
-    ] + [config_mount]
+    volumes, mounts = pod.host_paths(
+        HostPath(name, path, mount_path, read_only=True) for name, path, mount_path in views
+    )
+    volumes.append(config_volume)
+    mounts.append(config_mount)
     pod_spec: dict[str, Any] = {"serviceAccountName": WORKER}
     if stack.config.nodes.selector:
         pod_spec["nodeSelector"] = dict(stack.config.nodes.selector)

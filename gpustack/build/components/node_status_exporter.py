@@ -20,24 +20,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.build import ready_files
+from gpustack.build import pod, ready_files
 from gpustack.build.metrics import NODE_STATUS_EXPORTER as NAME
 from gpustack.build.metrics import node_status_exporter_enabled as enabled
+from gpustack.build.monitoring import scrape_objects
 from gpustack.build.workload import (
     COMPONENT_LABEL,
     cluster_role_with_binding,
     daemonset,
+    driver_container_root,
     gpu_pod_spec,
-    host_path_volume,
-    metrics_service,
-    monitor_metadata,
+    host_root,
     role_with_binding,
     scc_rules,
     selector_labels,
     service_account,
-    service_monitor,
 )
-from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
+from gpustack.resolve.stack import Stack
 
 # state-node-status-exporter/0700_daemonset.yaml (v26.7.0): port 8000 named node-status.
 COMPONENT = "node-status-exporter"
@@ -73,26 +72,23 @@ def build(stack: Stack) -> list[dict[str, Any]]:
         ),
         _daemonset(stack),
     ]
-    monitor = stack.monitor
-    if monitor != "podmonitoring":
-        objects.append(
-            metrics_service(stack, NAME, LABELS, (PORT_NAME, PORT), annotate=monitor == "none")
-        )
-    if monitor in ("servicemonitor", "azure-servicemonitor"):
-        objects.append(_service_monitor(stack))
-    elif monitor == "podmonitoring":
-        objects.append(_pod_monitoring(stack))
+    # state-node-status-exporter/0600_service_monitor.yaml: port node-status, path /metrics.
+    # Not by node: the samples carry their node already.
+    objects += scrape_objects(stack, NAME, LABELS, (PORT_NAME, PORT))
     return objects
-
-
-def _field(path: str) -> dict[str, Any]:
-    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 def _daemonset(stack: Stack) -> dict[str, Any]:
     # Under the nvidia runtime as every GPU pod here, which hands it no GPU
     # (NVIDIA_VISIBLE_DEVICES=void): it reaches the driver through the host's root or the driver
     # container's.
+    volumes, mounts = pod.host_paths(
+        [
+            host_root(),
+            driver_container_root(read_only=True),
+            ready_files.validations(read_only=True),
+        ]
+    )
     pod_spec = gpu_pod_spec(stack)
     pod_spec.update(
         {
@@ -103,11 +99,11 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                     "image": image(stack),
                     "command": ["nvidia-validator"],
                     "env": [
-                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-                        {"name": "COMPONENT", "value": "metrics"},
-                        {"name": "METRICS_PORT", "value": str(PORT)},
-                        {"name": "NODE_NAME", **_field("spec.nodeName")},
-                        {"name": "OPERATOR_NAMESPACE", **_field("metadata.namespace")},
+                        pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+                        pod.env("COMPONENT", "metrics"),
+                        pod.env("METRICS_PORT", str(PORT)),
+                        pod.field_env("NODE_NAME", "spec.nodeName"),
+                        pod.field_env("OPERATOR_NAMESPACE", "metadata.namespace"),
                     ],
                     "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
                     # Privileged as upstream's: the driver validation chroots into the host's
@@ -115,70 +111,13 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                     # hands it none) and lspci reads every PCI device's config space.
                     "securityContext": {"privileged": True},
                     "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
-                    "volumeMounts": [
-                        {
-                            "name": "host-root",
-                            "mountPath": "/host",
-                            "readOnly": True,
-                            "mountPropagation": "HostToContainer",
-                        },
-                        # HostToContainer: the driver container mounts its root there later.
-                        {
-                            "name": "driver-install-dir",
-                            "mountPath": DRIVER_CONTAINER_ROOT,
-                            "readOnly": True,
-                            "mountPropagation": "HostToContainer",
-                        },
-                        # The validator's ready files, only looked at (metrics.go watchStatusFile;
-                        # main.go --output-dir defaults to /run/nvidia/validations).
-                        {
-                            "name": ready_files.VALIDATIONS_VOLUME,
-                            "mountPath": ready_files.VALIDATIONS,
-                            "readOnly": True,
-                        },
-                    ],
+                    # HostToContainer: the driver container mounts its root there later. The
+                    # validator's ready files are only looked at (metrics.go watchStatusFile;
+                    # main.go --output-dir defaults to /run/nvidia/validations).
+                    "volumeMounts": mounts,
                 }
             ],
-            "volumes": [
-                host_path_volume("host-root", "/"),
-                host_path_volume("driver-install-dir", DRIVER_CONTAINER_ROOT, "DirectoryOrCreate"),
-                host_path_volume(
-                    ready_files.VALIDATIONS_VOLUME, ready_files.VALIDATIONS, "DirectoryOrCreate"
-                ),
-            ],
+            "volumes": volumes,
         }
     )
     return daemonset(stack, NAME, pod_spec, component=COMPONENT)
-
-
-def _service_monitor(stack: Stack) -> dict[str, Any]:
-    # state-node-status-exporter/0600_service_monitor.yaml: port node-status, path /metrics. No
-    # relabelling: the samples carry their node already.
-    return service_monitor(
-        stack,
-        monitor_metadata(stack, NAME, LABELS),
-        {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "namespaceSelector": {"matchNames": [stack.namespace]},
-            "endpoints": [
-                {
-                    "port": PORT_NAME,
-                    "path": "/metrics",
-                    "interval": stack.config.dcgmExporter.interval,
-                }
-            ],
-        },
-    )
-
-
-def _pod_monitoring(stack: Stack) -> dict[str, Any]:
-    # No targetLabels: a `node` target label would push the samples' own to `exported_node`.
-    return {
-        "apiVersion": "monitoring.googleapis.com/v1",
-        "kind": "PodMonitoring",
-        "metadata": monitor_metadata(stack, NAME, LABELS),
-        "spec": {
-            "selector": {"matchLabels": selector_labels(NAME)},
-            "endpoints": [{"port": PORT_NAME, "interval": stack.config.dcgmExporter.interval}],
-        },
-    }

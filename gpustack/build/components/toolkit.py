@@ -16,16 +16,16 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from gpustack.build import ready_files
+from gpustack.build import pod, ready_files
+from gpustack.build.pod import HostPath
 from gpustack.build.workload import (
     CDI_ROOT,
-    DRIVER_ROOT_MOUNT,
-    HOST_ROOT,
     TOOLKIT_INSTALL_DIR,
     container_path,
     daemonset,
     gpu_pod_spec,
-    host_path_volume,
+    host_root,
+    mounted_driver_root,
     role_with_binding,
     scc_rules,
     service_account,
@@ -70,9 +70,7 @@ def build(stack: Stack) -> list[dict[str, Any]]:
     return objects
 
 
-def _runtime_env(
-    stack: Stack,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _runtime_env(stack: Stack) -> tuple[list[dict[str, Any]], list[HostPath]]:
     """transformForRuntime: the runtime's config, drop-in and socket, mounted from the host, and
     how the runtime is restarted to load them.
 
@@ -83,127 +81,99 @@ def _runtime_env(
     assert facts is not None  # toolkit_enabled implies it
     containerd = stack.facts.runtime.engine == "containerd"
     runtime = "containerd" if containerd else "crio"
-    env: list[dict[str, Any]] = [{"name": "RUNTIME", "value": runtime}]
+    env = [pod.env("RUNTIME", runtime)]
     if containerd:
-        env.append({"name": "CONTAINERD_RUNTIME_CLASS", "value": stack.config.runtimeClass.handler})
-    mounts: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = []
+        env.append(pod.env("CONTAINERD_RUNTIME_CLASS", stack.config.runtimeClass.handler))
+    paths: list[HostPath] = []
     if facts.configFile:
         target = CONFIG_DIR + posixpath.basename(facts.configFile)
         env += [
-            {"name": "RUNTIME_CONFIG", "value": target},
-            {"name": "CONTAINERD_CONFIG" if containerd else "CRIO_CONFIG", "value": target},
+            pod.env("RUNTIME_CONFIG", target),
+            pod.env("CONTAINERD_CONFIG" if containerd else "CRIO_CONFIG", target),
         ]
-        mounts.append({"name": f"{runtime}-config", "mountPath": CONFIG_DIR})
-        volumes.append(
-            host_path_volume(
-                f"{runtime}-config", posixpath.dirname(facts.configFile), "DirectoryOrCreate"
-            )
-        )
+        folder = posixpath.dirname(facts.configFile)
+        paths.append(HostPath(f"{runtime}-config", folder, CONFIG_DIR, "DirectoryOrCreate"))
     if facts.dropInConfigFile:
         env += [
-            {
-                "name": "RUNTIME_DROP_IN_CONFIG",
-                "value": DROP_IN_DIR + posixpath.basename(facts.dropInConfigFile),
-            },
-            {"name": "RUNTIME_DROP_IN_CONFIG_HOST_PATH", "value": facts.dropInConfigFile},
+            pod.env(
+                "RUNTIME_DROP_IN_CONFIG", DROP_IN_DIR + posixpath.basename(facts.dropInConfigFile)
+            ),
+            pod.env("RUNTIME_DROP_IN_CONFIG_HOST_PATH", facts.dropInConfigFile),
         ]
-        mounts.append({"name": f"{runtime}-drop-in-config", "mountPath": DROP_IN_DIR})
-        volumes.append(
-            host_path_volume(
-                f"{runtime}-drop-in-config",
-                posixpath.dirname(facts.dropInConfigFile),
-                "DirectoryOrCreate",
-            )
+        folder = posixpath.dirname(facts.dropInConfigFile)
+        paths.append(
+            HostPath(f"{runtime}-drop-in-config", folder, DROP_IN_DIR, "DirectoryOrCreate")
         )
     if facts.socket:
         target = SOCKET_DIR + posixpath.basename(facts.socket)
-        env += [
-            {"name": "RUNTIME_SOCKET", "value": target},
-            {"name": "CONTAINERD_SOCKET", "value": target},
-        ]
-        mounts.append({"name": f"{runtime}-socket", "mountPath": SOCKET_DIR})
-        volumes.append(host_path_volume(f"{runtime}-socket", posixpath.dirname(facts.socket)))
+        env += [pod.env("RUNTIME_SOCKET", target), pod.env("CONTAINERD_SOCKET", target)]
+        paths.append(HostPath(f"{runtime}-socket", posixpath.dirname(facts.socket), SOCKET_DIR))
     if facts.restartMode:
         # How the installer makes the runtime load the config it wrote (nvidia-ctk-installer
         # container/container.go Restart: signal sends SIGHUP to the process behind the socket,
         # which needs this pod's host PID namespace; systemd runs `chroot /host systemctl
         # restart`; v1.20.0).
-        env.append({"name": "RUNTIME_RESTART_MODE", "value": facts.restartMode})
-    env += [{"name": name, "value": value} for name, value in sorted(facts.env.items())]
-    return env, mounts, volumes
+        env.append(pod.env("RUNTIME_RESTART_MODE", facts.restartMode))
+    env += [pod.env(name, value) for name, value in sorted(facts.env.items())]
+    return env, paths
 
 
-def _daemonset(stack: Stack) -> dict[str, Any]:
+def _env(stack: Stack) -> list[dict[str, Any]]:
+    """What the installer installs, where, and for which runtime."""
     driver_root, dev_root = stack.driver_root, stack.dev_root
     # Without a RuntimeClass on GPU pods, nvidia must be the runtime's default; with one, runc
     # stays the default (transformToolkitCtrForCDI; NVIDIA_RUNTIME_SET_AS_DEFAULT).
     default_runtime = "false" if stack.runtime_class_enabled else "true"
-    env: list[dict[str, Any]] = [
-        {"name": "ROOT", "value": TOOLKIT_INSTALL_DIR},
-        {
-            "name": "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
-            "value": "management.nvidia.com/gpu",
-        },
-        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-        {"name": "TOOLKIT_PID_FILE", "value": "/run/nvidia/toolkit/toolkit.pid"},
+    env = [
+        pod.env("ROOT", TOOLKIT_INSTALL_DIR),
+        pod.env("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", "management.nvidia.com/gpu"),
+        pod.env("NVIDIA_VISIBLE_DEVICES", "void"),
+        pod.env("TOOLKIT_PID_FILE", "/run/nvidia/toolkit/toolkit.pid"),
         # Where the driver and the device nodes are on the host and in this container (the
         # installer's --driver-root, --driver-root-ctr-path, --dev-root, --dev-root-ctr-path).
-        {"name": "NVIDIA_DRIVER_ROOT", "value": driver_root},
-        {"name": "DRIVER_ROOT_CTR_PATH", "value": container_path(driver_root)},
-        {"name": "NVIDIA_DEV_ROOT", "value": dev_root},
-        {"name": "DEV_ROOT_CTR_PATH", "value": container_path(dev_root)},
-        {"name": "NVIDIA_RUNTIME_SET_AS_DEFAULT", "value": default_runtime},
+        pod.env("NVIDIA_DRIVER_ROOT", driver_root),
+        pod.env("DRIVER_ROOT_CTR_PATH", container_path(driver_root)),
+        pod.env("NVIDIA_DEV_ROOT", dev_root),
+        pod.env("DEV_ROOT_CTR_PATH", container_path(dev_root)),
+        pod.env("NVIDIA_RUNTIME_SET_AS_DEFAULT", default_runtime),
     ]
     if stack.uses_cdi:
         env += [
-            {"name": "CDI_ENABLED", "value": "true"},
-            {"name": "NVIDIA_CONTAINER_RUNTIME_MODE", "value": "cdi"},
-            {"name": "CRIO_CONFIG_MODE", "value": "config"},
+            pod.env("CDI_ENABLED", "true"),
+            pod.env("NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
+            pod.env("CRIO_CONFIG_MODE", "config"),
         ]
     elif "volume-mounts" in stack.device_list_strategy:
         # The runtime reads the device list from the plugin's volume mounts only when told to
         # (k8s-device-plugin README, "deviceListStrategy"; toolkit installer flag of that name).
-        env.append({"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"})
+        env.append(pod.env("ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "true"))
     if not stack.uses_cdi and stack.facts.runtime.engine == "cri-o":
         # Without CDI the operator installs CRI-O's OCI prestart hook instead of a handler.
-        env.append({"name": "CRIO_CONFIG_MODE", "value": "hook"})
-    runtime_env, runtime_mounts, runtime_volumes = _runtime_env(stack)
-    env += runtime_env
-    mounts: list[dict[str, Any]] = [
-        {"name": "toolkit-root", "mountPath": "/run/nvidia/toolkit"},
-        {"name": "run-nvidia-validations", "mountPath": ready_files.VALIDATIONS},
-        {"name": "toolkit-install-dir", "mountPath": TOOLKIT_INSTALL_DIR},
-        {
-            "name": "host-root",
-            "mountPath": HOST_ROOT,
-            "readOnly": True,
-            "mountPropagation": "HostToContainer",
-        },
-        {"name": "cdi-root", "mountPath": CDI_ROOT},
+        env.append(pod.env("CRIO_CONFIG_MODE", "hook"))
+    return env
+
+
+def _host_paths(stack: Stack) -> list[HostPath]:
+    """Where the installer writes on the host (its binaries, the runtime's config, the CDI
+    specs) and what it reads (the host's root, the driver's)."""
+    paths = [
+        HostPath("toolkit-root", "/run/nvidia/toolkit", "/run/nvidia/toolkit", "DirectoryOrCreate"),
+        ready_files.validations(),
+        HostPath(
+            "toolkit-install-dir", TOOLKIT_INSTALL_DIR, TOOLKIT_INSTALL_DIR, "DirectoryOrCreate"
+        ),
+        host_root(),
+        HostPath("cdi-root", CDI_ROOT, CDI_ROOT, "DirectoryOrCreate"),
+        *mounted_driver_root(stack),
     ]
-    volumes: list[dict[str, Any]] = [
-        host_path_volume("toolkit-root", "/run/nvidia/toolkit", "DirectoryOrCreate"),
-        host_path_volume("run-nvidia-validations", ready_files.VALIDATIONS, "DirectoryOrCreate"),
-        host_path_volume("toolkit-install-dir", TOOLKIT_INSTALL_DIR, "DirectoryOrCreate"),
-        host_path_volume("host-root", "/"),
-        host_path_volume("cdi-root", CDI_ROOT, "DirectoryOrCreate"),
-    ]
-    if driver_root != "/":
-        # HostToContainer: the driver container mounts its root there after this pod starts.
-        mounts.append(
-            {
-                "name": "driver-install-dir",
-                "mountPath": DRIVER_ROOT_MOUNT,
-                "mountPropagation": "HostToContainer",
-            }
-        )
-        volumes.append(host_path_volume("driver-install-dir", driver_root, "DirectoryOrCreate"))
     if stack.facts.runtime.engine == "cri-o":
-        mounts.append({"name": "crio-hooks", "mountPath": "/usr/share/containers/oci/hooks.d"})
-        volumes.append(host_path_volume("crio-hooks", CRIO_HOOKS))
-    mounts += runtime_mounts
-    volumes += runtime_volumes
+        paths.append(HostPath("crio-hooks", CRIO_HOOKS, "/usr/share/containers/oci/hooks.d"))
+    return paths
+
+
+def _daemonset(stack: Stack) -> dict[str, Any]:
+    runtime_env, runtime_paths = _runtime_env(stack)
+    volumes, mounts = pod.host_paths([*_host_paths(stack), *runtime_paths])
     pod_spec = gpu_pod_spec(stack, runtime_class=False)  # it creates the nvidia runtime
     pod_spec.update(
         {
@@ -217,7 +187,7 @@ def _daemonset(stack: Stack) -> dict[str, Any]:
                     # The image's installer (gpu-operator toolkit entrypoint ConfigMap: `exec
                     # nvidia-toolkit`).
                     "command": ["nvidia-toolkit"],
-                    "env": env,
+                    "env": [*_env(stack), *runtime_env],
                     # Privileged: it writes the host's runtime config and binaries, generates CDI
                     # specs from the device nodes and signals the runtime (upstream runs it so).
                     "securityContext": {"privileged": True},

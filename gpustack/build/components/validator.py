@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack.build import pod
 from gpustack.build.decorate import pulled
 from gpustack.build.ready_files import (
     VALIDATIONS,
-    VALIDATIONS_VOLUME,
     driver_validation,
-    field_ref,
     host_folder_selinux,
     image,
+    validations,
 )
 from gpustack.build.ready_files import VALIDATOR as NAME
 from gpustack.build.ready_files import VALIDATOR_DRA as DRA_NAME
@@ -114,8 +114,8 @@ def _workload_env(stack: Stack) -> list[dict[str, Any]]:
     and the runtime class of GPU pods."""
     validator_image = pulled(image(stack), stack.config.images.registry, stack.image_digests)
     env = [
-        {"name": "VALIDATOR_IMAGE", "value": validator_image},
-        {"name": "VALIDATOR_IMAGE_PULL_POLICY", "value": PULL_POLICY},
+        pod.env("VALIDATOR_IMAGE", validator_image),
+        pod.env("VALIDATOR_IMAGE_PULL_POLICY", PULL_POLICY),
     ]
     if stack.config.images.pullSecrets:
         env.append(
@@ -125,7 +125,7 @@ def _workload_env(stack: Stack) -> list[dict[str, Any]]:
             }
         )
     if stack.runtime_class_name:
-        env.append({"name": "VALIDATOR_RUNTIME_CLASS", "value": stack.runtime_class_name})
+        env.append(pod.env("VALIDATOR_RUNTIME_CLASS", stack.runtime_class_name))
     return env
 
 
@@ -137,9 +137,9 @@ def _validation(
         "image": image(stack),
         "command": ["sh", "-c"],
         "args": ["nvidia-validator"],
-        "env": [{"name": "COMPONENT", "value": component}, *env],
+        "env": [pod.env("COMPONENT", component), *env],
         "securityContext": security,
-        "volumeMounts": [{"name": VALIDATIONS_VOLUME, "mountPath": VALIDATIONS}],
+        "volumeMounts": [validations().mount()],
     }
 
 
@@ -149,8 +149,8 @@ def _daemonset(stack: Stack, allocation: str | None) -> dict[str, Any]:
     settings = stack.config.validator
     driver_container, volumes = driver_validation(stack)
     node_and_namespace = [
-        {"name": "NODE_NAME", **field_ref("spec.nodeName")},
-        {"name": "OPERATOR_NAMESPACE", **field_ref("metadata.namespace")},
+        pod.field_env("NODE_NAME", "spec.nodeName"),
+        pod.field_env("OPERATOR_NAMESPACE", "metadata.namespace"),
     ]
     init_containers = [
         driver_container,
@@ -159,8 +159,8 @@ def _daemonset(stack: Stack, allocation: str | None) -> dict[str, Any]:
             "toolkit",
             [
                 # The runtime hands this container every GPU and the driver's nvidia-smi.
-                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                {"name": "WITH_WAIT", "value": "false"},
+                pod.env("NVIDIA_VISIBLE_DEVICES", "all"),
+                pod.env("WITH_WAIT", "false"),
             ],
             _runs_as_root(stack),
         ),
@@ -168,8 +168,8 @@ def _daemonset(stack: Stack, allocation: str | None) -> dict[str, Any]:
             stack,
             "cuda",
             [
-                {"name": "WITH_WAIT", "value": "false"},
-                {"name": "WITH_WORKLOAD", "value": "true" if settings.cudaWorkload else "false"},
+                pod.env("WITH_WAIT", "false"),
+                pod.env("WITH_WORKLOAD", pod.flag(settings.cudaWorkload)),
                 *node_and_namespace,
                 *_workload_env(stack),
             ],
@@ -182,12 +182,9 @@ def _daemonset(stack: Stack, allocation: str | None) -> dict[str, Any]:
                 stack,
                 "plugin",
                 [
-                    {"name": "WITH_WAIT", "value": "false"},
-                    {
-                        "name": "WITH_WORKLOAD",
-                        "value": "true" if settings.pluginWorkload else "false",
-                    },
-                    {"name": "MIG_STRATEGY", "value": stack.config.devicePlugin.migStrategy},
+                    pod.env("WITH_WAIT", "false"),
+                    pod.env("WITH_WORKLOAD", pod.flag(settings.pluginWorkload)),
+                    pod.env("MIG_STRATEGY", stack.config.devicePlugin.migStrategy),
                     *node_and_namespace,
                     *_workload_env(stack),
                 ],
@@ -211,14 +208,10 @@ def _daemonset(stack: Stack, allocation: str | None) -> dict[str, Any]:
                     ],
                     # A pod that goes (a node drained, the DaemonSet updated) takes its ready
                     # files with it, so nothing starts on the strength of a stale one.
-                    "lifecycle": {
-                        "preStop": {
-                            "exec": {"command": ["sh", "-c", f"rm -f {VALIDATIONS}/*-ready"]}
-                        }
-                    },
+                    "lifecycle": pod.pre_stop(f"rm -f {VALIDATIONS}/*-ready"),
                     "securityContext": _runs_as_root(stack),
                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                    "volumeMounts": [{"name": VALIDATIONS_VOLUME, "mountPath": VALIDATIONS}],
+                    "volumeMounts": [validations().mount()],
                 }
             ],
             "volumes": volumes,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack.build.decorate import IGNORE_ANNOTATION
 from gpustack.findings import Finding
-from gpustack.objects import identity
+from gpustack.objects import annotations_of, identity
 from gpustack.validation.lint import (
     api_versions,
     cdi_cri,
@@ -45,7 +45,7 @@ from gpustack.validation.lint import (
     taints,
     validation_wait,
 )
-from gpustack.validation.lint._objects import Objects, Rule, mapping
+from gpustack.validation.lint._objects import Objects, Rule
 
 if TYPE_CHECKING:
     from gpustack.resolve.stack import (
@@ -141,7 +141,7 @@ def _well_formed(obj: Any) -> bool:
 
 
 def _ignored_rules(obj: dict[str, Any]) -> set[str]:
-    annotations = mapping(mapping(obj.get("metadata")).get("annotations"))
+    annotations = annotations_of(obj)
     value = annotations.get(IGNORE_ANNOTATION)
     if not isinstance(value, str):
         return set()

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from gpustack.errors import UserError
 from gpustack.findings import Finding
-from gpustack.objects import identity, name_of, namespace_of
+from gpustack.objects import annotations_of, identity, kind_of, labels_of, name_of, namespace_of
 from gpustack.read import yamlio
 
 # Kinds whose `spec.template` is a pod template, and where that template sits.
@@ -218,7 +218,7 @@ class Objects:
     node_labels: set[str] = field(default_factory=set)
 
     def of_kind(self, *kinds: str) -> Iterator[dict[str, Any]]:
-        return (obj for obj in self.objects if obj.get("kind") in kinds)
+        return (obj for obj in self.objects if kind_of(obj) in kinds)
 
     def pods(self) -> list[Pod]:
         return self._pods
@@ -229,10 +229,10 @@ class Objects:
 
     def _find_pods(self) -> Iterator[Pod]:
         for obj in self.objects:
-            kind = obj.get("kind")
+            kind = kind_of(obj)
             spec = mapping(obj.get("spec"))
             if kind == "Pod":
-                yield Pod(obj, spec, mapping(mapping(obj.get("metadata")).get("labels")), "spec")
+                yield Pod(obj, spec, labels_of(obj), "spec")
                 continue
             if kind in POD_TEMPLATE_KINDS:
                 template, path = mapping(spec.get("template")), "spec.template.spec"
@@ -241,7 +241,7 @@ class Objects:
                 template, path = mapping(job.get("template")), "spec.jobTemplate.spec.template.spec"
             else:
                 continue
-            labels = mapping(mapping(template.get("metadata")).get("labels"))
+            labels = labels_of(template)
             yield Pod(obj, mapping(template.get("spec")), labels, path)
 
     @functools.cached_property
@@ -385,7 +385,7 @@ class NodePool:
 
 def node_pools(obj: dict[str, Any]) -> list[NodePool] | None:
     """The pools an object's annotation names; None when it names none or is malformed."""
-    text = mapping(mapping(obj.get("metadata")).get("annotations")).get(POOLS_ANNOTATION)
+    text = annotations_of(obj).get(POOLS_ANNOTATION)
     if not isinstance(text, str):
         return None
     try:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.objects import describe, identity, namespace_of
+from gpustack.objects import describe, identity, kind_of, namespace_of
 from gpustack.validation.lint._objects import Budget, Labelled, Objects, Pod, Rule, finding, mapping
 
 
@@ -21,7 +21,7 @@ def check(objects: Objects) -> Iterator[Finding]:
     by_namespace: dict[str, dict[object, tuple[Pod, dict[str, Any]]]] = {}
     for pod in objects.pods():
         selector = mapping(mapping(pod.owner.get("spec")).get("selector"))
-        if pod.owner.get("kind") == "DaemonSet" and selector:
+        if kind_of(pod.owner) == "DaemonSet" and selector:
             same = by_namespace.setdefault(namespace_of(pod.owner), {})
             same.setdefault(identity(pod.owner), (pod, selector))
     budget = Budget("DaemonSets' selectors and pod labels")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.objects import describe
+from gpustack.objects import describe, kind_of
 from gpustack.validation.lint._objects import POD_TEMPLATE_KINDS, Objects, Rule, finding, mapping
 
 # Each part is checked for its length first, so these match at most 253 characters.
@@ -57,7 +57,7 @@ def _problems(metadata: dict[str, Any]) -> Iterator[tuple[str, str]]:
 def check(objects: Objects) -> Iterator[Finding]:
     for obj in objects.objects:
         places = [("metadata", mapping(obj.get("metadata")))]
-        if obj.get("kind") in POD_TEMPLATE_KINDS:
+        if kind_of(obj) in POD_TEMPLATE_KINDS:
             template = mapping(mapping(obj.get("spec")).get("template"))
             places.append(("spec.template.metadata", mapping(template.get("metadata"))))
         for path, metadata in places:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack.findings import Finding
-from gpustack.objects import describe, namespace_of
+from gpustack.objects import describe, kind_of, labels_of, namespace_of
 from gpustack.validation.lint._objects import (
     Budget,
     Labelled,
@@ -103,7 +103,7 @@ def _pod_monitoring(
 ) -> Iterator[Finding]:
     spec = mapping(monitor.get("spec"))
     selector = mapping(spec.get("selector"))
-    cluster_wide = monitor.get("kind") == "ClusterPodMonitoring"
+    cluster_wide = kind_of(monitor) == "ClusterPodMonitoring"
     namespaces = None if cluster_wide else [namespace_of(monitor)]
     pods = [all_pods[number] for number in targets.matching(selector, namespaces)]
     if not pods:
@@ -144,7 +144,7 @@ def check(objects: Objects) -> Iterator[Finding]:
     budget = Budget("monitors' selectors and labels")
     services = list(objects.of_kind("Service"))
     by_service = _Targets(
-        [(namespace_of(s), mapping(mapping(s.get("metadata")).get("labels"))) for s in services],
+        [(namespace_of(s), labels_of(s)) for s in services],
         budget,
     )
     for monitor in objects.of_kind("ServiceMonitor"):
