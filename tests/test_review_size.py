@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack.compare.object_diff import Change, Diff, Unreached, as_markdown
+from gpustack.compare.diff_markdown import as_markdown
+from gpustack.compare.object_diff import Change, Diff, Unreached
 
 # Characters that literal() writes as entities (six or more characters each), and plain ones.
 TEXTS = st.builds(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import re
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from gpustack.errors import one_line
 
 
 def profile_names(incomplete: str) -> list[str]:
@@ -33,8 +36,6 @@ def set_fields(incomplete: str) -> list[str]:
     dotted paths of the fields that start with `incomplete`, each ending in `=`
     (`devicePlugin.sharing.replicas=`); after the `=`, a field's choices (an enum, a boolean,
     the profile names)."""
-    import json
-
     from gpustack.validation.schemas import CONFIG_SCHEMA, schemas_dir
 
     schema = json.loads((schemas_dir() / CONFIG_SCHEMA).read_text(encoding="utf-8"))
@@ -213,15 +214,11 @@ def _ascii(encoding: str) -> bool:
 
 
 def error(message: str) -> None:
-    from gpustack.errors import one_line
-
     echo(f"error: {one_line(message)}", err=True)
 
 
 def warning(message: str) -> None:
     # One line, whatever names a pull request put in it (gpustack.errors.one_line).
-    from gpustack.errors import one_line
-
     echo(f"warning: {one_line(message)}", err=True)
 
 
