@@ -6,7 +6,8 @@ Each command runs in a fresh process; the fastest of `--repeat` runs is reported
 time and in CPU time (user + system, which other work on a shared machine disturbs less). Nothing
 is asserted (PRODUCT.md's targets: start well under 0.25 s, one cluster well under a second).
 The first entries are start-up as each kind of command line meets it (version, help, a shell's
-completion, validate on one file, a small command); the last two do a cluster's whole work.
+completion, validate on one file and on a rendered cluster's folder, a small command); the last
+two do a cluster's whole work.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ COMMANDS = {
         "-summary",
         "tests/data/validate/corpus/valid.yaml",
     ],
+    "validate one cluster's folder": ["validate", "out/kubeadm-lab"],
     "profiles list": ["profiles", "list"],
     "render + validate one cluster": ["render", "-o", "{out}"],
     "check one cluster": ["check", "-o", "{out}"],

@@ -11,6 +11,8 @@ import sys
 from typing import NoReturn
 
 from gpustack import tune_gc
+from gpustack.commands import common, root
+from gpustack.errors import UserError
 
 __all__ = ["app", "main", "run"]
 
@@ -19,9 +21,6 @@ def run(arguments: list[str]) -> int:
     """`gpustack ARGUMENTS`: its exit code. typer prints help, --version and every mistake on
     the command line (exit 2); a UserError is printed as `error: file:line:col: field:
     message` and is exit 2 (with --debug it is raised, for its traceback)."""
-    from gpustack.commands import common, root
-    from gpustack.errors import UserError
-
     session = common.Session()
     try:
         root.command().main(files_as_files(arguments), prog_name="gpustack", obj=session)

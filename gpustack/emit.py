@@ -20,7 +20,7 @@ from typing import Any
 # Plain scalars we trust: start with a letter, digit, '/', '.' or '_' and use only "safe" characters.
 _PLAIN = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_./@%+=-]*(?:[ :][A-Za-z0-9_./@%+=()-]+)*$")
 # Anything a YAML 1.1 or 1.2 resolver turns into a bool, null, number, date or merge key.
-_RESOLVES = re.compile(
+RESOLVES_TO_NON_STRING = re.compile(
     r"""^(?:
         y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF
       | null|Null|NULL|~|<<|=
@@ -75,7 +75,7 @@ def scalar(value: Any) -> str:
 @functools.lru_cache(maxsize=16384)
 def _string(value: str) -> str:
     # Cached: manifests repeat the same keys and values (names, labels, images) many times.
-    if value and _PLAIN.fullmatch(value) and not _RESOLVES.fullmatch(value):
+    if value and _PLAIN.fullmatch(value) and not RESOLVES_TO_NON_STRING.fullmatch(value):
         return value
     return _UNSAFE.sub(_escape, json.dumps(value, ensure_ascii=False))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 from dataclasses import dataclass
@@ -135,8 +136,6 @@ def _real_folder(folder: str) -> Path:
 
 def closest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:
     """The valid name a typo most likely meant, or None when nothing is close."""
-    import difflib  # here, not on top: a suggestion is made only for a mistake
-
     others = sorted(choice for choice in choices if choice != word)  # never the word itself
     matches = difflib.get_close_matches(word, others, n=1, cutoff=0.6)
     if not matches:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -45,10 +46,6 @@ _UNWRAP = str.maketrans("", "", " \t\r\n\\")
 
 
 def redacted(secret: str) -> str:
-    # hashlib here, not on top: it loads OpenSSL (about 5 ms), which `validate` never needs
-    # unless the input holds a secret.
-    import hashlib
-
     return f"<redacted sha256:{hashlib.sha256(secret.encode()).hexdigest()[:12]}…>"
 
 

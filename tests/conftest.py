@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -21,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
@@ -33,8 +35,22 @@ from typing import Any
 # subprocess a test starts (they read the cached bytecode the workers write).
 sys.dont_write_bytecode = False
 
+import jsonschema  # noqa: E402
+import kubernetes_validate  # noqa: E402
+import kubernetes_validate.utils  # noqa: E402
 import pytest  # noqa: E402
 import upstream  # noqa: E402
+import yaml  # noqa: E402
+from hypothesis import settings  # noqa: E402
+from ruamel.yaml import YAML  # noqa: E402
+
+from gpustack import errors, tune_gc  # noqa: E402
+from gpustack.cli import run as gpustack_run  # noqa: E402
+from gpustack.commands import root  # noqa: E402
+from gpustack.read import named_files  # noqa: E402
+from gpustack.resolve import platform_profiles as profiles  # noqa: E402
+from gpustack.resolve.load import load_stack  # noqa: E402
+from gpustack.validation import schemas  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -67,6 +83,27 @@ def git(folder: Path, *arguments: str, input: bytes | None = None) -> str:
     return done.stdout.decode().strip()
 
 
+def write_config(
+    folder: Path,
+    profile: str,
+    body: str = "",
+    *,
+    name: str = "lab",
+    file: str | None = None,
+    platform: str = "",
+) -> Path:
+    """A cluster config written to `folder/FILE` (default `NAME.yaml`): apiVersion, kind,
+    metadata.name and `platform: {profile: PROFILE, PLATFORM}` on its first four lines, then
+    `body`, dedented, from line 5 (where the tests' expected locations point)."""
+    fields = f"profile: {profile}, {platform}" if platform else f"profile: {profile}"
+    path = folder / (file or f"{name}.yaml")
+    path.write_text(
+        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
+        f"metadata: {{name: {name}}}\nplatform: {{{fields}}}\n" + textwrap.dedent(body)
+    )
+    return path
+
+
 def example_base(folder: Path, example: str | Path = "kubeadm") -> str:
     """What a test config in `folder` writes in `extends:` to build on an example: a copy of it
     in `folder/_examples/` (a folder fleet discovery skips), since a config extends only files
@@ -90,8 +127,6 @@ HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get
 
 
 def _register_hypothesis_profiles() -> None:
-    from hypothesis import settings
-
     settings.register_profile("ci", deadline=None, print_blob=True)
     settings.register_profile("dev", deadline=None)
     settings.load_profile(HYPOTHESIS_PROFILE)
@@ -109,8 +144,6 @@ def _tune_gc() -> None:
     """The garbage-collector tuning the gpustack command starts with (gpustack.tune_gc), for the
     commands the tests run in-process and the renders they make directly: about a tenth less
     CPU for the suite."""
-    from gpustack import tune_gc
-
     tune_gc()
 
 
@@ -226,22 +259,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _schedule_slowest_first(items)
 
 
-# The modules that take longest, slowest first (CPU seconds of a single-process run, measured as
-# docs/development.md says). xdist's loadscope hands each worker whole modules, by default
-# those with the most tests first (addopts turns that off); a slow module of few tests (the real
-# pre-commit commits) would then come last and keep one worker busy while the
-# other idles. These go first; every other module follows, those with more tests first.
+# The modules that take longest, slowest first: the CPU of each module's tests and of the
+# processes they start, with the references beside the repository and without (measured as
+# docs/development.md says); the killed renders of test_output_safety run in processes forked
+# from a server, which that count misses. xdist's loadscope hands each worker whole modules and
+# the next one when it is almost done, by default those with the most tests first (addopts
+# turns that off): a slow module of few tests (the real pre-commit commits) would then come
+# last and keep one worker busy while the other idles. These go first; every other module
+# follows, those with more tests first.
 SLOWEST_FIRST = (
     "test_upstream_components.py",
-    "test_gitops.py",
+    "test_import.py",
     "test_precommit.py",
+    "test_gitops.py",
+    "test_hostile_patches.py",
     "test_e2e.py",
-    "test_fleet.py",
-    "test_diff_layouts.py",
-    "test_validate_lint.py",
-    "test_bad_input.py",
+    "test_images.py",
     "test_output_safety.py",
+    "test_fleet_review.py",
+    "test_no_effect.py",
+    "test_cli_conventions.py",
+    "test_bad_input.py",
+    "test_diff_layouts.py",
+    "test_fleet.py",
+    "test_plain_kubectl.py",
+    "test_validate_drop_in.py",
+    "test_patches.py",
     "test_dev_tools.py",
+    "test_validate_lint.py",
 )
 
 
@@ -289,8 +334,6 @@ def invoke(
 ) -> Result:
     """`gpustack ARGV...` in this process (gpustack.cli.run): stdin from `input`, `env` added to
     the environment (None removes a variable), stdout and stderr captured."""
-    from gpustack.cli import run
-
     both = io.BytesIO()
     out, err = _Tee(both), _Tee(both)
     streams = (sys.stdin, sys.stdout, sys.stderr)
@@ -307,7 +350,7 @@ def invoke(
             else:
                 os.environ[name] = value
         try:
-            code = run(argv)
+            code = gpustack_run(argv)
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
         except Exception as problem:
@@ -363,9 +406,6 @@ class _KeptCache:
 
 
 def _keep_shipped_data_cached() -> None:
-    from gpustack.resolve import platform_profiles as profiles
-    from gpustack.validation import schemas
-
     # _load(name, profiles_dir, referenced_at): profiles_dir None is the built-in profiles only.
     profiles._load = _KeptCache(profiles._load, lambda name, folder, where: folder is None)  # type: ignore[assignment]
     # _store(version, locations, strict): the installed Kubernetes schemas and the project's.
@@ -378,15 +418,24 @@ def _keep_shipped_data_cached() -> None:
 _keep_shipped_data_cached()
 
 
+def _build_the_command_line_once() -> None:
+    """The click command typer builds from gpustack's signatures (gpustack.commands.root),
+    built once a process instead of once a run. A command run builds it, and on first use each
+    option's pydantic TypeAdapter (typer 0.29, typer/core.py `get_runtime_param`, kept on the
+    option): about 8 of the 10 ms an in-process `gpustack validate` of one file takes, for the
+    thousands of commands the tests run. The command is built from code alone, no test changes
+    it, and each run parses its arguments into a context of its own (click's `Command.main`),
+    so a kept command parses as a new one does."""
+    root.command = functools.cache(root.command)
+
+
+_build_the_command_line_once()
+
+
 def _fresh_caches() -> None:
     """Forget what gpustack caches about the user's files (profiles, schema locations, how a
     path displays), as a new process would: a test may change them between two commands. What
     it caches about its own data files stays (_KeptCache)."""
-    from gpustack import errors
-    from gpustack.read import named_files
-    from gpustack.resolve import platform_profiles as profiles
-    from gpustack.validation import schemas
-
     for cached in (profiles._load, errors._display_path, schemas._store, named_files._root):
         cached.cache_clear()
 
@@ -454,8 +503,6 @@ def run_script_main(
     processes it starts inherit it). What a script changes of this process is put back after:
     sys.argv, sys.path, the modules it imported from its own folder, the working directory, the
     environment. The exit code (0 when main returns, else its SystemExit's), stdout, stderr."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location(f"script_{script.stem}", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -568,8 +615,6 @@ def runs_on_one_terminal(
 
 @functools.cache
 def _yaml_documents(text: str) -> tuple[Any, ...]:
-    from ruamel.yaml import YAML
-
     return tuple(YAML(typ="safe").load_all(text))
 
 
@@ -592,15 +637,11 @@ def read_manifests(text: str) -> list[Any]:
     """The documents of a YAML stream of Kubernetes manifests (gpustack's output, kustomize's),
     read with libyaml: ten times faster than ruamel's pure-Python safe loader, and the same data
     for every committed render (YAML 1.1, as Kubernetes' go-yaml reads them)."""
-    import yaml
-
     return list(yaml.load_all(text, Loader=yaml.CSafeLoader))
 
 
 def read_manifest(text: str) -> Any:
     """The one document of a manifest file (read_manifests)."""
-    import yaml
-
     return yaml.load(text, Loader=yaml.CSafeLoader)
 
 
@@ -617,8 +658,6 @@ def _cache_kubernetes_validate_schemas() -> None:
     """kubernetes-validate reads and parses its schema files (the shared _definitions.json is
     megabytes) on every validate() call; the files do not change during a run, so the tests keep
     each parsed once. Same schemas, same verdicts: only the reading is shared."""
-    import kubernetes_validate.utils
-
     read = kubernetes_validate.utils.schema_contents
     if not hasattr(read, "cache_info"):
         kubernetes_validate.utils.schema_contents = functools.cache(read)
@@ -630,10 +669,6 @@ _cache_kubernetes_validate_schemas()
 @functools.cache
 def crd_validator(schema_file: Path) -> Any:
     """A jsonschema validator for an upstream CRD schema file, its schema checked once."""
-    import json
-
-    import jsonschema
-
     schema = _python_patterns(json.loads(schema_file.read_text()))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -696,9 +731,6 @@ def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
     """Strict validation against an independent oracle: kubernetes-validate's strict schemas for
     core kinds, the upstream CRD schemas in shared/crd-schemas for custom resources (a kind served
     under another group, as upstream's: UPSTREAM_GROUP)."""
-    import jsonschema
-    import kubernetes_validate
-
     if is_core(obj["apiVersion"]):
         kubernetes_validate.validate(obj, kubernetes_version, strict=True)
         return
@@ -715,10 +747,6 @@ def validate_upstream(obj: dict, kubernetes_version: str = "1.31") -> None:
 
 def stack_for(tmp_path: Path, profile: str, **sections: object):  # -> gpustack.resolve.stack.Stack
     """A Stack for a minimal config on `profile` with the given top-level sections."""
-    import json
-
-    from gpustack.resolve.load import load_stack
-
     config = {
         "apiVersion": "gpustack.dev/v1alpha1",
         "kind": "GPUStack",

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import write_config
 from manifests import env, host_path
 from ruamel.yaml import YAML
 
@@ -47,12 +48,7 @@ CONTAINER = "driver: {mode: container}\n"
 
 
 def write(tmp_path: Path, body: str = "", profile: str = "aks") -> Path:
-    path = tmp_path / "aks.yaml"
-    path.write_text(
-        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
-        f"platform: {{profile: {profile}}}\n" + textwrap.dedent(body)
-    )
-    return path
+    return write_config(tmp_path, profile, body, file="aks.yaml")
 
 
 def rendered(tmp_path: Path, body: str = "") -> Rendering:

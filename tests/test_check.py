@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import EXAMPLES, ROOT
+
 from gpustack.build import pipeline as render
 from gpustack.layout import HEADER
 from gpustack.resolve.load import load_stack
 from gpustack.write import folders as output
-from tests.conftest import EXAMPLES, ROOT
 
 
 def gke_config(folder: Path, name: str = "edge", extra: str = "") -> Path:

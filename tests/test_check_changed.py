@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import run_gpustack
 
 from gpustack.fleet import clusters as fleet
-from tests.conftest import run_gpustack
 
 HEAD = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 

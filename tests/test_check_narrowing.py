@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import examples, run_gpustack
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gpustack.resolve.platform_profiles import data_dir
-from tests.conftest import run_gpustack
 
 HEAD = "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
 OPTIONS = ("-o", "out", "--profiles-dir", "profiles")
@@ -202,7 +202,7 @@ ESCAPED_BASE = Fleet(
 @example(fleet=OLD_NAME_AS_POOL, changes=["rename"], which=1)
 @example(fleet=ESCAPED_BASE, changes=["base"], which=0)
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

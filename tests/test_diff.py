@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, runs_on_one_terminal
 
-from gpustack.compare.object_diff import as_json, as_text, changed_paths, diff_objects, redacted
+from gpustack.compare.diff_report import as_json, as_text
+from gpustack.compare.object_diff import changed_paths, diff_objects, redacted
 
 ANSI = "\x1b["
 

@@ -18,15 +18,9 @@ from markdown_page import ELEMENTS, Page, to_html
 
 from gpustack.commands import check as check_command
 from gpustack.commands import common
-from gpustack.compare import object_diff, review
-from gpustack.compare.object_diff import (
-    MARKDOWN_MAX_SIZE,
-    Change,
-    Diff,
-    Unreached,
-    as_markdown,
-    diff_objects,
-)
+from gpustack.compare import diff_report, review
+from gpustack.compare.diff_markdown import MARKDOWN_MAX_SIZE, as_markdown
+from gpustack.compare.object_diff import Change, Diff, Unreached, diff_objects
 from gpustack.compare.output_check import OutputCheck
 
 # --- a 30-cluster fleet with one base change ------------------------------------------------------
@@ -770,7 +764,7 @@ def test_a_group_whose_nodes_differ_says_so_in_words_a_reader_can_read():
         "the pods of 1 other workload: "
     )
     assert "does not reach 1 cluster, which sets it itself: c (clusters/c.yaml:4:12)" in shown
-    text_note = object_diff.unreached_line(notes[0])
+    text_note = diff_report.unreached_line(notes[0])
     assert text_note.endswith("1 cluster, which sets it itself: c (clusters/c.yaml:4:12)")
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from conftest import CRD_SCHEMAS
+from conftest import CRD_SCHEMAS, write_config
 from ruamel.yaml import YAML
 
 from gpustack.build.pipeline import render
@@ -21,12 +20,7 @@ GKE = ["gke-cos", "gke-ubuntu"]
 
 
 def write(tmp_path: Path, profile: str, body: str) -> Path:
-    path = tmp_path / "pool.yaml"
-    path.write_text(
-        "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {name: lab}\n"
-        f"platform: {{profile: {profile}}}\n" + textwrap.dedent(body)
-    )
-    return path
+    return write_config(tmp_path, profile, body, file="pool.yaml")
 
 
 def pool(tmp_path: Path, profile: str, body: str) -> tuple[dict[str, str], dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, example_base, examples, git, run_gpustack
+from conftest import ROOT, example_base, examples, git, read_manifests, run_gpustack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -150,7 +150,7 @@ def test_patch_files_anywhere_in_the_repository_apply(tmp_path: Path) -> None:
     )
     result = run_gpustack("render", "clusters/a.yaml", "--stdout", cwd=top)
     assert result.returncode == 0, result.stderr
-    for document in yaml.safe_load_all(result.stdout):
+    for document in read_manifests(result.stdout):
         if document["kind"] in ("DaemonSet", "Service"):
             assert document["metadata"]["annotations"]["team"] == "gpu", document["kind"]
 

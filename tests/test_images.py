@@ -22,7 +22,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import ROOT, SKOPEO, run_gpustack
+from conftest import ROOT, SKOPEO, read_manifests, run_gpustack
 
 EXAMPLES = ROOT / "examples"
 OUT = ROOT / "out"
@@ -68,7 +68,7 @@ def rendered_images(folder: Path) -> set[tuple[str, str | None]]:
     for path in sorted(folder.rglob("*.yaml")):
         if "node" in path.relative_to(folder).parts:
             continue
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in read_manifests(path.read_text()):
             found.update(walk(document))
     return found
 

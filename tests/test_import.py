@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, SHARED, run_gpustack
+from conftest import ROOT, SHARED, read_manifests, run_gpustack
 from ruamel.yaml import YAML
 
 CASES = ROOT / "tests" / "cases" / "import"
@@ -454,7 +454,7 @@ def rendered(tmp_path: Path) -> dict[str, dict[str, Any]]:
     """The imported config's DaemonSets, rendered as `gpustack render` writes them."""
     done = run_gpustack("render", "imported.yaml", "--stdout", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    objects = [each for each in YAML(typ="safe").load_all(done.stdout) if each]
+    objects = [each for each in read_manifests(done.stdout) if each]
     return {
         each["metadata"]["name"]: each["spec"]["template"]["spec"]
         for each in objects

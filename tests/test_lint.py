@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import EXAMPLES, SHARED, example_base, yaml_documents
 from ruamel.yaml import YAML
 
 from gpustack.build import pipeline as render
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.starter import starter
 from gpustack.validation import lint
-from tests.conftest import EXAMPLES, SHARED, example_base, yaml_documents
 
 REFS = SHARED / "refs"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

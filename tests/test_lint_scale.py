@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_gpustack
+from conftest import examples, run_gpustack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -348,7 +348,7 @@ PLACEMENTS = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(placements=st.lists(PLACEMENTS, min_size=1, max_size=8), query=PLACEMENTS)
 def test_the_placement_index_finds_exactly_what_comparing_every_pair_finds(
     placements: list[_pods.Placement], query: _pods.Placement
@@ -370,7 +370,7 @@ SELECTORS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(labels=st.lists(LABELS, max_size=8), selector=SELECTORS)
 def test_the_label_index_finds_exactly_what_testing_every_label_set_finds(
     labels: list[dict[str, Any]], selector: dict[str, Any]

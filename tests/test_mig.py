@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED, stack_for, validate_upstream, yaml_document
+from manifests import pod_spec, schedulable
 
 from gpustack.build.pipeline import render
 
@@ -28,45 +29,13 @@ def find(items: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return found
 
 
-def pod(workload: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
-    return spec
-
-
-def matches(workload: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Whether a node with `labels` satisfies the workload's nodeSelector and required node
-    affinity."""
-    selector = pod(workload).get("nodeSelector", {})
-    if any(labels.get(key) != value for key, value in selector.items()):
-        return False
-    terms = pod(workload)["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ]
-    for term in terms["nodeSelectorTerms"]:
-
-        def holds(expression: dict[str, Any]) -> bool:
-            value = labels.get(expression["key"])
-            operator = expression["operator"]
-            if operator == "In":
-                return value in expression["values"]
-            if operator == "NotIn":
-                return value not in expression["values"]
-            if operator == "Exists":
-                return value is not None
-            return value is None  # DoesNotExist
-
-        if all(holds(expression) for expression in term["matchExpressions"]):
-            return True
-    return False
-
-
 def mig_config(items: list[dict[str, Any]]) -> dict[str, Any]:
     manager = find(items, "DaemonSet", "nvidia-mig-manager")
-    [container] = pod(manager)["containers"]
+    [container] = pod_spec(manager)["containers"]
     env = {item["name"]: item.get("value") for item in container["env"]}
     directory, _, key = env["CONFIG_FILE"].rpartition("/")
     [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
-    [volume] = [v for v in pod(manager)["volumes"] if v["name"] == mount["name"]]
+    [volume] = [v for v in pod_spec(manager)["volumes"] if v["name"] == mount["name"]]
     config_map = find(items, "ConfigMap", volume["configMap"]["name"])
     return load(config_map["data"][key])  # type: ignore[no-any-return]
 
@@ -87,7 +56,7 @@ def normalized(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_a_mig_strategy_brings_the_mig_manager(tmp_path, profile, strategy):
     items = objects(tmp_path, profile, devicePlugin={"migStrategy": strategy})
     manager = find(items, "DaemonSet", "nvidia-mig-manager")
-    assert pod(manager)["containers"][0]["securityContext"] == {"privileged": True}
+    assert pod_spec(manager)["containers"][0]["securityContext"] == {"privileged": True}
     config = mig_config(items)
     assert config["version"] == "v1"
     assert "all-disabled" in config["mig-configs"]
@@ -126,7 +95,7 @@ def test_mig_manager_image_is_the_operators(tmp_path):
         "nvidia-mig-manager",
     )
     expected = f"{values['repository']}/{values['image']}:{values['version']}"
-    assert pod(manager)["containers"][0]["image"] == expected
+    assert pod_spec(manager)["containers"][0]["image"] == expected
 
 
 @pytest.mark.shared
@@ -156,15 +125,15 @@ def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours
     manager = find(items, "DaemonSet", "nvidia-mig-manager")
     gpu_node = {
         key: values[0]
-        for term in pod(manager)["affinity"]["nodeAffinity"][
+        for term in pod_spec(manager)["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"
         ]["nodeSelectorTerms"]
         for expression in term["matchExpressions"]
         if expression["operator"] == "In"
         for key, values in [(expression["key"], expression["values"])]
     }
-    assert matches(workload, {**gpu_node, deploy_label: "true"})
-    assert matches(workload, gpu_node)
+    assert schedulable(workload, {**gpu_node, deploy_label: "true"})
+    assert schedulable(workload, gpu_node)
     if profile == "openshift":
         # The Machine API re-applies a MachineSet's labels, so they cannot start there.
         assert not [
@@ -176,7 +145,7 @@ def test_gpu_clients_leave_a_node_the_mig_manager_pauses(tmp_path, profile, ours
         assert f"{deploy_label}=true" in node_labels(
             tmp_path, profile, devicePlugin={"migStrategy": "single"}
         )
-    assert not matches(workload, {**gpu_node, deploy_label: "paused-for-mig-change"})
+    assert not schedulable(workload, {**gpu_node, deploy_label: "paused-for-mig-change"})
 
 
 def node_labels(tmp_path: Path, profile: str, **sections: Any) -> list[str]:
@@ -335,7 +304,7 @@ def test_openshift_mig_manager_may_use_the_privileged_scc(tmp_path):
     items = objects(tmp_path, "openshift", devicePlugin={"migStrategy": "single"})
     manager = find(items, "DaemonSet", "nvidia-mig-manager")
     binding = find(items, "RoleBinding", "nvidia-mig-manager")
-    assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
+    assert binding["subjects"][0]["name"] == pod_spec(manager)["serviceAccountName"]
     role = find(items, "Role", binding["roleRef"]["name"])
     assert {
         "apiGroups": ["security.openshift.io"],
@@ -349,7 +318,7 @@ def test_mig_manager_may_label_its_node_and_find_the_pods_it_waits_for(tmp_path)
     items = objects(tmp_path, "kubeadm", devicePlugin={"migStrategy": "single"})
     manager = find(items, "DaemonSet", "nvidia-mig-manager")
     binding = find(items, "ClusterRoleBinding", "nvidia-mig-manager")
-    assert binding["subjects"][0]["name"] == pod(manager)["serviceAccountName"]
+    assert binding["subjects"][0]["name"] == pod_spec(manager)["serviceAccountName"]
     role = find(items, "ClusterRole", binding["roleRef"]["name"])
     granted = {
         (resource, verb)
@@ -404,7 +373,7 @@ def test_mig_manager_finds_the_driver_and_refreshes_cdi_specs(tmp_path, profile,
         )
     stack = stack_for(tmp_path, profile, **sections)
     items = render(stack).objects
-    spec = pod(find(items, "DaemonSet", "nvidia-mig-manager"))
+    spec = pod_spec(find(items, "DaemonSet", "nvidia-mig-manager"))
     [container] = spec["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     driver_root = "/" if driver["mode"] == "preinstalled" else "/run/nvidia/driver"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import pytest
-from conftest import ROOT, run_gpustack
+from conftest import ROOT, run_gpustack, write_config
 from pydantic import BaseModel
 
 from gpustack.build import pipeline as render
@@ -179,21 +179,12 @@ def _yaml(value: object) -> str:
     return json.dumps(value)
 
 
-def config(tmp_path: Path, profile: str, body: str, name: str = "lab") -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(
-        f"apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\nmetadata: {{name: {name}}}\n"
-        f"platform: {{profile: {profile}}}\n" + textwrap.dedent(body)
-    )
-    return path
-
-
 @pytest.mark.parametrize("profile", ["eks-al2023", "gke-cos", "aks", "kubeadm"])
 def test_a_driver_version_where_the_platform_or_the_nodes_install_the_driver(
     tmp_path: Path, profile: str
 ) -> None:
     with pytest.raises(UserError) as caught:
-        load_stack(config(tmp_path, profile, 'driver: {version: "580.178.04"}\n'))
+        load_stack(write_config(tmp_path, profile, 'driver: {version: "580.178.04"}\n'))
     assert caught.value.field == "driver.version"
     assert caught.value.message.startswith("has no effect: the driver is not a container here")
     assert caught.value.location is not None and caught.value.location.line == 5
@@ -220,7 +211,7 @@ def test_sharing_for_gpus_the_dra_driver_hands_out(tmp_path: Path) -> None:
 def test_a_profiles_own_default_gives_way_silently(tmp_path: Path) -> None:
     """Only what the user wrote is refused: the profile's defaults for sections that do not
     apply to a cluster (a driver version on GKE) are no mistake of the user's."""
-    stack = load_stack(config(tmp_path, "gke-cos", ""))
+    stack = load_stack(write_config(tmp_path, "gke-cos", ""))
     assert not stack.driver_container
 
 
@@ -229,8 +220,8 @@ def test_set_over_a_fleet_names_each_cluster_it_cannot_reach(tmp_path: Path) -> 
     driver as a container: the others are named, and nothing is written."""
     clusters = tmp_path / "clusters"
     clusters.mkdir()
-    config(clusters, "kubeadm", "driver: {mode: container}\n", "metal")
-    config(clusters, "eks-al2023", "nodes: {eks: {instanceType: g6.xlarge}}\n", "cloud")
+    write_config(clusters, "kubeadm", "driver: {mode: container}\n", name="metal")
+    write_config(clusters, "eks-al2023", "nodes: {eks: {instanceType: g6.xlarge}}\n", name="cloud")
     result = run_gpustack(
         "render", "clusters", "-o", "out", "--set", "driver.version=580.178.04", cwd=tmp_path
     )

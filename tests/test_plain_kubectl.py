@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, read_manifests
-from gitops_helpers import KUBECTL, load
+from conftest import ROOT
+from gitops_helpers import kustomize, load
 
 from gpustack.layout import KUBERNETES_VERSION
 from gpustack.validation import manifests
@@ -51,11 +50,9 @@ def served(version: str) -> set[tuple[str, str]]:
 
 
 def built(folder: Path) -> list[dict[str, Any]]:
-    """What `kubectl apply -k folder` sends: real kustomize's build of it."""
-    out = subprocess.run(
-        [str(KUBECTL), "kustomize", str(folder)], capture_output=True, text=True, check=True
-    ).stdout
-    return [obj for obj in read_manifests(out) if obj]
+    """What `kubectl apply -k folder` sends: real kustomize's build of it (gitops_helpers'
+    `kustomize`, which builds a folder of the same bytes once a process)."""
+    return kustomize(folder)
 
 
 def group_kind(obj: dict[str, Any]) -> tuple[str, str]:

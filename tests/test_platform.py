@@ -16,13 +16,13 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+from conftest import SHARED, write_config
 from kubernetes_validate.utils import SchemaNotFoundError
 from ruamel.yaml import YAML
 
 from gpustack.build.pipeline import Rendering, files, render
 from gpustack.errors import UserError
 from gpustack.resolve.load import load_stack
-from tests.conftest import SHARED
 
 REFS = SHARED / "refs"
 CRD_SCHEMAS = SHARED / "crd-schemas"
@@ -41,22 +41,6 @@ PEM = (
     b"-----END RSA PRIVATE KEY-----\n"
 )
 GKE_PLUGIN_OPT_OUT = 'selector: {gke-no-default-nvidia-gpu-device-plugin: "true"}'
-
-
-def write_config(tmp_path: Path, profile: str, body: str = "", name: str = "lab") -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            apiVersion: gpustack.dev/v1alpha1
-            kind: GPUStack
-            metadata: {{name: {name}}}
-            platform: {{profile: {profile}}}
-            """
-        )
-        + textwrap.dedent(body)
-    )
-    return path
 
 
 def rendered(tmp_path: Path, profile: str, body: str = "") -> Rendering:

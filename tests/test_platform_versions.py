@@ -3,10 +3,10 @@ follows from the other and a pair that disagrees is refused before anything rend
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import write_config
 
 from gpustack.build.pipeline import render
 from gpustack.errors import UserError
@@ -15,19 +15,8 @@ from gpustack.resolve.load import load_stack
 from gpustack.resolve.stack import Stack
 
 
-def openshift(tmp_path: Path, platform: str, name: str = "lab") -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            apiVersion: gpustack.dev/v1alpha1
-            kind: GPUStack
-            metadata: {{name: {name}}}
-            platform: {{profile: openshift, {platform}}}
-            """
-        )
-    )
-    return path
+def openshift(tmp_path: Path, platform: str) -> Path:
+    return write_config(tmp_path, "openshift", platform=platform)
 
 
 def images(stack: Stack) -> set[str]:

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, run_gpustack
 from pre_commit.clientlib import load_manifest
 
 from gpustack.emit import dump
-from tests.conftest import ROOT, run_gpustack
 
 MANIFEST = ROOT / ".pre-commit-hooks.yaml"
 

@@ -190,13 +190,16 @@ def test_every_long_option_the_documents_name_exists():
                 benchmarks.add(option)
     # Options on a kubectl command line are kubectl's, and that kubectl has them.
     kubectl = Path(sys.executable).parent / "kubectl"
+    helps: dict[str, str] = {}  # each verb's help, asked once
     for line in (line for text in DOCUMENTS.values() for line in code_lines(text)):
         if line.startswith("kubectl "):
             line = line.split("|", 1)[0]  # what follows a pipe is another command's
             verb = line.split()[1]
-            helped = subprocess.run(
-                [str(kubectl), verb, "--help"], capture_output=True, text=True, check=True
-            ).stdout
+            if verb not in helps:
+                helps[verb] = subprocess.run(
+                    [str(kubectl), verb, "--help"], capture_output=True, text=True, check=True
+                ).stdout
+            helped = helps[verb]
             for option in LONG_OPTION.findall(line):
                 assert f"{option}=" in helped, f"kubectl {verb} has no {option}"
                 benchmarks.add(option)

@@ -5,12 +5,13 @@ room, and what does not fit is shortened or left out, never the limit."""
 
 from __future__ import annotations
 
-from conftest import git
+from conftest import examples, git
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_page import ELEMENTS, Page, to_html
 
-from gpustack.compare.object_diff import Change, Diff, Unreached, as_markdown
+from gpustack.compare.diff_markdown import as_markdown
+from gpustack.compare.object_diff import Change, Diff, Unreached
 
 # Characters that literal() writes as entities (six or more characters each), and plain ones.
 TEXTS = st.builds(
@@ -32,7 +33,7 @@ def diffs(count: int, note: str, size: int) -> list[tuple[str, Diff]]:
     return found
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     max_size=st.integers(min_value=2000, max_value=9000),
     clusters=st.integers(min_value=1, max_value=12),

@@ -11,7 +11,8 @@ from conftest import ROOT
 from markdown_page import Page, to_html
 
 from gpustack.build import pipeline as render
-from gpustack.compare.object_diff import Change, Diff, as_markdown
+from gpustack.compare.diff_markdown import as_markdown
+from gpustack.compare.object_diff import Change, Diff
 from gpustack.compare.rollouts import (
     NO_RESTART,
     RELOADS_DRIVER,

@@ -13,10 +13,10 @@ import re
 
 import jsonschema
 import pytest
+from conftest import EXAMPLES, ROOT
 from ruamel.yaml import YAML
 
 from gpustack.resolve.starter import starter
-from tests.conftest import EXAMPLES, ROOT
 
 SCHEMA_FILE = ROOT / "schemas" / "gpustack.schema.json"
 PROFILES = ["kubeadm", "rke2", "openshift", "gke-cos", "gke-ubuntu"]

@@ -104,7 +104,7 @@ def run(
 def _print(report: OutputCheck, out: Path, color: bool) -> None:
     if not report.stale:
         return  # current output prints nothing here: a check that passes loads no diff printer
-    from gpustack.compare.object_diff import paint, paint_diff_line
+    from gpustack.compare.diff_report import paint, paint_diff_line
 
     folder = out / report.name
     for relative in report.missing:

@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-if TYPE_CHECKING:
-    from gpustack.feedback import Messages, StartProgress
+from gpustack.errors import one_line
+from gpustack.feedback import Messages, StartProgress, silent
 
 
 def profile_names(incomplete: str) -> list[str]:
@@ -36,8 +37,6 @@ def set_fields(incomplete: str) -> list[str]:
     dotted paths of the fields that start with `incomplete`, each ending in `=`
     (`devicePlugin.sharing.replicas=`); after the `=`, a field's choices (an enum, a boolean,
     the profile names)."""
-    import json
-
     from gpustack.validation.schemas import CONFIG_SCHEMA, schemas_dir
 
     schema = json.loads((schemas_dir() / CONFIG_SCHEMA).read_text(encoding="utf-8"))
@@ -216,15 +215,11 @@ def _ascii(encoding: str) -> bool:
 
 
 def error(message: str) -> None:
-    from gpustack.errors import one_line
-
     echo(f"error: {one_line(message)}", err=True)
 
 
 def warning(message: str) -> None:
     # One line, whatever names a pull request put in it (gpustack.errors.one_line).
-    from gpustack.errors import one_line
-
     echo(f"warning: {one_line(message)}", err=True)
 
 
@@ -293,8 +288,6 @@ def note(message: str) -> None:
 def messages(quiet: bool = False) -> Messages:
     """Where a library step's messages are printed, on stderr: its notes (none with `-q`), its
     warnings and its errors."""
-    from gpustack.feedback import Messages, silent
-
     return Messages(silent if quiet else note, warning, error)
 
 

@@ -92,13 +92,8 @@ def run(
 ) -> int:
     """Show what differs, per object (with the changed field paths), then as a unified diff."""
     from gpustack.compare.diff import DiffRequest, diff
-    from gpustack.compare.object_diff import (
-        as_json,
-        as_markdown,
-        as_text,
-        fleet_as_text,
-        fleet_json,
-    )
+    from gpustack.compare.diff_markdown import as_markdown
+    from gpustack.compare.diff_report import as_json, as_text, fleet_as_text, fleet_json
 
     request = DiffRequest(
         tuple(configs or []),

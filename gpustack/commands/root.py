@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from gpustack import __version__
 from gpustack.commands import common
 
 # Each command by its word, and the module whose `app` holds it.
@@ -67,8 +68,6 @@ class Commands(TyperGroup):
 
 def _version(value: bool) -> None:
     if value:
-        from gpustack import __version__
-
         common.echo(f"gpustack {__version__}")
         raise typer.Exit()
 

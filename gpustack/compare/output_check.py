@@ -13,6 +13,7 @@ and reads committed output through gpustack.compare.committed, which never follo
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 import stat
@@ -24,9 +25,11 @@ from typing import Any
 
 from gpustack.build.pipeline import Rendering
 from gpustack.compare import committed
+from gpustack.errors import UserError
 from gpustack.findings import Finding
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, OVERRIDES_ANNOTATION, is_ours
 from gpustack.objects import annotations_of, file_name, identity
+from gpustack.read.yamlio import load_text
 from gpustack.redaction import mask_text
 from gpustack.write import folders as output
 from gpustack.write import output_tree
@@ -111,9 +114,6 @@ def _set_fields(committed_text: bytes, rendered: bytes) -> list[str]:
     of config fields, checked to be nothing else) come out of it, never a value."""
 
     def fields(text: bytes) -> list[str]:
-        from gpustack.errors import UserError
-        from gpustack.read.yamlio import load_text
-
         try:
             data = load_text(text.decode("utf-8", errors="replace"), KUSTOMIZATION).data
         except UserError:
@@ -182,8 +182,6 @@ def file_diff(current: bytes, wanted: bytes, fromfile: str, tofile: str) -> str:
     file whose only difference is CRLF line endings says so (its lines would look the same)."""
     if current and wanted and current.replace(b"\r\n", b"\n") == wanted.replace(b"\r\n", b"\n"):
         return f"Line endings differ: {fromfile} has CRLF where {tofile} has LF\n"
-    import difflib  # here, not on top: only stale output is diffed
-
     lines = difflib.unified_diff(
         mask_text(current.decode("utf-8", errors="replace")).splitlines(keepends=True),
         mask_text(wanted.decode("utf-8", errors="replace")).splitlines(keepends=True),

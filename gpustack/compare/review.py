@@ -44,6 +44,7 @@ from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity
 from gpustack.resolve import load as config
 from gpustack.resolve.layered_settings import Layer, nearest
+from gpustack.resolve.no_effect_checks import without_effect
 from gpustack.write import output_tree
 
 
@@ -278,8 +279,6 @@ def effects_of(
 ) -> Effects:
     """For unreached: the settings that do nothing on each cluster of `paths` (by its name,
     loaded again only when asked: a change to a base that no cluster sets aside asks none)."""
-    from gpustack.resolve.no_effect_checks import without_effect
-
     by_name: dict[str, Path] = {}
     for path in paths:
         if path is not None:

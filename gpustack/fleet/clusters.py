@@ -187,7 +187,7 @@ def _validate_chunk(items: list[tuple[str, dict[str, Any]]]) -> list[list[Findin
 
 
 def _pool(workers: int) -> Executor:
-    # Deferred: loading the process pool costs every run ~20 ms, and only --jobs uses it.
+    # The process pool loads only when --jobs asks for workers.
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(workers)

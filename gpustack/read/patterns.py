@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
+import re2
+
 from gpustack.errors import UserError
 
 # RE2's limit for one compiled pattern (its default, 8 MiB): a larger one is refused, not built.
@@ -55,10 +57,6 @@ def _utf8(text: str) -> str:
 def linear_regex(pattern: str, option: str) -> Pattern:
     """`pattern` compiled by RE2, or a UserError naming `option` (RE2's reason, the pattern as
     the user wrote it) when RE2 refuses it."""
-    # Here, not on top: only a config with a patch target or a validate run given a pattern
-    # needs RE2, and loading it costs start-up time every other command would pay.
-    import re2
-
     if not _is_utf8(pattern):
         raise UserError(
             f"bad regular expression {_shown(pattern)}: not valid UTF-8",

@@ -26,7 +26,7 @@ from yaml.events import (  # type: ignore[import-untyped]
     StreamEndEvent,
 )
 
-from gpustack.emit import _RESOLVES
+from gpustack.emit import RESOLVES_TO_NON_STRING
 from gpustack.errors import Location, UserError, display_path
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 
@@ -171,7 +171,7 @@ class _FastLoader(getattr(libyaml, "CSafeLoader", libyaml.SafeLoader)):  # type:
 # The YAML 1.2 core schema ruamel uses, for plain scalars (as PyYAML's resolvers match them);
 # scalars the two specs read differently (yes/no/on/off, octal, sexagesimal, dates, '=') are
 # refused rather than guessed: whatever some YAML 1.1 or 1.2 resolver reads as a bool, null,
-# number, date or merge key (_RESOLVES) is left to the full parser.
+# number, date or merge key (RESOLVES_TO_NON_STRING) is left to the full parser.
 _CORE_WORDS: dict[str, Any] = {
     **dict.fromkeys(["true", "True", "TRUE"], True),
     **dict.fromkeys(["false", "False", "FALSE"], False),
@@ -195,7 +195,7 @@ def _core_scalar(text: str) -> Any:
             return int(text)
         if _CORE_FLOAT.match(text):
             return float(text)
-    if _RESOLVES.match(text):
+    if RESOLVES_TO_NON_STRING.match(text):
         raise _Unsure
     return text
 
@@ -385,8 +385,7 @@ def _parse_all(text: str, shown: str) -> Iterator[Document]:
         raise UserError(
             f"YAML nests more than {MAX_NESTING} levels deep", Location(shown, line, column)
         )
-    # ruamel here, not on top: most files are read by libyaml alone, and validate, render and
-    # check load this module without ever needing the full parser (about 10 ms of start-up).
+    # ruamel.yaml, the full parser, loads only here: most files are read by libyaml alone.
     from ruamel.yaml import YAML
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpustack.resolve.model import GPUStack
+
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://gpustack.dev/schemas/gpustack.schema.json"
 # List items (taints) replace rather than merge, and profiles may not set metadata: these keep
@@ -22,10 +24,6 @@ BASE_REQUIRED = ["apiVersion", "kind"]
 
 
 def config_schema() -> dict[str, Any]:
-    # The model (and pydantic) loads only when a schema is made: init asks for SCHEMA_ID alone
-    # when it checks whose schema file sits beside a config.
-    from gpustack.resolve.model import GPUStack
-
     schema = GPUStack.model_json_schema()
     for name, definition in schema["$defs"].items():
         if name not in KEEP_REQUIRED:

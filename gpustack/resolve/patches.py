@@ -28,6 +28,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonpatch
+
 from gpustack.errors import Location, UserError, did_you_mean
 from gpustack.objects import Identity, display, identity, name_of
 from gpustack.read.patterns import Pattern
@@ -394,8 +396,6 @@ def _json6902(obj: dict[str, Any], patch: Patch, budget: _Budget) -> dict[str, A
     (the values it writes or copies, the containers on its paths) and the depth it reaches
     bounded. The object is not changed: each operation first copies the mappings and lists on
     its way (copy on write), so the result shares what the patch leaves alone."""
-    import jsonpatch  # here, not on top: only a config with a JSON 6902 patch needs it
-
     result: Any = dict(obj)
     owned = {id(result)}
     for number, operation in enumerate(patch.body, 1):
@@ -478,8 +478,6 @@ def _operation(number: int, operation: dict[str, Any], patch: Patch) -> str:
 
 
 def _failure(error: Exception) -> str:
-    import jsonpatch  # loaded already: only a JSON 6902 patch fails this way
-
     if isinstance(error, jsonpatch.JsonPatchTestFailed):
         return "tests a value the object does not hold"
     if isinstance(error, jsonpatch.InvalidJsonPatch):

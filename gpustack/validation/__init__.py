@@ -19,8 +19,8 @@ def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str) -> 
     """Findings for every object that does not match its schema, has no schema, or no name.
 
     An unsupported kubernetes_version raises UserError."""
-    # Here, not on top: the package is imported by commands that never validate (diff), which
-    # must not load the schema engine (jsonschema-rs).
+    # The package is imported by commands that never validate (diff): jsonschema-rs loads only
+    # when objects are validated.
     from gpustack.validation.schemas import store
     from gpustack.validation.verdicts import check_object
 

@@ -190,7 +190,7 @@ def check_files(
                 batches.append([])
                 filled = 0
     batches = [batch for batch in batches if batch]
-    # Deferred: only large inputs start workers (start-up time of validate).
+    # The process pool loads only when a large input starts workers.
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 

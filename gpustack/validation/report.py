@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
+from xml.etree import ElementTree
 
 from gpustack import __version__, emit
 from gpustack.errors import one_line
@@ -201,8 +202,6 @@ def json_(report: Report, summary: bool, verbose: bool) -> str:
 
 def junit(report: Report, summary: bool, verbose: bool) -> str:
     """JUnit XML as Jenkins and GitLab read it: a testsuite per file, a testcase per resource."""
-    from xml.etree import ElementTree  # deferred: start-up time of validate in other formats
-
     root = ElementTree.Element(
         "testsuites",
         {
@@ -319,9 +318,7 @@ _RULE_TEXT = {
 
 def sarif(report: Report, summary: bool, verbose: bool) -> str:
     """SARIF 2.1.0: one run, a rule per finding rule id, a result per finding."""
-    from gpustack.validation.lint import (
-        RULES,  # here, not on top: `validate --no-lint` loads no rules
-    )
+    from gpustack.validation.lint import RULES  # `validate --no-lint` loads no rules
 
     findings = [f for result in report.results for f in result.findings] + report.unplaced
     # Every rule gpustack can report, so code-scanning tools show the catalogue and its fixes.

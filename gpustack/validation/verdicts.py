@@ -17,6 +17,7 @@ from gpustack.errors import Location, UserError, did_you_mean, display_path
 from gpustack.findings import Finding
 from gpustack.objects import Identity, display, identity, kind_of, namespace_of, text
 from gpustack.objects import metadata as metadata_of
+from gpustack.read.yamlio import load_all_text
 from gpustack.validation import crds
 from gpustack.validation.manifests import Resource, cluster_folder, files, read, shown
 from gpustack.validation.schemas import CONFIG, PROFILE, SchemaError, SchemaStore
@@ -248,9 +249,6 @@ def _as_config(resource: Resource) -> dict[str, Any]:
     assert resource.data is not None
     if not resource.text or resource.path:
         return resource.data
-    # Here, not on top: ruamel.yaml loads only when a config is among validate's inputs.
-    from gpustack.read.yamlio import load_all_text
-
     try:
         documents = list(load_all_text(resource.text, resource.file))
     except UserError:
@@ -343,7 +341,7 @@ def lint_results(
     context even when only some files were named (pre-commit passes just the staged ones), and
     two clusters of a fleet never see each other's objects. Everything else is one cluster.
     """
-    from gpustack.validation import lint  # here, not on top: `validate --no-lint` loads no rules
+    from gpustack.validation import lint  # `validate --no-lint` loads no rules
 
     units: dict[str | None, list[Result]] = {}
     folders: dict[str, str | None] = {}

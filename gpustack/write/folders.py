@@ -23,6 +23,7 @@ generated-file header; nothing else is overwritten or pruned.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
@@ -34,15 +35,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpustack.errors import Location, UserError, display_path
 from gpustack.layout import is_ours
 from gpustack.read.bounded import MAX_FILE_BYTES, kind_of, read_bounded
 from gpustack.redaction import carries_secret
-
-if TYPE_CHECKING:
-    import ctypes
 
 # A staged folder (`new`), or an old one set aside by a two-rename swap (`old`, non-Linux).
 _STAGING = re.compile(r"\.(?P<name>.+)\.gpustack-(?P<role>new|old)-[0-9a-f]{12}")
@@ -506,8 +503,6 @@ _LIBC: ctypes.CDLL | None = None
 
 def _exchange(first: Path, second: Path) -> bool:
     """Exchange two folders atomically (Linux renameat2); False where the system cannot."""
-    import ctypes  # here, not on top: only a run that replaces a folder needs it (2 ms to load)
-
     global _LIBC
     if not hasattr(os, "uname") or os.uname().sysname != "Linux":
         return False

@@ -118,7 +118,7 @@ def run(
 def run_for_stack(stack: Stack, objects: list[dict[str, Any]]) -> list[Finding]:
     """Lint a rendering with what its config says about the GPU nodes (their labels: the
     selector and the deploy labels they register with)."""
-    # Here, not at the top: workload loads the config model, which `validate` never needs.
+    # workload loads the config model, which `validate` never needs.
     from gpustack.build.workload import deploy_node_labels
 
     config = stack.config

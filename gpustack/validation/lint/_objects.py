@@ -17,6 +17,7 @@ from typing import Any, Literal
 from gpustack.errors import UserError
 from gpustack.findings import Finding
 from gpustack.objects import annotations_of, identity, kind_of, labels_of, name_of, namespace_of
+from gpustack.read import yamlio
 
 # Kinds whose `spec.template` is a pod template, and where that template sits.
 POD_TEMPLATE_KINDS = {
@@ -117,10 +118,6 @@ def parse_yaml(text: str) -> tuple[Any, str | None]:
     """A config file held in a ConfigMap, as data, or why it does not parse. Cached: the clusters
     of a fleet mostly carry the same files, and the rules must not parse them once per cluster.
     The data is shared between callers, who only read it."""
-    # yamlio here, not on top: `validate` loads the rules, and only a ConfigMap holding such a
-    # file needs the config reader (its YAML resolvers, about 4 ms to set up).
-    from gpustack.read import yamlio
-
     try:
         return yamlio.load_text(text, "file").data, None
     except UserError as error:
