@@ -10,12 +10,14 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gpustack.errors import one_line
-from gpustack.feedback import Messages, StartProgress, silent
+
+if TYPE_CHECKING:
+    from gpustack.feedback import Messages, StartProgress
 
 
 def profile_names(incomplete: str) -> list[str]:
@@ -288,6 +290,8 @@ def note(message: str) -> None:
 def messages(quiet: bool = False) -> Messages:
     """Where a library step's messages are printed, on stderr: its notes (none with `-q`), its
     warnings and its errors."""
+    from gpustack.feedback import Messages, silent
+
     return Messages(silent if quiet else note, warning, error)
 
 
