@@ -1,8 +1,9 @@
 """The layout of a rendered output folder, and how a file in it is known to be gpustack's.
 
-The writer (`render` lays the files out, `output` writes and prunes them), the reader of committed
-output (`committed`) and the validator (`validation.manifests`, which skips a cluster's `node/`
-files and finds the cluster folder a file belongs to) all take the names from here. Standard
+The writer (`build/pipeline` lays the files out, `write/folders` writes and prunes them), the
+reader of committed output (`compare/committed`) and the validator (`validation/manifests`,
+which skips a cluster's `node/` files and finds the cluster folder a file belongs to) all take
+the names from here. Standard
 library only and no work at import, so that validating a folder loads neither the renderer nor
 the writer.
 

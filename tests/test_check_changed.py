@@ -149,7 +149,7 @@ def test_a_changed_input_that_makes_output_stale_is_caught(
 
 
 def test_a_changed_config_outside_the_folder_joins_the_check(fleet_repo: Path, renders: list[str]):
-    """Named configs that are no base of the fleet's are clusters, as `check CONFIG` always was."""
+    """Named configs that are no base of the fleet's are clusters, as with `check CONFIG`."""
     result = run_gpustack("check", *OPTIONS, "clusters/c.yaml", "clusters/d.yaml", cwd=fleet_repo)
     assert result.returncode == 0, result.stderr
     assert renders == ["c", "d"]

@@ -462,7 +462,7 @@ def test_the_stop_fits_in_the_pods_grace_period(tmp_path, timeout):
     assert spec["terminationGracePeriodSeconds"] >= held + 30
 
 
-def test_without_eviction_the_driver_pod_stops_as_before(tmp_path):
+def test_without_eviction_the_driver_pod_only_withdraws_its_ready_file(tmp_path):
     """`driver.upgrade.gpuPodEviction: false`: nothing evicts, so nothing waits; the driver pod
     still withdraws its ready file first."""
     spec = _driver_pod(tmp_path, upgrade={"gpuPodEviction": False})

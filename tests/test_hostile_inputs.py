@@ -851,7 +851,7 @@ def test_a_valid_document_is_built_without_a_node_tree_and_findings_parse_it_onc
     tmp_path, monkeypatch
 ):
     # Memory follows the data: no node tree of a document is built unless a finding needs a
-    # position, and then once for all of them (a List of many invalid items was quadratic).
+    # position, and then once for all of them, so a List of many invalid items costs linear time.
     from gpustack.validation import kubeyaml
 
     composed = []
@@ -880,8 +880,8 @@ def test_a_valid_document_is_built_without_a_node_tree_and_findings_parse_it_onc
 
 
 def test_a_large_document_with_an_alias_is_not_an_alias_bomb(tmp_path):
-    # Only what aliases add counts against the limit (a large mapping that also uses one alias
-    # was refused as a bomb); a real bomb still is (tests/test_validate_yaml11.py).
+    # Only what aliases add counts against the limit, so a large mapping that also uses one alias
+    # is no bomb; a real bomb is refused (tests/test_validate_yaml11.py).
     # More values than the limit, counting the mapping's values alone.
     keys = "".join(f"  k{n}: v\n" for n in range(MAX_EXPANDED_NODES + 1))
     (tmp_path / "big.yaml").write_text(

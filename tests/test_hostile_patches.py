@@ -255,7 +255,7 @@ def test_a_patch_file_named_many_times_is_read_and_parsed_once(
 
 def test_a_large_patch_file_named_many_times_stops_at_the_work_allowed(tmp_path: Path) -> None:
     """20,000 annotations named 300 times: 6 million values to merge (and as many copied),
-    refused after a few namings; before, each naming was parsed and applied again."""
+    refused after a few namings: the file is parsed once, and each naming's work counts."""
     body = {"metadata": {"annotations": {f"n{n}": "" for n in range(20_000)}}}
     (tmp_path / "large.yaml").write_text(json.dumps(body))
     entries = [{"target": {"kind": "Namespace"}, "path": "large.yaml"} for _ in range(300)]

@@ -101,7 +101,7 @@ def sharing_strategies(stack: Stack) -> set[str]:
 
 def pools_annotation(stack: Stack, config_of: dict[str, str]) -> dict[str, str]:
     """The `gpustack.dev/node-pools` annotation: each pool's name, node selector and the config it
-    selects, so that lint can check the rendered objects on their own (gpustack.validation.lint.pools)."""
+    selects, so that lint can check the rendered objects on their own (the pool rules of gpustack.validation.lint)."""
     pools = [
         {"name": pool.name, "selector": dict(pool.selector), "config": config_of[pool.name]}
         for pool in stack.pools

@@ -1,7 +1,9 @@
 """Host-side artifacts kubectl does not apply: they go to `node/` beside the manifests.
 
-Each profile's taint mechanism decides what is written (docs/profiles.md, the profile table); the README
-there says where each file goes. Taints and labels come from the same `nodes.taints` and
+Each profile's taint mechanism picks the writer (`node_join_files` for nodes that join with a
+file of their own, `node_pool_files` for a cloud's node pool; docs/profiles.md, the profile
+table); each node pool's files are the cluster's, written from the pool's view (`pool_view`),
+and the README there says where each file goes. Taints and labels come from the same `nodes.taints` and
 `nodes.selector` the workloads tolerate and select on, so nodes and manifests cannot disagree.
 """
 

@@ -69,7 +69,7 @@ class Rendering:
     overrides: tuple[str, ...] = ()
     # Each image the pods pull that decorate rewrote (pinned by the image lock, mirrored), mapped
     # to the reference the components wrote; the lock file beside the config, and whether the
-    # config asks for every image by digest (images.requireDigests): gpustack.images reads them.
+    # config asks for every image by digest (images.requireDigests): gpustack.fleet.cluster_images reads them.
     image_sources: dict[str, str] = field(default_factory=dict)
     lock_file: Path | None = None
     require_digests: bool = False

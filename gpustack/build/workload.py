@@ -1,4 +1,6 @@
-"""What every GPU workload shares: how it finds GPU nodes, what it tolerates, how it is selected.
+"""What every GPU workload shares: how it finds GPU nodes, what it tolerates, how it is selected,
+the host paths NVIDIA's containers mount (the host's root, the driver's root), its service
+account and RBAC, and the `nvidia.com/gpu.deploy.*` labels that move it off a node.
 
 Components call these instead of writing their own placement, so that the rule "every GPU
 workload selects GPU nodes the same way and tolerates every configured taint" holds by construction.

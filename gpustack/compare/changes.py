@@ -15,7 +15,7 @@ and patch files its layers name, its profile's files (a user profile and the pro
 extends) and its folder `out/<name>/`. Each of those is named in the text of a file that reads
 it, so the scan looks for names in bytes, without parsing: a changed file's name, a changed
 user profile's name, the cluster folder a changed output file lies in, then (until nothing is
-added) the names of the files that matched. Only the files it picks are parsed (config.inputs,
+added) the names of the files that matched. Only the files it picks are parsed (load.inputs,
 from the layers alone, never a render), and only the clusters whose inputs really hold a changed
 file are checked: a fleet's unaffected clusters cost a substring search each. A file under
 `out/_gitops/` (the fleet's ApplicationSet, made from every cluster) affects every cluster; a

@@ -12,7 +12,7 @@ ApplicationSet for the fleet (applicationset.for_fleet).
 
 Work is shared rather than repeated: a base and a profile are read once for the whole fleet; an
 object many clusters have in common is one object in memory (render_all), emitted once
-(render.py) and validated once (validate_all); clusters with the same objects and GPU-node
+(build/pipeline.py) and validated once (validate_all); clusters with the same objects and GPU-node
 settings are linted once (check_all). Everything runs in this process unless `jobs` asks for
 workers. A render worker sends back an object the clusters of its chunk share once, so rendering
 a large fleet in workers pays when the CPUs are free; validating in workers does not (sending an
@@ -90,7 +90,7 @@ def _render_chunk(
     ]
 
 
-# Each distinct object met so far, by content key (render.Rendering.content_keys).
+# Each distinct object met so far, by content key (pipeline.Rendering.content_keys).
 Shared = dict[bytes, tuple[bytes, dict[str, Any]]]
 
 

@@ -365,7 +365,7 @@ def _constructor() -> Any:
     `!!timestamp 2002-12-14`) is the text as written: Kubernetes reads YAML into JSON, where a
     timestamp is the string it was written as (go-yaml v2 decode.go keeps a resolved timestamp
     as its string outside a time.Time field), and Python's datetime would write it another way."""
-    from ruamel.yaml.constructor import RoundTripConstructor
+    from ruamel.yaml.constructor import RoundTripConstructor  # loaded with the full parser
 
     class TimestampsAsWritten(RoundTripConstructor):
         pass

@@ -1,8 +1,11 @@
 """From config files on disk to a resolved `Stack`: read, follow `extends:`, merge the profile's
-defaults beneath, validate, and map every validation error back to the file, line and column.
+defaults beneath, validate (every validation error mapped back to the file, line and column by
+gpustack.resolve.layered_settings), check against the profile, and read the `patches:` files.
 
-This is the only module that reads config files (with gpustack.resolve.checked_files, which reads
-the PEM and MIG config files the profile checks check); everything after it works on plain data.
+This is the only module that parses config files (the fleet's inventory asks it); the files a
+config names beside its patches are read by gpustack.resolve.checked_files (the PEM and MIG
+configs the profile checks check) and gpustack.resolve.image_lock (the image lock). Everything
+after it works on plain data.
 """
 
 from __future__ import annotations

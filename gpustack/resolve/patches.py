@@ -315,9 +315,9 @@ def _selects(patch: Patch, obj: dict[str, Any]) -> bool:
 # One requirement of a label selector (k8s.io/apimachinery pkg/labels/selector.go Parse):
 # `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`.
 # Each form is matched whole against one requirement, and neighbouring parts of a form share no
-# character (a key holds no space, `=` or `(`), so matching is linear in the selector: a single
-# pattern over the whole selector, with `\s*` beside `\s+`, took quadratic time on a run of
-# spaces.
+# character (a key holds no space, `=` or `(`), so matching is linear in the selector, where a
+# single pattern over the whole selector, with `\s*` beside `\s+`, takes quadratic time on a
+# run of spaces.
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
 _FORMS = (
     ("!", re.compile(rf"!\s*(?P<key>{_KEY})")),

@@ -1,6 +1,7 @@
-"""Schema validation of Kubernetes objects, offline and strict.
+"""Checking Kubernetes objects offline: strict schema validation, the GPU-stack lint rules
+(`lint/`), and `gpustack validate`'s reading, verdicts and reports of manifest files.
 
-Contract used by render, check and validate:
+Contract used by render and check (through gpustack.fleet.clusters):
     validate_objects(objects, kubernetes_version) -> list[Finding]
 Core kinds are checked against the strict schemas that the `kubernetes-validate` package ships for
 each Kubernetes minor version; CRD kinds against the project's own `schemas/` folder

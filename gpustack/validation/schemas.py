@@ -100,7 +100,7 @@ def project_template() -> str:
 
 
 def schemas_dir() -> Path:
-    """The project's `schemas/` folder (profiles.data_dir("schemas"), found here without loading
+    """The project's `schemas/` folder (platform_profiles.data_dir("schemas"), found here without loading
     the config model)."""
     packaged = Path(__file__).resolve().parent.parent / "_data" / "schemas"
     if packaged.is_dir():
