@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpustack import docs  # noqa: E402
 from gpustack.cli import run  # noqa: E402
-from gpustack.resolve.config_schema import schema_text  # noqa: E402
+from gpustack.config.schema import schema_text  # noqa: E402
 
 SCHEMA = ROOT / "schemas" / "gpustack.schema.json"
 DOCS = ROOT / "docs"

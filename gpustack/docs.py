@@ -1,5 +1,5 @@
 """The reference tables of the documentation in docs/, generated from what they describe: the
-config reference (docs/config.md) from the model (`gpustack.resolve.model` and its sections: field paths, types, defaults,
+config reference (docs/config.md) from the model (`gpustack.config.model` and its sections: field paths, types, defaults,
 `Field(description=...)`), the profiles table (docs/profiles.md) from `profiles/*.yaml`, the lint
 table (docs/lint.md) from the lint rules.
 
@@ -24,10 +24,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from gpustack.config.field_types import Doc, WithResources
+from gpustack.config.model import GPUStack
+from gpustack.config.profile_model import NodeSelectorRequirement, ProfileFacts
 from gpustack.resolve import platform_profiles as profiles
-from gpustack.resolve.field_types import Doc, WithResources
-from gpustack.resolve.model import GPUStack
-from gpustack.resolve.profile_model import NodeSelectorRequirement, ProfileFacts
 from gpustack.validation import lint
 
 REGENERATE = "python -m gpustack.docs"
@@ -350,7 +350,7 @@ def headings(documents: dict[str, str]) -> Headings:
 
 # Each generated table: how it is made and what to edit instead of the table.
 TABLES: dict[str, tuple[Callable[[Headings, str], str], str]] = {
-    "config-fields": (config_fields, "gpustack/resolve/model.py"),
+    "config-fields": (config_fields, "gpustack/config/model.py"),
     "profile-facts": (lambda headings, here: profile_facts(), "profiles/*.yaml"),
     "lint-rules": (
         lambda headings, here: lint_rules(),

@@ -22,7 +22,7 @@ from conftest import (
 )
 
 from gpustack.build.components import build_all
-from gpustack.resolve.monitoring_settings import AlertName
+from gpustack.config.monitoring_settings import AlertName
 
 CLUSTER = {"devicePlugin": {"enabled": True}, "nfd": {"mode": "deploy"}}
 NS = "gpu-system"

@@ -14,11 +14,11 @@ from conftest import ROOT, run_gpustack, write_config
 from pydantic import BaseModel
 
 from gpustack.build import pipeline as render
+from gpustack.config.model import GPUStack
 from gpustack.errors import UserError
 from gpustack.read.yamlio import load_file
 from gpustack.resolve import platform_profiles as profiles
 from gpustack.resolve.load import load_stack, overrides
-from gpustack.resolve.model import GPUStack
 from gpustack.resolve.stack import Stack
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,17 +95,12 @@ def test_the_config_model_s_annotations_are_not_strings():
 
 def _config_model_classes() -> list[type]:
     """The classes the config model's modules define (the config's, the profile's)."""
-    names = (
-        "field_types",
-        "component_settings",
-        "driver_settings",
-        "monitoring_settings",
-        "gitops_settings",
-        "node_pools",
-        "profile_model",
-        "model",
-    )
-    modules = [importlib.import_module(f"gpustack.resolve.{name}") for name in names]
+    import gpustack.config
+
+    modules = [
+        importlib.import_module(f"gpustack.config.{module.name}")
+        for module in pkgutil.iter_modules(gpustack.config.__path__)
+    ]
     return [
         cls
         for module in modules

@@ -39,8 +39,8 @@ from conftest import EXAMPLES
 from example_renders import example_configs, render_example
 
 from gpustack.build import pipeline as render
+from gpustack.config.node_pools import NodePool
 from gpustack.resolve.load import load_stack
-from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import Stack
 
 pytestmark = pytest.mark.upstream

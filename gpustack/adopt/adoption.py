@@ -22,11 +22,12 @@ from typing import Any
 from gpustack.adopt import importing, inputs, releases, report
 from gpustack.build.pipeline import render
 from gpustack.build.workload import COMPONENT_LABEL
+from gpustack.config import commented as config_file
 from gpustack.errors import Location, UserError, display_path
 from gpustack.objects import kind_of, labels_of, name_of
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Document, load_all_text, load_text
-from gpustack.resolve import config_file, platform_profiles
+from gpustack.resolve import platform_profiles
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.stack import Stack, validator_finds_driver
 

@@ -21,10 +21,10 @@ from gpustack.adopt.releases import (
     short_tag,
 )
 from gpustack.adopt.report import Import
+from gpustack.config.field_types import duration_ms
+from gpustack.config.model import field_accepts
 from gpustack.errors import UserError
 from gpustack.read.yamlio import Path_
-from gpustack.resolve.field_types import duration_ms
-from gpustack.resolve.model import field_accepts
 
 
 @dataclass(frozen=True)

@@ -41,10 +41,10 @@ from gpustack.adopt.plugin_chart import map_plugin_chart
 from gpustack.adopt.plugin_configs import PluginConfig, map_plugin_config, plugin_configs_of
 from gpustack.adopt.releases import choose_release, operator_defaults
 from gpustack.adopt.report import Entry, Import, Imported
+from gpustack.config.commented import Field
+from gpustack.config.field_types import API_VERSION
+from gpustack.config.profile_model import Profile
 from gpustack.read.yamlio import SourceMap
-from gpustack.resolve.config_file import Field
-from gpustack.resolve.field_types import API_VERSION
-from gpustack.resolve.profile_model import Profile
 
 
 def import_inputs(

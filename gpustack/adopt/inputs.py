@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack.config.field_types import DNS1123_LABEL
 from gpustack.errors import Location, UserError
 from gpustack.objects import kind_of
 from gpustack.read.yamlio import Document, Path_, SourceMap
-from gpustack.resolve.field_types import DNS1123_LABEL
 
 # The config sections each operator component maps to (its version, resources, enabled).
 SECTIONS = {

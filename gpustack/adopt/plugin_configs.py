@@ -9,9 +9,9 @@ from typing import Any
 
 from gpustack.adopt.inputs import CONFIG_MAP, PLUGIN_CONFIG, PLUGIN_VALUES, Input, value_at
 from gpustack.adopt.report import Import
+from gpustack.config.model import field_accepts
 from gpustack.errors import UserError
 from gpustack.read.yamlio import Path_, load_all_text
-from gpustack.resolve.model import field_accepts
 
 
 @dataclass

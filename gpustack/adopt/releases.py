@@ -15,8 +15,8 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]
 
 from gpustack.adopt.inputs import CLUSTER_POLICY, Input, value_at
+from gpustack.config.model import field_accepts
 from gpustack.errors import UserError
-from gpustack.resolve.model import field_accepts
 
 # Each GPU Operator release's defaults (images, CDI, the exporter's ServiceMonitor).
 RELEASES_DATA = Path(__file__).with_name("gpu_operator_releases.yaml")

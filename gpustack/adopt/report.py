@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from gpustack.adopt.inputs import OPERATOR_DEFAULTS, Input, dotted, printable
 from gpustack.adopt.releases import Release
+from gpustack.config.commented import Field
+from gpustack.config.field_types import DNS1123_LABEL
+from gpustack.config.model import field_accepts, field_default
+from gpustack.config.profile_model import Profile
 from gpustack.errors import Location
 from gpustack.read.yamlio import Path_
-from gpustack.resolve.config_file import Field
-from gpustack.resolve.field_types import DNS1123_LABEL
-from gpustack.resolve.model import field_accepts, field_default
-from gpustack.resolve.profile_model import Profile
 
 Outcome = Literal["mapped", "default", "dropped", "unknown"]
 

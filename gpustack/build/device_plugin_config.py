@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from gpustack.build.workload import API_ACCESS, API_ACCESS_MOUNT, CDI_HOOK, HOST_CDI_HOOK
-from gpustack.resolve.node_pools import NodePool
+from gpustack.config.node_pools import NodePool
 from gpustack.resolve.stack import DEFAULT_CONFIG, Stack
 
 NAME = "nvidia-device-plugin"

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpustack.build.decorate import is_discovery, stage, stage_dependency
+from gpustack.config.field_types import duration_ms
+from gpustack.config.gitops_settings import IN_CLUSTER, ArgoCD
 from gpustack.layout import APPLICATION_SET_DIR, CANARY_STAGE, SMOKE_TEST_STAGE
 from gpustack.objects import kind_of, name_of, namespace_of
-from gpustack.resolve.field_types import duration_ms
-from gpustack.resolve.gitops_settings import IN_CLUSTER, ArgoCD
 from gpustack.resolve.stack import Stack
 
 APPLICATION_SET_NAME = "gpustack"

@@ -15,9 +15,9 @@ from dataclasses import replace
 from gpustack.build import device_plugin_config, node_join_files, node_pool_files
 from gpustack.build.node_registration import Files, Notes, Where, node_labels
 from gpustack.build.workload import deploy_label_keys, deploy_labels_used, deploy_node_labels
+from gpustack.config.node_pools import NodePool
 from gpustack.layout import GENERATED
 from gpustack.resolve import mig
-from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import Stack
 
 

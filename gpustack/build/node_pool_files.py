@@ -19,9 +19,9 @@ from gpustack.build.node_registration import (
     taint_objects,
     taint_strings,
 )
+from gpustack.config.node_pools import AKSNodePool, GKENodePool, NodePool
 from gpustack.layout import HEADER
 from gpustack.resolve import bottlerocket
-from gpustack.resolve.node_pools import AKSNodePool, GKENodePool, NodePool
 from gpustack.resolve.stack import Stack
 
 # Placeholders the user replaces in the GKE node pool files (the README says so).

@@ -12,8 +12,8 @@ import itertools
 from typing import Any
 
 from gpustack.build.pod import HostPath
+from gpustack.config.node_pools import NodePool
 from gpustack.objects import kind_of, labels_of
-from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack
 
 NAME_LABEL = "app.kubernetes.io/name"

@@ -45,10 +45,10 @@ def show(
 ) -> int:
     """Print a config merged with its profile's defaults and its bases, as render reads it."""
     from gpustack import emit
+    from gpustack.config.model import GPUStack
+    from gpustack.resolve.checks.no_effect import without_effect
     from gpustack.resolve.layered_settings import merge, merge_layers, origin, without_taken_away
     from gpustack.resolve.load import load_with_layers, overrides
-    from gpustack.resolve.model import GPUStack
-    from gpustack.resolve.no_effect_checks import without_effect
 
     if config is None and Path("gpustack.yaml").is_file():
         config = Path("gpustack.yaml")

@@ -1,4 +1,4 @@
-"""`gpustack schema`: print the JSON Schema of a config file (gpustack.resolve.config_schema)."""
+"""`gpustack schema`: print the JSON Schema of a config file (gpustack.config.schema)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ app = common.application()
 @app.command("schema")
 def run(debug: common.Debug = False) -> int:
     """Print the JSON Schema of the GPUStack config file."""
-    from gpustack.resolve.config_schema import schema_text
+    from gpustack.config.schema import schema_text
 
     echo(schema_text(), nl=False)
     return 0

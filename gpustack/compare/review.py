@@ -43,8 +43,8 @@ from gpustack.errors import display_path
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity
 from gpustack.resolve import load as config
+from gpustack.resolve.checks.no_effect import without_effect
 from gpustack.resolve.layered_settings import Layer, nearest
-from gpustack.resolve.no_effect_checks import without_effect
 from gpustack.write import output_tree
 
 

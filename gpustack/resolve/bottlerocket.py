@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack.resolve.model import GPUStack
+from gpustack.config.model import GPUStack
 
 SETTINGS = ("settings", "kubelet-device-plugins", "nvidia")
 # NvidiaDeviceListStrategy: `cdi-cri` turns the default runtime to CDI mode (bottlerocket.dev

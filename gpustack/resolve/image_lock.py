@@ -26,13 +26,13 @@ from functools import cache
 from pathlib import Path
 
 from gpustack import emit
+from gpustack.config.field_types import IMAGE
 from gpustack.errors import Location, UserError, display_path
 from gpustack.objects import kind_of
 from gpustack.read import bounded as reading
 from gpustack.read.bounded import decode, read_bounded
 from gpustack.read.named_files import inside_repository
 from gpustack.read.yamlio import load_text
-from gpustack.resolve.field_types import IMAGE
 
 LOCK_FILE = "gpustack.lock"
 API_VERSION = "gpustack.dev/v1alpha1"

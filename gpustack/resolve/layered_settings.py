@@ -12,9 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from gpustack.errors import Location, UserError, closest, describe, did_you_mean
-from gpustack.read.yamlio import SourceMap
-from gpustack.resolve.field_types import (
+from gpustack.config.field_types import (
     DNS1123_SUBDOMAIN,
     DURATION,
     EXTENDED_RESOURCE,
@@ -26,7 +24,9 @@ from gpustack.resolve.field_types import (
     RHCOS_BUILD,
     ConflictError,
 )
-from gpustack.resolve.gitops_settings import GO_DURATION
+from gpustack.config.gitops_settings import GO_DURATION
+from gpustack.errors import Location, UserError, closest, describe, did_you_mean
+from gpustack.read.yamlio import SourceMap
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ defaults beneath, validate (every validation error mapped back to the file, line
 gpustack.resolve.layered_settings), check against the profile, and read the `patches:` files.
 
 This is the only module that parses config files (the fleet's inventory asks it); the files a
-config names beside its patches are read by gpustack.resolve.checked_files (the PEM and MIG
+config names beside its patches are read by gpustack.resolve.checks.files (the PEM and MIG
 configs the profile checks check) and gpustack.resolve.image_lock (the image lock). Everything
 after it works on plain data.
 """
@@ -17,6 +17,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpustack.config.field_types import Strict
+from gpustack.config.model import GPUStack, PatchEntry
+from gpustack.config.profile_model import Profile
 from gpustack.errors import (
     Location,
     UserError,
@@ -35,10 +38,10 @@ from gpustack.read.yamlio import (
     load_file,
     load_text,
 )
-from gpustack.resolve import image_lock, platform_checks, profile_checks
+from gpustack.resolve import image_lock, profile_checks
 from gpustack.resolve import patches as patching
 from gpustack.resolve import platform_profiles as profile_store
-from gpustack.resolve.field_types import Strict
+from gpustack.resolve.checks import platforms as platform_checks
 from gpustack.resolve.layered_settings import (
     Layer,
     following,
@@ -49,8 +52,6 @@ from gpustack.resolve.layered_settings import (
     validate,
     without_taken_away,
 )
-from gpustack.resolve.model import GPUStack, PatchEntry
-from gpustack.resolve.profile_model import Profile
 from gpustack.resolve.stack import Stack
 
 _MAX_EXTENDS_DEPTH = 16
@@ -296,7 +297,7 @@ def _profile_of(
 def _plugin_gives_way(merged: dict[str, Any], layers: list[Layer]) -> Layer | None:
     """The layer that turns the profile's device plugin off where the DRA driver takes every GPU
     node's GPUs (both on one node over-admit GPUs); a plugin the user asks for stays, and
-    gpustack.resolve.dra_checks refuses it."""
+    gpustack.resolve.checks.dra refuses it."""
     if (
         _dra_serves_gpus(merged)
         and isinstance(merged.get("devicePlugin"), dict)

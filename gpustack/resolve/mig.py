@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
+from gpustack.config.component_settings import MIG_DISABLED
 from gpustack.errors import UserError, describe
 from gpustack.read.yamlio import Document
-from gpustack.resolve.component_settings import MIG_DISABLED
 
 # The node labels the MIG manager (NVIDIA/mig-parted's nvidia-mig-manager, components/mig_manager.py)
 # reads a node's MIG config name from and reports its state in.

@@ -12,10 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gpustack.config.profile_model import Profile
 from gpustack.errors import Location, UserError, describe, did_you_mean, display_path
 from gpustack.read.yamlio import SourceMap, load_file
 from gpustack.resolve.layered_settings import Layer, merge, merge_layers, validate
-from gpustack.resolve.profile_model import Profile
 
 # The built-in profiles, in the order the documents' tables give them: the plain Kubernetes
 # distributions first, then the managed ones.

@@ -2,8 +2,8 @@
 dropped silently, what would never start on its nodes, is refused with the file, line and column
 that set it, before anything renders. `check` runs them all, in order, for the loader
 (gpustack.resolve.load), and reads the two files whose content it checks: the entitlement PEM and the
-MIG configs of `migManager.config.file`. The checks themselves are the `*_checks` modules, one per
-part of the config, each given the `CheckContext` of one pass (gpustack.resolve.check_context).
+MIG configs of `migManager.config.file`. The checks themselves are the modules of `resolve/checks/`, one per
+part of the config, each given the `CheckContext` of one pass (gpustack.resolve.checks.context).
 """
 
 from __future__ import annotations
@@ -11,22 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpustack.config.model import GPUStack
+from gpustack.config.profile_model import Profile
 from gpustack.errors import UserError
-from gpustack.resolve import (
-    checked_files,
-    dra_checks,
-    driver_checks,
-    managed_node_checks,
-    mig_checks,
-    no_effect_checks,
-    platform_checks,
-    pool_checks,
-)
-from gpustack.resolve.check_context import CheckContext
+from gpustack.resolve.checks import dra as dra_checks
+from gpustack.resolve.checks import driver as driver_checks
+from gpustack.resolve.checks import files as checked_files
+from gpustack.resolve.checks import managed_nodes as managed_node_checks
+from gpustack.resolve.checks import mig as mig_checks
+from gpustack.resolve.checks import no_effect as no_effect_checks
+from gpustack.resolve.checks import platforms as platform_checks
+from gpustack.resolve.checks import pools as pool_checks
+from gpustack.resolve.checks.context import CheckContext
 from gpustack.resolve.layered_settings import Layer
 from gpustack.resolve.mig import Configs
-from gpustack.resolve.model import GPUStack
-from gpustack.resolve.profile_model import Profile
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpustack.config.commented import Field, config_text, edited
+from gpustack.config.driver_settings import RhcosBuild
+from gpustack.config.field_types import IMAGE_BY_DIGEST, RHCOS_BUILD
 from gpustack.errors import Location, UserError, display_path
 from gpustack.objects import kind_of
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
 from gpustack.read.yamlio import Path_, load_all_text, load_text, read_text
-from gpustack.resolve.config_file import Field, config_text, edited
-from gpustack.resolve.driver_settings import RhcosBuild
-from gpustack.resolve.field_types import IMAGE_BY_DIGEST, RHCOS_BUILD
 
 NAME = "driver-toolkit"
 API_GROUP = "image.openshift.io/"

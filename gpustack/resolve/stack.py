@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpustack.config.field_types import WithResources
+from gpustack.config.model import GPUStack
+from gpustack.config.node_pools import NodePool
+from gpustack.config.profile_model import NodeSelectorRequirement, Profile, ProfileFacts
 from gpustack.resolve import mig
 from gpustack.resolve import patches as patching
-from gpustack.resolve.field_types import WithResources
-from gpustack.resolve.model import GPUStack
-from gpustack.resolve.node_pools import NodePool
-from gpustack.resolve.profile_model import NodeSelectorRequirement, Profile, ProfileFacts
 
 # Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
@@ -145,7 +145,7 @@ class Stack:
     def node_os(self) -> str:
         """The GPU nodes' OS as `<os-release ID><VERSION_ID>`: the platform's for its version
         (OpenShift: RHCOS of `platform.openshiftVersion`), else `driver.nodeOS`. Load refuses a
-        platform version the profile does not know (gpustack.resolve.driver_checks)."""
+        platform version the profile does not know (gpustack.resolve.checks.driver)."""
         by_version = self.facts.driver.nodeOS
         if by_version:
             return by_version[self.config.platform.openshiftVersion or ""]
@@ -325,7 +325,7 @@ def resource_api_version(kubernetes_version: str) -> str:
     if kubernetes_minor(kubernetes_version) >= RESOURCE_API_V1_FROM:
         return "resource.k8s.io/v1"
     # Kubernetes 1.33 serves v1beta2, 1.32 v1beta1 (docs/prerequisites.md); the DRA driver is
-    # refused below 1.34 (gpustack.resolve.dra_checks), so nothing renders with these.
+    # refused below 1.34 (gpustack.resolve.checks.dra), so nothing renders with these.
     return (
         "resource.k8s.io/v1beta2"
         if kubernetes_minor(kubernetes_version) >= (1, 33)

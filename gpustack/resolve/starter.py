@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from gpustack.config.commented import Field, config_text
+from gpustack.config.model import field_choices, field_default
+from gpustack.config.profile_model import ProfileFacts
 from gpustack.resolve import bottlerocket
 from gpustack.resolve import platform_profiles as profiles
-from gpustack.resolve.config_file import Field, config_text
 from gpustack.resolve.layered_settings import merge
 from gpustack.resolve.load import settings_of
-from gpustack.resolve.model import field_choices, field_default
-from gpustack.resolve.profile_model import ProfileFacts
 
 # Written beside the config, so editors complete and check it offline (yaml-language-server).
 SCHEMA_FILE = "gpustack.schema.json"

@@ -354,7 +354,7 @@ def _profile_validator() -> Any:
     """A platform profile file, as `gpustack.resolve.platform_profiles` reads it: the Profile model's schema; a
     profile that extends another may leave out what that one supplies (as `gpustack schema`
     relaxes the config schema, nested fields are required only of the merged profile)."""
-    from gpustack.resolve.profile_model import Profile  # `validate` loads no config model
+    from gpustack.config.profile_model import Profile  # `validate` loads no config model
 
     schema = Profile.model_json_schema()
     for name, definition in schema.get("$defs", {}).items():

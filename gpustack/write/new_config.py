@@ -18,11 +18,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpustack.config.field_types import dns_label
+from gpustack.config.schema import SCHEMA_ID, schema_text
 from gpustack.errors import Location, UserError, display_path
 from gpustack.read.bounded import read_bounded
 from gpustack.read.yamlio import load_text
-from gpustack.resolve.config_schema import SCHEMA_ID, schema_text
-from gpustack.resolve.field_types import dns_label
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.starter import SCHEMA_FILE, starter
 

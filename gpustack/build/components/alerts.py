@@ -18,10 +18,10 @@ from typing import Any
 
 from gpustack.build import device_plugin_config, metrics, ready_files
 from gpustack.build.workload import COMPONENT_LABEL
+from gpustack.config.component_settings import Sharing
+from gpustack.config.field_types import duration_ms
+from gpustack.config.monitoring_settings import AlertThresholds
 from gpustack.objects import kind_of, name_of, namespace_of
-from gpustack.resolve.component_settings import Sharing
-from gpustack.resolve.field_types import duration_ms
-from gpustack.resolve.monitoring_settings import AlertThresholds
 from gpustack.resolve.stack import Stack
 
 NAME = "gpustack-gpu-alerts"

@@ -33,7 +33,7 @@ from gpustack.build.workload import (
     selector_labels,
     service_account,
 )
-from gpustack.resolve.field_types import duration_ms
+from gpustack.config.field_types import duration_ms
 from gpustack.resolve.stack import Stack
 
 COMPONENT = "dcgm-exporter"

@@ -26,7 +26,7 @@ from gpustack.build.workload import (
     place_by_allocation,
     selector_labels,
 )
-from gpustack.resolve.field_types import ResourceRequirements
+from gpustack.config.field_types import ResourceRequirements
 from gpustack.resolve.stack import Stack, dra_gate_enabled
 
 # The chart's name, which names its objects (templates/_helpers.tpl dra-driver-nvidia-gpu.name,

@@ -55,8 +55,8 @@ from gpustack.build.workload import (
     scc_rules,
     service_account,
 )
+from gpustack.config.node_pools import NodePool
 from gpustack.objects import kind_of
-from gpustack.resolve.node_pools import NodePool
 from gpustack.resolve.stack import DRIVER_CONTAINER_ROOT, Stack, driver_os_tag, split_node_os
 
 NAME = "nvidia-driver-daemonset"

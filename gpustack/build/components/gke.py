@@ -14,8 +14,8 @@ from typing import Any
 from gpustack.build import pod
 from gpustack.build.pod import host_path_volume
 from gpustack.build.workload import daemonset, gpu_node_affinity, gpu_pod_spec
+from gpustack.config.profile_model import CriticalPodsQuota
 from gpustack.errors import UserError
-from gpustack.resolve.profile_model import CriticalPodsQuota
 from gpustack.resolve.stack import Stack
 
 INSTALLER = "nvidia-driver-installer"

@@ -26,7 +26,7 @@ from gpustack.build.workload import (
     gpu_tolerations,
     selector_labels,
 )
-from gpustack.resolve.node_pools import NodePool
+from gpustack.config.node_pools import NodePool
 from gpustack.resolve.stack import Stack
 
 NAME = "gpu-smoke-test"

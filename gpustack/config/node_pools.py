@@ -10,8 +10,8 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gpustack.resolve.component_settings import GPUAllocation, MigConfigName, MigStrategy, Sharing
-from gpustack.resolve.field_types import ConflictError, Doc, LabelKey, LabelValue, Name, Strict
+from gpustack.config.component_settings import GPUAllocation, MigConfigName, MigStrategy, Sharing
+from gpustack.config.field_types import ConflictError, Doc, LabelKey, LabelValue, Name, Strict
 
 
 class Taint(Strict):

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gpustack.resolve.field_types import (
+from gpustack.config.field_types import (
     DURATION,
     LABEL_VALUE,
     MAX_DURATION_MS,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpustack.resolve.model import GPUStack
+from gpustack.config.model import GPUStack
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://gpustack.dev/schemas/gpustack.schema.json"

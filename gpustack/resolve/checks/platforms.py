@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack.config.profile_model import Profile
 from gpustack.errors import UserError
-from gpustack.resolve.check_context import CheckContext, version_tuple
+from gpustack.resolve.checks.context import CheckContext, version_tuple
 from gpustack.resolve.layered_settings import Layer, following, nearest, set_by_user
-from gpustack.resolve.profile_model import Profile
 
 
 def follow_platform_versions(

@@ -5,10 +5,10 @@ pool at most and a pool to some GPU node."""
 
 from __future__ import annotations
 
+from gpustack.config.node_pools import NodePool
 from gpustack.errors import UserError
-from gpustack.resolve.check_context import CheckContext
-from gpustack.resolve.managed_node_checks import check_gke_accelerator, check_gke_translation
-from gpustack.resolve.node_pools import NodePool
+from gpustack.resolve.checks.context import CheckContext
+from gpustack.resolve.checks.managed_nodes import check_gke_accelerator, check_gke_translation
 from gpustack.resolve.stack import DEFAULT_CONFIG
 
 # Label namespaces a kubelet may not put on its own Node (the kubelet refuses such

@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from gpustack.resolve.field_types import (
+from gpustack.config.field_types import (
     IMAGE_BY_DIGEST,
     KERNEL_RELEASE,
     RHCOS_BUILD,

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from gpustack.resolve.field_types import (
+from gpustack.config.field_types import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
     EXTENDED_RESOURCE,

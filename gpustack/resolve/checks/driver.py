@@ -6,7 +6,7 @@ waits on, with the node status exporter that reports it."""
 from __future__ import annotations
 
 from gpustack.errors import UserError
-from gpustack.resolve.check_context import CheckContext
+from gpustack.resolve.checks.context import CheckContext
 from gpustack.resolve.layered_settings import nearest
 from gpustack.resolve.stack import (
     DRIVER_CONTAINER_ROOT,

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack.config.node_pools import GKENodePool, NodePool
 from gpustack.errors import UserError, did_you_mean
 from gpustack.resolve import bottlerocket, gke_accelerators
-from gpustack.resolve.check_context import CheckContext, version_tuple
+from gpustack.resolve.checks.context import CheckContext, version_tuple
 from gpustack.resolve.layered_settings import nearest, set_by_user
-from gpustack.resolve.node_pools import GKENodePool, NodePool
 
 
 def _platform_nodes(

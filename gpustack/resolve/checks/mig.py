@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpustack.errors import UserError, did_you_mean
 from gpustack.resolve import mig
-from gpustack.resolve.check_context import CheckContext
+from gpustack.resolve.checks.context import CheckContext
 from gpustack.resolve.layered_settings import nearest
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpustack.errors import UserError
-from gpustack.resolve.check_context import CheckContext
+from gpustack.resolve.checks.context import CheckContext
 from gpustack.resolve.layered_settings import Layer, merge, nearest
 from gpustack.resolve.stack import Stack
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpustack.config.model import GPUStack
+from gpustack.config.profile_model import Profile, ProfileFacts
 from gpustack.errors import Location
 from gpustack.resolve.layered_settings import Layer, nearest, set_by_user
-from gpustack.resolve.model import GPUStack
-from gpustack.resolve.profile_model import Profile, ProfileFacts
 from gpustack.resolve.stack import Stack
 
 

@@ -8,8 +8,8 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gpustack.resolve.driver_settings import DriverMode
-from gpustack.resolve.field_types import HostPath, LabelKey, LabelValue, Name, Strict
+from gpustack.config.driver_settings import DriverMode
+from gpustack.config.field_types import HostPath, LabelKey, LabelValue, Name, Strict
 
 
 class NodeSelectorRequirement(Strict):

@@ -1,4 +1,4 @@
-"""The one writer of config files a person edits (resolve/config_file.py): what it writes reads
+"""The one writer of config files a person edits (config/commented.py): what it writes reads
 back as the data it was given, in gpustack's reader and in another YAML reader; a field shown
 commented out becomes that setting when its lines are uncommented; editing a user's file keeps
 what the user wrote around the fields set."""
@@ -10,8 +10,8 @@ import re
 import pytest
 from ruamel.yaml import YAML
 
+from gpustack.config.commented import Field, config_text, edited
 from gpustack.read.yamlio import load_text
-from gpustack.resolve.config_file import Field, config_text, edited
 
 # Strings a careless writer leaves plain and a YAML reader then takes for something else.
 TRICKY = [

@@ -4,10 +4,10 @@ its GPUs out with, and the feature gates, the driver's own and the cluster's."""
 
 from __future__ import annotations
 
+from gpustack.config.model import GPUStack
 from gpustack.errors import Location, UserError
 from gpustack.resolve import bottlerocket
-from gpustack.resolve.check_context import CheckContext, version_tuple
-from gpustack.resolve.model import GPUStack
+from gpustack.resolve.checks.context import CheckContext, version_tuple
 from gpustack.resolve.stack import dra_gate_enabled, kubernetes_minor
 
 # NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1,

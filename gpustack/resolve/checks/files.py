@@ -15,7 +15,7 @@ from gpustack.read.bounded import decode, read_bounded
 from gpustack.read.named_files import inside_repository
 from gpustack.read.yamlio import load_text
 from gpustack.resolve import mig
-from gpustack.resolve.check_context import CheckContext
+from gpustack.resolve.checks.context import CheckContext
 
 
 def _named_file(

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpustack.resolve.component_settings import (
+from gpustack.config.component_settings import (
     DRA,
     GFD,
     MIG_DISABLED,
@@ -40,8 +40,8 @@ from gpustack.resolve.component_settings import (
     Toolkit,
     Validator,
 )
-from gpustack.resolve.driver_settings import Driver
-from gpustack.resolve.field_types import (
+from gpustack.config.driver_settings import Driver
+from gpustack.config.field_types import (
     DNS1123_SUBDOMAIN,
     REGISTRY,
     ConflictError,
@@ -49,9 +49,9 @@ from gpustack.resolve.field_types import (
     Name,
     Strict,
 )
-from gpustack.resolve.gitops_settings import GitOps
-from gpustack.resolve.monitoring_settings import Alerts, Dashboard, DCGMExporter
-from gpustack.resolve.node_pools import NodePool, Nodes, PoolSettings
+from gpustack.config.gitops_settings import GitOps
+from gpustack.config.monitoring_settings import Alerts, Dashboard, DCGMExporter
+from gpustack.config.node_pools import NodePool, Nodes, PoolSettings
 
 
 class Metadata(Strict):

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from gpustack.resolve.field_types import DURATION, REPO_URL, ConflictError, Doc, Name, Strict
+from gpustack.config.field_types import DURATION, REPO_URL, ConflictError, Doc, Name, Strict
 
 # Where the rendered folder sits in the Git repository; `{name}` is the cluster's metadata.name.
 PathTemplate = Annotated[
