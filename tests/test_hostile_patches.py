@@ -19,13 +19,14 @@ from conftest import ROOT, example_base, examples, git, read_manifests, run_gpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpustack.build import patching
 from gpustack.build.pipeline import render
 from gpustack.errors import Location, UserError
 from gpustack.read import bounded as reading
 from gpustack.read.patterns import linear_regex
 from gpustack.resolve import load as config
-from gpustack.resolve import patches
 from gpustack.resolve.load import load_stack
+from gpustack.resolve.patches import Patch, Target, parse_selector
 
 EXAMPLES = ROOT / "examples"
 SECRET = "s3cr3t-registry-token"
@@ -476,10 +477,10 @@ def test_label_selectors_parse_as_kubernetes_parses_them(
 ) -> None:
     if requirements is None:
         with pytest.raises(ValueError, match="cannot parse the selector"):
-            patches.parse_selector(selector)
+            parse_selector(selector)
     else:
         expected = [(key, op, frozenset(values)) for key, op, values in requirements]
-        assert list(patches.parse_selector(selector)) == expected
+        assert list(parse_selector(selector)) == expected
 
 
 # --- 4. every step after the patches reads a patched object with care --------------------------
@@ -744,14 +745,14 @@ def test_json6902_failures_never_quote_the_object() -> None:
         "kind": "ConfigMap",
         "metadata": {"name": "c", "namespace": "n", "labels": {"from-a-file": SECRET}},
     }
-    patch = patches.Patch(
+    patch = Patch(
         [{"op": "add", "path": "/metadata/annotations/a", "value": "b"}],
         Location("c.yaml", 3, 5),
-        patches.Target(kind="ConfigMap"),
+        Target(kind="ConfigMap"),
         regexes={"kind": linear_regex("ConfigMap", "kind")},
     )
     with pytest.raises(UserError) as raised:
-        patches.apply([obj], [patch])
+        patching.apply([obj], [patch])
     assert SECRET not in raised.value.message
     assert raised.value.message == (
         "the JSON 6902 patch fails on ConfigMap n/c: operation 1 ('add' "

@@ -18,11 +18,12 @@ import yaml
 from conftest import ROOT, example_base
 from gitops_helpers import KUBECTL, Key, by_identity, kustomize
 
+from gpustack.build import patching
 from gpustack.build import pipeline as render
 from gpustack.build.decorate import CONFIG_HASH
 from gpustack.errors import Location, UserError
-from gpustack.resolve import patches
 from gpustack.resolve.load import load_stack
+from gpustack.resolve.patches import Patch, Target
 
 EXAMPLES = ROOT / "examples"
 CORPUS = yaml.safe_load((ROOT / "tests/cases/patches/corpus.yaml").read_text())
@@ -298,17 +299,17 @@ def test_each_target_selector(target: dict[str, str], expected: set[str]) -> Non
         for key, value in target.items()
         if key not in ("labelSelector", "annotationSelector")
     }
-    patch = patches.Patch(
+    patch = Patch(
         {"metadata": {"labels": {"patched": "yes"}}},
         Location("c.yaml", 3, 5),
-        patches.Target(**target),
+        Target(**target),
         regexes=regexes,
     )
     if not expected:
         with pytest.raises(UserError, match="matches no object"):
-            patches.apply(objects, [patch])
+            patching.apply(objects, [patch])
         return
-    changed = patches.apply(objects, [patch])
+    changed = patching.apply(objects, [patch])
     assert {key[3] for key in changed} == expected
     assert {
         o["metadata"]["name"] for o in objects if o["metadata"].get("labels", {}).get("patched")
@@ -319,14 +320,14 @@ def test_patch_that_renames_an_object_is_refused() -> None:
     objects = [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}
     ]
-    patch = patches.Patch(
+    patch = Patch(
         [{"op": "replace", "path": "/metadata/name", "value": "b"}],
         Location("c.yaml", 7, 3),
-        patches.Target(kind="ConfigMap"),
+        Target(kind="ConfigMap"),
         regexes={"kind": __import__("re").compile("ConfigMap")},
     )
     with pytest.raises(UserError, match="rename") as raised:
-        patches.apply(objects, [patch])
+        patching.apply(objects, [patch])
     assert str(raised.value.location) == "c.yaml:7:3"
 
 
@@ -417,7 +418,7 @@ def test_patch_file_content_is_never_quoted(tmp_path: Path) -> None:
 
 def test_strategic_merge_puts_the_patch_items_first_as_kustomize_does() -> None:
     original = {"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}}
-    merged = patches.merge(
+    merged = patching.merge(
         original,
         {"spec": {"containers": [{"name": "c", "image": "z"}, {"name": "a", "image": "w"}]}},
         (),
@@ -455,9 +456,9 @@ def test_kubectl_kustomize_is_real() -> None:
 def test_ports_need_a_json6902_patch(kind: str, body: dict[str, Any]) -> None:
     group = "v1" if kind == "Service" else "apps/v1"
     obj = {"apiVersion": group, "kind": kind, "metadata": {"name": "s", "namespace": "n"}}
-    patch = patches.Patch(body, Location("c.yaml", 2, 3), patches.Target(kind=kind), regexes={})
+    patch = Patch(body, Location("c.yaml", 2, 3), Target(kind=kind), regexes={})
     with pytest.raises(UserError, match="JSON 6902") as raised:
-        patches.apply([obj], [patch])
+        patching.apply([obj], [patch])
     assert str(raised.value.location) == "c.yaml:2:3"
 
 
@@ -517,7 +518,7 @@ def test_a_patch_file_change_makes_a_new_smoke_test(tmp_path: Path) -> None:
 
 
 def test_directives_in_a_list_the_object_lacks_leave_nothing_behind() -> None:
-    merged = patches.merge(
+    merged = patching.merge(
         {"spec": {}},
         {
             "spec": {

@@ -115,7 +115,7 @@ def placement(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     """What places an object in the rendered folder and in a sync, beyond its kind and name:
     its Flux stage (a sub-folder), its rollout step (`gpustack.dev/rollout`, which also moves
     every other object's Argo CD wave) and the Argo CD wave and hook it is annotated with. A
-    patch must leave all of them as they are (gpustack.resolve.patches)."""
+    patch must leave all of them as they are (gpustack.build.patching)."""
     labels, annotations = labels_of(obj), annotations_of(obj)
     return (
         stage(obj),
@@ -295,7 +295,7 @@ def rehash(objects: list[dict[str, Any]]) -> None:
     }
     for workload in objects:
         if kind_of(workload) in _WORKLOADS:
-            # A patched object is read with care: gpustack.resolve.patches refuses a workload without
+            # A patched object is read with care: gpustack.build.patching refuses a workload without
             # its pod template, and this step must not fail on what a patch left.
             template = _mapping(_mapping(workload.get("spec")).get("template"))
             annotations_of(template).pop(CONFIG_HASH, None)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpustack import emit
-from gpustack.build import config_warnings, gitops_objects, node_files
+from gpustack.build import config_warnings, gitops_objects, node_files, patching
 from gpustack.build.components import build_all, driver
 from gpustack.build.decorate import decorate, image_sources, pin_patched, placement, rehash, stage
 from gpustack.build.workload import deploy_node_labels
@@ -29,7 +29,6 @@ from gpustack.layout import (
     OVERRIDES_ANNOTATION,
 )
 from gpustack.objects import Identity, file_name, identity, kind_of
-from gpustack.resolve import patches
 from gpustack.resolve.stack import Stack
 
 
@@ -104,7 +103,7 @@ def render(stack: Stack) -> Rendering:
     # A patch to what the driver containers install changes their DRIVER_CONFIG_DIGEST too, or
     # the driver pods, finding the old digest, would keep the driver loaded as it was.
     installs = driver.installs(objects) if stack.patches else {}
-    patched = patches.apply(objects, stack.patches, placement)
+    patched = patching.apply(objects, stack.patches, placement)
     if patched:
         rehash(objects)
         # An image a patch wrote is pinned too, as the lock names it (before the driver's

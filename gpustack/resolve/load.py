@@ -61,7 +61,7 @@ _MAX_EXTENDS_DEPTH = 16
 MAX_LAYERS = 64
 # Patch documents in all, counted as they are read (a file named twice, or holding several
 # documents, counts each time): each is matched against every object. A real config has a few
-# dozen; the work each does is counted as it is applied (gpustack.resolve.patches.MAX_WORK).
+# dozen; the work each does is counted as it is applied (gpustack.build.patching.MAX_WORK).
 MAX_PATCHES = 1000
 
 
@@ -422,7 +422,7 @@ def _patch_file_unchanged(
 ) -> list[tuple[Any, Location]]:
     # mtime and size in the key: an edited file is read again; cwd: positions name the file as
     # the user would type it from there. A failed read raises, and is not kept. Callers treat
-    # the documents as read-only (patches.apply copies what it merges).
+    # the documents as read-only (gpustack.build.patching.apply copies what it merges).
     return _read_patch_file(file)
 
 

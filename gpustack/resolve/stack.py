@@ -67,7 +67,7 @@ class Stack:
     # Settings left out because they do not apply to the profile: (field path, why).
     left_out: tuple[tuple[str, str], ...] = ()
     entitlement_mode: int | None = None  # the PEM file's permission bits
-    # `patches:` of the bases then the config, read and parsed (gpustack.resolve.patches applies them).
+    # `patches:` of the bases then the config, read and parsed (gpustack.build.patching applies them).
     patches: tuple[patching.Patch, ...] = ()
     # The `--set FIELD=VALUE` options the config was loaded with, as given (the output records
     # them: a render without them would not give the same files).
