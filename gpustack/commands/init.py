@@ -11,11 +11,7 @@ from typing import Annotated
 import typer
 
 from gpustack.commands import common
-
-# Written beside the config, so editors complete and check it offline (yaml-language-server):
-# resolve.starter.SCHEMA_FILE, which a test keeps equal (here: building the parser loads no
-# library).
-SCHEMA_FILE = "gpustack.schema.json"
+from gpustack.config import SCHEMA_FILE
 
 app = common.application()
 

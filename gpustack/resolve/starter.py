@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from gpustack.config import SCHEMA_FILE
 from gpustack.config.commented import Field, config_text
 from gpustack.config.model import field_choices, field_default
 from gpustack.config.profile_model import ProfileFacts
@@ -16,9 +17,6 @@ from gpustack.resolve import bottlerocket
 from gpustack.resolve import platform_profiles as profiles
 from gpustack.resolve.layered_settings import merge
 from gpustack.resolve.load import settings_of
-
-# Written beside the config, so editors complete and check it offline (yaml-language-server).
-SCHEMA_FILE = "gpustack.schema.json"
 
 HEADER = """\
 # yaml-language-server: $schema={schema}

@@ -18,13 +18,14 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpustack.config import SCHEMA_FILE
 from gpustack.config.field_types import dns_label
 from gpustack.config.schema import SCHEMA_ID, schema_text
 from gpustack.errors import Location, UserError, display_path
 from gpustack.read.bounded import read_bounded
 from gpustack.read.yamlio import load_text
 from gpustack.resolve.load import load_stack
-from gpustack.resolve.starter import SCHEMA_FILE, starter
+from gpustack.resolve.starter import starter
 
 
 @dataclass(frozen=True)
