@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpustack import tune_gc
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.fleet import clusters as fleet
 from gpustack.resolve import inventory
 
@@ -67,7 +67,7 @@ def run(jobs: int | None) -> tuple[dict[str, float], int, int, int, float]:
     start = time.perf_counter()
     renderings = fleet.render_all(configs, jobs=jobs)
     for rendering in renderings:
-        render.files(rendering)
+        pipeline.files(rendering)
     timings["render"] = time.perf_counter() - start
     start = time.perf_counter()
     findings = fleet.check_all(renderings, jobs=jobs)

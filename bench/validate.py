@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.fleet import clusters as fleet
 
 BASE = """\
@@ -82,7 +82,7 @@ def generate(folder: Path, resources: int, streams: int) -> tuple[Path, Path, in
         for rendering in fleet.render_all(batch):
             if count >= resources:
                 break
-            for relative, content in sorted(render.files(rendering).items()):
+            for relative, content in sorted(pipeline.files(rendering).items()):
                 if relative.startswith("node/") or not relative.endswith(".yaml"):
                     continue  # host-side files are not manifests
                 target = files / rendering.name / relative

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import EXAMPLES, ROOT
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.stack import Stack
 
@@ -24,9 +24,9 @@ def regenerate_command() -> str:
     return f"python -m gpustack render {configs} -o out"
 
 
-def render_example(path: Path) -> tuple[Stack, render.Rendering]:
+def render_example(path: Path) -> tuple[Stack, pipeline.Rendering]:
     stack = load_stack(path)
-    return stack, render.render(stack)
+    return stack, pipeline.render(stack)
 
 
 def expected_out() -> dict[str, bytes]:
@@ -40,7 +40,7 @@ def _expected_out() -> dict[str, bytes]:
     expected: dict[str, bytes] = {}
     for path in example_configs():
         _, rendering = render_example(path)
-        for relative, content in render.files(rendering).items():
+        for relative, content in pipeline.files(rendering).items():
             expected[f"{rendering.name}/{relative}"] = content
     return expected
 

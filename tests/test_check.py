@@ -7,10 +7,10 @@ from pathlib import Path
 
 from conftest import EXAMPLES, ROOT
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.layout import HEADER
 from gpustack.resolve.load import load_stack
-from gpustack.write import folders as output
+from gpustack.write import folders
 
 
 def gke_config(folder: Path, name: str = "edge", extra: str = "") -> Path:
@@ -87,7 +87,7 @@ def test_invalid_rendering_fails_with_the_lint_finding(cli, tmp_path):
     refused = cli("render", config, "-o", out, "--profiles-dir", profiles)
     assert refused.exit_code == 1 and not out.exists()
     stack = load_stack(config, None, profiles)
-    output.write_tree(out / stack.name, render.files(render.render(stack)))
+    folders.write_tree(out / stack.name, pipeline.files(pipeline.render(stack)))
     result = cli("check", config, "-o", out, "--profiles-dir", profiles)
     assert result.exit_code == 1
     assert "[node-label-unsourced]" in result.stdout and "nvidia.com/gpu.present" in result.stdout

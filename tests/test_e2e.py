@@ -32,7 +32,7 @@ from manifests import (
 )
 from ruamel.yaml import YAML
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.objects import identity
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.stack import Stack
@@ -225,7 +225,7 @@ def test_gke_driver_installer_matches_the_node_image(
         f"extends: {example_base(tmp_path, example)}\ndriver: {{mode: {driver_mode}}}\n"
     )
     stack = load_stack(config)
-    objects = render.render(stack).objects
+    objects = pipeline.render(stack).objects
     installers = driver_installers(objects)
     if driver_mode == "gke-managed":
         assert not installers, "GKE installs the driver itself on managed pools"
@@ -424,8 +424,8 @@ def test_rerendering_without_a_component_prunes_exactly_its_files(
         tmp_path, "kubeadm", "devicePlugin: {enabled: false}\ngfd: {enabled: false}\n"
     )
     _, full = render_example(EXAMPLES["kubeadm"])
-    smaller = render.files(render.render(load_stack(config)))
-    stale = set(render.files(full)) - set(smaller)
+    smaller = pipeline.files(pipeline.render(load_stack(config)))
+    stale = set(pipeline.files(full)) - set(smaller)
     assert stale, "disabling the device plugin must remove its files"
 
     result = run_gpustack("render", str(config), "-o", str(previous_render))
@@ -544,7 +544,7 @@ def check_render(target: Path, cwd: Path, gpustack: list[str]) -> None:
     rendered_files = run_installed(target, cwd, *gpustack, "render")
     assert rendered_files.returncode == 0, rendered_files.stderr
     _, embedded = render_example(EXAMPLES["kubeadm"])
-    assert committed_files(cwd / "out" / "kubeadm-lab") == render.files(embedded)
+    assert committed_files(cwd / "out" / "kubeadm-lab") == pipeline.files(embedded)
 
 
 def check_profiles_list(listed: subprocess.CompletedProcess[str]) -> None:

@@ -374,7 +374,7 @@ def test_clusters_sharing_objects_each_get_the_output_of_a_render_of_their_own(t
     """render_all makes the objects clusters have in common one object (in this process and in
     each worker, which sends it back once); every cluster must still get the files and findings
     of a render of its config alone, its name and GitOps paths included."""
-    from gpustack.build import pipeline as render
+    from gpustack.build import pipeline
     from gpustack.fleet import clusters as fleet
     from gpustack.resolve.load import load_stack
     from gpustack.validation import lint
@@ -389,16 +389,16 @@ def test_clusters_sharing_objects_each_get_the_output_of_a_render_of_their_own(t
         files[f"c{index:02}.yaml"] = cluster(f"c{index:02}", extra=extra)
     write(tmp_path, files)
     configs = sorted(tmp_path.glob("c*.yaml"))
-    alone = [render.render(load_stack(path)) for path in configs]
-    expected_files = [render.files(rendering) for rendering in alone]
+    alone = [pipeline.render(load_stack(path)) for path in configs]
+    expected_files = [pipeline.files(rendering) for rendering in alone]
     expected_findings = [lint.run(r.objects, r.kubernetes_version, taints=r.taints) for r in alone]
     assert expected_files[0] != expected_files[1]  # the names differ
     assert alone[0].objects != alone[4].objects  # so does GPU sharing
     for jobs in (1, 2):
         renderings = fleet.render_all(configs, jobs=jobs)
-        assert [render.files(rendering) for rendering in renderings] == expected_files
+        assert [pipeline.files(rendering) for rendering in renderings] == expected_files
         assert fleet.check_all(renderings, jobs=jobs) == expected_findings
-        assert [render.files(rendering) for rendering in renderings] == expected_files
+        assert [pipeline.files(rendering) for rendering in renderings] == expected_files
 
 
 def test_real_path_finds_the_file_resolve_finds(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ import pytest
 from conftest import EXAMPLES, ROOT, run_gpustack
 
 from gpustack.build.pipeline import render
-from gpustack.read import bounded as reading
+from gpustack.read import bounded
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.platform_profiles import BUILTIN
 from gpustack.validation import lint, schemas
@@ -154,7 +154,7 @@ def test_an_unreadable_file_in_a_fleet_is_one_message(cli, fleet, monkeypatch):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(reading.os, "open", refuse)
+    monkeypatch.setattr(bounded.os, "open", refuse)
     monkeypatch.chdir(fleet.parent)
     result = cli("render", "fleet", "-o", "out")
     assert (result.exit_code, result.stderr) == (2, "error: fleet/a.yaml: permission denied\n")

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from gpustack.build import patching
 from gpustack.build.pipeline import render
 from gpustack.errors import Location, UserError
-from gpustack.read import bounded as reading
+from gpustack.read import bounded
 from gpustack.read.patterns import linear_regex
 from gpustack.resolve import load as config
 from gpustack.resolve.load import load_stack
@@ -163,7 +163,7 @@ def test_outside_any_repository_patch_files_stay_in_the_working_folder(tmp_path:
     (tmp_path / "fleet" / "patches").mkdir()
     (tmp_path / "fleet" / "patches" / "ok.yaml").write_text("metadata: {annotations: {a: b}}\n")
     (tmp_path / "beside.yaml").write_text("metadata: {annotations: {a: b}}\n")
-    assert reading.repository_top(tmp_path) is None
+    assert bounded.repository_top(tmp_path) is None
     clusters = tmp_path / "fleet" / "clusters"
     _cluster(clusters, [{"target": {"kind": "Service"}, "path": "../patches/ok.yaml"}])
     ok = run_gpustack("render", "clusters/cluster.yaml", "--stdout", cwd=tmp_path / "fleet")

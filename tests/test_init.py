@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, run_gpustack
 from manifests import gpu_workloads, pod_spec, runtime_users, workloads
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.read.yamlio import load_text
 from gpustack.resolve import platform_profiles as profiles
 from gpustack.resolve.load import load_stack
@@ -81,7 +81,9 @@ def test_starter_spells_out_exactly_the_profile_defaults(starter, tmp_path: Path
         "apiVersion: gpustack.dev/v1alpha1\nkind: GPUStack\n"
         f"metadata: {{name: {stack.name}}}\nplatform: {{profile: {profile}}}\n"
     )
-    assert render.files(render.render(load_stack(minimal))) == render.files(render.render(stack))
+    assert pipeline.files(pipeline.render(load_stack(minimal))) == pipeline.files(
+        pipeline.render(stack)
+    )
     # What the profile sets about the GPU nodes is shown, e.g. GKE's node pool.
     shown = load_text(uncommented(path.read_text()), str(path)).data["nodes"]
     profile_nodes = profiles.load(profile)[1].data.get("nodes", {})
@@ -167,7 +169,7 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
     profile, path, stack = starter
     text = path.read_text()
     facts = stack.profile.facts
-    objects = render.render(stack).objects
+    objects = pipeline.render(stack).objects
     pod_specs = [pod_spec(workload) for workload in workloads(objects)]
     gpu_pod_specs = [pod_spec(workload) for workload in runtime_users(objects, stack)]
 
@@ -207,7 +209,7 @@ def test_starter_comments_are_true_for_its_profile(starter, cli) -> None:
     elif note.startswith("Bottlerocket runs NVIDIA's plugin as a host service"):
         assert facts.devicePluginProvider == "bottlerocket"
         assert enabled == "false" and not mounts_plugin_dir
-        assert "bottlerocket-settings.toml" in render.render(stack).node_files
+        assert "bottlerocket-settings.toml" in pipeline.render(stack).node_files
     else:
         assert facts.devicePluginProvider == "nvidia"
         assert enabled == "true" and mounts_plugin_dir
@@ -221,7 +223,7 @@ def test_starter_metrics_comment_is_true(starter) -> None:
     )
     ports = {
         port["containerPort"]
-        for workload in gpu_workloads(render.render(stack).objects, stack)
+        for workload in gpu_workloads(pipeline.render(stack).objects, stack)
         for container in pod_spec(workload)["containers"]
         for port in container.get("ports", [])
     }
@@ -276,9 +278,9 @@ def test_a_user_profiles_defaults_are_what_its_starter_writes(cli, tmp_path: Pat
         "metadata: {name: lab}\nplatform: {profile: lab}\n"
     )
     stack = load_stack(path, profiles_dir=profiles)
-    assert render.files(render.render(load_stack(minimal, profiles_dir=profiles))) == render.files(
-        render.render(stack)
-    )
+    assert pipeline.files(
+        pipeline.render(load_stack(minimal, profiles_dir=profiles))
+    ) == pipeline.files(pipeline.render(stack))
 
 
 def test_starter_writes_node_pool_mappings_as_yaml_not_json(starter) -> None:

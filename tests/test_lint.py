@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLES, SHARED, example_base, yaml_documents
 from ruamel.yaml import YAML
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.starter import starter
 from gpustack.validation import lint
@@ -195,7 +195,7 @@ PROFILES = ["kubeadm", "rke2", "openshift", "gke-cos", "gke-ubuntu"]
 
 def own_rendering(config: Path):
     stack = load_stack(config)
-    return stack, render.render(stack)
+    return stack, pipeline.render(stack)
 
 
 VARIANTS = {

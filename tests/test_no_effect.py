@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, run_gpustack, write_config
 from pydantic import BaseModel
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.config.model import GPUStack
 from gpustack.errors import UserError
 from gpustack.read.yamlio import load_file
@@ -154,7 +154,7 @@ def swept(path: tuple[str, ...]) -> bool:
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
 def test_every_setting_changes_the_output_or_is_refused(example: Path) -> None:
     baseline = load_stack(example)
-    files = render.files(render.render(baseline))
+    files = pipeline.files(pipeline.render(baseline))
     current = baseline.config.model_dump(by_alias=True)
     silent = []
     for path in filter(swept, leaves(GPUStack)):
@@ -168,7 +168,7 @@ def test_every_setting_changes_the_output_or_is_refused(example: Path) -> None:
             resolved = RESOLVED.get(dotted)
             if resolved is not None and resolved(stack) == resolved(baseline):
                 continue
-            if render.files(render.render(stack)) == files:
+            if pipeline.files(pipeline.render(stack)) == files:
                 silent.append(f"{dotted}={value!r}")
     assert not silent, f"{example.stem}: accepted and changes nothing: {', '.join(silent)}"
 

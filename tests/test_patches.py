@@ -18,8 +18,7 @@ import yaml
 from conftest import ROOT, example_base
 from gitops_helpers import KUBECTL, Key, by_identity, kustomize
 
-from gpustack.build import patching
-from gpustack.build import pipeline as render
+from gpustack.build import patching, pipeline
 from gpustack.build.decorate import CONFIG_HASH
 from gpustack.errors import Location, UserError
 from gpustack.resolve.load import load_stack
@@ -61,7 +60,7 @@ def _plain(value: Any) -> Any:
 
 
 def _objects(config: Path | None) -> list[dict[str, Any]]:
-    return render.render(load_stack(config)).objects
+    return pipeline.render(load_stack(config)).objects
 
 
 def _without_config_hash(obj: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +128,7 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseRun]:
     for number, (example, names) in enumerate(groups):
         base = root / f"base-{example}"
         if not base.exists():
-            for name, content in render.files(_unpatched(example)).items():
+            for name, content in pipeline.files(_unpatched(example)).items():
                 (base / name).parent.mkdir(parents=True, exist_ok=True)
                 (base / name).write_bytes(content)
         overlay = root / f"overlay-{number}"
@@ -149,8 +148,8 @@ def _entries(case: dict[str, Any]) -> list[Any]:
 
 
 @functools.cache
-def _unpatched(example: str) -> render.Rendering:
-    return render.render(load_stack(EXAMPLES / example))
+def _unpatched(example: str) -> pipeline.Rendering:
+    return pipeline.render(load_stack(EXAMPLES / example))
 
 
 @functools.cache

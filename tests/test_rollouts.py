@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from markdown_page import Page, to_html
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.compare.diff_markdown import as_markdown
 from gpustack.compare.object_diff import Change, Diff
 from gpustack.compare.rollouts import (
@@ -20,7 +20,7 @@ from gpustack.compare.rollouts import (
     RESTARTS_PODS,
     rollout,
 )
-from gpustack.resolve import load as config
+from gpustack.resolve import load
 
 DRIVER = "nvidia-driver-daemonset"
 
@@ -28,10 +28,10 @@ DRIVER = "nvidia-driver-daemonset"
 def objects(example: str | Path, *settings: str) -> dict[str, dict[str, Any]]:
     """The example's (or config's) workloads by name, rendered with the `--set` settings."""
     path = example if isinstance(example, Path) else ROOT / "examples" / f"{example}.yaml"
-    stack = config.load_stack(path, override=config.overrides(list(settings)))
+    stack = load.load_stack(path, override=load.overrides(list(settings)))
     return {
         obj["metadata"]["name"]: obj
-        for obj in render.render(stack).objects
+        for obj in pipeline.render(stack).objects
         if obj["kind"] in ("DaemonSet", "Deployment")
     }
 

@@ -38,7 +38,7 @@ import yaml
 from conftest import EXAMPLES
 from example_renders import example_configs, render_example
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.config.node_pools import NodePool
 from gpustack.resolve.load import load_stack
 from gpustack.resolve.stack import Stack
@@ -48,11 +48,11 @@ pytestmark = pytest.mark.upstream
 PLUGIN_CONFIG_MAP = "nvidia-device-plugin-config"
 
 
-def objects_of(rendering: render.Rendering, kind: str) -> list[dict[str, Any]]:
+def objects_of(rendering: pipeline.Rendering, kind: str) -> list[dict[str, Any]]:
     return [o for o in rendering.objects if o.get("kind") == kind]
 
 
-def daemonset(rendering: render.Rendering, name: str) -> dict[str, Any] | None:
+def daemonset(rendering: pipeline.Rendering, name: str) -> dict[str, Any] | None:
     for found in objects_of(rendering, "DaemonSet"):
         if found["metadata"]["name"] == name:
             return found
@@ -165,7 +165,7 @@ def variant_config(name: str, folder: Path) -> Path:
     return path
 
 
-def configs_under_test(folder: Path) -> Iterator[tuple[str, Stack, render.Rendering]]:
+def configs_under_test(folder: Path) -> Iterator[tuple[str, Stack, pipeline.Rendering]]:
     for path in example_configs():
         stack, rendering = render_example(path)
         ASKED[id(stack)] = Asked(yaml.safe_load(path.read_text()), stack)
@@ -174,7 +174,7 @@ def configs_under_test(folder: Path) -> Iterator[tuple[str, Stack, render.Render
         config = variant_config(name, folder)
         stack = load_stack(config)
         ASKED[id(stack)] = Asked(yaml.safe_load(config.read_text()), stack)
-        yield f"variant {name}", stack, render.render(stack)
+        yield f"variant {name}", stack, pipeline.render(stack)
 
 
 # --- What each config asked for ------------------------------------------------------------------
@@ -239,7 +239,7 @@ class Asked:
             return "all-disabled"
         return str(self.section("migManager", "defaultConfig") or "all-disabled")
 
-    def device_list_strategy(self, rendering: render.Rendering) -> list[str]:
+    def device_list_strategy(self, rendering: pipeline.Rendering) -> list[str]:
         """`auto`: CDI through annotations and the CRI field where the toolkit is deployed, as
         the GPU Operator sets DEVICE_LIST_STRATEGY (controllers/object_controls.go, v26.7.0)."""
         strategy = self.section("devicePlugin", "deviceListStrategy") or "auto"
@@ -254,7 +254,7 @@ class Asked:
         allocations = {self.document.get("gpuAllocation")} | {p.get("gpuAllocation") for p in pools}
         return "dra" in allocations
 
-    def uses_cdi(self, rendering: render.Rendering) -> bool:
+    def uses_cdi(self, rendering: pipeline.Rendering) -> bool:
         cdi = any(s.startswith("cdi") for s in self.device_list_strategy(rendering))
         return cdi or self.dra
 
@@ -271,12 +271,14 @@ def asked(stack: Stack) -> Asked:
 
 
 @pytest.fixture(scope="module")
-def renders(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Stack, render.Rendering]]:
+def renders(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> list[tuple[str, Stack, pipeline.Rendering]]:
     return list(configs_under_test(tmp_path_factory.mktemp("variants")))
 
 
 def plugin_configs(
-    stack: Stack, rendering: render.Rendering
+    stack: Stack, rendering: pipeline.Rendering
 ) -> list[tuple[str, NodePool | None, str]]:
     """The plugin's config files in the ConfigMap: (key, the pool whose nodes read it, text)."""
     found = [
@@ -350,7 +352,7 @@ def sharing_expected(stack: Stack, pool: NodePool | None) -> dict[str, Any]:
 def assert_reads_as_asked(
     where: str,
     stack: Stack,
-    rendering: render.Rendering,
+    rendering: pipeline.Rendering,
     pool: NodePool | None,
     text: str,
     parsed: dict[str, Any],
@@ -389,7 +391,7 @@ def assert_reads_as_asked(
 
 
 def test_every_plugin_config_is_read_by_the_plugin_as_the_config_asked(
-    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+    renders: list[tuple[str, Stack, pipeline.Rendering]], tmp_path: Path
 ) -> None:
     checked = set()
     for name, stack, rendering in renders:
@@ -415,7 +417,7 @@ def test_every_plugin_config_is_read_by_the_plugin_as_the_config_asked(
 
 
 def test_every_plugin_config_is_read_by_gfd_as_the_config_asked(
-    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+    renders: list[tuple[str, Stack, pipeline.Rendering]], tmp_path: Path
 ) -> None:
     checked = 0
     for name, stack, rendering in renders:
@@ -513,7 +515,7 @@ def mig_parted_valid(text: str, layout: str, folder: Path) -> subprocess.Complet
 
 
 def test_every_mig_manager_config_is_read_by_mig_parted_with_each_layout_nodes_select(
-    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+    renders: list[tuple[str, Stack, pipeline.Rendering]], tmp_path: Path
 ) -> None:
     checked = 0
     for name, stack, rendering in renders:
@@ -666,7 +668,7 @@ def short_host(tmp_path: Path, case: str) -> Path:
 
 
 def toolkit_run(
-    stack: Stack, rendering: render.Rendering, fixture: str, host: Path
+    stack: Stack, rendering: pipeline.Rendering, fixture: str, host: Path
 ) -> tuple[subprocess.CompletedProcess[str], str]:
     """The installer with the rendered container's environment, in `host` holding the platform's
     containerd config: its log, and what the socket's owner received."""
@@ -748,11 +750,11 @@ def cri_runtime(document: dict[str, Any]) -> dict[str, Any]:
     return dict(plugins["io.containerd.grpc.v1.cri"])
 
 
-def rendered_handlers(rendering: render.Rendering) -> set[str]:
+def rendered_handlers(rendering: pipeline.Rendering) -> set[str]:
     return {o["handler"] for o in objects_of(rendering, "RuntimeClass")}
 
 
-def pod_runtime_classes(rendering: render.Rendering) -> set[str]:
+def pod_runtime_classes(rendering: pipeline.Rendering) -> set[str]:
     names = set()
     for o in rendering.objects:
         if o.get("kind") in {"DaemonSet", "Deployment", "Job"}:
@@ -763,8 +765,8 @@ def pod_runtime_classes(rendering: render.Rendering) -> set[str]:
 
 
 def toolkit_cases(
-    renders: list[tuple[str, Stack, render.Rendering]],
-) -> Iterator[tuple[str, Stack, render.Rendering, str]]:
+    renders: list[tuple[str, Stack, pipeline.Rendering]],
+) -> Iterator[tuple[str, Stack, pipeline.Rendering, str]]:
     for name, stack, rendering in renders:
         if daemonset(rendering, "nvidia-container-toolkit-daemonset") is None:
             continue
@@ -775,7 +777,7 @@ def toolkit_cases(
 
 
 def test_the_toolkit_installer_gives_containerd_the_runtimes_gpustack_renders(
-    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+    renders: list[tuple[str, Stack, pipeline.Rendering]], tmp_path: Path
 ) -> None:
     checked = set()
     for name, stack, rendering, fixture in toolkit_cases(renders):
@@ -843,7 +845,7 @@ def test_the_toolkit_installer_gives_containerd_the_runtimes_gpustack_renders(
 
 
 def test_on_k3s_and_rke2_the_installer_leaves_their_config_and_installs_what_they_look_for(
-    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+    renders: list[tuple[str, Stack, pipeline.Rendering]], tmp_path: Path
 ) -> None:
     checked = set()
     for name, stack, rendering, fixture in toolkit_cases(renders):
@@ -908,7 +910,7 @@ def fake_host(folder: Path) -> Path:
 
 
 def test_the_validator_writes_the_ready_file_gpustack_waits_for_on_a_host_driver(
-    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+    renders: list[tuple[str, Stack, pipeline.Rendering]], tmp_path: Path
 ) -> None:
     checked = 0
     for name, stack, rendering in renders:
@@ -957,7 +959,7 @@ def test_the_validator_writes_the_ready_file_gpustack_waits_for_on_a_host_driver
 
 
 def test_the_driver_manager_accepts_the_rendered_command_and_environment(
-    renders: list[tuple[str, Stack, render.Rendering]],
+    renders: list[tuple[str, Stack, pipeline.Rendering]],
 ) -> None:
     """The driver manager reads its command and every environment variable the rendered
     container sets (a value it cannot parse stops it with `Incorrect Usage`), and then needs
@@ -980,7 +982,7 @@ def test_the_driver_manager_accepts_the_rendered_command_and_environment(
 
 
 def test_on_cri_o_the_installer_writes_the_runtime_handlers_gpustack_renders(
-    renders: list[tuple[str, Stack, render.Rendering]], tmp_path: Path
+    renders: list[tuple[str, Stack, pipeline.Rendering]], tmp_path: Path
 ) -> None:
     """OpenShift: CRI-O's drop-in names the handlers of the rendered RuntimeClasses. The installer
     then restarts CRI-O through the host's systemd (`chroot /host systemctl restart crio`, its

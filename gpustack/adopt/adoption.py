@@ -22,7 +22,7 @@ from typing import Any
 from gpustack.adopt import importing, inputs, releases, report
 from gpustack.build.pipeline import render
 from gpustack.build.workload import COMPONENT_LABEL
-from gpustack.config import commented as config_file
+from gpustack.config import commented
 from gpustack.errors import Location, UserError, display_path
 from gpustack.objects import kind_of, labels_of, name_of
 from gpustack.read.bounded import MAX_FILE_BYTES, decode, read_bounded
@@ -77,7 +77,7 @@ def config_text(imported: report.Imported, sources: list[str]) -> str:
     """The imported config's file: the header naming the inputs, then its fields, each with
     the input fields it came from."""
     named = "".join(f"#   {inputs.printable(each, len(each))}\n" for each in sources)
-    return config_file.config_text(imported.config, HEADER + named)
+    return commented.config_text(imported.config, HEADER + named)
 
 
 def load(

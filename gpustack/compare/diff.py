@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpustack.build import pipeline as render
+from gpustack.build import pipeline
 from gpustack.compare import review
 from gpustack.compare.object_diff import ClusterDiffs, Diff, Unreached
 from gpustack.errors import Location, UserError, display_path
@@ -186,7 +186,7 @@ def _default_config(say: Messages) -> Path | None:
 
 
 def _between(old_stack: Stack, old_label: str, new_stack: Stack, new_label: str) -> Diff:
-    old, new = (review.snapshot(render.render(stack)) for stack in (old_stack, new_stack))
+    old, new = (review.snapshot(pipeline.render(stack)) for stack in (old_stack, new_stack))
     return review.between(old, new, old_label, new_label)
 
 
@@ -194,5 +194,5 @@ def _against_committed(stack: Stack, folder: Path, say: Messages) -> Diff:
     shown = display_path(folder)
     if not folder.is_dir():
         say.warning(f"{shown} does not exist: a render would write every file")
-    rendering = render.render(stack)
-    return review.against(folder, review.snapshot(rendering), render.files(rendering), "rendered")
+    rendering = pipeline.render(stack)
+    return review.against(folder, review.snapshot(rendering), pipeline.files(rendering), "rendered")

@@ -31,8 +31,7 @@ from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, OVERRIDES_ANNOTA
 from gpustack.objects import annotations_of, file_name, identity
 from gpustack.read.yamlio import load_text
 from gpustack.redaction import mask_text
-from gpustack.write import folders as output
-from gpustack.write import output_tree
+from gpustack.write import folders, output_tree
 
 
 @dataclass
@@ -100,7 +99,7 @@ def compare_folder(target: Path, expected: dict[str, bytes]) -> OutputCheck:
     if target.is_dir():
         report.extra = sorted(
             relative
-            for relative, mode in output.entries(target).items()
+            for relative, mode in folders.entries(target).items()
             if stat.S_ISREG(mode)
             and is_ours(target / relative, relative)
             and relative not in expected

@@ -42,7 +42,7 @@ from gpustack.compare.output_check import compare_folder, file_diff
 from gpustack.errors import display_path
 from gpustack.layout import APPLICATION_SET_DIR, KUSTOMIZATION, NODE_DIR
 from gpustack.objects import Identity
-from gpustack.resolve import load as config
+from gpustack.resolve import load
 from gpustack.resolve.checks.no_effect import without_effect
 from gpustack.resolve.layered_settings import Layer, nearest
 from gpustack.write import output_tree
@@ -206,7 +206,7 @@ def chains(paths: Sequence[Path | None], root: Path) -> dict[str, Chain]:
     for path in paths:
         if path is None:
             continue
-        layers = config.layer_chain(path)
+        layers = load.layer_chain(path)
         name = _name(layers)
         if name is not None:
             found[name] = chain(layers, root)
@@ -282,14 +282,14 @@ def effects_of(
     by_name: dict[str, Path] = {}
     for path in paths:
         if path is not None:
-            name = _name(config.layer_chain(path))
+            name = _name(load.layer_chain(path))
             if name is not None:
                 by_name[name] = path
     cache: dict[str, dict[tuple[str, ...], str]] = {}
 
     def effects(name: str) -> dict[tuple[str, ...], str]:
         if name not in cache:
-            stack, layers = config.load_with_layers(
+            stack, layers = load.load_with_layers(
                 by_name[name], profile, profiles_dir, override=override
             )
             cache[name] = without_effect(stack, layers)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpustack import errors
 from gpustack.errors import Location, UserError, display_path
-from gpustack.read import bounded as reading
+from gpustack.read import bounded
 from gpustack.resolve import image_lock
 from gpustack.resolve import platform_profiles as profiles
 
@@ -53,7 +53,7 @@ _SETTINGS = ("protocol.allow=never", "core.fsmonitor=false", "safe.bareRepositor
 # The most of a file a revision brings whole: the largest limit of what gpustack reads through
 # it (a config's 1 MiB, the image lock's 8 MiB); a larger file comes as its size alone, which
 # its reader refuses by size.
-BROUGHT_BYTES = max(reading.MAX_FILE_BYTES, image_lock.MAX_BYTES)
+BROUGHT_BYTES = max(bounded.MAX_FILE_BYTES, image_lock.MAX_BYTES)
 
 
 def _git(
@@ -90,7 +90,7 @@ def _git(
 def repository_top(folder: Path) -> Path:
     """The work tree of the git repository holding `folder`: the nearest folder at or above it
     that holds `.git`, found on the disk, as every path a config names is confined."""
-    top = reading.repository_top(folder)
+    top = bounded.repository_top(folder)
     if top is None or _git("rev-parse", "--git-dir", cwd=top).returncode != 0:
         raise UserError(
             "--git-ref works inside a git repository, and this folder is not in one",
@@ -160,16 +160,16 @@ def tree_at(
                 hint="keep bases, PEM and MIG files in the repository",
             )
 
-    previous, reading.revision_guard = reading.revision_guard, guard
+    previous, bounded.revision_guard = bounded.revision_guard, guard
     errors.shown_as.append((str(revision.into), ref))
     # The tree holds no `.git`: it is the repository's top for the paths its configs name.
-    reading.revision_tops.append(os.path.realpath(revision.into))
+    bounded.revision_tops.append(os.path.realpath(revision.into))
     try:
         yield
     finally:
-        reading.revision_guard = previous
+        bounded.revision_guard = previous
         errors.shown_as.remove((str(revision.into), ref))
-        reading.revision_tops.remove(os.path.realpath(revision.into))
+        bounded.revision_tops.remove(os.path.realpath(revision.into))
 
 
 class _Revision:
@@ -354,7 +354,7 @@ class _Revision:
             if not name.endswith((".yaml", ".yml")) or name in self.done:
                 continue
             mode, _kind, obj, listed_size = meta.decode().split()
-            small = listed_size.isdigit() and int(listed_size) <= reading.MAX_FILE_BYTES
+            small = listed_size.isdigit() and int(listed_size) <= bounded.MAX_FILE_BYTES
             if mode in ("100644", "100755") and small:
                 regular[name] = obj
                 continue
