@@ -39,7 +39,6 @@ from gpustack.read.yamlio import (
     load_text,
 )
 from gpustack.resolve import image_lock, profile_checks
-from gpustack.resolve import patches as patching
 from gpustack.resolve import platform_profiles as profile_store
 from gpustack.resolve.checks import platforms as platform_checks
 from gpustack.resolve.layered_settings import (
@@ -52,6 +51,7 @@ from gpustack.resolve.layered_settings import (
     validate,
     without_taken_away,
 )
+from gpustack.resolve.patches import Patch, Target, parse_selector
 from gpustack.resolve.stack import Stack
 
 _MAX_EXTENDS_DEPTH = 16
@@ -326,9 +326,9 @@ def _patch_entries(layers: list[Layer]) -> list[tuple[Any, Layer, int]]:
     return entries
 
 
-def _read_patches(entries: list[tuple[Any, Layer, int]]) -> tuple[patching.Patch, ...]:
+def _read_patches(entries: list[tuple[Any, Layer, int]]) -> tuple[Patch, ...]:
     """Every patch document the entries name, in order, at most MAX_PATCHES of them."""
-    found: list[patching.Patch] = []
+    found: list[Patch] = []
     for entry, layer, index in entries:
         found += _read_patch(entry, layer, index)
         if len(found) > MAX_PATCHES:
@@ -343,7 +343,7 @@ def _read_patches(entries: list[tuple[Any, Layer, int]]) -> tuple[patching.Patch
     return tuple(found)
 
 
-def _read_patch(entry: Any, layer: Layer, index: int) -> list[patching.Patch]:
+def _read_patch(entry: Any, layer: Layer, index: int) -> list[Patch]:
     """The patch documents of one `patches:` entry, each with where it was written."""
     model = PatchEntry.model_validate(entry)
     where = (*layer.prefix, "patches", index)
@@ -434,10 +434,10 @@ def _read_patch_file(file: Path) -> list[tuple[Any, Location]]:
 
 def _patch_target(
     model: PatchEntry, layer: Layer, where: tuple[str | int, ...]
-) -> tuple[patching.Target | None, dict[str, Any]]:
+) -> tuple[Target | None, dict[str, Any]]:
     if model.target is None:
         return None, {}
-    target = patching.Target(**model.target.model_dump())
+    target = Target(**model.target.model_dump())
     regexes = {}
     for key in ("group", "version", "kind", "name", "namespace"):
         pattern = getattr(target, key)
@@ -455,7 +455,7 @@ def _patch_target(
         if selector is None:
             continue
         try:
-            patching.parse_selector(selector)
+            parse_selector(selector)
         except ValueError as problem:
             raise UserError(
                 f"not a Kubernetes label selector: {problem}",
@@ -469,10 +469,10 @@ def _patch_target(
 def _one_patch(
     body: Any,
     location: Location,
-    target: tuple[patching.Target | None, dict[str, Any]],
+    target: tuple[Target | None, dict[str, Any]],
     from_file: bool,
     index: int,
-) -> patching.Patch:
+) -> Patch:
     selector, regexes = target
     field = f"patches.{index}"
     if isinstance(body, list):
@@ -519,7 +519,7 @@ def _one_patch(
             field,
             hint="quote the key, e.g. '1': or 'true':",
         )
-    return patching.Patch(body, location, selector, from_file, regexes)
+    return Patch(body, location, selector, from_file, regexes)
 
 
 def _has_key_not_text(body: Any) -> bool:

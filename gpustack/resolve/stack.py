@@ -16,7 +16,7 @@ from gpustack.config.model import GPUStack
 from gpustack.config.node_pools import NodePool
 from gpustack.config.profile_model import NodeSelectorRequirement, Profile, ProfileFacts
 from gpustack.resolve import mig
-from gpustack.resolve import patches as patching
+from gpustack.resolve.patches import Patch
 
 # Labels only Node Feature Discovery sets: with nfd.mode disabled nothing puts them on a node.
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
@@ -68,7 +68,7 @@ class Stack:
     left_out: tuple[tuple[str, str], ...] = ()
     entitlement_mode: int | None = None  # the PEM file's permission bits
     # `patches:` of the bases then the config, read and parsed (gpustack.build.patching applies them).
-    patches: tuple[patching.Patch, ...] = ()
+    patches: tuple[Patch, ...] = ()
     # The `--set FIELD=VALUE` options the config was loaded with, as given (the output records
     # them: a render without them would not give the same files).
     overrides: tuple[str, ...] = ()
