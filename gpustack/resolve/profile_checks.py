@@ -77,8 +77,8 @@ def check(
 def _check_settings(context: CheckContext, left_out: set[str]) -> None:
     """The checks of the settings alone, in the order that gives the most useful first error:
     what the platform does itself, then the driver and what reaches it, the DRA driver, the
-    validator, the node OS, the managed platforms' node settings, and last what has no effect
-    (`left_out`: the fields already left out, no longer in force)."""
+    validator, the node OS, the driver's upgrade, the managed platforms' node settings, and last
+    what has no effect (`left_out`: the fields already left out, no longer in force)."""
     platform_checks.check_platform(context)
     driver_checks.check_toolkit(context)
     dra_checks.check_dra(context)
@@ -87,6 +87,7 @@ def _check_settings(context: CheckContext, left_out: set[str]) -> None:
     driver_checks.check_node_status_exporter(context)
     driver_checks.check_platform_os(context)
     driver_checks.check_os_sku(context)
+    driver_checks.check_drain(context)
     managed_node_checks.check_gke_node_pool(context)
     managed_node_checks.check_aks_node_pool(context)
     managed_node_checks.check_eks_node_group(context)

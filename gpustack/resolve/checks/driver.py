@@ -1,7 +1,8 @@
 """The checks of the driver and what reaches it: the OS a driver container is built for (an AKS
 pool's OS SKU, an OpenShift release's RHCOS), the NVIDIA Container Toolkit that points the runtime
 at it, the Driver Toolkit builds on OpenShift, and NVIDIA's validator, which every GPU DaemonSet
-waits on, with the node status exporter that reports it."""
+waits on, with the node status exporter that reports it; and the driver manager's drain, which
+must name the pods it drains."""
 
 from __future__ import annotations
 
@@ -244,3 +245,33 @@ def check_node_status_exporter(context: CheckContext) -> None:
             hint="set nodeStatusExporter.enabled: false, or validator.enabled: true where the "
             "validator finds the driver",
         )
+
+
+def check_drain(context: CheckContext) -> None:
+    """k8s-driver-manager's drain without a pod selector can never succeed: refused where
+    `driver.upgrade.drain.enabled` is written, so the user either names the pods to drain or
+    leaves the drain off (the GPU pods' eviction runs either way)."""
+    drain = context.config.driver.upgrade.drain
+    # A driver the nodes or the platform install has no driver manager: the no-effect check
+    # says so for every driver.* setting.
+    if not drain.enabled or drain.podSelector.strip() or not context.stack.driver_container:
+        return
+    # k8s-driver-manager (NVIDIA/k8s-driver-manager v0.12.0, internal/kubernetes/client.go
+    # DrainNode) drains through kubectl's drain package without IgnoreAllDaemonSets, passing
+    # DRAIN_POD_SELECTOR_LABEL only when it is not empty; an empty selector lists every pod of
+    # the node (k8s.io/kubectl v0.36 pkg/drain/drain.go GetPodsForDeletion), and the
+    # daemonSetFilter (pkg/drain/filters.go) fails the whole drain, evicting nothing, at the
+    # first running DaemonSet pod, whatever DRAIN_USE_FORCE says. The driver pod, whose init
+    # container the manager is, is one. The GPU Operator's own upgrade controller drains with
+    # IgnoreAllDaemonSets (NVIDIA/k8s-operator-libs pkg/upgrade/drain_manager.go), which
+    # gpustack, rolling the DaemonSet instead, does not run.
+    raise UserError(
+        "driver.upgrade.drain without a podSelector can never succeed: k8s-driver-manager "
+        "drains every pod of the node without setting DaemonSet pods aside, so the drain stops "
+        "at the driver pod itself and evicts nothing",
+        context.at(("driver", "upgrade", "drain", "enabled")),
+        field="driver.upgrade.drain.enabled",
+        hint="set driver.upgrade.drain.podSelector to a label selector that matches the GPU "
+        "workloads' pods and no DaemonSet's, or leave the drain off: "
+        "driver.upgrade.gpuPodEviction still evicts the GPU pods",
+    )
