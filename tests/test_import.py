@@ -99,11 +99,13 @@ def test_time_slicing_from_the_named_config_map(tmp_path: Path) -> None:
     assert config["driver"]["version"] == "580.95.05"
     # maxParallelUpgrades is how many nodes upgrade at once; the operator's maxUnavailable is not.
     assert config["driver"]["upgrade"]["maxUnavailable"] == 2
-    assert config["driver"]["upgrade"]["drain"] == {
-        "enabled": True,
-        "timeoutSeconds": 600,
-        "deleteEmptyDir": True,
-    }
+    # The operator's upgrade controller drains every pod but DaemonSets'; gpustack's drain is
+    # k8s-driver-manager's, which without a pod selector stops at the driver pod: not carried
+    # over, with why. The timeout and emptyDir eviction still apply to the GPU pods' eviction.
+    assert config["driver"]["upgrade"]["drain"] == {"timeoutSeconds": 600, "deleteEmptyDir": True}
+    enable = outcome(report, "spec.driver.upgradePolicy.drain.enable")
+    assert enable["outcome"] == "dropped"
+    assert "does not set DaemonSet pods aside" in enable["why"]
     assert outcome(report, "spec.driver.upgradePolicy.maxUnavailable")["outcome"] == "dropped"
     assert config["nodes"]["taints"] == [
         {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
@@ -143,8 +145,15 @@ def test_precompiled_is_reported_not_guessed(tmp_path: Path) -> None:
     assert outcome(report, "spec.driver.kernelModuleType")["outcome"] == "dropped"
     # A driver branch is not a driver version gpustack can tag an image with.
     assert outcome(report, "spec.driver.version")["outcome"] == "dropped"
-    assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "timeoutSeconds": 900}
+    assert config["driver"]["upgrade"]["drain"] == {
+        "enabled": True,
+        "timeoutSeconds": 900,
+        "podSelector": "nvidia.com/gpu.workload=true",
+    }
     renders_clean(tmp_path)
+
+
+SELECTOR = "nvidia.com/gpu.workload=true"  # precompiled.yaml's DRAIN_POD_SELECTOR_LABEL
 
 
 @pytest.mark.parametrize(
@@ -162,10 +171,14 @@ def test_a_drain_timeout_written_as_the_operator_writes_it(
     timeout = outcome(report, "spec.driver.manager.env[2]")
     if seconds == 300:  # gpustack's default: read, and left out of the config
         assert timeout["outcome"] == "default"
-        assert config["driver"]["upgrade"]["drain"] == {"enabled": True}
+        assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "podSelector": SELECTOR}
     else:
         assert timeout["outcome"] == "mapped"
-        assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "timeoutSeconds": seconds}
+        assert config["driver"]["upgrade"]["drain"] == {
+            "enabled": True,
+            "timeoutSeconds": seconds,
+            "podSelector": SELECTOR,
+        }
 
 
 @pytest.mark.parametrize("written", ["1500ms", "90x", "-5s"])
@@ -177,7 +190,7 @@ def test_a_drain_timeout_that_is_no_whole_number_of_seconds_is_reported_not_gues
     config, report, _ = run_import(tmp_path, tmp_path / "policy.yaml", "--profile", "kubeadm")
     timeout = outcome(report, "spec.driver.manager.env[2]")
     assert timeout["outcome"] == "dropped" and "whole number of seconds" in timeout["why"]
-    assert config["driver"]["upgrade"]["drain"] == {"enabled": True}
+    assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "podSelector": SELECTOR}
 
 
 def test_private_registry_and_unknown_fields(tmp_path: Path) -> None:
@@ -355,7 +368,7 @@ def test_the_text_report_groups_each_field(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].endswith("precompiled.yaml for profile kubeadm (given with --profile)")
-    assert "mapped (5):" in lines and "not carried over (6):" in lines
+    assert "mapped (6):" in lines and "not carried over (6):" in lines
     # What the ClusterPolicy leaves out is the operator's default, said as such, without a
     # place in a file.
     assert lines[1].startswith("what the inputs leave out: GPU Operator v26.7.0's defaults (")
@@ -978,6 +991,48 @@ def test_check_says_the_sharing_of_a_config_map_it_was_not_given_is_unknown(
         "names, not among the inputs); gpustack none\n" in done.stderr
     )
     assert "time-slicing-config" not in done.stderr.split("check:", 1)[1]
+
+
+@pytest.mark.parametrize("selector", [None, "", "  "])
+def test_a_drain_of_every_pod_is_reported_not_imported(
+    tmp_path: Path, selector: str | None
+) -> None:
+    """The operator's drain without a pod selector drains every pod but DaemonSets'; gpustack's
+    is k8s-driver-manager's, which stops at the driver pod (a DaemonSet's) and would be refused
+    in the config: the import leaves it out and says why, at the field that turned it on."""
+    env = (
+        ""
+        if selector is None
+        else f'    - {{name: DRAIN_POD_SELECTOR_LABEL, value: "{selector}"}}\n'
+    )
+    (tmp_path / "values.yaml").write_text(
+        "driver:\n  manager:\n    env:\n"
+        '    - {name: ENABLE_AUTO_DRAIN, value: "true"}\n'
+        '    - {name: DRAIN_TIMEOUT_SECONDS, value: "600"}\n' + env
+    )
+    config, report, _ = run_import(tmp_path, "values.yaml", "--profile", "kubeadm")
+    drain_settings = config["driver"]["upgrade"]["drain"]
+    assert "enabled" not in drain_settings and drain_settings["timeoutSeconds"] == 600
+    drain = outcome(report, "driver.manager.env[0]")
+    assert drain["outcome"] == "dropped"
+    assert "without a pod selector it stops at the driver pod" in drain["why"]
+    assert "the GPU pods' eviction still runs" in drain["why"]
+    renders_clean(tmp_path)
+
+
+def test_a_drain_whose_selector_another_input_gives_is_imported(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: cluster-policy\n"
+        "spec:\n  driver:\n    enabled: true\n"
+        "    upgradePolicy:\n      drain: {enable: true}\n"
+    )
+    (tmp_path / "values.yaml").write_text(
+        'driver:\n  manager:\n    env:\n    - {name: DRAIN_POD_SELECTOR_LABEL, value: "team=ml"}\n'
+    )
+    config, report, _ = run_import(tmp_path, "policy.yaml", "values.yaml", "--profile", "kubeadm")
+    assert config["driver"]["upgrade"]["drain"] == {"enabled": True, "podSelector": "team=ml"}
+    assert outcome(report, "spec.driver.upgradePolicy.drain.enable")["outcome"] == "mapped"
+    renders_clean(tmp_path)
 
 
 def test_the_driver_managers_booleans_import_as_it_reads_them(tmp_path: Path) -> None:

@@ -86,6 +86,7 @@ def import_inputs(
         map_leftovers(state, each, plugin_configs)
     _mig_manager_auto(state, defaults[0] if defaults else None)
     _without_validator(state)
+    _drain_without_selector(state)
     _without_effect(state)
     config = [
         Field("apiVersion", API_VERSION),
@@ -225,6 +226,39 @@ def _without_validator(state: Import) -> None:
         )
     del state.settings["nodeStatusExporter.enabled"]
     state.locations.pop("nodeStatusExporter.enabled", None)
+
+
+def _drain_without_selector(state: Import) -> None:
+    """The operator's drain of every pod but DaemonSets' (its upgrade controller sets them aside:
+    NVIDIA/k8s-operator-libs pkg/upgrade/drain_manager.go, IgnoreAllDaemonSets) has no
+    counterpart here: gpustack's drain is k8s-driver-manager's, which does not set them aside and
+    without a pod selector stops at the driver pod (gpustack.resolve.checks.driver.check_drain,
+    which refuses it in a config). The switch is read and left out, with why; the GPU pods'
+    eviction still runs."""
+    known = state.settings.get("driver.upgrade.drain.enabled")
+    selector = state.settings.get("driver.upgrade.drain.podSelector")
+    if known is None or known[0] is not True:
+        return
+    if selector is not None and isinstance(selector[0], str) and selector[0].strip():
+        return
+    for index in state.mapped_at.pop("driver.upgrade.drain.enabled", []):
+        if state.paths[index][0] == OPERATOR_DEFAULTS:
+            state.hidden.add(index)
+            continue
+        entry = state.entries[index]
+        state.entries[index] = Entry(
+            entry.input,
+            entry.field,
+            entry.location,
+            "dropped",
+            "driver.upgrade.drain.enabled",
+            "gpustack's drain is k8s-driver-manager's, which does not set DaemonSet pods aside: "
+            "without a pod selector it stops at the driver pod and never succeeds; the GPU pods' "
+            "eviction still runs (set driver.upgrade.drain.podSelector to drain the pods it "
+            "matches)",
+        )
+    del state.settings["driver.upgrade.drain.enabled"]
+    state.locations.pop("driver.upgrade.drain.enabled", None)
 
 
 def _without_effect(state: Import) -> None:
