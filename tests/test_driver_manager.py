@@ -219,7 +219,12 @@ def test_what_installs_nothing_reloads_no_driver(tmp_path, profile, sections):
                 "upgrade": {
                     "maxUnavailable": "25%",
                     "gpuPodEviction": False,
-                    "drain": {"enabled": True, "timeoutSeconds": 0, "force": True},
+                    "drain": {
+                        "enabled": True,
+                        "timeoutSeconds": 0,
+                        "force": True,
+                        "podSelector": "team=ml",
+                    },
                 },
             },
             nodes={"taints": []},
@@ -300,6 +305,31 @@ def test_a_rollout_that_could_never_move_is_refused(tmp_path, value, field):
             tmp_path, "kubeadm", driver={"mode": "container", "upgrade": {"maxUnavailable": value}}
         )
     assert raised.value.field == field
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+@pytest.mark.parametrize("selector", [None, "", "   "])
+def test_a_drain_of_every_pod_is_refused(tmp_path, profile, sections, selector):
+    """k8s-driver-manager v0.12.0 drains with kubectl's drain package without setting DaemonSet
+    pods aside (internal/kubernetes/client.go DrainNode); with no selector it lists every pod of
+    the node, the driver pod among them, and kubectl's daemonSetFilter fails the drain there."""
+    drain: dict[str, Any] = {"enabled": True}
+    if selector is not None:
+        drain["podSelector"] = selector
+    driver = {**sections.get("driver", {}), "upgrade": {"drain": drain}}
+    with pytest.raises(UserError) as raised:
+        stack_for(tmp_path, profile, **{**sections, "driver": driver})
+    assert raised.value.field == "driver.upgrade.drain.enabled"
+    assert "DaemonSet pods" in raised.value.message
+    assert "podSelector" in (raised.value.hint or "")
+
+
+@pytest.mark.parametrize(("profile", "sections"), DRIVER_CONTAINER_PROFILES, ids=IDS)
+def test_a_drain_off_or_of_selected_pods_is_taken(tmp_path, profile, sections):
+    for drain in ({"enabled": False}, {"enabled": True, "podSelector": "team=ml"}):
+        driver = {**sections.get("driver", {}), "upgrade": {"drain": drain}}
+        workload = daemonsets(rendered(tmp_path, profile, {**sections, "driver": driver}))[DRIVER]
+        assert env(manager(workload))["ENABLE_AUTO_DRAIN"] == str(drain["enabled"]).lower()
 
 
 # --- RBAC ------------------------------------------------------------------------------------

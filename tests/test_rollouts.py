@@ -238,11 +238,14 @@ def test_force_reinstall_reloads_the_driver_whatever_the_digest():
 
 def test_a_drain_without_a_pod_selector_is_said_to_fail():
     # k8s-driver-manager v0.12.0 drains with kubectl's drain package without setting DaemonSet
-    # pods aside, and the new driver pod on the node is one: the drain always fails.
-    settings = ("driver.upgrade.drain={enabled: true}",)
-    found = effects("kubeadm-driver-container", settings, (*settings, "driver.version=580.95.05"))
-    assert "when that fails, a drain is tried and fails" in found[DRIVER].driver
-    assert "it is drained" not in found[DRIVER].driver
+    # pods aside, and the new driver pod on the node is one: the drain always fails. gpustack
+    # refuses such a config; a patch or a hand-edited manifest can still turn it on.
+    before, after = _new_driver_version()
+    drain = {"ENABLE_AUTO_DRAIN": "true", "DRAIN_POD_SELECTOR_LABEL": ""}
+    found = rollout(_with_manager_env(before, **drain), _with_manager_env(after, **drain))
+    assert found is not None
+    assert "when that fails, a drain is tried and fails" in found.driver
+    assert "it is drained" not in found.driver
 
 
 def test_a_drain_alone_cordons_nothing_before_it():
