@@ -48,15 +48,16 @@ class DriverDrain(Strict):
     ENABLE_AUTO_DRAIN, DRAIN_*): kubectl's drain of the node's pods when evicting the GPU pods is
     not enough to unload the old driver. It drains without setting DaemonSet pods aside
     (internal/kubernetes/client.go DrainNode: no IgnoreAllDaemonSets), so a drain of every pod
-    meets a DaemonSet's pod (the driver pod itself) and fails: `podSelector` names the pods."""
+    meets a DaemonSet's pod (the driver pod itself) and fails: `podSelector` names the pods, and
+    `enabled` without it is refused (gpustack.resolve.checks.driver.check_drain)."""
 
     enabled: bool = Field(
         default=False,
         description=(
             "drain the node's pods that `podSelector` matches when the GPU pods' eviction fails "
-            "or the old driver stays in use (`ENABLE_AUTO_DRAIN`); without `podSelector` the "
-            "drain meets the driver's own DaemonSet pod and fails (k8s-driver-manager does not "
-            "set DaemonSet pods aside)"
+            "or the old driver stays in use (`ENABLE_AUTO_DRAIN`); needs `podSelector`: "
+            "k8s-driver-manager does not set DaemonSet pods aside, so a drain of every pod "
+            "meets the driver's own pod and fails, and is refused"
         ),
     )
     # gpu-operator deployments/gpu-operator/values.yaml (v26.7.0) driver.upgradePolicy.drain:
