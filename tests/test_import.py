@@ -1016,7 +1016,7 @@ def test_a_drain_of_every_pod_is_reported_not_imported(
     drain = outcome(report, "driver.manager.env[0]")
     assert drain["outcome"] == "dropped"
     assert "without a pod selector it stops at the driver pod" in drain["why"]
-    assert "the GPU pods' eviction still runs" in drain["why"]
+    assert "the GPU pods' eviction (driver.upgrade.gpuPodEviction) is not affected" in drain["why"]
     renders_clean(tmp_path)
 
 

@@ -234,7 +234,7 @@ def _drain_without_selector(state: Import) -> None:
     counterpart here: gpustack's drain is k8s-driver-manager's, which does not set them aside and
     without a pod selector stops at the driver pod (gpustack.resolve.checks.driver.check_drain,
     which refuses it in a config). The switch is read and left out, with why; the GPU pods'
-    eviction still runs."""
+    eviction is a setting of its own."""
     known = state.settings.get("driver.upgrade.drain.enabled")
     selector = state.settings.get("driver.upgrade.drain.podSelector")
     if known is None or known[0] is not True:
@@ -254,8 +254,8 @@ def _drain_without_selector(state: Import) -> None:
             "driver.upgrade.drain.enabled",
             "gpustack's drain is k8s-driver-manager's, which does not set DaemonSet pods aside: "
             "without a pod selector it stops at the driver pod and never succeeds; the GPU pods' "
-            "eviction still runs (set driver.upgrade.drain.podSelector to drain the pods it "
-            "matches)",
+            "eviction (driver.upgrade.gpuPodEviction) is not affected (set "
+            "driver.upgrade.drain.podSelector to drain the pods it matches)",
         )
     del state.settings["driver.upgrade.drain.enabled"]
     state.locations.pop("driver.upgrade.drain.enabled", None)

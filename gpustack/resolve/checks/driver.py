@@ -250,7 +250,7 @@ def check_node_status_exporter(context: CheckContext) -> None:
 def check_drain(context: CheckContext) -> None:
     """k8s-driver-manager's drain without a pod selector can never succeed: refused where
     `driver.upgrade.drain.enabled` is written, so the user either names the pods to drain or
-    leaves the drain off (the GPU pods' eviction runs either way)."""
+    leaves the drain off."""
     drain = context.config.driver.upgrade.drain
     # A driver the nodes or the platform install has no driver manager: the no-effect check
     # says so for every driver.* setting.
@@ -259,12 +259,19 @@ def check_drain(context: CheckContext) -> None:
     # k8s-driver-manager (NVIDIA/k8s-driver-manager v0.12.0, internal/kubernetes/client.go
     # DrainNode) drains through kubectl's drain package without IgnoreAllDaemonSets, passing
     # DRAIN_POD_SELECTOR_LABEL only when it is not empty; an empty selector lists every pod of
-    # the node (k8s.io/kubectl v0.36 pkg/drain/drain.go GetPodsForDeletion), and the
-    # daemonSetFilter (pkg/drain/filters.go) fails the whole drain, evicting nothing, at the
+    # the node (k8s.io/kubectl v0.36.3, its vendored copy: pkg/drain/drain.go GetPodsForDeletion),
+    # and daemonSetFilter (pkg/drain/filters.go) fails the whole drain, evicting nothing, at the
     # first running DaemonSet pod, whatever DRAIN_USE_FORCE says. The driver pod, whose init
     # container the manager is, is one. The GPU Operator's own upgrade controller drains with
     # IgnoreAllDaemonSets (NVIDIA/k8s-operator-libs pkg/upgrade/drain_manager.go), which
     # gpustack, rolling the DaemonSet instead, does not run.
+    evicts = context.config.driver.upgrade.gpuPodEviction
+    off = (
+        "or leave the drain off: driver.upgrade.gpuPodEviction still evicts the GPU pods"
+        if evicts
+        else "or leave the drain off and free the GPU pods yourself before a driver change: "
+        "with driver.upgrade.gpuPodEviction off nothing evicts them"
+    )
     raise UserError(
         "driver.upgrade.drain without a podSelector can never succeed: k8s-driver-manager "
         "drains every pod of the node without setting DaemonSet pods aside, so the drain stops "
@@ -272,6 +279,5 @@ def check_drain(context: CheckContext) -> None:
         context.at(("driver", "upgrade", "drain", "enabled")),
         field="driver.upgrade.drain.enabled",
         hint="set driver.upgrade.drain.podSelector to a label selector that matches the GPU "
-        "workloads' pods and no DaemonSet's, or leave the drain off: "
-        "driver.upgrade.gpuPodEviction still evicts the GPU pods",
+        f"workloads' pods and no DaemonSet's, {off}",
     )
