@@ -162,25 +162,13 @@ COUNTERS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 
 # NVIDIA/gpu-operator assets/state-node-status-exporter/0700_daemonset.yaml (v26.7.0): its name.
 NODE_STATUS_EXPORTER = "nvidia-node-status-exporter"
-# The metrics the exporter serves (NVIDIA/gpu-operator cmd/nvidia-validator/metrics.go,
+# Metrics the exporter serves that the alerts read (NVIDIA/gpu-operator cmd/nvidia-validator/metrics.go,
 # v26.7.0), 1 or 0 per node.
 DRIVER_VALIDATION = "gpu_operator_node_driver_validation"
 TOOLKIT_READY = "gpu_operator_node_toolkit_ready"
 CUDA_READY = "gpu_operator_node_cuda_ready"
 # The node's nvidia.com/gpu and nvidia.com/mig-* capacity; -1 when the node cannot be read.
 PLUGIN_DEVICES = "gpu_operator_node_device_plugin_devices_total"
-METRICS = (
-    "gpu_operator_node_metrics_ready_ts_seconds",
-    "gpu_operator_node_driver_ready",
-    TOOLKIT_READY,
-    "gpu_operator_node_plugin_ready",
-    CUDA_READY,
-    DRIVER_VALIDATION,
-    "gpu_operator_node_driver_validation_last_success_ts_seconds",
-    PLUGIN_DEVICES,
-    "gpu_operator_node_device_plugin_validation_last_success_ts_seconds",
-    "gpu_operator_nvidia_pci_devices_total",
-)
 
 
 def node_status_exporter_enabled(stack: Stack) -> bool:

@@ -39,7 +39,6 @@ CONFIG_MAP = "nvidia-mig-manager-config"
 GPU_CLIENTS_CONFIG_MAP = "nvidia-mig-manager-gpu-clients"
 CONFIG_DIR = "/mig-parted-config"
 GPU_CLIENTS_DIR = "/gpu-clients"
-PAUSED = "paused-for-mig-change"
 # GFD labels GPUs that can be partitioned (the GPU Operator runs the manager only there).
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 
