@@ -241,24 +241,13 @@ def _drain_without_selector(state: Import) -> None:
         return
     if selector is not None and isinstance(selector[0], str) and selector[0].strip():
         return
-    for index in state.mapped_at.pop("driver.upgrade.drain.enabled", []):
-        if state.paths[index][0] == OPERATOR_DEFAULTS:
-            state.hidden.add(index)
-            continue
-        entry = state.entries[index]
-        state.entries[index] = Entry(
-            entry.input,
-            entry.field,
-            entry.location,
-            "dropped",
-            "driver.upgrade.drain.enabled",
-            "gpustack's drain is k8s-driver-manager's, which does not set DaemonSet pods aside: "
-            "without a pod selector it stops at the driver pod and never succeeds; the GPU pods' "
-            "eviction (driver.upgrade.gpuPodEviction) is not affected (set "
-            "driver.upgrade.drain.podSelector to drain the pods it matches)",
-        )
-    del state.settings["driver.upgrade.drain.enabled"]
-    state.locations.pop("driver.upgrade.drain.enabled", None)
+    state.leave_out(
+        "driver.upgrade.drain.enabled",
+        "gpustack's drain is k8s-driver-manager's, which does not set DaemonSet pods aside: "
+        "without a pod selector it stops at the driver pod and never succeeds; the GPU pods' "
+        "eviction (driver.upgrade.gpuPodEviction) is not affected (set "
+        "driver.upgrade.drain.podSelector to drain the pods it matches)",
+    )
 
 
 def _without_effect(state: Import) -> None:
@@ -269,21 +258,7 @@ def _without_effect(state: Import) -> None:
         switch = _SWITCHES.get(section)
         if switch is None or rest == switch or _runs(state, section):
             continue
-        for index in state.mapped_at.pop(target, []):
-            if state.paths[index][0] == OPERATOR_DEFAULTS:
-                state.hidden.add(index)
-                continue
-            entry = state.entries[index]
-            state.entries[index] = Entry(
-                entry.input,
-                entry.field,
-                entry.location,
-                "dropped",
-                target,
-                f"no effect: gpustack's {section} does not run with these settings",
-            )
-        del state.settings[target]
-        state.locations.pop(target, None)
+        state.leave_out(target, f"no effect: gpustack's {section} does not run with these settings")
 
 
 def _mig_manager_auto(state: Import, defaults: Input | None) -> None:

@@ -155,22 +155,8 @@ class Import:
             # A later input overrides an earlier one, as a kustomize patch or a second values
             # file does: the earlier field is reported as overridden; a default the inputs
             # replace is left out of the report.
-            for index in self.mapped_at.pop(target, []):
-                entry = self.entries[index]
-                if self.paths[index][0] == OPERATOR_DEFAULTS:
-                    self.hidden.add(index)
-                    continue
-                self.entries[index] = Entry(
-                    entry.input,
-                    entry.field,
-                    entry.location,
-                    "dropped",
-                    target,
-                    f"overridden by {origin}",
-                )
+            self.leave_out(target, f"overridden by {origin}")
             known = None
-            del self.settings[target]
-            self.locations.pop(target, None)
         if known is None and self.gpustack_default(target) == value:
             self.record(source, path, "default", target, why or f"{target} is the same")
             return
@@ -184,6 +170,21 @@ class Import:
         self.locations.setdefault(target, []).append(source.location(path))
         self.mapped_at.setdefault(target, []).append(len(self.entries))
         self.record(source, path, "mapped", target, why or None)
+
+    def leave_out(self, target: str, why: str) -> None:
+        """Take `target` out of the config: the input fields that set it are reported as not
+        carried over, with `why`; those of the operator release's defaults are left out of the
+        report."""
+        for index in self.mapped_at.pop(target, []):
+            if self.paths[index][0] == OPERATOR_DEFAULTS:
+                self.hidden.add(index)
+                continue
+            entry = self.entries[index]
+            self.entries[index] = Entry(
+                entry.input, entry.field, entry.location, "dropped", target, why
+            )
+        del self.settings[target]
+        self.locations.pop(target, None)
 
     def from_defaults(self, target: str) -> bool:
         """The config field holds the operator's default, no input's field."""
